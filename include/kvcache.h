@@ -1,0 +1,266 @@
+/*
+ * kvcache.h -- the KV cache of one transformer layer.
+ *
+ * A kvc_layer stores the keys and values of num_kv_heads attention heads,
+ * head-major (each head owns contiguous rows of head_dim floats), in f32 or in
+ * a compact int8 form, and runs attention over them.  It is the C core of the
+ * kvcache-wasm npm package and builds natively too.
+ *
+ * Conventions
+ *  - Every function that can fail returns a kvc_status; KVC_OK is 0.  Turn a
+ *    status into text with kvc_status_name().  On any error nothing observable
+ *    changes: no row is stored or dropped, seq_len, imp and memory_bytes stay.
+ *  - The library never aborts, never prints, and never reads past the lengths
+ *    it is given.  All allocation goes through one hook (kvc_set_allocator).
+ *  - Units: lengths and counts are in elements unless the name says bytes;
+ *    positions count tokens appended (dead heads included).
+ *  - Threads: functions taking a `const kvc_layer *` only read the layer and
+ *    may run concurrently on the same layer; the others need exclusive use.
+ */
+#ifndef KVCACHE_H
+#define KVCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVC_VERSION_MAJOR 0
+#define KVC_VERSION_MINOR 1
+#define KVC_VERSION_PATCH 0
+#define KVC_VERSION_STRING "0.1.0"
+
+/* The q8 window W: rows at positions < W stay f32; the per-channel field is
+ * frozen from them when position W is appended (see kvc_mode). */
+#define KVC_Q8_WINDOW 64
+
+/* Geometry and length limits, checked by kvc_layer_create / append. */
+#define KVC_MAX_KV_HEADS 4096
+#define KVC_MAX_HEAD_DIM 4096
+#define KVC_MAX_POSITIONS 0x7fffffffu
+
+/* Storage of keys (K) and values (V).
+ *
+ * A quantized component stores row r of a head as int8 codes plus one f32
+ * scale s, read back as x[j] = r[j] * s * c[j], where c is the head's
+ * per-channel field (length head_dim).  The field is frozen once, when
+ * position KVC_Q8_WINDOW is appended, as the RMS of each channel over the
+ * head's rows at positions 0..W-1 (all ones for a head that stored none of
+ * them).  Rows at positions < W stay f32 for good; a truncation back to
+ * seq_len <= W unfreezes the field. */
+typedef enum kvc_mode {
+    KVC_MODE_F32 = 0, /* K f32,  V f32  */
+    KVC_MODE_Q8 = 1,  /* K int8, V int8 */
+    KVC_MODE_Q8K = 2, /* K int8, V f32  */
+    KVC_MODE_Q8V = 3  /* K f32,  V int8 */
+} kvc_mode;
+
+/* Status codes.  The values are stable: they cross the JS boundary. */
+typedef enum kvc_status {
+    KVC_OK = 0,
+    KVC_E_NULL_POINTER = 1,     /* a required pointer argument is NULL */
+    KVC_E_MODE = 2,             /* mode is not a kvc_mode */
+    KVC_E_NUM_KV_HEADS = 3,     /* num_kv_heads is 0 or above KVC_MAX_KV_HEADS */
+    KVC_E_HEAD_DIM = 4,         /* head_dim (or d) is 0 or above KVC_MAX_HEAD_DIM */
+    KVC_E_KV_HEAD = 5,          /* kv_head >= num_kv_heads */
+    KVC_E_LENGTH = 6,           /* a buffer length does not match what the call needs */
+    KVC_E_NONFINITE_KEY = 7,    /* a key of a live head is NaN or +-Inf */
+    KVC_E_NONFINITE_VALUE = 8,  /* a value of a live head is NaN or +-Inf */
+    KVC_E_NONFINITE_QUERY = 9,  /* a query element is NaN or +-Inf */
+    KVC_E_PROBS = 10,           /* a probability is negative, NaN or +-Inf */
+    KVC_E_TOO_LONG = 11,        /* seq_len would exceed KVC_MAX_POSITIONS */
+    KVC_E_NOMEM = 12            /* an allocation failed; nothing was changed */
+} kvc_status;
+
+/* kvc_status_name():
+ * @return : a static, NUL-terminated description of `status` ("out of
+ *           memory", ...); "unknown status" for a value not in kvc_status. */
+const char *kvc_status_name(kvc_status status);
+
+/* kvc_version():
+ * @return : KVC_VERSION_STRING of the compiled library. */
+const char *kvc_version(void);
+
+/* kvc_kernel_isa():
+ * @return : the name of the kernel set this build runs: "wasm-simd128" or
+ *           "scalar".  Lets a test or a user check that SIMD is in use. */
+const char *kvc_kernel_isa(void);
+
+/* Allocation hook.  realloc must behave like C realloc (keep the old block on
+ * failure); free must accept NULL.  `user` is passed back to every call. */
+typedef struct kvc_allocator {
+    void *(*malloc_fn)(void *user, size_t bytes);
+    void *(*realloc_fn)(void *user, void *block, size_t bytes);
+    void (*free_fn)(void *user, void *block);
+    void *user;
+} kvc_allocator;
+
+/* kvc_set_allocator():
+ * Routes every later allocation of the library through `allocator` (copied);
+ * NULL restores the C library's malloc/realloc/free.  Process-wide: call it
+ * before any layer exists, never while one allocated by another hook lives.
+ * @return : KVC_OK, or KVC_E_NULL_POINTER if a function pointer is NULL. */
+kvc_status kvc_set_allocator(const kvc_allocator *allocator);
+
+/* kvc_attention_head():
+ * Single-query softmax attention over one head's slices, all in f32:
+ *   z_p = (q . keys[p]) / sqrt(d);  pi = softmax(z) with the max subtracted;
+ *   out = sum_p pi_p * values[p].
+ * The f32 branch of kvc_layer_attend runs this very routine on the head's
+ * rows, so the two are bit-for-bit equal.
+ * `q` [d], `keys` and `values` [n x d] row-major; `out` receives d floats;
+ * `probs` (may be NULL) receives the n softmax weights.  n == 0 gives zeros.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_HEAD_DIM (d out of range),
+ *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (only when probs is NULL
+ *           and n > 0: a scratch of n floats is then allocated). */
+kvc_status kvc_attention_head(const float *q, const float *keys, const float *values,
+                              size_t n, size_t d, float *out, float *probs);
+
+/* ------------------------------------------------------------------------ */
+/* One layer's cache                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kvc_layer kvc_layer;
+
+/* kvc_layer_create():
+ * Creates an empty cache of `num_kv_heads` heads of `head_dim` channels.
+ * On success *out owns the layer: release it with kvc_layer_free().
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NUM_KV_HEADS, KVC_E_HEAD_DIM,
+ *           KVC_E_MODE or KVC_E_NOMEM; on error *out is set to NULL. */
+kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
+                            kvc_layer **out);
+
+/* kvc_layer_free(): releases `layer` and everything it holds.  NULL is a no-op. */
+void kvc_layer_free(kvc_layer *layer);
+
+/* kvc_layer_clone():
+ * Deep copy: the clone and the original evolve independently (fork a
+ * conversation).  On success *out owns the copy.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (*out set to NULL). */
+kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out);
+
+/* kvc_layer_append():
+ * Appends one position.  `k`, `v`: [num_kv_heads x head_dim] f32.  `alive`
+ * (NULL = all alive): one byte per head; a zero byte stores nothing for that
+ * head, and its slices of k and v are not read.  seq_len grows by one and the
+ * importance vector gains a 0 slot whatever the mask.  In a q8 mode, the
+ * append of position KVC_Q8_WINDOW freezes the field (see kvc_mode).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NONFINITE_KEY,
+ *           KVC_E_NONFINITE_VALUE, KVC_E_TOO_LONG or KVC_E_NOMEM. */
+kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
+                            const uint8_t *alive);
+
+/* kvc_layer_append_n():
+ * Appends n positions at once (prefill), identical in effect to n calls of
+ * kvc_layer_append.  `k`, `v`: [n x num_kv_heads x head_dim]; `alive`
+ * (NULL = all alive): [n x num_kv_heads].  All or nothing: every live
+ * element is checked before anything is stored.
+ * @return : as kvc_layer_append. */
+kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
+                              const uint8_t *alive);
+
+/* kvc_layer_attend():
+ * Attention of query `q` [head_dim] over the rows of `kv_head`.  `out`
+ * receives head_dim floats; `probs` (may be NULL) receives one softmax
+ * weight per stored row of the head, in position order (see
+ * kvc_layer_head_positions).  A head with no rows gives zeros.
+ *  - f32 keys and values: exactly kvc_attention_head over the head's rows.
+ *  - quantized keys: q~ = q * c_K once; z_p = s_p * <q~, r_p> / sqrt(d) for
+ *    a quantized row, the f32 dot for a row at a position < W.
+ *  - quantized values: out = sum_{f32 rows} pi_p v_p
+ *                          + c_V * sum_{quantized rows} (pi_p s_p) r_p.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KV_HEAD, KVC_E_NONFINITE_QUERY,
+ *           or KVC_E_NOMEM (only when probs is NULL and the head has rows). */
+kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head,
+                            float *out, float *probs);
+
+/* kvc_layer_truncate_last():
+ * Drops the last min(n, seq_len) positions: every store of every head loses
+ * exactly its own rows at those positions, imp loses the slots, and a q8
+ * field unfreezes when seq_len falls to KVC_Q8_WINDOW or below.  Keeps the
+ * allocation (no reallocation).
+ * @return : KVC_OK or KVC_E_NULL_POINTER. */
+kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
+
+/* kvc_layer_clear():
+ * Empties the cache (rows, imp, field) keeping geometry and mode.  Keeps
+ * the allocation; free the layer to release it.  NULL is a no-op. */
+void kvc_layer_clear(kvc_layer *layer);
+
+/* kvc_layer_accumulate_imp():
+ * imp[p] += probs[p] for every position p < seq_len: the cumulative
+ * attention mass per position that drives eviction (callers sum the
+ * per-position probabilities over heads).  `n` must equal seq_len.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH, or KVC_E_PROBS (a
+ *           negative or non-finite value; imp is left unchanged). */
+kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n);
+
+/* kvc_layer_accumulate_imp_head():
+ * Adds one head's row probabilities (as kvc_layer_attend gives them) at that
+ * head's positions.  `n` must equal kvc_layer_head_len(layer, kv_head).
+ * @return : as kvc_layer_accumulate_imp, or KVC_E_KV_HEAD. */
+kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head,
+                                         const float *probs, size_t n);
+
+/* kvc_layer_imp():
+ * Copies the importance vector (seq_len floats) into `dst`.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, or KVC_E_LENGTH (dst_len < seq_len). */
+kvc_status kvc_layer_imp(const kvc_layer *layer, float *dst, size_t dst_len);
+
+/* kvc_layer_head_keys() / kvc_layer_head_values():
+ * Copies the head's rows, [head_len x head_dim] f32 in position order, into
+ * `dst`; a quantized row is dequantized (r[j] * s * c[j]).
+ * @return : KVC_OK, KVC_E_NULL_POINTER (dst may be NULL only when the head is
+ *           empty), KVC_E_KV_HEAD, or KVC_E_LENGTH (dst_len too small). */
+kvc_status kvc_layer_head_keys(const kvc_layer *layer, size_t kv_head, float *dst,
+                               size_t dst_len);
+kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *dst,
+                                 size_t dst_len);
+
+/* kvc_layer_head_positions():
+ * Copies the position of each stored row of the head (head_len values,
+ * ascending) into `dst`.
+ * @return : as kvc_layer_head_keys. */
+kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
+                                    size_t dst_len);
+
+/* Accessors.  They never fail: a NULL layer or an out-of-range head reads 0. */
+size_t kvc_layer_num_kv_heads(const kvc_layer *layer);
+size_t kvc_layer_head_dim(const kvc_layer *layer);
+kvc_mode kvc_layer_mode(const kvc_layer *layer);
+size_t kvc_layer_seq_len(const kvc_layer *layer);
+/* Rows stored for `kv_head` (0 for a head that was never alive). */
+size_t kvc_layer_head_len(const kvc_layer *layer, size_t kv_head);
+/* 1 while the q8 field is frozen (seq_len > KVC_Q8_WINDOW in a q8 mode). */
+int kvc_layer_field_frozen(const kvc_layer *layer);
+
+/* kvc_layer_memory_bytes():
+ * Bytes of data the cache holds, exactly (H heads, d = head_dim,
+ * L = seq_len, n_h = rows of head h, w_h = of them at positions < W):
+ *   L * (4 + ceil(H / 8))                      importance + alive map
+ * + per f32 component:  sum_h n_h * d * 4
+ * + per int8 component: sum_h (w_h * d * 4 + (n_h - w_h) * (d + 4))
+ *                       + (field frozen ? H * d * 4 : 0)
+ * The same formula in every mode for the shared parts; free capacity and
+ * fixed bookkeeping are not counted (see kvc_layer_capacity_bytes). */
+size_t kvc_layer_memory_bytes(const kvc_layer *layer);
+
+/* kvc_layer_capacity_bytes():
+ * Every byte the layer has allocated, reserved capacity and bookkeeping
+ * included; always >= kvc_layer_memory_bytes. */
+size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
+
+/* kvc_layer_describe():
+ * Writes a one-line, NUL-terminated description ("kvc_layer{mode=q8 H=8
+ * d=128 seq_len=4096 ...}") into buf, truncated to buf_len - 1 characters.
+ * @return : the length the full description needs, excluding the NUL (as
+ *           snprintf); 0 when layer is NULL. */
+size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCACHE_H */

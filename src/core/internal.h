@@ -1,0 +1,89 @@
+/*
+ * internal.h -- the layout of a layer, shared by the files of src/core.
+ *
+ * A layer holds, per position, an importance slot and one bit per head saying
+ * whether that head stored the position (the alive map); per head, two
+ * stores, one for keys and one for values.  A store holds its rows in
+ * position order: first the f32 rows, then (quantized component, field
+ * frozen) the int8 rows of positions >= KVC_Q8_WINDOW.
+ */
+#ifndef KVC_INTERNAL_H
+#define KVC_INTERNAL_H
+
+#include "kvcache.h"
+#include "../kernels/kernels.h"
+
+/* One component (keys or values) of one head. */
+typedef struct kvc_store {
+    float *rows;         /* f32 rows [rows_cap x d]: every row of an f32 component,
+                            the rows at positions < W of a quantized one */
+    size_t rows_len, rows_cap;
+    uint8_t *qrows;      /* quantized rows [qrows_cap x (4 + d)]: f32 scale, then d codes */
+    size_t qrows_len, qrows_cap;
+    float *field;        /* [d] per-channel field; allocated at the first freeze */
+} kvc_store;
+
+typedef struct kvc_head {
+    kvc_store keys;
+    kvc_store values;
+} kvc_head;
+
+struct kvc_layer {
+    size_t num_kv_heads;
+    size_t head_dim;
+    kvc_mode mode;
+    size_t seq_len;
+    int field_frozen;
+    float *imp;          /* [imp_cap] cumulative attention mass per position */
+    size_t imp_cap;
+    uint8_t *alive_map;  /* [map_cap x map_bytes]: bit h of position p set if head h stored p */
+    size_t map_cap;
+    size_t map_bytes;    /* ceil(num_kv_heads / 8) */
+    kvc_head *heads;     /* [num_kv_heads] */
+};
+
+/* ---- alloc.c: every allocation of the library ---- */
+void *kvc_malloc(size_t bytes);
+void kvc_free(void *block);
+/* realloc of count * elem_bytes, NULL on overflow or failure (block kept). */
+void *kvc_realloc_array(void *block, size_t count, size_t elem_bytes);
+/* The capacity to grow a buffer of `cap` elements to so that it holds `needed`
+ * (half as much again, at least `needed`, at most max(limit, needed)), or 0
+ * when it holds them already. */
+size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
+
+/* ---- store.c: one component of one head ---- */
+/* Quantized rows are stored from position KVC_Q8_WINDOW on. */
+int kvc_component_quantized(kvc_mode mode, int is_values);
+size_t kvc_qrow_bytes(size_t d);
+/* Makes room for `below` more rows at positions < W and `from` more at
+ * positions >= W (int8 in a quantized store, f32 otherwise). */
+kvc_status kvc_store_reserve(kvc_store *store, size_t d, int quantized, size_t below,
+                             size_t from);
+void kvc_store_push_f32(kvc_store *store, size_t d, const float *x);
+void kvc_store_push_quantized(kvc_store *store, size_t d, const float *x,
+                              const kvc_kernels *kernels);
+void kvc_store_drop(kvc_store *store, size_t f32_rows, size_t q_rows);
+/* Writes the store's rows as f32 (quantized ones dequantized) to dst. */
+void kvc_store_copy_rows(const kvc_store *store, size_t d, float *dst,
+                         const kvc_kernels *kernels);
+size_t kvc_store_len(const kvc_store *store);
+/* Bytes of rows held (the field is counted by the layer). */
+size_t kvc_store_bytes(const kvc_store *store, size_t d);
+size_t kvc_store_capacity_bytes(const kvc_store *store, size_t d);
+kvc_status kvc_store_clone(kvc_store *dst, const kvc_store *src, size_t d);
+void kvc_store_free(kvc_store *store);
+
+/* ---- quant.c: the per-channel field ---- */
+/* Allocates the field of every quantized store that has none yet. */
+kvc_status kvc_field_reserve(kvc_layer *layer);
+/* Freezes the field of every quantized store from its f32 rows. */
+void kvc_field_freeze(kvc_layer *layer);
+
+/* ---- positions.c: the alive map ---- */
+const uint8_t *kvc_alive_row(const kvc_layer *layer, size_t position);
+int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);
+/* Rows head kv_head stored at positions [first, last). */
+size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last);
+
+#endif /* KVC_INTERNAL_H */

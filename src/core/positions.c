@@ -1,0 +1,76 @@
+/*
+ * positions.c -- which head stored which position.
+ *
+ * One bit per (position, head): a head that skipped positions (pruned, or
+ * masked in a GQA group) keeps its rows aligned with the positions they came
+ * from, so its probabilities land on the right importance slots.
+ */
+#include "internal.h"
+
+const uint8_t *kvc_alive_row(const kvc_layer *layer, size_t position) {
+    return layer->alive_map + position * layer->map_bytes;
+}
+
+int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head) {
+    return (kvc_alive_row(layer, position)[kv_head >> 3] >> (kv_head & 7)) & 1;
+}
+
+size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last) {
+    size_t rows = 0;
+    for (size_t p = first; p < last; p++) rows += (size_t)kvc_head_stored(layer, p, kv_head);
+    return rows;
+}
+
+kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
+                                    size_t dst_len) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
+    size_t len = kvc_layer_head_len(layer, kv_head);
+    if (len && !dst) return KVC_E_NULL_POINTER;
+    if (dst_len < len) return KVC_E_LENGTH;
+    size_t row = 0;
+    for (size_t p = 0; p < layer->seq_len; p++) {
+        if (kvc_head_stored(layer, p, kv_head)) dst[row++] = (uint32_t)p;
+    }
+    return KVC_OK;
+}
+
+/* 1 if every probability is finite and not negative. */
+static int probs_valid(const float *probs, size_t n) {
+    if (!kvc_kernels_active()->all_finite(n, probs)) return 0;
+    for (size_t p = 0; p < n; p++) {
+        if (probs[p] < 0.0f) return 0;
+    }
+    return 1;
+}
+
+kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (n != layer->seq_len) return KVC_E_LENGTH;
+    if (n && !probs) return KVC_E_NULL_POINTER;
+    if (!probs_valid(probs, n)) return KVC_E_PROBS;
+    for (size_t p = 0; p < n; p++) layer->imp[p] += probs[p];
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head, const float *probs,
+                                         size_t n) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
+    if (n != kvc_layer_head_len(layer, kv_head)) return KVC_E_LENGTH;
+    if (n && !probs) return KVC_E_NULL_POINTER;
+    if (!probs_valid(probs, n)) return KVC_E_PROBS;
+    size_t row = 0;
+    for (size_t p = 0; p < layer->seq_len; p++) {
+        if (kvc_head_stored(layer, p, kv_head)) layer->imp[p] += probs[row++];
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_imp(const kvc_layer *layer, float *dst, size_t dst_len) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
+    if (dst_len < layer->seq_len) return KVC_E_LENGTH;
+    for (size_t p = 0; p < layer->seq_len; p++) dst[p] = layer->imp[p];
+    return KVC_OK;
+}

@@ -1,0 +1,55 @@
+/*
+ * quant.c -- the per-channel field of the q8 "2f" scheme.
+ *
+ * A quantized row is read as r[j] * s * c[j].  The field c evens out the few
+ * outlier channels that keys carry, so that one scale per row suffices.  It is
+ * frozen once, when position KVC_Q8_WINDOW is appended, from the head's rows
+ * at positions 0..W-1 -- which are exactly the store's f32 rows at that
+ * moment -- and is kept until a truncation reaches back below W.
+ */
+#include <math.h>
+
+#include "internal.h"
+
+/* A channel that was zero in every window row still needs c > 0. */
+#define KVC_Q8_FIELD_FLOOR 1e-30f
+
+kvc_status kvc_field_reserve(kvc_layer *layer) {
+    const size_t d = layer->head_dim;
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        kvc_store *stores[2] = {&layer->heads[h].keys, &layer->heads[h].values};
+        for (int is_values = 0; is_values < 2; is_values++) {
+            kvc_store *store = stores[is_values];
+            if (!kvc_component_quantized(layer->mode, is_values) || store->field) continue;
+            store->field = kvc_realloc_array(NULL, d, sizeof(float));
+            if (!store->field) return KVC_E_NOMEM;
+        }
+    }
+    return KVC_OK;
+}
+
+/* c[j] = RMS of channel j over the store's f32 rows, all ones when it has none.
+ * Summed in double, in row order: the same bytes on every build. */
+static void freeze_store(kvc_store *store, size_t d) {
+    for (size_t j = 0; j < d; j++) {
+        float c = 1.0f;
+        if (store->rows_len) {
+            double sum_sq = 0.0;
+            for (size_t r = 0; r < store->rows_len; r++) {
+                double x = store->rows[r * d + j];
+                sum_sq += x * x;
+            }
+            c = (float)sqrt(sum_sq / (double)store->rows_len);
+            if (c < KVC_Q8_FIELD_FLOOR) c = KVC_Q8_FIELD_FLOOR;
+        }
+        store->field[j] = c;
+    }
+}
+
+void kvc_field_freeze(kvc_layer *layer) {
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        if (kvc_component_quantized(layer->mode, 0)) freeze_store(&layer->heads[h].keys, layer->head_dim);
+        if (kvc_component_quantized(layer->mode, 1)) freeze_store(&layer->heads[h].values, layer->head_dim);
+    }
+    layer->field_frozen = 1;
+}

@@ -1,0 +1,29 @@
+/* status.c -- status names and build facts. */
+#include "internal.h"
+
+const char *kvc_status_name(kvc_status status) {
+    switch (status) {
+    case KVC_OK: return "ok";
+    case KVC_E_NULL_POINTER: return "a required pointer is NULL";
+    case KVC_E_MODE: return "mode is not one of f32, q8, q8k, q8v";
+    case KVC_E_NUM_KV_HEADS: return "num_kv_heads is 0 or above the maximum";
+    case KVC_E_HEAD_DIM: return "head_dim is 0 or above the maximum";
+    case KVC_E_KV_HEAD: return "kv_head is not below num_kv_heads";
+    case KVC_E_LENGTH: return "a buffer length does not match the call";
+    case KVC_E_NONFINITE_KEY: return "a key is NaN or infinite";
+    case KVC_E_NONFINITE_VALUE: return "a value is NaN or infinite";
+    case KVC_E_NONFINITE_QUERY: return "a query element is NaN or infinite";
+    case KVC_E_PROBS: return "a probability is negative, NaN or infinite";
+    case KVC_E_TOO_LONG: return "seq_len would exceed the maximum number of positions";
+    case KVC_E_NOMEM: return "out of memory";
+    }
+    return "unknown status";
+}
+
+const char *kvc_version(void) {
+    return KVC_VERSION_STRING;
+}
+
+const char *kvc_kernel_isa(void) {
+    return kvc_kernels_active()->isa;
+}
