@@ -2,15 +2,7 @@
 #include <wasm_simd128.h>
 
 #include "kernels.h"
-
-/* Four i8 codes in the low lanes of an i16x8 vector, widened to f32x4. */
-static v128_t low4_to_f32(v128_t codes_i16) {
-    return wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(codes_i16));
-}
-
-static v128_t high4_to_f32(v128_t codes_i16) {
-    return wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(codes_i16));
-}
+#include "wasmsimd-convert.h"
 
 float kvc_dot_f32_i8__wasmsimd(size_t d, const float *a, const int8_t *codes) {
     v128_t acc0 = wasm_f32x4_const_splat(0.0f);
@@ -20,14 +12,14 @@ float kvc_dot_f32_i8__wasmsimd(size_t d, const float *a, const int8_t *codes) {
         v128_t c = wasm_v128_load(codes + j);
         v128_t lo = wasm_i16x8_extend_low_i8x16(c);
         v128_t hi = wasm_i16x8_extend_high_i8x16(c);
-        acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_v128_load(a + j), low4_to_f32(lo)));
-        acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_v128_load(a + j + 4), high4_to_f32(lo)));
-        acc2 = wasm_f32x4_add(acc2, wasm_f32x4_mul(wasm_v128_load(a + j + 8), low4_to_f32(hi)));
-        acc3 = wasm_f32x4_add(acc3, wasm_f32x4_mul(wasm_v128_load(a + j + 12), high4_to_f32(hi)));
+        acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_v128_load(a + j), kvc_low_i16x8_to_f32x4(lo)));
+        acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_v128_load(a + j + 4), kvc_high_i16x8_to_f32x4(lo)));
+        acc2 = wasm_f32x4_add(acc2, wasm_f32x4_mul(wasm_v128_load(a + j + 8), kvc_low_i16x8_to_f32x4(hi)));
+        acc3 = wasm_f32x4_add(acc3, wasm_f32x4_mul(wasm_v128_load(a + j + 12), kvc_high_i16x8_to_f32x4(hi)));
     }
     for (; j + 4 <= d; j += 4) {
         v128_t c = wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(codes + j));
-        acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_v128_load(a + j), low4_to_f32(c)));
+        acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_v128_load(a + j), kvc_low_i16x8_to_f32x4(c)));
     }
     if (j < d) {
         float a_tail[4] = {0.0f};
@@ -35,7 +27,7 @@ float kvc_dot_f32_i8__wasmsimd(size_t d, const float *a, const int8_t *codes) {
         memcpy(a_tail, a + j, (d - j) * sizeof(float));
         memcpy(codes_tail, codes + j, d - j);
         v128_t c = wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(codes_tail));
-        acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_v128_load(a_tail), low4_to_f32(c)));
+        acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_v128_load(a_tail), kvc_low_i16x8_to_f32x4(c)));
     }
     v128_t acc = wasm_f32x4_add(wasm_f32x4_add(acc0, acc1), wasm_f32x4_add(acc2, acc3));
     return (wasm_f32x4_extract_lane(acc, 0) + wasm_f32x4_extract_lane(acc, 1)) +

@@ -1,0 +1,69 @@
+// npm test: everything a fresh machine needs, then every test.
+//  1. toolchain (cmake, a C compiler, emscripten; wabt for the SIMD check),
+//     installed with apt-get when run as root on Debian;
+//  2. npm packages, when package.json lists any and node_modules lacks them;
+//  3. native and wasm builds;
+//  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
+//     in Node (ctest), then the JavaScript tests (node --test).
+// Exits non-zero if any step fails; the closing lines sum up each suite.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { availableParallelism } from 'node:os';
+import {
+  buildNative, buildWasm, ensureToolchain, log, nativeBuildDir, root, run, wasmBuildDir,
+} from './toolchain.mjs';
+
+const started = Date.now();
+const results = [];
+
+function step(name, fn) {
+  const t0 = Date.now();
+  let ok;
+  try {
+    ok = fn() !== false;
+  } catch (error) {
+    console.error(`${name}: ${error.message}`);
+    ok = false;
+  }
+  results.push({ name, ok, seconds: (Date.now() - t0) / 1000 });
+  return ok;
+}
+
+function npmPackagesPresent() {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const names = Object.keys({ ...pkg.dependencies, ...pkg.devDependencies });
+  return names.every((name) => existsSync(join(root, 'node_modules', name, 'package.json')));
+}
+
+const jobs = String(Math.max(1, availableParallelism()));
+const ready =
+  step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt']] })) &&
+  step('npm packages', () => npmPackagesPresent() ||
+    run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund']) === 0) &&
+  step('native build', buildNative) &&
+  step('wasm build', buildWasm);
+
+if (ready) {
+  step('C tests, native', () => {
+    log('C tests, native (scalar kernels)');
+    return run('ctest', ['--test-dir', nativeBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+  });
+  step('C tests, wasm', () => {
+    log('C tests, wasm SIMD128 in Node');
+    return run('ctest', ['--test-dir', wasmBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+  });
+  step('JS tests', () => {
+    log('JavaScript tests (node --test)');
+    const dir = join(root, 'tests', 'js');
+    const files = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join(dir, f));
+    return run(process.execPath, ['--test', ...files]) === 0;
+  });
+}
+
+log(`summary (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+for (const { name, ok, seconds } of results) {
+  console.log(`${ok ? 'pass' : 'FAIL'}  ${name.padEnd(18)} ${seconds.toFixed(1)} s`);
+}
+const failed = !ready || results.some((r) => !r.ok);
+console.log(failed ? 'npm test: FAILED' : 'npm test: all passed');
+process.exit(failed ? 1 : 0);

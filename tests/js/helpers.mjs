@@ -1,0 +1,48 @@
+// Shared by the JS tests: deterministic data and a fingerprint of a cache.
+import init from '../../js/index.js';
+
+export { normals, outlierKeys, rng } from '../../bench/synthetic.mjs';
+
+export const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+
+export async function ready() {
+  await init();
+}
+
+/** Everything observable about a cache, to check that a refused call changed nothing. */
+export function fingerprint(cache) {
+  const heads = [];
+  for (let h = 0; h < cache.numKvHeads; h++) {
+    heads.push({
+      len: cache.headLen(h),
+      keys: Array.from(new Uint32Array(cache.headKeys(h).buffer)),
+      values: Array.from(new Uint32Array(cache.headValues(h).buffer)),
+      positions: Array.from(cache.headPositions(h)),
+    });
+  }
+  return {
+    seqLen: cache.seqLen,
+    memoryBytes: cache.memoryBytes,
+    fieldFrozen: cache.fieldFrozen,
+    imp: Array.from(cache.imp),
+    heads,
+  };
+}
+
+/** max |a - b| / max |b| */
+export function relError(a, b) {
+  let diff = 0;
+  let ref = 1e-30;
+  for (let i = 0; i < a.length; i++) {
+    diff = Math.max(diff, Math.abs(a[i] - b[i]));
+    ref = Math.max(ref, Math.abs(b[i]));
+  }
+  return diff / ref;
+}
+
+export function bitsEqual(a, b) {
+  if (a.length !== b.length) return false;
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  return x.every((bits, i) => bits === y[i]);
+}

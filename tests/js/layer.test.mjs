@@ -1,0 +1,403 @@
+// LayerKvCache through the binding: each behaviour of DESIGN.md section 1.
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { LayerKvCache, attentionHead, Q8_WINDOW } from '../../js/index.js';
+import { MODES, bitsEqual, fingerprint, normals, outlierKeys, ready, relError, rng } from './helpers.mjs';
+
+before(ready);
+
+/** Appends `count` positions of outlier keys / normal values, one at a time. */
+function fill(cache, r, count, alive) {
+  const H = cache.numKvHeads;
+  const d = cache.headDim;
+  for (let i = 0; i < count; i++) {
+    const mask = alive?.(cache.seqLen);
+    cache.append(outlierKeys(r, 1, cache.seqLen, H, d), normals(r, H * d), mask);
+  }
+}
+
+/** The memory formula of include/kvcache.h, from the alive masks of the positions held. */
+function expectedMemoryBytes(mode, H, d, masks) {
+  const quantizedK = mode === 'q8' || mode === 'q8k';
+  const quantizedV = mode === 'q8' || mode === 'q8v';
+  const L = masks.length;
+  let bytes = L * (4 + Math.ceil(H / 8));
+  for (let h = 0; h < H; h++) {
+    const rows = masks.filter((m) => m[h]).length;
+    const below = masks.filter((m, p) => m[h] && p < Q8_WINDOW).length;
+    for (const quantized of [quantizedK, quantizedV]) {
+      bytes += quantized ? below * d * 4 + (rows - below) * (d + 4) : rows * d * 4;
+    }
+  }
+  if (L > Q8_WINDOW) bytes += (Number(quantizedK) + Number(quantizedV)) * H * d * 4;
+  return bytes;
+}
+
+test('a new cache has its geometry, mode f32 by default, and nothing stored', () => {
+  const cache = new LayerKvCache({ numKvHeads: 4, headDim: 32 });
+  assert.equal(cache.numKvHeads, 4);
+  assert.equal(cache.headDim, 32);
+  assert.equal(cache.mode, 'f32');
+  assert.equal(cache.seqLen, 0);
+  assert.equal(cache.memoryBytes, 0);
+  assert.equal(cache.headLen(3), 0);
+  assert.equal(cache.fieldFrozen, false);
+  cache.free();
+});
+
+test('append counts every position in seqLen, dead heads included', () => {
+  const cache = new LayerKvCache({ numKvHeads: 3, headDim: 8 });
+  const r = rng(1);
+  cache.append(normals(r, 24), normals(r, 24));
+  cache.append(normals(r, 24), normals(r, 24), [true, false, true]);
+  cache.append(normals(r, 24), normals(r, 24), new Uint8Array([0, 0, 0]));
+  assert.equal(cache.seqLen, 3);
+  assert.deepEqual([0, 1, 2].map((h) => cache.headLen(h)), [2, 1, 2]);
+  assert.deepEqual(Array.from(cache.imp), [0, 0, 0]);
+});
+
+test('headKeys and headValues of an f32 cache return exactly the rows appended', () => {
+  const cache = new LayerKvCache({ numKvHeads: 2, headDim: 5 });
+  const r = rng(2);
+  const k = normals(r, 3 * 10);
+  const v = normals(r, 3 * 10);
+  cache.appendBatch(k, v);
+  const expectedHead1 = (x) => Float32Array.from([0, 1, 2].flatMap((p) => Array.from(x.subarray(p * 10 + 5, p * 10 + 10))));
+  assert.ok(bitsEqual(cache.headKeys(1), expectedHead1(k)));
+  assert.ok(bitsEqual(cache.headValues(1), expectedHead1(v)));
+});
+
+for (const mode of MODES) {
+  test(`appendBatch equals single appends, across the q8 window (${mode})`, () => {
+    const H = 3;
+    const d = 16;
+    const n = 150;
+    const r = rng(3);
+    const k = outlierKeys(r, n, 0, H, d);
+    const v = normals(r, n * H * d);
+    const alive = Uint8Array.from({ length: n * H }, (_, i) => (i % 7 === 3 ? 0 : 1));
+    const single = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    for (let p = 0; p < n; p++) {
+      const at = p * H * d;
+      single.append(k.subarray(at, at + H * d), v.subarray(at, at + H * d), alive.subarray(p * H, p * H + H));
+    }
+    const batch = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    batch.appendBatch(k.subarray(0, 40 * H * d), v.subarray(0, 40 * H * d), alive.subarray(0, 40 * H));
+    batch.appendBatch(k.subarray(40 * H * d), v.subarray(40 * H * d), alive.subarray(40 * H));
+    assert.deepEqual(fingerprint(batch), fingerprint(single));
+    const q = normals(r, d);
+    for (let h = 0; h < H; h++) {
+      assert.ok(bitsEqual(batch.attend(q, h).out, single.attend(q, h).out));
+    }
+  });
+}
+
+test('f32 attend is bit-for-bit attentionHead over headKeys and headValues', () => {
+  const r = rng(4);
+  for (const d of [8, 64, 80, 128, 256]) {
+    for (const H of [1, 4, 8]) {
+      const cache = new LayerKvCache({ numKvHeads: H, headDim: d });
+      fill(cache, r, 1 + r.int(150), () => Array.from({ length: H }, () => r.unit() < 0.9));
+      for (let h = 0; h < H; h++) {
+        const q = normals(r, d);
+        const n = cache.headLen(h);
+        const viaCache = cache.attend(q, h);
+        const viaSlices = attentionHead(q, cache.headKeys(h), cache.headValues(h), n, d);
+        assert.ok(bitsEqual(viaCache.out, viaSlices.out), `out, d=${d} H=${H} h=${h}`);
+        assert.ok(bitsEqual(viaCache.probs, viaSlices.probs), `probs, d=${d} H=${H} h=${h}`);
+      }
+      cache.free();
+    }
+  }
+});
+
+test('attention matches a double-precision reference within f32 rounding', () => {
+  const r = rng(5);
+  const d = 64;
+  const n = 300;
+  const keys = outlierKeys(r, n, 0, 1, d);
+  const values = normals(r, n * d);
+  const q = normals(r, d);
+  const { out, probs } = attentionHead(q, keys, values, n, d);
+  const z = Array.from({ length: n }, (_, p) => {
+    let dot = 0;
+    for (let j = 0; j < d; j++) dot += q[j] * keys[p * d + j];
+    return dot / Math.sqrt(d);
+  });
+  const max = Math.max(...z);
+  const e = z.map((x) => Math.exp(x - max));
+  const sum = e.reduce((a, b) => a + b, 0);
+  const ref = new Float64Array(d);
+  e.forEach((w, p) => { for (let j = 0; j < d; j++) ref[j] += (w / sum) * values[p * d + j]; });
+  assert.ok(relError(out, ref) < 1e-4, `out error ${relError(out, ref)}`);
+  assert.ok(relError(probs, e.map((w) => w / sum)) < 1e-4);
+});
+
+// q8 attend vs f32 attend on keys with outlier channels (outlierKeys) and
+// N(0, 1) queries: max |out_q8 - out_f32| / max |out_f32| over 120 queries.
+// Measured: about 0.14 at worst (median 0.02) when keys are quantized, about
+// 0.011 when only values are; the README states these bounds.
+const Q8_ATTEND_REL_ERROR_BOUND = { q8: 0.2, q8k: 0.2, q8v: 0.02 };
+
+for (const mode of ['q8', 'q8k', 'q8v']) {
+  test(`${mode} attend stays within ${Q8_ATTEND_REL_ERROR_BOUND[mode]} of f32 on outlier-channel keys`, (t) => {
+    const r = rng(6);
+    let worst = 0;
+    for (const d of [64, 128]) {
+      const H = 2;
+      const n = 1200;
+      const k = outlierKeys(r, n, 0, H, d);
+      const v = normals(r, n * H * d);
+      const exact = new LayerKvCache({ numKvHeads: H, headDim: d, mode: 'f32' });
+      const quantized = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+      exact.appendBatch(k, v);
+      quantized.appendBatch(k, v);
+      for (let i = 0; i < 60; i++) {
+        const q = normals(r, d);
+        worst = Math.max(worst, relError(quantized.attend(q, i % H).out, exact.attend(q, i % H).out));
+      }
+      exact.free();
+      quantized.free();
+    }
+    t.diagnostic(`${mode}: max relative error ${worst.toExponential(2)}`);
+    assert.ok(worst > 0, 'quantization changes something');
+    assert.ok(worst < Q8_ATTEND_REL_ERROR_BOUND[mode], `max relative error ${worst}`);
+  });
+}
+
+for (const mode of ['q8', 'q8k', 'q8v']) {
+  test(`${mode}: rows below position 64 stay exact and the field freezes when 64 is appended`, () => {
+    const H = 2;
+    const d = 12;
+    const r = rng(7);
+    const k = outlierKeys(r, 65, 0, H, d);
+    const v = normals(r, 65 * H * d);
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    cache.appendBatch(k.subarray(0, 64 * H * d), v.subarray(0, 64 * H * d));
+    assert.equal(cache.fieldFrozen, false);
+    cache.appendBatch(k.subarray(64 * H * d), v.subarray(64 * H * d));
+    assert.equal(cache.fieldFrozen, true);
+    const rowsOf = (x, h, count) => Float32Array.from({ length: count * d }, (_, i) => x[(Math.floor(i / d) * H + h) * d + (i % d)]);
+    const keys = cache.headKeys(1);
+    const values = cache.headValues(1);
+    assert.ok(bitsEqual(keys.subarray(0, 64 * d), rowsOf(k, 1, 64)));
+    assert.ok(bitsEqual(values.subarray(0, 64 * d), rowsOf(v, 1, 64)));
+    // The row at position 64 is exact only in the component kept f32.
+    assert.equal(bitsEqual(keys.subarray(64 * d), rowsOf(k, 1, 65).subarray(64 * d)), mode === 'q8v');
+    assert.equal(bitsEqual(values.subarray(64 * d), rowsOf(v, 1, 65).subarray(64 * d)), mode === 'q8k');
+  });
+}
+
+for (const mode of MODES) {
+  test(`truncateLast then re-append equals a run that never appended the dropped positions (${mode})`, () => {
+    const H = 3;
+    const d = 8;
+    const r = rng(8);
+    const n = 160;
+    const k = outlierKeys(r, n, 0, H, d);
+    const v = normals(r, n * H * d);
+    const alive = Uint8Array.from({ length: n * H }, () => (r.unit() < 0.8 ? 1 : 0));
+    const slice = (from, to) => [k.subarray(from * H * d, to * H * d), v.subarray(from * H * d, to * H * d), alive.subarray(from * H, to * H)];
+    const plain = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    plain.appendBatch(...slice(0, n));
+    const rolled = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    // Cuts that end above the window, at it, and below it.
+    for (const [to, cut] of [[100, 30], [120, 60], [90, 40], [70, 7]]) {
+      rolled.truncateLast(rolled.seqLen); // start over from nothing each round
+      rolled.appendBatch(...slice(0, to));
+      const junk = outlierKeys(r, cut, to, H, d);
+      rolled.appendBatch(junk, normals(r, cut * H * d));
+      rolled.truncateLast(cut);
+      assert.equal(rolled.seqLen, to);
+      assert.equal(rolled.fieldFrozen, mode !== 'f32' && to > Q8_WINDOW);
+      rolled.appendBatch(...slice(to, n));
+      assert.deepEqual(fingerprint(rolled), fingerprint(plain), `round to=${to} cut=${cut}`);
+    }
+    const q = normals(r, d);
+    for (let h = 0; h < H; h++) assert.ok(bitsEqual(rolled.attend(q, h).out, plain.attend(q, h).out));
+  });
+}
+
+for (const mode of ['q8k', 'q8v']) {
+  test(`truncateLast in ${mode} drops from each store exactly its own rows`, () => {
+    const H = 2;
+    const d = 8;
+    const r = rng(9);
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    const masks = [];
+    fill(cache, r, 100, (p) => { const m = [p % 3 !== 0, p % 5 !== 0]; masks.push(m); return m; });
+    const before = [0, 1].map((h) => ({ keys: cache.headKeys(h), values: cache.headValues(h) }));
+    cache.truncateLast(45); // from 100 to 55: across the window
+    for (let h = 0; h < H; h++) {
+      const kept = masks.slice(0, 55).filter((m) => m[h]).length;
+      assert.equal(cache.headLen(h), kept);
+      assert.equal(cache.headKeys(h).length, kept * d);
+      assert.equal(cache.headValues(h).length, kept * d);
+      assert.ok(bitsEqual(cache.headKeys(h), before[h].keys.subarray(0, kept * d)));
+      assert.ok(bitsEqual(cache.headValues(h), before[h].values.subarray(0, kept * d)));
+    }
+  });
+}
+
+test('truncateLast(n) with n above seqLen drops everything', () => {
+  const cache = new LayerKvCache({ numKvHeads: 2, headDim: 4, mode: 'q8' });
+  fill(cache, rng(10), 80);
+  cache.truncateLast(1000);
+  assert.equal(cache.seqLen, 0);
+  assert.equal(cache.memoryBytes, 0);
+  assert.equal(cache.fieldFrozen, false);
+});
+
+test('alive masks keep rows, probs and imp aligned with positions', () => {
+  const H = 2;
+  const d = 4;
+  const cache = new LayerKvCache({ numKvHeads: H, headDim: d });
+  const r = rng(11);
+  const head1Alive = [true, false, false, true, true, false, true];
+  for (const alive1 of head1Alive) cache.append(normals(r, H * d), normals(r, H * d), [true, alive1]);
+  assert.deepEqual(Array.from(cache.headPositions(1)), [0, 3, 4, 6]);
+  assert.deepEqual(Array.from(cache.headPositions(0)), [0, 1, 2, 3, 4, 5, 6]);
+  const { probs } = cache.attend(normals(r, d), 1);
+  assert.equal(probs.length, 4);
+  cache.accumulateImpHead(1, probs);
+  const imp = cache.imp;
+  assert.deepEqual([1, 2, 5].map((p) => imp[p]), [0, 0, 0]);
+  assert.deepEqual([0, 3, 4, 6].map((p) => imp[p]), Array.from(probs));
+});
+
+test('accumulateImp adds per position and sums over calls', () => {
+  const cache = new LayerKvCache({ numKvHeads: 1, headDim: 4 });
+  fill(cache, rng(12), 3);
+  cache.accumulateImp(new Float32Array([0.5, 0.25, 0.25]));
+  cache.accumulateImp(new Float32Array([0.125, 0, 1]));
+  assert.deepEqual(Array.from(cache.imp), [0.625, 0.25, 1.25]);
+  cache.append(new Float32Array(4), new Float32Array(4));
+  assert.equal(cache.imp[3], 0, 'a new position starts at 0');
+});
+
+test('an empty head attends to zeros with no probs', () => {
+  const cache = new LayerKvCache({ numKvHeads: 2, headDim: 4, mode: 'q8' });
+  fill(cache, rng(13), 70, () => [true, false]);
+  const { out, probs } = cache.attend(new Float32Array([1, 2, 3, 4]), 1);
+  assert.deepEqual(Array.from(out), [0, 0, 0, 0]);
+  assert.equal(probs.length, 0);
+});
+
+for (const mode of MODES) {
+  test(`memoryBytes equals the documented formula (${mode})`, () => {
+    const H = 10; // two bytes of alive map per position
+    const d = 24;
+    const r = rng(14);
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    const masks = [];
+    const check = () => assert.equal(cache.memoryBytes, expectedMemoryBytes(mode, H, d, masks), `at seqLen ${cache.seqLen}`);
+    for (const count of [1, 30, 33, 1, 100]) {
+      fill(cache, r, count, () => { const m = Array.from({ length: H }, () => r.unit() < 0.7); masks.push(m); return m; });
+      check();
+    }
+    for (const cut of [20, 81, 1]) {
+      cache.truncateLast(cut);
+      masks.length -= cut;
+      check();
+    }
+    assert.ok(cache.capacityBytes >= cache.memoryBytes);
+  });
+}
+
+test('memoryBytes at 4096 positions: f32 over q8 ratio for d = 64 and 128', (t) => {
+  const r = rng(15);
+  for (const d of [64, 128]) {
+    const H = 8;
+    const k = outlierKeys(r, 4096, 0, H, d);
+    const v = normals(r, 4096 * H * d);
+    const bytes = {};
+    for (const mode of ['f32', 'q8']) {
+      const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+      cache.appendBatch(k, v);
+      bytes[mode] = cache.memoryBytes;
+      assert.equal(bytes[mode], expectedMemoryBytes(mode, H, d, Array.from({ length: 4096 }, () => Array(H).fill(true))));
+      cache.free();
+    }
+    const ratio = bytes.f32 / bytes.q8;
+    t.diagnostic(`d=${d}: f32 ${bytes.f32} B, q8 ${bytes.q8} B, ratio ${ratio.toFixed(3)}`);
+    assert.ok(ratio > 3.4 && ratio < 3.9);
+  }
+});
+
+test('clone is deep: changing either side leaves the other as it was', () => {
+  const r = rng(16);
+  const original = new LayerKvCache({ numKvHeads: 2, headDim: 8, mode: 'q8' });
+  fill(original, r, 90);
+  original.accumulateImp(new Float32Array(90).fill(0.5));
+  const before = fingerprint(original);
+  const copy = original.clone();
+  assert.deepEqual(fingerprint(copy), before);
+  copy.truncateLast(40);
+  fill(copy, r, 10);
+  copy.accumulateImp(new Float32Array(copy.seqLen).fill(1));
+  assert.deepEqual(fingerprint(original), before);
+  const copyState = fingerprint(copy);
+  original.clear();
+  assert.deepEqual(fingerprint(copy), copyState);
+  original.free();
+  assert.equal(copy.seqLen, 60, 'the copy outlives the original');
+});
+
+test('clear empties everything and keeps geometry and mode', () => {
+  const cache = new LayerKvCache({ numKvHeads: 3, headDim: 8, mode: 'q8k' });
+  fill(cache, rng(17), 80);
+  cache.clear();
+  assert.equal(cache.seqLen, 0);
+  assert.equal(cache.memoryBytes, 0);
+  assert.equal(cache.fieldFrozen, false);
+  assert.deepEqual([cache.numKvHeads, cache.headDim, cache.mode], [3, 8, 'q8k']);
+  assert.equal(cache.headLen(2), 0);
+});
+
+test('free is idempotent, dispose frees, and any later use throws a TypeError', () => {
+  const cache = new LayerKvCache({ numKvHeads: 1, headDim: 4 });
+  cache.free();
+  cache.free();
+  assert.throws(() => cache.seqLen, { name: 'TypeError', message: /freed/ });
+  const disposed = new LayerKvCache({ numKvHeads: 1, headDim: 4 });
+  disposed[Symbol.dispose ?? Symbol.for('Symbol.dispose')]();
+  assert.throws(() => disposed.append(new Float32Array(4), new Float32Array(4)), { name: 'TypeError', message: /freed/ });
+  assert.equal(String(disposed), 'LayerKvCache{freed}');
+});
+
+test('attend writes into caller arrays when given', () => {
+  const cache = new LayerKvCache({ numKvHeads: 1, headDim: 4 });
+  fill(cache, rng(18), 5);
+  const q = new Float32Array([0.1, 0.2, 0.3, 0.4]);
+  const into = { out: new Float32Array(4), probs: new Float32Array(64) };
+  const result = cache.attend(q, 0, into);
+  assert.equal(result.out, into.out);
+  assert.equal(result.probs.buffer, into.probs.buffer);
+  assert.equal(result.probs.length, 5);
+  const fresh = cache.attend(q, 0);
+  assert.ok(bitsEqual(result.out, fresh.out));
+  assert.ok(bitsEqual(result.probs, fresh.probs));
+});
+
+test('results stay valid and calls stay right after the wasm heap grows', () => {
+  const small = new LayerKvCache({ numKvHeads: 1, headDim: 4 });
+  fill(small, rng(19), 3);
+  const q = new Float32Array([1, 0, 0, 0]);
+  const before = small.attend(q, 0);
+  const kept = Float32Array.from(before.out);
+  // About 64 MiB of rows: far beyond the initial heap.
+  const big = new LayerKvCache({ numKvHeads: 8, headDim: 128 });
+  const chunk = new Float32Array(256 * 8 * 128).fill(0.5);
+  for (let i = 0; i < 32; i++) big.appendBatch(chunk, chunk);
+  assert.ok(bitsEqual(before.out, kept), 'a returned array is the caller\'s own copy');
+  assert.ok(bitsEqual(small.attend(q, 0).out, kept), 'the same call gives the same bits after growth');
+  assert.equal(big.seqLen, 8192);
+  assert.deepEqual(Array.from(big.attend(new Float32Array(128), 7).out.subarray(0, 3)), [0.5, 0.5, 0.5]);
+  big.free();
+});
+
+test('toString describes the cache', () => {
+  const cache = new LayerKvCache({ numKvHeads: 2, headDim: 16, mode: 'q8v' });
+  fill(cache, rng(20), 3);
+  assert.match(String(cache), /mode=q8v .*seq_len=3/);
+});
