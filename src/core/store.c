@@ -61,8 +61,11 @@ void kvc_store_drop(kvc_store *store, size_t f32_rows, size_t q_rows) {
 
 void kvc_store_copy_rows(const kvc_store *store, size_t d, float *dst,
                          const kvc_kernels *kernels) {
-    if (store->rows_len) memcpy(dst, store->rows, store->rows_len * d * sizeof(float));
-    dst += store->rows_len * d;
+    /* dst may be NULL when the store is empty: no arithmetic on it then. */
+    if (store->rows_len) {
+        memcpy(dst, store->rows, store->rows_len * d * sizeof(float));
+        dst += store->rows_len * d;
+    }
     for (size_t r = 0; r < store->qrows_len; r++) {
         const uint8_t *qrow = store->qrows + r * kvc_qrow_bytes(d);
         float scale;

@@ -24,66 +24,67 @@
 /* Largest code magnitude; -128 is never produced, so codes are symmetric. */
 #define KVC_Q8_CODE_MAX 127.0f
 
+/* The signature of each operation. */
+
+/* sum_j a[j] * b[j] */
+typedef float kvc_dot_f32_fn(size_t d, const float *a, const float *b);
+/* sum_j a[j] * (float)codes[j] */
+typedef float kvc_dot_f32_i8_fn(size_t d, const float *a, const int8_t *codes);
+/* y[j] += alpha * x[j] */
+typedef void kvc_axpy_f32_fn(size_t d, float alpha, const float *x, float *y);
+/* y[j] += alpha * (float)codes[j] */
+typedef void kvc_axpy_i8_fn(size_t d, float alpha, const int8_t *codes, float *y);
+/* y[j] = a[j] * b[j]; y may alias a or b */
+typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
+/* Quantizes x against the per-channel field (all > 0):
+ *   t = x / field (saturated to +-FLT_MAX), s = max(max|t| / 127, floor),
+ *   codes = clamp(round_half_even(t / s), -127, 127).
+ * Returns s.  x must be finite. */
+typedef float kvc_quantize_row_fn(size_t d, const float *x, const float *field, int8_t *codes);
+/* x[j] = ((float)codes[j] * scale) * field[j] */
+typedef void kvc_dequantize_row_fn(size_t d, const int8_t *codes, float scale, const float *field,
+                                   float *x);
+/* 1 if every x[j] is finite (not NaN, not +-Inf), else 0 */
+typedef int kvc_all_finite_fn(size_t n, const float *x);
+/* In place: z <- softmax(z) = exp(z - max z) / sum, the sum taken in index
+ * order.  n >= 1. */
+typedef void kvc_softmax_fn(size_t n, float *z);
+
+/* The one list of operations: the table, the declarations of every
+ * implementation and the tests all follow it. */
+#define KVC_KERNEL_OPS(X) \
+    X(dot_f32)            \
+    X(dot_f32_i8)         \
+    X(axpy_f32)           \
+    X(axpy_i8)            \
+    X(mul_f32)            \
+    X(quantize_row)       \
+    X(dequantize_row)     \
+    X(all_finite)         \
+    X(softmax)
+
+#define KVC_KERNEL_MEMBER(op) kvc_##op##_fn *op;
 typedef struct kvc_kernels {
     const char *isa;
-    /* sum_j a[j] * b[j] */
-    float (*dot_f32)(size_t d, const float *a, const float *b);
-    /* sum_j a[j] * (float)codes[j] */
-    float (*dot_f32_i8)(size_t d, const float *a, const int8_t *codes);
-    /* y[j] += alpha * x[j] */
-    void (*axpy_f32)(size_t d, float alpha, const float *x, float *y);
-    /* y[j] += alpha * (float)codes[j] */
-    void (*axpy_i8)(size_t d, float alpha, const int8_t *codes, float *y);
-    /* y[j] = a[j] * b[j]; y may alias a or b */
-    void (*mul_f32)(size_t d, const float *a, const float *b, float *y);
-    /* Quantizes x against the per-channel field (all > 0):
-     *   t = x / field (saturated to +-FLT_MAX), s = max(max|t| / 127, floor),
-     *   codes = clamp(round_half_even(t / s), -127, 127).
-     * Returns s.  x must be finite. */
-    float (*quantize_row)(size_t d, const float *x, const float *field, int8_t *codes);
-    /* x[j] = ((float)codes[j] * scale) * field[j] */
-    void (*dequantize_row)(size_t d, const int8_t *codes, float scale, const float *field,
-                           float *x);
-    /* 1 if every x[j] is finite (not NaN, not +-Inf), else 0 */
-    int (*all_finite)(size_t n, const float *x);
-    /* In place: z <- softmax(z) = exp(z - max z) / sum, the sum taken in index
-     * order.  n >= 1. */
-    void (*softmax)(size_t n, float *z);
+    KVC_KERNEL_OPS(KVC_KERNEL_MEMBER)
 } kvc_kernels;
+#undef KVC_KERNEL_MEMBER
 
 /* The set this build runs: wasm SIMD128 when compiled for it, else scalar. */
 const kvc_kernels *kvc_kernels_active(void);
 
-/* The individual sets, for the tests that hold them against each other. */
+/* The individual sets, for the tests that hold them against each other.
+ * Implementations are named kvc_<op>__<isa>, one file each: <op>-<isa>.c. */
+#define KVC_KERNEL_DECLARE_SCALAR(op) kvc_##op##_fn kvc_##op##__scalar;
+KVC_KERNEL_OPS(KVC_KERNEL_DECLARE_SCALAR)
+#undef KVC_KERNEL_DECLARE_SCALAR
 extern const kvc_kernels kvc_kernels_scalar;
+
 #if defined(__wasm_simd128__)
+#define KVC_KERNEL_DECLARE_WASMSIMD(op) kvc_##op##_fn kvc_##op##__wasmsimd;
+KVC_KERNEL_OPS(KVC_KERNEL_DECLARE_WASMSIMD)
+#undef KVC_KERNEL_DECLARE_WASMSIMD
 extern const kvc_kernels kvc_kernels_wasmsimd;
-#endif
-
-/* Scalar kernels (one file each: <op>-scalar.c). */
-float kvc_dot_f32__scalar(size_t d, const float *a, const float *b);
-float kvc_dot_f32_i8__scalar(size_t d, const float *a, const int8_t *codes);
-void kvc_axpy_f32__scalar(size_t d, float alpha, const float *x, float *y);
-void kvc_axpy_i8__scalar(size_t d, float alpha, const int8_t *codes, float *y);
-void kvc_mul_f32__scalar(size_t d, const float *a, const float *b, float *y);
-float kvc_quantize_row__scalar(size_t d, const float *x, const float *field, int8_t *codes);
-void kvc_dequantize_row__scalar(size_t d, const int8_t *codes, float scale, const float *field,
-                                float *x);
-int kvc_all_finite__scalar(size_t n, const float *x);
-void kvc_softmax__scalar(size_t n, float *z);
-
-#if defined(__wasm_simd128__)
-/* wasm SIMD128 kernels (one file each: <op>-wasmsimd.c). */
-float kvc_dot_f32__wasmsimd(size_t d, const float *a, const float *b);
-float kvc_dot_f32_i8__wasmsimd(size_t d, const float *a, const int8_t *codes);
-void kvc_axpy_f32__wasmsimd(size_t d, float alpha, const float *x, float *y);
-void kvc_axpy_i8__wasmsimd(size_t d, float alpha, const int8_t *codes, float *y);
-void kvc_mul_f32__wasmsimd(size_t d, const float *a, const float *b, float *y);
-float kvc_quantize_row__wasmsimd(size_t d, const float *x, const float *field, int8_t *codes);
-void kvc_dequantize_row__wasmsimd(size_t d, const int8_t *codes, float scale, const float *field,
-                                  float *x);
-int kvc_all_finite__wasmsimd(size_t n, const float *x);
-void kvc_softmax__wasmsimd(size_t n, float *z);
 #endif
 
 #endif /* KVC_KERNELS_H */

@@ -104,3 +104,208 @@ void *test_alloc(size_t bytes) {
     }
     return p;
 }
+
+/* ---- scripted data ---- */
+
+static int scripted_alive(test_rng *rng, size_t position, size_t h) {
+    float u = test_rng_unit(rng);
+    switch (h) {
+    case 0: return 1;
+    case 1: return u < 0.7f;
+    case 2: return position >= KVC_Q8_WINDOW && u < 0.7f;
+    case 3: return 0;
+    default: return u < 0.5f;
+    }
+}
+
+test_data test_data_make(uint64_t seed, size_t n, size_t H, size_t d, int masked) {
+    test_rng rng = test_rng_new(seed);
+    test_data data = {n, H, d, NULL, NULL, NULL};
+    data.k = test_alloc(n * H * d * sizeof(float));
+    data.v = test_alloc(n * H * d * sizeof(float));
+    data.alive = test_alloc(n * H);
+    test_fill_keys(&rng, data.k, n, 0, H, d);
+    test_fill_normal(&rng, data.v, n * H * d);
+    for (size_t p = 0; p < n; p++) {
+        for (size_t h = 0; h < H; h++) {
+            data.alive[p * H + h] = (uint8_t)(masked ? scripted_alive(&rng, p, h) : 1);
+        }
+    }
+    return data;
+}
+
+void test_data_free(test_data *data) {
+    free(data->k);
+    free(data->v);
+    free(data->alive);
+    data->k = data->v = NULL;
+    data->alive = NULL;
+}
+
+kvc_status test_data_append(kvc_layer *layer, const test_data *data, size_t first, size_t count) {
+    const size_t stride = data->H * data->d;
+    return kvc_layer_append_n(layer, count, data->k + first * stride, data->v + first * stride,
+                              data->alive + first * data->H);
+}
+
+size_t test_data_rows(const test_data *data, size_t h, size_t first, size_t last) {
+    size_t rows = 0;
+    for (size_t p = first; p < last; p++) rows += data->alive[p * data->H + h] != 0;
+    return rows;
+}
+
+size_t test_data_head(const test_data *data, size_t len, size_t h, int is_values, float *rows,
+                      uint32_t *positions) {
+    const float *src = is_values ? data->v : data->k;
+    size_t count = 0;
+    for (size_t p = 0; p < len; p++) {
+        if (!data->alive[p * data->H + h]) continue;
+        if (rows) memcpy(rows + count * data->d, src + (p * data->H + h) * data->d,
+                         data->d * sizeof(float));
+        if (positions) positions[count] = (uint32_t)p;
+        count++;
+    }
+    return count;
+}
+
+kvc_layer *test_layer_with(const test_data *data, size_t len, kvc_mode mode) {
+    kvc_layer *layer = NULL;
+    kvc_status status = kvc_layer_create(data->H, data->d, mode, &layer);
+    if (status == KVC_OK) status = test_data_append(layer, data, 0, len);
+    if (status == KVC_OK) return layer;
+    printf("  test_layer_with: %s\n", kvc_status_name(status));
+    kvc_layer_free(layer);
+    return NULL;
+}
+
+const kvc_mode test_modes[4] = {KVC_MODE_F32, KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
+const kvc_mode test_quantized_modes[3] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
+const float test_nonfinite[3] = {NAN, INFINITY, -INFINITY};
+
+kvc_status test_head_rows(const kvc_layer *layer, size_t h, int is_values, float *dst,
+                          size_t dst_len) {
+    return is_values ? kvc_layer_head_values(layer, h, dst, dst_len)
+                     : kvc_layer_head_keys(layer, h, dst, dst_len);
+}
+
+int test_mode_quantizes(kvc_mode mode, int is_values) {
+    return mode == KVC_MODE_Q8 || mode == (is_values ? KVC_MODE_Q8V : KVC_MODE_Q8K);
+}
+
+size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode) {
+    const size_t H = data->H, d = data->d, W = KVC_Q8_WINDOW;
+    size_t bytes = len * (4 + (H + 7) / 8);
+    for (int is_values = 0; is_values < 2; is_values++) {
+        const int quantized = test_mode_quantizes(mode, is_values);
+        for (size_t h = 0; h < H; h++) {
+            const size_t n_h = test_data_rows(data, h, 0, len);
+            const size_t w_h = test_data_rows(data, h, 0, len < W ? len : W);
+            bytes += quantized ? w_h * d * 4 + (n_h - w_h) * (d + 4) : n_h * d * 4;
+        }
+        if (quantized && len > W) bytes += H * d * 4;
+    }
+    return bytes;
+}
+
+/* ---- observable state ---- */
+
+test_state *test_state_take(const kvc_layer *layer) {
+    test_state *s = test_alloc(sizeof *s);
+    const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
+    s->num_kv_heads = H;
+    s->head_dim = d;
+    s->seq_len = kvc_layer_seq_len(layer);
+    s->memory_bytes = kvc_layer_memory_bytes(layer);
+    s->mode = (int)kvc_layer_mode(layer);
+    s->field_frozen = kvc_layer_field_frozen(layer);
+    s->imp = test_alloc(s->seq_len * sizeof(float));
+    if (kvc_layer_imp(layer, s->imp, s->seq_len) != KVC_OK) s->read_errors++;
+    s->head_len = test_alloc(H * sizeof(size_t));
+    s->keys = test_alloc(H * sizeof(float *));
+    s->values = test_alloc(H * sizeof(float *));
+    s->positions = test_alloc(H * sizeof(uint32_t *));
+    s->out = test_alloc(H * sizeof(float *));
+    s->probs = test_alloc(H * sizeof(float *));
+    test_rng rng = test_rng_new(0x5eed);
+    float *q = test_alloc(d * sizeof(float));
+    test_fill_normal(&rng, q, d);
+    for (size_t h = 0; h < H; h++) {
+        const size_t n = kvc_layer_head_len(layer, h);
+        s->head_len[h] = n;
+        s->keys[h] = test_alloc(n * d * sizeof(float));
+        s->values[h] = test_alloc(n * d * sizeof(float));
+        s->positions[h] = test_alloc(n * sizeof(uint32_t));
+        s->out[h] = test_alloc(d * sizeof(float));
+        s->probs[h] = test_alloc(n * sizeof(float));
+        s->read_errors += kvc_layer_head_keys(layer, h, s->keys[h], n * d) != KVC_OK;
+        s->read_errors += kvc_layer_head_values(layer, h, s->values[h], n * d) != KVC_OK;
+        s->read_errors += kvc_layer_head_positions(layer, h, s->positions[h], n) != KVC_OK;
+        s->read_errors += kvc_layer_attend(layer, q, h, s->out[h], s->probs[h]) != KVC_OK;
+    }
+    free(q);
+    return s;
+}
+
+static int state_differs(const char *what, size_t h) {
+    printf("  state differs: %s (head %zu)\n", what, h);
+    return 0;
+}
+
+int test_state_equal(const test_state *a, const test_state *b) {
+    if (a->read_errors || b->read_errors) return state_differs("a read failed", 0);
+    if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
+        return state_differs("geometry or mode", 0);
+    if (a->seq_len != b->seq_len) return state_differs("seq_len", 0);
+    if (a->memory_bytes != b->memory_bytes) return state_differs("memory_bytes", 0);
+    if (a->field_frozen != b->field_frozen) return state_differs("field_frozen", 0);
+    if (memcmp(a->imp, b->imp, a->seq_len * sizeof(float)) != 0) return state_differs("imp", 0);
+    const size_t d = a->head_dim;
+    for (size_t h = 0; h < a->num_kv_heads; h++) {
+        const size_t n = a->head_len[h];
+        if (n != b->head_len[h]) return state_differs("head_len", h);
+        if (memcmp(a->keys[h], b->keys[h], n * d * sizeof(float)) != 0)
+            return state_differs("head_keys", h);
+        if (memcmp(a->values[h], b->values[h], n * d * sizeof(float)) != 0)
+            return state_differs("head_values", h);
+        if (memcmp(a->positions[h], b->positions[h], n * sizeof(uint32_t)) != 0)
+            return state_differs("head_positions", h);
+        if (memcmp(a->out[h], b->out[h], d * sizeof(float)) != 0)
+            return state_differs("attend out", h);
+        if (memcmp(a->probs[h], b->probs[h], n * sizeof(float)) != 0)
+            return state_differs("attend probs", h);
+    }
+    return 1;
+}
+
+int test_state_matches(const kvc_layer *layer, const test_state *before) {
+    test_state *now = test_state_take(layer);
+    int equal = test_state_equal(now, before);
+    test_state_free(now);
+    return equal;
+}
+
+int test_layers_equal(const kvc_layer *a, const kvc_layer *b) {
+    test_state *state = test_state_take(b);
+    int equal = test_state_matches(a, state);
+    test_state_free(state);
+    return equal;
+}
+
+void test_state_free(test_state *state) {
+    if (!state) return;
+    for (size_t h = 0; h < state->num_kv_heads; h++) {
+        free(state->keys[h]);
+        free(state->values[h]);
+        free(state->positions[h]);
+        free(state->out[h]);
+        free(state->probs[h]);
+    }
+    free(state->keys);
+    free(state->values);
+    free(state->positions);
+    free(state->out);
+    free(state->probs);
+    free(state->head_len);
+    free(state->imp);
+    free(state);
+}
