@@ -134,10 +134,11 @@ test('attention matches a double-precision reference within f32 rounding', () =>
 });
 
 // q8 attend vs f32 attend on keys with outlier channels (outlierKeys) and
-// N(0, 1) queries: max |out_q8 - out_f32| / max |out_f32| over 120 queries.
-// Measured: about 0.14 at worst (median 0.02) when keys are quantized, about
-// 0.011 when only values are; the README states these bounds.
-const Q8_ATTEND_REL_ERROR_BOUND = { q8: 0.2, q8k: 0.2, q8v: 0.02 };
+// N(0, 1) queries: max |out_q8 - out_f32| / max |out_f32| over 120 queries at
+// 1200 positions. Measured through the binding: 0.070 (q8), 0.069 (q8k),
+// 0.010 (q8v); the bounds sit about 20% above. The C tests measure the
+// longer contexts the README reports.
+const Q8_ATTEND_REL_ERROR_BOUND = { q8: 0.085, q8k: 0.085, q8v: 0.0125 };
 
 for (const mode of ['q8', 'q8k', 'q8v']) {
   test(`${mode} attend stays within ${Q8_ATTEND_REL_ERROR_BOUND[mode]} of f32 on outlier-channel keys`, (t) => {
