@@ -81,7 +81,6 @@ kvc_status kvc_field_reserve(kvc_layer *layer);
 void kvc_field_freeze(kvc_layer *layer);
 
 /* ---- positions.c: the alive map ---- */
-const uint8_t *kvc_alive_row(const kvc_layer *layer, size_t position);
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);
 /* Rows head kv_head stored at positions [first, last). */
 size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last);

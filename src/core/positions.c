@@ -7,12 +7,12 @@
  */
 #include "internal.h"
 
-const uint8_t *kvc_alive_row(const kvc_layer *layer, size_t position) {
+static const uint8_t *alive_row(const kvc_layer *layer, size_t position) {
     return layer->alive_map + position * layer->map_bytes;
 }
 
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head) {
-    return (kvc_alive_row(layer, position)[kv_head >> 3] >> (kv_head & 7)) & 1;
+    return (alive_row(layer, position)[kv_head >> 3] >> (kv_head & 7)) & 1;
 }
 
 size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last) {
