@@ -16,8 +16,8 @@ export interface InitOptions {
 }
 
 /** Loads the wasm module. Call once and await it before anything else; later calls return the same promise. */
-export default function init(options?: InitOptions): Promise<void>;
 export function init(options?: InitOptions): Promise<void>;
+export default init;
 
 /** The kernel set the module runs: "wasm-simd128" for the SIMD build. */
 export function kernelIsa(): string;
