@@ -57,6 +57,10 @@ typedef enum kvc_mode {
     KVC_MODE_Q8V = 3  /* K f32,  V int8 */
 } kvc_mode;
 
+/* A layer is full attention (rows of keys and values) or linear attention
+ * (a fixed-size recurrent state). */
+typedef enum kvc_kind { KVC_KIND_FULL = 0, KVC_KIND_LINEAR = 1 } kvc_kind;
+
 /* Status codes.  The values are stable: they cross the JS boundary. */
 typedef enum kvc_status {
     KVC_OK = 0,
@@ -71,7 +75,21 @@ typedef enum kvc_status {
     KVC_E_NONFINITE_QUERY = 9,  /* a query element is NaN or +-Inf */
     KVC_E_PROBS = 10,           /* a probability is negative, NaN or +-Inf */
     KVC_E_TOO_LONG = 11,        /* seq_len would exceed KVC_MAX_POSITIONS */
-    KVC_E_NOMEM = 12            /* an allocation failed; nothing was changed */
+    KVC_E_NOMEM = 12,           /* an allocation failed; nothing was changed */
+    KVC_E_KIND = 13,            /* the call is not for this kind of layer (rows of a linear
+                                   layer, steps of a full one, rolling back a linear state) */
+    KVC_E_VERIFYING = 14,       /* not allowed during a speculative verify */
+    KVC_E_NOT_VERIFYING = 15,   /* accept without begin_verify */
+    KVC_E_ACCEPT = 16,          /* accept(j): j exceeds the draft positions, or the layers
+                                   of a model hold different numbers of them */
+    KVC_E_NUM_HEADS = 17,       /* num_heads (linear) is 0 or above KVC_MAX_KV_HEADS */
+    KVC_E_NUM_FEATURES = 18,    /* num_features is 0, above KVC_MAX_HEAD_DIM, or odd
+                                   for the vmf_phase feature map */
+    KVC_E_VALUE_DIM = 19,       /* value_dim is 0 or above KVC_MAX_HEAD_DIM */
+    KVC_E_PHASE_MASS = 20,      /* phase_mass is negative, NaN or infinite */
+    KVC_E_NONFINITE_DECAY = 21, /* a decay is NaN or +-Inf */
+    KVC_E_LAYERS = 22           /* model layers: none, repeated, already in a model, or at
+                                   different position counts */
 } kvc_status;
 
 /* kvc_status_name():
@@ -185,14 +203,17 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
 
 /* kvc_layer_clear():
- * Empties the cache (rows, imp, field) keeping geometry and mode.  Keeps
- * the allocation; free the layer to release it.  NULL is a no-op. */
+ * Empties the cache (rows, imp, field; a linear layer's state and steps)
+ * keeping geometry and mode, and ends a speculative verify.  Keeps the
+ * allocation; free the layer to release it.  NULL is a no-op. */
 void kvc_layer_clear(kvc_layer *layer);
 
 /* kvc_layer_accumulate_imp():
  * imp[p] += probs[p] for every position p < seq_len: the cumulative
  * attention mass per position that drives eviction (callers sum the
  * per-position probabilities over heads).  `n` must equal seq_len.
+ * During a speculative verify, add the probabilities of the queries that
+ * accept keeps, after accept: imp then ends bit-identical to plain decoding.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH, or KVC_E_PROBS (a
  *           negative or non-finite value; imp is left unchanged). */
 kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n);
@@ -226,7 +247,20 @@ kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *
 kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
                                     size_t dst_len);
 
-/* Accessors.  They never fail: a NULL layer or an out-of-range head reads 0. */
+/* kvc_layer_attend_causal():
+ * m queries at once, the speculative-verify and chunked-prefill shape: query
+ * i (`q` + i * head_dim) sees positions 0 .. seq_len - m + i.  Its output
+ * (`out` + i * head_dim) and probabilities are bit-for-bit what
+ * kvc_layer_attend gives on this layer truncated to seq_len - m + i + 1
+ * positions.  `probs` (may be NULL): [m x head_len(kv_head)], row i holding
+ * query i's weights over the rows it sees, then zeros for the rows it does
+ * not.  1 <= m <= seq_len.
+ * @return : as kvc_layer_attend, or KVC_E_LENGTH for m out of range. */
+kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
+                                   size_t kv_head, float *out, float *probs);
+
+/* Accessors.  They never fail: a NULL layer or an out-of-range head reads 0,
+ * and so does a full-layer accessor of a linear layer. */
 size_t kvc_layer_num_kv_heads(const kvc_layer *layer);
 size_t kvc_layer_head_dim(const kvc_layer *layer);
 kvc_mode kvc_layer_mode(const kvc_layer *layer);
@@ -258,6 +292,151 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
  * @return : the length the full description needs, excluding the NUL (as
  *           snprintf); 0 when layer is NULL. */
 size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len);
+
+/* ------------------------------------------------------------------------ */
+/* Linear-attention layers                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A linear layer keeps, instead of rows, a fixed-size recurrent state
+ * S[head][feature][value_dim] in f64 (linear_state).  One step, per head h:
+ *   S[h][f][:] <- decay[h][f] * S[h][f][:] + phi_k[h][f] * v[h][:]   (every f)
+ *   out[h][:]   = sum_f phi_q[h][f] * S[h][f][:]   (after the update, f in order)
+ * in f64, the output rounded to f32.  Its seq_len stays 0 (it holds no rows);
+ * kvc_layer_steps counts the steps instead.  It cannot be truncated: a
+ * speculative verify (kvc_layer_begin_verify) is how it rolls back. */
+
+/* kvc_layer_create_linear():
+ * Creates a linear layer with a zero state of num_heads x num_features x
+ * value_dim f64.  `phase_mass` >= 0 sets m = 1 / (1 + phase_mass) of the
+ * vmf_phase feature map (0 is the default).  On success *out owns the layer.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NUM_HEADS, KVC_E_NUM_FEATURES,
+ *           KVC_E_VALUE_DIM, KVC_E_PHASE_MASS or KVC_E_NOMEM. */
+kvc_status kvc_layer_create_linear(size_t num_heads, size_t num_features, size_t value_dim,
+                                   double phase_mass, kvc_layer **out);
+
+/* kvc_layer_linear_step():
+ * One step of every head.  `decay`, `phi_k`, `phi_q`: [num_heads x
+ * num_features] (decay may be NULL: all ones); `v`: [num_heads x value_dim];
+ * `out` receives [num_heads x value_dim].  During a verify the step is
+ * tentative: it goes to linear_scratch and the state is untouched.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a full layer),
+ *           KVC_E_NONFINITE_DECAY, KVC_E_NONFINITE_KEY (phi_k),
+ *           KVC_E_NONFINITE_QUERY (phi_q), KVC_E_NONFINITE_VALUE (v),
+ *           KVC_E_TOO_LONG, or KVC_E_NOMEM (a tentative step's snapshot). */
+kvc_status kvc_layer_linear_step(kvc_layer *layer, const float *decay, const float *phi_k,
+                                 const float *phi_q, const float *v, float *out);
+
+/* kvc_layer_linear_step_phase():
+ * kvc_layer_linear_step with the vmf_phase feature map: from phases
+ * `theta_k`, `theta_q` [num_heads x P], P = num_features / 2,
+ *   phi(theta) = [cos(m theta_1..P), sin(m theta_1..P)],  m = 1/(1 + phase_mass),
+ * computed in f64.  The phases must be finite.
+ * @return : as kvc_layer_linear_step (KVC_E_NONFINITE_KEY / _QUERY for the
+ *           phases), or KVC_E_NUM_FEATURES when num_features is odd. */
+kvc_status kvc_layer_linear_step_phase(kvc_layer *layer, const float *decay,
+                                       const float *theta_k, const float *theta_q,
+                                       const float *v, float *out);
+
+/* kvc_layer_linear_state():
+ * Copies the committed state, num_heads x num_features x value_dim f64.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_LENGTH. */
+kvc_status kvc_layer_linear_state(const kvc_layer *layer, double *dst, size_t dst_len);
+
+/* kvc_layer_linear_scratch():
+ * Copies the tentative states of a verify, one per tentative step in order
+ * ([tentative x state size] f64; empty outside a verify).
+ * @return : as kvc_layer_linear_state. */
+kvc_status kvc_layer_linear_scratch(const kvc_layer *layer, double *dst, size_t dst_len);
+
+/* Linear accessors; 0 for a full layer (and kvc_layer_kind says which). */
+kvc_kind kvc_layer_kind(const kvc_layer *layer);
+size_t kvc_layer_num_heads(const kvc_layer *layer);
+size_t kvc_layer_num_features(const kvc_layer *layer);
+size_t kvc_layer_value_dim(const kvc_layer *layer);
+double kvc_layer_phase_mass(const kvc_layer *layer);
+/* Steps taken, tentative ones included. */
+size_t kvc_layer_steps(const kvc_layer *layer);
+
+/* ------------------------------------------------------------------------ */
+/* Speculative verify                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A verify lets a layer take k draft positions and then keep the first j of
+ * them, exactly as if only those had ever been appended: a full layer
+ * appends draft rows as usual, a linear layer steps tentatively (one state
+ * snapshot per step in linear_scratch).  accept(j) drops the last k - j rows
+ * (as kvc_layer_truncate_last: imp slots and the q8 field follow) or commits
+ * the snapshot of step j.  Its cost does not grow with the context: a
+ * bookkeeping pass over the k - j dropped positions, or one state copy.
+ * While a layer verifies, truncate_last and clone are refused
+ * (KVC_E_VERIFYING); clear ends the verify. */
+
+/* kvc_layer_begin_verify():
+ * @return : KVC_OK, KVC_E_NULL_POINTER, or KVC_E_VERIFYING (already). */
+kvc_status kvc_layer_begin_verify(kvc_layer *layer);
+
+/* kvc_layer_accept():
+ * Keeps the first j draft positions and ends the verify; j = 0 rejects all.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, or
+ *           KVC_E_ACCEPT (j above the draft positions); nothing changes on error. */
+kvc_status kvc_layer_accept(kvc_layer *layer, size_t j);
+
+/* 1 while the layer verifies. */
+int kvc_layer_verifying(const kvc_layer *layer);
+/* Draft positions since begin_verify (rows or tentative steps); 0 otherwise. */
+size_t kvc_layer_draft_len(const kvc_layer *layer);
+
+/* ------------------------------------------------------------------------ */
+/* A model's cache: its layers, full and linear                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kvc_model kvc_model;
+
+/* kvc_model_create():
+ * Makes a model of `num_layers` layers, taking ownership of them on success
+ * (they are then freed with the model, and kvc_layer_free ignores them).
+ * They must be distinct, in no other model, not verifying, and at the same
+ * position count (seq_len for full layers, steps for linear ones).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LAYERS, KVC_E_VERIFYING or
+ *           KVC_E_NOMEM; on error the caller still owns the layers. */
+kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out);
+
+/* kvc_model_free(): frees the model and its layers.  NULL is a no-op. */
+void kvc_model_free(kvc_model *model);
+
+/* kvc_model_clone(): deep copy of every layer.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING or KVC_E_NOMEM. */
+kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out);
+
+/* kvc_model_layer(): layer i, owned by the model (NULL when i is out of range).
+ * Use it like any layer, but do not free it. */
+kvc_layer *kvc_model_layer(const kvc_model *model, size_t i);
+size_t kvc_model_num_layers(const kvc_model *model);
+/* Positions every layer holds: the least seq_len (full) or steps (linear). */
+size_t kvc_model_seq_len(const kvc_model *model);
+/* Sums over the layers. */
+size_t kvc_model_memory_bytes(const kvc_model *model);
+size_t kvc_model_capacity_bytes(const kvc_model *model);
+
+/* kvc_model_truncate_last(): truncates every layer by n.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (the model has a linear
+ *           layer: roll back with a verify instead) or KVC_E_VERIFYING. */
+kvc_status kvc_model_truncate_last(kvc_model *model, size_t n);
+
+/* kvc_model_clear(): clears every layer (ending a verify).  NULL is a no-op. */
+void kvc_model_clear(kvc_model *model);
+
+/* kvc_model_begin_verify(): begins a verify in every layer, or in none.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_VERIFYING. */
+kvc_status kvc_model_begin_verify(kvc_model *model);
+
+/* kvc_model_accept(): accept(j) in every layer, or in none: every layer must
+ * verify and hold the same number k >= j of draft positions.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING or KVC_E_ACCEPT. */
+kvc_status kvc_model_accept(kvc_model *model, size_t j);
+
+/* 1 while the model's layers verify. */
+int kvc_model_verifying(const kvc_model *model);
 
 #ifdef __cplusplus
 }

@@ -98,6 +98,7 @@ static void append_one(kvc_layer *layer, const float *k, const float *v, const u
 kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
                               const uint8_t *alive) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (n == 0) return KVC_OK;
     if (!k || !v) return KVC_E_NULL_POINTER;
     if (n > KVC_MAX_POSITIONS - layer->seq_len) return KVC_E_TOO_LONG;
@@ -119,6 +120,13 @@ kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
 
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (layer->verifying) return KVC_E_VERIFYING;
+    kvc_layer_drop_last(layer, n);
+    return KVC_OK;
+}
+
+void kvc_layer_drop_last(kvc_layer *layer, size_t n) {
     if (n > layer->seq_len) n = layer->seq_len;
     const size_t new_len = layer->seq_len - n;
     /* Dropped positions below the window are f32 rows in every store; from
@@ -136,5 +144,4 @@ kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     }
     layer->seq_len = new_len;
     if (new_len <= KVC_Q8_WINDOW) layer->field_frozen = 0;
-    return KVC_OK;
 }

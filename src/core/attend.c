@@ -82,20 +82,24 @@ static void attend_rows(const float *q, const kvc_rows_view *keys, const kvc_row
     sum_f32_rows(kernels, z, values->rows, values->rows_len, d, out);
 }
 
-/* Runs attend_rows with probs as its scratch, or a temporary one. */
-static kvc_status attend_with_scratch(const float *q, const kvc_rows_view *keys,
-                                      const kvc_rows_view *values, size_t d, float *out,
-                                      float *probs) {
-    const size_t n = keys->rows_len + keys->qrows_len;
-    if (n == 0) {
-        memset(out, 0, d * sizeof(float));
-        return KVC_OK;
-    }
-    float *z = probs ? probs : kvc_realloc_array(NULL, n, sizeof(float));
-    if (!z) return KVC_E_NOMEM;
-    attend_rows(q, keys, values, d, out, z);
-    if (!probs) kvc_free(z);
-    return KVC_OK;
+/* attend_rows, or zeros for a head with no rows. */
+static void attend_views(const float *q, const kvc_rows_view *keys, const kvc_rows_view *values,
+                         size_t d, float *out, float *z) {
+    if (keys->rows_len + keys->qrows_len == 0) memset(out, 0, d * sizeof(float));
+    else attend_rows(q, keys, values, d, out, z);
+}
+
+/* *z: where n scores go -- the caller's probs, or a temporary block (none
+ * for n = 0) that release_scores frees. */
+static kvc_status scores_buffer(float *probs, size_t n, float **z) {
+    *z = probs;
+    if (probs || n == 0) return KVC_OK;
+    *z = kvc_realloc_array(NULL, n, sizeof(float));
+    return *z ? KVC_OK : KVC_E_NOMEM;
+}
+
+static void release_scores(float *z, const float *probs) {
+    if (z != probs) kvc_free(z);
 }
 
 kvc_status kvc_attention_head(const float *q, const float *keys, const float *values, size_t n,
@@ -105,7 +109,11 @@ kvc_status kvc_attention_head(const float *q, const float *keys, const float *va
     if (!kvc_kernels_active()->all_finite(d, q)) return KVC_E_NONFINITE_QUERY;
     const kvc_rows_view key_rows = {keys, n, NULL, 0, NULL};
     const kvc_rows_view value_rows = {values, n, NULL, 0, NULL};
-    return attend_with_scratch(q, &key_rows, &value_rows, d, out, probs);
+    float *z;
+    if (scores_buffer(probs, n, &z) != KVC_OK) return KVC_E_NOMEM;
+    attend_views(q, &key_rows, &value_rows, d, out, z);
+    release_scores(z, probs);
+    return KVC_OK;
 }
 
 static kvc_rows_view view_of(const kvc_store *store) {
@@ -113,12 +121,63 @@ static kvc_rows_view view_of(const kvc_store *store) {
                            store->field};
 }
 
+/* The first n rows of a view: rows are in position order, f32 ones first. */
+static kvc_rows_view prefix_of(kvc_rows_view view, size_t n) {
+    if (view.rows_len > n) view.rows_len = n;
+    view.qrows_len = n - view.rows_len;
+    return view;
+}
+
+/* The checks every attend of a layer makes. */
+static kvc_status check_attend(const kvc_layer *layer, const float *q, size_t q_len,
+                               size_t kv_head, const float *out) {
+    if (!layer || !q || !out) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
+    if (!kvc_kernels_active()->all_finite(q_len, q)) return KVC_E_NONFINITE_QUERY;
+    return KVC_OK;
+}
+
 kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head, float *out,
                             float *probs) {
-    if (!layer || !q || !out) return KVC_E_NULL_POINTER;
-    if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
-    if (!kvc_kernels_active()->all_finite(layer->head_dim, q)) return KVC_E_NONFINITE_QUERY;
-    const kvc_rows_view keys = view_of(&layer->heads[kv_head].keys);
-    const kvc_rows_view values = view_of(&layer->heads[kv_head].values);
-    return attend_with_scratch(q, &keys, &values, layer->head_dim, out, probs);
+    kvc_status status = check_attend(layer, q, layer ? layer->head_dim : 0, kv_head, out);
+    if (status != KVC_OK) return status;
+    const kvc_head *head = &layer->heads[kv_head];
+    const kvc_rows_view keys = view_of(&head->keys);
+    const kvc_rows_view values = view_of(&head->values);
+    float *z;
+    if (scores_buffer(probs, kvc_store_len(&head->keys), &z) != KVC_OK) return KVC_E_NOMEM;
+    attend_views(q, &keys, &values, layer->head_dim, out, z);
+    release_scores(z, probs);
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
+                                   size_t kv_head, float *out, float *probs) {
+    if (layer && layer->kind == KVC_KIND_FULL &&
+        (m == 0 || m > layer->seq_len || m > SIZE_MAX / sizeof(float) / layer->head_dim))
+        return KVC_E_LENGTH;
+    kvc_status status = check_attend(layer, q, layer ? m * layer->head_dim : 0, kv_head, out);
+    if (status != KVC_OK) return status;
+    const size_t d = layer->head_dim, seq_len = layer->seq_len;
+    const kvc_head *head = &layer->heads[kv_head];
+    const size_t head_len = kvc_store_len(&head->keys);
+    const kvc_rows_view keys = view_of(&head->keys);
+    const kvc_rows_view values = view_of(&head->values);
+    float *z;
+    if (scores_buffer(probs, head_len, &z) != KVC_OK) return KVC_E_NOMEM;
+    /* Query i sees positions < seq_len - m + i + 1: the rows at later
+     * positions are hidden from it, fewer for each next query. */
+    size_t hidden = kvc_head_rows_between(layer, kv_head, seq_len - m + 1, seq_len);
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
+        const size_t seen = head_len - hidden;
+        const kvc_rows_view seen_keys = prefix_of(keys, seen);
+        const kvc_rows_view seen_values = prefix_of(values, seen);
+        float *zi = probs ? probs + i * head_len : z;
+        attend_views(q + i * d, &seen_keys, &seen_values, d, out + i * d, zi);
+        if (probs) memset(zi + seen, 0, hidden * sizeof(float));
+    }
+    release_scores(z, probs);
+    return KVC_OK;
 }

@@ -28,7 +28,23 @@ typedef struct kvc_head {
     kvc_store values;
 } kvc_head;
 
+/* The state of a linear layer. */
+typedef struct kvc_linear {
+    size_t num_heads, num_features, value_dim;
+    double phase_mass;
+    size_t steps;          /* committed steps */
+    double *state;         /* [H x F x dv] */
+    double *scratch;       /* [scratch_cap x H x F x dv]: state after each tentative step */
+    size_t tentative, scratch_cap;
+    double *work;          /* one head's inputs in f64: decay, phi_k, phi_q [F] each, v, out [dv] */
+} kvc_linear;
+
 struct kvc_layer {
+    kvc_kind kind;
+    int verifying;       /* a speculative verify is open */
+    size_t verify_base;  /* seq_len when it began (full layers) */
+    int in_model;        /* owned by a kvc_model: kvc_layer_free leaves it alone */
+    kvc_linear *linear;  /* linear layers only */
     size_t num_kv_heads;
     size_t head_dim;
     kvc_mode mode;
@@ -79,6 +95,25 @@ void kvc_store_free(kvc_store *store);
 kvc_status kvc_field_reserve(kvc_layer *layer);
 /* Freezes the field of every quantized store from its f32 rows. */
 void kvc_field_freeze(kvc_layer *layer);
+
+/* ---- layer.c ---- */
+/* A layer with everything zero but kind; NULL when out of memory. */
+kvc_layer *kvc_layer_alloc(kvc_kind kind);
+
+/* ---- append.c ---- */
+/* truncate_last without the checks: the last min(n, seq_len) positions go. */
+void kvc_layer_drop_last(kvc_layer *layer, size_t n);
+
+/* ---- linear.c ---- */
+void kvc_linear_free(kvc_linear *linear);
+kvc_status kvc_linear_clone(kvc_linear **dst, const kvc_linear *src);
+void kvc_linear_clear(kvc_linear *linear);
+size_t kvc_linear_state_len(const kvc_linear *linear);
+size_t kvc_linear_memory_bytes(const kvc_linear *linear);
+size_t kvc_linear_capacity_bytes(const kvc_linear *linear);
+/* Makes the state the one after tentative step j (j = 0: unchanged), and
+ * drops every tentative step. */
+void kvc_linear_commit(kvc_linear *linear, size_t j);
 
 /* ---- positions.c: the alive map ---- */
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);

@@ -9,6 +9,15 @@
 
 static const char *const mode_names[] = {"f32", "q8", "q8k", "q8v"};
 
+kvc_layer *kvc_layer_alloc(kvc_kind kind) {
+    kvc_layer *layer = kvc_malloc(sizeof *layer);
+    if (layer) {
+        memset(layer, 0, sizeof *layer);
+        layer->kind = kind;
+    }
+    return layer;
+}
+
 kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
                             kvc_layer **out) {
     if (!out) return KVC_E_NULL_POINTER;
@@ -17,9 +26,8 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
     if (head_dim == 0 || head_dim > KVC_MAX_HEAD_DIM) return KVC_E_HEAD_DIM;
     if ((unsigned)mode > KVC_MODE_Q8V) return KVC_E_MODE;
 
-    kvc_layer *layer = kvc_malloc(sizeof *layer);
+    kvc_layer *layer = kvc_layer_alloc(KVC_KIND_FULL);
     if (!layer) return KVC_E_NOMEM;
-    memset(layer, 0, sizeof *layer);
     layer->num_kv_heads = num_kv_heads;
     layer->head_dim = head_dim;
     layer->mode = mode;
@@ -35,7 +43,8 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
 }
 
 void kvc_layer_free(kvc_layer *layer) {
-    if (!layer) return;
+    if (!layer || layer->in_model) return;
+    kvc_linear_free(layer->linear);
     if (layer->heads) {
         for (size_t h = 0; h < layer->num_kv_heads; h++) {
             kvc_store_free(&layer->heads[h].keys);
@@ -52,6 +61,18 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->verifying) return KVC_E_VERIFYING;
+    if (layer->kind == KVC_KIND_LINEAR) {
+        kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
+        if (!copy) return KVC_E_NOMEM;
+        kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
+        if (status != KVC_OK) {
+            kvc_layer_free(copy);
+            return status;
+        }
+        *out = copy;
+        return KVC_OK;
+    }
     kvc_layer *copy;
     kvc_status status = kvc_layer_create(layer->num_kv_heads, layer->head_dim, layer->mode, &copy);
     if (status != KVC_OK) return status;
@@ -82,6 +103,8 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
 
 void kvc_layer_clear(kvc_layer *layer) {
     if (!layer) return;
+    layer->verifying = 0;
+    if (layer->linear) kvc_linear_clear(layer->linear);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_head *head = &layer->heads[h];
         kvc_store_drop(&head->keys, head->keys.rows_len, head->keys.qrows_len);
@@ -123,6 +146,7 @@ static size_t quantized_components(kvc_mode mode) {
 
 size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
+    if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
     const size_t d = layer->head_dim;
     size_t bytes = layer->seq_len * (sizeof(float) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -138,6 +162,7 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     const size_t d = layer->head_dim;
     size_t bytes = sizeof *layer + layer->num_kv_heads * sizeof(kvc_head);
+    if (layer->linear) bytes += kvc_linear_capacity_bytes(layer->linear);
     bytes += layer->imp_cap * sizeof(float) + layer->map_cap * layer->map_bytes;
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         bytes += kvc_store_capacity_bytes(&layer->heads[h].keys, d);
@@ -150,6 +175,7 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
 static kvc_status copy_head_rows(const kvc_layer *layer, size_t kv_head, int is_values,
                                  float *dst, size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     const kvc_head *head = &layer->heads[kv_head];
     const kvc_store *store = is_values ? &head->values : &head->keys;
@@ -173,11 +199,23 @@ kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *
 size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
     if (!layer) return 0;
     if (!buf) buf_len = 0;
-    int written = snprintf(buf, buf_len,
-                           "kvc_layer{mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
-                           "field_frozen=%d memory_bytes=%zu capacity_bytes=%zu}",
-                           mode_names[layer->mode], layer->num_kv_heads, layer->head_dim,
-                           layer->seq_len, layer->field_frozen, kvc_layer_memory_bytes(layer),
-                           kvc_layer_capacity_bytes(layer));
+    int written;
+    if (layer->linear) {
+        const kvc_linear *linear = layer->linear;
+        written = snprintf(buf, buf_len,
+                           "kvc_layer{kind=linear num_heads=%zu num_features=%zu value_dim=%zu "
+                           "phase_mass=%g steps=%zu verifying=%d memory_bytes=%zu "
+                           "capacity_bytes=%zu}",
+                           linear->num_heads, linear->num_features, linear->value_dim,
+                           linear->phase_mass, kvc_layer_steps(layer), layer->verifying,
+                           kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
+        return written < 0 ? 0 : (size_t)written;
+    }
+    written = snprintf(buf, buf_len,
+                       "kvc_layer{mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
+                       "field_frozen=%d verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
+                       mode_names[layer->mode], layer->num_kv_heads, layer->head_dim,
+                       layer->seq_len, layer->field_frozen, layer->verifying,
+                       kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
     return written < 0 ? 0 : (size_t)written;
 }

@@ -24,6 +24,7 @@ size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t firs
 kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
                                     size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     size_t len = kvc_layer_head_len(layer, kv_head);
     if (len && !dst) return KVC_E_NULL_POINTER;
@@ -46,6 +47,7 @@ static int probs_valid(const float *probs, size_t n) {
 
 kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (n != layer->seq_len) return KVC_E_LENGTH;
     if (n && !probs) return KVC_E_NULL_POINTER;
     if (!probs_valid(probs, n)) return KVC_E_PROBS;
@@ -56,6 +58,7 @@ kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t
 kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head, const float *probs,
                                          size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     if (n != kvc_layer_head_len(layer, kv_head)) return KVC_E_LENGTH;
     if (n && !probs) return KVC_E_NULL_POINTER;
@@ -69,6 +72,7 @@ kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head, const
 
 kvc_status kvc_layer_imp(const kvc_layer *layer, float *dst, size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < layer->seq_len) return KVC_E_LENGTH;
     for (size_t p = 0; p < layer->seq_len; p++) dst[p] = layer->imp[p];

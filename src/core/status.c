@@ -16,6 +16,16 @@ const char *kvc_status_name(kvc_status status) {
     case KVC_E_PROBS: return "a probability is negative, NaN or infinite";
     case KVC_E_TOO_LONG: return "seq_len would exceed the maximum number of positions";
     case KVC_E_NOMEM: return "out of memory";
+    case KVC_E_KIND: return "the call is not for this kind of layer (full or linear)";
+    case KVC_E_VERIFYING: return "not allowed during a speculative verify";
+    case KVC_E_NOT_VERIFYING: return "no speculative verify has begun";
+    case KVC_E_ACCEPT: return "accept count exceeds the draft positions, or layers disagree on them";
+    case KVC_E_NUM_HEADS: return "num_heads is 0 or above the maximum";
+    case KVC_E_NUM_FEATURES: return "num_features is 0, above the maximum, or odd for phases";
+    case KVC_E_VALUE_DIM: return "value_dim is 0 or above the maximum";
+    case KVC_E_PHASE_MASS: return "phase_mass is negative, NaN or infinite";
+    case KVC_E_NONFINITE_DECAY: return "a decay is NaN or infinite";
+    case KVC_E_LAYERS: return "layers are missing, repeated, in another model or not aligned";
     }
     return "unknown status";
 }

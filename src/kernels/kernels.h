@@ -7,9 +7,10 @@
  * set runs.  Kernels know nothing of caches: they see plain arrays.
  *
  * Exactness contract between the two sets, checked by tests/c/test_kernels.c:
- *  - quantize_row, dequantize_row, mul_f32, all_finite, softmax and the
- *    element-wise parts are bit-identical across sets (same f32 operations in
- *    the same order per element);
+ *  - quantize_row, dequantize_row, mul_f32, all_finite, softmax, axpy_*,
+ *    linear_update_f64 and linear_read_f64 are bit-identical across sets
+ *    (the same operations in the same order for each element; the linear
+ *    read vectorises across values, never across the feature sum);
  *  - the reductions dot_f32 and dot_f32_i8, and nothing else, may sum in a
  *    different order: they agree to rounding.
  */
@@ -50,6 +51,16 @@ typedef int kvc_all_finite_fn(size_t n, const float *x);
  * order.  n >= 1. */
 typedef void kvc_softmax_fn(size_t n, float *z);
 
+/* Linear attention, one head, f64: for every feature f,
+ *   dst[f][j] = decay[f] * src[f][j] + phi_k[f] * v[j]    (dst may be src)
+ * with S rows of dv values. */
+typedef void kvc_linear_update_f64_fn(size_t num_features, size_t dv, const double *decay,
+                                      const double *phi_k, const double *v, const double *src,
+                                      double *dst);
+/* out[j] = sum_f phi_q[f] * S[f][j], summed from 0.0 in feature order. */
+typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double *phi_q,
+                                    const double *S, double *out);
+
 /* The one list of operations: the table, the declarations of every
  * implementation and the tests all follow it. */
 #define KVC_KERNEL_OPS(X) \
@@ -61,7 +72,9 @@ typedef void kvc_softmax_fn(size_t n, float *z);
     X(quantize_row)       \
     X(dequantize_row)     \
     X(all_finite)         \
-    X(softmax)
+    X(softmax)            \
+    X(linear_update_f64)  \
+    X(linear_read_f64)
 
 #define KVC_KERNEL_MEMBER(op) kvc_##op##_fn *op;
 typedef struct kvc_kernels {

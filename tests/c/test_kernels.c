@@ -147,10 +147,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the nine operations: one added to
+/* This file has a case for each of the eleven operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 9, "a new kernel op needs its case in test_kernels.c");
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 11, "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
 
@@ -483,6 +483,65 @@ TEST(quantize_row_should_saturate_huge_ratio_instead_of_nan) {
     }
 }
 
+/* ---- linear attention, f64 ---- */
+
+static const size_t feature_counts[] = {1, 3, 8, 17};
+#define NUM_FEATURE_COUNTS (sizeof feature_counts / sizeof feature_counts[0])
+#define MAX_F 17
+
+static void fill_f64(test_rng *rng, double *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (double)test_rng_normal(rng) * 0.75;
+}
+
+TEST(linear_update_f64_should_give_its_definition_bits_also_in_place) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(31);
+    static double src[MAX_F * MAX_D], want[MAX_F * MAX_D], got[MAX_F * MAX_D];
+    double decay[MAX_F], phi[MAX_F], v[MAX_D];
+    for (size_t fi = 0; fi < NUM_FEATURE_COUNTS; fi++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t F = feature_counts[fi], dv = dims[i];
+            fill_f64(&rng, src, F * dv);
+            fill_f64(&rng, decay, F);
+            fill_f64(&rng, phi, F);
+            fill_f64(&rng, v, dv);
+            for (size_t f = 0; f < F; f++)
+                for (size_t j = 0; j < dv; j++)
+                    want[f * dv + j] = decay[f] * src[f * dv + j] + phi[f] * v[j];
+            for (size_t s = 0; s < sets.count; s++) {
+                sets.set[s]->linear_update_f64(F, dv, decay, phi, v, src, got);
+                CHECK(memcmp(got, want, F * dv * sizeof(double)) == 0);
+                memcpy(got, src, F * dv * sizeof(double));
+                sets.set[s]->linear_update_f64(F, dv, decay, phi, v, got, got);
+                CHECK(memcmp(got, want, F * dv * sizeof(double)) == 0);
+            }
+        }
+    }
+}
+
+TEST(linear_read_f64_should_sum_features_in_order_bit_for_bit) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(32);
+    static double S[MAX_F * MAX_D];
+    double phi[MAX_F], want[MAX_D], got[MAX_D];
+    for (size_t fi = 0; fi < NUM_FEATURE_COUNTS; fi++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t F = feature_counts[fi], dv = dims[i];
+            fill_f64(&rng, S, F * dv);
+            fill_f64(&rng, phi, F);
+            for (size_t j = 0; j < dv; j++) {
+                double sum = 0.0;
+                for (size_t f = 0; f < F; f++) sum += phi[f] * S[f * dv + j];
+                want[j] = sum;
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                sets.set[s]->linear_read_f64(F, dv, phi, S, got);
+                CHECK(memcmp(got, want, dv * sizeof(double)) == 0);
+            }
+        }
+    }
+}
+
 RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively),
           CASE(kernel_tables_should_fill_every_operation),
           CASE(quantize_row_should_give_the_bytes_of_its_definition_at_every_dim),
@@ -497,4 +556,6 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(dot_f32_i8_should_agree_with_scalar_to_rounding),
           CASE(quantize_row_should_round_ties_to_even),
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),
-          CASE(quantize_row_should_saturate_huge_ratio_instead_of_nan))
+          CASE(quantize_row_should_saturate_huge_ratio_instead_of_nan),
+          CASE(linear_update_f64_should_give_its_definition_bits_also_in_place),
+          CASE(linear_read_f64_should_sum_features_in_order_bit_for_bit))

@@ -1,0 +1,149 @@
+/*
+ * model.c -- a model's cache: its layers, full and linear, and the
+ * operations that must reach all of them or none.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+struct kvc_model {
+    size_t num_layers;
+    kvc_layer **layers;
+};
+
+/* Positions a layer holds: rows' seq_len, or a linear layer's steps. */
+static size_t layer_positions(const kvc_layer *layer) {
+    return layer->linear ? kvc_layer_steps(layer) : layer->seq_len;
+}
+
+kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!layers) return KVC_E_NULL_POINTER;
+    if (num_layers == 0) return KVC_E_LAYERS;
+    for (size_t i = 0; i < num_layers; i++) {
+        if (!layers[i]) return KVC_E_NULL_POINTER;
+        if (layers[i]->verifying) return KVC_E_VERIFYING;
+        if (layers[i]->in_model || layer_positions(layers[i]) != layer_positions(layers[0]))
+            return KVC_E_LAYERS;
+        for (size_t other = 0; other < i; other++) {
+            if (layers[other] == layers[i]) return KVC_E_LAYERS;
+        }
+    }
+    kvc_model *model = kvc_malloc(sizeof *model);
+    if (!model) return KVC_E_NOMEM;
+    model->layers = kvc_realloc_array(NULL, num_layers, sizeof(kvc_layer *));
+    if (!model->layers) {
+        kvc_free(model);
+        return KVC_E_NOMEM;
+    }
+    memcpy(model->layers, layers, num_layers * sizeof(kvc_layer *));
+    model->num_layers = num_layers;
+    for (size_t i = 0; i < num_layers; i++) layers[i]->in_model = 1;
+    *out = model;
+    return KVC_OK;
+}
+
+void kvc_model_free(kvc_model *model) {
+    if (!model) return;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        model->layers[i]->in_model = 0;
+        kvc_layer_free(model->layers[i]);
+    }
+    kvc_free(model->layers);
+    kvc_free(model);
+}
+
+kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!model) return KVC_E_NULL_POINTER;
+    if (kvc_model_verifying(model)) return KVC_E_VERIFYING;
+    kvc_layer **copies = kvc_realloc_array(NULL, model->num_layers, sizeof(kvc_layer *));
+    if (!copies) return KVC_E_NOMEM;
+    size_t cloned = 0;
+    kvc_status status = KVC_OK;
+    while (cloned < model->num_layers && status == KVC_OK) {
+        status = kvc_layer_clone(model->layers[cloned], &copies[cloned]);
+        if (status == KVC_OK) cloned++;
+    }
+    if (status == KVC_OK) status = kvc_model_create(copies, cloned, out);
+    if (status != KVC_OK) {
+        for (size_t i = 0; i < cloned; i++) kvc_layer_free(copies[i]);
+    }
+    kvc_free(copies);
+    return status;
+}
+
+kvc_layer *kvc_model_layer(const kvc_model *model, size_t i) {
+    return model && i < model->num_layers ? model->layers[i] : NULL;
+}
+
+size_t kvc_model_num_layers(const kvc_model *model) {
+    return model ? model->num_layers : 0;
+}
+
+size_t kvc_model_seq_len(const kvc_model *model) {
+    if (!model) return 0;
+    size_t least = layer_positions(model->layers[0]);
+    for (size_t i = 1; i < model->num_layers; i++) {
+        const size_t positions = layer_positions(model->layers[i]);
+        if (positions < least) least = positions;
+    }
+    return least;
+}
+
+size_t kvc_model_memory_bytes(const kvc_model *model) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++)
+        bytes += kvc_layer_memory_bytes(model->layers[i]);
+    return bytes;
+}
+
+size_t kvc_model_capacity_bytes(const kvc_model *model) {
+    if (!model) return 0;
+    size_t bytes = sizeof *model + model->num_layers * sizeof(kvc_layer *);
+    for (size_t i = 0; i < model->num_layers; i++)
+        bytes += kvc_layer_capacity_bytes(model->layers[i]);
+    return bytes;
+}
+
+kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
+    if (!model) return KVC_E_NULL_POINTER;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        if (model->layers[i]->kind != KVC_KIND_FULL) return KVC_E_KIND;
+        if (model->layers[i]->verifying) return KVC_E_VERIFYING;
+    }
+    for (size_t i = 0; i < model->num_layers; i++) kvc_layer_drop_last(model->layers[i], n);
+    return KVC_OK;
+}
+
+void kvc_model_clear(kvc_model *model) {
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++) kvc_layer_clear(model->layers[i]);
+}
+
+int kvc_model_verifying(const kvc_model *model) {
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++) {
+        if (model->layers[i]->verifying) return 1;
+    }
+    return 0;
+}
+
+kvc_status kvc_model_begin_verify(kvc_model *model) {
+    if (!model) return KVC_E_NULL_POINTER;
+    if (kvc_model_verifying(model)) return KVC_E_VERIFYING;
+    for (size_t i = 0; i < model->num_layers; i++) kvc_layer_begin_verify(model->layers[i]);
+    return KVC_OK;
+}
+
+kvc_status kvc_model_accept(kvc_model *model, size_t j) {
+    if (!model) return KVC_E_NULL_POINTER;
+    const size_t drafts = kvc_layer_draft_len(model->layers[0]);
+    for (size_t i = 0; i < model->num_layers; i++) {
+        if (!model->layers[i]->verifying) return KVC_E_NOT_VERIFYING;
+        if (kvc_layer_draft_len(model->layers[i]) != drafts) return KVC_E_ACCEPT;
+    }
+    if (j > drafts) return KVC_E_ACCEPT;
+    for (size_t i = 0; i < model->num_layers; i++) kvc_layer_accept(model->layers[i], j);
+    return KVC_OK;
+}
