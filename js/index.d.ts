@@ -36,7 +36,9 @@ export function attentionHead(
   q: Float32Array, keys: Float32Array, values: Float32Array, n: number, d: number,
 ): AttentionResult;
 
-export interface LayerKvCacheOptions {
+/** A full-attention layer: rows of keys and values per KV head. */
+export interface FullLayerOptions {
+  kind?: 'full';
   /** KV heads, 1 ..= 4096. */
   numKvHeads: number;
   /** Channels per head, 1 ..= 4096. */
@@ -44,6 +46,21 @@ export interface LayerKvCacheOptions {
   /** Storage mode, default 'f32'. */
   mode?: KvMode;
 }
+
+/** A linear-attention layer: a recurrent f64 state [numHeads × numFeatures × valueDim]. */
+export interface LinearLayerOptions {
+  kind: 'linear';
+  /** Heads, 1 ..= 4096. */
+  numHeads: number;
+  /** Features per head, 1 ..= 4096 (even for the vmf_phase feature map). */
+  numFeatures: number;
+  /** Values per head, 1 ..= 4096. */
+  valueDim: number;
+  /** vmf_phase: m = 1 / (1 + phaseMass); ≥ 0, default 0. */
+  phaseMass?: number;
+}
+
+export type LayerKvCacheOptions = FullLayerOptions | LinearLayerOptions;
 
 /** Thrown for what argument checks cannot prevent; `code` is the C status name (e.g. "KVC_E_NOMEM"). */
 export class KvCacheError extends Error {
@@ -56,13 +73,17 @@ export const MAX_KV_HEADS: 4096;
 export const MAX_HEAD_DIM: 4096;
 export const MAX_POSITIONS: number;
 
-/** The KV cache of one transformer layer, stored head-major. */
+/** The KV cache of one transformer layer: full attention (rows, head-major) or linear attention (a state). */
 export class LayerKvCache {
   constructor(options: LayerKvCacheOptions);
 
+  readonly kind: 'full' | 'linear';
+  /** KV heads of a full layer (0 for a linear one). */
   readonly numKvHeads: number;
+  /** Channels per head of a full layer (0 for a linear one). */
   readonly headDim: number;
-  readonly mode: KvMode;
+  /** Storage mode of a full layer (null for a linear one). */
+  readonly mode: KvMode | null;
   /** Positions appended so far (dead heads included). */
   readonly seqLen: number;
   /** Bytes of data held (rows, scales, fields, imp, alive map); see the README's formula. */
@@ -73,6 +94,21 @@ export class LayerKvCache {
   readonly fieldFrozen: boolean;
   /** A copy of the importance vector, one slot per position. */
   readonly imp: Float32Array;
+  /** Linear layers (0 for a full one): heads, features, values per head, phaseMass. */
+  readonly numHeads: number;
+  readonly numFeatures: number;
+  readonly valueDim: number;
+  readonly phaseMass: number;
+  /** Steps a linear layer has taken, tentative ones included. */
+  readonly steps: number;
+  /** A copy of the committed linear state (empty for a full layer). */
+  readonly linearState: Float64Array;
+  /** Copies of the tentative states of an open verify, one per tentative step. */
+  readonly linearScratch: Float64Array;
+  /** True while a speculative verify is open. */
+  readonly verifying: boolean;
+  /** Draft positions (rows or tentative steps) since beginVerify(). */
+  readonly draftLen: number;
 
   /** Appends one position; k and v are [numKvHeads × headDim]. */
   append(k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
@@ -80,8 +116,21 @@ export class LayerKvCache {
   appendBatch(k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
   /** Attention of q [headDim] over kvHead's rows; `into` reuses output arrays. */
   attend(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
-  /** Drops the last min(n, seqLen) positions. */
+  /** m queries at once: q is [m × headDim], query i sees positions 0 .. seqLen − m + i.
+   * probs is [m × headLen(kvHead)], zero where a query does not see a row. */
+  attendCausal(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
+  /** Drops the last min(n, seqLen) positions (not during a verify). */
   truncateLast(n: number): void;
+  /** One linear step; returns out [numHeads × valueDim]. decay defaults to all ones. */
+  linearStep(phiK: Float32Array, phiQ: Float32Array, v: Float32Array, decay?: Float32Array | null, out?: Float32Array): Float32Array;
+  /** One linear step with the vmf_phase features of phases [numHeads × numFeatures/2]. */
+  linearStepPhase(thetaK: Float32Array, thetaQ: Float32Array, v: Float32Array, decay?: Float32Array | null, out?: Float32Array): Float32Array;
+  /** Opens a speculative verify: what is appended (or stepped) next is a draft. */
+  beginVerify(): void;
+  /** Keeps the first j drafts and closes the verify. */
+  accept(j: number): void;
+  /** accept(0). */
+  reject(): void;
   /** Empties the cache, keeping geometry and mode. */
   clear(): void;
   /** imp[p] += probs[p]; probs has length seqLen. */
@@ -96,9 +145,45 @@ export class LayerKvCache {
   headValues(kvHead: number): Float32Array;
   /** The position of each stored row of kvHead. */
   headPositions(kvHead: number): Uint32Array;
-  /** A deep, independent copy. */
+  /** A deep, independent copy (not during a verify). */
   clone(): LayerKvCache;
-  /** Releases the memory now; idempotent, later calls throw. */
+  /** Releases the memory now; idempotent, later calls throw. Throws for a layer owned by a KvCache. */
+  free(): void;
+  [Symbol.dispose](): void;
+  toString(): string;
+}
+
+export type KvCacheConfig =
+  | { numLayers: number; numKvHeads: number; headDim: number; mode?: KvMode }
+  | { layers: readonly LayerKvCacheOptions[] };
+
+/** A model's cache: one layer per transformer layer, full or linear. */
+export class KvCache {
+  constructor(config: KvCacheConfig);
+
+  readonly numLayers: number;
+  /** Positions every layer holds (the least over layers). */
+  readonly seqLen: number;
+  readonly memoryBytes: number;
+  readonly capacityBytes: number;
+  /** memoryBytes of each layer, in order. */
+  readonly memoryBytesByLayer: number[];
+  readonly verifying: boolean;
+
+  /** Layer `index`, owned by this cache (do not free it). */
+  layer(index: number): LayerKvCache;
+  appendLayer(index: number, k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
+  appendLayerBatch(index: number, k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
+  attendLayer(index: number, q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
+  /** Truncates every layer; refused when the model has linear layers (roll back with a verify). */
+  truncateLast(n: number): void;
+  clear(): void;
+  /** Opens a speculative verify in every layer. */
+  beginVerify(): void;
+  /** Keeps the first j of the k drafts in every layer (all must hold k) and closes the verify. */
+  accept(j: number): void;
+  reject(): void;
+  clone(): KvCache;
   free(): void;
   [Symbol.dispose](): void;
   toString(): string;

@@ -1,63 +1,86 @@
-// The loader: every way of initialising, and the SIMD build it loads.
+// The loader: every way of initialising, and the SIMD build it loads. Each
+// case runs in its own Node process, since a process loads the module once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
+const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const wasmUrl = new URL('../../dist/kvcache.wasm', import.meta.url);
-let fresh = 0;
-// Each query string gives a separate module instance with its own state.
-const freshModule = () => import(`../../js/index.js?instance=${++fresh}`);
 
-test('init() loads the module next to the package and resolves once', async () => {
-  const lib = await freshModule();
-  const first = lib.default();
-  assert.equal(lib.init(), first, 'a second call returns the same promise');
-  await first;
-  assert.equal(lib.version(), '0.1.0');
+/** Runs `body` (an async function body with `lib` and `wasmUrl` in scope) in
+ * a fresh process and returns what it returns (JSON). */
+function fresh(body) {
+  const source = `
+    const lib = await import(${JSON.stringify(indexUrl)});
+    const wasmUrl = new URL(${JSON.stringify(wasmUrl.href)});
+    const { readFile } = await import('node:fs/promises');
+    const result = await (async () => { ${body} })();
+    process.stdout.write(JSON.stringify(result ?? null));`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', source], { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  return JSON.parse(run.stdout);
+}
+
+test('init() loads the module next to the package and resolves once', () => {
+  const result = fresh(`
+    const first = lib.default();
+    const same = lib.init() === first;
+    await first;
+    return { same, version: lib.version() };`);
+  assert.deepEqual(result, { same: true, version: '0.1.0' });
 });
 
-test('init({ wasm: bytes }) instantiates from the given bytes', async () => {
-  const lib = await freshModule();
-  await lib.init({ wasm: await readFile(wasmUrl) });
-  const cache = new lib.LayerKvCache({ numKvHeads: 1, headDim: 4 });
-  cache.append(new Float32Array(4).fill(1), new Float32Array(4).fill(2));
-  assert.deepEqual(Array.from(cache.attend(new Float32Array(4), 0).out), [2, 2, 2, 2]);
+test('init({ wasm: bytes }) instantiates from the given bytes', () => {
+  const out = fresh(`
+    await lib.init({ wasm: await readFile(wasmUrl) });
+    const cache = new lib.LayerKvCache({ numKvHeads: 1, headDim: 4 });
+    cache.append(new Float32Array(4).fill(1), new Float32Array(4).fill(2));
+    return Array.from(cache.attend(new Float32Array(4), 0).out);`);
+  assert.deepEqual(out, [2, 2, 2, 2]);
 });
 
-test('init({ wasm: URL }) reads a file URL', async () => {
-  const lib = await freshModule();
-  await lib.init({ wasm: wasmUrl });
-  assert.equal(lib.kernelIsa(), 'wasm-simd128');
+test('init({ wasm: URL }) reads a file URL', () => {
+  assert.equal(fresh('await lib.init({ wasm: wasmUrl }); return lib.kernelIsa();'), 'wasm-simd128');
 });
 
-test('init({ module }) instantiates a precompiled WebAssembly.Module, as workerd needs', async () => {
-  const lib = await freshModule();
-  const module = await WebAssembly.compile(await readFile(wasmUrl));
-  await lib.init({ module });
-  assert.equal(new lib.LayerKvCache({ numKvHeads: 2, headDim: 8, mode: 'q8' }).mode, 'q8');
+test('init({ module }) instantiates a precompiled WebAssembly.Module, as workerd needs', () => {
+  const mode = fresh(`
+    const module = await WebAssembly.compile(await readFile(wasmUrl));
+    await lib.init({ module });
+    return new lib.LayerKvCache({ numKvHeads: 2, headDim: 8, mode: 'q8' }).mode;`);
+  assert.equal(mode, 'q8');
 });
 
-test('init rejects options of the wrong type, naming them', async () => {
-  const lib = await freshModule();
-  assert.throws(() => lib.init(42), { name: 'TypeError', message: /options/ });
-  await assert.rejects(lib.init({ module: new Uint8Array(8) }), { name: 'TypeError', message: /options\.module/ });
-  await assert.rejects(lib.init({ wasm: 42 }), { name: 'TypeError', message: /options\.wasm/ });
-  await lib.init(); // a failed init leaves the way open for a correct one
-  assert.equal(lib.kernelIsa(), 'wasm-simd128');
+test('init rejects options of the wrong type, naming them, and can then succeed', () => {
+  const errors = fresh(`
+    const errors = [];
+    try { lib.init(42); } catch (e) { errors.push(e.name + ': ' + e.message); }
+    for (const options of [{ module: new Uint8Array(8) }, { wasm: 42 }]) {
+      try { await lib.init(options); } catch (e) { errors.push(e.name + ': ' + e.message); }
+    }
+    await lib.init();
+    errors.push(lib.kernelIsa());
+    return errors;`);
+  assert.match(errors[0], /^TypeError: .*options/);
+  assert.match(errors[1], /^TypeError: .*options\.module/);
+  assert.match(errors[2], /^TypeError: .*options\.wasm/);
+  assert.equal(errors[3], 'wasm-simd128');
 });
 
-test('using the library before init() throws an error that says to call it', async () => {
-  const lib = await freshModule();
-  assert.throws(() => new lib.LayerKvCache({ numKvHeads: 1, headDim: 4 }), /await init\(\)/);
-  assert.throws(() => lib.kernelIsa(), /await init\(\)/);
+test('using the library before init() throws an error that says to call it', () => {
+  const errors = fresh(`
+    const errors = [];
+    try { new lib.LayerKvCache({ numKvHeads: 1, headDim: 4 }); } catch (e) { errors.push(e.message); }
+    try { lib.kernelIsa(); } catch (e) { errors.push(e.message); }
+    try { new lib.KvCache({ numLayers: 1, numKvHeads: 1, headDim: 4 }); } catch (e) { errors.push(e.message); }
+    return errors;`);
+  assert.equal(errors.length, 3);
+  for (const message of errors) assert.match(message, /await init\(\)/);
 });
 
-test('the module is built with SIMD128 kernels', async () => {
-  const lib = await freshModule();
-  await lib.init();
-  assert.equal(lib.kernelIsa(), 'wasm-simd128');
+test('the module is built with SIMD128 kernels', () => {
+  assert.equal(fresh('await lib.init(); return lib.kernelIsa();'), 'wasm-simd128');
 });
 
 test('the attend path of the module contains SIMD128 instructions (wasm-objdump)', (t) => {
@@ -86,4 +109,5 @@ test('the attend path of the module contains SIMD128 instructions (wasm-objdump)
   assert.doesNotMatch(body('kvc_axpy_i8__wasmsimd'), /extract_lane/, 'no scalarised conversion');
   assert.match(body('kvc_quantize_row__wasmsimd'), /f32x4\.nearest/);
   assert.match(body('kvc_softmax__wasmsimd'), /f32x4\.div/);
+  assert.match(body('kvc_linear_read_f64__wasmsimd'), /f64x2\.mul/);
 });

@@ -1,0 +1,128 @@
+// Argument checks and errors. Each check names the parameter and runs before
+// anything changes; C status codes that checks cannot rule out become errors
+// here, with the same names.
+import { lib, readCString, stage } from './runtime.js';
+
+/** An error reported by the C library that argument checks cannot prevent;
+ * `code` is the C status name (e.g. "KVC_E_NOMEM", "KVC_E_VERIFYING"). */
+export class KvCacheError extends Error {
+  constructor(message, code) {
+    super(message);
+    this.name = 'KvCacheError';
+    this.code = code;
+  }
+}
+
+const STATUS = [
+  'KVC_OK', 'KVC_E_NULL_POINTER', 'KVC_E_MODE', 'KVC_E_NUM_KV_HEADS', 'KVC_E_HEAD_DIM',
+  'KVC_E_KV_HEAD', 'KVC_E_LENGTH', 'KVC_E_NONFINITE_KEY', 'KVC_E_NONFINITE_VALUE',
+  'KVC_E_NONFINITE_QUERY', 'KVC_E_PROBS', 'KVC_E_TOO_LONG', 'KVC_E_NOMEM', 'KVC_E_KIND',
+  'KVC_E_VERIFYING', 'KVC_E_NOT_VERIFYING', 'KVC_E_ACCEPT', 'KVC_E_NUM_HEADS',
+  'KVC_E_NUM_FEATURES', 'KVC_E_VALUE_DIM', 'KVC_E_PHASE_MASS', 'KVC_E_NONFINITE_DECAY',
+  'KVC_E_LAYERS',
+];
+
+// How a bad argument is shown in a message: 1.5, "2", null, a Float64Array.
+export function shown(value) {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'function') return 'a function';
+  if (value === null || typeof value !== 'object') return String(value);
+  const name = value.constructor?.name ?? 'object';
+  return `${/^[AEIOU]/i.test(name) ? 'an' : 'a'} ${name}`;
+}
+
+export function checkObject(where, name, value) {
+  if (value === null || typeof value !== 'object') {
+    throw new TypeError(`${where}: ${name} must be an object (got ${shown(value)})`);
+  }
+  return value;
+}
+
+export function checkInteger(where, name, value, min, max) {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw new TypeError(`${where}: ${name} must be an integer (got ${shown(value)})`);
+  }
+  if (value < min || value > max) {
+    throw new RangeError(`${where}: ${name} must be between ${min} and ${max} (got ${value})`);
+  }
+  return value;
+}
+
+export function checkFloat32(where, name, value, length) {
+  if (!(value instanceof Float32Array)) {
+    throw new TypeError(`${where}: ${name} must be a Float32Array (got ${shown(value)})`);
+  }
+  if (length !== undefined && value.length !== length) {
+    throw new RangeError(`${where}: ${name} must have length ${length} (got ${value.length})`);
+  }
+  return value;
+}
+
+/** An alive mask: absent (all alive), a Uint8Array (non-zero = alive) or an
+ * array of booleans. Returns a Uint8Array of `length` bytes, or null. */
+export function checkAlive(where, alive, length) {
+  if (alive === undefined || alive === null) return null;
+  let bytes;
+  if (alive instanceof Uint8Array) {
+    bytes = alive;
+  } else if (Array.isArray(alive)) {
+    if (!alive.every((x) => typeof x === 'boolean')) {
+      throw new TypeError(`${where}: alive must hold only booleans`);
+    }
+    bytes = Uint8Array.from(alive, (x) => (x ? 1 : 0));
+  } else {
+    throw new TypeError(`${where}: alive must be a Uint8Array or an array of booleans (got ${shown(alive)})`);
+  }
+  if (bytes.length !== length) {
+    throw new RangeError(`${where}: alive must have length ${length} (got ${bytes.length})`);
+  }
+  return bytes;
+}
+
+/** Checks an optional `into` output array: undefined, or a Float32Array of at least `length`. */
+export function checkInto(where, into, name, length) {
+  if (into === undefined) return undefined;
+  const value = checkFloat32(where, `into.${name}`, into[name] ?? null);
+  if (value.length < length) {
+    throw new RangeError(`${where}: into.${name} must have length at least ${length} (got ${value.length})`);
+  }
+  return value;
+}
+
+/** stage() or a KvCacheError when the wasm heap cannot grow. */
+export function staged(where, ...sizes) {
+  const pointers = stage(...sizes);
+  if (!pointers) throw outOfMemory(where);
+  return pointers;
+}
+
+function outOfMemory(where) {
+  return new KvCacheError(`${where}: out of memory (the wasm heap cannot grow further); nothing was changed`, 'KVC_E_NOMEM');
+}
+
+/**
+ * Turns a C status into an error. `names` renames the arrays a message
+ * mentions (k, v, q, decay) to the caller's parameter names.
+ */
+export function checkStatus(where, status, names = {}) {
+  if (status === 0) return;
+  const code = STATUS[status] ?? `status ${status}`;
+  const nonFinite = (name) => new RangeError(`${where}: ${name} holds NaN or Infinity; nothing was changed`);
+  switch (code) {
+    case 'KVC_E_NONFINITE_KEY': throw nonFinite(names.k ?? 'k');
+    case 'KVC_E_NONFINITE_VALUE': throw nonFinite(names.v ?? 'v');
+    case 'KVC_E_NONFINITE_QUERY': throw nonFinite(names.q ?? 'q');
+    case 'KVC_E_NONFINITE_DECAY': throw nonFinite('decay');
+    case 'KVC_E_PROBS':
+      throw new RangeError(`${where}: probs holds a negative, NaN or infinite value; imp is unchanged`);
+    case 'KVC_E_TOO_LONG':
+      throw new RangeError(`${where}: the cache would exceed ${0x7fffffff} positions`);
+    case 'KVC_E_NOMEM': throw outOfMemory(where);
+    case 'KVC_E_VERIFYING':
+      throw new KvCacheError(`${where}: not allowed during a speculative verify; accept() or reject() first`, code);
+    case 'KVC_E_NOT_VERIFYING':
+      throw new KvCacheError(`${where}: no verify is open; call beginVerify() first`, code);
+    default:
+      throw new KvCacheError(`${where}: ${readCString(lib().kvc_status_name(status) >>> 0)}`, code);
+  }
+}

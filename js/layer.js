@@ -1,0 +1,463 @@
+// LayerKvCache: one layer's cache, full attention (rows of keys and values)
+// or linear attention (a recurrent f64 state). A thin class over one C
+// kvc_layer pointer; include/kvcache.h has the rules.
+import { heap, lib, loaded, readCString, unstage } from './runtime.js';
+import {
+  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkStatus, shown, staged,
+} from './checks.js';
+
+const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+export const Q8_WINDOW = 64;
+export const MAX_KV_HEADS = 4096;
+export const MAX_HEAD_DIM = 4096;
+export const MAX_POSITIONS = 0x7fffffff;
+const KIND_LINEAR = 1;
+
+const adoptPointer = Symbol('adoptPointer');
+const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+const finalizer = new FinalizationRegistry((ptr) => {
+  if (loaded()) lib().kvc_layer_free(ptr);
+});
+
+/** Creates a C layer from constructor options; returns its pointer. */
+export function createLayer(where, options) {
+  checkObject(where, 'options', options);
+  const exports = lib();
+  const kind = options.kind ?? 'full';
+  const [outPtr] = staged(where, 4);
+  if (kind === 'full') {
+    const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
+    const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
+    const mode = options.mode ?? 'f32';
+    if (!MODES.includes(mode)) {
+      throw new RangeError(`${where}: mode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(mode)})`);
+    }
+    checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, MODES.indexOf(mode), outPtr));
+  } else if (kind === 'linear') {
+    const numHeads = checkInteger(where, 'numHeads', options.numHeads, 1, MAX_KV_HEADS);
+    const numFeatures = checkInteger(where, 'numFeatures', options.numFeatures, 1, MAX_HEAD_DIM);
+    const valueDim = checkInteger(where, 'valueDim', options.valueDim, 1, MAX_HEAD_DIM);
+    const phaseMass = options.phaseMass ?? 0;
+    if (typeof phaseMass !== 'number' || !(phaseMass >= 0) || !Number.isFinite(phaseMass)) {
+      throw new RangeError(`${where}: phaseMass must be a finite number >= 0 (got ${shown(phaseMass)})`);
+    }
+    checkStatus(where, exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
+  } else {
+    throw new RangeError(`${where}: kind must be 'full' or 'linear' (got ${shown(kind)})`);
+  }
+  return heap().u32[outPtr >>> 2];
+}
+
+/** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
+ * null, else borrowed from a KvCache, usable while owner.isLive(). */
+export function wrapLayer(ptr, owner = null) {
+  return new LayerKvCache({ [adoptPointer]: { ptr, owner } });
+}
+
+/**
+ * The KV cache of one transformer layer.
+ *   new LayerKvCache({ numKvHeads, headDim, mode? })              full attention
+ *   new LayerKvCache({ kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? })
+ */
+export class LayerKvCache {
+  #ptr = 0;
+  #owner = null;
+  #linear = false;
+  #numKvHeads = 0;
+  #headDim = 0;
+
+  constructor(options) {
+    const adopted = options?.[adoptPointer];
+    const ptr = adopted ? adopted.ptr : createLayer('new LayerKvCache', options);
+    const exports = lib();
+    this.#ptr = ptr;
+    this.#owner = adopted?.owner ?? null;
+    this.#linear = exports.kvc_layer_kind(ptr) === KIND_LINEAR;
+    this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
+    this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
+    if (!this.#owner) finalizer.register(this, ptr, this);
+  }
+
+  // The live pointer, or a TypeError naming the method once freed.
+  #live(where) {
+    if (!this.#ptr) throw new TypeError(`LayerKvCache.${where}: the cache was freed`);
+    if (this.#owner && !this.#owner.isLive()) {
+      throw new TypeError(`LayerKvCache.${where}: the KvCache that owns this layer was freed`);
+    }
+    return this.#ptr;
+  }
+
+  // The live pointer of a full-attention layer.
+  #full(where) {
+    const ptr = this.#live(where);
+    if (this.#linear) throw new TypeError(`LayerKvCache.${where}: this is a linear layer (it has no rows; see linearStep)`);
+    return ptr;
+  }
+
+  // The live pointer of a linear layer.
+  #linearOnly(where) {
+    const ptr = this.#live(where);
+    if (!this.#linear) throw new TypeError(`LayerKvCache.${where}: this is a full-attention layer (it has no linear state)`);
+    return ptr;
+  }
+
+  #checkHead(where, kvHead) {
+    return checkInteger(`LayerKvCache.${where}`, 'kvHead', kvHead, 0, this.#numKvHeads - 1);
+  }
+
+  get kind() { this.#live('kind'); return this.#linear ? 'linear' : 'full'; }
+  get numKvHeads() { this.#live('numKvHeads'); return this.#numKvHeads; }
+  get headDim() { this.#live('headDim'); return this.#headDim; }
+  get mode() {
+    const ptr = this.#live('mode');
+    return this.#linear ? null : MODES[lib().kvc_layer_mode(ptr)];
+  }
+  get seqLen() { return lib().kvc_layer_seq_len(this.#live('seqLen')) >>> 0; }
+  get memoryBytes() { return lib().kvc_layer_memory_bytes(this.#live('memoryBytes')) >>> 0; }
+  get capacityBytes() { return lib().kvc_layer_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
+  /** True while the q8 per-channel field is frozen (seqLen > 64 in a q8 mode). */
+  get fieldFrozen() { return lib().kvc_layer_field_frozen(this.#live('fieldFrozen')) !== 0; }
+  get numHeads() { return lib().kvc_layer_num_heads(this.#live('numHeads')) >>> 0; }
+  get numFeatures() { return lib().kvc_layer_num_features(this.#live('numFeatures')) >>> 0; }
+  get valueDim() { return lib().kvc_layer_value_dim(this.#live('valueDim')) >>> 0; }
+  get phaseMass() { return lib().kvc_layer_phase_mass(this.#live('phaseMass')); }
+  /** Steps a linear layer has taken, tentative ones included (0 for a full layer). */
+  get steps() { return lib().kvc_layer_steps(this.#live('steps')) >>> 0; }
+  /** True while a speculative verify is open. */
+  get verifying() { return lib().kvc_layer_verifying(this.#live('verifying')) !== 0; }
+  /** Draft positions (rows or tentative steps) since beginVerify(). */
+  get draftLen() { return lib().kvc_layer_draft_len(this.#live('draftLen')) >>> 0; }
+
+  /** A copy of the importance vector, one slot per position (empty for a linear layer). */
+  get imp() {
+    const ptr = this.#live('imp');
+    if (this.#linear) return new Float32Array(0);
+    const n = this.seqLen;
+    return this.#read('imp', 'f32', n, (dst) => lib().kvc_layer_imp(ptr, dst, n));
+  }
+
+  /** A copy of the committed linear state [numHeads × numFeatures × valueDim] (empty for a full layer). */
+  get linearState() {
+    const ptr = this.#live('linearState');
+    if (!this.#linear) return new Float64Array(0);
+    const n = this.#stateLen();
+    return this.#read('linearState', 'f64', n, (dst) => lib().kvc_layer_linear_state(ptr, dst, n));
+  }
+
+  /** Copies of the tentative states of an open verify, one per tentative step, back to back. */
+  get linearScratch() {
+    const ptr = this.#live('linearScratch');
+    if (!this.#linear) return new Float64Array(0);
+    const n = this.draftLen * this.#stateLen();
+    return this.#read('linearScratch', 'f64', n, (dst) => lib().kvc_layer_linear_scratch(ptr, dst, n));
+  }
+
+  #stateLen() {
+    return this.numHeads * this.numFeatures * this.valueDim;
+  }
+
+  // Runs `copy(dst)` into staging memory and returns a copy of `count` elements.
+  #read(method, view, count, copy) {
+    const bytes = view === 'f64' ? 8 : 4;
+    const [dst] = staged(`LayerKvCache.${method}`, count * bytes);
+    try {
+      checkStatus(`LayerKvCache.${method}`, copy(dst));
+      const start = dst / bytes;
+      return heap()[view].slice(start, start + count);
+    } finally {
+      unstage();
+    }
+  }
+
+  /** Appends one position: k and v are [numKvHeads × headDim]. */
+  append(k, v, alive) {
+    this.#appendPositions('append', 1, k, v, alive);
+  }
+
+  /** Appends n positions (prefill): k and v are [n × numKvHeads × headDim], alive [n × numKvHeads]. */
+  appendBatch(k, v, alive) {
+    const where = 'LayerKvCache.appendBatch';
+    this.#full('appendBatch');
+    checkFloat32(where, 'k', k);
+    const stride = this.#numKvHeads * this.#headDim;
+    if (k.length % stride !== 0) {
+      throw new RangeError(`${where}: k must have a length that is a multiple of numKvHeads × headDim = ${stride} (got ${k.length})`);
+    }
+    this.#appendPositions('appendBatch', k.length / stride, k, v, alive);
+  }
+
+  #appendPositions(method, n, k, v, alive) {
+    const where = `LayerKvCache.${method}`;
+    const ptr = this.#full(method);
+    const count = n * this.#numKvHeads * this.#headDim;
+    checkFloat32(where, 'k', k, count);
+    checkFloat32(where, 'v', v, count);
+    const mask = checkAlive(where, alive, n * this.#numKvHeads);
+    if (n === 0) return;
+    const [kPtr, vPtr, maskPtr] = staged(where, k.byteLength, v.byteLength, mask ? mask.length : 0);
+    try {
+      const { f32, u8 } = heap();
+      f32.set(k, kPtr >>> 2);
+      f32.set(v, vPtr >>> 2);
+      if (mask) u8.set(mask, maskPtr);
+      checkStatus(where, lib().kvc_layer_append_n(ptr, n, kPtr, vPtr, mask ? maskPtr : 0));
+    } finally {
+      unstage();
+    }
+  }
+
+  /**
+   * Attention of q [headDim] over the rows of kvHead. Returns { out, probs }:
+   * out [headDim], probs one per stored row of the head. Pass `into` to reuse
+   * output arrays (out of length headDim, probs at least headLen(kvHead) long).
+   */
+  attend(q, kvHead, into) {
+    const where = 'LayerKvCache.attend';
+    const ptr = this.#full('attend');
+    checkFloat32(where, 'q', q, this.#headDim);
+    return this.#attendQueries(where, ptr, q, 1, kvHead, into, lib().kvc_layer_attend);
+  }
+
+  /**
+   * m queries at once (speculative verify, chunked prefill): q is [m × headDim]
+   * and query i sees positions 0 .. seqLen − m + i. Returns { out [m × headDim],
+   * probs [m × headLen(kvHead)] } with zeros where a query does not see a row;
+   * each query's result is bit-for-bit attend() at its length.
+   */
+  attendCausal(q, kvHead, into) {
+    const where = 'LayerKvCache.attendCausal';
+    const ptr = this.#full('attendCausal');
+    const d = this.#headDim;
+    checkFloat32(where, 'q', q);
+    if (q.length === 0 || q.length % d !== 0) {
+      throw new RangeError(`${where}: q must hold m ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
+    }
+    const m = q.length / d;
+    const seqLen = this.seqLen;
+    if (m > seqLen) {
+      throw new RangeError(`${where}: q holds ${m} queries but the cache has only ${seqLen} positions`);
+    }
+    return this.#attendQueries(where, ptr, q, m, kvHead, into,
+      (layer, qPtr, head, outPtr, probsPtr) => lib().kvc_layer_attend_causal(layer, qPtr, m, head, outPtr, probsPtr));
+  }
+
+  #attendQueries(where, ptr, q, m, kvHead, into, call) {
+    const method = where.slice('LayerKvCache.'.length);
+    this.#checkHead(method, kvHead);
+    const d = this.#headDim;
+    const rows = m * this.headLen(kvHead);
+    if (into !== undefined) checkObject(where, 'into', into);
+    let out = into?.out === undefined ? undefined : checkInto(where, into, 'out', m * d);
+    if (out && out.length !== m * d) {
+      throw new RangeError(`${where}: into.out must have length ${m * d} (got ${out.length})`);
+    }
+    let probs = into?.probs === undefined ? undefined : checkInto(where, into, 'probs', rows);
+    const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, m * d * 4, rows * 4);
+    try {
+      heap().f32.set(q, qPtr >>> 2);
+      checkStatus(where, call(ptr, qPtr, kvHead, outPtr, probsPtr));
+      const { f32 } = heap();
+      const outView = f32.subarray(outPtr >>> 2, (outPtr >>> 2) + m * d);
+      const probsView = f32.subarray(probsPtr >>> 2, (probsPtr >>> 2) + rows);
+      if (out) out.set(outView);
+      else out = outView.slice();
+      if (probs) {
+        probs.set(probsView);
+        if (probs.length !== rows) probs = probs.subarray(0, rows);
+      } else {
+        probs = probsView.slice();
+      }
+      return { out, probs };
+    } finally {
+      unstage();
+    }
+  }
+
+  /** Drops the last min(n, seqLen) positions (not during a verify: use accept). */
+  truncateLast(n) {
+    const where = 'LayerKvCache.truncateLast';
+    const ptr = this.#full('truncateLast');
+    checkInteger(where, 'n', n, 0, Number.MAX_SAFE_INTEGER);
+    checkStatus(where, lib().kvc_layer_truncate_last(ptr, Math.min(n, MAX_POSITIONS)));
+  }
+
+  /** Empties the cache (or zeroes a linear state), keeping its shape; ends a verify. */
+  clear() {
+    lib().kvc_layer_clear(this.#live('clear'));
+  }
+
+  /** imp[p] += probs[p] for every position; probs has length seqLen. */
+  accumulateImp(probs) {
+    const where = 'LayerKvCache.accumulateImp';
+    const ptr = this.#full('accumulateImp');
+    checkFloat32(where, 'probs', probs, this.seqLen);
+    this.#withProbs(where, probs, (probsPtr) => lib().kvc_layer_accumulate_imp(ptr, probsPtr, probs.length));
+  }
+
+  /** Adds one head's row probabilities (as attend returns them) at that head's positions. */
+  accumulateImpHead(kvHead, probs) {
+    const where = 'LayerKvCache.accumulateImpHead';
+    const ptr = this.#full('accumulateImpHead');
+    this.#checkHead('accumulateImpHead', kvHead);
+    checkFloat32(where, 'probs', probs, this.headLen(kvHead));
+    this.#withProbs(where, probs, (probsPtr) => lib().kvc_layer_accumulate_imp_head(ptr, kvHead, probsPtr, probs.length));
+  }
+
+  #withProbs(where, probs, call) {
+    const [probsPtr] = staged(where, probs.byteLength);
+    try {
+      heap().f32.set(probs, probsPtr >>> 2);
+      checkStatus(where, call(probsPtr));
+    } finally {
+      unstage();
+    }
+  }
+
+  /** Rows stored for kvHead (0 for a head that was never alive). */
+  headLen(kvHead) {
+    const ptr = this.#full('headLen');
+    this.#checkHead('headLen', kvHead);
+    return lib().kvc_layer_head_len(ptr, kvHead) >>> 0;
+  }
+
+  /** The head's keys, [headLen × headDim] f32 (a dequantized copy when quantized). */
+  headKeys(kvHead) {
+    return this.#copyRows('headKeys', kvHead, 'kvc_layer_head_keys', 'f32', this.#headDim);
+  }
+
+  /** The head's values, [headLen × headDim] f32 (a dequantized copy when quantized). */
+  headValues(kvHead) {
+    return this.#copyRows('headValues', kvHead, 'kvc_layer_head_values', 'f32', this.#headDim);
+  }
+
+  /** The position of each stored row of kvHead, ascending. */
+  headPositions(kvHead) {
+    return this.#copyRows('headPositions', kvHead, 'kvc_layer_head_positions', 'u32', 1);
+  }
+
+  #copyRows(method, kvHead, cFunction, view, perRow) {
+    const ptr = this.#full(method);
+    this.#checkHead(method, kvHead);
+    const count = this.headLen(kvHead) * perRow;
+    return this.#read(method, view, count, (dst) => lib()[cFunction](ptr, kvHead, dst, count));
+  }
+
+  /**
+   * One step of a linear layer: phiK, phiQ and decay (optional, default all
+   * ones) are [numHeads × numFeatures], v is [numHeads × valueDim]. Returns
+   * the output [numHeads × valueDim] (into `out` when given). During a verify
+   * the step is tentative.
+   */
+  linearStep(phiK, phiQ, v, decay, out) {
+    return this.#step('linearStep', phiK, phiQ, v, decay, out, this.numFeatures, ['phiK', 'phiQ'],
+      'kvc_layer_linear_step');
+  }
+
+  /**
+   * linearStep with the vmf_phase feature map: thetaK and thetaQ are
+   * [numHeads × numFeatures/2] phases, φ(θ) = [cos(mθ), sin(mθ)],
+   * m = 1 / (1 + phaseMass).
+   */
+  linearStepPhase(thetaK, thetaQ, v, decay, out) {
+    const where = 'LayerKvCache.linearStepPhase';
+    this.#linearOnly('linearStepPhase');
+    const numFeatures = this.numFeatures;
+    if (numFeatures % 2 !== 0) {
+      throw new RangeError(`${where}: the vmf_phase feature map needs an even numFeatures (this layer has ${numFeatures})`);
+    }
+    return this.#step('linearStepPhase', thetaK, thetaQ, v, decay, out, numFeatures / 2,
+      ['thetaK', 'thetaQ'], 'kvc_layer_linear_step_phase');
+  }
+
+  #step(method, keyIn, queryIn, v, decay, out, inWidth, [keyName, queryName], cFunction) {
+    const where = `LayerKvCache.${method}`;
+    const ptr = this.#linearOnly(method);
+    const H = this.numHeads;
+    const F = this.numFeatures;
+    const dv = this.valueDim;
+    checkFloat32(where, keyName, keyIn, H * inWidth);
+    checkFloat32(where, queryName, queryIn, H * inWidth);
+    checkFloat32(where, 'v', v, H * dv);
+    if (decay !== undefined && decay !== null) checkFloat32(where, 'decay', decay, H * F);
+    if (out !== undefined) checkFloat32(where, 'out', out, H * dv);
+    const hasDecay = decay !== undefined && decay !== null;
+    const [kPtr, qPtr, vPtr, decayPtr, outPtr] = staged(where, keyIn.byteLength, queryIn.byteLength,
+      v.byteLength, hasDecay ? decay.byteLength : 0, H * dv * 4);
+    try {
+      const { f32 } = heap();
+      f32.set(keyIn, kPtr >>> 2);
+      f32.set(queryIn, qPtr >>> 2);
+      f32.set(v, vPtr >>> 2);
+      if (hasDecay) f32.set(decay, decayPtr >>> 2);
+      checkStatus(where, lib()[cFunction](ptr, hasDecay ? decayPtr : 0, kPtr, qPtr, vPtr, outPtr),
+        { k: keyName, q: queryName, v: 'v' });
+      const result = heap().f32.subarray(outPtr >>> 2, (outPtr >>> 2) + H * dv);
+      if (out) {
+        out.set(result);
+        return out;
+      }
+      return result.slice();
+    } finally {
+      unstage();
+    }
+  }
+
+  /** Opens a speculative verify: appends (or linear steps) from now on are drafts. */
+  beginVerify() {
+    checkStatus('LayerKvCache.beginVerify', lib().kvc_layer_begin_verify(this.#live('beginVerify')));
+  }
+
+  /** Keeps the first j draft positions and closes the verify; accept(0) rejects them all. */
+  accept(j) {
+    const where = 'LayerKvCache.accept';
+    const ptr = this.#live('accept');
+    checkInteger(where, 'j', j, 0, Number.MAX_SAFE_INTEGER);
+    if (this.verifying && j > this.draftLen) {
+      throw new RangeError(`${where}: j must be at most the ${this.draftLen} draft positions (got ${j})`);
+    }
+    checkStatus(where, lib().kvc_layer_accept(ptr, j));
+  }
+
+  /** Drops every draft position and closes the verify: accept(0). */
+  reject() {
+    checkStatus('LayerKvCache.reject', lib().kvc_layer_accept(this.#live('reject'), 0));
+  }
+
+  /** A deep, independent copy (fork a conversation). Not during a verify. */
+  clone() {
+    const where = 'LayerKvCache.clone';
+    const ptr = this.#live('clone');
+    const [outPtr] = staged(where, 4);
+    checkStatus(where, lib().kvc_layer_clone(ptr, outPtr));
+    return wrapLayer(heap().u32[outPtr >>> 2]);
+  }
+
+  /** Releases the cache's memory now. Idempotent; any later call throws. */
+  free() {
+    if (this.#owner) {
+      throw new TypeError('LayerKvCache.free: this layer belongs to a KvCache; free the KvCache instead');
+    }
+    if (!this.#ptr) return;
+    finalizer.unregister(this);
+    lib().kvc_layer_free(this.#ptr);
+    this.#ptr = 0;
+  }
+
+  [disposeSymbol]() {
+    this.free();
+  }
+
+  toString() {
+    if (!this.#ptr || (this.#owner && !this.#owner.isLive())) return 'LayerKvCache{freed}';
+    const exports = lib();
+    const length = exports.kvc_layer_describe(this.#ptr, 0, 0) >>> 0;
+    const [buf] = staged('LayerKvCache.toString', length + 1);
+    exports.kvc_layer_describe(this.#ptr, buf, length + 1);
+    return readCString(buf);
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')]() {
+    return this.toString();
+  }
+}
+

@@ -1,0 +1,190 @@
+// KvCache: a model's cache, one layer per transformer layer (full or
+// linear), with the speculative session that reaches every layer or none.
+import { heap, lib, loaded, unstage } from './runtime.js';
+import { KvCacheError, checkInteger, checkObject, checkStatus, staged } from './checks.js';
+import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
+
+const adoptPointer = Symbol('adoptPointer');
+const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+const finalizer = new FinalizationRegistry((ptr) => {
+  if (loaded()) lib().kvc_model_free(ptr);
+});
+const MAX_LAYERS = 4096;
+
+// The layer specs of a config: { layers: [...] } or a uniform one.
+function layerSpecs(where, config) {
+  checkObject(where, 'config', config);
+  if (config.layers !== undefined) {
+    if (!Array.isArray(config.layers) || config.layers.length === 0 || config.layers.length > MAX_LAYERS) {
+      throw new TypeError(`${where}: config.layers must be an array of 1 to ${MAX_LAYERS} layer configs`);
+    }
+    return config.layers;
+  }
+  const numLayers = checkInteger(where, 'numLayers', config.numLayers, 1, MAX_LAYERS);
+  const { numKvHeads, headDim, mode } = config;
+  return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode }));
+}
+
+/**
+ * A model's cache.
+ *   new KvCache({ numLayers, numKvHeads, headDim, mode? })      uniform
+ *   new KvCache({ layers: [{ kind: 'full', numKvHeads, headDim, mode? },
+ *                          { kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? }, …] })
+ */
+export class KvCache {
+  #ptr = 0;
+  #layers = [];
+
+  constructor(config) {
+    const where = 'new KvCache';
+    let ptr = config?.[adoptPointer];
+    if (!ptr) {
+      lib(); // a clear error before init()
+      const specs = layerSpecs(where, config);
+      const layerPtrs = [];
+      try {
+        specs.forEach((spec, i) => layerPtrs.push(createLayer(`${where}: layers[${i}]`, spec)));
+        const [listPtr, outPtr] = staged(where, 4 * layerPtrs.length, 4);
+        heap().u32.set(layerPtrs, listPtr >>> 2);
+        checkStatus(where, lib().kvc_model_create(listPtr, layerPtrs.length, outPtr));
+        ptr = heap().u32[outPtr >>> 2];
+      } catch (error) {
+        for (const layerPtr of layerPtrs) lib().kvc_layer_free(layerPtr);
+        throw error;
+      } finally {
+        unstage();
+      }
+    }
+    this.#ptr = ptr;
+    const owner = { isLive: () => this.#ptr !== 0 };
+    const count = lib().kvc_model_num_layers(ptr) >>> 0;
+    this.#layers = Array.from({ length: count }, (_, i) => wrapLayer(lib().kvc_model_layer(ptr, i) >>> 0, owner));
+    finalizer.register(this, ptr, this);
+  }
+
+  #live(where) {
+    if (!this.#ptr) throw new TypeError(`KvCache.${where}: the cache was freed`);
+    return this.#ptr;
+  }
+
+  get numLayers() { this.#live('numLayers'); return this.#layers.length; }
+
+  /** Layer `index`, owned by this cache: use it as any LayerKvCache, but do not free it. */
+  layer(index) {
+    this.#live('layer');
+    checkInteger('KvCache.layer', 'index', index, 0, this.#layers.length - 1);
+    return this.#layers[index];
+  }
+
+  /** layer(index).append(k, v, alive) */
+  appendLayer(index, k, v, alive) {
+    this.layer(index).append(k, v, alive);
+  }
+
+  /** layer(index).appendBatch(k, v, alive) */
+  appendLayerBatch(index, k, v, alive) {
+    this.layer(index).appendBatch(k, v, alive);
+  }
+
+  /** layer(index).attend(q, kvHead, into) */
+  attendLayer(index, q, kvHead, into) {
+    return this.layer(index).attend(q, kvHead, into);
+  }
+
+  /** Positions every layer holds (rows for full layers, steps for linear ones): the least of them. */
+  get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
+  get memoryBytes() { return lib().kvc_model_memory_bytes(this.#live('memoryBytes')) >>> 0; }
+  get capacityBytes() { return lib().kvc_model_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
+  /** memoryBytes of each layer, in order; they sum to memoryBytes. */
+  get memoryBytesByLayer() {
+    this.#live('memoryBytesByLayer');
+    return this.#layers.map((layer) => layer.memoryBytes);
+  }
+  /** True while a speculative verify is open. */
+  get verifying() { return lib().kvc_model_verifying(this.#live('verifying')) !== 0; }
+
+  /** Drops the last min(n, seqLen) positions of every layer; a model with linear layers rolls back with a verify instead. */
+  truncateLast(n) {
+    const where = 'KvCache.truncateLast';
+    const ptr = this.#live('truncateLast');
+    checkInteger(where, 'n', n, 0, Number.MAX_SAFE_INTEGER);
+    const linear = this.#layers.findIndex((layer) => layer.kind === 'linear');
+    if (linear >= 0) {
+      throw new KvCacheError(`${where}: layer ${linear} is linear and its state cannot be truncated; roll back with beginVerify() and accept()`, 'KVC_E_KIND');
+    }
+    checkStatus(where, lib().kvc_model_truncate_last(ptr, Math.min(n, MAX_POSITIONS)));
+  }
+
+  /** Empties every layer and ends a verify. */
+  clear() {
+    lib().kvc_model_clear(this.#live('clear'));
+  }
+
+  /**
+   * Opens a speculative verify in every layer: append the k draft positions
+   * to every layer (full layers append rows, linear layers step tentatively),
+   * then accept(j).
+   */
+  beginVerify() {
+    checkStatus('KvCache.beginVerify', lib().kvc_model_begin_verify(this.#live('beginVerify')));
+  }
+
+  /**
+   * Keeps the first j of the k draft positions in every layer and closes the
+   * verify: full layers drop the last k − j rows, linear layers commit the
+   * state after step j. The result is bit-identical to having appended only
+   * those j positions.
+   */
+  accept(j) {
+    const where = 'KvCache.accept';
+    const ptr = this.#live('accept');
+    checkInteger(where, 'j', j, 0, Number.MAX_SAFE_INTEGER);
+    if (this.verifying) {
+      const drafts = this.#layers.map((layer) => layer.draftLen);
+      const differs = drafts.findIndex((k) => k !== drafts[0]);
+      if (differs >= 0) {
+        throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer 0 has ${drafts[0]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
+      }
+      if (j > drafts[0]) {
+        throw new RangeError(`${where}: j must be at most the ${drafts[0]} draft positions (got ${j})`);
+      }
+    }
+    checkStatus(where, lib().kvc_model_accept(ptr, j));
+  }
+
+  /** Drops every draft position and closes the verify: accept(0). */
+  reject() {
+    this.accept(0);
+  }
+
+  /** A deep, independent copy of every layer. Not during a verify. */
+  clone() {
+    const where = 'KvCache.clone';
+    const ptr = this.#live('clone');
+    const [outPtr] = staged(where, 4);
+    checkStatus(where, lib().kvc_model_clone(ptr, outPtr));
+    return new KvCache({ [adoptPointer]: heap().u32[outPtr >>> 2] });
+  }
+
+  /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */
+  free() {
+    if (!this.#ptr) return;
+    finalizer.unregister(this);
+    lib().kvc_model_free(this.#ptr);
+    this.#ptr = 0;
+  }
+
+  [disposeSymbol]() {
+    this.free();
+  }
+
+  toString() {
+    if (!this.#ptr) return 'KvCache{freed}';
+    return `KvCache{layers=${this.#layers.length} seq_len=${this.seqLen} memory_bytes=${this.memoryBytes}}`;
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')]() {
+    return this.toString();
+  }
+}
+
