@@ -156,7 +156,8 @@ void kvc_layer_free(kvc_layer *layer);
 /* kvc_layer_clone():
  * Deep copy: the clone and the original evolve independently (fork a
  * conversation).  On success *out owns the copy.
- * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (*out set to NULL). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING or KVC_E_NOMEM
+ *           (*out set to NULL). */
 kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out);
 
 /* kvc_layer_append():
@@ -165,8 +166,9 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out);
  * head, and its slices of k and v are not read.  seq_len grows by one and the
  * importance vector gains a 0 slot whatever the mask.  In a q8 mode, the
  * append of position KVC_Q8_WINDOW freezes the field (see kvc_mode).
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NONFINITE_KEY,
- *           KVC_E_NONFINITE_VALUE, KVC_E_TOO_LONG or KVC_E_NOMEM. */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer),
+ *           KVC_E_NONFINITE_KEY, KVC_E_NONFINITE_VALUE, KVC_E_TOO_LONG or
+ *           KVC_E_NOMEM. */
 kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
                             const uint8_t *alive);
 
@@ -189,8 +191,9 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
  *    a quantized row, the f32 dot for a row at a position < W.
  *  - quantized values: out = sum_{f32 rows} pi_p v_p
  *                          + c_V * sum_{quantized rows} (pi_p s_p) r_p.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KV_HEAD, KVC_E_NONFINITE_QUERY,
- *           or KVC_E_NOMEM (only when probs is NULL and the head has rows). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_KV_HEAD,
+ *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (only when probs is NULL
+ *           and the head has rows). */
 kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head,
                             float *out, float *probs);
 
@@ -198,8 +201,9 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
  * Drops the last min(n, seq_len) positions: every store of every head loses
  * exactly its own rows at those positions, imp loses the slots, and a q8
  * field unfreezes when seq_len falls to KVC_Q8_WINDOW or below.  Keeps the
- * allocation (no reallocation).
- * @return : KVC_OK or KVC_E_NULL_POINTER. */
+ * allocation (no reallocation).  During a verify, use kvc_layer_accept.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer) or
+ *           KVC_E_VERIFYING. */
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
 
 /* kvc_layer_clear():
@@ -214,8 +218,8 @@ void kvc_layer_clear(kvc_layer *layer);
  * per-position probabilities over heads).  `n` must equal seq_len.
  * During a speculative verify, add the probabilities of the queries that
  * accept keeps, after accept: imp then ends bit-identical to plain decoding.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH, or KVC_E_PROBS (a
- *           negative or non-finite value; imp is left unchanged). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_LENGTH, or
+ *           KVC_E_PROBS (a negative or non-finite value; imp is left unchanged). */
 kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n);
 
 /* kvc_layer_accumulate_imp_head():
@@ -227,14 +231,16 @@ kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head,
 
 /* kvc_layer_imp():
  * Copies the importance vector (seq_len floats) into `dst`.
- * @return : KVC_OK, KVC_E_NULL_POINTER, or KVC_E_LENGTH (dst_len < seq_len). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, or KVC_E_LENGTH
+ *           (dst_len < seq_len). */
 kvc_status kvc_layer_imp(const kvc_layer *layer, float *dst, size_t dst_len);
 
 /* kvc_layer_head_keys() / kvc_layer_head_values():
  * Copies the head's rows, [head_len x head_dim] f32 in position order, into
  * `dst`; a quantized row is dequantized (r[j] * s * c[j]).
  * @return : KVC_OK, KVC_E_NULL_POINTER (dst may be NULL only when the head is
- *           empty), KVC_E_KV_HEAD, or KVC_E_LENGTH (dst_len too small). */
+ *           empty), KVC_E_KIND, KVC_E_KV_HEAD, or KVC_E_LENGTH (dst_len too
+ *           small). */
 kvc_status kvc_layer_head_keys(const kvc_layer *layer, size_t kv_head, float *dst,
                                size_t dst_len);
 kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *dst,

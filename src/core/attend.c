@@ -154,10 +154,11 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
 
 kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
                                    size_t kv_head, float *out, float *probs) {
-    if (layer && layer->kind == KVC_KIND_FULL &&
+    if (!layer || !q || !out) return KVC_E_NULL_POINTER;
+    if (layer->kind == KVC_KIND_FULL &&
         (m == 0 || m > layer->seq_len || m > SIZE_MAX / sizeof(float) / layer->head_dim))
         return KVC_E_LENGTH;
-    kvc_status status = check_attend(layer, q, layer ? m * layer->head_dim : 0, kv_head, out);
+    kvc_status status = check_attend(layer, q, m * layer->head_dim, kv_head, out);
     if (status != KVC_OK) return status;
     const size_t d = layer->head_dim, seq_len = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];

@@ -96,6 +96,17 @@ int test_bits_equal(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+int test_refused(const char *file, int line, const char *what, kvc_status got,
+                 kvc_status expected, int unchanged) {
+    if (got == expected && unchanged) return 1;
+    char message[256];
+    snprintf(message, sizeof message, "%s returned %d (%s), expected %d (%s)%s", what, (int)got,
+             kvc_status_name(got), (int)expected, kvc_status_name(expected),
+             unchanged ? "" : ", and changed what it was called on");
+    test_fail(file, line, message);
+    return 0;
+}
+
 void *test_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) {
@@ -209,13 +220,35 @@ size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode) {
 
 /* ---- observable state ---- */
 
+/* The linear part of a state: geometry, steps, state and tentative states. */
+static void take_linear(const kvc_layer *layer, test_state *s) {
+    s->num_heads = kvc_layer_num_heads(layer);
+    s->num_features = kvc_layer_num_features(layer);
+    s->value_dim = kvc_layer_value_dim(layer);
+    s->phase_mass = kvc_layer_phase_mass(layer);
+    s->steps = kvc_layer_steps(layer);
+    s->state_len = s->num_heads * s->num_features * s->value_dim;
+    s->state = test_alloc(s->state_len * sizeof(double));
+    s->scratch = test_alloc(s->draft_len * s->state_len * sizeof(double));
+    if (kvc_layer_linear_state(layer, s->state, s->state_len) != KVC_OK) s->read_errors++;
+    if (kvc_layer_linear_scratch(layer, s->scratch, s->draft_len * s->state_len) != KVC_OK)
+        s->read_errors++;
+}
+
 test_state *test_state_take(const kvc_layer *layer) {
     test_state *s = test_alloc(sizeof *s);
+    s->kind = (int)kvc_layer_kind(layer);
+    s->verifying = kvc_layer_verifying(layer);
+    s->draft_len = kvc_layer_draft_len(layer);
+    s->memory_bytes = kvc_layer_memory_bytes(layer);
+    if (s->kind == KVC_KIND_LINEAR) {
+        take_linear(layer, s);
+        return s;
+    }
     const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
     s->num_kv_heads = H;
     s->head_dim = d;
     s->seq_len = kvc_layer_seq_len(layer);
-    s->memory_bytes = kvc_layer_memory_bytes(layer);
     s->mode = (int)kvc_layer_mode(layer);
     s->field_frozen = kvc_layer_field_frozen(layer);
     s->imp = test_alloc(s->seq_len * sizeof(float));
@@ -251,12 +284,29 @@ static int state_differs(const char *what, size_t h) {
     return 0;
 }
 
+/* The linear part of test_state_equal. */
+static int linear_equal(const test_state *a, const test_state *b) {
+    if (a->num_heads != b->num_heads || a->num_features != b->num_features ||
+        a->value_dim != b->value_dim || memcmp(&a->phase_mass, &b->phase_mass, sizeof(double)))
+        return state_differs("linear geometry or phase_mass", 0);
+    if (a->steps != b->steps) return state_differs("steps", 0);
+    if (memcmp(a->state, b->state, a->state_len * sizeof(double)) != 0)
+        return state_differs("linear state", 0);
+    if (memcmp(a->scratch, b->scratch, a->draft_len * a->state_len * sizeof(double)) != 0)
+        return state_differs("linear scratch", 0);
+    return 1;
+}
+
 int test_state_equal(const test_state *a, const test_state *b) {
     if (a->read_errors || b->read_errors) return state_differs("a read failed", 0);
+    if (a->kind != b->kind) return state_differs("kind", 0);
+    if (a->verifying != b->verifying || a->draft_len != b->draft_len)
+        return state_differs("verifying or draft_len", 0);
+    if (a->memory_bytes != b->memory_bytes) return state_differs("memory_bytes", 0);
+    if (a->kind == KVC_KIND_LINEAR) return linear_equal(a, b);
     if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
         return state_differs("geometry or mode", 0);
     if (a->seq_len != b->seq_len) return state_differs("seq_len", 0);
-    if (a->memory_bytes != b->memory_bytes) return state_differs("memory_bytes", 0);
     if (a->field_frozen != b->field_frozen) return state_differs("field_frozen", 0);
     if (memcmp(a->imp, b->imp, a->seq_len * sizeof(float)) != 0) return state_differs("imp", 0);
     const size_t d = a->head_dim;
@@ -307,5 +357,209 @@ void test_state_free(test_state *state) {
     free(state->probs);
     free(state->head_len);
     free(state->imp);
+    free(state->state);
+    free(state->scratch);
     free(state);
+}
+
+int test_models_equal(const kvc_model *a, const kvc_model *b) {
+    const size_t L = kvc_model_num_layers(a);
+    if (L != kvc_model_num_layers(b) || kvc_model_seq_len(a) != kvc_model_seq_len(b) ||
+        kvc_model_memory_bytes(a) != kvc_model_memory_bytes(b) ||
+        kvc_model_verifying(a) != kvc_model_verifying(b)) {
+        printf("  models differ: layers, seq_len, memory_bytes or verifying\n");
+        return 0;
+    }
+    for (size_t i = 0; i < L; i++) {
+        if (!test_layers_equal(kvc_model_layer(a, i), kvc_model_layer(b, i))) {
+            printf("  models differ at layer %zu\n", i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+test_state **test_model_state_take(const kvc_model *model) {
+    const size_t L = kvc_model_num_layers(model);
+    test_state **states = test_alloc((L + 1) * sizeof(test_state *));
+    for (size_t i = 0; i < L; i++) states[i] = test_state_take(kvc_model_layer(model, i));
+    return states;
+}
+
+int test_model_state_matches(const kvc_model *model, test_state *const *before) {
+    const size_t L = kvc_model_num_layers(model);
+    for (size_t i = 0; i < L; i++) {
+        if (!before[i] || !test_state_matches(kvc_model_layer(model, i), before[i])) {
+            printf("  model layer %zu changed\n", i);
+            return 0;
+        }
+    }
+    return before[L] == NULL;
+}
+
+void test_model_state_free(test_state **states) {
+    for (size_t i = 0; states && states[i]; i++) test_state_free(states[i]);
+    free(states);
+}
+
+/* ---- scripted linear steps ---- */
+
+test_steps test_steps_make(uint64_t seed, size_t n, size_t H, size_t F, size_t dv, int phase,
+                           int with_decay) {
+    test_rng rng = test_rng_new(seed);
+    test_steps steps = {n, H, F, dv, phase ? F / 2 : F, phase, NULL, NULL, NULL, NULL};
+    const size_t inputs = n * H * steps.in_len;
+    steps.key = test_alloc(inputs * sizeof(float));
+    steps.query = test_alloc(inputs * sizeof(float));
+    steps.v = test_alloc(n * H * dv * sizeof(float));
+    test_fill_normal(&rng, steps.key, inputs);
+    test_fill_normal(&rng, steps.query, inputs);
+    test_fill_normal(&rng, steps.v, n * H * dv);
+    if (phase) {
+        for (size_t i = 0; i < inputs; i++) {
+            steps.key[i] *= 3.0f;
+            steps.query[i] *= 3.0f;
+        }
+    }
+    if (with_decay) {
+        steps.decay = test_alloc(n * H * F * sizeof(float));
+        for (size_t i = 0; i < n * H * F; i++) steps.decay[i] = 0.5f + 0.5f * test_rng_unit(&rng);
+    }
+    return steps;
+}
+
+void test_steps_free(test_steps *steps) {
+    free(steps->decay);
+    free(steps->key);
+    free(steps->query);
+    free(steps->v);
+    steps->decay = steps->key = steps->query = steps->v = NULL;
+}
+
+kvc_status test_steps_take(kvc_layer *layer, const test_steps *steps, size_t first,
+                           size_t count, float *out) {
+    const size_t H = steps->H;
+    float *scratch = out ? NULL : test_alloc(H * steps->dv * sizeof(float));
+    kvc_status status = KVC_OK;
+    for (size_t i = first; i < first + count && status == KVC_OK; i++) {
+        const float *decay = steps->decay ? steps->decay + i * H * steps->F : NULL;
+        const float *key = steps->key + i * H * steps->in_len;
+        const float *query = steps->query + i * H * steps->in_len;
+        const float *v = steps->v + i * H * steps->dv;
+        float *o = out ? out + (i - first) * H * steps->dv : scratch;
+        status = steps->phase ? kvc_layer_linear_step_phase(layer, decay, key, query, v, o)
+                              : kvc_layer_linear_step(layer, decay, key, query, v, o);
+    }
+    free(scratch);
+    return status;
+}
+
+kvc_layer *test_linear_with(const test_steps *steps, size_t count, double phase_mass) {
+    kvc_layer *layer = NULL;
+    kvc_status status =
+        kvc_layer_create_linear(steps->H, steps->F, steps->dv, phase_mass, &layer);
+    if (status == KVC_OK) status = test_steps_take(layer, steps, 0, count, NULL);
+    if (status == KVC_OK) return layer;
+    printf("  test_linear_with: %s\n", kvc_status_name(status));
+    kvc_layer_free(layer);
+    return NULL;
+}
+
+/* ---- the failing allocator ---- */
+
+static struct {
+    long calls;    /* malloc and realloc calls since the last arm */
+    long fail_at;  /* the call that fails; 0: none */
+    int persistent;
+    long failures; /* calls failed since the last arm */
+    long live;     /* blocks allocated and not yet freed */
+} fault;
+
+static int fault_now(void) {
+    fault.calls++;
+    const int fail = fault.fail_at > 0 && (fault.persistent ? fault.calls >= fault.fail_at
+                                                            : fault.calls == fault.fail_at);
+    fault.failures += fail;
+    return fail;
+}
+
+static void *fault_malloc(void *user, size_t bytes) {
+    (void)user;
+    if (fault_now()) return NULL;
+    void *block = malloc(bytes);
+    fault.live += block != NULL;
+    return block;
+}
+
+static void *fault_realloc(void *user, void *block, size_t bytes) {
+    (void)user;
+    if (fault_now()) return NULL; /* the old block stays, as C realloc */
+    void *grown = realloc(block, bytes);
+    fault.live += grown != NULL && block == NULL;
+    return grown;
+}
+
+static void fault_free(void *user, void *block) {
+    (void)user;
+    if (!block) return;
+    fault.live--;
+    free(block);
+}
+
+static const kvc_allocator fault_hook = {fault_malloc, fault_realloc, fault_free, NULL};
+
+const kvc_allocator *test_fault_allocator(void) {
+    return &fault_hook;
+}
+
+kvc_status test_fault_install(void) {
+    memset(&fault, 0, sizeof fault);
+    return kvc_set_allocator(&fault_hook);
+}
+
+long test_fault_remove(void) {
+    kvc_set_allocator(NULL);
+    return fault.live;
+}
+
+void test_fault_arm(long fail_at, int persistent) {
+    fault.calls = 0;
+    fault.failures = 0;
+    fault.fail_at = fail_at;
+    fault.persistent = persistent;
+}
+
+long test_fault_live(void) {
+    return fault.live;
+}
+
+kvc_status test_out_rule(kvc_status status, const void *out) {
+    return status != KVC_OK && out != NULL ? KVC_E_LENGTH : status;
+}
+
+long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
+                          int persistent, int keeps) {
+    test_state *before = watched ? test_state_take(watched) : NULL;
+    long failed = 0;
+    for (long n = 1; n <= 100000; n++) {
+        const long live = fault.live;
+        test_fault_arm(n, persistent);
+        const kvc_status status = op(ctx);
+        const long failed_calls = fault.failures;
+        test_fault_arm(0, 0);
+        if (status == KVC_OK && failed_calls == 0) break;
+        const int ok = status == KVC_E_NOMEM && failed_calls > 0 &&
+                       (keeps == TEST_KEEPS_OWNED || fault.live == live) &&
+                       (!watched || test_state_matches(watched, before));
+        if (!ok) {
+            printf("  allocation %ld failing (%s): status %s, %ld failed, %ld live before, "
+                   "%ld after\n", n, persistent ? "persistent" : "transient",
+                   kvc_status_name(status), failed_calls, live, fault.live);
+            failed = -1;
+            break;
+        }
+        failed++;
+    }
+    test_state_free(before);
+    return failed;
 }

@@ -120,9 +120,34 @@ extern const float test_nonfinite[3];
 kvc_status test_head_rows(const kvc_layer *layer, size_t h, int is_values, float *dst,
                           size_t dst_len);
 
+/* ---- scripted linear steps: what a test feeds a linear layer, kept so
+ * that it can derive what the layer must hold ---- */
+typedef struct test_steps {
+    size_t n, H, F, dv;
+    size_t in_len;      /* per head: F features, or F / 2 phases (phase = 1) */
+    int phase;          /* 1: key and query are phases for linear_step_phase */
+    float *decay;       /* [n x H x F] in [0.5, 1), or NULL: no decay */
+    float *key, *query; /* [n x H x in_len]: normal features, or phases in about [-9, 9] */
+    float *v;           /* [n x H x dv], normal */
+} test_steps;
+
+test_steps test_steps_make(uint64_t seed, size_t n, size_t H, size_t F, size_t dv, int phase,
+                           int with_decay);
+void test_steps_free(test_steps *steps);
+/* Takes steps [first, first + count) of `steps` (linear_step, or
+ * linear_step_phase when steps->phase), one call each, writing the outputs
+ * to out [count x H x dv] (may be NULL); stops at the first error. */
+kvc_status test_steps_take(kvc_layer *layer, const test_steps *steps, size_t first,
+                           size_t count, float *out);
+/* A new linear layer (phase_mass given) that took the first `count` steps;
+ * NULL (after printing why) if a call failed. */
+kvc_layer *test_linear_with(const test_steps *steps, size_t count, double phase_mass);
+
 /* ---- what can be observed of a layer, to compare two layers or a layer
  * before and after a call ---- */
 typedef struct test_state {
+    int kind, verifying;
+    size_t draft_len;
     size_t num_kv_heads, head_dim, seq_len, memory_bytes;
     int mode, field_frozen;
     int read_errors;     /* calls that did not return KVC_OK: never equal then */
@@ -133,6 +158,12 @@ typedef struct test_state {
     uint32_t **positions;
     float **out;         /* [H][d]: attend output for a fixed query per head */
     float **probs;       /* [H][head_len] */
+    /* linear layers: geometry, steps, the state and the tentative states */
+    size_t num_heads, num_features, value_dim, steps;
+    double phase_mass;
+    size_t state_len;    /* num_heads x num_features x value_dim */
+    double *state;       /* [state_len] */
+    double *scratch;     /* [draft_len x state_len] */
 } test_state;
 
 /* Reads everything through the public API (no allocation of the library:
@@ -146,7 +177,83 @@ int test_state_matches(const kvc_layer *layer, const test_state *before);
 int test_layers_equal(const kvc_layer *a, const kvc_layer *b);
 void test_state_free(test_state *state);
 
+/* 1 if the two models have as many layers, the same seq_len, memory_bytes
+ * and verifying, and their layers are pairwise test_layers_equal. */
+int test_models_equal(const kvc_model *a, const kvc_model *b);
+/* test_state_take of every layer of a model: a NULL-terminated array. */
+test_state **test_model_state_take(const kvc_model *model);
+/* 1 if every layer of the model still matches its state in `before`. */
+int test_model_state_matches(const kvc_model *model, test_state *const *before);
+void test_model_state_free(test_state **states);
+
+/* Reports a refused call: 1 if it returned `expected` and left what it was
+ * called on unchanged, else prints why and counts a failure. */
+int test_refused(const char *file, int line, const char *what, kvc_status got,
+                 kvc_status expected, int unchanged);
+
+/* CHECK_STATUS(expr, expected), and that expr left `layer` (or every layer
+ * of `model`) observably as it was. */
+#define CHECK_REFUSED(layer, expr, expected)                                     \
+    do {                                                                         \
+        test_state *before_ = test_state_take(layer);                            \
+        const kvc_status got_ = (expr);                                          \
+        const int same_ = test_state_matches(layer, before_);                    \
+        test_state_free(before_);                                                \
+        if (!test_refused(__FILE__, __LINE__, #expr, got_, expected, same_))     \
+            return;                                                              \
+    } while (0)
+
+#define CHECK_MODEL_REFUSED(model, expr, expected)                               \
+    do {                                                                         \
+        test_state **before_ = test_model_state_take(model);                     \
+        const kvc_status got_ = (expr);                                          \
+        const int same_ = test_model_state_matches(model, before_);              \
+        test_model_state_free(before_);                                          \
+        if (!test_refused(__FILE__, __LINE__, #expr, got_, expected, same_))     \
+            return;                                                              \
+    } while (0)
+
 /* Allocation that the test stops on if it fails (the tests' own memory). */
 void *test_alloc(size_t bytes);
+
+/* ---- running out of memory, SQLite style: an allocator hook that counts
+ * the blocks it hands out and fails the N-th allocation (transient: that one
+ * only; persistent: that one and every later one) ---- */
+
+/* Routes the library through the hook, failing nothing yet.  The hook uses
+ * malloc/realloc/free underneath, so blocks it hands out can also be freed
+ * after kvc_set_allocator(NULL). */
+kvc_status test_fault_install(void);
+/* Restores the C library's allocator.
+ * @return : the hook's blocks still live (0: nothing leaked). */
+long test_fault_remove(void);
+/* Fails allocation fail_at (0: none) counted from now. */
+void test_fault_arm(long fail_at, int persistent);
+/* Blocks the hook handed out and that are not yet freed. */
+long test_fault_live(void);
+/* The hook itself (to build variants of it). */
+const kvc_allocator *test_fault_allocator(void);
+
+typedef kvc_status (*test_fallible)(void *ctx);
+
+/* For a test_fallible that creates or clones: a failed call must also leave
+ * *out NULL, so one that did not is turned into a status such calls never
+ * return (KVC_E_LENGTH). */
+kvc_status test_out_rule(kvc_status status, const void *out);
+
+/* How a failed run may leave the allocations. */
+enum {
+    TEST_KEEPS_NONE,  /* create, clone, attend: everything the call took is freed */
+    TEST_KEEPS_OWNED  /* append: a buffer grown before the failing allocation may stay
+                         with the layer (capacity, not data; freed with the layer) */
+};
+
+/* Runs op with allocation N failing, N = 1, 2, ..., until it succeeds with
+ * no allocation failed.  Every failed run must return KVC_E_NOMEM and leave
+ * `watched` (may be NULL) as it was; with TEST_KEEPS_NONE, hold no more
+ * live blocks than before.  Needs test_fault_install.
+ * @return : the number of failed runs, or -1 when a run broke a rule. */
+long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
+                          int persistent, int keeps);
 
 #endif /* KVC_TEST_H */

@@ -1,123 +1,15 @@
 /*
  * test_alloc.c -- running out of memory, SQLite style: an allocator hook
- * fails the N-th allocation (transient: that one only; persistent: that one
- * and every later one) for N = 1, 2, ... until the call succeeds.  Every
- * failed call must return KVC_E_NOMEM and leave the layer as it was (rows,
- * positions, imp, memory_bytes, attend output) with no allocation leaked.
+ * (test_fault_* in test.c) fails the N-th allocation (transient: that one
+ * only; persistent: that one and every later one) for N = 1, 2, ... until
+ * the call succeeds.  Every failed call must return KVC_E_NOMEM and leave the
+ * layer as it was (rows, positions, imp, memory_bytes, attend output) with no
+ * allocation leaked.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
-
-/* ---- the failing allocator ---- */
-
-typedef struct fault_state {
-    long calls;    /* malloc and realloc calls since the last arm */
-    long fail_at;  /* the call that fails; 0: none */
-    int persistent;
-    long failures; /* calls failed since the last arm */
-    long live;     /* blocks allocated and not yet freed */
-} fault_state;
-
-static fault_state fault;
-
-static int fault_now(void) {
-    fault.calls++;
-    const int fail = fault.fail_at > 0 && (fault.persistent ? fault.calls >= fault.fail_at
-                                                            : fault.calls == fault.fail_at);
-    fault.failures += fail;
-    return fail;
-}
-
-static void *fault_malloc(void *user, size_t bytes) {
-    (void)user;
-    if (fault_now()) return NULL;
-    void *block = malloc(bytes);
-    fault.live += block != NULL;
-    return block;
-}
-
-static void *fault_realloc(void *user, void *block, size_t bytes) {
-    (void)user;
-    if (fault_now()) return NULL; /* the old block stays, as C realloc */
-    void *grown = realloc(block, bytes);
-    fault.live += grown != NULL && block == NULL;
-    return grown;
-}
-
-static void fault_free(void *user, void *block) {
-    (void)user;
-    if (!block) return;
-    fault.live--;
-    free(block);
-}
-
-/* Routes the library through the hook, failing nothing yet.  The hook uses
- * malloc/realloc/free underneath, so blocks it hands out can also be freed
- * after kvc_set_allocator(NULL). */
-static kvc_status fault_install(void) {
-    static const kvc_allocator hook = {fault_malloc, fault_realloc, fault_free, NULL};
-    memset(&fault, 0, sizeof fault);
-    return kvc_set_allocator(&hook);
-}
-
-/* Restores the C library's allocator.
- * @return : the hook's blocks still live (0: nothing leaked). */
-static long fault_remove(void) {
-    kvc_set_allocator(NULL);
-    return fault.live;
-}
-
-static void fault_arm(long fail_at, int persistent) {
-    fault.calls = 0;
-    fault.failures = 0;
-    fault.fail_at = fail_at;
-    fault.persistent = persistent;
-}
-
-/* ---- the N = 1, 2, ... loop ---- */
-
-typedef kvc_status (*fallible)(void *ctx);
-
-/* How a failed run may leave the allocations. */
-enum {
-    KEEPS_NONE,  /* create, clone, attend: everything the call took is freed */
-    KEEPS_OWNED  /* append: a buffer grown before the failing allocation may stay
-                    with the layer (capacity, not data; freed with the layer) */
-};
-
-/* Runs op with allocation N failing, N = 1, 2, ..., until it succeeds with
- * no allocation failed.  Every failed run must return KVC_E_NOMEM and leave
- * `watched` (may be NULL) as it was; with KEEPS_NONE, hold no more live
- * blocks than before.
- * @return : the number of failed runs, or -1 when a run broke a rule. */
-static long run_with_faults(fallible op, void *ctx, const kvc_layer *watched, int persistent,
-                            int keeps) {
-    test_state *before = watched ? test_state_take(watched) : NULL;
-    long failed = 0;
-    for (long n = 1; n <= 100000; n++) {
-        const long live = fault.live;
-        fault_arm(n, persistent);
-        const kvc_status status = op(ctx);
-        const long failures = fault.failures;
-        fault_arm(0, 0);
-        if (status == KVC_OK && failures == 0) break;
-        const int ok = status == KVC_E_NOMEM && failures > 0 &&
-                       (keeps == KEEPS_OWNED || fault.live == live) &&
-                       (!watched || test_state_matches(watched, before));
-        if (!ok) {
-            printf("  allocation %ld failing (%s): status %s, %ld failed, %ld live before, "
-                   "%ld after\n", n, persistent ? "persistent" : "transient",
-                   kvc_status_name(status), failures, live, fault.live);
-            failed = -1;
-            break;
-        }
-        failed++;
-    }
-    test_state_free(before);
-    return failed;
-}
 
 /* ---- operations ---- */
 
@@ -138,17 +30,11 @@ typedef struct create_ctx {
     kvc_layer *out;
 } create_ctx;
 
-/* A failed create or clone must also leave *out NULL: a status it never
- * returns (KVC_E_LENGTH) flags one that did not. */
-static kvc_status out_rule(kvc_status status, const kvc_layer *out) {
-    return status != KVC_OK && out != NULL ? KVC_E_LENGTH : status;
-}
-
 static kvc_status op_create(void *ctx) {
     create_ctx *c = ctx;
     c->out = (kvc_layer *)c;
     const kvc_status status = kvc_layer_create(c->H, c->d, c->mode, &c->out);
-    return out_rule(status, c->out);
+    return test_out_rule(status, c->out);
 }
 
 typedef struct clone_ctx {
@@ -160,7 +46,7 @@ static kvc_status op_clone(void *ctx) {
     clone_ctx *c = ctx;
     c->out = (kvc_layer *)c;
     const kvc_status status = kvc_layer_clone(c->layer, &c->out);
-    return out_rule(status, c->out);
+    return test_out_rule(status, c->out);
 }
 
 typedef struct attend_ctx {
@@ -192,43 +78,46 @@ static int same_as_plain(const kvc_layer *layer, const test_data *data, size_t l
 /* ---- cases ---- */
 
 TEST(set_allocator_should_refuse_null_functions) {
-    kvc_allocator hook = {fault_malloc, fault_realloc, fault_free, NULL};
+    const kvc_allocator *fault = test_fault_allocator();
+    kvc_allocator hook = *fault;
     hook.malloc_fn = NULL;
     CHECK_STATUS(kvc_set_allocator(&hook), KVC_E_NULL_POINTER);
-    hook.malloc_fn = fault_malloc;
+    hook.malloc_fn = fault->malloc_fn;
     hook.realloc_fn = NULL;
     CHECK_STATUS(kvc_set_allocator(&hook), KVC_E_NULL_POINTER);
-    hook.realloc_fn = fault_realloc;
+    hook.realloc_fn = fault->realloc_fn;
     hook.free_fn = NULL;
     CHECK_STATUS(kvc_set_allocator(&hook), KVC_E_NULL_POINTER);
     CHECK_OK(kvc_set_allocator(NULL));
 }
 
 TEST(create_should_fail_cleanly_on_allocation_failure) {
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (int persistent = 0; persistent < 2; persistent++) {
         for (size_t mi = 0; mi < 4; mi++) {
             create_ctx c = {7, 32, test_modes[mi], NULL};
-            const long failed = run_with_faults(op_create, &c, NULL, persistent, KEEPS_NONE);
+            const long failed =
+                test_run_with_faults(op_create, &c, NULL, persistent, TEST_KEEPS_NONE);
             CHECK(failed >= 1);
             CHECK(c.out != NULL && kvc_layer_seq_len(c.out) == 0);
             kvc_layer_free(c.out);
         }
     }
-    CHECK(fault_remove() == 0);
+    CHECK(test_fault_remove() == 0);
 }
 
 TEST(append_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 3, d = 16, len = 100;
     test_data data = test_data_make(111, len, H, d, 1);
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(layer != NULL);
         long failed = 0;
         for (size_t p = 0; p < len; p++) {
             append_ctx a = {layer, &data, p, 1};
-            const long f = run_with_faults(op_append, &a, layer, (int)(p % 2), KEEPS_OWNED);
+            const long f =
+                test_run_with_faults(op_append, &a, layer, (int)(p % 2), TEST_KEEPS_OWNED);
             CHECK(f >= 0);
             failed += f;
         }
@@ -237,14 +126,14 @@ TEST(append_should_fail_cleanly_on_allocation_failure) {
         CHECK(same_as_plain(layer, &data, len));
         kvc_layer_free(layer);
     }
-    CHECK(fault_remove() == 0);
+    CHECK(test_fault_remove() == 0);
     test_data_free(&data);
 }
 
 TEST(append_n_across_window_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 4, d = 16, len = 90;
     test_data data = test_data_make(112, len, H, d, 1);
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
         for (int persistent = 0; persistent < 2; persistent++) {
             kvc_layer *layer = test_layer_with(&data, 60, test_modes[mi]);
@@ -252,34 +141,34 @@ TEST(append_n_across_window_should_fail_cleanly_on_allocation_failure) {
             /* 60 -> 90 freezes the field: the transient loop fails each
              * allocation of the call in turn, the fields' included. */
             append_ctx a = {layer, &data, 60, 30};
-            CHECK(run_with_faults(op_append, &a, layer, persistent, KEEPS_OWNED) >= 1);
+            CHECK(test_run_with_faults(op_append, &a, layer, persistent, TEST_KEEPS_OWNED) >= 1);
             CHECK(kvc_layer_field_frozen(layer) == (test_modes[mi] != KVC_MODE_F32));
             CHECK(same_as_plain(layer, &data, len));
             kvc_layer_free(layer);
         }
     }
-    CHECK(fault_remove() == 0);
+    CHECK(test_fault_remove() == 0);
     test_data_free(&data);
 }
 
 TEST(clone_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 5, d = 24;
     test_data data = test_data_make(114, 100, H, d, 1);
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
         for (int persistent = 0; persistent < 2; persistent++) {
             kvc_layer *layer = test_layer_with(&data, 100, test_modes[mi]);
             CHECK(layer != NULL);
-            const long live = fault.live;
+            const long live = test_fault_live();
             clone_ctx c = {layer, NULL};
-            CHECK(run_with_faults(op_clone, &c, layer, persistent, KEEPS_NONE) >= 2);
+            CHECK(test_run_with_faults(op_clone, &c, layer, persistent, TEST_KEEPS_NONE) >= 2);
             CHECK(test_layers_equal(c.out, layer));
             kvc_layer_free(c.out);
-            CHECK(fault.live == live);
+            CHECK(test_fault_live() == live);
             kvc_layer_free(layer);
         }
     }
-    CHECK(fault_remove() == 0);
+    CHECK(test_fault_remove() == 0);
     test_data_free(&data);
 }
 
@@ -288,7 +177,7 @@ TEST(attend_without_probs_should_fail_cleanly_on_allocation_failure) {
     test_data data = test_data_make(115, 90, H, d, 1);
     test_rng rng = test_rng_new(115);
     float q[32], out[32], want[32], probs[90];
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
         kvc_layer *layer = test_layer_with(&data, 90, test_modes[mi]);
         CHECK(layer != NULL);
@@ -296,17 +185,17 @@ TEST(attend_without_probs_should_fail_cleanly_on_allocation_failure) {
             test_fill_normal(&rng, q, d);
             CHECK_OK(kvc_layer_attend(layer, q, h, want, probs));
             attend_ctx a = {layer, q, NULL, NULL, h, 0, d, out, NULL};
-            CHECK(run_with_faults(op_attend, &a, layer, 0, KEEPS_NONE) == 1);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 0, TEST_KEEPS_NONE) == 1);
             CHECK(test_bits_equal(out, want, d));
             /* With a probs buffer it allocates nothing: even a persistent
              * fault from the first allocation on cannot fail it. */
             a.probs = probs;
-            CHECK(run_with_faults(op_attend, &a, layer, 1, KEEPS_NONE) == 0);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 1, TEST_KEEPS_NONE) == 0);
             CHECK(test_bits_equal(out, want, d));
         }
         kvc_layer_free(layer);
     }
-    CHECK(fault_remove() == 0);
+    CHECK(test_fault_remove() == 0);
     test_data_free(&data);
 }
 
@@ -318,19 +207,19 @@ TEST(attention_head_without_probs_should_fail_cleanly_on_allocation_failure) {
     test_fill_normal(&rng, values, n * d);
     test_fill_normal(&rng, q, d);
     CHECK_OK(kvc_attention_head(q, keys, values, n, d, want, probs));
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     attend_ctx a = {NULL, q, keys, values, 0, n, d, out, NULL};
-    CHECK(run_with_faults(op_attention_head, &a, NULL, 0, KEEPS_NONE) == 1);
+    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 0, TEST_KEEPS_NONE) == 1);
     CHECK(test_bits_equal(out, want, d));
-    CHECK(run_with_faults(op_attention_head, &a, NULL, 1, KEEPS_NONE) == 1);
+    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 1);
     a.probs = probs;
-    CHECK(run_with_faults(op_attention_head, &a, NULL, 1, KEEPS_NONE) == 0);
+    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 0);
     CHECK(test_bits_equal(out, want, d));
     /* No rows: nothing to allocate. */
     a.n = 0;
     a.probs = NULL;
-    CHECK(run_with_faults(op_attention_head, &a, NULL, 1, KEEPS_NONE) == 0);
-    CHECK(fault_remove() == 0);
+    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 0);
+    CHECK(test_fault_remove() == 0);
 }
 
 TEST(layer_should_stay_usable_after_allocator_is_restored) {
@@ -338,11 +227,11 @@ TEST(layer_should_stay_usable_after_allocator_is_restored) {
     test_data data = test_data_make(117, len, H, d, 1);
     for (size_t mi = 0; mi < 4; mi++) {
         kvc_layer *layer, *copy;
-        CHECK_OK(fault_install());
+        CHECK_OK(test_fault_install());
         CHECK_OK(kvc_layer_create(H, d, test_modes[mi], &layer));
         for (size_t p = 0; p < 80; p++) {
             append_ctx a = {layer, &data, p, 1};
-            CHECK(run_with_faults(op_append, &a, layer, 1, KEEPS_OWNED) >= 0);
+            CHECK(test_run_with_faults(op_append, &a, layer, 1, TEST_KEEPS_OWNED) >= 0);
         }
         CHECK_OK(kvc_set_allocator(NULL));
         /* The hook's blocks are malloc's, so the default allocator carries on. */
@@ -361,7 +250,7 @@ TEST(layer_life_should_leak_no_allocation) {
     test_data data = test_data_make(118, 200, H, d, 1);
     test_rng rng = test_rng_new(118);
     float q[16], out[16];
-    CHECK_OK(fault_install());
+    CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
         kvc_layer *copy, *layer = test_layer_with(&data, 150, test_modes[mi]);
         CHECK(layer != NULL);
@@ -375,10 +264,10 @@ TEST(layer_life_should_leak_no_allocation) {
             CHECK_OK(kvc_layer_attend(layer, q, h, out, NULL));
             CHECK_OK(kvc_layer_attend(copy, q, h, out, NULL));
         }
-        CHECK(fault.live > 0);
+        CHECK(test_fault_live() > 0);
         kvc_layer_free(layer);
         kvc_layer_free(copy);
-        CHECK(fault.live == 0);
+        CHECK(test_fault_live() == 0);
     }
     CHECK_OK(kvc_set_allocator(NULL));
     test_data_free(&data);
