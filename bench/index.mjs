@@ -6,6 +6,7 @@ import { buildWasm, ensureToolchain, wasmUpToDate } from '../scripts/toolchain.m
 
 const benchmarks = {
   rollback: () => import('./rollback.mjs'),
+  generation: () => import('./generation.mjs'),
 };
 
 const wanted = process.argv.slice(2);
@@ -28,7 +29,11 @@ function cell(value) {
   return value < 10 ? value.toFixed(2) : value.toFixed(1);
 }
 
-function printTable({ title, columns, rows }) {
+function printTable({ title, columns, rows, note }) {
+  if (note) {
+    console.log(`\n${title}\n\n${note}`);
+    return;
+  }
   const cells = rows.map((row) => row.map(cell));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
   const line = (values) => `| ${values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join(' | ')} |`;

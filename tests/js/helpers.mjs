@@ -1,9 +1,17 @@
 // Shared by the JS tests: deterministic data and a fingerprint of a cache.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import init from '../../js/index.js';
 
 export { normals, outlierKeys, rng } from '../../bench/synthetic.mjs';
 
 export const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+
+/** Where the test model is: KVCACHE_WASM_MODEL, else ../shared/data/ beside the project. */
+export const MODEL_PATH = process.env.KVCACHE_WASM_MODEL ??
+  fileURLToPath(new URL('../../../shared/data/stories260k.gguf', import.meta.url));
+export const MODEL_MISSING = existsSync(MODEL_PATH) ? null
+  : `the model file is absent: put stories260k.gguf at ${MODEL_PATH} (or set KVCACHE_WASM_MODEL to its path)`;
 
 export async function ready() {
   await init();

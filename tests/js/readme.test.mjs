@@ -3,17 +3,23 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
 const examples = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((match) => match[1]);
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
+const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
 
 /** Runs an example as a module and returns the lines it printed. */
 async function run(example, n) {
   const file = new URL(`./readme-example-${process.pid}-${n}.mjs`, import.meta.url);
   const printed = [];
   const log = console.log;
-  await writeFile(file, example.replace("from 'kvcache-wasm'", `from '${indexUrl}'`));
+  const source = example
+    .replace("from 'kvcache-wasm'", `from '${indexUrl}'`)
+    .replace("from 'kvcache-wasm/llama'", `from '${llamaUrl}'`)
+    .replace("'../shared/data/stories260k.gguf'", JSON.stringify(MODEL_PATH));
+  await writeFile(file, source);
   try {
     console.log = (...args) => printed.push(args.join(' '));
     await import(file.href);
@@ -31,11 +37,12 @@ function promised(example) {
 }
 
 test('the README has its examples', () => {
-  assert.equal(examples.length, 2);
+  assert.equal(examples.length, 3);
 });
 
 examples.forEach((example, n) => {
-  test(`README example ${n + 1} runs and prints what its comment says`, async () => {
+  test(`README example ${n + 1} runs and prints what its comment says`, async (t) => {
+    if (example.includes('stories260k.gguf') && MODEL_MISSING) return t.skip(MODEL_MISSING);
     const [line] = await run(example, n);
     const got = line.split(' ');
     promised(example).forEach((want, i) => {

@@ -1,0 +1,139 @@
+#!/usr/bin/env node
+// kvcache-wasm generate: text from a llama GGUF, with this package's cache
+// doing the attention. Prints the text as it is produced, then (on stderr)
+// tokens/s, the cache's memory and the speculative statistics.
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import init from '../js/index.js';
+import { GgufError, Llama, generate } from '../js/llama.js';
+
+const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--steps N]
+         [--mode f32|q8|q8k|q8v] [--draft K] [--temperature T --seed S]
+
+  --model PATH      a llama GGUF with F32 or F16 tensors (e.g. stories260k.gguf)
+  --prompt TEXT     text to continue (default: none, start from <s>)
+  --steps N         tokens to generate, at most (default 256)
+  --mode M          how the cache stores keys and values (default f32)
+  --draft K         speculative decoding with up to K prompt-lookup drafts (default 0: off)
+  --temperature T   sampling temperature (default 0: greedy)
+  --seed S          seed of the sampler (default 1)`;
+
+const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+
+class UsageError extends Error {}
+
+function parse(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        model: { type: 'string' },
+        prompt: { type: 'string', default: '' },
+        steps: { type: 'string', default: '256' },
+        mode: { type: 'string', default: 'f32' },
+        draft: { type: 'string', default: '0' },
+        temperature: { type: 'string', default: '0' },
+        seed: { type: 'string', default: '1' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError(error.message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { help: true };
+  if (positionals.length !== 1 || positionals[0] !== 'generate') {
+    throw new UsageError(positionals.length ? `unknown command ${positionals.join(' ')}` : 'missing command');
+  }
+  const integer = (name, min) => {
+    const value = Number(values[name]);
+    if (!/^\d+$/.test(values[name]) || value < min) throw new UsageError(`--${name} must be an integer >= ${min} (got ${values[name]})`);
+    return value;
+  };
+  if (!values.model) throw new UsageError('--model is required: the path of a llama GGUF file');
+  if (!MODES.includes(values.mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')} (got ${values.mode})`);
+  const temperature = Number(values.temperature);
+  if (values.temperature.trim() === '' || !Number.isFinite(temperature) || temperature < 0) {
+    throw new UsageError(`--temperature must be a number >= 0 (got ${values.temperature})`);
+  }
+  return {
+    model: values.model,
+    prompt: values.prompt,
+    steps: integer('steps', 1),
+    mode: values.mode,
+    draft: integer('draft', 0),
+    temperature,
+    seed: integer('seed', 0),
+  };
+}
+
+async function loadModule() {
+  try {
+    await init();
+  } catch (error) {
+    // A source checkout that has not been built yet: build it once.
+    const toolchain = new URL('../scripts/toolchain.mjs', import.meta.url);
+    if (error?.code !== 'ENOENT' || !existsSync(toolchain)) throw error;
+    const { buildWasm, ensureToolchain } = await import(toolchain);
+    ensureToolchain();
+    buildWasm();
+    await init();
+  }
+}
+
+async function main() {
+  const options = parse(process.argv.slice(2));
+  if (options.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (!existsSync(options.model)) {
+    console.error(`kvcache-wasm generate: no model file at ${options.model}`);
+    return 2;
+  }
+  await loadModule();
+  const llama = Llama.fromGguf(new Uint8Array(await readFile(options.model)));
+  const { tokenizer } = llama;
+  const session = llama.session({ mode: options.mode });
+  const prompt = tokenizer.encode(options.prompt);
+  const decoder = tokenizer.decoder();
+  process.stdout.write(prompt.map((id) => decoder.push(id)).join(''));
+  const { stats } = generate(session, prompt, {
+    steps: options.steps,
+    draft: options.draft,
+    temperature: options.temperature,
+    seed: options.seed,
+    onToken: (id) => process.stdout.write(decoder.push(id)),
+  });
+  process.stdout.write(`${decoder.flush()}\n`);
+
+  const sampling = options.temperature === 0 ? 'greedy' : `temperature ${options.temperature}, seed ${options.seed}`;
+  const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
+  console.error(`\n${stats.tokens} tokens in ${stats.seconds.toFixed(2)} s: ${(stats.tokens / stats.seconds).toFixed(1)} tokens/s (${sampling})`);
+  console.error(`cache: ${options.mode}, ${llama.config.numLayers} layers, ${session.cache.seqLen} positions, ${kib(session.cache.memoryBytes)} (capacity ${kib(session.cache.capacityBytes)})`);
+  if (options.draft > 0) {
+    const rate = stats.drafted ? ((100 * stats.accepted) / stats.drafted).toFixed(1) : '0.0';
+    console.error(`speculative: up to ${options.draft} drafts, ${stats.verifies} verifies, ${stats.accepted} of ${stats.drafted} drafts accepted (${rate}%), ` +
+      `${(stats.tokens / stats.forwardPasses).toFixed(2)} tokens per forward pass, ${stats.rollbacks} rollbacks`);
+  }
+  session.free();
+  return 0;
+}
+
+main().then((code) => {
+  process.exitCode = code;
+}, (error) => {
+  if (error instanceof UsageError) {
+    console.error(`kvcache-wasm: ${error.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (error instanceof GgufError) {
+    console.error(`kvcache-wasm generate: ${process.argv.slice(2).includes('--model') ? 'the model file' : 'the model'} is not usable: ${error.message}`);
+    process.exitCode = 1;
+  } else {
+    console.error(`kvcache-wasm: ${error.stack ?? error}`);
+    process.exitCode = 1;
+  }
+});

@@ -1,0 +1,126 @@
+// Types of kvcache-wasm/llama: the reference llama runner on the cache.
+import type { KvCache, KvMode } from './index.js';
+
+/** A GGUF file that cannot be used; the message says why. */
+export class GgufError extends Error {}
+
+export interface GgufTensorInfo {
+  name: string;
+  /** ggml order: innermost first. */
+  dims: number[];
+  type: number;
+  typeName: string;
+  /** Byte offset of the data in the file. */
+  offset: number;
+  count: number;
+}
+
+export class GgufFile {
+  readonly version: number;
+  readonly metadata: Map<string, unknown>;
+  readonly tensors: Map<string, GgufTensorInfo>;
+  /** A metadata value; throws GgufError when the key is missing. */
+  get(key: string): unknown;
+  /** A tensor as f32 (F16 converted); throws GgufError when it is missing. */
+  tensor(name: string): Float32Array;
+}
+
+/** Parses GGUF versions 1 to 3 (little-endian). */
+export function readGguf(bytes: Uint8Array | ArrayBuffer): GgufFile;
+
+export interface StreamingDecoder {
+  /** The text token `id` completes (byte tokens wait for a whole character). */
+  push(id: number): string;
+  flush(): string;
+}
+
+export class Tokenizer {
+  constructor(vocab: { tokens: string[]; scores: number[]; bosId: number; eosId: number; unkId?: number });
+  static fromGguf(gguf: GgufFile): Tokenizer;
+  readonly tokens: string[];
+  readonly bosId: number;
+  readonly eosId: number;
+  readonly vocabSize: number;
+  /** sentencepiece BPE: '▁' for spaces, greedy merges by score, byte fallback; <s> first unless bos is false. */
+  encode(text: string, options?: { bos?: boolean }): number[];
+  decode(ids: readonly number[]): string;
+  decoder(): StreamingDecoder;
+}
+
+export interface LlamaConfig {
+  dim: number;
+  numLayers: number;
+  hiddenDim: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  eps: number;
+  contextLength: number;
+  ropeBase: number;
+  vocabSize: number;
+}
+
+export class Llama {
+  /** Reads a llama GGUF with F32 or F16 tensors. */
+  static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
+  readonly config: LlamaConfig;
+  readonly tokenizer: Tokenizer;
+  /** A new session with its own KvCache in the given mode. */
+  session(options?: { mode?: KvMode }): LlamaSession;
+  /** No-cache reference: logits of every position [m × vocab], computed from scratch. */
+  referenceLogits(tokens: readonly number[]): Float32Array;
+  /** Appends the tokens to the cache and returns their logits and attention probabilities. */
+  forward(cache: KvCache, tokens: readonly number[]): {
+    logits: Float32Array;
+    /** Per layer, per query head: probabilities [m × rows]. */
+    attention: { probs: Float32Array; rows: number }[][];
+  };
+}
+
+export class LlamaSession {
+  readonly llama: Llama;
+  readonly cache: KvCache;
+  readonly mode: KvMode;
+  /** Appends the tokens, adds their attention to imp, returns logits [m × vocab]. */
+  forward(tokens: readonly number[]): Float32Array;
+  /** Appends tokens inside a verify; keep(n) keeps the first n positions and rolls back the rest. */
+  verify(tokens: readonly number[]): { logits: Float32Array; keep(n: number): void };
+  free(): void;
+}
+
+export interface GenerateOptions {
+  /** Tokens to generate, at most (default 256). */
+  steps?: number;
+  /** Up to k prompt-lookup drafts per forward pass (default 0: plain decoding). */
+  draft?: number;
+  /** The shortest n-gram a draft may come from (default 2). */
+  minNgram?: number;
+  /** 0 (default) is greedy. */
+  temperature?: number;
+  seed?: number;
+  /** Stop after </s> or a new <s> (default true). */
+  stopAtEos?: boolean;
+  onToken?: (id: number) => void;
+}
+
+export interface GenerateStats {
+  tokens: number;
+  forwardPasses: number;
+  drafted: number;
+  accepted: number;
+  verifies: number;
+  rollbacks: number;
+  seconds: number;
+}
+
+/** Generates after `prompt` (token ids, <s> first); speculative when draft > 0, with the same tokens. */
+export function generate(session: LlamaSession, prompt: readonly number[], options?: GenerateOptions): {
+  tokens: number[];
+  stats: GenerateStats;
+};
+
+/** Up to k tokens that followed the latest earlier occurrence of the longest suffix n-gram of history. */
+export function promptLookup(history: readonly number[], k: number, maxNgram?: number, minNgram?: number): number[];
+
+/** A seeded generator of uniforms in [0, 1). */
+export function seededRandom(seed: number): () => number;

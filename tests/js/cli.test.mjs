@@ -1,0 +1,82 @@
+// The command line: npx kvcache-wasm generate ...
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+
+const cli = fileURLToPath(new URL('../../cli/kvcache-wasm.js', import.meta.url));
+const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+
+function modelTest(name, fn) {
+  test(name, (t) => (MODEL_MISSING ? t.skip(MODEL_MISSING) : fn(t)));
+}
+
+modelTest('generate prints the story and, at the end, tokens/s and the cache memory', () => {
+  const result = run('generate', '--model', MODEL_PATH, '--steps', '40');
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stdout, /^Once upon a time, there was a little girl named Lily\./);
+  assert.match(result.stderr, /40 tokens in [\d.]+ s: [\d.]+ tokens\/s \(greedy\)/);
+  assert.match(result.stderr, /cache: f32, 5 layers, 40 positions, [\d.]+ KiB/);
+});
+
+modelTest('generate --mode q8 --draft 4 prints the same greedy text and its speculative statistics', () => {
+  const plain = run('generate', '--model', MODEL_PATH, '--steps', '60', '--mode', 'q8');
+  const speculative = run('generate', '--model', MODEL_PATH, '--steps', '60', '--mode', 'q8', '--draft', '4');
+  assert.equal(speculative.status, 0, speculative.stderr);
+  assert.equal(speculative.stdout, plain.stdout);
+  assert.match(speculative.stderr, /speculative: up to 4 drafts, \d+ verifies, \d+ of \d+ drafts accepted \([\d.]+%\), [\d.]+ tokens per forward pass, \d+ rollbacks/);
+});
+
+modelTest('generate continues a prompt, and samples with a temperature and a seed', () => {
+  const first = run('generate', '--model', MODEL_PATH, '--prompt', 'The dog', '--steps', '30', '--temperature', '0.9', '--seed', '3');
+  const again = run('generate', '--model', MODEL_PATH, '--prompt', 'The dog', '--steps', '30', '--temperature', '0.9', '--seed', '3');
+  assert.equal(first.status, 0, first.stderr);
+  assert.match(first.stdout, /^The dog/);
+  assert.equal(again.stdout, first.stdout, 'the same seed, the same text');
+  assert.match(first.stderr, /temperature 0\.9, seed 3/);
+});
+
+test('generate says clearly when the model file is missing', () => {
+  const result = run('generate', '--model', 'no/such/model.gguf');
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /no model file at no\/such\/model\.gguf/);
+});
+
+test('bad flags and commands are refused with the usage', () => {
+  for (const [args, message] of [
+    [['generate'], /--model is required/],
+    [['generate', '--model', 'x', '--steps=-3'], /--steps must be an integer >= 1 \(got -3\)/],
+    [['generate', '--model', 'x', '--steps', '-3'], /--steps/],
+    [['generate', '--model', 'x', '--steps', '2.5'], /--steps must be an integer/],
+    [['generate', '--model', 'x', '--mode', 'q4'], /--mode must be one of f32, q8, q8k, q8v/],
+    [['generate', '--model', 'x', '--temperature', 'warm'], /--temperature must be a number/],
+    [['generate', '--model', 'x', '--bogus'], /Unknown option '--bogus'/],
+    [['speak'], /unknown command speak/],
+    [[], /missing command/],
+  ]) {
+    const result = run(...args);
+    assert.equal(result.status, 2, `${args.join(' ')}: ${result.stderr}`);
+    assert.match(result.stderr, message);
+    assert.match(result.stderr, /usage: kvcache-wasm generate --model PATH/);
+  }
+  const help = run('--help');
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /usage:/);
+});
+
+modelTest('a truncated model file is refused with the reader\'s reason', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcache-cli-'));
+  try {
+    const file = join(dir, 'cut.gguf');
+    writeFileSync(file, readFileSync(MODEL_PATH).subarray(0, 500000));
+    const result = run('generate', '--model', file);
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /not usable: truncated: tensor blk\.\d\.[a-z_.]+ /);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
