@@ -113,6 +113,15 @@ export interface GenerateStats {
   seconds: number;
 }
 
+export type DecodeEvent =
+  | { type: 'token'; token: number }
+  | { type: 'verify'; drafts: number[]; accepted: number }
+  | { type: 'accept'; accepted: number; rejected: number };
+
+/** decode() one forward pass at a time: token events, and for a speculative
+ * verify the drafts in the cache, then their rollback; returns the statistics. */
+export function decode(session: LlamaSession, prompt: readonly number[], options?: Omit<GenerateOptions, 'onToken'>): Generator<DecodeEvent, GenerateStats, void>;
+
 /** Generates after `prompt` (token ids, <s> first); speculative when draft > 0, with the same tokens. */
 export function generate(session: LlamaSession, prompt: readonly number[], options?: GenerateOptions): {
   tokens: number[];

@@ -421,35 +421,37 @@ export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
 }
 
 /**
- * Generates up to `steps` tokens after `prompt` (ids, <s> first).
+ * Decodes up to `steps` tokens after `prompt` (ids, <s> first), one forward
+ * pass at a time, as a generator of events -- what a UI animates:
+ *   { type: 'token', token }                 a token is emitted
+ *   { type: 'verify', drafts, accepted }     drafts are in the cache (seqLen at its peak)
+ *   { type: 'accept', accepted, rejected }   the rejected drafts are rolled back
+ * and returns the statistics { tokens, forwardPasses, drafted, accepted,
+ * verifies, rollbacks, seconds }.
  *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
  *     least minNgram tokens, default 2) and verifies them in one forward
- *     pass; the emitted tokens are exactly those of draft = 0
- *     (greedy, or sampled with the same seed: a draft is kept only when it
- *     equals the token sampled at its place).
+ *     pass; the emitted tokens are exactly those of draft = 0 (greedy, or
+ *     sampled with the same seed: a draft is kept only when it equals the
+ *     token sampled at its place).
  *   temperature: 0 (default) is greedy. seed: for sampling.
  *   stopAtEos: stop after </s> or a new <s> (default true).
- *   onToken(id): called for every emitted token, in order.
- * Returns { tokens, stats: { tokens, forwardPasses, drafted, accepted,
- * verifies, rollbacks, seconds } }.
  */
-export function generate(session, prompt, { steps = 256, draft = 0, minNgram = 2, temperature = 0, seed = 1, stopAtEos = true, onToken } = {}) {
+export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2, temperature = 0, seed = 1, stopAtEos = true } = {}) {
   const { tokenizer, config } = session.llama;
-  if (!Array.isArray(prompt) || prompt.length === 0) throw new TypeError('generate: prompt must be a non-empty array of token ids');
-  if (!Number.isInteger(steps) || steps < 0) throw new RangeError(`generate: steps must be an integer >= 0 (got ${steps})`);
-  if (!Number.isInteger(draft) || draft < 0) throw new RangeError(`generate: draft must be an integer >= 0 (got ${draft})`);
-  if (typeof temperature !== 'number' || !(temperature >= 0)) throw new RangeError(`generate: temperature must be a number >= 0 (got ${temperature})`);
+  if (!Array.isArray(prompt) || prompt.length === 0) throw new TypeError('decode: prompt must be a non-empty array of token ids');
+  if (!Number.isInteger(steps) || steps < 0) throw new RangeError(`decode: steps must be an integer >= 0 (got ${steps})`);
+  if (!Number.isInteger(draft) || draft < 0) throw new RangeError(`decode: draft must be an integer >= 0 (got ${draft})`);
+  if (typeof temperature !== 'number' || !(temperature >= 0)) throw new RangeError(`decode: temperature must be a number >= 0 (got ${temperature})`);
   const next = sampler(temperature, seededRandom(seed));
   const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, seconds: 0 };
   const started = performance.now();
-  const emitted = [];
   const history = [...prompt];
-  const room = () => Math.min(steps - emitted.length, config.contextLength - session.cache.seqLen);
-  const emit = (token) => {
-    emitted.push(token);
+  const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.seqLen);
+  const stops = (token) => stopAtEos && (token === tokenizer.eosId || token === tokenizer.bosId);
+  const emitted = (token) => {
     history.push(token);
-    onToken?.(token);
-    return stopAtEos && (token === tokenizer.eosId || token === tokenizer.bosId);
+    stats.tokens++;
+    return { type: 'token', token };
   };
 
   // The prompt but its last token goes in as one batch; the last token is
@@ -465,31 +467,52 @@ export function generate(session, prompt, { steps = 256, draft = 0, minNgram = 2
     const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), 3, minNgram) : [];
     stats.forwardPasses++;
     if (drafts.length === 0) {
-      const logits = session.forward([pending]);
-      pending = next(logits);
-      done = emit(pending);
+      pending = next(session.forward([pending]));
+      done = stops(pending);
+      yield emitted(pending);
       continue;
     }
     const { logits, keep } = session.verify([pending, ...drafts]);
-    const vocab = config.vocabSize;
+    const row = (i) => logits.subarray(i * config.vocabSize, (i + 1) * config.vocabSize);
+    // A draft is kept while it equals the token sampled at its place.
     let accepted = 0;
-    let token = next(logits.subarray(0, vocab));
+    let token = next(row(0));
     while (accepted < drafts.length && token === drafts[accepted] && !done) {
-      done = emit(token);
       accepted++;
-      token = done ? token : next(logits.subarray(accepted * vocab, (accepted + 1) * vocab));
+      done = stops(token);
+      if (!done) token = next(row(accepted));
     }
+    yield { type: 'verify', drafts, accepted };
     keep(1 + accepted);
     stats.verifies++;
     stats.drafted += drafts.length;
     stats.accepted += accepted;
     if (accepted < drafts.length) stats.rollbacks++;
+    yield { type: 'accept', accepted, rejected: drafts.length - accepted };
+    for (const kept of drafts.slice(0, accepted)) yield emitted(kept);
     if (!done) {
       pending = token;
-      done = emit(token);
+      done = stops(token);
+      yield emitted(token);
     }
   }
-  stats.tokens = emitted.length;
   stats.seconds = (performance.now() - started) / 1000;
-  return { tokens: emitted, stats };
+  return stats;
+}
+
+/**
+ * decode() run to the end: returns { tokens, stats }, calling onToken(id)
+ * for every emitted token, in order.
+ */
+export function generate(session, prompt, { onToken, ...options } = {}) {
+  const events = decode(session, prompt, options);
+  const tokens = [];
+  for (;;) {
+    const { value, done } = events.next();
+    if (done) return { tokens, stats: value };
+    if (value.type === 'token') {
+      tokens.push(value.token);
+      onToken?.(value.token);
+    }
+  }
 }
