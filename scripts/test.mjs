@@ -1,6 +1,7 @@
 // npm test: everything a fresh machine needs, then every test.
-//  1. toolchain (cmake, a C compiler, emscripten; wabt for the SIMD check),
-//     installed with apt-get when run as root on Debian;
+//  1. toolchain (cmake, a C compiler, emscripten; wabt for the SIMD check,
+//     chromium for the browser test), installed with apt-get when run as
+//     root on Debian;
 //  2. npm packages, when package.json lists any and node_modules lacks them;
 //  3. native and wasm builds;
 //  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
@@ -37,7 +38,7 @@ function npmPackagesPresent() {
 
 const jobs = String(Math.max(1, availableParallelism()));
 const ready =
-  step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt']] })) &&
+  step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium']] })) &&
   step('npm packages', () => npmPackagesPresent() ||
     run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund']) === 0) &&
   step('native build', buildNative) &&

@@ -1,0 +1,501 @@
+// The live demo: a source of keys and values (the stories260K model, or a
+// synthetic stream of model-sized shapes) drives this package's caches in
+// every mode, and four panels show what they hold and cost as it runs.
+// It imports the package as any app would: 'kvcache-wasm' and
+// 'kvcache-wasm/llama' (see the import map in index.html).
+import init, { LayerKvCache, kernelIsa } from 'kvcache-wasm';
+import { GgufError, Llama, decode } from 'kvcache-wasm/llama';
+import uPlot from 'uplot';
+import { normals, outlierKeys, rng } from '/bench/synthetic.mjs';
+
+const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+const QUANTIZED = ['q8', 'q8k', 'q8v'];
+const COLORS = { f32: '#3b6fd4', q8: '#d6453d', q8k: '#e69a28', q8v: '#2f9e58', imp: '#9aa3b0', kept: '#7c4dd6' };
+const SINKS = 4;
+const RECENT = 16;
+const MAX_STREAM_TOKENS = 600;
+
+const $ = (id) => document.getElementById(id);
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 3 : 2)} MiB`;
+// An axis label for a byte count: KiB below a MiB, MiB above.
+const byteLabel = (bytes) => (bytes < 2 ** 20 ? `${(bytes / 1024).toFixed(0)} KiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`);
+
+// ---------------------------------------------------------------------------
+// Charts (uPlot)
+
+function chart(element, { series, yLabel, yValues, log = false, bars = false }) {
+  const options = {
+    width: Math.max(320, element.clientWidth),
+    height: 220,
+    legend: { live: false },
+    scales: { x: { time: false }, y: log ? { distr: 3 } : { range: (u, min, max) => [0, max > 0 ? max * 1.05 : 1] } },
+    axes: [{ label: bars ? 'position' : 'tokens' }, { label: yLabel, values: yValues, size: 70 }],
+    series: [{ label: bars ? 'position' : 'tokens' }, ...series.map((name) => ({
+      label: name,
+      stroke: COLORS[name],
+      dash: name === 'q8v' ? [6, 4] : undefined, // q8k and q8v often coincide
+      fill: bars ? COLORS[name] : undefined,
+      width: bars ? 0 : 2,
+      points: { show: false },
+      paths: bars ? uPlot.paths.bars({ size: [1, Infinity], gap: 0 }) : undefined,
+    }))],
+  };
+  const plot = new uPlot(options, [[], ...series.map(() => [])], element);
+  new ResizeObserver(() => plot.setSize({ width: Math.max(320, element.clientWidth), height: 220 })).observe(element);
+  return plot;
+}
+
+const charts = {
+  memory: chart($('memory-chart'), { series: MODES, yLabel: 'bytes held', yValues: (u, ticks) => ticks.map(byteLabel) }),
+  // A log axis leaves some ticks out (null).
+  accuracy: chart($('accuracy-chart'), { series: QUANTIZED, yLabel: 'vs f32', log: true, yValues: (u, ticks) => ticks.map((v) => (v == null ? '' : v.toExponential(0))) }),
+  importance: chart($('importance-chart'), { series: ['imp', 'kept'], yLabel: 'attention received', bars: true }),
+};
+
+// Series data, appended per step and drawn once per animation frame.
+const series = { memory: [[], [], [], [], []], accuracy: [[], [], [], []] };
+let drawPending = false;
+function draw() {
+  if (drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => {
+    drawPending = false;
+    charts.memory.setData(series.memory);
+    charts.accuracy.setData(series.accuracy);
+    drawImportance();
+  });
+}
+
+// ---------------------------------------------------------------------------
+// The speculative stream: tokens as spans
+
+const stream = $('stream');
+
+function addSpan(text, className = '') {
+  const span = document.createElement('span');
+  span.className = `token ${className}`.trim();
+  span.textContent = text;
+  stream.append(span);
+  while (stream.childElementCount > MAX_STREAM_TOKENS) stream.firstElementChild.remove();
+  stream.scrollTop = stream.scrollHeight;
+  return span;
+}
+
+let draftSpans = [];
+
+function showDrafts(labels) {
+  draftSpans = labels.map((label) => addSpan(label, 'drafted'));
+}
+
+function resolveDrafts(accepted) {
+  draftSpans.forEach((span, i) => {
+    if (i < accepted) {
+      span.remove(); // the kept ones come back as tokens, in order
+    } else {
+      span.classList.replace('drafted', 'rejected');
+      setTimeout(() => span.remove(), 900);
+    }
+  });
+  draftSpans = [];
+}
+
+// ---------------------------------------------------------------------------
+// Sources: each step() does one step of work and reports what to show.
+
+/** One running story on a llama model: a driving session (the chosen mode,
+ * speculative when k > 0) and one teacher-forced session per mode, which give
+ * the memory and next-token KL curves over the very same tokens. */
+class ModelSource {
+  constructor(llama, { mode, draft, prompt }) {
+    this.llama = llama;
+    this.kind = 'model';
+    this.driver = llama.session({ mode });
+    this.shadows = Object.fromEntries(MODES.map((m) => [m, llama.session({ mode: m })]));
+    const ids = llama.tokenizer.encode(prompt);
+    this.events = decode(this.driver, ids, { steps: llama.config.contextLength, draft, stopAtEos: false });
+    this.lastLogits = Object.fromEntries(MODES.map((m) => {
+      const logits = this.shadows[m].forward(ids);
+      return [m, logits.subarray(logits.length - llama.config.vocabSize)];
+    }));
+    this.stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, rollbacks: 0 };
+    this.fromVerify = 0; // tokens still to come from the last verify
+    this.decoder = llama.tokenizer.decoder();
+    addSpan(ids.map((id) => this.decoder.push(id)).join(''), 'prompt');
+  }
+
+  get seqLen() { return this.driver.cache.seqLen; }
+
+  memory() {
+    return Object.fromEntries(MODES.map((m) => [m, this.shadows[m].cache.memoryBytes]));
+  }
+
+  imp() {
+    const { cache } = this.driver;
+    const total = new Float32Array(cache.layer(0).seqLen);
+    for (let l = 0; l < cache.numLayers; l++) cache.layer(l).imp.forEach((x, p) => { total[p] += x; });
+    return total;
+  }
+
+  piece(id) {
+    return this.llama.tokenizer.tokens[id].replaceAll('\u2581', ' ').replace(/^<0x0A>$/, '\n');
+  }
+
+  step() {
+    const { value, done } = this.events.next();
+    if (done) return { finished: 'the context is full' };
+    if (value.type === 'verify') {
+      this.stats.forwardPasses++;
+      this.stats.drafted += value.drafts.length;
+      showDrafts(value.drafts.map((id) => this.piece(id)));
+      return {};
+    }
+    if (value.type === 'accept') {
+      this.stats.accepted += value.accepted;
+      if (value.rejected > 0) this.stats.rollbacks++;
+      this.fromVerify = value.accepted + 1;
+      resolveDrafts(value.accepted);
+      return {};
+    }
+    // A token: from the last verify, or a plain forward pass of its own.
+    if (this.fromVerify > 0) this.fromVerify--;
+    else this.stats.forwardPasses++;
+    this.stats.tokens++;
+    addSpan(this.decoder.push(value.token));
+    // The teacher-forced sessions: the KL of what they predicted for this token, then the token.
+    const reference = logSoftmax(this.lastLogits.f32);
+    const kl = QUANTIZED.map((m) => klDivergence(reference, logSoftmax(this.lastLogits[m])));
+    for (const m of MODES) this.lastLogits[m] = this.shadows[m].forward([value.token]);
+    return { point: { x: this.shadows.f32.cache.seqLen, accuracy: kl } };
+  }
+
+  dispose() {
+    this.driver.free();
+    for (const session of Object.values(this.shadows)) session.free();
+  }
+}
+
+function logSoftmax(logits) {
+  let max = -Infinity;
+  for (const z of logits) max = Math.max(max, z);
+  let sum = 0;
+  for (const z of logits) sum += Math.exp(z - max);
+  const logSum = max + Math.log(sum);
+  return Array.from(logits, (z) => z - logSum);
+}
+
+function klDivergence(p, q) {
+  let kl = 0;
+  for (let i = 0; i < p.length; i++) kl += Math.exp(p[i]) * (p[i] - q[i]);
+  return kl > 0 ? kl : null; // no error at all (every row still f32): no point on a log axis
+}
+
+/** Keys with outlier channels and a RoPE-like rotation, in every mode at once.
+ * With k > 0, every other step is a verify: k draft positions, a random
+ * number of them kept. */
+class SyntheticSource {
+  constructor({ mode, draft, heads, headDim, context, batch }) {
+    this.kind = 'synthetic';
+    Object.assign(this, { mode, draft, heads, headDim, context, batch });
+    this.caches = Object.fromEntries(MODES.map((m) => [m, new LayerKvCache({ numKvHeads: heads, headDim, mode: m })]));
+    this.random = rng(2026);
+    this.stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, rollbacks: 0 };
+    this.pendingDrafts = 0;
+    this.verifyNext = false;
+  }
+
+  get seqLen() { return this.caches[this.mode].seqLen; }
+
+  memory() {
+    return Object.fromEntries(MODES.map((m) => [m, this.caches[m].memoryBytes]));
+  }
+
+  imp() { return this.caches.f32.imp; }
+
+  append(n) {
+    const { heads, headDim } = this;
+    const k = outlierKeys(this.random, n, this.caches.f32.seqLen, heads, headDim);
+    const v = normals(this.random, n * heads * headDim);
+    for (const cache of Object.values(this.caches)) cache.appendBatch(k, v);
+  }
+
+  step() {
+    const room = this.context - this.caches.f32.seqLen;
+    if (this.pendingDrafts > 0) {
+      // Keep each draft with probability 0.7, stopping at the first miss.
+      let accepted = 0;
+      while (accepted < this.pendingDrafts && this.random.unit() < 0.7) accepted++;
+      for (const cache of Object.values(this.caches)) cache.accept(accepted);
+      this.stats.accepted += accepted;
+      this.stats.tokens += accepted;
+      if (accepted < this.pendingDrafts) this.stats.rollbacks++;
+      resolveDrafts(accepted);
+      for (let i = 0; i < accepted; i++) addSpan(`#${this.caches.f32.seqLen - accepted + i} `);
+      this.pendingDrafts = 0;
+      return { point: this.measure() };
+    }
+    if (room <= 0) return { finished: `the ${this.context}-position context is full` };
+    this.stats.forwardPasses++;
+    if (this.draft > 0 && this.verifyNext && room > 1) {
+      this.verifyNext = false;
+      const n = Math.min(this.draft, room);
+      for (const cache of Object.values(this.caches)) cache.beginVerify();
+      const first = this.caches.f32.seqLen;
+      this.append(n);
+      this.pendingDrafts = n;
+      this.stats.drafted += n;
+      showDrafts(Array.from({ length: n }, (_, i) => `#${first + i} `));
+      return {};
+    }
+    this.verifyNext = true;
+    const n = Math.min(this.batch, room);
+    this.append(n);
+    this.stats.tokens += n;
+    addSpan(n > 1 ? `#${this.caches.f32.seqLen - n}–${this.caches.f32.seqLen - 1} ` : `#${this.caches.f32.seqLen - 1} `, n > 1 ? 'batch' : '');
+    return { point: this.measure() };
+  }
+
+  // One query on a random head: the relative error of each mode's attention
+  // output against f32, and the f32 probabilities added to imp.
+  measure() {
+    const h = this.random.int(this.heads);
+    const q = normals(this.random, this.headDim);
+    const exact = this.caches.f32.attend(q, h);
+    this.caches.f32.accumulateImpHead(h, exact.probs);
+    const errors = QUANTIZED.map((m) => {
+      const { out } = this.caches[m].attend(q, h);
+      let diff = 0;
+      let scale = 1e-30;
+      out.forEach((x, j) => {
+        diff = Math.max(diff, Math.abs(x - exact.out[j]));
+        scale = Math.max(scale, Math.abs(exact.out[j]));
+      });
+      return diff > 0 ? diff / scale : null; // exact: no point on a log axis
+    });
+    return { x: this.caches.f32.seqLen, accuracy: errors };
+  }
+
+  dispose() {
+    for (const cache of Object.values(this.caches)) cache.free();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The importance panel: imp, and what an eviction budget would keep
+
+/** Positions kept under `budget` rows: the first SINKS, the last RECENT, and
+ * the highest-imp ones in between (H2O heavy hitters with StreamingLLM sinks). */
+function keptUnderBudget(imp, budget) {
+  const n = imp.length;
+  const kept = new Uint8Array(n);
+  if (n <= budget) return kept.fill(1);
+  const sinks = Math.min(SINKS, budget);
+  const recent = Math.min(RECENT, budget - sinks);
+  kept.fill(1, 0, sinks);
+  kept.fill(1, n - recent);
+  const middle = Array.from({ length: n - sinks - recent }, (_, i) => sinks + i);
+  middle.sort((a, b) => imp[b] - imp[a]);
+  for (const p of middle.slice(0, budget - sinks - recent)) kept[p] = 1;
+  return kept;
+}
+
+function drawImportance() {
+  if (!source) return;
+  const imp = source.imp();
+  const kept = keptUnderBudget(imp, Number($('budget').value));
+  const x = Array.from(imp, (_, p) => p);
+  charts.importance.setData([x, Array.from(imp, (v, p) => (kept[p] ? null : v)), Array.from(imp, (v, p) => (kept[p] ? v : null))]);
+}
+
+// ---------------------------------------------------------------------------
+// Running
+
+let llama = null; // the loaded model, if any
+let source = null;
+let running = false;
+let timer = null;
+let lastSeqLen = 0;
+const observed = { seqLenWentDown: false, finished: null };
+
+function settings() {
+  return {
+    mode: $('mode').value,
+    draft: Math.max(0, Math.min(8, Number($('draft').value) || 0)),
+    prompt: $('prompt').value,
+    heads: Math.max(1, Number($('heads').value) || 8),
+    headDim: Math.max(8, Number($('head-dim').value) || 128),
+    context: Number($('context').value),
+    batch: Math.max(1, Number($('batch').value) || 1),
+  };
+}
+
+function setStatus(text, isError = false) {
+  $('status').textContent = text;
+  $('status').classList.toggle('error', isError);
+}
+
+function reset() {
+  pause();
+  source?.dispose();
+  source = null;
+  stream.replaceChildren();
+  draftSpans = [];
+  series.memory = [[], [], [], [], []];
+  series.accuracy = [[], [], [], []];
+  observed.seqLenWentDown = false;
+  observed.finished = null;
+  lastSeqLen = 0;
+  const kind = $('source').value;
+  $('source-model').hidden = kind !== 'model';
+  $('source-synthetic').hidden = kind !== 'synthetic';
+  $('accuracy-explain').textContent = kind === 'model'
+    ? 'What int8 storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token.'
+    : 'What int8 storage costs: max |out − out_f32| / max |out_f32| of one attention query per step.';
+  if (kind === 'model' && !llama) {
+    setStatus('No model loaded: pick or drop a llama GGUF, or use the synthetic stream.');
+  } else {
+    source = kind === 'model' ? new ModelSource(llama, settings()) : new SyntheticSource(settings());
+    setStatus(kind === 'model' ? `model: ${llama.name}` : `synthetic: ${settings().heads} KV heads × ${settings().headDim}`);
+  }
+  render();
+  draw();
+}
+
+function render() {
+  const memory = source ? source.memory() : Object.fromEntries(MODES.map((m) => [m, 0]));
+  for (const m of MODES) {
+    const cell = document.querySelector(`[data-memory-mode="${m}"]`);
+    cell.dataset.bytes = String(memory[m]);
+    cell.textContent = `${mib(memory[m])} (${memory[m].toLocaleString('en')} B)`;
+    document.querySelector(`[data-ratio-mode="${m}"]`).textContent = memory[m] ? `${(memory.f32 / memory[m]).toFixed(2)}×` : '–';
+  }
+  const seqLen = source ? source.seqLen : 0;
+  if (seqLen < lastSeqLen && source) observed.seqLenWentDown = true;
+  lastSeqLen = seqLen;
+  $('seqlen').textContent = String(seqLen);
+  const stats = source?.stats;
+  $('tokens').textContent = String(stats?.tokens ?? 0);
+  $('rollbacks').textContent = String(stats?.rollbacks ?? 0);
+  $('acceptance').textContent = stats?.drafted ? `${stats.accepted}/${stats.drafted} (${((100 * stats.accepted) / stats.drafted).toFixed(0)}%)` : '–';
+  $('tokens-per-forward').textContent = stats?.forwardPasses ? (stats.tokens / stats.forwardPasses).toFixed(2) : '–';
+  $('start').textContent = running ? 'Pause' : 'Start';
+}
+
+function stepOnce() {
+  if (!source) return;
+  let result;
+  try {
+    result = source.step();
+  } catch (error) {
+    pause();
+    setStatus(`stopped: ${error.message}`, true);
+    return;
+  }
+  if (result.point) {
+    const memory = source.memory();
+    series.memory[0].push(result.point.x);
+    MODES.forEach((m, i) => series.memory[i + 1].push(memory[m]));
+    series.accuracy[0].push(result.point.x);
+    result.point.accuracy.forEach((v, i) => series.accuracy[i + 1].push(v));
+  }
+  if (result.finished) {
+    observed.finished = result.finished;
+    pause();
+    setStatus(`finished: ${result.finished}. Reset to run again.`);
+  }
+  render();
+  draw();
+}
+
+function tick() {
+  timer = null;
+  if (!running) return;
+  stepOnce();
+  if (running) timer = setTimeout(tick, 1000 / Number($('speed').value));
+}
+
+function start() {
+  if (!source || running) return;
+  running = true;
+  render();
+  tick();
+}
+
+function pause() {
+  running = false;
+  if (timer) clearTimeout(timer);
+  timer = null;
+  render();
+}
+
+// ---------------------------------------------------------------------------
+// Models: found beside the project, picked, or dropped
+
+async function useModel(bytes, name) {
+  try {
+    llama = Llama.fromGguf(bytes);
+    llama.name = name;
+    $('source').value = 'model';
+    reset();
+  } catch (error) {
+    setStatus(error instanceof GgufError ? `${name} is not usable: ${error.message}` : `${name}: ${error.message}`, true);
+  }
+}
+
+$('model-file').addEventListener('change', async (event) => {
+  const file = event.target.files[0];
+  if (file) await useModel(new Uint8Array(await file.arrayBuffer()), file.name);
+});
+document.addEventListener('dragover', (event) => event.preventDefault());
+document.addEventListener('drop', async (event) => {
+  event.preventDefault();
+  const file = event.dataTransfer?.files[0];
+  if (file) await useModel(new Uint8Array(await file.arrayBuffer()), file.name);
+});
+
+$('start').addEventListener('click', () => (running ? pause() : start()));
+$('step').addEventListener('click', () => {
+  pause();
+  stepOnce();
+});
+$('reset').addEventListener('click', reset);
+for (const id of ['source', 'mode', 'draft', 'heads', 'head-dim', 'context', 'batch']) $(id).addEventListener('change', reset);
+$('prompt').addEventListener('change', reset);
+$('speed').addEventListener('input', () => { $('speed-value').textContent = `${$('speed').value}/s`; });
+$('budget').addEventListener('input', () => {
+  $('budget-value').textContent = $('budget').value;
+  draw();
+});
+
+// What the browser test reads: the live state next to what the page shows.
+window.demo = {
+  ready: (async () => {
+    await init();
+    const found = await (await fetch('/api/models')).json();
+    if (found['stories260k.gguf']) {
+      const response = await fetch('/models/stories260k.gguf');
+      llama = Llama.fromGguf(new Uint8Array(await response.arrayBuffer()));
+      llama.name = 'stories260K';
+    } else {
+      $('source').value = 'synthetic';
+    }
+    reset();
+    document.body.dataset.kernels = kernelIsa();
+    return { model: Boolean(llama) };
+  })(),
+  snapshot() {
+    const memory = source ? source.memory() : {};
+    return {
+      source: source?.kind ?? null,
+      running,
+      tokens: source?.stats.tokens ?? 0,
+      seqLen: source?.seqLen ?? 0,
+      stats: source ? { ...source.stats } : null,
+      seqLenWentDown: observed.seqLenWentDown,
+      finished: observed.finished,
+      memoryBytes: memory,
+      displayedBytes: Object.fromEntries(MODES.map((m) => [m, Number(document.querySelector(`[data-memory-mode="${m}"]`).dataset.bytes)])),
+      chartPoints: Object.fromEntries(MODES.map((m, i) => [m, charts.memory.data[i + 1].filter((v) => v != null).length])),
+    };
+  },
+};
+window.demo.ready.catch((error) => setStatus(`could not start: ${error.message}`, true));

@@ -1,0 +1,86 @@
+// The demo's static server: the page, the package as a user's app would load
+// it (its built ESM and .wasm, under /pkg/), uPlot, the synthetic K/V
+// generator, and the stories260K model when it is found beside the project.
+// No framework: node:http and a table of routes.
+import { createServer } from 'node:http';
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+export const DEFAULT_MODEL = resolve(root, '..', 'shared', 'data', 'stories260k.gguf');
+
+const MIME = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.gguf': 'application/octet-stream',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+};
+
+// URL prefix -> directory (or file) it serves from.
+function routes(modelPath) {
+  return [
+    ['/pkg/js/', join(root, 'js')],
+    ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
+    ['/vendor/uplot/', join(root, 'node_modules', 'uplot', 'dist')],
+    ['/bench/synthetic.mjs', join(root, 'bench', 'synthetic.mjs')],
+    ['/models/stories260k.gguf', modelPath],
+    ['/', join(root, 'web-demo')],
+  ];
+}
+
+/** The file a request path maps to, or null (also for any path escaping its directory). */
+function fileFor(pathname, table) {
+  for (const [prefix, target] of table) {
+    if (!pathname.startsWith(prefix)) continue;
+    if (!prefix.endsWith('/')) return pathname === prefix ? target : null;
+    const rest = decodeURIComponent(pathname.slice(prefix.length)) || 'index.html';
+    const file = normalize(join(target, rest));
+    return file.startsWith(target + sep) ? file : null;
+  }
+  return null;
+}
+
+/**
+ * Starts the server on 127.0.0.1. `port` 0 picks a free one.
+ * @returns {Promise<{ url: string, close: () => Promise<void> }>}
+ */
+export function startServer({ port = 8080, modelPath = DEFAULT_MODEL } = {}) {
+  const table = routes(modelPath);
+  const server = createServer((request, response) => {
+    const { pathname } = new URL(request.url, 'http://127.0.0.1');
+    if (pathname === '/api/models') {
+      response.writeHead(200, { 'content-type': MIME['.json'], 'cache-control': 'no-store' });
+      response.end(JSON.stringify({ 'stories260k.gguf': existsSync(modelPath) }));
+      return;
+    }
+    const file = fileFor(pathname, table);
+    if (!file || !existsSync(file) || !statSync(file).isFile()) {
+      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+      response.end(`not found: ${pathname}\n`);
+      return;
+    }
+    response.writeHead(200, {
+      'content-type': MIME[extname(file)] ?? 'application/octet-stream',
+      'content-length': statSync(file).size,
+      'cache-control': 'no-cache',
+    });
+    if (request.method === 'HEAD') response.end();
+    else createReadStream(file).pipe(response);
+  });
+  return new Promise((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      const { port: actual } = server.address();
+      resolvePromise({
+        url: `http://127.0.0.1:${actual}/`,
+        close: () => new Promise((done) => server.close(() => done())),
+      });
+    });
+  });
+}
