@@ -124,8 +124,10 @@ kvc_status kvc_set_allocator(const kvc_allocator *allocator);
 
 /* kvc_attention_head():
  * Single-query softmax attention over one head's slices, all in f32:
- *   z_p = (q . keys[p]) / sqrt(d);  pi = softmax(z) with the max subtracted;
- *   out = sum_p pi_p * values[p].
+ *   z_p = (q . keys[p]) / sqrt(d);  e_p = exp(z_p - max z);
+ *   pi_p = e_p * (1 / sum e);  out = sum_p pi_p * values[p] (row order),
+ * exp being the library's own (within 2.5 ulp of e^x, the same bits on
+ * every build) and the sum of e taken in four interleaved partial sums.
  * The f32 branch of kvc_layer_attend runs this very routine on the head's
  * rows, so the two are bit-for-bit equal.
  * `q` [d], `keys` and `values` [n x d] row-major; `out` receives d floats;
@@ -187,13 +189,16 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
  * weight per stored row of the head, in position order (see
  * kvc_layer_head_positions).  A head with no rows gives zeros.
  *  - f32 keys and values: exactly kvc_attention_head over the head's rows.
- *  - quantized keys: q~ = q * c_K once; z_p = s_p * <q~, r_p> / sqrt(d) for
- *    a quantized row, the f32 dot for a row at a position < W.
+ *  - quantized keys: q~ = q * c_K once, held as i16 codes with one scale
+ *    (relative error about 2^-16, far inside the 1e-3 the design allows);
+ *    z_p = s_p * <q~, r_p> / sqrt(d) for a quantized row, the dot exact in
+ *    i32; the f32 dot for a row at a position < W.
  *  - quantized values: out = sum_{f32 rows} pi_p v_p
  *                          + c_V * sum_{quantized rows} (pi_p s_p) r_p.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_KV_HEAD,
- *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (only when probs is NULL
- *           and the head has rows). */
+ *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (a workspace: the scores
+ *           when probs is NULL, a few KiB when the head has int8 rows; an
+ *           f32 head with probs given allocates nothing). */
 kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head,
                             float *out, float *probs);
 
@@ -252,6 +257,30 @@ kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *
  * @return : as kvc_layer_head_keys. */
 kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
                                     size_t dst_len);
+
+/* kvc_layer_attend_group():
+ * The G query heads that share `kv_head` (grouped-query attention), in one
+ * pass over its rows: each key and value row is read once for the group.
+ * `q` [G x head_dim] (query g at q + g * head_dim), `out` [G x head_dim],
+ * `probs` (may be NULL) [G x head_len(kv_head)].  Each query's result is
+ * bit-for-bit kvc_layer_attend's.
+ * @return : as kvc_layer_attend, or KVC_E_LENGTH for G = 0 or above
+ *           KVC_MAX_KV_HEADS. */
+kvc_status kvc_layer_attend_group(const kvc_layer *layer, const float *q, size_t G,
+                                  size_t kv_head, float *out, float *probs);
+
+/* kvc_layer_attend_heads():
+ * A whole layer's attention in one call: `num_query_heads` = G x
+ * num_kv_heads queries [num_query_heads x head_dim], query head i served
+ * by KV head i / G (the grouping llama-style models use); out
+ * [num_query_heads x head_dim].  `probs` (may be NULL): [num_query_heads x
+ * seq_len], row i holding query i's weights at the positions its KV head
+ * stored and 0 elsewhere, ready to sum for kvc_layer_accumulate_imp.
+ * Each query's result is bit-for-bit kvc_layer_attend's.
+ * @return : as kvc_layer_attend, or KVC_E_NUM_HEADS when num_query_heads is
+ *           not a positive multiple of num_kv_heads. */
+kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t num_query_heads,
+                                  float *out, float *probs);
 
 /* kvc_layer_attend_causal():
  * m queries at once, the speculative-verify and chunked-prefill shape: query

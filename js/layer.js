@@ -219,6 +219,67 @@ export class LayerKvCache {
   }
 
   /**
+   * The G query heads that share kvHead (grouped-query attention), in one
+   * pass over its rows: q is [G × headDim]. Returns { out [G × headDim],
+   * probs [G × headLen(kvHead)] }; each query's result is attend()'s, bit for bit.
+   */
+  attendGroup(q, kvHead, into) {
+    const where = 'LayerKvCache.attendGroup';
+    const ptr = this.#full('attendGroup');
+    const d = this.#headDim;
+    checkFloat32(where, 'q', q);
+    if (q.length === 0 || q.length % d !== 0) {
+      throw new RangeError(`${where}: q must hold G ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
+    }
+    const G = q.length / d;
+    return this.#attendQueries(where, ptr, q, G, kvHead, into,
+      (layer, qPtr, head, outPtr, probsPtr) => lib().kvc_layer_attend_group(layer, qPtr, G, head, outPtr, probsPtr));
+  }
+
+  /**
+   * A whole layer in one call: q holds numQueryHeads = G × numKvHeads
+   * queries [numQueryHeads × headDim], query head i served by KV head
+   * ⌊i / G⌋. Returns { out [numQueryHeads × headDim], probs }: probs is
+   * [numQueryHeads × seqLen] (weights at each position, 0 where the head
+   * stored nothing) when `into.probs` is given, else null (not computed).
+   */
+  attendHeads(q, into) {
+    const where = 'LayerKvCache.attendHeads';
+    const ptr = this.#full('attendHeads');
+    const d = this.#headDim;
+    const H = this.#numKvHeads;
+    checkFloat32(where, 'q', q);
+    if (q.length === 0 || q.length % (d * H) !== 0) {
+      throw new RangeError(`${where}: q must hold a multiple of numKvHeads = ${H} queries of headDim = ${d} values (got length ${q.length})`);
+    }
+    const numQueryHeads = q.length / d;
+    const positions = this.seqLen;
+    if (into !== undefined) checkObject(where, 'into', into);
+    let out = into?.out === undefined ? undefined : checkInto(where, into, 'out', numQueryHeads * d);
+    if (out && out.length !== numQueryHeads * d) {
+      throw new RangeError(`${where}: into.out must have length ${numQueryHeads * d} (got ${out.length})`);
+    }
+    let probs = into?.probs === undefined ? null : checkInto(where, into, 'probs', numQueryHeads * positions);
+    const probsLength = probs ? numQueryHeads * positions : 0;
+    const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, numQueryHeads * d * 4, probsLength * 4);
+    try {
+      heap().f32.set(q, qPtr >>> 2);
+      checkStatus(where, lib().kvc_layer_attend_heads(ptr, qPtr, numQueryHeads, outPtr, probs ? probsPtr : 0));
+      const { f32 } = heap();
+      const outView = f32.subarray(outPtr >>> 2, (outPtr >>> 2) + numQueryHeads * d);
+      if (out) out.set(outView);
+      else out = outView.slice();
+      if (probs) {
+        probs.set(f32.subarray(probsPtr >>> 2, (probsPtr >>> 2) + probsLength));
+        if (probs.length !== probsLength) probs = probs.subarray(0, probsLength);
+      }
+      return { out, probs };
+    } finally {
+      unstage();
+    }
+  }
+
+  /**
    * m queries at once (speculative verify, chunked prefill): q is [m × headDim]
    * and query i sees positions 0 .. seqLen − m + i. Returns { out [m × headDim],
    * probs [m × headLen(kvHead)] } with zeros where a query does not see a row;

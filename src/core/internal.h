@@ -71,7 +71,6 @@ size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
 /* ---- store.c: one component of one head ---- */
 /* Quantized rows are stored from position KVC_Q8_WINDOW on. */
 int kvc_component_quantized(kvc_mode mode, int is_values);
-size_t kvc_qrow_bytes(size_t d);
 /* Makes room for `below` more rows at positions < W and `from` more at
  * positions >= W (int8 in a quantized store, f32 otherwise). */
 kvc_status kvc_store_reserve(kvc_store *store, size_t d, int quantized, size_t below,

@@ -8,14 +8,11 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../kernels/q8-rows.h"
 
 int kvc_component_quantized(kvc_mode mode, int is_values) {
     if (mode == KVC_MODE_Q8) return 1;
     return is_values ? mode == KVC_MODE_Q8V : mode == KVC_MODE_Q8K;
-}
-
-size_t kvc_qrow_bytes(size_t d) {
-    return sizeof(float) + d;
 }
 
 kvc_status kvc_store_reserve(kvc_store *store, size_t d, int quantized, size_t below,
@@ -33,7 +30,7 @@ kvc_status kvc_store_reserve(kvc_store *store, size_t d, int quantized, size_t b
     }
     cap = kvc_grown_capacity(store->qrows_cap, store->qrows_len + q_rows, SIZE_MAX);
     if (cap) {
-        uint8_t *qrows = kvc_realloc_array(store->qrows, cap, kvc_qrow_bytes(d));
+        uint8_t *qrows = kvc_realloc_array(store->qrows, cap, kvc_q8_row_bytes(d));
         if (!qrows) return KVC_E_NOMEM;
         store->qrows = qrows;
         store->qrows_cap = cap;
@@ -48,7 +45,7 @@ void kvc_store_push_f32(kvc_store *store, size_t d, const float *x) {
 
 void kvc_store_push_quantized(kvc_store *store, size_t d, const float *x,
                               const kvc_kernels *kernels) {
-    uint8_t *qrow = store->qrows + store->qrows_len * kvc_qrow_bytes(d);
+    uint8_t *qrow = store->qrows + store->qrows_len * kvc_q8_row_bytes(d);
     float scale = kernels->quantize_row(d, x, store->field, (int8_t *)(qrow + sizeof(float)));
     memcpy(qrow, &scale, sizeof(float));
     store->qrows_len++;
@@ -67,7 +64,7 @@ void kvc_store_copy_rows(const kvc_store *store, size_t d, float *dst,
         dst += store->rows_len * d;
     }
     for (size_t r = 0; r < store->qrows_len; r++) {
-        const uint8_t *qrow = store->qrows + r * kvc_qrow_bytes(d);
+        const uint8_t *qrow = store->qrows + r * kvc_q8_row_bytes(d);
         float scale;
         memcpy(&scale, qrow, sizeof(float));
         kernels->dequantize_row(d, (const int8_t *)(qrow + sizeof(float)), scale, store->field,
@@ -80,11 +77,11 @@ size_t kvc_store_len(const kvc_store *store) {
 }
 
 size_t kvc_store_bytes(const kvc_store *store, size_t d) {
-    return store->rows_len * d * sizeof(float) + store->qrows_len * kvc_qrow_bytes(d);
+    return store->rows_len * d * sizeof(float) + store->qrows_len * kvc_q8_row_bytes(d);
 }
 
 size_t kvc_store_capacity_bytes(const kvc_store *store, size_t d) {
-    return store->rows_cap * d * sizeof(float) + store->qrows_cap * kvc_qrow_bytes(d) +
+    return store->rows_cap * d * sizeof(float) + store->qrows_cap * kvc_q8_row_bytes(d) +
            (store->field ? d * sizeof(float) : 0);
 }
 
@@ -105,7 +102,7 @@ kvc_status kvc_store_clone(kvc_store *dst, const kvc_store *src, size_t d) {
     memset(dst, 0, sizeof *dst);
     dst->rows = copy_array(src->rows, src->rows_len, d * sizeof(float), &status);
     dst->rows_len = dst->rows_cap = dst->rows ? src->rows_len : 0;
-    dst->qrows = copy_array(src->qrows, src->qrows_len, kvc_qrow_bytes(d), &status);
+    dst->qrows = copy_array(src->qrows, src->qrows_len, kvc_q8_row_bytes(d), &status);
     dst->qrows_len = dst->qrows_cap = dst->qrows ? src->qrows_len : 0;
     if (src->field) dst->field = copy_array(src->field, d, sizeof(float), &status);
     return status;

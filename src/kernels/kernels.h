@@ -7,12 +7,12 @@
  * set runs.  Kernels know nothing of caches: they see plain arrays.
  *
  * Exactness contract between the two sets, checked by tests/c/test_kernels.c:
- *  - quantize_row, dequantize_row, mul_f32, all_finite, softmax, axpy_*,
- *    linear_update_f64 and linear_read_f64 are bit-identical across sets
- *    (the same operations in the same order for each element; the linear
- *    read vectorises across values, never across the feature sum);
- *  - the reductions dot_f32 and dot_f32_i8, and nothing else, may sum in a
- *    different order: they agree to rounding.
+ *  - every kernel but scores_f32 is bit-identical across sets: the same
+ *    operations in the same order for each element (sums over rows or
+ *    features are never reordered; softmax sums in four lanes in both; the
+ *    q8 scores sum exactly in integers);
+ *  - scores_f32, a dot product, may sum in another order: it agrees to
+ *    rounding.
  */
 #ifndef KVC_KERNELS_H
 #define KVC_KERNELS_H
@@ -24,17 +24,37 @@
 #define KVC_Q8_SCALE_FLOOR 1e-30f
 /* Largest code magnitude; -128 is never produced, so codes are symmetric. */
 #define KVC_Q8_CODE_MAX 127.0f
+/* Largest i16 query code, and the channels whose i16 x i8 products sum
+ * exactly in i32: 512 * 32767 * 127 < 2^31. */
+#define KVC_Q16_CODE_MAX 32767.0f
+#define KVC_Q8_DOT_BLOCK 512
 
 /* The signature of each operation. */
 
-/* sum_j a[j] * b[j] */
-typedef float kvc_dot_f32_fn(size_t d, const float *a, const float *b);
-/* sum_j a[j] * (float)codes[j] */
-typedef float kvc_dot_f32_i8_fn(size_t d, const float *a, const int8_t *codes);
-/* y[j] += alpha * x[j] */
-typedef void kvc_axpy_f32_fn(size_t d, float alpha, const float *x, float *y);
-/* y[j] += alpha * (float)codes[j] */
-typedef void kvc_axpy_i8_fn(size_t d, float alpha, const int8_t *codes, float *y);
+/* Attention scores of G queries [G x d] against n f32 rows [n x d]:
+ *   z[g * z_stride + p] = dot(q_g, k_p) / sqrt_d.
+ * One query's dot with one row is computed the same way whatever G and n,
+ * so a group gives every query its single-query scores bit for bit. */
+typedef void kvc_scores_f32_fn(size_t G, size_t n, size_t d, const float *q, const float *keys,
+                               float sqrt_d, float *z, size_t z_stride);
+/* The same against n quantized rows (each a 4-byte scale s_p, then d codes),
+ * the queries given as i16 codes with one scale each (quantize_query):
+ *   z = (s_p * ((float)dot * q_scale_g)) / sqrt_d,   dot = sum_j q16[j] * code[j],
+ * the dot summed exactly in i32 over blocks of KVC_Q8_DOT_BLOCK channels and
+ * the blocks added in f32 in order: the same bits from every kernel set. */
+typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const int16_t *q16,
+                              const float *q_scales, const uint8_t *qrows, float sqrt_d, float *z,
+                              size_t z_stride);
+/* i16 codes of a query: s = max(max|x| / 32767, floor),
+ * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s. */
+typedef float kvc_quantize_query_fn(size_t d, const float *x, int16_t *codes);
+/* out[g][j] += sum_p w[g * w_stride + p] * rows[p][j], added in row order,
+ * for G queries over n f32 rows [n x d]; out is [G x d]. */
+typedef void kvc_weighted_sum_f32_fn(size_t G, size_t n, size_t d, const float *w,
+                                     size_t w_stride, const float *rows, float *out);
+/* The codes of n quantized rows as f32 [n x d] (unscaled), and their scales [n]. */
+typedef void kvc_widen_q8_fn(size_t n, size_t d, const uint8_t *qrows, float *rows,
+                             float *scales);
 /* y[j] = a[j] * b[j]; y may alias a or b */
 typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
 /* Quantizes x against the per-channel field (all > 0):
@@ -47,9 +67,10 @@ typedef void kvc_dequantize_row_fn(size_t d, const int8_t *codes, float scale, c
                                    float *x);
 /* 1 if every x[j] is finite (not NaN, not +-Inf), else 0 */
 typedef int kvc_all_finite_fn(size_t n, const float *x);
-/* In place: z <- softmax(z) = exp(z - max z) / sum, the sum taken in index
- * order.  n >= 1. */
-typedef void kvc_softmax_fn(size_t n, float *z);
+/* In place, each of G rows of n >= 1 scores (row g at z + g * z_stride):
+ * z <- exp(z - max) * (1 / sum), with kvc_exp_f32 (exp-f32.h) and the sum
+ * taken in four lanes (p mod 4) combined as (l0 + l1) + (l2 + l3). */
+typedef void kvc_softmax_fn(size_t G, size_t n, float *z, size_t z_stride);
 
 /* Linear attention, one head, f64: for every feature f,
  *   dst[f][j] = decay[f] * src[f][j] + phi_k[f] * v[j]    (dst may be src)
@@ -64,10 +85,11 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
 /* The one list of operations: the table, the declarations of every
  * implementation and the tests all follow it. */
 #define KVC_KERNEL_OPS(X) \
-    X(dot_f32)            \
-    X(dot_f32_i8)         \
-    X(axpy_f32)           \
-    X(axpy_i8)            \
+    X(scores_f32)         \
+    X(scores_q8)          \
+    X(quantize_query)     \
+    X(weighted_sum_f32)   \
+    X(widen_q8)           \
     X(mul_f32)            \
     X(quantize_row)       \
     X(dequantize_row)     \

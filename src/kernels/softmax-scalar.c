@@ -1,18 +1,20 @@
-#include <math.h>
-
+#include "exp-f32.h"
 #include "kernels.h"
 
-void kvc_softmax__scalar(size_t n, float *z) {
-    float max = z[0];
-    for (size_t p = 1; p < n; p++) {
-        if (max < z[p]) max = z[p];
-    }
-    float sum = 0.0f;
-    for (size_t p = 0; p < n; p++) {
-        z[p] = expf(z[p] - max);
-        sum += z[p];
-    }
-    for (size_t p = 0; p < n; p++) {
-        z[p] = z[p] / sum;
+void kvc_softmax__scalar(size_t G, size_t n, float *z, size_t z_stride) {
+    for (size_t g = 0; g < G; g++) {
+        float *row = z + g * z_stride;
+        float max = row[0];
+        for (size_t p = 1; p < n; p++) {
+            if (max < row[p]) max = row[p];
+        }
+        /* Four lanes, as the SIMD kernel sums: the same bits. */
+        float lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (size_t p = 0; p < n; p++) {
+            row[p] = kvc_exp_f32(row[p] - max);
+            lanes[p % 4] += row[p];
+        }
+        const float inverse = 1.0f / ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
+        for (size_t p = 0; p < n; p++) row[p] = row[p] * inverse;
     }
 }

@@ -1,0 +1,19 @@
+#include <math.h>
+
+#include "kernels.h"
+
+float kvc_quantize_query__scalar(size_t d, const float *x, int16_t *codes) {
+    float max_abs = 0.0f;
+    for (size_t j = 0; j < d; j++) {
+        if (max_abs < fabsf(x[j])) max_abs = fabsf(x[j]);
+    }
+    float scale = max_abs / KVC_Q16_CODE_MAX;
+    if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;
+    for (size_t j = 0; j < d; j++) {
+        float r = rintf(x[j] / scale);
+        if (r > KVC_Q16_CODE_MAX) r = KVC_Q16_CODE_MAX;
+        if (r < -KVC_Q16_CODE_MAX) r = -KVC_Q16_CODE_MAX;
+        codes[j] = (int16_t)r;
+    }
+    return scale;
+}
