@@ -1,49 +1,100 @@
-// npm run bench: builds the wasm module if needed, runs every benchmark and
-// prints one table each, the comparisons side by side.
-//   npm run bench -- [name ...]     only the named benchmarks
-import init from '../js/index.js';
-import { buildWasm, ensureToolchain, wasmUpToDate } from '../scripts/toolchain.mjs';
+// npm run bench: builds what is missing, runs the benchmarks, prints one
+// table each (the comparisons side by side, from one process), and writes
+// them as markdown and JSON, with the machine they ran on.
+//   npm run bench -- [name ...] [--quick] [--out DIR]
+//     --quick  a small subset in seconds (npm test runs it so that the
+//              harness cannot rot)
+//     --out    where results go (default bench/results; with --quick,
+//              nothing is written unless --out is given)
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, arch, platform } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import init, { kernelIsa, version } from '../js/index.js';
+import {
+  buildNative, buildWasm, ensureToolchain, root, run as runCommand, wasmBuildDir, nativeBuildDir, wasmUpToDate,
+} from '../scripts/toolchain.mjs';
 
 const benchmarks = {
+  attention: () => import('./attention.mjs'),
+  append: () => import('./append.mjs'),
   rollback: () => import('./rollback.mjs'),
   generation: () => import('./generation.mjs'),
 };
 
-const wanted = process.argv.slice(2);
+const { values: options, positionals: wanted } = parseArgs({
+  allowPositionals: true,
+  options: { quick: { type: 'boolean', default: false }, out: { type: 'string' } },
+});
 for (const name of wanted) {
   if (!benchmarks[name]) {
     console.error(`unknown benchmark ${name}; known: ${Object.keys(benchmarks).join(', ')}`);
     process.exit(2);
   }
 }
-if (!wasmUpToDate()) {
+
+// What the benchmarks need: the module, the bench programs, the npm comparisons.
+const needed = [join(wasmBuildDir, 'bench', 'kvcache-scalar.wasm'), join(wasmBuildDir, 'bench', 'naive-attend.wasm'),
+  join(nativeBuildDir, 'kvc_bench_native')];
+if (!wasmUpToDate() || needed.some((file) => !existsSync(file))) {
   ensureToolchain();
+  buildNative();
   buildWasm();
+}
+if (!existsSync(join(root, 'node_modules', 'onnxruntime-web')) && runCommand('npm', ['install', '--no-audit', '--no-fund']) !== 0) {
+  process.exit(1);
 }
 await init();
 
 function cell(value) {
-  if (value === null || value === undefined) return '-';
+  if (value === null || value === undefined || Number.isNaN(value)) return '-';
   if (typeof value !== 'number') return String(value);
   if (Number.isInteger(value)) return String(value);
-  return value < 10 ? value.toFixed(2) : value.toFixed(1);
+  const magnitude = Math.abs(value);
+  if (magnitude >= 1e5) return value.toExponential(2);
+  return magnitude >= 100 ? value.toFixed(0) : magnitude >= 10 ? value.toFixed(1) : magnitude >= 0.1 ? value.toFixed(2) : value.toPrecision(2);
 }
 
-function printTable({ title, columns, rows, note }) {
-  if (note) {
-    console.log(`\n${title}\n\n${note}`);
-    return;
-  }
+function markdown({ title, columns, rows, notes = [] }) {
   const cells = rows.map((row) => row.map(cell));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
   const line = (values) => `| ${values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join(' | ')} |`;
-  console.log(`\n${title}\n`);
-  console.log(line(columns));
-  console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
-  for (const row of cells) console.log(line(row));
+  return [
+    `### ${title}`, '',
+    line(columns),
+    `|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+    ...cells.map(line), '',
+    ...notes.map((note) => `${note}`), '',
+  ].join('\n');
 }
 
+const machine = {
+  date: new Date().toISOString(),
+  cpu: cpus()[0]?.model ?? 'unknown',
+  cores: cpus().length,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  platform: `${platform()} ${arch()}`,
+  node: process.version,
+  v8: process.versions.v8,
+  kvcache: `${version()} (${kernelIsa()})`,
+};
+const header = `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.platform}; Node ${machine.node} (V8 ${machine.v8}); kvcache-wasm ${machine.kvcache}; ${machine.date}${options.quick ? '; --quick' : ''}.`;
+console.log(header);
+
+const tables = [];
 for (const [name, load] of Object.entries(benchmarks)) {
   if (wanted.length && !wanted.includes(name)) continue;
-  printTable((await load()).run());
+  for (const table of await (await load()).run({ quick: options.quick })) {
+    tables.push(table);
+    console.log(`\n${markdown(table)}`);
+  }
+}
+
+const out = options.out ?? (options.quick ? null : join(root, 'bench', 'results'));
+if (out) {
+  mkdirSync(out, { recursive: true });
+  const suffix = wanted.length ? `-${wanted.join('-')}` : '';
+  writeFileSync(join(out, `latest${suffix}.md`), `# kvcache-wasm benchmarks\n\n${header}\n\n${tables.map(markdown).join('\n')}`);
+  writeFileSync(join(out, `latest${suffix}.json`), `${JSON.stringify({ machine, quick: options.quick, tables }, null, 1)}\n`);
+  console.log(`\nwritten: ${join(out, `latest${suffix}.md`)} and .json`);
 }

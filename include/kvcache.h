@@ -189,9 +189,11 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
  * weight per stored row of the head, in position order (see
  * kvc_layer_head_positions).  A head with no rows gives zeros.
  *  - f32 keys and values: exactly kvc_attention_head over the head's rows.
- *  - quantized keys: q~ = q * c_K once, held as i16 codes with one scale
- *    (relative error about 2^-16, far inside the 1e-3 the design allows);
- *    z_p = s_p * <q~, r_p> / sqrt(d) for a quantized row, the dot exact in
+ *  - quantized keys: q~ = q * c_K once, held as two i16 code vectors with
+ *    a scale each, its codes and those of what they leave (within about
+ *    2^-24 max|q~| a channel; one vector's 2^-17 alone can exceed the 1e-3
+ *    the design allows when q~ has outlier channels and attention is peaky);
+ *    z_p = s_p * <q~, r_p> / sqrt(d) for a quantized row, the dots exact in
  *    i32; the f32 dot for a row at a position < W.
  *  - quantized values: out = sum_{f32 rows} pi_p v_p
  *                          + c_V * sum_{quantized rows} (pi_p s_p) r_p.

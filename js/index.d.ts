@@ -116,6 +116,11 @@ export class LayerKvCache {
   appendBatch(k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
   /** Attention of q [headDim] over kvHead's rows; `into` reuses output arrays. */
   attend(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
+  /** The G query heads sharing kvHead in one pass: q is [G × headDim]; out [G × headDim], probs [G × headLen(kvHead)]. */
+  attendGroup(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
+  /** A whole layer in one call: q is [numQueryHeads × headDim] (a multiple of numKvHeads; query i uses KV head ⌊i / G⌋).
+   * probs [numQueryHeads × seqLen] (per position) only when into.probs is given, else null. */
+  attendHeads(q: Float32Array, into?: { out?: Float32Array; probs?: Float32Array }): { out: Float32Array; probs: Float32Array | null };
   /** m queries at once: q is [m × headDim], query i sees positions 0 .. seqLen − m + i.
    * probs is [m × headLen(kvHead)], zero where a query does not see a row. */
   attendCausal(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;

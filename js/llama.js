@@ -1,8 +1,9 @@
 // A reference llama runner on the cache: RMSNorm, RoPE in the interleaved
 // layout of llama GGUF files, grouped-query attention and SwiGLU, written to
 // be read. Its attention runs entirely on this package's KvCache: the prompt
-// is appended in one batch, every step attends with attendCausal, the
-// attention probabilities feed accumulateImpHead, and speculative decoding
+// is appended in one batch, a decode step attends a whole layer with
+// attendHeads and a batch with attendCausal, the attention probabilities
+// feed accumulateImp, and speculative decoding
 // (prompt-lookup drafts) verifies its drafts in one forward pass and rolls
 // back with beginVerify / accept.
 //
@@ -284,14 +285,23 @@ export class Llama {
       rope(k, m, kvDim, headDim, first, ropeBase);
       layerCache.appendBatch(k, v); // [m × kvHeads × headDim]: the cache's row layout
       const att = new Float32Array(m * dim);
-      const qh = new Float32Array(m * headDim);
       const heads = [];
-      for (let h = 0; h < numHeads; h++) {
-        const g = Math.floor(h / group);
-        for (let i = 0; i < m; i++) qh.set(q.subarray(i * dim + h * headDim, i * dim + (h + 1) * headDim), i * headDim);
-        const { out, probs } = layerCache.attendCausal(qh, g);
-        for (let i = 0; i < m; i++) att.set(out.subarray(i * headDim, (i + 1) * headDim), i * dim + h * headDim);
-        heads.push({ probs, rows: probs.length / m });
+      if (m === 1) {
+        // One token: the whole layer's heads in one call, each KV row read once per group.
+        const rows = layerCache.seqLen;
+        const probs = new Float32Array(numHeads * rows);
+        layerCache.attendHeads(q, { out: att, probs });
+        for (let h = 0; h < numHeads; h++) heads.push({ probs: probs.subarray(h * rows, (h + 1) * rows), rows });
+      } else {
+        // m tokens: each query head sees its own prefix.
+        const qh = new Float32Array(m * headDim);
+        for (let h = 0; h < numHeads; h++) {
+          const g = Math.floor(h / group);
+          for (let i = 0; i < m; i++) qh.set(q.subarray(i * dim + h * headDim, i * dim + (h + 1) * headDim), i * headDim);
+          const { out, probs } = layerCache.attendCausal(qh, g);
+          for (let i = 0; i < m; i++) att.set(out.subarray(i * headDim, (i + 1) * headDim), i * dim + h * headDim);
+          heads.push({ probs, rows: probs.length / m });
+        }
       }
       attention.push(heads);
       this.#finishBlock(x, att, layer, m);

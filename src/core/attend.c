@@ -27,15 +27,16 @@ typedef struct kvc_rows_view {
     const float *field;
 } kvc_rows_view;
 
-/* What quantized rows need besides the scores: the queries' i16 codes, and a
- * tile of value rows widened to f32 with their weights. */
+/* What quantized rows need besides the scores: the queries' i16 codes (hi
+ * then lo, see score_quantized_keys), and a tile of rows: value rows widened
+ * to f32 with their weights, or the hi and lo scores of key rows. */
 typedef struct workspace {
     float *q_field;     /* [G x d]  q * c_K */
-    int16_t *q16;       /* [G x d] */
-    float *q_scales;    /* [G] */
+    int16_t *q16;       /* [2G x d] */
+    float *q_scales;    /* [2G] */
     float *tile;        /* [tile_rows x d] */
     float *tile_scales; /* [tile_rows] */
-    float *tile_w;      /* [G x tile_rows] */
+    float *tile_w;      /* [2G x tile_rows] */
     size_t tile_rows;
     void *block;        /* the one allocation behind them */
 } workspace;
@@ -54,9 +55,9 @@ static size_t round_up16(size_t bytes) {
 static kvc_status workspace_init(workspace *w, size_t G, size_t d) {
     const size_t tile_rows = value_tile_rows(d);
     const size_t sizes[6] = {
-        round_up16(G * d * sizeof(float)), round_up16(G * d * sizeof(int16_t)),
-        round_up16(G * sizeof(float)),     round_up16(tile_rows * d * sizeof(float)),
-        round_up16(tile_rows * sizeof(float)), round_up16(G * tile_rows * sizeof(float))};
+        round_up16(G * d * sizeof(float)), round_up16(2 * G * d * sizeof(int16_t)),
+        round_up16(2 * G * sizeof(float)), round_up16(tile_rows * d * sizeof(float)),
+        round_up16(tile_rows * sizeof(float)), round_up16(2 * G * tile_rows * sizeof(float))};
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sizes[i];
     uint8_t *block = kvc_realloc_array(NULL, total, 1);
@@ -90,6 +91,41 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
     }
 }
 
+/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over the quantized key rows, q~ = q * c_K.
+ * q~ goes to the integer dots as two i16 code vectors with a scale each: hi,
+ * its codes, and lo, the codes of what hi leaves (q~ - hi * s_hi in f32).
+ * One vector alone is off by up to s_hi / 2 = max|q~| / 65534 a channel,
+ * which costs more than the 1e-3 the design allows when q~ has outlier
+ * channels and attention is peaky (tests/c/test_attend.c measured 4.2e-3);
+ * hi and lo together are off by about 2^-24 max|q~| (the f32 rounding of
+ * hi * s_hi; the subtraction is exact, and lo's own step is 2^-17 smaller).
+ * hi and lo go through one scores_q8 call as 2G queries, a tile of rows at a
+ * time, and z = hi score + lo score: each (query, row) the same way whatever
+ * G and the tiling. */
+static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const float *q,
+                                 const kvc_rows_view *keys, size_t d, float sqrt_d, float *z,
+                                 size_t z_stride, workspace *w) {
+    for (size_t g = 0; g < G; g++) {
+        float *q_field = w->q_field + g * d;
+        const int16_t *hi = w->q16 + g * d;
+        kernels->mul_f32(d, q + g * d, keys->field, q_field);
+        const float s_hi = kernels->quantize_query(d, q_field, w->q16 + g * d);
+        for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
+        w->q_scales[g] = s_hi;
+        w->q_scales[G + g] = kernels->quantize_query(d, q_field, w->q16 + (G + g) * d);
+    }
+    const size_t row_bytes = kvc_q8_row_bytes(d), tile = w->tile_rows;
+    for (size_t first = 0; first < keys->qrows_len; first += tile) {
+        const size_t rows = keys->qrows_len - first < tile ? keys->qrows_len - first : tile;
+        kernels->scores_q8(2 * G, rows, d, w->q16, w->q_scales, keys->qrows + first * row_bytes,
+                           sqrt_d, w->tile_w, tile);
+        for (size_t g = 0; g < G; g++) {
+            const float *hi_z = w->tile_w + g * tile, *lo_z = w->tile_w + (G + g) * tile;
+            for (size_t t = 0; t < rows; t++) z[g * z_stride + first + t] = hi_z[t] + lo_z[t];
+        }
+    }
+}
+
 /* The one attention loop: G queries [G x d] over the rows of a head.
  * z: [G x n] (row stride z_stride), left holding the probabilities; out
  * [G x d].  n = keys->rows_len + keys->qrows_len > 0; `w` is needed when a
@@ -102,14 +138,8 @@ static void attend_rows(size_t G, const float *q, const kvc_rows_view *keys,
     const size_t n = keys->rows_len + keys->qrows_len;
 
     kernels->scores_f32(G, keys->rows_len, d, q, keys->rows, sqrt_d, z, z_stride);
-    if (keys->qrows_len) {
-        for (size_t g = 0; g < G; g++) {
-            kernels->mul_f32(d, q + g * d, keys->field, w->q_field + g * d);
-            w->q_scales[g] = kernels->quantize_query(d, w->q_field + g * d, w->q16 + g * d);
-        }
-        kernels->scores_q8(G, keys->qrows_len, d, w->q16, w->q_scales, keys->qrows, sqrt_d,
-                           z + keys->rows_len, z_stride);
-    }
+    if (keys->qrows_len)
+        score_quantized_keys(kernels, G, q, keys, d, sqrt_d, z + keys->rows_len, z_stride, w);
     kernels->softmax(G, n, z, z_stride);
 
     memset(out, 0, G * d * sizeof(float));

@@ -17,7 +17,7 @@ static v128_t horizontal_sums4(const v128_t v[4]) {
                                     wasm_i32x4_shuffle(v[0], v[1], 1, 5, 3, 7));
     const v128_t b = wasm_f32x4_add(wasm_i32x4_shuffle(v[2], v[3], 0, 4, 2, 6),
                                     wasm_i32x4_shuffle(v[2], v[3], 1, 5, 3, 7));
-    return wasm_f32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
+    return wasm_f32x4_add(wasm_i32x4_shuffle(a, b, 0, 1, 4, 5), wasm_i32x4_shuffle(a, b, 2, 3, 6, 7));
 }
 
 static v128_t padded_tail(const float *x, size_t count) {

@@ -18,7 +18,7 @@ static v128_t horizontal_sums4_i32(const v128_t v[4]) {
                                     wasm_i32x4_shuffle(v[0], v[1], 1, 5, 3, 7));
     const v128_t b = wasm_i32x4_add(wasm_i32x4_shuffle(v[2], v[3], 0, 4, 2, 6),
                                     wasm_i32x4_shuffle(v[2], v[3], 1, 5, 3, 7));
-    return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 1, 4, 5), wasm_i32x4_shuffle(a, b, 2, 3, 6, 7));
 }
 
 /* sum_j q16[qi][j] * codes[j] over [begin, end) for nq <= 4 queries, added to acc. */

@@ -21,6 +21,20 @@ void kvc_widen_q8__wasmsimd(size_t n, size_t d, const uint8_t *qrows, float *row
             wasm_v128_store(x + j + 8, kvc_low_i16x8_to_f32x4(hi));
             wasm_v128_store(x + j + 12, kvc_high_i16x8_to_f32x4(hi));
         }
-        for (; j < d; j++) x[j] = (float)codes[j];
+        if (j < d) {
+            /* 1..15 left, through a padded vector (a scalar loop here would be
+             * vectorised by LLVM 14 into lane-by-lane conversions). */
+            int8_t codes_tail[16] = {0};
+            float x_tail[16];
+            memcpy(codes_tail, codes + j, d - j);
+            const v128_t c = wasm_v128_load(codes_tail);
+            const v128_t lo = wasm_i16x8_extend_low_i8x16(c);
+            const v128_t hi = wasm_i16x8_extend_high_i8x16(c);
+            wasm_v128_store(x_tail, kvc_low_i16x8_to_f32x4(lo));
+            wasm_v128_store(x_tail + 4, kvc_high_i16x8_to_f32x4(lo));
+            wasm_v128_store(x_tail + 8, kvc_low_i16x8_to_f32x4(hi));
+            wasm_v128_store(x_tail + 12, kvc_high_i16x8_to_f32x4(hi));
+            memcpy(x + j, x_tail, (d - j) * sizeof(float));
+        }
     }
 }

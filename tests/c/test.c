@@ -189,6 +189,24 @@ kvc_layer *test_layer_with(const test_data *data, size_t len, kvc_mode mode) {
     return NULL;
 }
 
+int test_grown_in_every_mode(const test_data *data, const size_t *lengths, size_t count,
+                             test_layer_check check, void *ctx) {
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(data, 0, test_modes[mi]);
+        int ok = layer != NULL;
+        for (size_t li = 0, at = 0; li < count && ok; at = lengths[li++]) {
+            const kvc_status status = test_data_append(layer, data, at, lengths[li] - at);
+            if (status != KVC_OK)
+                printf("  mode %d: appending to %zu positions: %s\n", (int)test_modes[mi],
+                       lengths[li], kvc_status_name(status));
+            ok = status == KVC_OK && check(layer, ctx);
+        }
+        kvc_layer_free(layer);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 const kvc_mode test_modes[4] = {KVC_MODE_F32, KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
 const kvc_mode test_quantized_modes[3] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
 const float test_nonfinite[3] = {NAN, INFINITY, -INFINITY};

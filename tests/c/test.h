@@ -106,6 +106,14 @@ size_t test_data_head(const test_data *data, size_t len, size_t h, int is_values
 /* A new layer in `mode` holding positions 0..len-1 of data; NULL (after
  * printing why) if a call failed. */
 kvc_layer *test_layer_with(const test_data *data, size_t len, kvc_mode mode);
+/* A check of a layer, for test_grown_in_every_mode: 1 when it holds. */
+typedef int (*test_layer_check)(const kvc_layer *layer, void *ctx);
+/* For each mode, grows a layer through data's positions to each of
+ * lengths[0..count) in turn (ascending) and calls check(layer, ctx) there.
+ * @return : 1 if every check held; 0 at the first that did not, or (after
+ *           printing why) when a layer call failed. */
+int test_grown_in_every_mode(const test_data *data, const size_t *lengths, size_t count,
+                             test_layer_check check, void *ctx);
 /* kvc_layer_memory_bytes as the formula of kvcache.h gives it for the first
  * len positions of data in `mode`, derived from the masks alone. */
 size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode);

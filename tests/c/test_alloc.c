@@ -66,6 +66,24 @@ static kvc_status op_attention_head(void *ctx) {
     return kvc_attention_head(a->q, a->keys, a->values, a->n, a->d, a->out, a->probs);
 }
 
+/* attend_group of G queries on kv_head, or (heads = 1) attend_heads of G
+ * queries per KV head. */
+typedef struct group_ctx {
+    const kvc_layer *layer;
+    const float *q;
+    size_t G, kv_head;
+    int heads;
+    float *out, *probs;
+} group_ctx;
+
+static kvc_status op_group(void *ctx) {
+    group_ctx *a = ctx;
+    if (a->heads)
+        return kvc_layer_attend_heads(a->layer, a->q, a->G * kvc_layer_num_kv_heads(a->layer),
+                                      a->out, a->probs);
+    return kvc_layer_attend_group(a->layer, a->q, a->G, a->kv_head, a->out, a->probs);
+}
+
 /* 1 if layer equals one that appended data's first len positions with no
  * allocation failing. */
 static int same_as_plain(const kvc_layer *layer, const test_data *data, size_t len) {
@@ -184,14 +202,55 @@ TEST(attend_without_probs_should_fail_cleanly_on_allocation_failure) {
         for (size_t h = 0; h < H; h++) {
             test_fill_normal(&rng, q, d);
             CHECK_OK(kvc_layer_attend(layer, q, h, want, probs));
+            /* kvcache.h: the scores when probs is NULL, and a workspace
+             * when the head has int8 rows (rows at positions >= W). */
+            const long workspace =
+                test_modes[mi] != KVC_MODE_F32 && test_data_rows(&data, h, KVC_Q8_WINDOW, 90) > 0;
             attend_ctx a = {layer, q, NULL, NULL, h, 0, d, out, NULL};
-            CHECK(test_run_with_faults(op_attend, &a, layer, 0, TEST_KEEPS_NONE) == 1);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 0, TEST_KEEPS_NONE) == 1 + workspace);
             CHECK(test_bits_equal(out, want, d));
-            /* With a probs buffer it allocates nothing: even a persistent
-             * fault from the first allocation on cannot fail it. */
+            /* With a probs buffer an f32 head allocates nothing: even a
+             * persistent fault from the first allocation on cannot fail it. */
             a.probs = probs;
-            CHECK(test_run_with_faults(op_attend, &a, layer, 1, TEST_KEEPS_NONE) == 0);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 1, TEST_KEEPS_NONE) == workspace);
             CHECK(test_bits_equal(out, want, d));
+        }
+        kvc_layer_free(layer);
+    }
+    CHECK(test_fault_remove() == 0);
+    test_data_free(&data);
+}
+
+TEST(attend_group_and_heads_should_fail_cleanly_on_allocation_failure) {
+    const size_t H = 3, d = 24, G = 3, len = 90;
+    test_data data = test_data_make(119, len, H, d, 1);
+    test_rng rng = test_rng_new(119);
+    float q[3 * 3 * 24], out[3 * 3 * 24], want[3 * 3 * 24], probs[3 * 3 * 90];
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
+        CHECK(layer != NULL);
+        test_fill_normal(&rng, q, H * G * d);
+        for (size_t h = 0; h < H; h++) {
+            /* As attend: the scores without probs, a workspace for int8 rows. */
+            const long workspace =
+                test_modes[mi] != KVC_MODE_F32 && test_data_rows(&data, h, KVC_Q8_WINDOW, len) > 0;
+            CHECK_OK(kvc_layer_attend_group(layer, q, G, h, want, probs));
+            group_ctx a = {layer, q, G, h, 0, out, NULL};
+            CHECK(test_run_with_faults(op_group, &a, layer, 0, TEST_KEEPS_NONE) == 1 + workspace);
+            CHECK(test_bits_equal(out, want, G * d));
+            a.probs = probs;
+            CHECK(test_run_with_faults(op_group, &a, layer, 1, TEST_KEEPS_NONE) == workspace);
+            CHECK(test_bits_equal(out, want, G * d));
+        }
+        /* A whole layer: every failure clean, then the result of no failure. */
+        CHECK_OK(kvc_layer_attend_heads(layer, q, G * H, want, probs));
+        for (int with_probs = 0; with_probs < 2; with_probs++) {
+            for (int persistent = 0; persistent < 2; persistent++) {
+                group_ctx a = {layer, q, G, 0, 1, out, with_probs ? probs : NULL};
+                CHECK(test_run_with_faults(op_group, &a, layer, persistent, TEST_KEEPS_NONE) >= 1);
+                CHECK(test_bits_equal(out, want, G * H * d));
+            }
         }
         kvc_layer_free(layer);
     }
@@ -279,6 +338,7 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(append_n_across_window_should_fail_cleanly_on_allocation_failure),
           CASE(clone_should_fail_cleanly_on_allocation_failure),
           CASE(attend_without_probs_should_fail_cleanly_on_allocation_failure),
+          CASE(attend_group_and_heads_should_fail_cleanly_on_allocation_failure),
           CASE(attention_head_without_probs_should_fail_cleanly_on_allocation_failure),
           CASE(layer_should_stay_usable_after_allocator_is_restored),
           CASE(layer_life_should_leak_no_allocation))

@@ -61,6 +61,13 @@ static int causal_matches_truncated(const kvc_layer *layer, size_t m, test_rng *
     return ok;
 }
 
+/* causal_matches_truncated for every m = 1..MAX_M the layer's length allows. */
+static int causal_matches_for_every_m(const kvc_layer *layer, void *rng) {
+    for (size_t m = 1; m <= MAX_M && m <= kvc_layer_seq_len(layer); m++)
+        if (!causal_matches_truncated(layer, m, rng)) return 0;
+    return 1;
+}
+
 TEST(attend_causal_should_equal_attend_on_truncated_layer_in_every_mode) {
     /* Lengths on both sides of W; with m up to 9 the query windows of 65,
      * 66 and 70 straddle it (early queries unfrozen, late ones frozen). */
@@ -68,18 +75,8 @@ TEST(attend_causal_should_equal_attend_on_truncated_layer_in_every_mode) {
     const size_t H = 5, d = 12, len = 130;
     test_data data = test_data_make(300, len, H, d, 1);
     test_rng rng = test_rng_new(300);
-    for (size_t mi = 0; mi < 4; mi++) {
-        kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
-        CHECK(layer != NULL);
-        size_t at = 0;
-        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
-            CHECK_OK(test_data_append(layer, &data, at, lengths[li] - at));
-            at = lengths[li];
-            for (size_t m = 1; m <= MAX_M && m <= at; m++)
-                CHECK(causal_matches_truncated(layer, m, &rng));
-        }
-        kvc_layer_free(layer);
-    }
+    CHECK(test_grown_in_every_mode(&data, lengths, sizeof lengths / sizeof lengths[0],
+                                   causal_matches_for_every_m, &rng));
     test_data_free(&data);
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/exp-f32.h"
 #include "kernels/kernels.h"
 #include "test.h"
 
@@ -113,24 +114,73 @@ static double dot_error_bound(size_t d, double sum_abs) {
     return (double)d * u / (1.0 - (double)d * u) * sum_abs;
 }
 
-/* Checks one dot product against the exact one; returns 0 when out of bound. */
-static int dot_within_bound(size_t d, float got, const float *a, const float *b) {
-    double exact = 0.0, sum_abs = 0.0;
+/* How far an f32 score q.k / sqrt_d may be from the exact one: the dot's
+ * rounding bound (any order), one more rounding for the division, and the
+ * (tiny) rounding of the double reference itself. */
+typedef struct score_check {
+    double exact, bound;
+} score_check;
+
+static score_check score_reference(size_t d, const float *a, const float *b, float sqrt_d) {
+    double dot = 0.0, sum_abs = 0.0;
     for (size_t j = 0; j < d; j++) {
-        exact += (double)a[j] * (double)b[j];
+        dot += (double)a[j] * (double)b[j];
         sum_abs += fabs((double)a[j] * (double)b[j]);
     }
-    return fabs((double)got - exact) <= dot_error_bound(d, sum_abs);
+    const double u = FLT_EPSILON / 2.0, B = dot_error_bound(d, sum_abs);
+    const double exact = dot / (double)sqrt_d;
+    const double slack =
+        (double)d * DBL_EPSILON * sum_abs / (double)sqrt_d + DBL_EPSILON * fabs(exact);
+    score_check check = {exact, (B + u * (fabs(dot) + B)) / (double)sqrt_d + slack};
+    return check;
 }
 
-static double sum_abs_products(size_t d, const float *a, const float *b) {
-    double sum_abs = 0.0;
-    for (size_t j = 0; j < d; j++) sum_abs += fabs((double)a[j] * (double)b[j]);
-    return sum_abs;
+/* A score matrix [G x n] at row stride `stride` > n: the gaps between rows
+ * hold this value before a kernel runs and must still hold it after. */
+#define GAP_SENTINEL -1234.5f
+
+static void fill_gaps(float *z, size_t G, size_t stride) {
+    for (size_t i = 0; i < G * stride; i++) z[i] = GAP_SENTINEL;
 }
 
-static void codes_as_floats(size_t d, const int8_t *codes, float *x) {
-    for (size_t j = 0; j < d; j++) x[j] = (float)codes[j];
+static int gaps_untouched(const float *z, size_t G, size_t n, size_t stride) {
+    for (size_t g = 0; g < G; g++)
+        for (size_t p = n; p < stride; p++)
+            if (z[g * stride + p] != GAP_SENTINEL) return 0;
+    return 1;
+}
+
+/* n quantized rows as the kernels read them: each a 4-byte f32 scale, then
+ * d codes.  extreme: every code +-127 (the sign alternating by row). */
+static void fill_qrows(test_rng *rng, uint8_t *qrows, size_t n, size_t d, int extreme) {
+    const size_t stride = sizeof(float) + d;
+    for (size_t p = 0; p < n; p++) {
+        uint8_t *row = qrows + p * stride;
+        const float scale = ldexpf(test_rng_unit(rng) + 0.5f, (int)(test_rng_u32(rng) % 21) - 10);
+        memcpy(row, &scale, sizeof scale);
+        int8_t *codes = (int8_t *)(row + sizeof(float));
+        if (extreme) {
+            for (size_t j = 0; j < d; j++) codes[j] = (int8_t)((p % 2) ? -127 : 127);
+        } else {
+            fill_codes(rng, codes, d);
+            for (size_t j = 0; j < d; j++)
+                if (codes[j] == -128) codes[j] = -127; /* never produced */
+        }
+    }
+}
+
+/* G queries of d i16 codes: uniform, or (extreme) query g all +32767,
+ * all -32767 or alternating in sign, as g % 3 says. */
+static void fill_q16(test_rng *rng, int16_t *q16, size_t G, size_t d, int extreme) {
+    for (size_t g = 0; g < G; g++) {
+        for (size_t j = 0; j < d; j++) {
+            int16_t *c = &q16[g * d + j];
+            if (!extreme) *c = (int16_t)((int)(test_rng_u32(rng) % 65535) - 32767);
+            else if (g % 3 == 0) *c = 32767;
+            else if (g % 3 == 1) *c = -32767;
+            else *c = (int16_t)((j % 2) ? -32767 : 32767);
+        }
+    }
 }
 
 /* ---- the set this build runs ---- */
@@ -147,10 +197,11 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the eleven operations: one added to
+/* This file has a case for each of the twelve operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 11, "a new kernel op needs its case in test_kernels.c");
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 12,
+               "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
 
@@ -241,43 +292,6 @@ TEST(mul_f32_should_give_scalar_bits_also_in_place) {
     }
 }
 
-TEST(softmax_should_give_scalar_bits_at_every_length) {
-    const kvc_kernels *simd = simd_set();
-    static const size_t lengths[] = {1, 2, 3, 4, 5, 15, 16, 17, 64, 80, 128, 256, 1000};
-    test_rng rng = test_rng_new(14);
-    float *z = test_alloc(1000 * sizeof(float));
-    float *want = test_alloc(1000 * sizeof(float));
-    float *got = test_alloc(1000 * sizeof(float));
-    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-        const size_t n = lengths[i];
-        for (int trial = 0; trial < TRIALS; trial++) {
-            for (size_t p = 0; p < n; p++) {
-                float g = test_rng_normal(&rng);
-                /* Scores in several regimes: flat, peaky, underflowing, tied. */
-                z[p] = trial == 0 ? g : trial == 1 ? 30.0f * g : trial == 2 ? 200.0f * g
-                     : trial == 3 ? (float)(p % 3) : trial == 4 ? -1e4f + g : 0.0f;
-            }
-            float max = z[0], sum = 0.0f;
-            for (size_t p = 1; p < n; p++) max = z[p] > max ? z[p] : max;
-            for (size_t p = 0; p < n; p++) {
-                want[p] = expf(z[p] - max);
-                sum += want[p];
-            }
-            for (size_t p = 0; p < n; p++) want[p] = want[p] / sum;
-            memcpy(got, z, n * sizeof(float));
-            kvc_kernels_scalar.softmax(n, got);
-            CHECK(test_bits_equal(got, want, n));
-            if (!simd) continue;
-            memcpy(got, z, n * sizeof(float));
-            simd->softmax(n, got);
-            CHECK(test_bits_equal(got, want, n));
-        }
-    }
-    free(z);
-    free(want);
-    free(got);
-}
-
 TEST(all_finite_should_match_scalar_on_finite_rows) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(15);
@@ -317,91 +331,475 @@ TEST(all_finite_should_reject_nan_and_inf_at_every_index) {
     }
 }
 
-/* axpy is element-wise (y[j] + alpha * x[j], one rounding each), so the
- * contract of kernels.h holds it bit-identical, not just close. */
-TEST(axpy_f32_should_give_scalar_bits_at_every_dim) {
-    const kernel_sets sets = kernels_to_check();
-    test_rng rng = test_rng_new(17);
-    float x[MAX_D], y0[MAX_D], want[MAX_D], got[MAX_D];
-    for (size_t i = 0; i < NUM_DIMS; i++) {
-        const size_t d = dims[i];
-        for (int trial = 0; trial < TRIALS; trial++) {
-            fill_row(&rng, x, d, trial);
-            fill_row(&rng, y0, d, trial + 1);
-            const float alpha = test_rng_normal(&rng);
-            for (size_t j = 0; j < d; j++) want[j] = y0[j] + alpha * x[j];
-            for (size_t s = 0; s < sets.count; s++) {
-                memcpy(got, y0, d * sizeof(float));
-                sets.set[s]->axpy_f32(d, alpha, x, got);
-                CHECK(test_bits_equal(got, want, d));
-            }
-        }
-    }
-}
+/* ---- attention scores ---- */
 
-TEST(axpy_i8_should_give_scalar_bits_at_every_dim) {
-    const kernel_sets sets = kernels_to_check();
-    test_rng rng = test_rng_new(18);
-    float y0[MAX_D], want[MAX_D], got[MAX_D];
-    int8_t codes[MAX_D];
-    for (size_t i = 0; i < NUM_DIMS; i++) {
-        const size_t d = dims[i];
-        for (int trial = 0; trial < TRIALS; trial++) {
-            fill_codes(&rng, codes, d);
-            fill_row(&rng, y0, d, trial);
-            const float alpha = test_rng_normal(&rng) * 1e-3f;
-            for (size_t j = 0; j < d; j++) want[j] = y0[j] + alpha * (float)codes[j];
-            for (size_t s = 0; s < sets.count; s++) {
-                memcpy(got, y0, d * sizeof(float));
-                sets.set[s]->axpy_i8(d, alpha, codes, got);
-                CHECK(test_bits_equal(got, want, d));
-            }
-        }
-    }
-}
+static const size_t group_sizes[] = {1, 2, 3, 4, 5, 6};
+#define NUM_GROUP_SIZES (sizeof group_sizes / sizeof group_sizes[0])
+#define MAX_G 6
+static const size_t row_counts[] = {1, 2, 3, 4, 5, 7, 9, 16, 33};
+#define NUM_ROW_COUNTS (sizeof row_counts / sizeof row_counts[0])
+#define MAX_N 33
 
-/* ---- reductions: any summation order, so within the rounding bound ---- */
-
-TEST(dot_f32_should_agree_with_scalar_to_rounding) {
+/* scores_f32 is a dot product: each set may sum in its own order, so each
+ * score is held to the rounding bound around the exact one, and the SIMD
+ * set to twice that around the scalar set. */
+TEST(scores_f32_should_agree_with_exact_scores_to_rounding) {
     const kvc_kernels *simd = simd_set();
     test_rng rng = test_rng_new(19);
-    float a[MAX_D], b[MAX_D];
+    const size_t stride = MAX_N + 3;
+    float *q = test_alloc(MAX_G * MAX_D * sizeof(float));
+    float *keys = test_alloc(MAX_N * MAX_D * sizeof(float));
+    float *scalar = test_alloc(MAX_G * stride * sizeof(float));
+    float *got = test_alloc(MAX_G * stride * sizeof(float));
     for (size_t i = 0; i < NUM_DIMS; i++) {
         const size_t d = dims[i];
-        for (int trial = 0; trial < TRIALS; trial++) {
-            fill_row(&rng, a, d, trial);
-            fill_row(&rng, b, d, trial == 3 ? 3 : 0);
-            const float scalar = kvc_kernels_scalar.dot_f32(d, a, b);
-            CHECK(dot_within_bound(d, scalar, a, b));
-            if (!simd) continue;
-            const float got = simd->dot_f32(d, a, b);
-            CHECK(dot_within_bound(d, got, a, b));
-            CHECK(fabs((double)got - (double)scalar) <=
-                  2.0 * dot_error_bound(d, sum_abs_products(d, a, b)));
+        const float sqrt_d = sqrtf((float)d);
+        for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
+            const size_t n = row_counts[ni], z_stride = n + 3;
+            for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                const size_t G = group_sizes[gi];
+                const int trial = (int)(ni + gi) % TRIALS;
+                for (size_t g = 0; g < G; g++) fill_row(&rng, q + g * d, d, trial);
+                for (size_t p = 0; p < n; p++) fill_row(&rng, keys + p * d, d, trial == 3 ? 3 : 0);
+                fill_gaps(scalar, G, z_stride);
+                fill_gaps(got, G, z_stride);
+                kvc_kernels_scalar.scores_f32(G, n, d, q, keys, sqrt_d, scalar, z_stride);
+                CHECK(gaps_untouched(scalar, G, n, z_stride));
+                if (simd) {
+                    simd->scores_f32(G, n, d, q, keys, sqrt_d, got, z_stride);
+                    CHECK(gaps_untouched(got, G, n, z_stride));
+                }
+                for (size_t g = 0; g < G; g++) {
+                    for (size_t p = 0; p < n; p++) {
+                        const score_check ref = score_reference(d, q + g * d, keys + p * d, sqrt_d);
+                        const double s = scalar[g * z_stride + p];
+                        CHECK(fabs(s - ref.exact) <= ref.bound);
+                        if (!simd) continue;
+                        const double v = got[g * z_stride + p];
+                        CHECK(fabs(v - ref.exact) <= ref.bound);
+                        CHECK(fabs(v - s) <= 2.0 * ref.bound);
+                    }
+                }
+            }
+        }
+    }
+    free(q);
+    free(keys);
+    free(scalar);
+    free(got);
+}
+
+/* The contract that makes attend_group equal attend bit for bit: one
+ * (query, row) dot comes out the same whether the kernel takes the query in
+ * a block of four, of two or alone, and the row in a block of four, two or
+ * one.  Every query of a G = 1..6 call against G = 1 calls, against the
+ * queries from the second on, and every split of the rows in two calls. */
+TEST(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(20);
+    const size_t stride = MAX_N + 3;
+    float *q = test_alloc(MAX_G * MAX_D * sizeof(float));
+    float *keys = test_alloc(MAX_N * MAX_D * sizeof(float));
+    float *whole = test_alloc(MAX_G * stride * sizeof(float));
+    float *part = test_alloc(MAX_G * stride * sizeof(float));
+    for (size_t s = 0; s < sets.count; s++) {
+        const kvc_kernels *k = sets.set[s];
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t d = dims[i];
+            const float sqrt_d = sqrtf((float)d);
+            for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
+                const size_t n = row_counts[ni], z_stride = n + 3;
+                for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                    const size_t G = group_sizes[gi];
+                    const int trial = (int)(i + ni + gi) % TRIALS;
+                    for (size_t g = 0; g < G; g++) fill_row(&rng, q + g * d, d, trial);
+                    for (size_t p = 0; p < n; p++) fill_row(&rng, keys + p * d, d, 0);
+                    k->scores_f32(G, n, d, q, keys, sqrt_d, whole, z_stride);
+                    for (size_t g = 0; g < G; g++) {
+                        k->scores_f32(1, n, d, q + g * d, keys, sqrt_d, part, z_stride);
+                        CHECK(test_bits_equal(part, whole + g * z_stride, n));
+                    }
+                    if (G > 1) {
+                        k->scores_f32(G - 1, n, d, q + d, keys, sqrt_d, part, z_stride);
+                        for (size_t g = 1; g < G; g++)
+                            CHECK(test_bits_equal(part + (g - 1) * z_stride,
+                                                  whole + g * z_stride, n));
+                    }
+                    for (size_t split = 1; split < n; split++) {
+                        k->scores_f32(G, split, d, q, keys, sqrt_d, part, z_stride);
+                        k->scores_f32(G, n - split, d, q, keys + split * d, sqrt_d, part + split,
+                                      z_stride);
+                        for (size_t g = 0; g < G; g++)
+                            CHECK(test_bits_equal(part + g * z_stride, whole + g * z_stride, n));
+                    }
+                }
+            }
+        }
+    }
+    free(q);
+    free(keys);
+    free(whole);
+    free(part);
+}
+
+/* scores_q8 as kernels.h defines it: i16 x i8 products summed exactly (here
+ * in i64, so that an overflow of the kernel's i32 would show) over blocks of
+ * KVC_Q8_DOT_BLOCK channels, the blocks added in f32 in order, then
+ * (s_p * (dot * q_scale)) / sqrt_d.  Returns 0 if a block sum leaves i32. */
+static int ref_scores_q8(size_t G, size_t n, size_t d, const int16_t *q16, const float *q_scales,
+                         const uint8_t *qrows, float sqrt_d, float *z, size_t z_stride) {
+    const size_t row_bytes = sizeof(float) + d;
+    for (size_t g = 0; g < G; g++) {
+        for (size_t p = 0; p < n; p++) {
+            const uint8_t *row = qrows + p * row_bytes;
+            const int8_t *codes = (const int8_t *)(row + sizeof(float));
+            float scale;
+            memcpy(&scale, row, sizeof scale);
+            float dot = 0.0f;
+            for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
+                int64_t sum = 0;
+                for (size_t j = block; j < d && j < block + KVC_Q8_DOT_BLOCK; j++)
+                    sum += (int64_t)q16[g * d + j] * (int64_t)codes[j];
+                if (sum > INT32_MAX || sum < INT32_MIN) return 0;
+                dot += (float)sum;
+            }
+            z[g * z_stride + p] = (scale * (dot * q_scales[g])) / sqrt_d;
+        }
+    }
+    return 1;
+}
+
+/* The dims of the scores, plus two above KVC_Q8_DOT_BLOCK: one block and a
+ * tail, and two blocks and a tail of 6 (not a multiple of 16). */
+static const size_t q8_dims[] = {1, 3, 4, 15, 16, 17, 64, 80, 128, 256, 600, 1030};
+#define NUM_Q8_DIMS (sizeof q8_dims / sizeof q8_dims[0])
+#define MAX_Q8_D 1030
+
+TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(21);
+    const size_t stride = MAX_N + 3;
+    int16_t *q16 = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t));
+    uint8_t *qrows = test_alloc(MAX_N * (sizeof(float) + MAX_Q8_D));
+    float q_scales[MAX_G];
+    float *want = test_alloc(MAX_G * stride * sizeof(float));
+    float *got = test_alloc(MAX_G * stride * sizeof(float));
+    for (size_t i = 0; i < NUM_Q8_DIMS; i++) {
+        const size_t d = q8_dims[i];
+        const float sqrt_d = sqrtf((float)d);
+        for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
+            const size_t n = row_counts[ni], z_stride = n + 3;
+            for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                const size_t G = group_sizes[gi];
+                /* Every third call: codes at +-127 against +-32767, the
+                 * largest block sums there are (512 * 32767 * 127 < 2^31). */
+                const int extreme = (ni + gi) % 3 == 0;
+                fill_q16(&rng, q16, G, d, extreme);
+                fill_qrows(&rng, qrows, n, d, extreme);
+                for (size_t g = 0; g < G; g++)
+                    q_scales[g] =
+                        ldexpf(test_rng_unit(&rng) + 0.5f, (int)(test_rng_u32(&rng) % 31) - 25);
+                CHECK(ref_scores_q8(G, n, d, q16, q_scales, qrows, sqrt_d, want, z_stride));
+                for (size_t s = 0; s < sets.count; s++) {
+                    fill_gaps(got, G, z_stride);
+                    sets.set[s]->scores_q8(G, n, d, q16, q_scales, qrows, sqrt_d, got, z_stride);
+                    CHECK(gaps_untouched(got, G, n, z_stride));
+                    for (size_t g = 0; g < G; g++)
+                        CHECK(test_bits_equal(got + g * z_stride, want + g * z_stride, n));
+                }
+            }
+        }
+    }
+    free(q16);
+    free(qrows);
+    free(want);
+    free(got);
+}
+
+/* s = max(max|x| / 32767, 1e-30), codes = clamp(round_half_even(x / s), +-32767). */
+static float ref_quantize_query(size_t d, const float *x, int16_t *codes) {
+    float max_abs = 0.0f;
+    for (size_t j = 0; j < d; j++)
+        if (fabsf(x[j]) > max_abs) max_abs = fabsf(x[j]);
+    float s = max_abs / 32767.0f;
+    if (s < 1e-30f) s = 1e-30f;
+    for (size_t j = 0; j < d; j++) {
+        float r = round_half_even(x[j] / s);
+        if (r > 32767.0f) r = 32767.0f;
+        if (r < -32767.0f) r = -32767.0f;
+        codes[j] = (int16_t)r;
+    }
+    return s;
+}
+
+/* Queries as attend hands them over (q * c_K) and crafted ones: trials 0..4
+ * of fill_row times a field, then a row of tiny values whose scale is the
+ * floor (codes up to 1000), one of subnormals (all codes 0), one with
+ * +-FLT_MAX, and a zero row. */
+static void fill_query_row(test_rng *rng, float *x, size_t d, int trial) {
+    if (trial < 5) {
+        fill_row(rng, x, d, trial);
+        for (size_t j = 0; j < d; j++) x[j] *= expf(2.0f * test_rng_normal(rng));
+        return;
+    }
+    for (size_t j = 0; j < d; j++) {
+        const float g = test_rng_normal(rng);
+        switch (trial) {
+        case 5: x[j] = j == d / 2 ? 1e-27f : g * 1e-28f; break;
+        case 6: x[j] = g * FLT_TRUE_MIN * 64.0f; break;
+        case 7: x[j] = j == 0 ? FLT_MAX : j == d - 1 ? -FLT_MAX : g * 1e37f; break;
+        default: x[j] = (j % 2) ? -0.0f : 0.0f; break;
+        }
+    }
+}
+#define QUERY_TRIALS 9
+
+TEST(quantize_query_should_give_the_bytes_of_its_definition_at_every_dim) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(22);
+    float *x = test_alloc(MAX_Q8_D * sizeof(float));
+    int16_t *want = test_alloc(MAX_Q8_D * sizeof(int16_t));
+    int16_t *got = test_alloc((MAX_Q8_D + 1) * sizeof(int16_t));
+    for (size_t i = 0; i < NUM_Q8_DIMS; i++) {
+        const size_t d = q8_dims[i];
+        for (int trial = 0; trial < QUERY_TRIALS; trial++) {
+            fill_query_row(&rng, x, d, trial);
+            const float want_scale = ref_quantize_query(d, x, want);
+            if (trial == 5) CHECK(want_scale == KVC_Q8_SCALE_FLOOR && want[d / 2] == 1000);
+            for (size_t s = 0; s < sets.count; s++) {
+                got[d] = 0x5555;
+                const float scale = sets.set[s]->quantize_query(d, x, got);
+                CHECK(memcmp(&scale, &want_scale, sizeof scale) == 0);
+                CHECK(memcmp(got, want, d * sizeof(int16_t)) == 0);
+                CHECK(got[d] == 0x5555); /* nothing written past d */
+            }
+        }
+    }
+    free(x);
+    free(want);
+    free(got);
+}
+
+TEST(quantize_query_should_round_ties_to_even_at_scale_one) {
+    const kernel_sets sets = kernels_to_check();
+    /* max |x| = 32767 makes the scale exactly 1: x / s lands on the halves. */
+    static const float ties[8] = {-3.5f, -2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 32766.5f};
+    static const int16_t even[8] = {-4, -2, -2, 0, 0, 2, 2, 32766};
+    float x[MAX_D];
+    int16_t codes[MAX_D];
+    for (size_t s = 0; s < sets.count; s++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t d = dims[i];
+            x[0] = (i % 2) ? -32767.0f : 32767.0f;
+            for (size_t j = 1; j < d; j++) x[j] = ties[j % 8];
+            CHECK(sets.set[s]->quantize_query(d, x, codes) == 1.0f);
+            CHECK(codes[0] == ((i % 2) ? -32767 : 32767));
+            for (size_t j = 1; j < d; j++) CHECK(codes[j] == even[j % 8]);
         }
     }
 }
 
-TEST(dot_f32_i8_should_agree_with_scalar_to_rounding) {
-    const kvc_kernels *simd = simd_set();
-    test_rng rng = test_rng_new(20);
-    float a[MAX_D], widened[MAX_D];
-    int8_t codes[MAX_D];
+/* ---- weighted sums of rows ---- */
+
+/* Rows per tile of the SIMD weighted sum (weighted-sum-f32-wasmsimd.c). */
+static size_t simd_tile_rows(size_t d) {
+    return 8192 / d < 8 ? 8 : 8192 / d;
+}
+
+/* out[g][j] += sum_p w[g][p] * rows[p][j], each element summed in row
+ * order; a few row counts below, at and above the SIMD tile, and G = 1..6
+ * (5 and 6 are a block of four and a rest). */
+TEST(weighted_sum_f32_should_give_its_definition_bits_across_tiles) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(23);
     for (size_t i = 0; i < NUM_DIMS; i++) {
-        const size_t d = dims[i];
-        for (int trial = 0; trial < TRIALS; trial++) {
-            fill_row(&rng, a, d, trial);
-            fill_codes(&rng, codes, d);
-            codes_as_floats(d, codes, widened);
-            const float scalar = kvc_kernels_scalar.dot_f32_i8(d, a, codes);
-            CHECK(dot_within_bound(d, scalar, a, widened));
-            if (!simd) continue;
-            const float got = simd->dot_f32_i8(d, a, codes);
-            CHECK(dot_within_bound(d, got, a, widened));
-            CHECK(fabs((double)got - (double)scalar) <=
-                  2.0 * dot_error_bound(d, sum_abs_products(d, a, widened)));
+        const size_t d = dims[i], tile = simd_tile_rows(d);
+        const size_t counts[] = {1, 2, 7, 8, 9, 33, tile - 1, tile, tile + 3, 2 * tile + 1};
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            const size_t n = counts[ci], w_stride = n + 5;
+            float *w = test_alloc(MAX_G * w_stride * sizeof(float));
+            float *rows = test_alloc(n * d * sizeof(float));
+            float *out0 = test_alloc(MAX_G * d * sizeof(float));
+            float *want = test_alloc(MAX_G * d * sizeof(float));
+            float *got = test_alloc(MAX_G * d * sizeof(float));
+            for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                const size_t G = group_sizes[gi];
+                const int trial = (int)(ci + gi) % TRIALS;
+                for (size_t k = 0; k < G * w_stride; k++) w[k] = test_rng_unit(&rng);
+                for (size_t p = 0; p < n; p++) fill_row(&rng, rows + p * d, d, trial);
+                fill_row(&rng, out0, G * d, 0);
+                memcpy(want, out0, G * d * sizeof(float));
+                for (size_t g = 0; g < G; g++)
+                    for (size_t p = 0; p < n; p++)
+                        for (size_t j = 0; j < d; j++)
+                            want[g * d + j] += w[g * w_stride + p] * rows[p * d + j];
+                for (size_t s = 0; s < sets.count; s++) {
+                    memcpy(got, out0, G * d * sizeof(float));
+                    sets.set[s]->weighted_sum_f32(G, n, d, w, w_stride, rows, got);
+                    CHECK(test_bits_equal(got, want, G * d));
+                }
+            }
+            free(w);
+            free(rows);
+            free(out0);
+            free(want);
+            free(got);
         }
     }
+}
+
+TEST(widen_q8_should_give_codes_and_scales_bit_for_bit) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(24);
+    uint8_t *qrows = test_alloc(MAX_N * (sizeof(float) + MAX_Q8_D));
+    float *rows = test_alloc((MAX_N * MAX_Q8_D + 1) * sizeof(float));
+    float *want = test_alloc(MAX_N * MAX_Q8_D * sizeof(float));
+    float scales[MAX_N + 1], want_scales[MAX_N];
+    for (size_t i = 0; i < NUM_Q8_DIMS; i++) {
+        const size_t d = q8_dims[i];
+        for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
+            const size_t n = row_counts[ni];
+            fill_qrows(&rng, qrows, n, d, ni == 0);
+            for (size_t p = 0; p < n; p++) {
+                const uint8_t *row = qrows + p * (sizeof(float) + d);
+                memcpy(&want_scales[p], row, sizeof(float));
+                const int8_t *codes = (const int8_t *)(row + sizeof(float));
+                for (size_t j = 0; j < d; j++) want[p * d + j] = (float)codes[j];
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                rows[n * d] = scales[n] = GAP_SENTINEL;
+                sets.set[s]->widen_q8(n, d, qrows, rows, scales);
+                CHECK(test_bits_equal(rows, want, n * d));
+                CHECK(test_bits_equal(scales, want_scales, n));
+                CHECK(rows[n * d] == GAP_SENTINEL && scales[n] == GAP_SENTINEL);
+            }
+        }
+    }
+    free(qrows);
+    free(rows);
+    free(want);
+}
+
+/* ---- softmax and its exponential ---- */
+
+/* The softmax of kernels.h, row by row: e = kvc_exp_f32(z - max), the sum
+ * in four lanes (p mod 4) added as (l0 + l1) + (l2 + l3), then e * (1 / sum). */
+static void ref_softmax(size_t G, size_t n, float *z, size_t z_stride) {
+    for (size_t g = 0; g < G; g++) {
+        float *row = z + g * z_stride;
+        float max = row[0], lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (size_t p = 1; p < n; p++) max = row[p] > max ? row[p] : max;
+        for (size_t p = 0; p < n; p++) {
+            row[p] = kvc_exp_f32(row[p] - max);
+            lanes[p % 4] += row[p];
+        }
+        const float inverse = 1.0f / ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
+        for (size_t p = 0; p < n; p++) row[p] = row[p] * inverse;
+    }
+}
+
+TEST(softmax_should_give_its_definition_bits_in_every_row) {
+    const kernel_sets sets = kernels_to_check();
+    static const size_t lengths[] = {1, 2, 3, 4, 5, 15, 16, 17, 64, 80, 128, 256, 1000};
+    test_rng rng = test_rng_new(25);
+    const size_t max_stride = 1000 + 5;
+    float *z = test_alloc(MAX_G * max_stride * sizeof(float));
+    float *want = test_alloc(MAX_G * max_stride * sizeof(float));
+    float *got = test_alloc(MAX_G * max_stride * sizeof(float));
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        const size_t n = lengths[i], z_stride = n + 1 + i % 5;
+        for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+            const size_t G = group_sizes[gi];
+            fill_gaps(z, G, z_stride);
+            for (size_t g = 0; g < G; g++) {
+                /* Scores in several regimes: flat, peaky, underflowing (the
+                 * exp's zero range), tied, far from zero, all equal; and
+                 * spread over the exp's whole range, [-100, 0]. */
+                const int trial = (int)(g + gi + i) % 7;
+                for (size_t p = 0; p < n; p++) {
+                    const float x = test_rng_normal(&rng);
+                    float *zp = &z[g * z_stride + p];
+                    switch (trial) {
+                    case 0: *zp = x; break;
+                    case 1: *zp = 30.0f * x; break;
+                    case 2: *zp = 200.0f * x; break;
+                    case 3: *zp = (float)(p % 3); break;
+                    case 4: *zp = -1e4f + x; break;
+                    case 5: *zp = 0.0f; break;
+                    default: *zp = p == n / 2 ? 0.0f : -100.0f * test_rng_unit(&rng); break;
+                    }
+                }
+            }
+            memcpy(want, z, G * z_stride * sizeof(float));
+            ref_softmax(G, n, want, z_stride);
+            for (size_t s = 0; s < sets.count; s++) {
+                memcpy(got, z, G * z_stride * sizeof(float));
+                sets.set[s]->softmax(G, n, got, z_stride);
+                CHECK(memcmp(got, want, G * z_stride * sizeof(float)) == 0);
+                CHECK(gaps_untouched(got, G, n, z_stride));
+            }
+            for (size_t g = 0; g < G; g++) {
+                double sum = 0.0;
+                for (size_t p = 0; p < n; p++) {
+                    const float w = want[g * z_stride + p];
+                    CHECK(w >= 0.0f && w <= 1.0f);
+                    sum += w;
+                }
+                CHECK(fabs(sum - 1.0) <= 1e-5);
+            }
+        }
+    }
+    free(z);
+    free(want);
+    free(got);
+}
+
+/* Error of kvc_exp_f32(x) in units of the last place of the float nearest
+ * e^x (double exp as the reference: its own error is far below 1e-6 ulp). */
+static double exp_ulp_error(float x) {
+    const double exact = exp((double)x);
+    int exponent;
+    frexp(exact, &exponent);
+    const double ulp = ldexp(1.0, exponent - 24);
+    return fabs((double)kvc_exp_f32(x) - exact) / ulp;
+}
+
+TEST(exp_f32_should_stay_within_2_5_ulp_and_give_zero_below_its_range) {
+    test_rng rng = test_rng_new(26);
+    /* Softmax arguments are <= 0; exp-f32.h also promises the bound up to 88. */
+    static const float ranges[2][2] = {{-87.33f, 0.0f}, {0.0f, 88.0f}};
+    double worst[2] = {0.0, 0.0};
+    float worst_x[2] = {0.0f, 0.0f};
+    const int steps = 1 << 20;
+    for (int r = 0; r < 2; r++) {
+        const float lo = ranges[r][0], hi = ranges[r][1];
+        for (int i = 0; i <= steps + 4000; i++) {
+            /* An even grid, then small arguments of every exponent down to 2^-40. */
+            const float tiny = ldexpf(test_rng_unit(&rng), -(int)(test_rng_u32(&rng) % 40));
+            const float x = i <= steps ? lo + (hi - lo) * (float)((double)i / steps)
+                                       : (r ? tiny : -tiny);
+            if (!(x >= lo && x <= hi)) continue;
+            const double err = exp_ulp_error(x);
+            if (err > worst[r]) {
+                worst[r] = err;
+                worst_x[r] = x;
+            }
+        }
+    }
+    printf("  kvc_exp_f32 max error: %.3f ulp on [-87.33, 0] (at %.9g), %.3f ulp on [0, 88] "
+           "(at %.9g)\n", worst[0], (double)worst_x[0], worst[1], (double)worst_x[1]);
+    CHECK(worst[0] <= 2.5);
+    CHECK(worst[1] <= 2.5);
+    CHECK(kvc_exp_f32(0.0f) == 1.0f);
+    CHECK(kvc_exp_f32(-0.0f) == 1.0f);
+    /* Below about -87.3365 e^x leaves the normal floats: exactly 0 there. */
+    static const float below[] = {-87.34f, -87.35f, -88.0f, -100.0f, -1e4f, -FLT_MAX, -INFINITY};
+    for (size_t i = 0; i < sizeof below / sizeof below[0]; i++)
+        CHECK(kvc_exp_f32(below[i]) == 0.0f);
+    for (float x = -87.34f; x > -87.5f; x = nextafterf(x, -INFINITY)) CHECK(kvc_exp_f32(x) == 0.0f);
+    /* and above the cut, down to it, a positive normal float */
+    for (float x = -87.33f; x >= KVC_EXP_MIN; x = nextafterf(x, -INFINITY))
+        CHECK(kvc_exp_f32(x) >= FLT_MIN && kvc_exp_f32(x) < 1.2e-38f);
 }
 
 /* ---- the quantizer's definition on crafted rows, in every set ---- */
@@ -547,13 +945,17 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(quantize_row_should_give_the_bytes_of_its_definition_at_every_dim),
           CASE(dequantize_row_should_give_scalar_bits_at_every_dim),
           CASE(mul_f32_should_give_scalar_bits_also_in_place),
-          CASE(softmax_should_give_scalar_bits_at_every_length),
           CASE(all_finite_should_match_scalar_on_finite_rows),
           CASE(all_finite_should_reject_nan_and_inf_at_every_index),
-          CASE(axpy_f32_should_give_scalar_bits_at_every_dim),
-          CASE(axpy_i8_should_give_scalar_bits_at_every_dim),
-          CASE(dot_f32_should_agree_with_scalar_to_rounding),
-          CASE(dot_f32_i8_should_agree_with_scalar_to_rounding),
+          CASE(scores_f32_should_agree_with_exact_scores_to_rounding),
+          CASE(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n),
+          CASE(scores_q8_should_give_the_bits_of_its_definition_without_overflow),
+          CASE(quantize_query_should_give_the_bytes_of_its_definition_at_every_dim),
+          CASE(quantize_query_should_round_ties_to_even_at_scale_one),
+          CASE(weighted_sum_f32_should_give_its_definition_bits_across_tiles),
+          CASE(widen_q8_should_give_codes_and_scales_bit_for_bit),
+          CASE(softmax_should_give_its_definition_bits_in_every_row),
+          CASE(exp_f32_should_stay_within_2_5_ulp_and_give_zero_below_its_range),
           CASE(quantize_row_should_round_ties_to_even),
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),
           CASE(quantize_row_should_saturate_huge_ratio_instead_of_nan),

@@ -102,12 +102,13 @@ test('the attend path of the module contains SIMD128 instructions (wasm-objdump)
     return bodies.get(name).join('\n');
   };
   // kvc_layer_attend reaches the kernels through the table that picks the SIMD set.
-  assert.match(body('kvc_dot_f32__wasmsimd'), /f32x4\.mul/);
-  assert.match(body('kvc_dot_f32__wasmsimd'), /f32x4\.add/);
-  assert.match(body('kvc_dot_f32_i8__wasmsimd'), /i16x8\.extend_(low|high)_i8x16_s/);
-  assert.match(body('kvc_axpy_i8__wasmsimd'), /i32x4\.extend_(low|high)_i16x8_s/);
-  assert.doesNotMatch(body('kvc_axpy_i8__wasmsimd'), /extract_lane/, 'no scalarised conversion');
+  assert.match(body('kvc_scores_f32__wasmsimd'), /f32x4\.mul/);
+  assert.match(body('kvc_scores_f32__wasmsimd'), /f32x4\.add/);
+  assert.match(body('kvc_scores_q8__wasmsimd'), /i32x4\.dot_i16x8_s/);
+  assert.match(body('kvc_weighted_sum_f32__wasmsimd'), /f32x4\.mul/);
+  assert.match(body('kvc_widen_q8__wasmsimd'), /i32x4\.extend_(low|high)_i16x8_s/);
+  assert.doesNotMatch(body('kvc_widen_q8__wasmsimd'), /extract_lane/, 'no scalarised conversion');
   assert.match(body('kvc_quantize_row__wasmsimd'), /f32x4\.nearest/);
-  assert.match(body('kvc_softmax__wasmsimd'), /f32x4\.div/);
+  assert.match(body('kvc_softmax__wasmsimd'), /f32x4\.mul/);
   assert.match(body('kvc_linear_read_f64__wasmsimd'), /f64x2\.mul/);
 });

@@ -1,0 +1,294 @@
+// Decode attention of one layer (32 query heads over 8 KV heads), side by
+// side in one process on the same data: this package's f32 and int8 modes,
+// the same C built without SIMD128 and natively, a straightforward fused C
+// loop (emcc -ffast-math), plain JavaScript, onnxruntime-web's wasm backend
+// on the equivalent MatMul-Softmax-MatMul graph, and the memory floor of a
+// streaming-read probe in this package's own module.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { LayerKvCache } from '../js/index.js';
+
+const NUM_KV_HEADS = 8;
+const NUM_Q_HEADS = 32;
+const GROUP = NUM_Q_HEADS / NUM_KV_HEADS;
+const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+const root = new URL('..', import.meta.url);
+const path = (relative) => fileURLToPath(new URL(relative, root));
+const FILES = {
+  module: path('dist/kvcache.wasm'),
+  scalar: path('build-wasm/bench/kvcache-scalar.wasm'),
+  naive: path('build-wasm/bench/naive-attend.wasm'),
+  native: path('build/kvc_bench_native'),
+};
+
+/** A fast generator of uniforms in [-1, 1): timing does not care about statistics. */
+function fill(array, seed) {
+  let state = seed >>> 0;
+  for (let i = 0; i < array.length; i++) {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    array[i] = state / 2147483648 - 1;
+  }
+  return array;
+}
+
+/** Instantiates a standalone module of this build, without the package's loader. */
+async function rawModule(file) {
+  const { instance } = await WebAssembly.instantiate(readFileSync(file), {
+    env: { emscripten_notify_memory_growth() {} },
+  });
+  instance.exports._initialize?.();
+  const e = instance.exports;
+  return {
+    e,
+    alloc(bytes) {
+      const ptr = e.malloc(bytes) >>> 0;
+      if (!ptr) throw new Error(`${file}: out of memory`);
+      return ptr;
+    },
+    f32: () => new Float32Array(e.memory.buffer),
+  };
+}
+
+/** Bytes per second the module streams, from the probe (best of several passes). */
+function readBandwidth(probe, bytes) {
+  const ptr = probe.alloc(bytes);
+  probe.f32().fill(1, ptr >>> 2, (ptr + bytes) >>> 2);
+  let best = Infinity;
+  for (let i = 0; i < 6; i++) {
+    const t0 = performance.now();
+    probe.e.kvc_wasm_read_probe(ptr, bytes / 4);
+    best = Math.min(best, performance.now() - t0);
+  }
+  probe.e.free(ptr);
+  return bytes / (best / 1000);
+}
+
+// ---- the contenders: each gives a step() for one shape, and a cleanup
+
+function ours(mode, d, n, kRows, vRows, q) {
+  const cache = new LayerKvCache({ numKvHeads: NUM_KV_HEADS, headDim: d, mode });
+  const chunk = 1024 * NUM_KV_HEADS * d;
+  for (let at = 0; at < kRows.length; at += chunk) cache.appendBatch(kRows.subarray(at, at + chunk), vRows.subarray(at, at + chunk));
+  const into = { out: new Float32Array(NUM_Q_HEADS * d) };
+  return { step: () => cache.attendHeads(q, into), bytes: cache.memoryBytes, free: () => cache.free() };
+}
+
+function oursScalar(module, d, n, kRows, vRows, q) {
+  const { e, alloc } = module;
+  const slot = alloc(4);
+  if (e.kvc_layer_create(NUM_KV_HEADS, d, 0, slot) !== 0) throw new Error('scalar module: create failed');
+  const layer = new Uint32Array(e.memory.buffer)[slot >>> 2];
+  const chunkRows = 256;
+  const width = NUM_KV_HEADS * d;
+  const kPtr = alloc(chunkRows * width * 4);
+  const vPtr = alloc(chunkRows * width * 4);
+  for (let at = 0; at < n; at += chunkRows) {
+    const m = Math.min(chunkRows, n - at);
+    module.f32().set(kRows.subarray(at * width, (at + m) * width), kPtr >>> 2);
+    module.f32().set(vRows.subarray(at * width, (at + m) * width), vPtr >>> 2);
+    if (e.kvc_layer_append_n(layer, m, kPtr, vPtr, 0) !== 0) throw new Error('scalar module: append failed');
+  }
+  const qPtr = alloc(q.byteLength);
+  const outPtr = alloc(NUM_Q_HEADS * d * 4);
+  module.f32().set(q, qPtr >>> 2);
+  return {
+    step: () => e.kvc_layer_attend_heads(layer, qPtr, NUM_Q_HEADS, outPtr, 0),
+    free: () => {
+      e.kvc_layer_free(layer);
+      for (const ptr of [slot, kPtr, vPtr, qPtr, outPtr]) e.free(ptr);
+    },
+  };
+}
+
+function naiveC(module, d, n, kHeads, vHeads, q) {
+  const { e, alloc } = module;
+  const kPtr = alloc(kHeads.byteLength);
+  const vPtr = alloc(vHeads.byteLength);
+  const qPtr = alloc(q.byteLength);
+  const outPtr = alloc(NUM_Q_HEADS * d * 4);
+  const scoresPtr = alloc(n * 4);
+  module.f32().set(kHeads, kPtr >>> 2);
+  module.f32().set(vHeads, vPtr >>> 2);
+  module.f32().set(q, qPtr >>> 2);
+  return {
+    step: () => e.naive_gqa(qPtr, kPtr, vPtr, outPtr, scoresPtr, n, d, NUM_Q_HEADS, NUM_KV_HEADS),
+    free: () => { for (const ptr of [kPtr, vPtr, qPtr, outPtr, scoresPtr]) e.free(ptr); },
+  };
+}
+
+/** Plain JavaScript: the same fused loop over Float32Arrays. */
+function plainJs(d, n, kHeads, vHeads, q) {
+  const out = new Float32Array(NUM_Q_HEADS * d);
+  const scores = new Float32Array(n);
+  const scale = 1 / Math.sqrt(d);
+  return {
+    step: () => {
+      for (let h = 0; h < NUM_Q_HEADS; h++) {
+        const base = Math.floor(h / GROUP) * n * d;
+        let max = -Infinity;
+        for (let p = 0; p < n; p++) {
+          let dot = 0;
+          for (let j = 0; j < d; j++) dot += q[h * d + j] * kHeads[base + p * d + j];
+          scores[p] = dot * scale;
+          if (scores[p] > max) max = scores[p];
+        }
+        let sum = 0;
+        for (let p = 0; p < n; p++) sum += (scores[p] = Math.exp(scores[p] - max));
+        out.fill(0, h * d, (h + 1) * d);
+        for (let p = 0; p < n; p++) {
+          const w = scores[p] / sum;
+          for (let j = 0; j < d; j++) out[h * d + j] += w * vHeads[base + p * d + j];
+        }
+      }
+    },
+    free: () => {},
+  };
+}
+
+/** onnxruntime-web, wasm backend, one thread: Q·Kᵀ, scale, softmax, ·V, with K and V fed each call. */
+async function onnxSession(d) {
+  const ort = await import('onnxruntime-web');
+  const { onnx } = (await import('onnx-proto')).default;
+  ort.env.wasm.numThreads = 1;
+  const tensorType = (dims) => ({
+    tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim: dims.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) } },
+  });
+  const graph = onnx.GraphProto.create({
+    name: 'gqa_decode',
+    node: [
+      onnx.NodeProto.create({ opType: 'Transpose', input: ['k'], output: ['kt'], attribute: [{ name: 'perm', type: onnx.AttributeProto.AttributeType.INTS, ints: [0, 2, 1] }] }),
+      onnx.NodeProto.create({ opType: 'MatMul', input: ['q', 'kt'], output: ['s'] }),
+      onnx.NodeProto.create({ opType: 'Mul', input: ['s', 'scale'], output: ['z'] }),
+      onnx.NodeProto.create({ opType: 'Softmax', input: ['z'], output: ['p'], attribute: [{ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: -1 }] }),
+      onnx.NodeProto.create({ opType: 'MatMul', input: ['p', 'v'], output: ['out'] }),
+    ],
+    initializer: [onnx.TensorProto.create({ name: 'scale', dataType: onnx.TensorProto.DataType.FLOAT, dims: [], floatData: [1 / Math.sqrt(d)] })],
+    input: [
+      { name: 'q', type: tensorType([NUM_KV_HEADS, GROUP, d]) },
+      { name: 'k', type: tensorType([NUM_KV_HEADS, 'n', d]) },
+      { name: 'v', type: tensorType([NUM_KV_HEADS, 'n', d]) },
+    ],
+    output: [{ name: 'out', type: tensorType([NUM_KV_HEADS, GROUP, d]) }],
+  });
+  const model = onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 17 }], producerName: 'kvcache-wasm bench', graph });
+  const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish(), { executionProviders: ['wasm'] });
+  return { ort, session, version: ort.env.versions.web };
+}
+
+function onnxContender({ ort, session }, d, n, kHeads, vHeads, q) {
+  return {
+    step: () => session.run({
+      q: new ort.Tensor('float32', q, [NUM_KV_HEADS, GROUP, d]),
+      k: new ort.Tensor('float32', kHeads, [NUM_KV_HEADS, n, d]),
+      v: new ort.Tensor('float32', vHeads, [NUM_KV_HEADS, n, d]),
+    }),
+    free: () => {},
+  };
+}
+
+/** The native build's numbers for every shape at once ({ 'd:n:mode': ms }), or null. */
+function nativeTimes(shapes, reps) {
+  if (!existsSync(FILES.native)) return null;
+  const run = spawnSync(FILES.native, [String(reps), ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`kvc_bench_native failed: ${run.stderr}`);
+  const times = {};
+  for (const line of run.stdout.trim().split('\n')) {
+    const { d, n, mode, ms } = JSON.parse(line);
+    times[`${d}:${n}:${mode}`] = ms;
+  }
+  return times;
+}
+
+/** Best time of each contender over `rounds` rounds, the contenders interleaved so that machine noise hits all alike. */
+async function race(contenders, rounds) {
+  const best = Object.fromEntries(Object.keys(contenders).map((name) => [name, Infinity]));
+  for (const contender of Object.values(contenders)) await contender.step(); // warm: JIT tiers, caches
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, contender] of Object.entries(contenders)) {
+      if (contender.skipAfter !== undefined && round >= contender.skipAfter) continue;
+      const t0 = performance.now();
+      await contender.step();
+      best[name] = Math.min(best[name], performance.now() - t0);
+    }
+  }
+  return best;
+}
+
+export async function run({ quick = false } = {}) {
+  for (const [name, file] of Object.entries(FILES)) {
+    if (name !== 'native' && !existsSync(file)) throw new Error(`missing ${file}: build with npm run build`);
+  }
+  const shapes = quick ? [[64, 1024]] : [64, 128].flatMap((d) => [1024, 4096, 16384, 32768].map((n) => [d, n]));
+  const rounds = quick ? 3 : 8;
+  const probe = await rawModule(FILES.module);
+  const bandwidth = readBandwidth(probe, quick ? 64 << 20 : 512 << 20);
+  const scalar = await rawModule(FILES.scalar);
+  const naive = await rawModule(FILES.naive);
+  const onnx = await onnxSession(64);
+  const onnx128 = quick ? null : await onnxSession(128);
+  const native = nativeTimes(shapes, quick ? 2 : 5);
+
+  const rows = [];
+  for (const [d, n] of shapes) {
+    const kRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 1);
+    const vRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 2);
+    const q = fill(new Float32Array(NUM_Q_HEADS * d), 3);
+    // The same values head-major, [head][n][d], for the contenders without a cache.
+    const toHeads = (rowsMajor) => {
+      const heads = new Float32Array(rowsMajor.length);
+      for (let p = 0; p < n; p++) {
+        for (let h = 0; h < NUM_KV_HEADS; h++) heads.set(rowsMajor.subarray((p * NUM_KV_HEADS + h) * d, (p * NUM_KV_HEADS + h + 1) * d), (h * n + p) * d);
+      }
+      return heads;
+    };
+    const kHeads = toHeads(kRows);
+    const vHeads = toHeads(vRows);
+    const contenders = Object.fromEntries(MODES.map((mode) => [mode, ours(mode, d, n, kRows, vRows, q)]));
+    contenders.scalar = oursScalar(scalar, d, n, kRows, vRows, q);
+    contenders.naive = naiveC(naive, d, n, kHeads, vHeads, q);
+    contenders.js = { ...plainJs(d, n, kHeads, vHeads, q), skipAfter: 2 }; // slow: three runs are plenty
+    contenders.scalar.skipAfter = 2;
+    contenders.onnx = onnxContender(d === 64 ? onnx : onnx128, d, n, kHeads, vHeads, q);
+    const ms = await race(contenders, rounds);
+    const f32Bytes = contenders.f32.bytes;
+    const q8Bytes = contenders.q8.bytes;
+    for (const contender of Object.values(contenders)) contender.free();
+    const nativeMs = (mode) => native?.[`${d}:${n}:${mode}`] ?? null;
+    rows.push({
+      d, n,
+      floor: (f32Bytes / bandwidth) * 1000,
+      q8Floor: (q8Bytes / bandwidth) * 1000,
+      f32Bytes, q8Bytes,
+      ...Object.fromEntries(MODES.map((m) => [m, ms[m]])),
+      scalar: ms.scalar, nativeF32: nativeMs('f32'), nativeQ8: nativeMs('q8'),
+      naive: ms.naive, js: ms.js, onnx: ms.onnx,
+    });
+  }
+
+  const gbs = (bytes, ms) => bytes / ms / 1e6;
+  const ratio = (a, b) => (a && b ? a / b : null);
+  const notes = [
+    `Floor: cache bytes ÷ ${(bandwidth / 1e9).toFixed(2)} GB/s, the streaming-read rate of kvcache.wasm's probe on this machine.`,
+    `onnxruntime-web ${onnx.version}, wasm backend, 1 thread; K and V passed as inputs every call.`,
+    native ? 'Native: the same C (the portable scalar kernels) built with gcc -O3 -march=native.' : 'Native: not built (npm run build builds it).',
+    'Every number is the best of interleaved runs (ms per decode step of one layer).',
+  ];
+  return [
+    {
+      name: 'attention',
+      title: 'Decode attention, one layer, 32 query heads over 8 KV heads: ms per step',
+      columns: ['head_dim', 'n', 'floor', 'f32', 'q8', 'q8k', 'q8v', 'f32 scalar wasm', 'f32 native C', 'q8 native C', 'plain C -ffast-math', 'plain JS', 'onnxruntime-web'],
+      rows: rows.map((r) => [r.d, r.n, r.floor, r.f32, r.q8, r.q8k, r.q8v, r.scalar, r.nativeF32, r.nativeQ8, r.naive, r.js, r.onnx]),
+      notes,
+    },
+    {
+      name: 'attention-ratios',
+      title: 'Decode attention: cache bytes read per second and ratios',
+      columns: ['head_dim', 'n', 'f32 GB/s', 'q8 GB/s', 'f32 ÷ floor', 'q8 ÷ its floor', 'onnx ÷ f32', 'onnx ÷ q8', 'f32 ÷ q8', 'plain C ÷ f32', 'plain C ÷ q8', 'wasm ÷ native f32'],
+      rows: rows.map((r) => [r.d, r.n, gbs(r.f32Bytes, r.f32), gbs(r.q8Bytes, r.q8), ratio(r.f32, r.floor), ratio(r.q8, r.q8Floor),
+        ratio(r.onnx, r.f32), ratio(r.onnx, r.q8), ratio(r.f32, r.q8), ratio(r.naive, r.f32), ratio(r.naive, r.q8), ratio(r.f32, r.nativeF32)]),
+      notes: ['Ratios above 1 in "onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster; "… ÷ floor" is how far from streaming speed.'],
+    },
+  ];
+}
