@@ -20,6 +20,7 @@ const FILES = {
   scalar: path('build-wasm/bench/kvcache-scalar.wasm'),
   naive: path('build-wasm/bench/naive-attend.wasm'),
   native: path('build/kvc_bench_native'),
+  profile: path('build-wasm/bench/kernel-profile.js'),
 };
 
 /** A fast generator of uniforms in [-1, 1): timing does not care about statistics. */
@@ -200,6 +201,13 @@ function nativeTimes(shapes, reps) {
   return times;
 }
 
+/** The kernels of one attention step timed apart, per shape (from bench/c/kernel_profile.c). */
+function kernelProfile(shapes) {
+  const run = spawnSync(process.execPath, [FILES.profile, ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`kernel-profile failed: ${run.stderr}`);
+  return run.stdout.trim().split('\n').map((line) => JSON.parse(line));
+}
+
 /** Best time of each contender over `rounds` rounds, the contenders interleaved so that machine noise hits all alike. */
 async function race(contenders, rounds) {
   const best = Object.fromEntries(Object.keys(contenders).map((name) => [name, Infinity]));
@@ -266,6 +274,8 @@ export async function run({ quick = false } = {}) {
     });
   }
 
+  const profileShapes = quick ? [[64, 1024]] : [[128, 1024], [128, 32768]];
+  const profile = kernelProfile(profileShapes);
   const gbs = (bytes, ms) => bytes / ms / 1e6;
   const ratio = (a, b) => (a && b ? a / b : null);
   const notes = [
@@ -289,6 +299,16 @@ export async function run({ quick = false } = {}) {
       rows: rows.map((r) => [r.d, r.n, gbs(r.f32Bytes, r.f32), gbs(r.q8Bytes, r.q8), ratio(r.f32, r.floor), ratio(r.q8, r.q8Floor),
         ratio(r.onnx, r.f32), ratio(r.onnx, r.q8), ratio(r.f32, r.q8), ratio(r.naive, r.f32), ratio(r.naive, r.q8), ratio(r.f32, r.nativeF32)]),
       notes: ['Ratios above 1 in "onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster; "… ÷ floor" is how far from streaming speed.'],
+    },
+    {
+      name: 'attention-profile',
+      title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, SIMD128)',
+      columns: ['head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (widen + sum)', 'floor f32', 'floor q8'],
+      rows: profile.map((p) => {
+        const shape = rows.find((r) => r.d === p.d && r.n === p.n);
+        return [p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floor ?? null, shape?.q8Floor ?? null];
+      }),
+      notes: ['Each kernel runs for all 8 KV heads on the same data as above; q8 scores run the hi and lo i16 code vectors of each query (see include/kvcache.h).'],
     },
   ];
 }

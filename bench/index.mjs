@@ -35,7 +35,7 @@ for (const name of wanted) {
 
 // What the benchmarks need: the module, the bench programs, the npm comparisons.
 const needed = [join(wasmBuildDir, 'bench', 'kvcache-scalar.wasm'), join(wasmBuildDir, 'bench', 'naive-attend.wasm'),
-  join(nativeBuildDir, 'kvc_bench_native')];
+  join(wasmBuildDir, 'bench', 'kernel-profile.js'), join(nativeBuildDir, 'kvc_bench_native')];
 if (!wasmUpToDate() || needed.some((file) => !existsSync(file))) {
   ensureToolchain();
   buildNative();

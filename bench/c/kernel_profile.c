@@ -1,0 +1,90 @@
+/*
+ * kernel_profile.c -- where decode attention spends its time: the kernels
+ * of one attend_heads step (32 query heads over 8 KV heads) timed one by
+ * one on the same shapes, in the wasm build with the SIMD128 kernels.
+ * Prints one JSON line per shape:  kernel-profile.js d:n [d:n ...]
+ */
+#include <emscripten.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define NUM_KV_HEADS 8
+#define GROUP 4
+#define ROUNDS 5
+
+static float uniform(unsigned *state) {
+    *state = *state * 1664525u + 1013904223u;
+    return (float)(*state >> 8) / 8388608.0f - 1.0f;
+}
+
+/* Best time (ms) over ROUNDS of running `work` for every KV head. */
+#define BEST(result, work)                                                \
+    do {                                                                  \
+        double best_ = 1e30;                                              \
+        for (int round_ = 0; round_ <= ROUNDS; round_++) {                \
+            const double t0_ = emscripten_get_now();                      \
+            for (size_t h = 0; h < NUM_KV_HEADS; h++) { work; }           \
+            const double t_ = emscripten_get_now() - t0_;                 \
+            if (round_ > 0 && t_ < best_) best_ = t_;                     \
+        }                                                                 \
+        result = best_;                                                   \
+    } while (0)
+
+static int profile(size_t d, size_t n) {
+    const kvc_kernels *k = kvc_kernels_active();
+    const size_t row_bytes = 4 + d, G = GROUP;
+    float *keys = malloc(NUM_KV_HEADS * n * d * sizeof(float));
+    float *values = malloc(NUM_KV_HEADS * n * d * sizeof(float));
+    uint8_t *qrows = malloc(NUM_KV_HEADS * n * row_bytes);
+    float *q = malloc(G * d * sizeof(float)), *z = malloc(2 * G * n * sizeof(float));
+    float *out = malloc(G * d * sizeof(float)), *tile = malloc(8192 * sizeof(float));
+    float *tile_scales = malloc(1024 * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
+    int16_t *q16 = malloc(2 * G * d * sizeof(int16_t));
+    float q_scales[2 * GROUP];
+    if (!keys || !values || !qrows || !q || !z || !out || !tile || !tile_scales || !tile_w || !q16) return 1;
+    unsigned state = 7;
+    for (size_t i = 0; i < NUM_KV_HEADS * n * d; i++) {
+        keys[i] = uniform(&state);
+        values[i] = uniform(&state);
+    }
+    for (size_t i = 0; i < NUM_KV_HEADS * n * row_bytes; i++) qrows[i] = (uint8_t)(state = state * 1664525u + 1013904223u) ;
+    for (size_t p = 0; p < NUM_KV_HEADS * n; p++) {
+        const float scale = 0.01f;
+        memcpy(qrows + p * row_bytes, &scale, sizeof scale);
+    }
+    for (size_t i = 0; i < G * d; i++) q[i] = uniform(&state);
+    for (size_t g = 0; g < 2 * G; g++) q_scales[g] = k->quantize_query(d, q + (g % G) * d, q16 + g * d);
+    const size_t tile_rows = 8192 / d < 8 ? 8 : 8192 / d;
+    const float sqrt_d = 11.3137f;
+    double scores_f32, softmax, values_f32, scores_q8, values_q8;
+    BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
+    BEST(softmax, k->softmax(G, n, z, n));
+    BEST(values_f32, (memset(out, 0, G * d * sizeof(float)),
+                      k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
+    /* q8 keys: the hi and lo code vectors of every query, as attend does. */
+    BEST(scores_q8, k->scores_q8(2 * G, n, d, q16, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
+    BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
+        const size_t rows = n - first < tile_rows ? n - first : tile_rows;
+        k->widen_q8(rows, d, qrows + (h * n + first) * row_bytes, tile, tile_scales);
+        for (size_t g = 0; g < G; g++)
+            for (size_t t = 0; t < rows; t++) tile_w[g * tile_rows + t] = z[g * n + first + t] * tile_scales[t];
+        k->weighted_sum_f32(G, rows, d, tile_w, tile_rows, tile, out);
+    });
+    printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
+           "\"scores_q8\":%.4f,\"values_q8\":%.4f}\n",
+           d, n, scores_f32, softmax, values_f32, scores_q8, values_q8);
+    free(keys), free(values), free(qrows), free(q), free(z), free(out);
+    free(tile), free(tile_scales), free(tile_w), free(q16);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        size_t d, n;
+        if (sscanf(argv[i], "%zu:%zu", &d, &n) != 2 || profile(d, n) != 0) return 1;
+    }
+    return 0;
+}
