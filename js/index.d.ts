@@ -180,6 +180,8 @@ export class KvCache {
   appendLayer(index: number, k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
   appendLayerBatch(index: number, k: Float32Array, v: Float32Array, alive?: AliveMask | null): void;
   attendLayer(index: number, q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
+  /** layer(index).attendHeads(q, into): all query heads of a layer in one call. */
+  attendLayerHeads(index: number, q: Float32Array, into?: { out?: Float32Array; probs?: Float32Array }): { out: Float32Array; probs: Float32Array | null };
   /** Truncates every layer; refused when the model has linear layers (roll back with a verify). */
   truncateLast(n: number): void;
   clear(): void;

@@ -91,6 +91,11 @@ export class KvCache {
     return this.layer(index).attend(q, kvHead, into);
   }
 
+  /** layer(index).attendHeads(q, into): the whole layer's query heads in one call. */
+  attendLayerHeads(index, q, into) {
+    return this.layer(index).attendHeads(q, into);
+  }
+
   /** Positions every layer holds (rows for full layers, steps for linear ones): the least of them. */
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_model_memory_bytes(this.#live('memoryBytes')) >>> 0; }

@@ -2,7 +2,7 @@
 // give each query head exactly what attend gives it.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { LayerKvCache } from '../../js/index.js';
+import { KvCache, LayerKvCache } from '../../js/index.js';
 import { MODES, bitsEqual, fingerprint, normals, outlierKeys, ready, rng } from './helpers.mjs';
 
 before(ready);
@@ -56,6 +56,15 @@ for (const mode of MODES) {
     assert.equal(cache.attendHeads(q).probs, null, 'no probs unless asked');
   });
 }
+
+test('KvCache.attendLayerHeads is the layer\'s attendHeads', () => {
+  const model = new KvCache({ numLayers: 2, numKvHeads: 2, headDim: 8, mode: 'q8' });
+  const r = rng(6);
+  model.appendLayerBatch(1, outlierKeys(r, 70, 0, 2, 8), normals(r, 70 * 16));
+  const q = normals(r, 4 * 8);
+  assert.ok(bitsEqual(model.attendLayerHeads(1, q).out, model.layer(1).attendHeads(q).out));
+  model.free();
+});
 
 test('attendGroup and attendHeads name q and into, and change nothing when refused', () => {
   const cache = filled('q8', 2, 8, 70, 5);
