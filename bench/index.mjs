@@ -19,6 +19,7 @@ const benchmarks = {
   attention: () => import('./attention.mjs'),
   append: () => import('./append.mjs'),
   rollback: () => import('./rollback.mjs'),
+  snapshot: () => import('./snapshot.mjs'),
   generation: () => import('./generation.mjs'),
 };
 

@@ -88,8 +88,15 @@ typedef enum kvc_status {
     KVC_E_VALUE_DIM = 19,       /* value_dim is 0 or above KVC_MAX_HEAD_DIM */
     KVC_E_PHASE_MASS = 20,      /* phase_mass is negative, NaN or infinite */
     KVC_E_NONFINITE_DECAY = 21, /* a decay is NaN or +-Inf */
-    KVC_E_LAYERS = 22           /* model layers: none, repeated, already in a model, or at
+    KVC_E_LAYERS = 22,          /* model layers: none, repeated, already in a model, or at
                                    different position counts */
+    KVC_E_SNAPSHOT_MAGIC = 23,  /* not a snapshot of this kind (wrong magic bytes) */
+    KVC_E_SNAPSHOT_VERSION = 24,/* a snapshot format version this library does not read */
+    KVC_E_SNAPSHOT_TRUNCATED = 25, /* the snapshot ends before its contents do */
+    KVC_E_SNAPSHOT_CHECKSUM = 26,  /* the checksum does not match: bytes were changed */
+    KVC_E_SNAPSHOT_CORRUPT = 27,   /* counts or values that no cache can hold */
+    KVC_E_SNAPSHOT_TOO_LARGE = 28, /* geometry or counts larger than the snapshot could carry */
+    KVC_E_BUDGET = 29           /* eviction: budget 0, or sinks + recent above it */
 } kvc_status;
 
 /* kvc_status_name():
@@ -205,10 +212,14 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
                             float *out, float *probs);
 
 /* kvc_layer_truncate_last():
- * Drops the last min(n, seq_len) positions: every store of every head loses
- * exactly its own rows at those positions, imp loses the slots, and a q8
- * field unfreezes when seq_len falls to KVC_Q8_WINDOW or below.  Keeps the
- * allocation (no reallocation).  During a verify, use kvc_layer_accept.
+ * Rewinds the last n positions (all when n >= the next position): the next
+ * position goes back by n, and every slot at or after it goes -- every
+ * store of every head loses exactly its own rows at those positions and
+ * imp loses the slots.  Until a layer evicts, that is its last min(n,
+ * seq_len) slots; after an eviction, positions already evicted are simply
+ * not there to drop.  A q8 field unfreezes when the next position falls to
+ * KVC_Q8_WINDOW or below.  Keeps the allocation (no reallocation).  During
+ * a verify, use kvc_layer_accept.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer) or
  *           KVC_E_VERIFYING. */
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
@@ -310,7 +321,7 @@ int kvc_layer_field_frozen(const kvc_layer *layer);
 /* kvc_layer_memory_bytes():
  * Bytes of data the cache holds, exactly (H heads, d = head_dim,
  * L = seq_len, n_h = rows of head h, w_h = of them at positions < W):
- *   L * (4 + ceil(H / 8))                      importance + alive map
+ *   L * (8 + ceil(H / 8))                      importance, position, alive map
  * + per f32 component:  sum_h n_h * d * 4
  * + per int8 component: sum_h (w_h * d * 4 + (n_h - w_h) * (d + 4))
  *                       + (field frozen ? H * d * 4 : 0)
@@ -329,6 +340,88 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
  * @return : the length the full description needs, excluding the NUL (as
  *           snprintf); 0 when layer is NULL. */
 size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len);
+
+/* ------------------------------------------------------------------------ */
+/* Eviction: bounding a layer                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A layer holds its positions in order, one slot each: seq_len counts the
+ * slots, and attend's probs and imp are per slot.  Until a layer evicts,
+ * slot s holds position s; afterwards kvc_layer_positions says which
+ * absolute positions remain, and kvc_layer_next_position is the absolute
+ * position the next append gets (for RoPE).  Memory formula: each slot also
+ * costs 4 bytes for its position (see kvc_layer_memory_bytes). */
+
+/* kvc_layer_positions():
+ * Copies the absolute position of each slot (seq_len values, increasing).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_LENGTH. */
+kvc_status kvc_layer_positions(const kvc_layer *layer, uint32_t *dst, size_t dst_len);
+
+/* The absolute position the next append gets: positions appended, minus
+ * those truncated or rejected (0 for NULL or a linear layer). */
+size_t kvc_layer_next_position(const kvc_layer *layer);
+
+/* kvc_layer_evict():
+ * Keeps at most `budget` positions: the first `sinks`, the `recent` newest,
+ * and between them the highest importance (kvc_layer_accumulate_imp), ties
+ * to the older; in their order, every head and store alike.  In place and
+ * O(rows): kept rows move down, quantized rows keep their codes and scales,
+ * the field stays.  Nothing happens when seq_len <= budget.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_BUDGET (budget 0,
+ *           or sinks + recent > budget), KVC_E_VERIFYING, or KVC_E_NOMEM
+ *           (a scratch of 5 bytes per position; nothing changed). */
+kvc_status kvc_layer_evict(kvc_layer *layer, size_t budget, size_t sinks, size_t recent);
+
+/* kvc_layer_slide_window(): a sliding window with sinks: kvc_layer_evict(
+ * layer, window, sinks, window - sinks).  @return : as kvc_layer_evict. */
+kvc_status kvc_layer_slide_window(kvc_layer *layer, size_t window, size_t sinks);
+
+/* kvc_layer_eviction_plan():
+ * The absolute positions kvc_layer_evict would keep (*count of them, at most
+ * budget, increasing) into `kept`, without evicting.
+ * @return : as kvc_layer_evict (no KVC_E_VERIFYING), or KVC_E_LENGTH when
+ *           kept_len < min(seq_len, budget). */
+kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t sinks,
+                                   size_t recent, uint32_t *kept, size_t kept_len, size_t *count);
+
+/* kvc_layer_set_max_rows():
+ * Bounds the layer: an append of n positions that would take it past
+ * max_rows first evicts down to max_rows - n with this policy (the new
+ * positions are always kept; a verify's drafts, and what accept keeps
+ * of them, may go past it until the next append after the verify).  max_rows 0 turns it off.  Appends of more than max_rows
+ * positions at once then fail with KVC_E_LENGTH.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_BUDGET (as
+ *           kvc_layer_evict, or max_rows above KVC_MAX_POSITIONS). */
+kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sinks, size_t recent);
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A snapshot is a layer's or a model's whole state as bytes (format:
+ * docs/snapshot-format.md): little-endian, versioned, CRC-32-checked, the
+ * same bytes from every build.  A restored cache is bit-identical: rows,
+ * scales, field, imp, positions, alive map, linear state, eviction policy.
+ * Not during a verify (accept or reject first). */
+
+/* kvc_layer_snapshot_size(): bytes kvc_layer_serialize writes (0 for NULL or
+ * while verifying). */
+size_t kvc_layer_snapshot_size(const kvc_layer *layer);
+
+/* kvc_layer_serialize():
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING, or KVC_E_LENGTH
+ *           (dst_len < kvc_layer_snapshot_size). */
+kvc_status kvc_layer_serialize(const kvc_layer *layer, uint8_t *dst, size_t dst_len);
+
+/* kvc_layer_deserialize():
+ * A new layer from a snapshot; on success *out owns it.  Every byte is
+ * checked; nothing is allocated before the counts are known to fit the
+ * snapshot, and nothing leaks on refusal.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_SNAPSHOT_MAGIC,
+ *           KVC_E_SNAPSHOT_VERSION, KVC_E_SNAPSHOT_TRUNCATED,
+ *           KVC_E_SNAPSHOT_CHECKSUM, KVC_E_SNAPSHOT_CORRUPT,
+ *           KVC_E_SNAPSHOT_TOO_LARGE or KVC_E_NOMEM; *out NULL on error. */
+kvc_status kvc_layer_deserialize(const uint8_t *src, size_t len, kvc_layer **out);
 
 /* ------------------------------------------------------------------------ */
 /* Linear-attention layers                                                   */
@@ -449,13 +542,15 @@ kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out);
  * Use it like any layer, but do not free it. */
 kvc_layer *kvc_model_layer(const kvc_model *model, size_t i);
 size_t kvc_model_num_layers(const kvc_model *model);
-/* Positions every layer holds: the least seq_len (full) or steps (linear). */
+/* Positions every layer has taken in: the least next position (full
+ * layers; their seq_len until they evict) or steps (linear). */
 size_t kvc_model_seq_len(const kvc_model *model);
 /* Sums over the layers. */
 size_t kvc_model_memory_bytes(const kvc_model *model);
 size_t kvc_model_capacity_bytes(const kvc_model *model);
 
-/* kvc_model_truncate_last(): truncates every layer by n.
+/* kvc_model_truncate_last(): rewinds every layer by n positions (each
+ * layer's next position goes back by n, whatever each has evicted).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (the model has a linear
  *           layer: roll back with a verify instead) or KVC_E_VERIFYING. */
 kvc_status kvc_model_truncate_last(kvc_model *model, size_t n);
@@ -474,6 +569,20 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j);
 
 /* 1 while the model's layers verify. */
 int kvc_model_verifying(const kvc_model *model);
+
+/* kvc_model_evict(): kvc_layer_evict on every full layer, each by its own
+ * importance (linear layers hold no rows), all or none.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_BUDGET, KVC_E_VERIFYING or
+ *           KVC_E_NOMEM. */
+kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t recent);
+
+/* Model snapshots: the layers' snapshots in one frame; as the layer ones.
+ * kvc_model_serialize also returns KVC_E_LAYERS while the layers have taken
+ * in different numbers of positions (a runner between two layers of a
+ * step): a reader refuses such a snapshot. */
+size_t kvc_model_snapshot_size(const kvc_model *model);
+kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_len);
+kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out);
 
 #ifdef __cplusplus
 }

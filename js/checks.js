@@ -19,7 +19,8 @@ const STATUS = [
   'KVC_E_NONFINITE_QUERY', 'KVC_E_PROBS', 'KVC_E_TOO_LONG', 'KVC_E_NOMEM', 'KVC_E_KIND',
   'KVC_E_VERIFYING', 'KVC_E_NOT_VERIFYING', 'KVC_E_ACCEPT', 'KVC_E_NUM_HEADS',
   'KVC_E_NUM_FEATURES', 'KVC_E_VALUE_DIM', 'KVC_E_PHASE_MASS', 'KVC_E_NONFINITE_DECAY',
-  'KVC_E_LAYERS',
+  'KVC_E_LAYERS', 'KVC_E_SNAPSHOT_MAGIC', 'KVC_E_SNAPSHOT_VERSION', 'KVC_E_SNAPSHOT_TRUNCATED',
+  'KVC_E_SNAPSHOT_CHECKSUM', 'KVC_E_SNAPSHOT_CORRUPT', 'KVC_E_SNAPSHOT_TOO_LARGE', 'KVC_E_BUDGET',
 ];
 
 // How a bad argument is shown in a message: 1.5, "2", null, a Float64Array.
@@ -89,6 +90,23 @@ export function checkInto(where, into, name, length) {
   return value;
 }
 
+/** Bytes given as a Uint8Array, an ArrayBuffer or another view; a Uint8Array over them. */
+export function checkBytes(where, name, value) {
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  throw new TypeError(`${where}: ${name} must be a Uint8Array or an ArrayBuffer (got ${shown(value)})`);
+}
+
+/** An eviction policy { budget, sinks?, recent? } checked against each other. */
+export function checkPolicy(where, name, policy) {
+  checkObject(where, name, policy);
+  const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, 0x7fffffff);
+  const sinks = checkInteger(where, `${name}.sinks`, policy.sinks ?? Math.min(4, budget), 0, budget);
+  const recent = checkInteger(where, `${name}.recent`, policy.recent ?? Math.floor((budget - sinks) / 2), 0, budget - sinks);
+  return { budget, sinks, recent };
+}
+
 /** stage() or a KvCacheError when the wasm heap cannot grow. */
 export function staged(where, ...sizes) {
   const pointers = stage(...sizes);
@@ -122,6 +140,13 @@ export function checkStatus(where, status, names = {}) {
       throw new KvCacheError(`${where}: not allowed during a speculative verify; accept() or reject() first`, code);
     case 'KVC_E_NOT_VERIFYING':
       throw new KvCacheError(`${where}: no verify is open; call beginVerify() first`, code);
+    case 'KVC_E_SNAPSHOT_MAGIC':
+    case 'KVC_E_SNAPSHOT_VERSION':
+    case 'KVC_E_SNAPSHOT_TRUNCATED':
+    case 'KVC_E_SNAPSHOT_CHECKSUM':
+    case 'KVC_E_SNAPSHOT_CORRUPT':
+    case 'KVC_E_SNAPSHOT_TOO_LARGE':
+      throw new KvCacheError(`${where}: bytes refused: ${readCString(lib().kvc_status_name(status) >>> 0)}; nothing was created`, code);
     default:
       throw new KvCacheError(`${where}: ${readCString(lib().kvc_status_name(status) >>> 0)}`, code);
   }

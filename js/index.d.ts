@@ -45,6 +45,19 @@ export interface FullLayerOptions {
   headDim: number;
   /** Storage mode, default 'f32'. */
   mode?: KvMode;
+  /** Bound the cache: an append that would pass maxRows evicts first (see LayerKvCache#setMaxRows). */
+  maxRows?: number;
+  /** Eviction's sinks and recent counts for maxRows (evict's defaults when left out). */
+  sinks?: number;
+  recent?: number;
+}
+
+/** What evict keeps: at most `budget` positions — the first `sinks` (default min(4, budget)), the
+ * `recent` newest (default half of the rest), and the most attended (imp) in between. */
+export interface EvictionPolicy {
+  budget: number;
+  sinks?: number;
+  recent?: number;
 }
 
 /** A linear-attention layer: a recurrent f64 state [numHeads × numFeatures × valueDim]. */
@@ -84,8 +97,10 @@ export class LayerKvCache {
   readonly headDim: number;
   /** Storage mode of a full layer (null for a linear one). */
   readonly mode: KvMode | null;
-  /** Positions appended so far (dead heads included). */
+  /** Positions held: appended (dead heads included) minus truncated and evicted. */
   readonly seqLen: number;
+  /** The absolute position the next append gets (its RoPE position): seqLen until the cache evicts. */
+  readonly nextPosition: number;
   /** Bytes of data held (rows, scales, fields, imp, alive map); see the README's formula. */
   readonly memoryBytes: number;
   /** Bytes allocated, reserved capacity and bookkeeping included. */
@@ -124,7 +139,8 @@ export class LayerKvCache {
   /** m queries at once: q is [m × headDim], query i sees positions 0 .. seqLen − m + i.
    * probs is [m × headLen(kvHead)], zero where a query does not see a row. */
   attendCausal(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
-  /** Drops the last min(n, seqLen) positions (not during a verify). */
+  /** Rewinds the last n positions: nextPosition goes back by n (to 0 at most) and the rows at or after it go;
+   * before any eviction, the last min(n, seqLen) rows. Not during a verify. */
   truncateLast(n: number): void;
   /** One linear step; returns out [numHeads × valueDim]. decay defaults to all ones. */
   linearStep(phiK: Float32Array, phiQ: Float32Array, v: Float32Array, decay?: Float32Array | null, out?: Float32Array): Float32Array;
@@ -150,6 +166,20 @@ export class LayerKvCache {
   headValues(kvHead: number): Float32Array;
   /** The position of each stored row of kvHead. */
   headPositions(kvHead: number): Uint32Array;
+  /** The absolute position of each slot (seqLen values, increasing). */
+  positions(): Uint32Array;
+  /** Keeps what `policy` says, in order and in place (no requantizing); returns the positions kept. Not during a verify. */
+  evict(policy: EvictionPolicy): Uint32Array;
+  /** evict({ budget: window, sinks, recent: window − sinks }); sinks defaults to min(4, window). */
+  slideWindow(window: number, sinks?: number): Uint32Array;
+  /** The positions evict(policy) would keep, without evicting. */
+  evictionPlan(policy: EvictionPolicy): Uint32Array;
+  /** Bounds the cache from the next append on; 0 lifts the bound. A verify's drafts may pass it until the next append after accept. */
+  setMaxRows(maxRows: number, options?: { sinks?: number; recent?: number }): void;
+  /** The whole cache as a versioned, CRC-checked snapshot (docs/snapshot-format.md); the same bytes from every build. Not during a verify. */
+  serialize(): Uint8Array;
+  /** A new cache from serialize()'s bytes; refused bytes throw a KvCacheError whose code says why (KVC_E_SNAPSHOT_*). */
+  static deserialize(bytes: Uint8Array): LayerKvCache;
   /** A deep, independent copy (not during a verify). */
   clone(): LayerKvCache;
   /** Releases the memory now; idempotent, later calls throw. Throws for a layer owned by a KvCache. */
@@ -159,7 +189,7 @@ export class LayerKvCache {
 }
 
 export type KvCacheConfig =
-  | { numLayers: number; numKvHeads: number; headDim: number; mode?: KvMode }
+  | { numLayers: number; numKvHeads: number; headDim: number; mode?: KvMode; maxRows?: number; sinks?: number; recent?: number }
   | { layers: readonly LayerKvCacheOptions[] };
 
 /** A model's cache: one layer per transformer layer, full or linear. */
@@ -167,7 +197,7 @@ export class KvCache {
   constructor(config: KvCacheConfig);
 
   readonly numLayers: number;
-  /** Positions every layer holds (the least over layers). */
+  /** The least nextPosition over the layers: the position the next token takes. */
   readonly seqLen: number;
   readonly memoryBytes: number;
   readonly capacityBytes: number;
@@ -190,6 +220,12 @@ export class KvCache {
   /** Keeps the first j of the k drafts in every layer (all must hold k) and closes the verify. */
   accept(j: number): void;
   reject(): void;
+  /** evict(policy) on every full layer, each by its own imp; all layers or none. Not during a verify. */
+  evict(policy: EvictionPolicy): void;
+  /** Every layer in one snapshot. Not during a verify. */
+  serialize(): Uint8Array;
+  /** A new KvCache from serialize()'s bytes; refused bytes throw a KvCacheError (KVC_E_SNAPSHOT_*). */
+  static deserialize(bytes: Uint8Array): KvCache;
   clone(): KvCache;
   free(): void;
   [Symbol.dispose](): void;

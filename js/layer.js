@@ -3,8 +3,9 @@
 // kvc_layer pointer; include/kvcache.h has the rules.
 import { heap, lib, loaded, readCString, unstage } from './runtime.js';
 import {
-  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkStatus, shown, staged,
+  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, checkStatus, shown, staged,
 } from './checks.js';
+import { deserializeWith, serializeWith } from './snapshot.js';
 
 const MODES = ['f32', 'q8', 'q8k', 'q8v'];
 export const Q8_WINDOW = 64;
@@ -32,7 +33,12 @@ export function createLayer(where, options) {
     if (!MODES.includes(mode)) {
       throw new RangeError(`${where}: mode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(mode)})`);
     }
+    const policy = options.maxRows === undefined ? null
+      : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
     checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, MODES.indexOf(mode), outPtr));
+    const ptr = heap().u32[outPtr >>> 2];
+    if (policy) exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent);
+    return ptr;
   } else if (kind === 'linear') {
     const numHeads = checkInteger(where, 'numHeads', options.numHeads, 1, MAX_KV_HEADS);
     const numFeatures = checkInteger(where, 'numFeatures', options.numFeatures, 1, MAX_HEAD_DIM);
@@ -334,7 +340,7 @@ export class LayerKvCache {
     }
   }
 
-  /** Drops the last min(n, seqLen) positions (not during a verify: use accept). */
+  /** Rewinds the last n positions: nextPosition goes back by n (to 0 at most) and the rows at or after it go; before any eviction, the last min(n, seqLen) rows. Not during a verify: use accept. */
   truncateLast(n) {
     const where = 'LayerKvCache.truncateLast';
     const ptr = this.#full('truncateLast');
@@ -482,6 +488,85 @@ export class LayerKvCache {
   /** Drops every draft position and closes the verify: accept(0). */
   reject() {
     checkStatus('LayerKvCache.reject', lib().kvc_layer_accept(this.#live('reject'), 0));
+  }
+
+  /** The absolute position of each slot (seqLen of them, increasing): 0, 1, 2, … until the cache evicts. */
+  positions() {
+    const ptr = this.#full('positions');
+    const n = this.seqLen;
+    return this.#read('positions', 'u32', n, (dst) => lib().kvc_layer_positions(ptr, dst, n));
+  }
+
+  /** The absolute position the next append gets (its RoPE position). */
+  get nextPosition() { return lib().kvc_layer_next_position(this.#live('nextPosition')) >>> 0; }
+
+  /**
+   * Keeps at most `budget` positions: the first `sinks` (default 4), the
+   * `recent` newest (default half the rest), and between them those with the
+   * most attention (imp), in order; the rest are dropped in place, nothing
+   * requantized. Returns the absolute positions kept.
+   */
+  evict(policy) {
+    const where = 'LayerKvCache.evict';
+    const ptr = this.#full('evict');
+    const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    checkStatus(where, lib().kvc_layer_evict(ptr, budget, sinks, recent));
+    return this.positions();
+  }
+
+  /** A sliding window: keeps the first `sinks` and the newest window − sinks positions. Returns the positions kept. */
+  slideWindow(window, sinks = Math.min(4, window)) {
+    const where = 'LayerKvCache.slideWindow';
+    const ptr = this.#full('slideWindow');
+    checkInteger(where, 'window', window, 1, MAX_POSITIONS);
+    checkInteger(where, 'sinks', sinks, 0, window);
+    checkStatus(where, lib().kvc_layer_slide_window(ptr, window, sinks));
+    return this.positions();
+  }
+
+  /** The absolute positions evict(policy) would keep, without evicting. */
+  evictionPlan(policy) {
+    const where = 'LayerKvCache.evictionPlan';
+    const ptr = this.#full('evictionPlan');
+    const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    const n = Math.min(this.seqLen, budget);
+    const [dst, countPtr] = staged(where, n * 4, 4);
+    try {
+      checkStatus(where, lib().kvc_layer_eviction_plan(ptr, budget, sinks, recent, dst, n, countPtr));
+      const count = heap().u32[countPtr >>> 2];
+      return heap().u32.slice(dst >>> 2, (dst >>> 2) + count);
+    } finally {
+      unstage();
+    }
+  }
+
+  /**
+   * Bounds the cache: an append that would take it past maxRows first
+   * evicts with { sinks, recent } (evict's defaults). 0 turns it off.
+   */
+  setMaxRows(maxRows, { sinks, recent } = {}) {
+    const where = 'LayerKvCache.setMaxRows';
+    const ptr = this.#full('setMaxRows');
+    checkInteger(where, 'maxRows', maxRows, 0, MAX_POSITIONS);
+    const policy = maxRows === 0 ? { budget: 0, sinks: 0, recent: 0 } : checkPolicy(where, 'options', { budget: maxRows, sinks, recent });
+    checkStatus(where, lib().kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
+  }
+
+  /**
+   * The whole cache as bytes (a versioned, checksummed snapshot; the same
+   * bytes from every build): save it to IndexedDB or OPFS, or send it to a
+   * worker, and restore it with LayerKvCache.deserialize. Not during a verify.
+   */
+  serialize() {
+    const ptr = this.#live('serialize');
+    return serializeWith('LayerKvCache.serialize', lib().kvc_layer_snapshot_size(ptr) >>> 0,
+      (dst, size) => lib().kvc_layer_serialize(ptr, dst, size));
+  }
+
+  /** A new cache from serialize()'s bytes; corrupt, truncated or foreign bytes throw a KvCacheError saying why. */
+  static deserialize(bytes) {
+    lib(); // a clear error before init()
+    return wrapLayer(deserializeWith('LayerKvCache.deserialize', bytes, lib().kvc_layer_deserialize));
   }
 
   /** A deep, independent copy (fork a conversation). Not during a verify. */

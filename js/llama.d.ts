@@ -65,8 +65,8 @@ export class Llama {
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
-  /** A new session with its own KvCache in the given mode. */
-  session(options?: { mode?: KvMode }): LlamaSession;
+  /** A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy). */
+  session(options?: { mode?: KvMode; maxRows?: number; sinks?: number; recent?: number }): LlamaSession;
   /** No-cache reference: logits of every position [m × vocab], computed from scratch. */
   referenceLogits(tokens: readonly number[]): Float32Array;
   /** Appends the tokens to the cache and returns their logits and attention probabilities. */

@@ -162,9 +162,13 @@ export class Llama {
     this.tokenizer = tokenizer;
   }
 
-  /** A new generation session with its own cache. */
-  session({ mode = 'f32' } = {}) {
-    return new LlamaSession(this, mode);
+  /**
+   * A new generation session with its own cache. `maxRows` bounds every
+   * layer's cache (evicting with { sinks, recent } when it fills; see
+   * LayerKvCache#evict).
+   */
+  session({ mode = 'f32', maxRows, sinks, recent } = {}) {
+    return new LlamaSession(this, { mode, maxRows, sinks, recent });
   }
 
   /**
@@ -263,7 +267,7 @@ export class Llama {
   forward(cache, tokens) {
     const { dim, numHeads, numKvHeads, headDim, eps, ropeBase, contextLength } = this.config;
     const m = tokens.length;
-    const first = cache.seqLen;
+    const first = cache.seqLen; // the absolute position: evicted positions still count
     if (first + m > contextLength) {
       throw new RangeError(`Llama.forward: ${first + m} positions exceed the model's context of ${contextLength}`);
     }
@@ -288,7 +292,7 @@ export class Llama {
       const heads = [];
       if (m === 1) {
         // One token: the whole layer's heads in one call, each KV row read once per group.
-        const rows = layerCache.seqLen;
+        const rows = layerCache.seqLen; // slots held, after any eviction this append made
         const probs = new Float32Array(numHeads * rows);
         layerCache.attendHeads(q, { out: att, probs });
         for (let h = 0; h < numHeads; h++) heads.push({ probs: probs.subarray(h * rows, (h + 1) * rows), rows });
@@ -333,10 +337,10 @@ function accumulateAttention(cache, attention, keep) {
 
 /** A model with its cache: what generate() drives. */
 export class LlamaSession {
-  constructor(llama, mode) {
+  constructor(llama, { mode, maxRows, sinks, recent }) {
     const { numLayers, numKvHeads, headDim } = llama.config;
     this.llama = llama;
-    this.cache = new KvCache({ numLayers, numKvHeads, headDim, mode });
+    this.cache = new KvCache({ numLayers, numKvHeads, headDim, mode, maxRows, sinks, recent });
   }
 
   get mode() {

@@ -1,8 +1,9 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
 import { heap, lib, loaded, unstage } from './runtime.js';
-import { KvCacheError, checkInteger, checkObject, checkStatus, staged } from './checks.js';
+import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, staged } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
+import { deserializeWith, serializeWith } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
@@ -21,8 +22,8 @@ function layerSpecs(where, config) {
     return config.layers;
   }
   const numLayers = checkInteger(where, 'numLayers', config.numLayers, 1, MAX_LAYERS);
-  const { numKvHeads, headDim, mode } = config;
-  return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode }));
+  const { numKvHeads, headDim, mode, maxRows, sinks, recent } = config;
+  return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode, maxRows, sinks, recent }));
 }
 
 /**
@@ -108,7 +109,7 @@ export class KvCache {
   /** True while a speculative verify is open. */
   get verifying() { return lib().kvc_model_verifying(this.#live('verifying')) !== 0; }
 
-  /** Drops the last min(n, seqLen) positions of every layer; a model with linear layers rolls back with a verify instead. */
+  /** Rewinds every layer by n positions (see LayerKvCache#truncateLast); a model with linear layers rolls back with a verify instead. */
   truncateLast(n) {
     const where = 'KvCache.truncateLast';
     const ptr = this.#live('truncateLast');
@@ -160,6 +161,27 @@ export class KvCache {
   /** Drops every draft position and closes the verify: accept(0). */
   reject() {
     this.accept(0);
+  }
+
+  /** evict(policy) on every full layer, each by its own importance (see LayerKvCache#evict); all or none. */
+  evict(policy) {
+    const where = 'KvCache.evict';
+    const ptr = this.#live('evict');
+    const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    checkStatus(where, lib().kvc_model_evict(ptr, budget, sinks, recent));
+  }
+
+  /** Every layer as bytes in one snapshot; KvCache.deserialize restores it. Not during a verify. */
+  serialize() {
+    const ptr = this.#live('serialize');
+    return serializeWith('KvCache.serialize', lib().kvc_model_snapshot_size(ptr) >>> 0,
+      (dst, size) => lib().kvc_model_serialize(ptr, dst, size));
+  }
+
+  /** A new model cache from serialize()'s bytes; refused bytes throw a KvCacheError saying why. */
+  static deserialize(bytes) {
+    lib(); // a clear error before init()
+    return new KvCache({ [adoptPointer]: deserializeWith('KvCache.deserialize', bytes, lib().kvc_model_deserialize) });
   }
 
   /** A deep, independent copy of every layer. Not during a verify. */

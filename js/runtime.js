@@ -1,7 +1,7 @@
 // The wasm module and its heap: loading (init), typed-array views that are
 // never stale, and staging memory for the arrays a call passes to C.
 
-const WASM_ABI = 3; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 4; // must equal KVC_WASM_ABI in src/wasm/abi.c
 
 // Staging buffers up to this size stay allocated between calls; larger ones
 // (a big prefill) are released as soon as the call returns.

@@ -11,8 +11,7 @@ import { normals, outlierKeys, rng } from '/bench/synthetic.mjs';
 const MODES = ['f32', 'q8', 'q8k', 'q8v'];
 const QUANTIZED = ['q8', 'q8k', 'q8v'];
 const COLORS = { f32: '#3b6fd4', q8: '#d6453d', q8k: '#e69a28', q8v: '#2f9e58', imp: '#9aa3b0', kept: '#7c4dd6' };
-const SINKS = 4;
-const RECENT = 16;
+const SINKS = 4; // eviction keeps the first positions: attention sinks
 const MAX_STREAM_TOKENS = 600;
 
 const $ = (id) => document.getElementById(id);
@@ -123,17 +122,26 @@ class ModelSource {
     addSpan(ids.map((id) => this.decoder.push(id)).join(''), 'prompt');
   }
 
-  get seqLen() { return this.driver.cache.seqLen; }
+  get seqLen() { return this.driver.cache.layer(0).seqLen; }
+
+  get position() { return this.driver.cache.seqLen; }
 
   memory() {
     return Object.fromEntries(MODES.map((m) => [m, this.shadows[m].cache.memoryBytes]));
   }
 
-  imp() {
-    const { cache } = this.driver;
-    const total = new Float32Array(cache.layer(0).seqLen);
-    for (let l = 0; l < cache.numLayers; l++) cache.layer(l).imp.forEach((x, p) => { total[p] += x; });
-    return total;
+  /** The layer the importance panel shows: layer 0 of the driving cache (each layer evicts by its own imp). */
+  shownLayer() { return this.driver.cache.layer(0); }
+
+  caches() { return [this.driver.cache, ...Object.values(this.shadows).map((s) => s.cache)]; }
+
+  layers() { return this.caches().flatMap((cache) => Array.from({ length: cache.numLayers }, (_, l) => cache.layer(l))); }
+
+  /** The real eviction on every cache, each layer by its own imp; false while a verify is open. */
+  evict(policy) {
+    if (this.driver.cache.verifying) return false;
+    for (const cache of this.caches()) cache.evict(policy);
+    return true;
   }
 
   piece(id) {
@@ -165,7 +173,7 @@ class ModelSource {
     const reference = logSoftmax(this.lastLogits.f32);
     const kl = QUANTIZED.map((m) => klDivergence(reference, logSoftmax(this.lastLogits[m])));
     for (const m of MODES) this.lastLogits[m] = this.shadows[m].forward([value.token]);
-    return { point: { x: this.shadows.f32.cache.seqLen, accuracy: kl } };
+    return { point: { x: this.shadows.f32.cache.seqLen - 1, accuracy: kl } };
   }
 
   dispose() {
@@ -205,21 +213,32 @@ class SyntheticSource {
 
   get seqLen() { return this.caches[this.mode].seqLen; }
 
+  get position() { return this.caches.f32.nextPosition; }
+
   memory() {
     return Object.fromEntries(MODES.map((m) => [m, this.caches[m].memoryBytes]));
   }
 
-  imp() { return this.caches.f32.imp; }
+  shownLayer() { return this.caches[this.mode]; }
+
+  layers() { return Object.values(this.caches); }
+
+  /** The real eviction on every mode's cache; false while a verify is open. */
+  evict(policy) {
+    if (this.caches.f32.verifying) return false;
+    for (const cache of this.layers()) cache.evict(policy);
+    return true;
+  }
 
   append(n) {
     const { heads, headDim } = this;
-    const k = outlierKeys(this.random, n, this.caches.f32.seqLen, heads, headDim);
+    const k = outlierKeys(this.random, n, this.position, heads, headDim);
     const v = normals(this.random, n * heads * headDim);
     for (const cache of Object.values(this.caches)) cache.appendBatch(k, v);
   }
 
   step() {
-    const room = this.context - this.caches.f32.seqLen;
+    const room = this.context - this.position;
     if (this.pendingDrafts > 0) {
       // Keep each draft with probability 0.7, stopping at the first miss.
       let accepted = 0;
@@ -229,7 +248,7 @@ class SyntheticSource {
       this.stats.tokens += accepted;
       if (accepted < this.pendingDrafts) this.stats.rollbacks++;
       resolveDrafts(accepted);
-      for (let i = 0; i < accepted; i++) addSpan(`#${this.caches.f32.seqLen - accepted + i} `);
+      for (let i = 0; i < accepted; i++) addSpan(`#${this.position - accepted + i} `);
       this.pendingDrafts = 0;
       return { point: this.measure() };
     }
@@ -239,7 +258,7 @@ class SyntheticSource {
       this.verifyNext = false;
       const n = Math.min(this.draft, room);
       for (const cache of Object.values(this.caches)) cache.beginVerify();
-      const first = this.caches.f32.seqLen;
+      const first = this.position;
       this.append(n);
       this.pendingDrafts = n;
       this.stats.drafted += n;
@@ -250,17 +269,19 @@ class SyntheticSource {
     const n = Math.min(this.batch, room);
     this.append(n);
     this.stats.tokens += n;
-    addSpan(n > 1 ? `#${this.caches.f32.seqLen - n}–${this.caches.f32.seqLen - 1} ` : `#${this.caches.f32.seqLen - 1} `, n > 1 ? 'batch' : '');
+    const end = this.position;
+    addSpan(n > 1 ? `#${end - n}–${end - 1} ` : `#${end - 1} `, n > 1 ? 'batch' : '');
     return { point: this.measure() };
   }
 
   // One query on a random head: the relative error of each mode's attention
-  // output against f32, and the f32 probabilities added to imp.
+  // output against f32, and the f32 probabilities added to every mode's imp
+  // (so that eviction keeps the same positions in all of them).
   measure() {
     const h = this.random.int(this.heads);
     const q = normals(this.random, this.headDim);
     const exact = this.caches.f32.attend(q, h);
-    this.caches.f32.accumulateImpHead(h, exact.probs);
+    for (const cache of this.layers()) cache.accumulateImpHead(h, exact.probs);
     const errors = QUANTIZED.map((m) => {
       const { out } = this.caches[m].attend(q, h);
       let diff = 0;
@@ -271,7 +292,7 @@ class SyntheticSource {
       });
       return diff > 0 ? diff / scale : null; // exact: no point on a log axis
     });
-    return { x: this.caches.f32.seqLen, accuracy: errors };
+    return { x: this.position - 1, accuracy: errors };
   }
 
   dispose() {
@@ -280,30 +301,49 @@ class SyntheticSource {
 }
 
 // ---------------------------------------------------------------------------
-// The importance panel: imp, and what an eviction budget would keep
+// The importance panel: imp, and what the cache's own eviction would keep
 
-/** Positions kept under `budget` rows: the first SINKS, the last RECENT, and
- * the highest-imp ones in between (H2O heavy hitters with StreamingLLM sinks). */
-function keptUnderBudget(imp, budget) {
-  const n = imp.length;
-  const kept = new Uint8Array(n);
-  if (n <= budget) return kept.fill(1);
-  const sinks = Math.min(SINKS, budget);
-  const recent = Math.min(RECENT, budget - sinks);
-  kept.fill(1, 0, sinks);
-  kept.fill(1, n - recent);
-  const middle = Array.from({ length: n - sinks - recent }, (_, i) => sinks + i);
-  middle.sort((a, b) => imp[b] - imp[a]);
-  for (const p of middle.slice(0, budget - sinks - recent)) kept[p] = 1;
-  return kept;
+/** The eviction policy of the budget slider: the first SINKS positions, the
+ * newest half of the rest, and the most attended in between (the package's
+ * default split; H2O heavy hitters with StreamingLLM sinks). */
+function policy() {
+  const budget = Number($('budget').value);
+  return { budget, sinks: Math.min(SINKS, budget) };
 }
+
+// What the panel last drew, for the browser test.
+const shownImportance = { positions: [], kept: [] };
 
 function drawImportance() {
   if (!source) return;
-  const imp = source.imp();
-  const kept = keptUnderBudget(imp, Number($('budget').value));
-  const x = Array.from(imp, (_, p) => p);
-  charts.importance.setData([x, Array.from(imp, (v, p) => (kept[p] ? null : v)), Array.from(imp, (v, p) => (kept[p] ? v : null))]);
+  const layer = source.shownLayer();
+  const imp = layer.imp;
+  const positions = layer.positions();
+  // The plan comes from the C core: the very positions evict() would keep.
+  const kept = new Set(layer.evictionPlan(policy()));
+  Object.assign(shownImportance, { positions: Array.from(positions), kept: Array.from(kept) });
+  charts.importance.setData([
+    Array.from(positions),
+    Array.from(imp, (v, s) => (kept.has(positions[s]) ? null : v)),
+    Array.from(imp, (v, s) => (kept.has(positions[s]) ? v : null)),
+  ]);
+}
+
+/** Bounds every cache at the budget (maxRows: appends evict first), or lifts the bound. */
+function applyBound() {
+  if (!source) return;
+  const bound = $('bound').checked;
+  for (const layer of source.layers()) layer.setMaxRows(bound ? policy().budget : 0, bound ? { sinks: policy().sinks } : {});
+}
+
+let evictPending = false; // "Evict now" waits for an open verify to close
+
+function evictNow() {
+  if (!source) return;
+  evictPending = !source.evict(policy());
+  if (!evictPending) observed.evictions++;
+  render();
+  draw();
 }
 
 // ---------------------------------------------------------------------------
@@ -314,7 +354,7 @@ let source = null;
 let running = false;
 let timer = null;
 let lastSeqLen = 0;
-const observed = { seqLenWentDown: false, finished: null };
+const observed = { seqLenWentDown: false, finished: null, evictions: 0 };
 
 function settings() {
   return {
@@ -343,6 +383,8 @@ function reset() {
   series.accuracy = [[], [], [], []];
   observed.seqLenWentDown = false;
   observed.finished = null;
+  observed.evictions = 0;
+  evictPending = false;
   lastSeqLen = 0;
   const kind = $('source').value;
   $('source-model').hidden = kind !== 'model';
@@ -355,6 +397,7 @@ function reset() {
   } else {
     source = kind === 'model' ? new ModelSource(llama, settings()) : new SyntheticSource(settings());
     setStatus(kind === 'model' ? `model: ${llama.name}` : `synthetic: ${settings().heads} KV heads × ${settings().headDim}`);
+    applyBound();
   }
   render();
   draw();
@@ -372,6 +415,7 @@ function render() {
   if (seqLen < lastSeqLen && source) observed.seqLenWentDown = true;
   lastSeqLen = seqLen;
   $('seqlen').textContent = String(seqLen);
+  $('position').textContent = String(source ? source.position : 0);
   const stats = source?.stats;
   $('tokens').textContent = String(stats?.tokens ?? 0);
   $('rollbacks').textContent = String(stats?.rollbacks ?? 0);
@@ -397,6 +441,7 @@ function stepOnce() {
     series.accuracy[0].push(result.point.x);
     result.point.accuracy.forEach((v, i) => series.accuracy[i + 1].push(v));
   }
+  if (evictPending) evictNow();
   if (result.finished) {
     observed.finished = result.finished;
     pause();
@@ -463,8 +508,11 @@ $('prompt').addEventListener('change', reset);
 $('speed').addEventListener('input', () => { $('speed-value').textContent = `${$('speed').value}/s`; });
 $('budget').addEventListener('input', () => {
   $('budget-value').textContent = $('budget').value;
+  applyBound();
   draw();
 });
+$('bound').addEventListener('change', applyBound);
+$('evict').addEventListener('click', evictNow);
 
 // What the browser test reads: the live state next to what the page shows.
 window.demo = {
@@ -495,6 +543,13 @@ window.demo = {
       memoryBytes: memory,
       displayedBytes: Object.fromEntries(MODES.map((m) => [m, Number(document.querySelector(`[data-memory-mode="${m}"]`).dataset.bytes)])),
       chartPoints: Object.fromEntries(MODES.map((m, i) => [m, charts.memory.data[i + 1].filter((v) => v != null).length])),
+      position: source?.position ?? 0,
+      verifying: source ? source.shownLayer().verifying : false,
+      evictions: observed.evictions,
+      // Rows held per layer and the positions each holds, as the caches report them.
+      rows: source ? source.layers().map((layer) => layer.seqLen) : [],
+      shownPositions: source ? Array.from(source.shownLayer().positions()) : [],
+      importance: { ...shownImportance },
     };
   },
 };

@@ -3,7 +3,8 @@
  *
  * Appends are all or nothing: every live element is checked and every buffer
  * is grown before the first row is written, so a refused or out-of-memory
- * call leaves the layer as it was.
+ * call leaves the layer as it was.  Rows go to a store by absolute position:
+ * below KVC_Q8_WINDOW as f32, from it on as codes in a quantized component.
  */
 #include <string.h>
 
@@ -28,27 +29,29 @@ static kvc_status check_finite(const kvc_layer *layer, size_t n, const float *k,
     return KVC_OK;
 }
 
-/* Grows every buffer that the n positions will write to. */
+/* Grows a per-slot array to hold `needed` slots of elem_bytes. */
+#define GROW_SLOTS(layer, array, cap, needed, elem_bytes)                                  \
+    do {                                                                                   \
+        size_t grown_ = kvc_grown_capacity((layer)->cap, (needed), SIZE_MAX);              \
+        if (grown_) {                                                                      \
+            void *block_ = kvc_realloc_array((layer)->array, grown_, (elem_bytes));        \
+            if (!block_) return KVC_E_NOMEM;                                               \
+            (layer)->array = block_;                                                       \
+            (layer)->cap = grown_;                                                         \
+        }                                                                                  \
+    } while (0)
+
+/* Grows every buffer that n more slots and their rows will need. */
 static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive) {
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
-    const size_t first = layer->seq_len, end = layer->seq_len + n;
-    size_t cap = kvc_grown_capacity(layer->imp_cap, end, SIZE_MAX);
-    if (cap) {
-        float *imp = kvc_realloc_array(layer->imp, cap, sizeof(float));
-        if (!imp) return KVC_E_NOMEM;
-        layer->imp = imp;
-        layer->imp_cap = cap;
-    }
-    cap = kvc_grown_capacity(layer->map_cap, end, SIZE_MAX);
-    if (cap) {
-        uint8_t *map = kvc_realloc_array(layer->alive_map, cap, layer->map_bytes);
-        if (!map) return KVC_E_NOMEM;
-        layer->alive_map = map;
-        layer->map_cap = cap;
-    }
+    const size_t end = layer->seq_len + n;
+    GROW_SLOTS(layer, imp, imp_cap, end, sizeof(float));
+    GROW_SLOTS(layer, alive_map, map_cap, end, layer->map_bytes);
+    GROW_SLOTS(layer, positions, positions_cap, end, sizeof(uint32_t));
+    const size_t first = layer->next_position;
     const int quantized_k = kvc_component_quantized(layer->mode, 0);
     const int quantized_v = kvc_component_quantized(layer->mode, 1);
-    if ((quantized_k || quantized_v) && first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < end) {
+    if ((quantized_k || quantized_v) && first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
         kvc_status status = kvc_field_reserve(layer);
         if (status != KVC_OK) return status;
     }
@@ -78,12 +81,12 @@ static void push_row(kvc_store *store, int quantized, size_t position, size_t d,
 static void append_one(kvc_layer *layer, const float *k, const float *v, const uint8_t *alive) {
     const kvc_kernels *kernels = kvc_kernels_active();
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
-    const size_t position = layer->seq_len;
+    const size_t slot = layer->seq_len, position = layer->next_position;
     const int quantized_k = kvc_component_quantized(layer->mode, 0);
     const int quantized_v = kvc_component_quantized(layer->mode, 1);
     if ((quantized_k || quantized_v) && position == KVC_Q8_WINDOW) kvc_field_freeze(layer);
 
-    uint8_t *map = layer->alive_map + position * layer->map_bytes;
+    uint8_t *map = layer->alive_map + slot * layer->map_bytes;
     memset(map, 0, layer->map_bytes);
     for (size_t h = 0; h < H; h++) {
         if (!head_alive(alive, h)) continue;
@@ -91,8 +94,10 @@ static void append_one(kvc_layer *layer, const float *k, const float *v, const u
         push_row(&layer->heads[h].keys, quantized_k, position, d, k + h * d, kernels);
         push_row(&layer->heads[h].values, quantized_v, position, d, v + h * d, kernels);
     }
-    layer->imp[position] = 0.0f;
-    layer->seq_len = position + 1;
+    layer->imp[slot] = 0.0f;
+    layer->positions[slot] = (uint32_t)position;
+    layer->seq_len = slot + 1;
+    layer->next_position = position + 1;
 }
 
 kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
@@ -101,9 +106,14 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
     if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (n == 0) return KVC_OK;
     if (!k || !v) return KVC_E_NULL_POINTER;
-    if (n > KVC_MAX_POSITIONS - layer->seq_len) return KVC_E_TOO_LONG;
+    if (n > KVC_MAX_POSITIONS - layer->next_position) return KVC_E_TOO_LONG;
+    if (layer->max_rows && !layer->verifying && n > layer->max_rows) return KVC_E_LENGTH;
     kvc_status status = check_finite(layer, n, k, v, alive);
     if (status == KVC_OK) status = reserve(layer, n, alive);
+    /* With max_rows, make room first: the new positions are always kept.
+     * A verify's drafts may go past it for a while: accept drops them. */
+    if (status == KVC_OK && layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows)
+        status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
     if (status != KVC_OK) return status;
     const size_t stride = layer->num_kv_heads * layer->head_dim;
     for (size_t i = 0; i < n; i++) {
@@ -122,17 +132,18 @@ kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (layer->verifying) return KVC_E_VERIFYING;
-    kvc_layer_drop_last(layer, n);
+    kvc_layer_drop_from(layer, n < layer->next_position ? layer->next_position - n : 0);
     return KVC_OK;
 }
 
-void kvc_layer_drop_last(kvc_layer *layer, size_t n) {
-    if (n > layer->seq_len) n = layer->seq_len;
-    const size_t new_len = layer->seq_len - n;
-    /* Dropped positions below the window are f32 rows in every store; from
-     * the window on they are quantized rows in a quantized store. */
-    size_t split = new_len > KVC_Q8_WINDOW ? new_len : KVC_Q8_WINDOW;
-    if (split > layer->seq_len) split = layer->seq_len;
+void kvc_layer_drop_from(kvc_layer *layer, size_t cut) {
+    /* The slots at or after the cut are the last ones (positions increase);
+     * finding them costs what dropping them does. */
+    size_t new_len = layer->seq_len;
+    while (new_len > 0 && layer->positions[new_len - 1] >= cut) new_len--;
+    /* Dropped slots at positions below the window are f32 rows in every
+     * store; from the window on they are quantized rows in a quantized store. */
+    const size_t split = kvc_first_slot_from(layer, new_len, layer->seq_len, KVC_Q8_WINDOW);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         const size_t below = kvc_head_rows_between(layer, h, new_len, split);
         const size_t from = kvc_head_rows_between(layer, h, split, layer->seq_len);
@@ -143,5 +154,6 @@ void kvc_layer_drop_last(kvc_layer *layer, size_t n) {
         else kvc_store_drop(&head->values, below + from, 0);
     }
     layer->seq_len = new_len;
-    if (new_len <= KVC_Q8_WINDOW) layer->field_frozen = 0;
+    layer->next_position = cut;
+    if (layer->next_position <= KVC_Q8_WINDOW) layer->field_frozen = 0;
 }

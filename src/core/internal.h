@@ -48,14 +48,20 @@ struct kvc_layer {
     size_t num_kv_heads;
     size_t head_dim;
     kvc_mode mode;
-    size_t seq_len;
+    size_t seq_len;        /* positions held: the slots below */
+    size_t next_position;  /* the absolute position the next append gets */
     int field_frozen;
-    float *imp;          /* [imp_cap] cumulative attention mass per position */
+    /* Per slot (one per position held, in order): */
+    float *imp;          /* [imp_cap] cumulative attention mass */
     size_t imp_cap;
-    uint8_t *alive_map;  /* [map_cap x map_bytes]: bit h of position p set if head h stored p */
+    uint8_t *alive_map;  /* [map_cap x map_bytes]: bit h set if head h stored the slot */
     size_t map_cap;
     size_t map_bytes;    /* ceil(num_kv_heads / 8) */
+    uint32_t *positions; /* [positions_cap] absolute position; slot s is position s until an eviction */
+    size_t positions_cap;
     kvc_head *heads;     /* [num_kv_heads] */
+    /* Automatic eviction on append (max_rows 0: off). */
+    size_t max_rows, evict_sinks, evict_recent;
 };
 
 /* ---- alloc.c: every allocation of the library ---- */
@@ -100,8 +106,9 @@ void kvc_field_freeze(kvc_layer *layer);
 kvc_layer *kvc_layer_alloc(kvc_kind kind);
 
 /* ---- append.c ---- */
-/* truncate_last without the checks: the last min(n, seq_len) positions go. */
-void kvc_layer_drop_last(kvc_layer *layer, size_t n);
+/* truncate_last without the checks: the slots at positions >= cut go, and
+ * cut is the next position. */
+void kvc_layer_drop_from(kvc_layer *layer, size_t cut);
 
 /* ---- linear.c ---- */
 void kvc_linear_free(kvc_linear *linear);
@@ -114,9 +121,24 @@ size_t kvc_linear_capacity_bytes(const kvc_linear *linear);
  * drops every tentative step. */
 void kvc_linear_commit(kvc_linear *linear, size_t j);
 
+/* ---- model.c ---- */
+/* Positions a layer has taken in: a full layer's next position (its seq_len
+ * until it evicts), or a linear layer's steps.  A model's layers agree on it
+ * between two steps of a runner. */
+size_t kvc_layer_positions_taken(const kvc_layer *layer);
+
+/* ---- evict.c ---- */
+/* Evicts down to `budget` slots if the layer holds more; the kept slots
+ * follow the policy of kvc_layer_evict.  KVC_E_NOMEM (nothing changed) when
+ * the selection's scratch cannot be allocated. */
+kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent);
+
 /* ---- positions.c: the alive map ---- */
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);
-/* Rows head kv_head stored at positions [first, last). */
+/* Rows head kv_head stored at slots [first, last). */
 size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last);
+/* The first slot at or after `first` whose absolute position is >= `position`
+ * (positions increase with slots), `last` if none before it. */
+size_t kvc_first_slot_from(const kvc_layer *layer, size_t first, size_t last, size_t position);
 
 #endif /* KVC_INTERNAL_H */

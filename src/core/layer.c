@@ -54,6 +54,7 @@ void kvc_layer_free(kvc_layer *layer) {
     kvc_free(layer->heads);
     kvc_free(layer->imp);
     kvc_free(layer->alive_map);
+    kvc_free(layer->positions);
     kvc_free(layer);
 }
 
@@ -77,15 +78,22 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     kvc_status status = kvc_layer_create(layer->num_kv_heads, layer->head_dim, layer->mode, &copy);
     if (status != KVC_OK) return status;
     copy->seq_len = layer->seq_len;
+    copy->next_position = layer->next_position;
     copy->field_frozen = layer->field_frozen;
+    copy->max_rows = layer->max_rows;
+    copy->evict_sinks = layer->evict_sinks;
+    copy->evict_recent = layer->evict_recent;
     if (layer->seq_len) {
-        copy->imp = kvc_realloc_array(NULL, layer->seq_len, sizeof(float));
-        copy->alive_map = kvc_realloc_array(NULL, layer->seq_len, layer->map_bytes);
-        if (!copy->imp || !copy->alive_map) status = KVC_E_NOMEM;
+        const size_t L = layer->seq_len;
+        copy->imp = kvc_realloc_array(NULL, L, sizeof(float));
+        copy->alive_map = kvc_realloc_array(NULL, L, layer->map_bytes);
+        copy->positions = kvc_realloc_array(NULL, L, sizeof(uint32_t));
+        if (!copy->imp || !copy->alive_map || !copy->positions) status = KVC_E_NOMEM;
         else {
-            copy->imp_cap = copy->map_cap = layer->seq_len;
-            memcpy(copy->imp, layer->imp, layer->seq_len * sizeof(float));
-            memcpy(copy->alive_map, layer->alive_map, layer->seq_len * layer->map_bytes);
+            copy->imp_cap = copy->map_cap = copy->positions_cap = L;
+            memcpy(copy->imp, layer->imp, L * sizeof(float));
+            memcpy(copy->alive_map, layer->alive_map, L * layer->map_bytes);
+            memcpy(copy->positions, layer->positions, L * sizeof(uint32_t));
         }
     }
     for (size_t h = 0; h < layer->num_kv_heads && status == KVC_OK; h++) {
@@ -111,6 +119,7 @@ void kvc_layer_clear(kvc_layer *layer) {
         kvc_store_drop(&head->values, head->values.rows_len, head->values.qrows_len);
     }
     layer->seq_len = 0;
+    layer->next_position = 0;
     layer->field_frozen = 0;
 }
 
@@ -148,7 +157,7 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
     const size_t d = layer->head_dim;
-    size_t bytes = layer->seq_len * (sizeof(float) + layer->map_bytes);
+    size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         bytes += kvc_store_bytes(&layer->heads[h].keys, d);
         bytes += kvc_store_bytes(&layer->heads[h].values, d);
@@ -163,7 +172,8 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
     const size_t d = layer->head_dim;
     size_t bytes = sizeof *layer + layer->num_kv_heads * sizeof(kvc_head);
     if (layer->linear) bytes += kvc_linear_capacity_bytes(layer->linear);
-    bytes += layer->imp_cap * sizeof(float) + layer->map_cap * layer->map_bytes;
+    bytes += layer->imp_cap * sizeof(float) + layer->map_cap * layer->map_bytes +
+             layer->positions_cap * sizeof(uint32_t);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         bytes += kvc_store_capacity_bytes(&layer->heads[h].keys, d);
         bytes += kvc_store_capacity_bytes(&layer->heads[h].values, d);

@@ -11,9 +11,8 @@ struct kvc_model {
     kvc_layer **layers;
 };
 
-/* Positions a layer holds: rows' seq_len, or a linear layer's steps. */
-static size_t layer_positions(const kvc_layer *layer) {
-    return layer->linear ? kvc_layer_steps(layer) : layer->seq_len;
+size_t kvc_layer_positions_taken(const kvc_layer *layer) {
+    return layer->linear ? kvc_layer_steps(layer) : layer->next_position;
 }
 
 kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out) {
@@ -24,7 +23,8 @@ kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_mod
     for (size_t i = 0; i < num_layers; i++) {
         if (!layers[i]) return KVC_E_NULL_POINTER;
         if (layers[i]->verifying) return KVC_E_VERIFYING;
-        if (layers[i]->in_model || layer_positions(layers[i]) != layer_positions(layers[0]))
+        if (layers[i]->in_model ||
+            kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[0]))
             return KVC_E_LAYERS;
         for (size_t other = 0; other < i; other++) {
             if (layers[other] == layers[i]) return KVC_E_LAYERS;
@@ -85,9 +85,9 @@ size_t kvc_model_num_layers(const kvc_model *model) {
 
 size_t kvc_model_seq_len(const kvc_model *model) {
     if (!model) return 0;
-    size_t least = layer_positions(model->layers[0]);
+    size_t least = kvc_layer_positions_taken(model->layers[0]);
     for (size_t i = 1; i < model->num_layers; i++) {
-        const size_t positions = layer_positions(model->layers[i]);
+        const size_t positions = kvc_layer_positions_taken(model->layers[i]);
         if (positions < least) least = positions;
     }
     return least;
@@ -114,7 +114,7 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
         if (model->layers[i]->kind != KVC_KIND_FULL) return KVC_E_KIND;
         if (model->layers[i]->verifying) return KVC_E_VERIFYING;
     }
-    for (size_t i = 0; i < model->num_layers; i++) kvc_layer_drop_last(model->layers[i], n);
+    for (size_t i = 0; i < model->num_layers; i++) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
     return KVC_OK;
 }
 

@@ -1,9 +1,12 @@
 /*
  * positions.c -- which head stored which position.
  *
- * One bit per (position, head): a head that skipped positions (pruned, or
- * masked in a GQA group) keeps its rows aligned with the positions they came
- * from, so its probabilities land on the right importance slots.
+ * A layer holds its positions in slots, in order; each slot has its
+ * absolute position (slot s is position s until an eviction drops some),
+ * an importance value, and one bit per head saying whether that head stored
+ * it.  A head that skipped positions (pruned, or masked in a GQA group)
+ * keeps its rows aligned with the positions they came from, so its
+ * probabilities land on the right importance slots.
  */
 #include "internal.h"
 
@@ -21,6 +24,29 @@ size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t firs
     return rows;
 }
 
+size_t kvc_first_slot_from(const kvc_layer *layer, size_t first, size_t last, size_t position) {
+    /* Binary search: positions are strictly increasing. */
+    while (first < last) {
+        const size_t mid = first + (last - first) / 2;
+        if (layer->positions[mid] < position) first = mid + 1;
+        else last = mid;
+    }
+    return first;
+}
+
+kvc_status kvc_layer_positions(const kvc_layer *layer, uint32_t *dst, size_t dst_len) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
+    if (dst_len < layer->seq_len) return KVC_E_LENGTH;
+    for (size_t s = 0; s < layer->seq_len; s++) dst[s] = layer->positions[s];
+    return KVC_OK;
+}
+
+size_t kvc_layer_next_position(const kvc_layer *layer) {
+    return layer ? layer->next_position : 0;
+}
+
 kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
                                     size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
@@ -30,8 +56,8 @@ kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint
     if (len && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < len) return KVC_E_LENGTH;
     size_t row = 0;
-    for (size_t p = 0; p < layer->seq_len; p++) {
-        if (kvc_head_stored(layer, p, kv_head)) dst[row++] = (uint32_t)p;
+    for (size_t s = 0; s < layer->seq_len; s++) {
+        if (kvc_head_stored(layer, s, kv_head)) dst[row++] = layer->positions[s];
     }
     return KVC_OK;
 }

@@ -26,6 +26,13 @@ const char *kvc_status_name(kvc_status status) {
     case KVC_E_PHASE_MASS: return "phase_mass is negative, NaN or infinite";
     case KVC_E_NONFINITE_DECAY: return "a decay is NaN or infinite";
     case KVC_E_LAYERS: return "layers are missing, repeated, in another model or not aligned";
+    case KVC_E_SNAPSHOT_MAGIC: return "not a snapshot of this kind (wrong magic bytes)";
+    case KVC_E_SNAPSHOT_VERSION: return "a snapshot format version this library does not read";
+    case KVC_E_SNAPSHOT_TRUNCATED: return "the snapshot is truncated";
+    case KVC_E_SNAPSHOT_CHECKSUM: return "the snapshot's checksum does not match: it was changed";
+    case KVC_E_SNAPSHOT_CORRUPT: return "the snapshot holds counts or values no cache can hold";
+    case KVC_E_SNAPSHOT_TOO_LARGE: return "the snapshot's geometry is larger than its bytes could carry";
+    case KVC_E_BUDGET: return "budget is 0 or smaller than sinks + recent";
     }
     return "unknown status";
 }

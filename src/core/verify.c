@@ -28,7 +28,7 @@ kvc_status kvc_layer_accept(kvc_layer *layer, size_t j) {
     const size_t drafts = kvc_layer_draft_len(layer);
     if (j > drafts) return KVC_E_ACCEPT;
     if (layer->linear) kvc_linear_commit(layer->linear, j);
-    else kvc_layer_drop_last(layer, drafts - j);
+    else kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
     layer->verifying = 0;
     return KVC_OK;
 }

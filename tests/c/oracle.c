@@ -8,6 +8,9 @@
  *   'Q' u32 head f32 q[d]                   attend -> writes f32 out[d], u32 rows, f32 probs[rows]
  *   'D'                                     dump -> writes u64 memory_bytes, u32 seq_len, u32 frozen,
  *                                           then per head: u32 rows, f32 keys[rows*d], f32 values[rows*d]
+ *   'I' u32 n f32 probs[n]                  accumulate_imp of the first seq_len (n >= seq_len)
+ *   'E' u32 budget u32 sinks u32 recent     evict
+ *   'S'                                     snapshot -> writes u64 size, then the bytes
  * stdout: what Q and D write, in order.  Exit status 0, or 1 on a bad script
  * or a status other than KVC_OK.
  */
@@ -81,6 +84,23 @@ int main(void) {
             }
         } else if (op == 'D') {
             ok = dump(layer, scratch);
+        } else if (op == 'I') {
+            const size_t len = kvc_layer_seq_len(layer);
+            ok = read_u32(&n) && n >= len && n <= cap && read_exact(scratch, n * sizeof(float)) &&
+                 kvc_layer_accumulate_imp(layer, scratch, len) == KVC_OK;
+        } else if (op == 'E') {
+            uint32_t sinks, recent;
+            ok = read_u32(&n) && read_u32(&sinks) && read_u32(&recent) &&
+                 kvc_layer_evict(layer, n, sinks, recent) == KVC_OK;
+        } else if (op == 'S') {
+            const uint64_t size = kvc_layer_snapshot_size(layer);
+            uint8_t *bytes = malloc(size ? size : 1);
+            ok = bytes && kvc_layer_serialize(layer, bytes, size) == KVC_OK;
+            if (ok) {
+                write_all(&size, sizeof size);
+                write_all(bytes, size);
+            }
+            free(bytes);
         } else {
             ok = 0;
         }

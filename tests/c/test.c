@@ -221,19 +221,29 @@ int test_mode_quantizes(kvc_mode mode, int is_values) {
     return mode == KVC_MODE_Q8 || mode == (is_values ? KVC_MODE_Q8V : KVC_MODE_Q8K);
 }
 
-size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode) {
-    const size_t H = data->H, d = data->d, W = KVC_Q8_WINDOW;
-    size_t bytes = len * (4 + (H + 7) / 8);
-    for (int is_values = 0; is_values < 2; is_values++) {
-        const int quantized = test_mode_quantizes(mode, is_values);
+size_t test_expected_memory_of(const test_data *data, const uint32_t *positions, size_t count,
+                               int frozen, kvc_mode mode) {
+    const size_t H = data->H, d = data->d;
+    size_t bytes = count * (8 + (H + 7) / 8); /* imp and position (4 + 4), alive map */
+    for (size_t i = 0; i < count; i++) {
+        const size_t p = positions ? positions[i] : i;
         for (size_t h = 0; h < H; h++) {
-            const size_t n_h = test_data_rows(data, h, 0, len);
-            const size_t w_h = test_data_rows(data, h, 0, len < W ? len : W);
-            bytes += quantized ? w_h * d * 4 + (n_h - w_h) * (d + 4) : n_h * d * 4;
+            if (!data->alive[p * H + h]) continue;
+            for (int is_values = 0; is_values < 2; is_values++) {
+                const int int8 = test_mode_quantizes(mode, is_values) && p >= KVC_Q8_WINDOW;
+                bytes += int8 ? d + 4 : d * 4;
+            }
         }
-        if (quantized && len > W) bytes += H * d * 4;
+    }
+    for (int is_values = 0; is_values < 2; is_values++) {
+        if (frozen && test_mode_quantizes(mode, is_values)) bytes += H * d * 4;
     }
     return bytes;
+}
+
+size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode) {
+    return test_expected_memory_of(data, NULL, len, mode != KVC_MODE_F32 && len > KVC_Q8_WINDOW,
+                                   mode);
 }
 
 /* ---- observable state ---- */
@@ -269,8 +279,11 @@ test_state *test_state_take(const kvc_layer *layer) {
     s->seq_len = kvc_layer_seq_len(layer);
     s->mode = (int)kvc_layer_mode(layer);
     s->field_frozen = kvc_layer_field_frozen(layer);
+    s->next_position = kvc_layer_next_position(layer);
     s->imp = test_alloc(s->seq_len * sizeof(float));
     if (kvc_layer_imp(layer, s->imp, s->seq_len) != KVC_OK) s->read_errors++;
+    s->slots = test_alloc(s->seq_len * sizeof(uint32_t));
+    if (kvc_layer_positions(layer, s->slots, s->seq_len) != KVC_OK) s->read_errors++;
     s->head_len = test_alloc(H * sizeof(size_t));
     s->keys = test_alloc(H * sizeof(float *));
     s->values = test_alloc(H * sizeof(float *));
@@ -325,6 +338,9 @@ int test_state_equal(const test_state *a, const test_state *b) {
     if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
         return state_differs("geometry or mode", 0);
     if (a->seq_len != b->seq_len) return state_differs("seq_len", 0);
+    if (a->next_position != b->next_position) return state_differs("next_position", 0);
+    if (memcmp(a->slots, b->slots, a->seq_len * sizeof(uint32_t)) != 0)
+        return state_differs("positions", 0);
     if (a->field_frozen != b->field_frozen) return state_differs("field_frozen", 0);
     if (memcmp(a->imp, b->imp, a->seq_len * sizeof(float)) != 0) return state_differs("imp", 0);
     const size_t d = a->head_dim;
@@ -375,6 +391,7 @@ void test_state_free(test_state *state) {
     free(state->probs);
     free(state->head_len);
     free(state->imp);
+    free(state->slots);
     free(state->state);
     free(state->scratch);
     free(state);
@@ -483,6 +500,41 @@ kvc_layer *test_linear_with(const test_steps *steps, size_t count, double phase_
     return NULL;
 }
 
+/* ---- a hybrid model ---- */
+
+test_hybrid test_hybrid_make(uint64_t seed, size_t len) {
+    test_hybrid h = {{test_data_make(seed, len, 5, 8, 1), test_data_make(seed + 1, len, 3, 6, 1)},
+                     test_steps_make(seed, len, 2, 4, 3, 1, 1)};
+    return h;
+}
+
+void test_hybrid_free(test_hybrid *h) {
+    test_data_free(&h->data[0]);
+    test_data_free(&h->data[1]);
+    test_steps_free(&h->steps);
+}
+
+kvc_model *test_hybrid_model(const test_hybrid *h, size_t len) {
+    kvc_layer *layers[3] = {test_layer_with(&h->data[0], len, KVC_MODE_Q8),
+                            test_layer_with(&h->data[1], len, KVC_MODE_F32),
+                            test_linear_with(&h->steps, len, 0.25)};
+    kvc_model *model = NULL;
+    if (layers[0] && layers[1] && layers[2] && kvc_model_create(layers, 3, &model) == KVC_OK)
+        return model;
+    for (size_t i = 0; i < 3; i++) kvc_layer_free(layers[i]);
+    printf("  test_hybrid_model: a call failed\n");
+    return NULL;
+}
+
+kvc_status test_hybrid_append(kvc_model *model, const test_hybrid *h, size_t at, size_t n) {
+    kvc_status status = KVC_OK;
+    for (size_t i = 0; i < 2 && status == KVC_OK; i++)
+        status = test_data_append(kvc_model_layer(model, i), &h->data[i], at, n);
+    if (status == KVC_OK)
+        status = test_steps_take(kvc_model_layer(model, 2), &h->steps, at, n, NULL);
+    return status;
+}
+
 /* ---- the failing allocator ---- */
 
 static struct {
@@ -555,9 +607,21 @@ kvc_status test_out_rule(kvc_status status, const void *out) {
     return status != KVC_OK && out != NULL ? KVC_E_LENGTH : status;
 }
 
-long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
-                          int persistent, int keeps) {
-    test_state *before = watched ? test_state_take(watched) : NULL;
+/* What test_run_with_faults watches: a layer or a model (either may be NULL). */
+typedef struct watched_state {
+    test_state *layer;
+    test_state **model;
+} watched_state;
+
+static watched_state watch(const kvc_layer *layer, const kvc_model *model) {
+    watched_state w = {layer ? test_state_take(layer) : NULL,
+                       model ? test_model_state_take(model) : NULL};
+    return w;
+}
+
+static long run_with_faults(test_fallible op, void *ctx, const kvc_layer *layer,
+                            const kvc_model *model, int persistent, int keeps) {
+    watched_state before = watch(layer, model);
     long failed = 0;
     for (long n = 1; n <= 100000; n++) {
         const long live = fault.live;
@@ -568,7 +632,8 @@ long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
         if (status == KVC_OK && failed_calls == 0) break;
         const int ok = status == KVC_E_NOMEM && failed_calls > 0 &&
                        (keeps == TEST_KEEPS_OWNED || fault.live == live) &&
-                       (!watched || test_state_matches(watched, before));
+                       (!layer || test_state_matches(layer, before.layer)) &&
+                       (!model || test_model_state_matches(model, before.model));
         if (!ok) {
             printf("  allocation %ld failing (%s): status %s, %ld failed, %ld live before, "
                    "%ld after\n", n, persistent ? "persistent" : "transient",
@@ -578,6 +643,17 @@ long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
         }
         failed++;
     }
-    test_state_free(before);
+    test_state_free(before.layer);
+    test_model_state_free(before.model);
     return failed;
+}
+
+long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
+                          int persistent, int keeps) {
+    return run_with_faults(op, ctx, watched, NULL, persistent, keeps);
+}
+
+long test_run_with_faults_on_model(test_fallible op, void *ctx, const kvc_model *watched,
+                                   int persistent, int keeps) {
+    return run_with_faults(op, ctx, NULL, watched, persistent, keeps);
 }

@@ -117,6 +117,10 @@ int test_grown_in_every_mode(const test_data *data, const size_t *lengths, size_
 /* kvc_layer_memory_bytes as the formula of kvcache.h gives it for the first
  * len positions of data in `mode`, derived from the masks alone. */
 size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode);
+/* The same for a layer holding `count` of data's positions (`positions`,
+ * increasing; NULL: 0..count-1), its field frozen or not. */
+size_t test_expected_memory_of(const test_data *data, const uint32_t *positions, size_t count,
+                               int frozen, kvc_mode mode);
 /* 1 if keys (is_values = 0) or values (1) are int8 in mode. */
 int test_mode_quantizes(kvc_mode mode, int is_values);
 /* Every mode (f32, q8, q8k, q8v), and the three that quantize. */
@@ -151,15 +155,33 @@ kvc_status test_steps_take(kvc_layer *layer, const test_steps *steps, size_t fir
  * NULL (after printing why) if a call failed. */
 kvc_layer *test_linear_with(const test_steps *steps, size_t count, double phase_mass);
 
+/* ---- a hybrid model's data: a q8 layer of data[0] (5 heads x 8) and an
+ * f32 layer of data[1] (3 heads x 6), both masked, then a vmf_phase linear
+ * layer (2 heads, 4 features, value_dim 3, phase_mass 0.25) of steps ---- */
+typedef struct test_hybrid {
+    test_data data[2];
+    test_steps steps;
+} test_hybrid;
+
+/* The data of len positions. */
+test_hybrid test_hybrid_make(uint64_t seed, size_t len);
+void test_hybrid_free(test_hybrid *h);
+/* The model of the three layers at `len` positions; NULL if a call failed. */
+kvc_model *test_hybrid_model(const test_hybrid *h, size_t len);
+/* Appends positions [at, at + n) to every layer of a test_hybrid_model. */
+kvc_status test_hybrid_append(kvc_model *model, const test_hybrid *h, size_t at, size_t n);
+
 /* ---- what can be observed of a layer, to compare two layers or a layer
  * before and after a call ---- */
 typedef struct test_state {
     int kind, verifying;
     size_t draft_len;
     size_t num_kv_heads, head_dim, seq_len, memory_bytes;
+    size_t next_position;
     int mode, field_frozen;
     int read_errors;     /* calls that did not return KVC_OK: never equal then */
     float *imp;          /* [seq_len] */
+    uint32_t *slots;     /* [seq_len]: the absolute position of each slot */
     size_t *head_len;    /* [H] */
     float **keys;        /* [H][head_len x d], as head_keys gives them */
     float **values;      /* [H][head_len x d] */
@@ -263,5 +285,8 @@ enum {
  * @return : the number of failed runs, or -1 when a run broke a rule. */
 long test_run_with_faults(test_fallible op, void *ctx, const kvc_layer *watched,
                           int persistent, int keeps);
+/* test_run_with_faults watching every layer of a model. */
+long test_run_with_faults_on_model(test_fallible op, void *ctx, const kvc_model *watched,
+                                   int persistent, int keeps);
 
 #endif /* KVC_TEST_H */

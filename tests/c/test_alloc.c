@@ -169,6 +169,41 @@ TEST(append_n_across_window_should_fail_cleanly_on_allocation_failure) {
     test_data_free(&data);
 }
 
+TEST(append_under_max_rows_should_fail_cleanly_on_allocation_failure) {
+    /* An append past max_rows grows the buffers, then evicts with a scratch
+     * of its own: failing either leaves the layer as it was. */
+    static const size_t chunks[] = {1, 5, 2, 7, 3};
+    const size_t H = 3, d = 8, len = 160;
+    test_data data = test_data_make(120, len, H, d, 1);
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
+        kvc_layer *plain = test_layer_with(&data, 0, test_modes[mi]);
+        CHECK(layer != NULL && plain != NULL);
+        CHECK_OK(kvc_layer_set_max_rows(layer, 24, 2, 4));
+        CHECK_OK(kvc_layer_set_max_rows(plain, 24, 2, 4));
+        long failed = 0, evicting = 0;
+        for (size_t p = 0, c = 0; p + 7 <= len; p += chunks[c++ % 5]) {
+            const size_t n = chunks[c % 5];
+            evicting += kvc_layer_seq_len(layer) + n > 24;
+            append_ctx a = {layer, &data, p, n};
+            const long f =
+                test_run_with_faults(op_append, &a, layer, (int)(c % 2), TEST_KEEPS_OWNED);
+            CHECK(f >= 0);
+            failed += f;
+            CHECK_OK(test_data_append(plain, &data, p, n));
+            CHECK(kvc_layer_seq_len(layer) <= 24);
+        }
+        /* Each evicting append failed at least at its scratch. */
+        CHECK(evicting > 10 && failed >= evicting);
+        CHECK(test_layers_equal(layer, plain));
+        kvc_layer_free(layer);
+        kvc_layer_free(plain);
+    }
+    CHECK(test_fault_remove() == 0);
+    test_data_free(&data);
+}
+
 TEST(clone_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 5, d = 24;
     test_data data = test_data_make(114, 100, H, d, 1);
@@ -316,6 +351,23 @@ TEST(layer_life_should_leak_no_allocation) {
         CHECK_OK(kvc_layer_clone(layer, &copy));
         CHECK_OK(kvc_layer_truncate_last(layer, 120));
         CHECK_OK(test_data_append(layer, &data, 30, 170));
+        /* Eviction, a bound on appends, a snapshot and its restored copy. */
+        uint32_t kept[40];
+        size_t count;
+        CHECK_OK(kvc_layer_eviction_plan(layer, 40, 4, 8, kept, 40, &count));
+        CHECK_OK(kvc_layer_evict(layer, 60, 4, 8));
+        CHECK_OK(kvc_layer_set_max_rows(layer, 50, 4, 8));
+        CHECK_OK(test_data_append(layer, &data, 0, 1)); /* the data's position 0 as position 200 */
+        const size_t size = kvc_layer_snapshot_size(layer);
+        uint8_t *snap = test_alloc(size);
+        kvc_layer *restored, *refused;
+        CHECK_OK(kvc_layer_serialize(layer, snap, size));
+        CHECK_OK(kvc_layer_deserialize(snap, size, &restored));
+        CHECK(test_layers_equal(restored, layer));
+        snap[size / 2] ^= 1;
+        CHECK_STATUS(kvc_layer_deserialize(snap, size, &refused), KVC_E_SNAPSHOT_CHECKSUM);
+        kvc_layer_free(restored);
+        free(snap);
         kvc_layer_clear(copy);
         CHECK_OK(test_data_append(copy, &data, 0, 100));
         for (size_t h = 0; h < H; h++) {
@@ -336,6 +388,7 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(create_should_fail_cleanly_on_allocation_failure),
           CASE(append_should_fail_cleanly_on_allocation_failure),
           CASE(append_n_across_window_should_fail_cleanly_on_allocation_failure),
+          CASE(append_under_max_rows_should_fail_cleanly_on_allocation_failure),
           CASE(clone_should_fail_cleanly_on_allocation_failure),
           CASE(attend_without_probs_should_fail_cleanly_on_allocation_failure),
           CASE(attend_group_and_heads_should_fail_cleanly_on_allocation_failure),

@@ -102,6 +102,41 @@ test('the demo runs the stories260K model: text, memory per mode, rollbacks, no 
   assert.deepEqual(problems, []);
 });
 
+test('the eviction panel evicts for real: it shows the cache\'s own plan, evicts to it, and maxRows keeps every cache within the budget', async (t) => {
+  if (skipWhy) return t.skip(skipWhy);
+  const name = MODEL_MISSING ? 'synthetic' : 'model';
+  const BUDGET = 48;
+  await runSource(name);
+  await page.locator('#budget').fill(String(BUDGET));
+  // Step past an open verify: eviction waits for accept.
+  for (let i = 0; i < 20 && (await snapshot()).verifying; i++) await page.locator('#step').click();
+  const before = await snapshot();
+  assert.equal(before.verifying, false);
+  assert.deepEqual(before.importance.positions, before.shownPositions, 'the panel draws the positions the cache holds');
+  assert.equal(before.importance.kept.length, BUDGET, 'the plan keeps the budget');
+  assert.ok(before.rows.every((rows) => rows > BUDGET), `rows before: ${before.rows}`);
+  await page.locator('#evict').click();
+  const after = await snapshot();
+  assert.equal(after.evictions, 1);
+  assert.ok(after.rows.every((rows) => rows === BUDGET), `rows after: ${after.rows}`);
+  assert.deepEqual(after.shownPositions, before.importance.kept, 'evict kept what the panel showed');
+  assert.deepEqual(after.shownPositions.slice(0, 4), [0, 1, 2, 3], 'the sinks stay');
+  assert.equal(after.shownPositions.at(-1), before.position - 1, 'the newest stays');
+  assert.equal(after.position, before.position, 'positions go on where they were');
+  for (const mode of ['f32', 'q8']) assert.ok(after.memoryBytes[mode] < before.memoryBytes[mode], `${mode} memory went down`);
+  // Bounded: appends evict first; only an open verify's drafts (at most 8) go past the budget.
+  await page.locator('#bound').check();
+  await page.locator('#start').click();
+  await page.waitForFunction((n) => window.demo.snapshot().position >= n, after.position + 60, { timeout: 120000, polling: 100 });
+  await page.locator('#start').click();
+  const bounded = await snapshot();
+  assert.ok(bounded.rows.every((rows) => rows <= BUDGET + 8), `rows while bounded: ${bounded.rows}`);
+  assert.ok(bounded.memoryBytes.f32 <= after.memoryBytes.f32 * (BUDGET + 8) / BUDGET, 'memory stays flat');
+  await page.screenshot({ path: `${ARTIFACTS}demo-eviction.png`, fullPage: true });
+  t.diagnostic(`screenshot: test-artifacts/demo-eviction.png (${name}, budget ${BUDGET}, position ${bounded.position}, rows ${Math.max(...bounded.rows)})`);
+  assert.deepEqual(problems, []);
+});
+
 test('the demo server serves the package files with the right MIME types and nothing outside them', async (t) => {
   if (!server) {
     server = await startServer({ port: 0, modelPath: MODEL_PATH });

@@ -21,7 +21,7 @@ function expectedMemoryBytes(mode, H, d, masks) {
   const quantizedK = mode === 'q8' || mode === 'q8k';
   const quantizedV = mode === 'q8' || mode === 'q8v';
   const L = masks.length;
-  let bytes = L * (4 + Math.ceil(H / 8));
+  let bytes = L * (8 + Math.ceil(H / 8)); // importance and position (4 + 4), alive map
   for (let h = 0; h < H; h++) {
     const rows = masks.filter((m) => m[h]).length;
     const below = masks.filter((m, p) => m[h] && p < Q8_WINDOW).length;

@@ -92,6 +92,60 @@ for (const mode of ['q8', 'q8k', 'q8v']) {
   });
 }
 
+// Eviction on the real model: a 128-row budget over a 400-token story,
+// teacher-forced on the unbounded f32 greedy text. Importance-based eviction
+// (4 sinks, 96 recent, 28 heavy hitters) must lose less than a sliding window
+// of the same size (4 sinks, 124 recent); both must stay coherent.
+const EVICT_CONTEXT = 400;
+const EVICT_BUDGET = 128;
+
+modelTest(`with a ${EVICT_BUDGET}-row budget, importance eviction has lower next-token KL than a sliding window, and both stay coherent`, (t) => {
+  const full = llama.session();
+  const story = [llama.tokenizer.bosId, ...generate(full, [llama.tokenizer.bosId], { steps: EVICT_CONTEXT - 1, stopAtEos: false }).tokens];
+  full.free();
+  const stepwiseLogits = (options) => {
+    const session = llama.session(options);
+    let maxRows = 0;
+    const rows = story.map((token) => {
+      const logits = session.forward([token]);
+      maxRows = Math.max(maxRows, session.cache.layer(0).seqLen);
+      return logits;
+    });
+    session.free();
+    return { rows, maxRows };
+  };
+  const exact = stepwiseLogits({}).rows;
+  const measure = (options) => {
+    const { rows, maxRows } = stepwiseLogits({ maxRows: EVICT_BUDGET, ...options });
+    let kl = 0;
+    let agree = 0;
+    for (let i = EVICT_BUDGET; i < EVICT_CONTEXT; i++) {
+      const p = logSoftmax(exact[i]);
+      const q = logSoftmax(rows[i]);
+      kl += p.reduce((sum, lp, j) => sum + Math.exp(lp) * (lp - q[j]), 0);
+      agree += Number(argmax(p) === argmax(q));
+    }
+    const count = EVICT_CONTEXT - EVICT_BUDGET;
+    return { kl: kl / count, top1: agree / count, maxRows };
+  };
+  const window = measure({ sinks: 4, recent: EVICT_BUDGET - 4 });
+  const heavy = measure({ sinks: 4, recent: 96 });
+  t.diagnostic(`window: KL ${window.kl.toExponential(3)}, top-1 ${window.top1.toFixed(3)}; importance: KL ${heavy.kl.toExponential(3)}, top-1 ${heavy.top1.toFixed(3)}`);
+  assert.equal(window.maxRows, EVICT_BUDGET, 'the cache holds its budget, no more');
+  assert.equal(heavy.maxRows, EVICT_BUDGET);
+  assert.ok(heavy.kl > 0 && window.kl > 0, 'eviction changes the distribution');
+  assert.ok(heavy.kl < window.kl, `importance KL ${heavy.kl} < window KL ${window.kl}`);
+  assert.ok(heavy.top1 >= 0.95 && window.top1 >= 0.95, `top-1 agreement ${heavy.top1}, ${window.top1}`);
+  // Free-running generation under the budget still writes sentences of words.
+  const session = llama.session({ maxRows: EVICT_BUDGET, sinks: 4, recent: 96 });
+  const text = llama.tokenizer.decode(generate(session, [llama.tokenizer.bosId], { steps: EVICT_CONTEXT - 1, stopAtEos: false }).tokens);
+  session.free();
+  const tail = text.slice(-400);
+  const words = tail.split(/\s+/).filter(Boolean);
+  assert.ok(words.length > 40 && /[.!?]/.test(tail), tail);
+  assert.ok(words.every((word) => /^[A-Za-z'",.!?;:-]+$/.test(word)), tail);
+});
+
 /** The layers' state, comparable across sessions. */
 const cacheState = (session) => Array.from({ length: session.cache.numLayers }, (_, i) => fingerprint(session.cache.layer(i)));
 

@@ -1,6 +1,7 @@
 // The wasm module (SIMD128 kernels) against the native build (scalar
-// kernels) on the same operations: the quantizer gives the same bytes, so
-// every stored row, memoryBytes and the frozen state are identical; attention
+// kernels) on the same operations -- appends, truncations, importance,
+// evictions: the quantizer gives the same bytes, so every stored row,
+// memoryBytes, the frozen state and every snapshot are identical; attention
 // agrees to f32 rounding (the SIMD dot products sum in another order).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,17 +19,31 @@ const oracle = fileURLToPath(new URL('../../build/tests/c/kvc_oracle', import.me
 function script(seed, H, d) {
   const r = rng(seed);
   const ops = [];
-  let seqLen = 0;
+  // After an eviction, truncation rewinds positions, not rows: the script
+  // knows the next position and an upper bound of the rows held, and an 'I'
+  // gives that many probabilities, of which the cache takes seqLen.
+  let next = 0;
+  let rowsAtMost = 0;
   for (let step = 0; step < 260; step++) {
     const roll = r.unit();
     if (roll < 0.8) {
       ops.push({ op: 'A', alive: Uint8Array.from({ length: H }, () => (r.unit() < 0.85 ? 1 : 0)),
-        k: outlierKeys(r, 1, seqLen, H, d), v: normals(r, H * d) });
-      seqLen++;
+        k: outlierKeys(r, 1, next, H, d), v: normals(r, H * d) });
+      next++;
+      rowsAtMost++;
     } else if (roll < 0.86) {
       const n = r.int(40);
       ops.push({ op: 'T', n });
-      seqLen = Math.max(0, seqLen - n);
+      next = Math.max(0, next - n);
+      rowsAtMost = Math.min(rowsAtMost, next);
+    } else if (roll < 0.89 && rowsAtMost > 0) {
+      ops.push({ op: 'I', probs: Float32Array.from({ length: rowsAtMost }, () => r.unit()) });
+    } else if (roll < 0.91 && rowsAtMost > 40) {
+      const budget = 20 + r.int(rowsAtMost - 20);
+      ops.push({ op: 'E', budget, sinks: r.int(5), recent: r.int(10) });
+      rowsAtMost = Math.min(rowsAtMost, budget);
+    } else if (roll < 0.93) {
+      ops.push({ op: 'S' });
     } else {
       ops.push({ op: 'Q', head: r.int(H), q: normals(r, d) });
     }
@@ -46,6 +61,8 @@ function encode(H, d, mode, ops) {
     if (o.op === 'A') chunks.push(o.alive, bytes(o.k), bytes(o.v));
     if (o.op === 'T') chunks.push(u32(o.n));
     if (o.op === 'Q') chunks.push(u32(o.head), bytes(o.q));
+    if (o.op === 'I') chunks.push(u32(o.probs.length), bytes(o.probs));
+    if (o.op === 'E') chunks.push(u32(o.budget), u32(o.sinks), u32(o.recent));
   }
   return Buffer.concat(chunks);
 }
@@ -61,6 +78,11 @@ function decode(H, d, ops, output) {
     if (o.op === 'Q') {
       const out = f32s(d);
       results.push({ out, probs: f32s(u32()) });
+    } else if (o.op === 'S') {
+      const size = Number(view.getBigUint64(at, true));
+      at += 8;
+      results.push({ snapshot: output.subarray(at, at + size) });
+      at += size;
     } else if (o.op === 'D') {
       const memoryBytes = Number(view.getBigUint64(at, true));
       at += 8;
@@ -83,6 +105,9 @@ function runWasm(H, d, mode, ops) {
     if (o.op === 'A') cache.append(o.k, o.v, o.alive);
     if (o.op === 'T') cache.truncateLast(o.n);
     if (o.op === 'Q') results.push(cache.attend(o.q, o.head));
+    if (o.op === 'I') cache.accumulateImp(o.probs.subarray(0, cache.seqLen));
+    if (o.op === 'E') cache.evict({ budget: o.budget, sinks: o.sinks, recent: o.recent });
+    if (o.op === 'S') results.push({ snapshot: cache.serialize() });
     if (o.op === 'D') {
       results.push({
         memoryBytes: cache.memoryBytes,
@@ -104,6 +129,7 @@ for (const mode of MODES) {
     }
     let seed = 100;
     let frozenStates = 0;
+    let snapshots = 0;
     for (const [H, d] of [[1, 8], [3, 17], [8, 64], [2, 128]]) {
       const ops = script(seed++, H, d);
       const run = spawnSync(oracle, { input: encode(H, d, mode, ops), maxBuffer: 1 << 28 });
@@ -113,7 +139,10 @@ for (const mode of MODES) {
       assert.equal(wasm.length, native.length);
       wasm.forEach((got, i) => {
         const want = native[i];
-        if ('out' in want) {
+        if ('snapshot' in want) {
+          snapshots++;
+          assert.ok(Buffer.from(got.snapshot).equals(Buffer.from(want.snapshot)), `snapshot ${i}: the same bytes natively and in wasm, H=${H} d=${d}`);
+        } else if ('out' in want) {
           assert.ok(relError(got.out, want.out) < 1e-5, `attend out, H=${H} d=${d}: ${relError(got.out, want.out)}`);
           assert.equal(got.probs.length, want.probs.length);
           assert.ok(relError(got.probs, want.probs) < 1e-5, 'attend probs');
@@ -128,5 +157,6 @@ for (const mode of MODES) {
       });
     }
     assert.equal(frozenStates > 0, mode !== 'f32', 'the scripts reach past the q8 window');
+    assert.ok(snapshots > 0, 'snapshots were compared');
   });
 }

@@ -37,7 +37,7 @@ function promised(example) {
 }
 
 test('the README has its examples', () => {
-  assert.equal(examples.length, 3);
+  assert.equal(examples.length, 4);
 });
 
 examples.forEach((example, n) => {

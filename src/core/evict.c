@@ -1,0 +1,215 @@
+/*
+ * evict.c -- bounding a layer: keep `budget` of its positions and drop the
+ * rest, in place.
+ *
+ * The kept positions are the first `sinks` (attention sinks, StreamingLLM),
+ * the `recent` newest, and between them those with the highest importance
+ * (the cumulative attention mass of kvc_layer_accumulate_imp: H2O's heavy
+ * hitters), ties going to the older position.  Order is preserved, every
+ * store of every head moves only the rows it keeps, quantized rows keep
+ * their codes and scales, and the field stays: nothing is requantized.
+ * O(rows): a selection, not a sort, then one pass.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+/* a ranks before b: more attention, or as much and older. */
+static int ranks_before(const float *imp, uint32_t a, uint32_t b) {
+    return imp[a] > imp[b] || (imp[a] == imp[b] && a < b);
+}
+
+static void swap(uint32_t *x, uint32_t *y) {
+    const uint32_t t = *x;
+    *x = *y;
+    *y = t;
+}
+
+/* Reorders slots[0, n) so that its first k are the k that rank first (in
+ * some order).  Quickselect with a middle pivot: the ranking is a strict
+ * total order, so the chosen set does not depend on the pivots. */
+static void select_top(const float *imp, uint32_t *slots, size_t n, size_t k) {
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1 && k > lo && k < hi) {
+        swap(&slots[lo + (hi - lo) / 2], &slots[hi - 1]);
+        const uint32_t pivot = slots[hi - 1];
+        size_t store = lo;
+        for (size_t i = lo; i + 1 < hi; i++) {
+            if (ranks_before(imp, slots[i], pivot)) swap(&slots[i], &slots[store++]);
+        }
+        swap(&slots[store], &slots[hi - 1]);
+        if (store < k) lo = store + 1;
+        else hi = store;
+    }
+}
+
+/* keep[s] = 1 for the slots the policy keeps; `scratch` holds seq_len slots. */
+static void plan(const kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *keep,
+                 uint32_t *scratch) {
+    const size_t L = layer->seq_len;
+    if (L <= budget) {
+        memset(keep, 1, L);
+        return;
+    }
+    memset(keep, 0, L);
+    memset(keep, 1, sinks);
+    memset(keep + L - recent, 1, recent);
+    const size_t middle = L - sinks - recent, heavy = budget - sinks - recent;
+    for (size_t i = 0; i < middle; i++) scratch[i] = (uint32_t)(sinks + i);
+    select_top(layer->imp, scratch, middle, heavy);
+    for (size_t i = 0; i < heavy; i++) keep[scratch[i]] = 1;
+}
+
+/* Moves the kept rows of one store to the front of its arrays, in order. */
+static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, int quantized,
+                          const uint8_t *keep) {
+    const size_t d = layer->head_dim, qrow_bytes = sizeof(float) + d;
+    size_t f32_read = 0, f32_write = 0, q_read = 0, q_write = 0;
+    for (size_t s = 0; s < layer->seq_len; s++) {
+        if (!kvc_head_stored(layer, s, h)) continue;
+        if (quantized && layer->positions[s] >= KVC_Q8_WINDOW) {
+            if (keep[s] && q_write != q_read)
+                memcpy(store->qrows + q_write * qrow_bytes, store->qrows + q_read * qrow_bytes, qrow_bytes);
+            q_write += keep[s];
+            q_read++;
+        } else {
+            if (keep[s] && f32_write != f32_read)
+                memcpy(store->rows + f32_write * d, store->rows + f32_read * d, d * sizeof(float));
+            f32_write += keep[s];
+            f32_read++;
+        }
+    }
+    store->rows_len = f32_write;
+    store->qrows_len = q_write;
+}
+
+/* Drops every slot whose keep[] is 0. */
+static void apply(kvc_layer *layer, const uint8_t *keep) {
+    const int quantized_k = kvc_component_quantized(layer->mode, 0);
+    const int quantized_v = kvc_component_quantized(layer->mode, 1);
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        compact_store(layer, h, &layer->heads[h].keys, quantized_k, keep);
+        compact_store(layer, h, &layer->heads[h].values, quantized_v, keep);
+    }
+    size_t write = 0;
+    for (size_t s = 0; s < layer->seq_len; s++) {
+        if (!keep[s]) continue;
+        layer->imp[write] = layer->imp[s];
+        layer->positions[write] = layer->positions[s];
+        memmove(layer->alive_map + write * layer->map_bytes, layer->alive_map + s * layer->map_bytes,
+                layer->map_bytes);
+        write++;
+    }
+    layer->seq_len = write;
+}
+
+/* The scratch of a plan over L slots: the keep flags, then (4-byte aligned)
+ * the selection's slot list. */
+static size_t plan_bytes(size_t L) {
+    return ((L + 3) & ~(size_t)3) + L * sizeof(uint32_t);
+}
+
+static uint32_t *plan_slots(uint8_t *block, size_t L) {
+    return (uint32_t *)(block + ((L + 3) & ~(size_t)3));
+}
+
+/* Plans and applies with a scratch of plan_bytes(seq_len) or more. */
+static void evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent,
+                       uint8_t *block) {
+    if (layer->seq_len <= budget) return;
+    if (sinks > budget) sinks = budget;
+    if (recent > budget - sinks) recent = budget - sinks;
+    plan(layer, budget, sinks, recent, block, plan_slots(block, layer->seq_len));
+    apply(layer, block);
+}
+
+kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent) {
+    if (layer->seq_len <= budget) return KVC_OK;
+    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(layer->seq_len), 1);
+    if (!block) return KVC_E_NOMEM;
+    evict_with(layer, budget, sinks, recent, block);
+    kvc_free(block);
+    return KVC_OK;
+}
+
+/* The checks of evict and eviction_plan. */
+static kvc_status check_policy(const kvc_layer *layer, size_t budget, size_t sinks, size_t recent) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (budget == 0 || sinks > budget || recent > budget - sinks) return KVC_E_BUDGET;
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_evict(kvc_layer *layer, size_t budget, size_t sinks, size_t recent) {
+    kvc_status status = check_policy(layer, budget, sinks, recent);
+    if (status != KVC_OK) return status;
+    if (layer->verifying) return KVC_E_VERIFYING;
+    return kvc_evict_to(layer, budget, sinks, recent);
+}
+
+kvc_status kvc_layer_slide_window(kvc_layer *layer, size_t window, size_t sinks) {
+    if (sinks > window) return layer ? KVC_E_BUDGET : KVC_E_NULL_POINTER;
+    return kvc_layer_evict(layer, window, sinks, window - sinks);
+}
+
+kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t sinks,
+                                   size_t recent, uint32_t *kept, size_t kept_len, size_t *count) {
+    kvc_status status = check_policy(layer, budget, sinks, recent);
+    if (status != KVC_OK) return status;
+    if (!count) return KVC_E_NULL_POINTER;
+    const size_t L = layer->seq_len, n = L < budget ? L : budget;
+    if (n && !kept) return KVC_E_NULL_POINTER;
+    if (kept_len < n) return KVC_E_LENGTH;
+    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(L) + 1, 1);
+    if (!block) return KVC_E_NOMEM;
+    plan(layer, budget, sinks, recent, block, plan_slots(block, L));
+    size_t written = 0;
+    for (size_t s = 0; s < L; s++) {
+        if (block[s]) kept[written++] = layer->positions[s];
+    }
+    kvc_free(block);
+    *count = written;
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sinks, size_t recent) {
+    if (max_rows) {
+        kvc_status status = check_policy(layer, max_rows, sinks, recent);
+        if (status != KVC_OK) return status;
+        if (max_rows > KVC_MAX_POSITIONS) return KVC_E_BUDGET; /* as the snapshot format holds it */
+    } else if (!layer) {
+        return KVC_E_NULL_POINTER;
+    } else if (layer->kind != KVC_KIND_FULL) {
+        return KVC_E_KIND;
+    }
+    /* Off means no policy either: a snapshot holds sinks = recent = 0 then. */
+    layer->max_rows = max_rows;
+    layer->evict_sinks = max_rows ? sinks : 0;
+    layer->evict_recent = max_rows ? recent : 0;
+    return KVC_OK;
+}
+
+kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t recent) {
+    if (!model) return KVC_E_NULL_POINTER;
+    const size_t L = kvc_model_num_layers(model);
+    if (budget == 0 || sinks > budget || recent > budget - sinks) return KVC_E_BUDGET;
+    for (size_t i = 0; i < L; i++) {
+        if (kvc_model_layer(model, i)->verifying) return KVC_E_VERIFYING;
+    }
+    /* One scratch for every layer, so that it is all or nothing. */
+    size_t longest = 0;
+    for (size_t i = 0; i < L; i++) {
+        const kvc_layer *layer = kvc_model_layer(model, i);
+        if (layer->kind == KVC_KIND_FULL && layer->seq_len > longest) longest = layer->seq_len;
+    }
+    if (longest <= budget) return KVC_OK;
+    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(longest), 1);
+    if (!block) return KVC_E_NOMEM;
+    /* Each full layer decides from its own importance; linear layers hold no rows. */
+    for (size_t i = 0; i < L; i++) {
+        kvc_layer *layer = kvc_model_layer(model, i);
+        if (layer->kind == KVC_KIND_FULL) evict_with(layer, budget, sinks, recent, block);
+    }
+    kvc_free(block);
+    return KVC_OK;
+}
