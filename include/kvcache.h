@@ -297,7 +297,9 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
 
 /* kvc_layer_attend_causal():
  * m queries at once, the speculative-verify and chunked-prefill shape: query
- * i (`q` + i * head_dim) sees positions 0 .. seq_len - m + i.  Its output
+ * i (`q` + i * head_dim) sees the first seq_len - m + i + 1 slots (positions
+ * 0 .. seq_len - m + i until the layer evicts: the last m slots are the m
+ * newest positions, and query i sees the older ones and its own).  Its output
  * (`out` + i * head_dim) and probabilities are bit-for-bit what
  * kvc_layer_attend gives on this layer truncated to seq_len - m + i + 1
  * positions.  `probs` (may be NULL): [m x head_len(kv_head)], row i holding
@@ -387,9 +389,11 @@ kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t
 /* kvc_layer_set_max_rows():
  * Bounds the layer: an append of n positions that would take it past
  * max_rows first evicts down to max_rows - n with this policy (the new
- * positions are always kept; a verify's drafts, and what accept keeps
- * of them, may go past it until the next append after the verify).  max_rows 0 turns it off.  Appends of more than max_rows
- * positions at once then fail with KVC_E_LENGTH.
+ * positions are always kept).  In a verify, the first draft append first
+ * evicts down to max_rows and the drafts go past it: the layer holds at
+ * most max_rows + drafts rows, and after accept(j) at most max_rows + j
+ * until the next append.  max_rows 0 turns it off.  Appends of more than
+ * max_rows positions at once outside a verify fail with KVC_E_LENGTH.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_BUDGET (as
  *           kvc_layer_evict, or max_rows above KVC_MAX_POSITIONS). */
 kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sinks, size_t recent);

@@ -174,7 +174,7 @@ export class LayerKvCache {
   slideWindow(window: number, sinks?: number): Uint32Array;
   /** The positions evict(policy) would keep, without evicting. */
   evictionPlan(policy: EvictionPolicy): Uint32Array;
-  /** Bounds the cache from the next append on; 0 lifts the bound. A verify's drafts may pass it until the next append after accept. */
+  /** Bounds the cache from the next append on; 0 lifts the bound. In a verify the rows before the drafts are brought down to maxRows and the drafts pass it: at most maxRows + drafts rows. */
   setMaxRows(maxRows: number, options?: { sinks?: number; recent?: number }): void;
   /** The whole cache as a versioned, CRC-checked snapshot (docs/snapshot-format.md); the same bytes from every build. Not during a verify. */
   serialize(): Uint8Array;

@@ -542,7 +542,9 @@ export class LayerKvCache {
 
   /**
    * Bounds the cache: an append that would take it past maxRows first
-   * evicts with { sinks, recent } (evict's defaults). 0 turns it off.
+   * evicts with { sinks, recent } (evict's defaults). In a verify the first
+   * draft append evicts down to maxRows and the drafts go past it (at most
+   * maxRows + drafts rows). 0 turns it off.
    */
   setMaxRows(maxRows, { sinks, recent } = {}) {
     const where = 'LayerKvCache.setMaxRows';

@@ -736,6 +736,35 @@ TEST(max_rows_should_let_a_verify_pass_it_until_accept) {
     test_data_free(&data);
 }
 
+TEST(max_rows_should_bound_a_decoder_that_always_verifies) {
+    /* Speculative decoding appends only inside verifies: the first draft
+     * append brings the rows before it down to max_rows, so the layer never
+     * holds more than max_rows + drafts, and the newest positions stay. */
+    test_data data = test_data_make(1016, 400, 2, 8, 1);
+    kvc_layer *layer = test_layer_with(&data, 0, KVC_MODE_Q8);
+    CHECK(layer != NULL);
+    CHECK_OK(kvc_layer_set_max_rows(layer, 12, 2, 3));
+    CHECK_OK(test_data_append(layer, &data, 0, 12));
+    size_t at = 12;
+    for (int round = 0; round < 60; round++) {
+        const size_t drafts = 1 + (size_t)round % 5, accepted = (size_t)round % (drafts + 1);
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_OK(test_data_append(layer, &data, at, drafts));
+        CHECK(kvc_layer_seq_len(layer) <= 12 + drafts);
+        CHECK(kvc_layer_draft_len(layer) == drafts);
+        CHECK_OK(kvc_layer_accept(layer, accepted));
+        at += accepted;
+        CHECK(kvc_layer_next_position(layer) == at);
+        CHECK(kvc_layer_seq_len(layer) <= 12 + accepted);
+        uint32_t slots[32];
+        CHECK_OK(kvc_layer_positions(layer, slots, 32));
+        CHECK(slots[0] == 0 && slots[1] == 1);
+        CHECK(slots[kvc_layer_seq_len(layer) - 1] == at - 1);
+    }
+    kvc_layer_free(layer);
+    test_data_free(&data);
+}
+
 TEST(clone_of_an_evicted_layer_should_keep_its_positions_and_max_rows) {
     test_rng rng = test_rng_new(1024);
     test_data data = test_data_make(1024, 200, 4, 8, 1);
@@ -1022,6 +1051,7 @@ RUN_TESTS(CASE(evict_should_keep_sinks_recent_and_the_highest_imp_between_on_han
           CASE(append_of_more_than_max_rows_should_return_length_and_change_nothing),
           CASE(max_rows_zero_should_turn_the_bound_off),
           CASE(max_rows_should_let_a_verify_pass_it_until_accept),
+          CASE(max_rows_should_bound_a_decoder_that_always_verifies),
           CASE(clone_of_an_evicted_layer_should_keep_its_positions_and_max_rows),
           CASE(evict_and_plan_should_refuse_a_bad_budget_and_change_nothing),
           CASE(eviction_calls_on_a_linear_layer_should_return_kind),

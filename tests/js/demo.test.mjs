@@ -51,6 +51,11 @@ after(async () => {
 });
 
 const snapshot = () => page.evaluate(() => window.demo.snapshot());
+/** The state once the page has drawn it: charts redraw on the next animation frame, not on each step. */
+const drawnSnapshot = async () => {
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+  return snapshot();
+};
 
 /** Selects a source, runs it fast until `tokens` tokens and a rollback, pauses, returns the state. */
 async function runSource(name) {
@@ -62,8 +67,7 @@ async function runSource(name) {
     return s.tokens >= n && s.stats.rollbacks > 0 && s.seqLenWentDown;
   }, TOKENS, { timeout: 120000, polling: 100 });
   await page.locator('#start').click(); // pause
-  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
-  return snapshot();
+  return drawnSnapshot();
 }
 
 function checkState(state, name) {
@@ -110,13 +114,13 @@ test('the eviction panel evicts for real: it shows the cache\'s own plan, evicts
   await page.locator('#budget').fill(String(BUDGET));
   // Step past an open verify: eviction waits for accept.
   for (let i = 0; i < 20 && (await snapshot()).verifying; i++) await page.locator('#step').click();
-  const before = await snapshot();
+  const before = await drawnSnapshot();
   assert.equal(before.verifying, false);
   assert.deepEqual(before.importance.positions, before.shownPositions, 'the panel draws the positions the cache holds');
   assert.equal(before.importance.kept.length, BUDGET, 'the plan keeps the budget');
   assert.ok(before.rows.every((rows) => rows > BUDGET), `rows before: ${before.rows}`);
   await page.locator('#evict').click();
-  const after = await snapshot();
+  const after = await drawnSnapshot();
   assert.equal(after.evictions, 1);
   assert.ok(after.rows.every((rows) => rows === BUDGET), `rows after: ${after.rows}`);
   assert.deepEqual(after.shownPositions, before.importance.kept, 'evict kept what the panel showed');
