@@ -109,10 +109,23 @@ static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const flo
         float *q_field = w->q_field + g * d;
         const int16_t *hi = w->q16 + g * d;
         kernels->mul_f32(d, q + g * d, keys->field, q_field);
+        /* Coded as q~ * 2^-e, max|q~ * 2^-e| in [1/2, 1), the scales taken
+         * back times 2^e: powers of two, so the codes and scales are q~'s
+         * own, except that the codes' scale floor (1e-30) is never met.
+         * Without it, a field at its own floor (a head whose window rows
+         * were all zero) makes q~ about 1e-30, and the floored scale rounds
+         * q to integers. */
+        float max_abs = 0.0f;
+        for (size_t j = 0; j < d; j++) {
+            if (max_abs < fabsf(q_field[j])) max_abs = fabsf(q_field[j]);
+        }
+        int e = 0;
+        frexpf(max_abs, &e);
+        for (size_t j = 0; j < d; j++) q_field[j] = ldexpf(q_field[j], -e);
         const float s_hi = kernels->quantize_query(d, q_field, w->q16 + g * d);
         for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
-        w->q_scales[g] = s_hi;
-        w->q_scales[G + g] = kernels->quantize_query(d, q_field, w->q16 + (G + g) * d);
+        w->q_scales[g] = ldexpf(s_hi, e);
+        w->q_scales[G + g] = ldexpf(kernels->quantize_query(d, q_field, w->q16 + (G + g) * d), e);
     }
     const size_t row_bytes = kvc_q8_row_bytes(d), tile = w->tile_rows;
     for (size_t first = 0; first < keys->qrows_len; first += tile) {

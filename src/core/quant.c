@@ -14,6 +14,15 @@
 /* A channel that was zero in every window row still needs c > 0. */
 #define KVC_Q8_FIELD_FLOOR 1e-30f
 
+/* And no channel's c lies more than 2^12 below the head's largest.  attend
+ * codes the query as q[j] * c[j] in two i16 halves (about 30 bits from its
+ * largest lane): a channel far below would lose its share of the scores when
+ * it turns active after the window -- its key codes carry it with a huge row
+ * scale, the query's code would carry nothing.  12 bits below leaves such a
+ * channel 18 bits; a channel that small in the window is noise to the scores,
+ * and raising its c moves its read-back by less than a step of the largest. */
+#define KVC_Q8_FIELD_RANGE_LOG2 12
+
 kvc_status kvc_field_reserve(kvc_layer *layer) {
     const size_t d = layer->head_dim;
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -28,8 +37,9 @@ kvc_status kvc_field_reserve(kvc_layer *layer) {
     return KVC_OK;
 }
 
-/* c[j] = RMS of channel j over the store's f32 rows, all ones when it has none.
- * Summed in double, in row order: the same bytes on every build. */
+/* c[j] = RMS of channel j over the store's f32 rows, all ones when it has none,
+ * floored as above.  Summed in double, in row order: the same bytes on every
+ * build. */
 static void freeze_store(kvc_store *store, size_t d) {
     for (size_t j = 0; j < d; j++) {
         float c = 1.0f;
@@ -44,6 +54,10 @@ static void freeze_store(kvc_store *store, size_t d) {
         }
         store->field[j] = c;
     }
+    float max_c = 0.0f;
+    for (size_t j = 0; j < d; j++) max_c = fmaxf(max_c, store->field[j]);
+    const float floor_c = ldexpf(max_c, -KVC_Q8_FIELD_RANGE_LOG2);
+    for (size_t j = 0; j < d; j++) store->field[j] = fmaxf(store->field[j], floor_c);
 }
 
 void kvc_field_freeze(kvc_layer *layer) {

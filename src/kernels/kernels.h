@@ -22,6 +22,10 @@
 
 /* Floor of a row scale: an all-zero row gets this scale and zero codes. */
 #define KVC_Q8_SCALE_FLOOR 1e-30f
+/* Where x / c saturates: a huge x over a tiny c keeps a finite ratio, and at
+ * 2^127 rather than FLT_MAX the row reads back finite too (127 * (FLT_MAX /
+ * 127) rounds up to +Inf in f32; 127 * (2^127 / 127) stays below FLT_MAX). */
+#define KVC_Q8_RATIO_MAX 0x1p127f
 /* Largest code magnitude; -128 is never produced, so codes are symmetric. */
 #define KVC_Q8_CODE_MAX 127.0f
 /* Largest i16 query code, and the channels whose i16 x i8 products sum
@@ -58,7 +62,7 @@ typedef void kvc_widen_q8_fn(size_t n, size_t d, const uint8_t *qrows, float *ro
 /* y[j] = a[j] * b[j]; y may alias a or b */
 typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
 /* Quantizes x against the per-channel field (all > 0):
- *   t = x / field (saturated to +-FLT_MAX), s = max(max|t| / 127, floor),
+ *   t = x / field (saturated to +-KVC_Q8_RATIO_MAX), s = max(max|t| / 127, floor),
  *   codes = clamp(round_half_even(t / s), -127, 127).
  * Returns s.  x must be finite. */
 typedef float kvc_quantize_row_fn(size_t d, const float *x, const float *field, int8_t *codes);

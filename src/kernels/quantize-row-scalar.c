@@ -1,4 +1,3 @@
-#include <float.h>
 #include <math.h>
 
 #include "kernels.h"
@@ -6,8 +5,8 @@
 /* x / c, saturated so that a huge x over a tiny field value stays finite. */
 static float channel_ratio(float x, float c) {
     float t = x / c;
-    if (t > FLT_MAX) t = FLT_MAX;
-    if (t < -FLT_MAX) t = -FLT_MAX;
+    if (t > KVC_Q8_RATIO_MAX) t = KVC_Q8_RATIO_MAX;
+    if (t < -KVC_Q8_RATIO_MAX) t = -KVC_Q8_RATIO_MAX;
     return t;
 }
 

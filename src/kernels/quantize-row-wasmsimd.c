@@ -1,14 +1,13 @@
-#include <float.h>
 #include <string.h>
 #include <wasm_simd128.h>
 
 #include "kernels.h"
 
-/* x / c lane-wise, saturated to +-FLT_MAX exactly as the scalar kernel. */
+/* x / c lane-wise, saturated to +-KVC_Q8_RATIO_MAX exactly as the scalar kernel. */
 static v128_t channel_ratio(v128_t x, v128_t c) {
     v128_t t = wasm_f32x4_div(x, c);
-    t = wasm_f32x4_pmin(t, wasm_f32x4_const_splat(FLT_MAX));
-    return wasm_f32x4_pmax(t, wasm_f32x4_const_splat(-FLT_MAX));
+    t = wasm_f32x4_pmin(t, wasm_f32x4_const_splat(KVC_Q8_RATIO_MAX));
+    return wasm_f32x4_pmax(t, wasm_f32x4_const_splat(-KVC_Q8_RATIO_MAX));
 }
 
 /* clamp(round_half_even(t / scale), -127, 127) as i32 lanes. */

@@ -83,8 +83,8 @@ static float round_half_even(float v) {
 }
 
 static float saturate(float t) {
-    if (t > FLT_MAX) return FLT_MAX;
-    if (t < -FLT_MAX) return -FLT_MAX;
+    if (t > 0x1p127f) return 0x1p127f;
+    if (t < -0x1p127f) return -0x1p127f;
     return t;
 }
 
@@ -853,7 +853,7 @@ TEST(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row) {
     }
 }
 
-TEST(quantize_row_should_saturate_huge_ratio_instead_of_nan) {
+TEST(quantize_row_should_saturate_huge_ratio_and_read_back_finite) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(22);
     float x[MAX_D], field[MAX_D];
@@ -872,10 +872,19 @@ TEST(quantize_row_should_saturate_huge_ratio_instead_of_nan) {
                 x[at] = sign * 1e30f; /* x / c = 1e60: +-Inf in f32 */
                 field[at] = 1e-30f;
                 const float scale = sets.set[s]->quantize_row(d, x, field, codes);
-                CHECK(isfinite(scale));
-                CHECK(scale == FLT_MAX / 127.0f);
+                CHECK(scale == 0x1p127f / 127.0f);
                 CHECK(codes[at] == (int8_t)(sign * 127.0f));
                 for (size_t j = 0; j < d; j++) CHECK(j == at || codes[j] == 0);
+                /* The saturated channel reads back as 2^127 c, finite. */
+                float back[MAX_D];
+                sets.set[s]->dequantize_row(d, codes, scale, field, back);
+                for (size_t j = 0; j < d; j++) CHECK(isfinite(back[j]));
+                /* Even at the largest c that can saturate (x / c > 2^127 needs c < 2). */
+                x[at] = sign * FLT_MAX;
+                field[at] = 1.9999998f;
+                const float top = sets.set[s]->quantize_row(d, x, field, codes);
+                sets.set[s]->dequantize_row(d, codes, top, field, back);
+                CHECK(isfinite(back[at]) && back[at] * sign > 3e38f);
             }
         }
     }
@@ -958,6 +967,6 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(exp_f32_should_stay_within_2_5_ulp_and_give_zero_below_its_range),
           CASE(quantize_row_should_round_ties_to_even),
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),
-          CASE(quantize_row_should_saturate_huge_ratio_instead_of_nan),
+          CASE(quantize_row_should_saturate_huge_ratio_and_read_back_finite),
           CASE(linear_update_f64_should_give_its_definition_bits_also_in_place),
           CASE(linear_read_f64_should_sum_features_in_order_bit_for_bit))

@@ -20,7 +20,8 @@
 
 
 /* c[j] = RMS of channel j over head h's rows at positions < W (floored at
- * 1e-30); all ones when the head stored none of them. */
+ * 1e-30 and at 2^-12 of the largest c); all ones when the head stored none
+ * of them. */
 static void window_field(const test_data *data, size_t h, int is_values, float *field) {
     const size_t d = data->d;
     const float *src = is_values ? data->v : data->k;
@@ -39,6 +40,9 @@ static void window_field(const test_data *data, size_t h, int is_values, float *
         field[j] = (float)sqrt(sum_sq / (double)rows);
         if (field[j] < 1e-30f) field[j] = 1e-30f;
     }
+    float max_c = 0.0f;
+    for (size_t j = 0; j < d; j++) max_c = fmaxf(max_c, field[j]);
+    for (size_t j = 0; j < d; j++) field[j] = fmaxf(field[j], ldexpf(max_c, -12));
 }
 
 /* x read back after quantization against `field`. */
@@ -322,6 +326,67 @@ TEST(quantized_rows_should_reconstruct_within_half_a_step) {
     test_data_free(&data);
 }
 
+/* Appends `len` positions of N(0, 1) rows to a one-head layer, with channel 0
+ * zero below the window and, from the window on, `late` in that channel. */
+static void append_silent_channel(kvc_layer *layer, size_t d, size_t len, float late, uint64_t seed) {
+    test_rng rng = test_rng_new(seed);
+    float k[16], v[16];
+    for (size_t p = 0; p < len; p++) {
+        test_fill_normal(&rng, k, d);
+        test_fill_normal(&rng, v, d);
+        k[0] = v[0] = p < W ? 0.0f : late * test_rng_normal(&rng);
+        CHECK_OK(kvc_layer_append(layer, k, v, NULL));
+    }
+}
+
+TEST(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores) {
+    /* Its field would sit at 1e-30 with the others near 1: the query codes
+     * q[j] * c[j] span about 2^30, so attend would score that channel as 0
+     * while the keys read back carry it.  The field's range floor keeps
+     * attend equal to attention over the keys read back. */
+    const size_t d = 16, len = 200;
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
+    for (size_t m = 0; m < 2; m++) {
+        kvc_layer *layer = NULL;
+        CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
+        append_silent_channel(layer, d, len, 1.0f, 71);
+        float *K = test_alloc(len * d * sizeof(float)), *V = test_alloc(len * d * sizeof(float));
+        CHECK_OK(kvc_layer_head_keys(layer, 0, K, len * d));
+        CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
+        test_rng rng = test_rng_new(72);
+        float q[16], out[16], out_def[16], probs[200], probs_def[200];
+        double worst = 0.0;
+        for (int trial = 0; trial < 20; trial++) {
+            test_fill_normal(&rng, q, d);
+            q[0] *= 3.0f;
+            CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
+            CHECK_OK(kvc_attention_head(q, K, V, len, d, out_def, probs_def));
+            for (size_t p = 0; p < len; p++) worst = fmax(worst, fabs((double)probs[p] - probs_def[p]));
+            CHECK(test_rel_error(out, out_def, d) < 1e-5);
+        }
+        CHECK(worst < 1e-6);
+        printf("  %s: largest probability difference %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", worst);
+        free(K);
+        free(V);
+        kvc_layer_free(layer);
+    }
+}
+
+TEST(a_huge_value_over_a_silent_channel_should_read_back_finite) {
+    /* 1e9 over a field of 1e-30 saturates x / c (at 2^127); the row must read
+     * back, and attend, finite. */
+    const size_t d = 4, len = 80;
+    kvc_layer *layer = NULL;
+    CHECK_OK(kvc_layer_create(1, d, KVC_MODE_Q8V, &layer));
+    append_silent_channel(layer, d, len, 1e9f, 73);
+    float V[80 * 4], out[4], q[4] = {0.5f, -1.0f, 0.25f, 2.0f};
+    CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
+    for (size_t i = 0; i < len * d; i++) CHECK(isfinite(V[i]));
+    CHECK_OK(kvc_layer_attend(layer, q, 0, out, NULL));
+    for (size_t j = 0; j < d; j++) CHECK(isfinite(out[j]));
+    kvc_layer_free(layer);
+}
+
 TEST(q8_should_hold_fewer_bytes_than_f32_at_4096_positions) {
     static const size_t dims[] = {64, 128};
     for (size_t di = 0; di < 2; di++) {
@@ -356,4 +421,6 @@ RUN_TESTS(CASE(rows_below_window_should_stay_exact_in_quantized_modes),
           CASE(truncate_should_unfreeze_field_below_window),
           CASE(rollback_across_window_should_be_bit_identical_to_plain_decoding),
           CASE(quantized_rows_should_reconstruct_within_half_a_step),
+          CASE(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores),
+          CASE(a_huge_value_over_a_silent_channel_should_read_back_finite),
           CASE(q8_should_hold_fewer_bytes_than_f32_at_4096_positions))
