@@ -326,17 +326,45 @@ TEST(quantized_rows_should_reconstruct_within_half_a_step) {
     test_data_free(&data);
 }
 
-/* Appends `len` positions of N(0, 1) rows to a one-head layer, with channel 0
- * zero below the window and, from the window on, `late` in that channel. */
-static void append_silent_channel(kvc_layer *layer, size_t d, size_t len, float late, uint64_t seed) {
+/* Appends `len` positions of N(0, 1) rows to a one-head layer, with channels
+ * 0..silent-1 zero below the window and, from the window on, channel 0 times
+ * `late`. */
+static void append_silent_channels(kvc_layer *layer, size_t d, size_t silent, size_t len, float late,
+                                   uint64_t seed) {
     test_rng rng = test_rng_new(seed);
     float k[16], v[16];
     for (size_t p = 0; p < len; p++) {
         test_fill_normal(&rng, k, d);
         test_fill_normal(&rng, v, d);
-        k[0] = v[0] = p < W ? 0.0f : late * test_rng_normal(&rng);
+        for (size_t j = 0; j < silent && p < W; j++) k[j] = v[j] = 0.0f;
+        if (p >= W) k[0] = v[0] = late * test_rng_normal(&rng);
         CHECK_OK(kvc_layer_append(layer, k, v, NULL));
     }
+}
+
+/* The largest differences between attend and attention over the rows read
+ * back, over 20 N(0, 1) queries (channel 0 three times larger). */
+static void attend_vs_read_back(const kvc_layer *layer, size_t len, double *out_error, double *probs_error) {
+    const size_t d = kvc_layer_head_dim(layer);
+    float *K = test_alloc(len * d * sizeof(float)), *V = test_alloc(len * d * sizeof(float));
+    float *probs = test_alloc(len * sizeof(float)), *probs_def = test_alloc(len * sizeof(float));
+    CHECK_OK(kvc_layer_head_keys(layer, 0, K, len * d));
+    CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
+    test_rng rng = test_rng_new(72);
+    float q[16], out[16], out_def[16];
+    *out_error = *probs_error = 0.0;
+    for (int trial = 0; trial < 20; trial++) {
+        test_fill_normal(&rng, q, d);
+        q[0] *= 3.0f;
+        CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
+        CHECK_OK(kvc_attention_head(q, K, V, len, d, out_def, probs_def));
+        for (size_t p = 0; p < len; p++) *probs_error = fmax(*probs_error, fabs((double)probs[p] - probs_def[p]));
+        *out_error = fmax(*out_error, test_rel_error(out, out_def, d));
+    }
+    free(K);
+    free(V);
+    free(probs);
+    free(probs_def);
 }
 
 TEST(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores) {
@@ -349,25 +377,31 @@ TEST(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores) {
     for (size_t m = 0; m < 2; m++) {
         kvc_layer *layer = NULL;
         CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
-        append_silent_channel(layer, d, len, 1.0f, 71);
-        float *K = test_alloc(len * d * sizeof(float)), *V = test_alloc(len * d * sizeof(float));
-        CHECK_OK(kvc_layer_head_keys(layer, 0, K, len * d));
-        CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
-        test_rng rng = test_rng_new(72);
-        float q[16], out[16], out_def[16], probs[200], probs_def[200];
-        double worst = 0.0;
-        for (int trial = 0; trial < 20; trial++) {
-            test_fill_normal(&rng, q, d);
-            q[0] *= 3.0f;
-            CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
-            CHECK_OK(kvc_attention_head(q, K, V, len, d, out_def, probs_def));
-            for (size_t p = 0; p < len; p++) worst = fmax(worst, fabs((double)probs[p] - probs_def[p]));
-            CHECK(test_rel_error(out, out_def, d) < 1e-5);
-        }
-        CHECK(worst < 1e-6);
-        printf("  %s: largest probability difference %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", worst);
-        free(K);
-        free(V);
+        append_silent_channels(layer, d, 1, len, 1.0f, 71);
+        double out_error, probs_error;
+        attend_vs_read_back(layer, len, &out_error, &probs_error);
+        CHECK(out_error < 1e-5 && probs_error < 1e-6);
+        printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
+               probs_error);
+        kvc_layer_free(layer);
+    }
+}
+
+TEST(a_head_silent_over_the_window_should_score_as_its_keys_read_back) {
+    /* Every c at its 1e-30 floor: q * c is about 1e-30, and its codes must
+     * not meet their own scale floor (1e-30), which would round q to
+     * integers. */
+    const size_t d = 16, len = 200;
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
+    for (size_t m = 0; m < 2; m++) {
+        kvc_layer *layer = NULL;
+        CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
+        append_silent_channels(layer, d, d, len, 1.0f, 74);
+        double out_error, probs_error;
+        attend_vs_read_back(layer, len, &out_error, &probs_error);
+        CHECK(out_error < 1e-5 && probs_error < 1e-6);
+        printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
+               probs_error);
         kvc_layer_free(layer);
     }
 }
@@ -378,7 +412,7 @@ TEST(a_huge_value_over_a_silent_channel_should_read_back_finite) {
     const size_t d = 4, len = 80;
     kvc_layer *layer = NULL;
     CHECK_OK(kvc_layer_create(1, d, KVC_MODE_Q8V, &layer));
-    append_silent_channel(layer, d, len, 1e9f, 73);
+    append_silent_channels(layer, d, 1, len, 1e9f, 73);
     float V[80 * 4], out[4], q[4] = {0.5f, -1.0f, 0.25f, 2.0f};
     CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
     for (size_t i = 0; i < len * d; i++) CHECK(isfinite(V[i]));
@@ -422,5 +456,6 @@ RUN_TESTS(CASE(rows_below_window_should_stay_exact_in_quantized_modes),
           CASE(rollback_across_window_should_be_bit_identical_to_plain_decoding),
           CASE(quantized_rows_should_reconstruct_within_half_a_step),
           CASE(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores),
+          CASE(a_head_silent_over_the_window_should_score_as_its_keys_read_back),
           CASE(a_huge_value_over_a_silent_channel_should_read_back_finite),
           CASE(q8_should_hold_fewer_bytes_than_f32_at_4096_positions))
