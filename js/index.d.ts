@@ -5,13 +5,21 @@
  * scale and a per-channel field ("q8": both, "q8k": keys only, "q8v": values only). */
 export type KvMode = 'f32' | 'q8' | 'q8k' | 'q8v';
 
+declare global {
+  interface SymbolConstructor {
+    /** The classes' [Symbol.dispose] (for `using`), declared here too for a lib older than esnext.disposable. */
+    readonly dispose: unique symbol;
+  }
+}
+
 /** A per-head mask: `false` / `0` stores nothing for that head. */
 export type AliveMask = Uint8Array | readonly boolean[];
 
 export interface InitOptions {
   /** A precompiled module, for runtimes that cannot compile wasm from bytes (Cloudflare workerd). */
   module?: WebAssembly.Module;
-  /** The module's bytes, or where to fetch them (default: ../dist/kvcache.wasm next to this file). */
+  /** The module's bytes, or where to fetch them. Default: ../dist/kvcache.wasm next to this file; in a Worker
+   * (the "workerd" and "worker" export conditions), that file imported as a module, compiled at deploy time. */
   wasm?: BufferSource | URL | string | Response;
 }
 
@@ -77,6 +85,7 @@ export type LayerKvCacheOptions = FullLayerOptions | LinearLayerOptions;
 
 /** Thrown for what argument checks cannot prevent; `code` is the C status name (e.g. "KVC_E_NOMEM"). */
 export class KvCacheError extends Error {
+  constructor(message: string, code: string);
   readonly code: string;
 }
 
@@ -136,7 +145,7 @@ export class LayerKvCache {
   /** A whole layer in one call: q is [numQueryHeads × headDim] (a multiple of numKvHeads; query i uses KV head ⌊i / G⌋).
    * probs [numQueryHeads × seqLen] (per position) only when into.probs is given, else null. */
   attendHeads(q: Float32Array, into?: { out?: Float32Array; probs?: Float32Array }): { out: Float32Array; probs: Float32Array | null };
-  /** m queries at once: q is [m × headDim], query i sees positions 0 .. seqLen − m + i.
+  /** m queries at once: q is [m × headDim], query i sees the first seqLen − m + i + 1 slots (positions 0 .. seqLen − m + i until the cache evicts).
    * probs is [m × headLen(kvHead)], zero where a query does not see a row. */
   attendCausal(q: Float32Array, kvHead: number, into?: { out?: Float32Array; probs?: Float32Array }): AttentionResult;
   /** Rewinds the last n positions: nextPosition goes back by n (to 0 at most) and the rows at or after it go;
@@ -179,7 +188,7 @@ export class LayerKvCache {
   /** The whole cache as a versioned, CRC-checked snapshot (docs/snapshot-format.md); the same bytes from every build. Not during a verify. */
   serialize(): Uint8Array;
   /** A new cache from serialize()'s bytes; refused bytes throw a KvCacheError whose code says why (KVC_E_SNAPSHOT_*). */
-  static deserialize(bytes: Uint8Array): LayerKvCache;
+  static deserialize(bytes: ArrayBufferView | ArrayBuffer): LayerKvCache;
   /** A deep, independent copy (not during a verify). */
   clone(): LayerKvCache;
   /** Releases the memory now; idempotent, later calls throw. Throws for a layer owned by a KvCache. */
@@ -222,10 +231,10 @@ export class KvCache {
   reject(): void;
   /** evict(policy) on every full layer, each by its own imp; all layers or none. Not during a verify. */
   evict(policy: EvictionPolicy): void;
-  /** Every layer in one snapshot. Not during a verify. */
+  /** Every layer in one snapshot. Not during a verify, nor while the layers hold different numbers of positions (KVC_E_LAYERS). */
   serialize(): Uint8Array;
   /** A new KvCache from serialize()'s bytes; refused bytes throw a KvCacheError (KVC_E_SNAPSHOT_*). */
-  static deserialize(bytes: Uint8Array): KvCache;
+  static deserialize(bytes: ArrayBufferView | ArrayBuffer): KvCache;
   clone(): KvCache;
   free(): void;
   [Symbol.dispose](): void;

@@ -1,7 +1,7 @@
 // LayerKvCache: one layer's cache, full attention (rows of keys and values)
 // or linear attention (a recurrent f64 state). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
-import { heap, lib, loaded, readCString, unstage } from './runtime.js';
+import { finalizerOf, heap, lib, readCString, unstage } from './runtime.js';
 import {
   checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, checkStatus, shown, staged,
 } from './checks.js';
@@ -16,9 +16,7 @@ const KIND_LINEAR = 1;
 
 const adoptPointer = Symbol('adoptPointer');
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = new FinalizationRegistry((ptr) => {
-  if (loaded()) lib().kvc_layer_free(ptr);
-});
+const finalizer = finalizerOf((ptr) => lib().kvc_layer_free(ptr));
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {

@@ -16,6 +16,8 @@ export interface GgufTensorInfo {
 }
 
 export class GgufFile {
+  /** readGguf() makes them. */
+  private constructor();
   readonly version: number;
   readonly metadata: Map<string, unknown>;
   readonly tensors: Map<string, GgufTensorInfo>;
@@ -38,8 +40,11 @@ export class Tokenizer {
   constructor(vocab: { tokens: string[]; scores: number[]; bosId: number; eosId: number; unkId?: number });
   static fromGguf(gguf: GgufFile): Tokenizer;
   readonly tokens: string[];
+  readonly scores: number[];
   readonly bosId: number;
   readonly eosId: number;
+  /** The id of what the vocabulary cannot spell, not even byte by byte (default 0). */
+  readonly unkId: number;
   readonly vocabSize: number;
   /** sentencepiece BPE: '▁' for spaces, greedy merges by score, byte fallback; <s> first unless bos is false. */
   encode(text: string, options?: { bos?: boolean }): number[];
@@ -61,6 +66,8 @@ export interface LlamaConfig {
 }
 
 export class Llama {
+  /** Llama.fromGguf() makes them. */
+  private constructor();
   /** Reads a llama GGUF with F32 or F16 tensors. */
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
   readonly config: LlamaConfig;
@@ -78,6 +85,8 @@ export class Llama {
 }
 
 export class LlamaSession {
+  /** Llama#session() makes them. */
+  private constructor();
   readonly llama: Llama;
   readonly cache: KvCache;
   readonly mode: KvMode;

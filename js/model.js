@@ -1,15 +1,13 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { heap, lib, loaded, unstage } from './runtime.js';
+import { finalizerOf, heap, lib, unstage } from './runtime.js';
 import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, staged } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = new FinalizationRegistry((ptr) => {
-  if (loaded()) lib().kvc_model_free(ptr);
-});
+const finalizer = finalizerOf((ptr) => lib().kvc_model_free(ptr));
 const MAX_LAYERS = 4096;
 
 // The layer specs of a config: { layers: [...] } or a uniform one.

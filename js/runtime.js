@@ -33,6 +33,18 @@ export function init(options = {}) {
   return initPromise;
 }
 
+/**
+ * init() for an entry that imports the compiled module itself (a Worker:
+ * workerd and wrangler compile wasm at deploy time and refuse to compile
+ * bytes at run time): loads `module` unless the options name a module or bytes.
+ */
+export function initWithModule(module, options = {}) {
+  if (options === null || typeof options !== 'object' || options.module !== undefined || options.wasm !== undefined) {
+    return init(options);
+  }
+  return init({ ...options, module });
+}
+
 const imports = {
   env: {
     // Views are refreshed lazily (see heap()), so growth needs no action here.
@@ -96,9 +108,17 @@ export function lib() {
   return wasm.exports;
 }
 
-/** True once init() has resolved (for finalizers, which must not throw). */
-export function loaded() {
-  return wasm !== null;
+/**
+ * A FinalizationRegistry that releases a collected object's pointer with
+ * release(ptr) once the module is loaded (a finalizer must not throw). Where
+ * the runtime has none (workerd before compatibility date 2025-05-05), one
+ * that does nothing: the finalizer is a safety net, free() is the plan.
+ */
+export function finalizerOf(release) {
+  if (typeof FinalizationRegistry !== 'function') return { register() {}, unregister() {} };
+  return new FinalizationRegistry((ptr) => {
+    if (wasm !== null) release(ptr);
+  });
 }
 
 /**

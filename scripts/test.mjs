@@ -5,11 +5,16 @@
 //  2. npm packages, when package.json lists any and node_modules lacks them;
 //  3. native and wasm builds;
 //  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
-//     in Node (ctest), then the JavaScript tests (node --test).
+//     in Node (ctest), the C tests and the fuzz corpora once more under
+//     AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-asan), the
+//     JavaScript tests (node --test), then both libFuzzer harnesses for
+//     KVC_FUZZ_SECONDS (default 60) each, side by side.
 // Exits non-zero if any step fails; the closing lines sum up each suite.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { availableParallelism } from 'node:os';
+import { fuzz } from './fuzz.mjs';
+import { sanitizedTests } from './sanitize.mjs';
 import {
   buildNative, buildWasm, ensureToolchain, log, nativeBuildDir, root, run, wasmBuildDir,
 } from './toolchain.mjs';
@@ -17,11 +22,11 @@ import {
 const started = Date.now();
 const results = [];
 
-function step(name, fn) {
+async function step(name, fn) {
   const t0 = Date.now();
   let ok;
   try {
-    ok = fn() !== false;
+    ok = (await fn()) !== false;
   } catch (error) {
     console.error(`${name}: ${error.message}`);
     ok = false;
@@ -38,33 +43,43 @@ function npmPackagesPresent() {
 
 const jobs = String(Math.max(1, availableParallelism()));
 const ready =
-  step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium']] })) &&
-  step('npm packages', () => npmPackagesPresent() ||
+  await step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium']] })) &&
+  await step('npm packages', () => npmPackagesPresent() ||
     run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund']) === 0) &&
-  step('native build', buildNative) &&
-  step('wasm build', buildWasm);
+  await step('native build', buildNative) &&
+  await step('wasm build', buildWasm);
+
+const fuzzSeconds = Number(process.env.KVC_FUZZ_SECONDS ?? 60);
+if (!Number.isInteger(fuzzSeconds) || fuzzSeconds < 0) {
+  console.error(`KVC_FUZZ_SECONDS: a whole number of seconds >= 0, not ${process.env.KVC_FUZZ_SECONDS}`);
+  process.exit(2);
+}
 
 if (ready) {
-  step('C tests, native', () => {
+  await step('C tests, native', () => {
     log('C tests, native (scalar kernels)');
     return run('ctest', ['--test-dir', nativeBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
   });
-  step('C tests, wasm', () => {
+  await step('C tests, wasm', () => {
     log('C tests, wasm SIMD128 in Node');
     return run('ctest', ['--test-dir', wasmBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
   });
-  step('JS tests', () => {
+  await step('C tests, sanitized', sanitizedTests);
+  await step('JS tests', () => {
     log('JavaScript tests (node --test)');
     const dir = join(root, 'tests', 'js');
     const files = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join(dir, f));
     return run(process.execPath, ['--test', ...files]) === 0;
   });
+  if (fuzzSeconds > 0) await step(`fuzz, ${fuzzSeconds} s`, () => fuzz({ seconds: fuzzSeconds }));
+  else results.push({ name: 'fuzz', skipped: 'KVC_FUZZ_SECONDS=0', seconds: 0 });
 }
 
 log(`summary (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-for (const { name, ok, seconds } of results) {
-  console.log(`${ok ? 'pass' : 'FAIL'}  ${name.padEnd(18)} ${seconds.toFixed(1)} s`);
+for (const { name, ok, skipped, seconds } of results) {
+  const outcome = skipped ? 'skip' : ok ? 'pass' : 'FAIL';
+  console.log(`${outcome}  ${name.padEnd(18)} ${seconds.toFixed(1)} s${skipped ? `  (${skipped})` : ''}`);
 }
-const failed = !ready || results.some((r) => !r.ok);
+const failed = !ready || results.some((r) => !r.ok && !r.skipped);
 console.log(failed ? 'npm test: FAILED' : 'npm test: all passed');
 process.exit(failed ? 1 : 0);

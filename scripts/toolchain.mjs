@@ -45,7 +45,7 @@ function isRoot() {
 }
 
 /** Installs Debian packages when running as root on a machine with apt. */
-function aptInstall(packages) {
+export function aptInstall(packages) {
   if (!isRoot() || !have('apt-get')) return false;
   log(`installing ${packages.join(' ')} with apt-get`);
   const env = { DEBIAN_FRONTEND: 'noninteractive' };

@@ -31,7 +31,7 @@ typedef struct kvc_rows_view {
  * then lo, see score_quantized_keys), and a tile of rows: value rows widened
  * to f32 with their weights, or the hi and lo scores of key rows. */
 typedef struct workspace {
-    float *q_field;     /* [G x d]  q * c_K */
+    float *q_field;     /* [G x d]  q * c_K, then [d] c_K scaled */
     int16_t *q16;       /* [2G x d] */
     float *q_scales;    /* [2G] */
     float *tile;        /* [tile_rows x d] */
@@ -55,7 +55,7 @@ static size_t round_up16(size_t bytes) {
 static kvc_status workspace_init(workspace *w, size_t G, size_t d) {
     const size_t tile_rows = value_tile_rows(d);
     const size_t sizes[6] = {
-        round_up16(G * d * sizeof(float)), round_up16(2 * G * d * sizeof(int16_t)),
+        round_up16((G + 1) * d * sizeof(float)), round_up16(2 * G * d * sizeof(int16_t)),
         round_up16(2 * G * sizeof(float)), round_up16(tile_rows * d * sizeof(float)),
         round_up16(tile_rows * sizeof(float)), round_up16(2 * G * tile_rows * sizeof(float))};
     size_t total = 0;
@@ -102,30 +102,61 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
  * hi and lo go through one scores_q8 call as 2G queries, a tile of rows at a
  * time, and z = hi score + lo score: each (query, row) the same way whatever
  * G and the tiling. */
+/* The exponent e of max |x[j]| (frexpf's: max |x| * 2^-e in [1/2, 1)); 0
+ * when every x[j] is zero. */
+static int exponent_of_max(const float *x, size_t n) {
+    float max_abs = 0.0f;
+    for (size_t j = 0; j < n; j++) {
+        if (max_abs < fabsf(x[j])) max_abs = fabsf(x[j]);
+    }
+    int e = 0;
+    frexpf(max_abs, &e);
+    return e;
+}
+
+/* 2^k as a float, for k in [-126, 127]. */
+static float pow2f(int k) {
+    const uint32_t bits = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* y[j] = x[j] * 2^-e, exact unless y[j] is subnormal, for the e of
+ * exponent_of_max: two factors, since 2^-e alone may not be a float. */
+static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
+    const int half = -e / 2;
+    const float a = pow2f(half), b = pow2f(-e - half);
+    for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
+}
+
 static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const float *q,
                                  const kvc_rows_view *keys, size_t d, float sqrt_d, float *z,
                                  size_t z_stride, workspace *w) {
+    /* q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and
+     * the code scales are taken back by the same power: the codes are q~'s
+     * own, but q~ cannot overflow (q and c_K each come scaled below 1 before
+     * they are multiplied: an overflow would make NaN codes), and the codes'
+     * scale floor (1e-30) is never met (a field at its own floor, a head
+     * whose window rows were all zero, makes q~ about 1e-30: the floored
+     * scale would round it to integers).  Only the scales taken back can
+     * overflow, to scores of +-Inf or NaN, when q * c_K exceeds FLT_MAX. */
+    float *field = w->q_field + G * d;
+    const int e_field = exponent_of_max(keys->field, d);
+    scale_by_pow2(field, keys->field, d, e_field);
     for (size_t g = 0; g < G; g++) {
         float *q_field = w->q_field + g * d;
         const int16_t *hi = w->q16 + g * d;
-        kernels->mul_f32(d, q + g * d, keys->field, q_field);
-        /* Coded as q~ * 2^-e, max|q~ * 2^-e| in [1/2, 1), the scales taken
-         * back times 2^e: powers of two, so the codes and scales are q~'s
-         * own, except that the codes' scale floor (1e-30) is never met.
-         * Without it, a field at its own floor (a head whose window rows
-         * were all zero) makes q~ about 1e-30, and the floored scale rounds
-         * q to integers. */
-        float max_abs = 0.0f;
-        for (size_t j = 0; j < d; j++) {
-            if (max_abs < fabsf(q_field[j])) max_abs = fabsf(q_field[j]);
-        }
-        int e = 0;
-        frexpf(max_abs, &e);
-        for (size_t j = 0; j < d; j++) q_field[j] = ldexpf(q_field[j], -e);
+        const int e_q = exponent_of_max(q + g * d, d);
+        scale_by_pow2(q_field, q + g * d, d, e_q);
+        kernels->mul_f32(d, q_field, field, q_field);
+        const int e = exponent_of_max(q_field, d);
+        scale_by_pow2(q_field, q_field, d, e);
+        const int e_total = e_q + e_field + e;
         const float s_hi = kernels->quantize_query(d, q_field, w->q16 + g * d);
         for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
-        w->q_scales[g] = ldexpf(s_hi, e);
-        w->q_scales[G + g] = ldexpf(kernels->quantize_query(d, q_field, w->q16 + (G + g) * d), e);
+        w->q_scales[g] = ldexpf(s_hi, e_total);
+        w->q_scales[G + g] = ldexpf(kernels->quantize_query(d, q_field, w->q16 + (G + g) * d), e_total);
     }
     const size_t row_bytes = kvc_q8_row_bytes(d), tile = w->tile_rows;
     for (size_t first = 0; first < keys->qrows_len; first += tile) {

@@ -15,6 +15,24 @@ size_t kvc_layer_positions_taken(const kvc_layer *layer) {
     return layer->linear ? kvc_layer_steps(layer) : layer->next_position;
 }
 
+/* A model owning `layers`, unchecked: create checks them first; a clone's
+ * copies are the layers of a model already, aligned or not (a runner
+ * between two layers of a step). */
+static kvc_status model_of(kvc_layer *const *layers, size_t num_layers, kvc_model **out) {
+    kvc_model *model = kvc_malloc(sizeof *model);
+    if (!model) return KVC_E_NOMEM;
+    model->layers = kvc_realloc_array(NULL, num_layers, sizeof(kvc_layer *));
+    if (!model->layers) {
+        kvc_free(model);
+        return KVC_E_NOMEM;
+    }
+    memcpy(model->layers, layers, num_layers * sizeof(kvc_layer *));
+    model->num_layers = num_layers;
+    for (size_t i = 0; i < num_layers; i++) layers[i]->in_model = 1;
+    *out = model;
+    return KVC_OK;
+}
+
 kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
@@ -30,18 +48,7 @@ kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_mod
             if (layers[other] == layers[i]) return KVC_E_LAYERS;
         }
     }
-    kvc_model *model = kvc_malloc(sizeof *model);
-    if (!model) return KVC_E_NOMEM;
-    model->layers = kvc_realloc_array(NULL, num_layers, sizeof(kvc_layer *));
-    if (!model->layers) {
-        kvc_free(model);
-        return KVC_E_NOMEM;
-    }
-    memcpy(model->layers, layers, num_layers * sizeof(kvc_layer *));
-    model->num_layers = num_layers;
-    for (size_t i = 0; i < num_layers; i++) layers[i]->in_model = 1;
-    *out = model;
-    return KVC_OK;
+    return model_of(layers, num_layers, out);
 }
 
 void kvc_model_free(kvc_model *model) {
@@ -67,7 +74,7 @@ kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out) {
         status = kvc_layer_clone(model->layers[cloned], &copies[cloned]);
         if (status == KVC_OK) cloned++;
     }
-    if (status == KVC_OK) status = kvc_model_create(copies, cloned, out);
+    if (status == KVC_OK) status = model_of(copies, cloned, out);
     if (status != KVC_OK) {
         for (size_t i = 0; i < cloned; i++) kvc_layer_free(copies[i]);
     }

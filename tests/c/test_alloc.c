@@ -384,6 +384,186 @@ TEST(layer_life_should_leak_no_allocation) {
     test_data_free(&data);
 }
 
+/* ---- an out-of-memory episode: every allocation fails for a while ---- */
+
+/* `expr`, run while every allocation fails, must return KVC_E_NOMEM and hold
+ * no new block; `unchanged` (read once allocations work again, as attend on
+ * int8 rows needs a workspace) must then hold. */
+#define CHECK_OUT_OF_MEMORY(expr, unchanged)                                     \
+    do {                                                                         \
+        const long live_ = test_fault_live();                                    \
+        test_fault_arm(1, 1);                                                    \
+        const kvc_status status_ = (expr);                                       \
+        test_fault_arm(0, 0);                                                    \
+        CHECK_STATUS(status_, KVC_E_NOMEM);                                      \
+        CHECK(test_fault_live() == live_);                                       \
+        CHECK(unchanged);                                                        \
+    } while (0)
+
+/* Importance a decoder could have summed; fixed, so that two layers of as
+ * many slots get the same. */
+static kvc_status add_fixed_imp(kvc_layer *layer) {
+    const size_t L = kvc_layer_seq_len(layer);
+    float *probs = test_alloc(L * sizeof(float));
+    for (size_t s = 0; s < L; s++) probs[s] = 0.125f * (float)(s % 7);
+    const kvc_status status = kvc_layer_accumulate_imp(layer, probs, L);
+    free(probs);
+    return status;
+}
+
+/* A snapshot of the layer (or, layer NULL, of the model) in test_alloc'd
+ * bytes; *len receives its length. */
+static uint8_t *snapshot_of(const kvc_layer *layer, const kvc_model *model, size_t *len) {
+    *len = layer ? kvc_layer_snapshot_size(layer) : kvc_model_snapshot_size(model);
+    uint8_t *bytes = test_alloc(*len);
+    const kvc_status status = layer ? kvc_layer_serialize(layer, bytes, *len)
+                                    : kvc_model_serialize(model, bytes, *len);
+    if (status != KVC_OK) {
+        free(bytes);
+        return NULL;
+    }
+    return bytes;
+}
+
+TEST(serialize_should_succeed_while_every_allocation_fails) {
+    /* kvcache.h lists no KVC_E_NOMEM for it: a cache can be saved when the
+     * heap is exhausted, byte for byte the snapshot of a healthy heap. */
+    test_data data = test_data_make(121, 150, 5, 12, 1);
+    test_hybrid h = test_hybrid_make(122, 90);
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(&data, 150, test_modes[mi]);
+        CHECK(layer != NULL);
+        CHECK_OK(add_fixed_imp(layer));
+        CHECK_OK(kvc_layer_evict(layer, 100, 4, 20));
+        size_t len = 0;
+        uint8_t *want = snapshot_of(layer, NULL, &len), *got = test_alloc(len);
+        CHECK(want != NULL);
+        test_fault_arm(1, 1);
+        const size_t size = kvc_layer_snapshot_size(layer);
+        const kvc_status status = kvc_layer_serialize(layer, got, len);
+        test_fault_arm(0, 0);
+        CHECK_OK(status);
+        CHECK(size == len && memcmp(got, want, len) == 0);
+        free(want);
+        free(got);
+        kvc_layer_free(layer);
+    }
+    kvc_model *model = test_hybrid_model(&h, 90);
+    CHECK(model != NULL);
+    size_t len = 0;
+    uint8_t *want = snapshot_of(NULL, model, &len), *got = test_alloc(len);
+    CHECK(want != NULL);
+    test_fault_arm(1, 1);
+    const size_t size = kvc_model_snapshot_size(model);
+    const kvc_status status = kvc_model_serialize(model, got, len);
+    test_fault_arm(0, 0);
+    CHECK_OK(status);
+    CHECK(size == len && memcmp(got, want, len) == 0);
+    free(want);
+    free(got);
+    kvc_model_free(model);
+    CHECK(test_fault_remove() == 0);
+    test_hybrid_free(&h);
+    test_data_free(&data);
+}
+
+TEST(layer_should_go_on_unchanged_after_an_out_of_memory_episode) {
+    /* Every allocating call fails in turn, each on the state the last one
+     * left; then memory comes back and the layer carries on exactly as a
+     * layer that never ran out. */
+    const size_t H = 4, d = 16, len = 90, more = 60;
+    test_data data = test_data_make(123, len + more, H, d, 1);
+    test_rng rng = test_rng_new(123);
+    float q[4 * 16], out[4 * 16];
+    test_fill_normal(&rng, q, H * d);
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        /* Appended in one call, the slot arrays are exactly full: the next
+         * append must grow them. */
+        kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]), *plain;
+        CHECK(layer != NULL);
+        CHECK_OK(add_fixed_imp(layer));
+        size_t snap_len = 0;
+        uint8_t *snap = snapshot_of(layer, NULL, &snap_len);
+        CHECK(snap != NULL);
+        test_state *before = test_state_take(layer);
+        kvc_layer *copy = layer, *restored = layer;
+        uint32_t kept[40];
+        size_t count = 0;
+        CHECK_OUT_OF_MEMORY(test_data_append(layer, &data, len, 1),
+                            test_state_matches(layer, before));
+        CHECK_OUT_OF_MEMORY(test_data_append(layer, &data, len, more),
+                            test_state_matches(layer, before));
+        CHECK_OUT_OF_MEMORY(kvc_layer_clone(layer, &copy), test_state_matches(layer, before));
+        CHECK(copy == NULL);
+        CHECK_OUT_OF_MEMORY(kvc_layer_deserialize(snap, snap_len, &restored),
+                            test_state_matches(layer, before));
+        CHECK(restored == NULL);
+        CHECK_OUT_OF_MEMORY(kvc_layer_evict(layer, 40, 4, 8), test_state_matches(layer, before));
+        CHECK_OUT_OF_MEMORY(kvc_layer_eviction_plan(layer, 40, 4, 8, kept, 40, &count),
+                            test_state_matches(layer, before) && count == 0);
+        CHECK_OUT_OF_MEMORY(kvc_layer_attend(layer, q, 1, out, NULL),
+                            test_state_matches(layer, before));
+        CHECK_OUT_OF_MEMORY(kvc_layer_attend_heads(layer, q, H, out, NULL),
+                            test_state_matches(layer, before));
+        /* Allocations work again. */
+        CHECK_OK(test_data_append(layer, &data, len, more));
+        plain = test_layer_with(&data, len, test_modes[mi]);
+        CHECK(plain != NULL);
+        CHECK_OK(add_fixed_imp(plain));
+        CHECK_OK(test_data_append(plain, &data, len, more));
+        CHECK(test_layers_equal(layer, plain));
+        CHECK_OK(kvc_layer_clone(layer, &copy));
+        CHECK(test_layers_equal(copy, plain));
+        test_state_free(before);
+        free(snap);
+        kvc_layer_free(copy);
+        kvc_layer_free(plain);
+        kvc_layer_free(layer);
+    }
+    CHECK(test_fault_remove() == 0);
+    test_data_free(&data);
+}
+
+TEST(model_should_go_on_unchanged_after_an_out_of_memory_episode) {
+    const size_t len = 90, more = 30;
+    test_hybrid h = test_hybrid_make(124, len + more);
+    CHECK_OK(test_fault_install());
+    kvc_model *model = test_hybrid_model(&h, len), *plain = test_hybrid_model(&h, len);
+    CHECK(model != NULL && plain != NULL);
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_OK(add_fixed_imp(kvc_model_layer(model, i)));
+        CHECK_OK(add_fixed_imp(kvc_model_layer(plain, i)));
+    }
+    size_t snap_len = 0;
+    uint8_t *snap = snapshot_of(NULL, model, &snap_len);
+    CHECK(snap != NULL);
+    test_state **before = test_model_state_take(model);
+    kvc_model *copy = model, *restored = model;
+    CHECK_OUT_OF_MEMORY(test_hybrid_append(model, &h, len, 1),
+                        test_model_state_matches(model, before));
+    CHECK_OUT_OF_MEMORY(kvc_model_clone(model, &copy), test_model_state_matches(model, before));
+    CHECK(copy == NULL);
+    CHECK_OUT_OF_MEMORY(kvc_model_deserialize(snap, snap_len, &restored),
+                        test_model_state_matches(model, before));
+    CHECK(restored == NULL);
+    CHECK_OUT_OF_MEMORY(kvc_model_evict(model, 40, 4, 8), test_model_state_matches(model, before));
+    /* Allocations work again. */
+    CHECK_OK(test_hybrid_append(model, &h, len, more));
+    CHECK_OK(test_hybrid_append(plain, &h, len, more));
+    CHECK(test_models_equal(model, plain));
+    CHECK_OK(kvc_model_clone(model, &copy));
+    CHECK(test_models_equal(copy, plain));
+    test_model_state_free(before);
+    free(snap);
+    kvc_model_free(copy);
+    kvc_model_free(plain);
+    kvc_model_free(model);
+    CHECK(test_fault_remove() == 0);
+    test_hybrid_free(&h);
+}
+
 RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(create_should_fail_cleanly_on_allocation_failure),
           CASE(append_should_fail_cleanly_on_allocation_failure),
@@ -394,4 +574,7 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(attend_group_and_heads_should_fail_cleanly_on_allocation_failure),
           CASE(attention_head_without_probs_should_fail_cleanly_on_allocation_failure),
           CASE(layer_should_stay_usable_after_allocator_is_restored),
-          CASE(layer_life_should_leak_no_allocation))
+          CASE(layer_life_should_leak_no_allocation),
+          CASE(serialize_should_succeed_while_every_allocation_fails),
+          CASE(layer_should_go_on_unchanged_after_an_out_of_memory_episode),
+          CASE(model_should_go_on_unchanged_after_an_out_of_memory_episode))

@@ -348,6 +348,22 @@ TEST(clone_should_be_deep_and_independent) {
     hybrid_free(&h);
 }
 
+TEST(clone_should_copy_a_model_between_two_layers_of_a_step) {
+    /* A runner that stored layer 0's position of a step and not yet the
+     * others' forks there: the clone holds the same layers, misaligned as
+     * they are (found by tests/fuzz/fuzz_ops.c: it returned KVC_E_LAYERS). */
+    hybrid h = hybrid_make(519);
+    kvc_model *copy = NULL, *model = hybrid_model(&h, 40);
+    CHECK(model != NULL);
+    CHECK_OK(test_data_append(kvc_model_layer(model, 0), &h.data, 40, 1));
+    CHECK_OK(kvc_model_clone(model, &copy));
+    CHECK(test_models_equal(copy, model));
+    CHECK(kvc_model_seq_len(copy) == 40);
+    kvc_model_free(copy);
+    kvc_model_free(model);
+    hybrid_free(&h);
+}
+
 TEST(clear_should_clear_every_layer) {
     hybrid h = hybrid_make(512);
     kvc_model *model = hybrid_model(&h, 90), *fresh = hybrid_model(&h, 0);
@@ -466,6 +482,7 @@ RUN_TESTS(CASE(create_should_take_ownership_so_layer_free_is_a_no_op),
           CASE(truncate_last_with_a_linear_layer_should_return_kind_and_change_nothing),
           CASE(truncate_last_should_truncate_every_full_layer),
           CASE(clone_should_be_deep_and_independent),
+          CASE(clone_should_copy_a_model_between_two_layers_of_a_step),
           CASE(clear_should_clear_every_layer),
           CASE(accept_should_return_accept_and_change_nothing_when_layers_hold_different_drafts),
           CASE(accept_should_return_not_verifying_and_change_nothing_when_a_layer_ended_its_verify),

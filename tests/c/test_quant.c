@@ -421,6 +421,39 @@ TEST(a_huge_value_over_a_silent_channel_should_read_back_finite) {
     kvc_layer_free(layer);
 }
 
+TEST(attend_should_stay_finite_when_q_times_the_field_passes_flt_max) {
+    /* Channel 0 is 1e10 over the window (c = 1e10) and zero after it; the
+     * window rows are evicted.  A query of 1e30 there makes q * c = 1e40,
+     * past FLT_MAX, while every score stays finite: the query codes must not
+     * be formed from an overflowed q * c (NaN codes; undefined behaviour in
+     * the conversion, which the sanitized run reports). */
+    const size_t d = 8, len = 160;
+    kvc_layer *layer = NULL;
+    CHECK_OK(kvc_layer_create(1, d, KVC_MODE_Q8K, &layer));
+    test_rng rng = test_rng_new(75);
+    float k[8], v[8];
+    for (size_t p = 0; p < len; p++) {
+        test_fill_normal(&rng, k, d);
+        test_fill_normal(&rng, v, d);
+        k[0] = p < W ? 1e10f : 0.0f;
+        CHECK_OK(kvc_layer_append(layer, k, v, NULL));
+    }
+    CHECK_OK(kvc_layer_evict(layer, len - W, 0, len - W));
+    CHECK(kvc_layer_field_frozen(layer) && kvc_layer_seq_len(layer) == len - W);
+    float q[8], out[8], probs[160];
+    test_fill_normal(&rng, q, d);
+    q[0] = 1e30f;
+    CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
+    double sum = 0.0;
+    for (size_t p = 0; p < len - W; p++) {
+        CHECK(probs[p] >= 0.0f && probs[p] <= 1.0f);
+        sum += probs[p];
+    }
+    CHECK(fabs(sum - 1.0) < 1e-4);
+    for (size_t j = 0; j < d; j++) CHECK(isfinite(out[j]));
+    kvc_layer_free(layer);
+}
+
 TEST(q8_should_hold_fewer_bytes_than_f32_at_4096_positions) {
     static const size_t dims[] = {64, 128};
     for (size_t di = 0; di < 2; di++) {
@@ -458,4 +491,5 @@ RUN_TESTS(CASE(rows_below_window_should_stay_exact_in_quantized_modes),
           CASE(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores),
           CASE(a_head_silent_over_the_window_should_score_as_its_keys_read_back),
           CASE(a_huge_value_over_a_silent_channel_should_read_back_finite),
+          CASE(attend_should_stay_finite_when_q_times_the_field_passes_flt_max),
           CASE(q8_should_hold_fewer_bytes_than_f32_at_4096_positions))

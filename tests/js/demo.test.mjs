@@ -7,11 +7,9 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../web-demo/server.mjs';
+import { CHROMIUM, CHROMIUM_FLAGS } from '../runtimes/chromium.mjs';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 const TOKENS = 100;
 
@@ -34,7 +32,7 @@ const problems = [];
 before(async () => {
   if (skipWhy) return;
   server = await startServer({ port: 0, modelPath: MODEL_PATH });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
   page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
   page.on('console', (message) => message.type() === 'error' && problems.push(`console: ${message.text()}`));
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));

@@ -1,4 +1,6 @@
-// The README's JavaScript examples run as written and print what their comments say.
+// The README's JavaScript examples run as written and print what their comments say;
+// a Worker example (export default { fetch }) is imported and fetched, and
+// responds what its comment says.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
@@ -10,10 +12,11 @@ const examples = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((match) => ma
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
 
-/** Runs an example as a module and returns the lines it printed. */
+/** Runs an example as a module: the lines it printed, and the module. */
 async function run(example, n) {
   const file = new URL(`./readme-example-${process.pid}-${n}.mjs`, import.meta.url);
   const printed = [];
+  let module;
   const log = console.log;
   const source = example
     .replace("from 'kvcache-wasm'", `from '${indexUrl}'`)
@@ -22,12 +25,12 @@ async function run(example, n) {
   await writeFile(file, source);
   try {
     console.log = (...args) => printed.push(args.join(' '));
-    await import(file.href);
+    module = await import(file.href);
   } finally {
     console.log = log;
     await rm(fileURLToPath(file));
   }
-  return printed;
+  return { printed, module };
 }
 
 /** The numbers a `console.log(...); // a b c` line promises. */
@@ -37,13 +40,18 @@ function promised(example) {
 }
 
 test('the README has its examples', () => {
-  assert.equal(examples.length, 4);
+  assert.equal(examples.length, 5);
 });
 
 examples.forEach((example, n) => {
   test(`README example ${n + 1} runs and prints what its comment says`, async (t) => {
     if (example.includes('stories260k.gguf') && MODEL_MISSING) return t.skip(MODEL_MISSING);
-    const [line] = await run(example, n);
+    const { printed: [line], module } = await run(example, n);
+    if (typeof module.default?.fetch === 'function') {
+      const response = await module.default.fetch(new Request('http://worker.test/'));
+      assert.equal(await response.text(), example.match(/\/\/ responds: (.*)/)[1]);
+      return;
+    }
     const got = line.split(' ');
     promised(example).forEach((want, i) => {
       if (want !== '…') assert.equal(got[i], want, `value ${i + 1} of "${line}"`);

@@ -1,0 +1,169 @@
+/*
+ * fuzz_snapshot.c -- libFuzzer harness: arbitrary bytes as a layer snapshot
+ * and as a model snapshot.
+ *
+ * Each input is tried twice: as it is, and with its checksums recomputed
+ * (the model's and each framed layer's inside it), so that mutations get
+ * past the CRC to the checks behind it (counts, geometry, positions, the
+ * alive map, codes, scales, fields).
+ *
+ * A refused snapshot must come back with a snapshot error (or
+ * KVC_E_NOMEM) and nothing built.  An accepted one must serialize back to
+ * exactly the same bytes, clone to the same bytes, hold memory_bytes by the
+ * formula of kvcache.h, attend every head without trouble, take a draft
+ * position in a verify and reject it back to the same bytes, and free
+ * cleanly (LeakSanitizer checks that nothing leaked, refused or not).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kvcache.h"
+
+static int snapshot_error(kvc_status status) {
+    return (status >= KVC_E_SNAPSHOT_MAGIC && status <= KVC_E_SNAPSHOT_TOO_LARGE) ||
+           status == KVC_E_NOMEM;
+}
+
+/* The layer serializes to `bytes` (size of them). */
+static void check_serializes_to(const kvc_layer *layer, const uint8_t *bytes, size_t size) {
+    size_t again_size;
+    uint8_t *again = check_serialize(layer, &again_size);
+    FUZZ_REQUIRE(again_size == size && memcmp(again, bytes, size) == 0);
+    free(again);
+}
+
+/* begin_verify, one draft position (zeros; a step of a linear layer),
+ * accept(0): the layer is back to `bytes`. */
+static void check_draft_rejected(kvc_layer *layer, const uint8_t *bytes, size_t size) {
+    FUZZ_REQUIRE(kvc_layer_begin_verify(layer) == KVC_OK);
+    if (kvc_layer_kind(layer) == KVC_KIND_LINEAR) {
+        const size_t H = kvc_layer_num_heads(layer), F = kvc_layer_num_features(layer);
+        const size_t dv = kvc_layer_value_dim(layer);
+        float *features = fuzz_buffer(H * F * sizeof(float)), *v = fuzz_buffer(H * dv * sizeof(float));
+        float *out = fuzz_buffer(H * dv * sizeof(float));
+        const kvc_status status = kvc_layer_linear_step(layer, NULL, features, features, v, out);
+        FUZZ_REQUIRE(status == KVC_OK || status == KVC_E_TOO_LONG);
+        free(features);
+        free(v);
+        free(out);
+    } else {
+        const size_t row = kvc_layer_num_kv_heads(layer) * kvc_layer_head_dim(layer);
+        float *zeros = fuzz_buffer(row * sizeof(float));
+        const kvc_status status = kvc_layer_append(layer, zeros, zeros, NULL);
+        FUZZ_REQUIRE(status == KVC_OK || status == KVC_E_TOO_LONG);
+        free(zeros);
+    }
+    FUZZ_REQUIRE(kvc_layer_accept(layer, 0) == KVC_OK);
+    check_serializes_to(layer, bytes, size);
+}
+
+/* Everything a restored layer must stand; `bytes` its snapshot alone
+ * (NULL for a layer of a model: its bytes are inside the model's). */
+static void check_restored_layer(kvc_layer *layer, const uint8_t *bytes, size_t size) {
+    check_memory_formula(layer);
+    FUZZ_REQUIRE(kvc_layer_capacity_bytes(layer) >= kvc_layer_memory_bytes(layer));
+    if (kvc_layer_kind(layer) == KVC_KIND_FULL) check_attend_every_head(layer, NULL);
+    size_t own_size;
+    uint8_t *own = NULL;
+    if (!bytes) bytes = own = check_serialize(layer, &own_size), size = own_size;
+    else check_serializes_to(layer, bytes, size);
+    kvc_layer *copy;
+    FUZZ_REQUIRE(kvc_layer_clone(layer, &copy) == KVC_OK);
+    check_serializes_to(copy, bytes, size);
+    kvc_layer_free(copy);
+    check_draft_rejected(layer, bytes, size);
+    free(own);
+}
+
+/* ---- checksums: the snapshot format's CRC-32 (IEEE 802.3, reflected, as
+ * zlib's), which the library keeps to itself ---- */
+
+static uint32_t crc32_ieee(const uint8_t *data, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= data[i];
+        for (int k = 0; k < 8; k++) crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+static uint64_t read_le(const uint8_t *at, int bytes) {
+    uint64_t x = 0;
+    for (int b = bytes - 1; b >= 0; b--) x = x << 8 | at[b];
+    return x;
+}
+
+/* Rewrites the CRC that ends a frame of `size` bytes (magic, version,
+ * payload length, payload, CRC) to match the bytes before it. */
+static void fix_frame(uint8_t *frame, size_t size) {
+    if (size < 20) return;
+    const uint32_t crc = crc32_ieee(frame, size - 4);
+    for (int b = 0; b < 4; b++) frame[size - 4 + b] = (uint8_t)(crc >> (8 * b));
+}
+
+/* Recomputes every checksum of a snapshot: a model's framed layers first
+ * (as far as their lengths lie inside), then the outer frame. */
+static void fix_checksums(uint8_t *bytes, size_t size) {
+    if (size >= 20 && memcmp(bytes, "KVCM", 4) == 0) {
+        size_t at = 20; /* header, then the u32 layer count */
+        const size_t count = (size_t)read_le(bytes + 16, 4);
+        for (size_t i = 0; i < count && at + 8 <= size; i++) {
+            const uint64_t layer_size = read_le(bytes + at, 8);
+            at += 8;
+            if (layer_size > size - at) break;
+            fix_frame(bytes + at, (size_t)layer_size);
+            at += (size_t)layer_size;
+        }
+    }
+    fix_frame(bytes, size);
+}
+
+/* ---- one try ---- */
+
+static void try_snapshot(const uint8_t *bytes, size_t size) {
+    fuzz_context("kvc_layer_deserialize of %zu bytes", size);
+    kvc_layer *layer = (kvc_layer *)bytes;
+    kvc_status status = kvc_layer_deserialize(bytes, size, &layer);
+    if (status == KVC_OK) {
+        check_restored_layer(layer, bytes, size);
+        kvc_layer_free(layer);
+    } else {
+        FUZZ_REQUIRE(snapshot_error(status) && layer == NULL);
+    }
+
+    fuzz_context("kvc_model_deserialize of %zu bytes", size);
+    kvc_model *model = (kvc_model *)bytes;
+    status = kvc_model_deserialize(bytes, size, &model);
+    if (status == KVC_OK) {
+        size_t again_size;
+        uint8_t *again = check_serialize_model(model, &again_size);
+        FUZZ_REQUIRE(again_size == size && memcmp(again, bytes, size) == 0);
+        free(again);
+        kvc_model *copy;
+        FUZZ_REQUIRE(kvc_model_clone(model, &copy) == KVC_OK);
+        again = check_serialize_model(copy, &again_size);
+        FUZZ_REQUIRE(again_size == size && memcmp(again, bytes, size) == 0);
+        free(again);
+        kvc_model_free(copy);
+        for (size_t i = 0; i < kvc_model_num_layers(model); i++)
+            check_restored_layer(kvc_model_layer(model, i), NULL, 0);
+        kvc_model_free(model);
+    } else {
+        FUZZ_REQUIRE(snapshot_error(status) && model == NULL);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* The bytes are copied to a block of their own size: ASan then sees a
+     * read past the end. */
+    uint8_t *bytes = fuzz_buffer(size);
+    if (size) memcpy(bytes, data, size);
+    try_snapshot(bytes, size);
+    fix_checksums(bytes, size);
+    if (size && memcmp(bytes, data, size) != 0) try_snapshot(bytes, size);
+    free(bytes);
+    return 0;
+}

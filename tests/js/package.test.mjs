@@ -1,0 +1,180 @@
+// The npm package as a user gets it: `npm pack` ships only what a user needs,
+// the tarball installs offline into a fresh project (it has no runtime
+// dependencies), plain JavaScript there uses both entries and the bin, and
+// TypeScript (--strict; node16, nodenext and bundler resolution) accepts a
+// file that uses the whole API of both entries, which, compiled, also runs.
+// A Worker bundled as wrangler bundles one (esbuild, run by workerd's own
+// wrangler.json support) loads it with init() alone. Prints the tarball's and
+// the .wasm's sizes.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
+import { findBinary } from '../runtimes/binaries.mjs';
+import { resolveExport } from '../runtimes/exports.mjs';
+import { serveWorkerd } from '../runtimes/workerd.mjs';
+import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('../package/', import.meta.url));
+const TIMEOUT_MS = 120000;
+const MODEL_ARGS = MODEL_MISSING ? [] : [MODEL_PATH];
+
+// What a user needs: the ESM and its .d.ts (all of js/), the .wasm, the bin
+// (`npx kvcache-wasm generate`), README, LICENSE. C users build from the
+// repository, so include/ stays out, as do tests, benchmarks, the demo and sources.
+const SHIPPED = ['LICENSE', 'README.md', 'package.json', 'cli/kvcache-wasm.js', 'dist/kvcache.wasm',
+  ...readdirSync(join(ROOT, 'js')).map((file) => `js/${file}`)].sort();
+
+// TypeScript's resolutions a user may have, as tsc flags.
+const RESOLUTIONS = {
+  node16: ['--module', 'node16', '--moduleResolution', 'node16'],
+  nodenext: ['--module', 'nodenext', '--moduleResolution', 'nodenext'],
+  bundler: ['--module', 'esnext', '--moduleResolution', 'bundler'],
+};
+
+// Children see no npm_* variables (a parent `npm test` sets them, and npm
+// reads npm_config_* as its own settings) and no node:test context.
+const childEnv = Object.fromEntries(Object.entries(process.env)
+  .filter(([name]) => !name.startsWith('npm_') && name !== 'NODE_TEST_CONTEXT'));
+
+/** Runs a command to its end (killed after TIMEOUT_MS); its stdout, or an error with all it printed. */
+async function run(command, args, cwd) {
+  try {
+    const { stdout } = await promisify(execFile)(command, args, {
+      cwd, env: childEnv, timeout: TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 16 << 20,
+    });
+    return stdout;
+  } catch (error) {
+    throw new Error(`${command} ${args.join(' ')} failed (${error.signal ?? error.code}):\n${error.stdout ?? ''}${error.stderr ?? ''}`);
+  }
+}
+
+/** This repository's tsc, or null when typescript is not installed. */
+function findTsc() {
+  const require = createRequire(import.meta.url);
+  try {
+    const manifest = require.resolve('typescript/package.json');
+    return join(dirname(manifest), JSON.parse(readFileSync(manifest, 'utf8')).bin.tsc);
+  } catch {
+    return null;
+  }
+}
+
+const tsc = findTsc();
+let work; // a temporary directory: the tarball, and project/ that installs it
+let project;
+let packed; // what `npm pack --json` says about the tarball
+
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), 'kvcache-wasm-package-'));
+  [packed] = JSON.parse(await run('npm', ['pack', '--json', '--pack-destination', work], ROOT));
+  project = join(work, 'project');
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), `${JSON.stringify({ name: 'uses-kvcache-wasm', private: true, type: 'module' })}\n`);
+  await run('npm', ['install', join(work, packed.filename), '--offline', '--no-audit', '--no-fund'], project);
+  for (const fixture of readdirSync(FIXTURES)) copyFileSync(join(FIXTURES, fixture), join(project, fixture));
+});
+
+after(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
+
+test('npm pack ships exactly the ESM, its .d.ts, the .wasm, the bin, README and LICENSE', () => {
+  assert.deepEqual(packed.files.map((file) => file.path).sort(), SHIPPED);
+});
+
+test('the tarball and the .wasm are small: their sizes, raw and compressed', (t) => {
+  const tarball = statSync(join(work, packed.filename)).size;
+  const wasm = readFileSync(join(ROOT, 'dist', 'kvcache.wasm'));
+  const gzip = gzipSync(wasm, { level: 9 }).length;
+  const brotli = brotliCompressSync(wasm).length;
+  t.diagnostic(`tarball ${packed.filename}: ${kib(tarball)} (gzip), ${kib(packed.unpackedSize)} unpacked, ${packed.entryCount} files`);
+  t.diagnostic(`dist/kvcache.wasm: ${kib(wasm.length)} raw, ${kib(gzip)} gzip -9, ${kib(brotli)} brotli`);
+  assert.ok(tarball < 256 * 1024, `the tarball is ${kib(tarball)}`);
+  assert.ok(gzip < 128 * 1024, `the .wasm is ${kib(gzip)} gzipped`);
+});
+
+test('the exports map gives TypeScript its types first, workerd the Worker entry and every other runtime index.js', () => {
+  const pkg = JSON.parse(readFileSync(join(project, 'node_modules', 'kvcache-wasm', 'package.json'), 'utf8'));
+  assert.equal(Object.keys(pkg.exports['.'])[0], 'types');
+  assert.equal(Object.keys(pkg.exports['./llama'])[0], 'types');
+  const runtimes = {
+    node: ['node', 'import', 'default'],
+    deno: ['deno', 'node', 'import', 'default'],
+    bun: ['bun', 'node', 'import', 'default'],
+    browser: ['browser', 'import', 'default'],
+  };
+  for (const [runtime, conditions] of Object.entries(runtimes)) {
+    assert.equal(resolveExport(pkg, '.', conditions), './js/index.js', runtime);
+    assert.equal(resolveExport(pkg, './llama', conditions), './js/llama.js', runtime);
+  }
+  const wrangler = ['workerd', 'worker', 'browser', 'import', 'default'];
+  assert.equal(resolveExport(pkg, '.', wrangler), './js/workerd.js');
+  assert.equal(resolveExport(pkg, './llama', wrangler), './js/llama.js', 'the llama runner shares the main entry\'s runtime.js');
+  assert.equal(resolveExport(pkg, '.', ['types', 'import']), './js/index.d.ts');
+  assert.equal(resolveExport(pkg, './llama', ['types', 'import']), './js/llama.d.ts');
+  assert.equal(resolveExport(pkg, './kvcache.wasm', []), './dist/kvcache.wasm');
+});
+
+test('plain JavaScript in a fresh project imports both entries of the installed tarball and uses them', async (t) => {
+  const seen = JSON.parse(await run(process.execPath, ['plain.mjs', ...MODEL_ARGS], project));
+  assert.equal(seen.kernelIsa, 'wasm-simd128');
+  assert.equal(seen.seqLen, 100);
+  assert.equal(seen.restoredSeqLen, 100);
+  assert.equal(seen.finite, true);
+  assert.equal(seen.modelSeqLen, 10);
+  assert.deepEqual(seen.lookup, [7]);
+  if (MODEL_MISSING) return t.diagnostic(`no text generated: ${MODEL_MISSING}`);
+  assert.match(seen.text, /^, there was a little girl named Lily/);
+});
+
+test('the installed bin generates text: npx kvcache-wasm generate', async (t) => {
+  if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+  const text = await run(join(project, 'node_modules', '.bin', 'kvcache-wasm'),
+    ['generate', '--model', MODEL_PATH, '--steps', '20'], project);
+  assert.match(text, /^Once upon a time, there was a little girl named Lily/);
+});
+
+for (const [resolution, flags] of Object.entries(RESOLUTIONS)) {
+  test(`tsc --noEmit --strict (${resolution} resolution) accepts a file that uses the whole API of both entries`, { timeout: TIMEOUT_MS }, async (t) => {
+    if (!tsc) return t.skip('typescript is not installed (npm ci)');
+    await run(process.execPath, [tsc, '--noEmit', '--strict', ...flags, 'whole-api.ts'], project);
+  });
+}
+
+test('the whole-API TypeScript file, compiled, runs against the installed package', { timeout: TIMEOUT_MS }, async (t) => {
+  if (!tsc) return t.skip('typescript is not installed (npm ci)');
+  await run(process.execPath, [tsc, '--strict', ...RESOLUTIONS.nodenext, 'whole-api.ts'], project);
+  const ran = JSON.parse(await run(process.execPath, ['run-whole-api.mjs', ...MODEL_ARGS], project));
+  assert.ok(ran.includes('KvCache') && ran.includes('LayerKvCache (linear)'), ran.join(', '));
+  if (MODEL_MISSING) return t.diagnostic(`the GGUF and Llama parts did not run: ${MODEL_MISSING}`);
+  assert.ok(ran.includes('Llama'), ran.join(', '));
+});
+
+test('a Worker bundled as wrangler bundles it imports the installed package by name and loads it with init() alone', { timeout: TIMEOUT_MS }, async (t) => {
+  const workerd = findBinary('workerd');
+  const esbuild = findBinary('esbuild');
+  if (workerd.missing || esbuild.missing) return t.skip(workerd.missing ?? esbuild.missing);
+  const config = join(project, 'wrangler.json');
+  writeFileSync(config, `${JSON.stringify({ name: 'uses-kvcache-wasm', main: 'worker.mjs', compatibility_date: '2026-01-01' })}\n`);
+  const server = await serveWorkerd(workerd.path, [config, '--socket-addr', 'http=127.0.0.1:0'], ['http'], {
+    timeoutMs: TIMEOUT_MS, env: { ...childEnv, WORKERD_ESBUILD: esbuild.path },
+  });
+  try {
+    const response = await fetch(`http://127.0.0.1:${server.ports.http}/`, { signal: AbortSignal.timeout(TIMEOUT_MS) });
+    const text = await response.text();
+    assert.equal(response.status, 200, `${text}\n${server.stderr()}`);
+    assert.deepEqual(JSON.parse(text), { kernelIsa: 'wasm-simd128', seqLen: 100, finite: true, restoredSeqLen: 5 });
+  } finally {
+    server.close();
+  }
+});

@@ -1,0 +1,93 @@
+// The smoke test in headless Chromium (Debian's, driven by playwright-core,
+// launched with the flags tests/js/demo.test.mjs uses too). A tiny node:http server serves a
+// page, the package's files and the smoke modules; the page's import map
+// resolves 'kvcache-wasm' as a bundler would for the browser (the exports
+// map's "browser" condition), and init() fetches dist/kvcache.wasm itself.
+import { createServer } from 'node:http';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { extname, join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PACKAGE, resolveExport } from './exports.mjs';
+
+/** Where Debian's chromium lives, and the flags every test launches it with. */
+export const CHROMIUM = '/usr/bin/chromium';
+export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
+// What the server serves besides the page: the package and the smoke modules.
+const SERVED = ['js/', 'dist/kvcache.wasm', 'bench/synthetic.mjs', 'tests/runtimes/'];
+const MIME = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
+
+function page() {
+  const imports = Object.fromEntries(['.', './llama'].map((subpath) =>
+    [`kvcache-wasm${subpath.slice(1)}`, resolveExport(PACKAGE, subpath, BROWSER_CONDITIONS).slice(1)]));
+  return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm smoke</title>
+<script type="importmap">${JSON.stringify({ imports })}</script>`;
+}
+
+/** The repository file a request path names, when it is one the server serves; else null. */
+function fileFor(pathname) {
+  const path = posix.normalize(decodeURIComponent(pathname)).slice(1); // normalizing '/…' leaves no '..'
+  const served = SERVED.some((prefix) => (prefix.endsWith('/') ? path.startsWith(prefix) : path === prefix));
+  const file = join(ROOT, path);
+  return served && existsSync(file) && statSync(file).isFile() ? file : null;
+}
+
+function listen() {
+  const server = createServer((request, response) => {
+    const { pathname } = new URL(request.url, 'http://127.0.0.1');
+    if (pathname === '/') {
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      return response.end(page());
+    }
+    const file = fileFor(pathname);
+    if (!file) {
+      response.writeHead(404);
+      return response.end();
+    }
+    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream' });
+    return response.end(readFileSync(file));
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+/**
+ * Runs smoke() in a fresh headless Chromium page; resolves to
+ * { summary, version }. Rejects with the page's errors when it fails or
+ * takes longer than timeoutMs (the browser is closed either way).
+ */
+export async function smokeInChromium(chromium, { timeoutMs }) {
+  const server = await listen();
+  const problems = [];
+  let browser;
+  let timer;
+  try {
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, timeout: timeoutMs });
+    const tab = await browser.newPage();
+    tab.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    tab.on('response', (response) => response.status() >= 400 && problems.push(`HTTP ${response.status()}: ${response.url()}`));
+    await tab.goto(`http://127.0.0.1:${server.address().port}/`, { timeout: timeoutMs });
+    const run = tab.evaluate(async () => {
+      const kv = await import('kvcache-wasm');
+      const { smoke } = await import('/tests/runtimes/smoke.mjs');
+      return smoke(kv);
+    });
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the smoke test took longer than ${timeoutMs} ms`)), timeoutMs);
+    });
+    const summary = await Promise.race([run, late]);
+    if (problems.length > 0) throw new Error('the page reported errors');
+    return { summary, version: browser.version() };
+  } catch (error) {
+    error.message += problems.length > 0 ? `\n${problems.join('\n')}` : '';
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    await browser?.close();
+    server.close();
+  }
+}
