@@ -392,11 +392,12 @@ kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t
 /* kvc_layer_set_max_rows():
  * Bounds the layer: an append of n positions that would take it past
  * max_rows first evicts down to max_rows - n with this policy (the new
- * positions are always kept).  In a verify, the first draft append first
- * evicts down to max_rows and the drafts go past it: the layer holds at
- * most max_rows + drafts rows, and after accept(j) at most max_rows + j
- * until the next append.  max_rows 0 turns it off.  Appends of more than
- * max_rows positions at once outside a verify fail with KVC_E_LENGTH.
+ * positions are always kept).  A verify's drafts go past it, and accept(j)
+ * with j > 0 then evicts down to max_rows, keeping the j accepted positions
+ * (recent = max(recent, j)) and the sinks room allowing; accept(0) and
+ * reject leave the layer exactly as before the verify.  So a layer within
+ * max_rows holds at most max_rows + drafts rows.  max_rows 0 turns it off.  Appends of more than max_rows positions at once outside a
+ * verify fail with KVC_E_LENGTH.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_BUDGET (as
  *           kvc_layer_evict, or max_rows above KVC_MAX_POSITIONS). */
 kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sinks, size_t recent);
@@ -514,8 +515,10 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer);
 
 /* kvc_layer_accept():
  * Keeps the first j draft positions and ends the verify; j = 0 rejects all.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, or
- *           KVC_E_ACCEPT (j above the draft positions); nothing changes on error. */
+ * With max_rows set, j > 0 then evicts back to it (kvc_layer_set_max_rows).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, KVC_E_ACCEPT (j
+ *           above the draft positions), or KVC_E_NOMEM (the scratch of that
+ *           eviction; j = 0 never allocates); nothing changes on error. */
 kvc_status kvc_layer_accept(kvc_layer *layer, size_t j);
 
 /* 1 while the layer verifies. */
@@ -571,7 +574,8 @@ kvc_status kvc_model_begin_verify(kvc_model *model);
 
 /* kvc_model_accept(): accept(j) in every layer, or in none: every layer must
  * verify and hold the same number k >= j of draft positions.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING or KVC_E_ACCEPT. */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, KVC_E_ACCEPT or
+ *           KVC_E_NOMEM (as kvc_layer_accept). */
 kvc_status kvc_model_accept(kvc_model *model, size_t j);
 
 /* 1 while the model's layers verify. */

@@ -157,7 +157,7 @@ export class LayerKvCache {
   linearStepPhase(thetaK: Float32Array, thetaQ: Float32Array, v: Float32Array, decay?: Float32Array | null, out?: Float32Array): Float32Array;
   /** Opens a speculative verify: what is appended (or stepped) next is a draft. */
   beginVerify(): void;
-  /** Keeps the first j drafts and closes the verify. */
+  /** Keeps the first j drafts and closes the verify; with maxRows, j > 0 then evicts back to it (which can throw KVC_E_NOMEM, changing nothing). */
   accept(j: number): void;
   /** accept(0). */
   reject(): void;
@@ -183,7 +183,7 @@ export class LayerKvCache {
   slideWindow(window: number, sinks?: number): Uint32Array;
   /** The positions evict(policy) would keep, without evicting. */
   evictionPlan(policy: EvictionPolicy): Uint32Array;
-  /** Bounds the cache from the next append on; 0 lifts the bound. In a verify the rows before the drafts are brought down to maxRows and the drafts pass it: at most maxRows + drafts rows. */
+  /** Bounds the cache from the next append on; 0 lifts the bound. A verify's drafts pass it; accept(j > 0) evicts back to it, keeping the accepted positions; a rejected verify changes nothing. */
   setMaxRows(maxRows: number, options?: { sinks?: number; recent?: number }): void;
   /** The whole cache as a versioned, CRC-checked snapshot (docs/snapshot-format.md); the same bytes from every build. Not during a verify. */
   serialize(): Uint8Array;

@@ -472,7 +472,7 @@ export class LayerKvCache {
     checkStatus('LayerKvCache.beginVerify', lib().kvc_layer_begin_verify(this.#live('beginVerify')));
   }
 
-  /** Keeps the first j draft positions and closes the verify; accept(0) rejects them all. */
+  /** Keeps the first j draft positions and closes the verify; accept(0) rejects them all. With maxRows, j > 0 then evicts back to it. */
   accept(j) {
     const where = 'LayerKvCache.accept';
     const ptr = this.#live('accept');
@@ -540,9 +540,9 @@ export class LayerKvCache {
 
   /**
    * Bounds the cache: an append that would take it past maxRows first
-   * evicts with { sinks, recent } (evict's defaults). In a verify the first
-   * draft append evicts down to maxRows and the drafts go past it (at most
-   * maxRows + drafts rows). 0 turns it off.
+   * evicts with { sinks, recent } (evict's defaults). A verify's drafts go
+   * past it; accept(j > 0) evicts back to it, keeping the accepted positions,
+   * and a rejected verify changes nothing. 0 turns it off.
    */
   setMaxRows(maxRows, { sinks, recent } = {}) {
     const where = 'LayerKvCache.setMaxRows';

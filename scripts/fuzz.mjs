@@ -42,11 +42,13 @@ function summarize(logText, exitCode) {
   const stat = (name) => Number((logText.match(new RegExp(`stat::${name}:\\s+(\\d+)`)) ?? [])[1] ?? NaN);
   let result = 'ok';
   if (exitCode !== 0) {
-    if (/ERROR: libFuzzer: timeout/.test(logText)) result = 'TIMEOUT';
-    else if (/LeakSanitizer/.test(logText)) result = 'LEAK';
+    // libFuzzer's own notes name AddressSanitizer too: match the reports' first lines.
+    if (/invariant violated/.test(logText)) result = 'INVARIANT';
+    else if (/ERROR: libFuzzer: timeout/.test(logText)) result = 'TIMEOUT';
+    else if (/ERROR: libFuzzer: out-of-memory/.test(logText)) result = 'OOM';
+    else if (/ERROR: LeakSanitizer/.test(logText)) result = 'LEAK';
     else if (/runtime error:/.test(logText)) result = 'UB';
-    else if (/AddressSanitizer/.test(logText)) result = 'ASAN';
-    else if (/invariant violated/.test(logText)) result = 'INVARIANT';
+    else if (/ERROR: AddressSanitizer/.test(logText)) result = 'ASAN';
     else result = `CRASH (exit ${exitCode})`;
   }
   return { executions: stat('number_of_executed_units'), execPerSec: stat('average_exec_per_sec'), result };

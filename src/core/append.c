@@ -111,17 +111,10 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
     kvc_status status = check_finite(layer, n, k, v, alive);
     if (status == KVC_OK) status = reserve(layer, n, alive);
     /* With max_rows, make room first: the new positions are always kept.
-     * A verify's drafts may go past it (accept drops the rejected ones), but
-     * the rows before them are brought down to max_rows at the first draft:
-     * a decoder that always verifies would otherwise never evict. */
-    if (status == KVC_OK && layer->max_rows) {
-        if (!layer->verifying && layer->seq_len + n > layer->max_rows)
-            status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
-        else if (layer->verifying && layer->seq_len == layer->verify_base && layer->seq_len > layer->max_rows) {
-            status = kvc_evict_to(layer, layer->max_rows, layer->evict_sinks, layer->evict_recent);
-            layer->verify_base = layer->seq_len;
-        }
-    }
+     * A verify's drafts go past it: a rejected draft must leave the layer as
+     * it was, so accept bounds the layer again (verify.c). */
+    if (status == KVC_OK && layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows)
+        status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
     if (status != KVC_OK) return status;
     const size_t stride = layer->num_kv_heads * layer->head_dim;
     for (size_t i = 0; i < n; i++) {

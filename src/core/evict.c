@@ -105,7 +105,7 @@ static void apply(kvc_layer *layer, const uint8_t *keep) {
 
 /* The scratch of a plan over L slots: the keep flags, then (4-byte aligned)
  * the selection's slot list. */
-static size_t plan_bytes(size_t L) {
+size_t kvc_evict_scratch_bytes(size_t L) {
     return ((L + 3) & ~(size_t)3) + L * sizeof(uint32_t);
 }
 
@@ -113,9 +113,7 @@ static uint32_t *plan_slots(uint8_t *block, size_t L) {
     return (uint32_t *)(block + ((L + 3) & ~(size_t)3));
 }
 
-/* Plans and applies with a scratch of plan_bytes(seq_len) or more. */
-static void evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent,
-                       uint8_t *block) {
+void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block) {
     if (layer->seq_len <= budget) return;
     if (sinks > budget) sinks = budget;
     if (recent > budget - sinks) recent = budget - sinks;
@@ -125,9 +123,9 @@ static void evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t rec
 
 kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent) {
     if (layer->seq_len <= budget) return KVC_OK;
-    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(layer->seq_len), 1);
+    uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(layer->seq_len), 1);
     if (!block) return KVC_E_NOMEM;
-    evict_with(layer, budget, sinks, recent, block);
+    kvc_evict_with(layer, budget, sinks, recent, block);
     kvc_free(block);
     return KVC_OK;
 }
@@ -160,7 +158,7 @@ kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t
     const size_t L = layer->seq_len, n = L < budget ? L : budget;
     if (n && !kept) return KVC_E_NULL_POINTER;
     if (kept_len < n) return KVC_E_LENGTH;
-    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(L) + 1, 1);
+    uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(L) + 1, 1);
     if (!block) return KVC_E_NOMEM;
     plan(layer, budget, sinks, recent, block, plan_slots(block, L));
     size_t written = 0;
@@ -203,12 +201,12 @@ kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t
         if (layer->kind == KVC_KIND_FULL && layer->seq_len > longest) longest = layer->seq_len;
     }
     if (longest <= budget) return KVC_OK;
-    uint8_t *block = kvc_realloc_array(NULL, plan_bytes(longest), 1);
+    uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(longest), 1);
     if (!block) return KVC_E_NOMEM;
     /* Each full layer decides from its own importance; linear layers hold no rows. */
     for (size_t i = 0; i < L; i++) {
         kvc_layer *layer = kvc_model_layer(model, i);
-        if (layer->kind == KVC_KIND_FULL) evict_with(layer, budget, sinks, recent, block);
+        if (layer->kind == KVC_KIND_FULL) kvc_evict_with(layer, budget, sinks, recent, block);
     }
     kvc_free(block);
     return KVC_OK;

@@ -132,6 +132,17 @@ size_t kvc_layer_positions_taken(const kvc_layer *layer);
  * follow the policy of kvc_layer_evict.  KVC_E_NOMEM (nothing changed) when
  * the selection's scratch cannot be allocated. */
 kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent);
+/* The scratch an eviction of a layer holding L slots needs, and the eviction
+ * with it (kvc_evict_with cannot fail): for callers that must allocate
+ * before they change anything. */
+size_t kvc_evict_scratch_bytes(size_t L);
+void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block);
+
+/* ---- verify.c ---- */
+/* The scratch accept(j) needs (0: none): for the max_rows eviction of the
+ * drafts it keeps.  kvc_accept_with then accepts, checked, and cannot fail. */
+size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j);
+void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch);
 
 /* ---- positions.c: the alive map ---- */
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);

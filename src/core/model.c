@@ -151,6 +151,18 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j) {
         if (kvc_layer_draft_len(model->layers[i]) != drafts) return KVC_E_ACCEPT;
     }
     if (j > drafts) return KVC_E_ACCEPT;
-    for (size_t i = 0; i < model->num_layers; i++) kvc_layer_accept(model->layers[i], j);
+    /* One scratch for every layer's max_rows eviction: all or nothing. */
+    size_t scratch_bytes = 0;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        const size_t bytes = kvc_accept_scratch_bytes(model->layers[i], j);
+        if (bytes > scratch_bytes) scratch_bytes = bytes;
+    }
+    uint8_t *scratch = scratch_bytes ? kvc_realloc_array(NULL, scratch_bytes, 1) : NULL;
+    if (scratch_bytes && !scratch) return KVC_E_NOMEM;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        kvc_layer *layer = model->layers[i];
+        kvc_accept_with(layer, j, kvc_accept_scratch_bytes(layer, j) ? scratch : NULL);
+    }
+    kvc_free(scratch);
     return KVC_OK;
 }

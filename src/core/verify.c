@@ -9,6 +9,34 @@
  */
 #include "internal.h"
 
+/* With max_rows, the j drafts kept count as appended: accept brings the
+ * layer back down to max_rows, keeping them (as recent rows) and, room
+ * allowing, the sinks -- or a decoder that only ever speculates would never
+ * evict.  j = 0 changes nothing: a rejected verify leaves the layer as it
+ * was.  This is the scratch that eviction needs. */
+size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j) {
+    if (layer->linear || !layer->max_rows || j == 0) return 0;
+    const size_t kept = layer->seq_len - (kvc_layer_draft_len(layer) - j);
+    return kept > layer->max_rows ? kvc_evict_scratch_bytes(kept) : 0;
+}
+
+void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
+    const size_t drafts = kvc_layer_draft_len(layer);
+    if (layer->linear) {
+        kvc_linear_commit(layer->linear, j);
+    } else {
+        kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
+        if (scratch) {
+            const size_t max_rows = layer->max_rows;
+            size_t recent = layer->evict_recent > j ? layer->evict_recent : j;
+            if (recent > max_rows) recent = max_rows;
+            const size_t sinks = layer->evict_sinks < max_rows - recent ? layer->evict_sinks : max_rows - recent;
+            kvc_evict_with(layer, max_rows, sinks, recent, scratch);
+        }
+    }
+    layer->verifying = 0;
+}
+
 kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
@@ -25,11 +53,12 @@ size_t kvc_layer_draft_len(const kvc_layer *layer) {
 kvc_status kvc_layer_accept(kvc_layer *layer, size_t j) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (!layer->verifying) return KVC_E_NOT_VERIFYING;
-    const size_t drafts = kvc_layer_draft_len(layer);
-    if (j > drafts) return KVC_E_ACCEPT;
-    if (layer->linear) kvc_linear_commit(layer->linear, j);
-    else kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
-    layer->verifying = 0;
+    if (j > kvc_layer_draft_len(layer)) return KVC_E_ACCEPT;
+    const size_t scratch_bytes = kvc_accept_scratch_bytes(layer, j);
+    uint8_t *scratch = scratch_bytes ? kvc_realloc_array(NULL, scratch_bytes, 1) : NULL;
+    if (scratch_bytes && !scratch) return KVC_E_NOMEM;
+    kvc_accept_with(layer, j, scratch);
+    kvc_free(scratch);
     return KVC_OK;
 }
 

@@ -526,6 +526,55 @@ TEST(layer_should_go_on_unchanged_after_an_out_of_memory_episode) {
     test_data_free(&data);
 }
 
+TEST(accept_under_max_rows_should_fail_cleanly_on_allocation_failure) {
+    /* accept(j > 0) evicts back to max_rows with a scratch of its own:
+     * failing it leaves the verify open and the drafts in place; accept(0)
+     * allocates nothing.  A model accepts in every layer or in none. */
+    test_data data = test_data_make(125, 40, 3, 8, 1);
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(&data, 24, test_modes[mi]);
+        CHECK(layer != NULL);
+        CHECK_OK(kvc_layer_set_max_rows(layer, 24, 2, 4));
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_OK(test_data_append(layer, &data, 24, 5));
+        test_state *before = test_state_take(layer);
+        CHECK_OUT_OF_MEMORY(kvc_layer_accept(layer, 3),
+                            test_state_matches(layer, before) && kvc_layer_draft_len(layer) == 5);
+        test_fault_arm(1, 1);
+        CHECK_OK(kvc_layer_accept(layer, 0));
+        test_fault_arm(0, 0);
+        CHECK(kvc_layer_seq_len(layer) == 24 && kvc_layer_next_position(layer) == 24);
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_OK(test_data_append(layer, &data, 24, 5));
+        CHECK_OK(kvc_layer_accept(layer, 3));
+        CHECK(kvc_layer_seq_len(layer) == 24 && kvc_layer_next_position(layer) == 27);
+        test_state_free(before);
+        kvc_layer_free(layer);
+    }
+    test_hybrid h = test_hybrid_make(126, 40);
+    kvc_model *model = test_hybrid_model(&h, 30);
+    CHECK(model != NULL);
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++) {
+        kvc_layer *layer = kvc_model_layer(model, i);
+        if (kvc_layer_kind(layer) == KVC_KIND_FULL) CHECK_OK(kvc_layer_set_max_rows(layer, 30, 2, 4));
+    }
+    CHECK_OK(kvc_model_begin_verify(model));
+    CHECK_OK(test_hybrid_append(model, &h, 30, 4));
+    test_state **before = test_model_state_take(model);
+    CHECK_OUT_OF_MEMORY(kvc_model_accept(model, 2), test_model_state_matches(model, before));
+    CHECK_OK(kvc_model_accept(model, 2));
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++) {
+        const kvc_layer *layer = kvc_model_layer(model, i);
+        CHECK(kvc_layer_kind(layer) != KVC_KIND_FULL || kvc_layer_seq_len(layer) == 30);
+    }
+    test_model_state_free(before);
+    kvc_model_free(model);
+    test_hybrid_free(&h);
+    CHECK(test_fault_remove() == 0);
+    test_data_free(&data);
+}
+
 TEST(model_should_go_on_unchanged_after_an_out_of_memory_episode) {
     const size_t len = 90, more = 30;
     test_hybrid h = test_hybrid_make(124, len + more);
@@ -577,4 +626,5 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(layer_life_should_leak_no_allocation),
           CASE(serialize_should_succeed_while_every_allocation_fails),
           CASE(layer_should_go_on_unchanged_after_an_out_of_memory_episode),
+          CASE(accept_under_max_rows_should_fail_cleanly_on_allocation_failure),
           CASE(model_should_go_on_unchanged_after_an_out_of_memory_episode))

@@ -737,9 +737,9 @@ TEST(max_rows_should_let_a_verify_pass_it_until_accept) {
 }
 
 TEST(max_rows_should_bound_a_decoder_that_always_verifies) {
-    /* Speculative decoding appends only inside verifies: the first draft
-     * append brings the rows before it down to max_rows, so the layer never
-     * holds more than max_rows + drafts, and the newest positions stay. */
+    /* Speculative decoding appends only inside verifies: accept(j > 0) brings
+     * the layer back to max_rows, keeping the accepted positions, so it never
+     * holds more than max_rows + drafts. */
     test_data data = test_data_make(1016, 400, 2, 8, 1);
     kvc_layer *layer = test_layer_with(&data, 0, KVC_MODE_Q8);
     CHECK(layer != NULL);
@@ -755,13 +755,36 @@ TEST(max_rows_should_bound_a_decoder_that_always_verifies) {
         CHECK_OK(kvc_layer_accept(layer, accepted));
         at += accepted;
         CHECK(kvc_layer_next_position(layer) == at);
-        CHECK(kvc_layer_seq_len(layer) <= 12 + accepted);
-        uint32_t slots[32];
-        CHECK_OK(kvc_layer_positions(layer, slots, 32));
+        CHECK(kvc_layer_seq_len(layer) == 12);
+        uint32_t slots[12];
+        CHECK_OK(kvc_layer_positions(layer, slots, 12));
         CHECK(slots[0] == 0 && slots[1] == 1);
-        CHECK(slots[kvc_layer_seq_len(layer) - 1] == at - 1);
+        for (size_t i = 0; i < accepted; i++) CHECK(slots[11 - i] == at - 1 - i);
     }
     kvc_layer_free(layer);
+    test_data_free(&data);
+}
+
+TEST(a_rejected_verify_should_leave_a_layer_over_max_rows_as_it_was) {
+    /* A bound set below what the layer holds waits for the next append or
+     * accepted draft; a rejected verify is not one. */
+    test_data data = test_data_make(1017, 80, 2, 8, 1);
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *layer = test_layer_with(&data, 70, test_modes[mi]);
+        CHECK(layer != NULL);
+        CHECK_OK(kvc_layer_set_max_rows(layer, 20, 2, 4));
+        test_state *before = test_state_take(layer);
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_OK(test_data_append(layer, &data, 70, 5));
+        CHECK_OK(kvc_layer_accept(layer, 0));
+        CHECK(kvc_layer_seq_len(layer) == 70 && test_state_matches(layer, before));
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_OK(test_data_append(layer, &data, 70, 5));
+        CHECK_OK(kvc_layer_accept(layer, 3));
+        CHECK(kvc_layer_seq_len(layer) == 20 && kvc_layer_next_position(layer) == 73);
+        test_state_free(before);
+        kvc_layer_free(layer);
+    }
     test_data_free(&data);
 }
 
@@ -1052,6 +1075,7 @@ RUN_TESTS(CASE(evict_should_keep_sinks_recent_and_the_highest_imp_between_on_han
           CASE(max_rows_zero_should_turn_the_bound_off),
           CASE(max_rows_should_let_a_verify_pass_it_until_accept),
           CASE(max_rows_should_bound_a_decoder_that_always_verifies),
+          CASE(a_rejected_verify_should_leave_a_layer_over_max_rows_as_it_was),
           CASE(clone_of_an_evicted_layer_should_keep_its_positions_and_max_rows),
           CASE(evict_and_plan_should_refuse_a_bad_budget_and_change_nothing),
           CASE(eviction_calls_on_a_linear_layer_should_return_kind),

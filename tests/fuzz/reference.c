@@ -177,16 +177,12 @@ void ref_append(ref_full *full, int verifying, size_t n, const float *k, const f
                 const uint8_t *alive) {
     const size_t H = full->H, row = H * full->d;
     /* kvc_layer_set_max_rows: room for the n new positions first, down to
-     * max_rows - n with the policy (sinks first, then recent, within it);
-     * in a verify, the rows before the first draft down to max_rows. */
+     * max_rows - n with the policy (sinks first, then recent, within it). */
     if (full->max_rows && !verifying && full->len + n > full->max_rows) {
         const size_t budget = full->max_rows - n;
         const size_t sinks = full->sinks < budget ? full->sinks : budget;
         const size_t recent = full->recent < budget - sinks ? full->recent : budget - sinks;
         evict_to(full, budget, sinks, recent);
-    } else if (full->max_rows && verifying && full->len == full->verify_base && full->len > full->max_rows) {
-        evict_to(full, full->max_rows, full->sinks, full->recent);
-        full->verify_base = full->len;
     }
     reserve_slots(full, full->len + n);
     for (size_t i = 0; i < n; i++) {
@@ -283,7 +279,16 @@ void ref_accept(ref_layer *ref, size_t j) {
         linear->steps += j;
         linear->tentative = 0;
     } else {
-        drop_from(&ref->full, ref->full.next_position - (drafts - j));
+        ref_full *full = &ref->full;
+        drop_from(full, full->next_position - (drafts - j));
+        /* kvc_layer_set_max_rows: the j kept drafts count as appended, back
+         * down to max_rows keeping them (recent = max(recent, j)). */
+        if (full->max_rows && j > 0 && full->len > full->max_rows) {
+            size_t recent = full->recent > j ? full->recent : j;
+            if (recent > full->max_rows) recent = full->max_rows;
+            const size_t sinks = full->sinks < full->max_rows - recent ? full->sinks : full->max_rows - recent;
+            evict_to(full, full->max_rows, sinks, recent);
+        }
     }
     ref->verifying = 0;
 }

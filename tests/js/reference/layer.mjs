@@ -106,13 +106,9 @@ export class ReferenceLayer {
         if (!allFinite(v, at, at + d)) throw new Refusal('KVC_E_NONFINITE_VALUE');
       }
     }
-    // The new positions are always kept: room for them is made first. In a
-    // verify, the rows before the first draft come down to maxRows.
+    // The new positions are always kept: room for them is made first.
     if (bounded && this.slots.length + n > policy.maxRows) {
       this.#evictTo(policy.maxRows - n, policy.sinks, policy.recent);
-    } else if (policy.maxRows > 0 && this.verifying && this.draftLen === 0 && this.slots.length > policy.maxRows) {
-      this.#evictTo(policy.maxRows, policy.sinks, policy.recent);
-      this.verifyBase = this.slots.length;
     }
     for (let i = 0; i < n; i++) {
       const mask = Array.from({ length: H }, (_, h) => live(i, h));
@@ -234,6 +230,12 @@ export class ReferenceLayer {
     if (j > this.draftLen) throw new Refusal('KVC_E_ACCEPT');
     this.#dropFrom(this.nextPosition - (this.draftLen - j));
     this.verifying = false;
+    // The j kept drafts count as appended: back down to maxRows, keeping them.
+    const { maxRows, sinks } = this.policy;
+    if (maxRows > 0 && j > 0 && this.slots.length > maxRows) {
+      const recent = Math.min(Math.max(this.policy.recent, j), maxRows);
+      this.#evictTo(maxRows, Math.min(sinks, maxRows - recent), recent);
+    }
   }
 
   /** A deep copy; refused during a verify. */
