@@ -616,6 +616,13 @@ static void op_begin_verify(slot *s) {
         ref_begin_verify(&s->ref);
 }
 
+/* accept(j) allocates only to evict back to max_rows: j > 0 and the rows it
+ * keeps more than max_rows (kvcache.h). */
+static int accept_allocates(const ref_layer *ref, size_t j) {
+    if (ref->kind != KVC_KIND_FULL || !ref->full.max_rows || j == 0 || j > ref_draft_len(ref)) return 0;
+    return ref->full.len - (ref_draft_len(ref) - j) > ref->full.max_rows;
+}
+
 static void op_accept(fuzz_input *in, slot *s) {
     const size_t j = count_byte(in, 10);
     status_set errors = 0;
@@ -623,7 +630,7 @@ static void op_accept(fuzz_input *in, slot *s) {
     else if (j > ref_draft_len(&s->ref)) errors = STATUS(KVC_E_ACCEPT);
     arm();
     const kvc_status status = kvc_layer_accept(s->layer, j);
-    if (check_status(status, errors, 0, disarm())) ref_accept(&s->ref, j);
+    if (check_status(status, errors, accept_allocates(&s->ref, j), disarm())) ref_accept(&s->ref, j);
 }
 
 /* ---- linear layers ---- */
@@ -735,9 +742,11 @@ static void op_model_accept(fuzz_input *in) {
         if (ref_draft_len(&world.slots[i].ref) != drafts) errors |= STATUS(KVC_E_ACCEPT);
     }
     if (world.model && j > drafts) errors |= STATUS(KVC_E_ACCEPT);
+    int allocates = 0;
+    for (size_t i = 0; i < world.count; i++) allocates |= accept_allocates(&world.slots[i].ref, j);
     arm();
     const kvc_status status = kvc_model_accept(world.model, j);
-    if (check_status(status, errors, 0, disarm())) {
+    if (check_status(status, errors, allocates, disarm())) {
         for (size_t i = 0; i < world.count; i++) ref_accept(&world.slots[i].ref, j);
     }
 }
