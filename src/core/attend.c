@@ -91,17 +91,6 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
     }
 }
 
-/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over the quantized key rows, q~ = q * c_K.
- * q~ goes to the integer dots as two i16 code vectors with a scale each: hi,
- * its codes, and lo, the codes of what hi leaves (q~ - hi * s_hi in f32).
- * One vector alone is off by up to s_hi / 2 = max|q~| / 65534 a channel,
- * which costs more than the 1e-3 the design allows when q~ has outlier
- * channels and attention is peaky (tests/c/test_attend.c measured 4.2e-3);
- * hi and lo together are off by about 2^-24 max|q~| (the f32 rounding of
- * hi * s_hi; the subtraction is exact, and lo's own step is 2^-17 smaller).
- * hi and lo go through one scores_q8 call as 2G queries, a tile of rows at a
- * time, and z = hi score + lo score: each (query, row) the same way whatever
- * G and the tiling. */
 /* The exponent e of max |x[j]| (frexpf's: max |x| * 2^-e in [1/2, 1)); 0
  * when every x[j] is zero. */
 static int exponent_of_max(const float *x, size_t n) {
@@ -130,6 +119,17 @@ static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
     for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
 }
 
+/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over the quantized key rows, q~ = q * c_K.
+ * q~ goes to the integer dots as two i16 code vectors with a scale each: hi,
+ * its codes, and lo, the codes of what hi leaves (q~ - hi * s_hi in f32).
+ * One vector alone is off by up to s_hi / 2 = max|q~| / 65534 a channel,
+ * which costs more than the 1e-3 the design allows when q~ has outlier
+ * channels and attention is peaky (tests/c/test_attend.c measured 4.2e-3);
+ * hi and lo together are off by about 2^-24 max|q~| (the f32 rounding of
+ * hi * s_hi; the subtraction is exact, and lo's own step is 2^-17 smaller).
+ * hi and lo go through one scores_q8 call as 2G queries, a tile of rows at a
+ * time, and z = hi score + lo score: each (query, row) the same way whatever
+ * G and the tiling. */
 static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const float *q,
                                  const kvc_rows_view *keys, size_t d, float sqrt_d, float *z,
                                  size_t z_stride, workspace *w) {

@@ -140,7 +140,8 @@ void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent
 
 /* ---- verify.c ---- */
 /* The scratch accept(j) needs (0: none): for the max_rows eviction of the
- * drafts it keeps.  kvc_accept_with then accepts, checked, and cannot fail. */
+ * drafts it keeps.  kvc_accept_with then accepts, checked, with a scratch
+ * of at least that many bytes, and cannot fail. */
 size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j);
 void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch);
 

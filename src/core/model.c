@@ -159,10 +159,7 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j) {
     }
     uint8_t *scratch = scratch_bytes ? kvc_realloc_array(NULL, scratch_bytes, 1) : NULL;
     if (scratch_bytes && !scratch) return KVC_E_NOMEM;
-    for (size_t i = 0; i < model->num_layers; i++) {
-        kvc_layer *layer = model->layers[i];
-        kvc_accept_with(layer, j, kvc_accept_scratch_bytes(layer, j) ? scratch : NULL);
-    }
+    for (size_t i = 0; i < model->num_layers; i++) kvc_accept_with(model->layers[i], j, scratch);
     kvc_free(scratch);
     return KVC_OK;
 }

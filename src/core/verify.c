@@ -26,8 +26,8 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
         kvc_linear_commit(layer->linear, j);
     } else {
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
-        if (scratch) {
-            const size_t max_rows = layer->max_rows;
+        const size_t max_rows = layer->max_rows;
+        if (max_rows && j > 0 && layer->seq_len > max_rows) {
             size_t recent = layer->evict_recent > j ? layer->evict_recent : j;
             if (recent > max_rows) recent = max_rows;
             const size_t sinks = layer->evict_sinks < max_rows - recent ? layer->evict_sinks : max_rows - recent;

@@ -342,24 +342,36 @@ static void append_silent_channels(kvc_layer *layer, size_t d, size_t silent, si
     }
 }
 
-/* The largest differences between attend and attention over the rows read
- * back, over 20 N(0, 1) queries (channel 0 three times larger). */
-static void attend_vs_read_back(const kvc_layer *layer, size_t len, double *out_error, double *probs_error) {
-    const size_t d = kvc_layer_head_dim(layer);
+/* In q8 and q8k, on 200 positions with `silent` channels zero over the window
+ * (append_silent_channels): attend within 1e-5 (output, relative) and 1e-6
+ * (probabilities) of attention over the rows read back, over 20 N(0, 1)
+ * queries with channel 0 three times larger. */
+static void check_attend_as_read_back(size_t silent, uint64_t seed) {
+    const size_t d = 16, len = 200;
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
     float *K = test_alloc(len * d * sizeof(float)), *V = test_alloc(len * d * sizeof(float));
     float *probs = test_alloc(len * sizeof(float)), *probs_def = test_alloc(len * sizeof(float));
-    CHECK_OK(kvc_layer_head_keys(layer, 0, K, len * d));
-    CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
-    test_rng rng = test_rng_new(72);
-    float q[16], out[16], out_def[16];
-    *out_error = *probs_error = 0.0;
-    for (int trial = 0; trial < 20; trial++) {
-        test_fill_normal(&rng, q, d);
-        q[0] *= 3.0f;
-        CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
-        CHECK_OK(kvc_attention_head(q, K, V, len, d, out_def, probs_def));
-        for (size_t p = 0; p < len; p++) *probs_error = fmax(*probs_error, fabs((double)probs[p] - probs_def[p]));
-        *out_error = fmax(*out_error, test_rel_error(out, out_def, d));
+    for (size_t m = 0; m < 2; m++) {
+        kvc_layer *layer = NULL;
+        CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
+        append_silent_channels(layer, d, silent, len, 1.0f, seed);
+        CHECK_OK(kvc_layer_head_keys(layer, 0, K, len * d));
+        CHECK_OK(kvc_layer_head_values(layer, 0, V, len * d));
+        test_rng rng = test_rng_new(72);
+        float q[16], out[16], out_def[16];
+        double out_error = 0.0, probs_error = 0.0;
+        for (int trial = 0; trial < 20; trial++) {
+            test_fill_normal(&rng, q, d);
+            q[0] *= 3.0f;
+            CHECK_OK(kvc_layer_attend(layer, q, 0, out, probs));
+            CHECK_OK(kvc_attention_head(q, K, V, len, d, out_def, probs_def));
+            for (size_t p = 0; p < len; p++) probs_error = fmax(probs_error, fabs((double)probs[p] - probs_def[p]));
+            out_error = fmax(out_error, test_rel_error(out, out_def, d));
+        }
+        CHECK(out_error < 1e-5 && probs_error < 1e-6);
+        printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
+               probs_error);
+        kvc_layer_free(layer);
     }
     free(K);
     free(V);
@@ -372,38 +384,14 @@ TEST(a_channel_silent_over_the_window_should_keep_its_share_of_the_scores) {
      * q[j] * c[j] span about 2^30, so attend would score that channel as 0
      * while the keys read back carry it.  The field's range floor keeps
      * attend equal to attention over the keys read back. */
-    const size_t d = 16, len = 200;
-    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
-    for (size_t m = 0; m < 2; m++) {
-        kvc_layer *layer = NULL;
-        CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
-        append_silent_channels(layer, d, 1, len, 1.0f, 71);
-        double out_error, probs_error;
-        attend_vs_read_back(layer, len, &out_error, &probs_error);
-        CHECK(out_error < 1e-5 && probs_error < 1e-6);
-        printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
-               probs_error);
-        kvc_layer_free(layer);
-    }
+    check_attend_as_read_back(1, 71);
 }
 
 TEST(a_head_silent_over_the_window_should_score_as_its_keys_read_back) {
     /* Every c at its 1e-30 floor: q * c is about 1e-30, and its codes must
      * not meet their own scale floor (1e-30), which would round q to
      * integers. */
-    const size_t d = 16, len = 200;
-    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
-    for (size_t m = 0; m < 2; m++) {
-        kvc_layer *layer = NULL;
-        CHECK_OK(kvc_layer_create(1, d, modes[m], &layer));
-        append_silent_channels(layer, d, d, len, 1.0f, 74);
-        double out_error, probs_error;
-        attend_vs_read_back(layer, len, &out_error, &probs_error);
-        CHECK(out_error < 1e-5 && probs_error < 1e-6);
-        printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
-               probs_error);
-        kvc_layer_free(layer);
-    }
+    check_attend_as_read_back(16, 74);
 }
 
 TEST(a_huge_value_over_a_silent_channel_should_read_back_finite) {

@@ -241,25 +241,28 @@ static void normal(script *s, unsigned seed) {
     values(s, FUZZ_VALUES_NORMAL, 16, seed); /* N(0, 1) */
 }
 
-/* append_n of n positions, every head alive (mask NULL), normal values. */
-static void append_n(script *s, unsigned target, unsigned n, unsigned seed) {
+/* append_n of n positions, normal values: every head alive (mask NULL) or,
+ * masked, each head dead with probability 1/4. */
+static void script_append_n(script *s, unsigned target, unsigned n, unsigned seed, int masked) {
     call(s, FUZZ_OP_APPEND_N, target);
     put(s, n);
-    put(s, FUZZ_MASK_NULL);
+    if (masked) {
+        put(s, FUZZ_MASK_RANDOM + 4 * 1);
+        put(s, seed);
+    } else {
+        put(s, FUZZ_MASK_NULL);
+    }
     normal(s, seed);
     normal(s, seed + 1);
     put(s, 0);
 }
 
-/* ... each head dead with probability 1/4. */
+static void append_n(script *s, unsigned target, unsigned n, unsigned seed) {
+    script_append_n(s, target, n, seed, 0);
+}
+
 static void append_n_masked(script *s, unsigned target, unsigned n, unsigned seed) {
-    call(s, FUZZ_OP_APPEND_N, target);
-    put(s, n);
-    put(s, FUZZ_MASK_RANDOM + 4 * 1);
-    put(s, seed);
-    normal(s, seed);
-    normal(s, seed + 1);
-    put(s, 0);
+    script_append_n(s, target, n, seed, 1);
 }
 
 static void attend(script *s, unsigned target, unsigned head, unsigned seed) {
