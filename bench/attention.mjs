@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { LayerKvCache } from '../js/index.js';
+import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES } from '../js/runtime.js';
 
 const NUM_KV_HEADS = 8;
 const NUM_Q_HEADS = 32;
@@ -33,10 +34,16 @@ function fill(array, seed) {
   return array;
 }
 
-/** Instantiates a standalone module of this build, without the package's loader. */
+/** Instantiates a standalone module of this build, without the package's
+ * loader: over a memory of its own when it imports one (single-threaded). */
 async function rawModule(file) {
-  const { instance } = await WebAssembly.instantiate(readFileSync(file), {
-    env: { emscripten_notify_memory_growth() {} },
+  const module = await WebAssembly.compile(readFileSync(file));
+  const importsMemory = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+  const memory = importsMemory
+    ? new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: MEMORY_MAXIMUM_PAGES, shared: true })
+    : null;
+  const instance = await WebAssembly.instantiate(module, {
+    env: { memory, emscripten_notify_memory_growth() {} },
   });
   instance.exports._initialize?.();
   const e = instance.exports;
@@ -47,7 +54,7 @@ async function rawModule(file) {
       if (!ptr) throw new Error(`${file}: out of memory`);
       return ptr;
     },
-    f32: () => new Float32Array(e.memory.buffer),
+    f32: () => new Float32Array((memory ?? e.memory).buffer),
   };
 }
 
@@ -79,7 +86,7 @@ function oursScalar(module, d, n, kRows, vRows, q) {
   const { e, alloc } = module;
   const slot = alloc(4);
   if (e.kvc_layer_create(NUM_KV_HEADS, d, 0, slot) !== 0) throw new Error('scalar module: create failed');
-  const layer = new Uint32Array(e.memory.buffer)[slot >>> 2];
+  const layer = new Uint32Array(module.f32().buffer)[slot >>> 2];
   const chunkRows = 256;
   const width = NUM_KV_HEADS * d;
   const kPtr = alloc(chunkRows * width * 4);

@@ -16,6 +16,8 @@
  *    positions count tokens appended (dead heads included).
  *  - Threads: functions taking a `const kvc_layer *` only read the layer and
  *    may run concurrently on the same layer; the others need exclusive use.
+ *    The library's own threads (kvc_set_threads) are another matter: they
+ *    split one call's work and never change its result.
  */
 #ifndef KVCACHE_H
 #define KVCACHE_H
@@ -99,7 +101,9 @@ typedef enum kvc_status {
     KVC_E_SNAPSHOT_CHECKSUM = 26,  /* the checksum does not match: bytes were changed */
     KVC_E_SNAPSHOT_CORRUPT = 27,   /* counts or values that no cache can hold */
     KVC_E_SNAPSHOT_TOO_LARGE = 28, /* geometry or counts larger than the snapshot could carry */
-    KVC_E_BUDGET = 29           /* eviction: budget 0, or sinks + recent above it */
+    KVC_E_BUDGET = 29,          /* eviction: budget 0, or sinks + recent above it */
+    KVC_E_THREADS = 30          /* kvc_set_threads: a count out of range, or threads that
+                                   could not be started */
 } kvc_status;
 
 /* kvc_status_name():
@@ -115,6 +119,35 @@ const char *kvc_version(void);
  * @return : the name of the kernel set this build runs: "wasm-simd128" or
  *           "scalar".  Lets a test or a user check that SIMD is in use. */
 const char *kvc_kernel_isa(void);
+
+/* Threads.
+ *
+ * A layer's big calls split into tasks -- each KV head's rows in segments of
+ * 1024, whose partial softmaxes merge in a fixed order -- that run on the
+ * calling thread and a pool of threads: kvc_layer_attend_heads, the
+ * attend calls of one head (attend, attend_group, attend_causal),
+ * kvc_attention_head, and kvc_layer_append_n (quantization per head and
+ * component).  The split does not depend on the number of threads, so
+ * every result -- outputs, probabilities, rows, snapshot bytes -- is the
+ * same bit for bit with 1 thread or 64.  Small calls (under about 2^17
+ * multiply-adds) run on the calling thread alone, as does a call made while
+ * another one uses the pool.  Pool threads never allocate: the calling
+ * thread prepares all the memory a call needs before it starts them.
+ *
+ * kvc_set_threads():
+ * Natively: makes calls run on `count` threads, the caller and count - 1
+ * pthreads started here (1, the default, starts none and stops any).  Idle
+ * pool threads poll briefly, then sleep.  Call it while no other call of
+ * the library runs; it is not itself thread-safe.  In WebAssembly the
+ * package's loader starts the threads (workers sharing the module's memory,
+ * `init({ threads })`), and this accepts only 1, which changes nothing.
+ * @return : KVC_OK, or KVC_E_THREADS: count is 0 or above 64, or a thread
+ *           could not be started (then no pool thread runs). */
+kvc_status kvc_set_threads(size_t count);
+
+/* kvc_thread_count():
+ * @return : the threads calls run on now: 1 + the pool threads running. */
+size_t kvc_thread_count(void);
 
 /* Allocation hook.  realloc must behave like C realloc (keep the old block on
  * failure); free must accept NULL.  `user` is passed back to every call. */
@@ -133,18 +166,21 @@ typedef struct kvc_allocator {
 kvc_status kvc_set_allocator(const kvc_allocator *allocator);
 
 /* kvc_attention_head():
- * Single-query softmax attention over one head's slices, all in f32:
- *   z_p = (q . keys[p]) / sqrt(d);  e_p = exp(z_p - max z);
- *   pi_p = e_p * (1 / sum e);  out = sum_p pi_p * values[p] (row order),
+ * Single-query softmax attention over one head's slices, all in f32, in
+ * segments of 1024 rows (s = 0, 1, ...; the last one shorter):
+ *   z_p = (q . keys[p]) / sqrt(d);  m_s = max of z over segment s;
+ *   e_p = exp(z_p - m_s);  l_s = sum of e over s (four interleaved partial
+ *   sums);  o_s = sum_p e_p * values[p] over s (row order);
+ *   w_s = exp(m_s - M) / sum_s' exp(m_s' - M) l_s'  (M = max m_s, sums in
+ *   segment order);  out = sum_s w_s o_s;  pi_p = e_p * w_s,
  * exp being the library's own (within 2.5 ulp of e^x, the same bits on
- * every build) and the sum of e taken in four interleaved partial sums.
+ * every build).  With one segment (n <= 1024) that is e_p * (1 / sum e).
  * The f32 branch of kvc_layer_attend runs this very routine on the head's
  * rows, so the two are bit-for-bit equal.
  * `q` [d], `keys` and `values` [n x d] row-major; `out` receives d floats;
  * `probs` (may be NULL) receives the n softmax weights.  n == 0 gives zeros.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_HEAD_DIM (d out of range),
- *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (only when probs is NULL
- *           and n > 0: a scratch of n floats is then allocated). */
+ *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (the call's workspace). */
 kvc_status kvc_attention_head(const float *q, const float *keys, const float *values,
                               size_t n, size_t d, float *out, float *probs);
 
@@ -205,12 +241,14 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
  *    the design allows when q~ has outlier channels and attention is peaky);
  *    z_p = s_p * <q~, r_p> / sqrt(d) for a quantized row, the dots exact in
  *    i32; the f32 dot for a row at a position < W.
- *  - quantized values: out = sum_{f32 rows} pi_p v_p
- *                          + c_V * sum_{quantized rows} (pi_p s_p) r_p.
+ *  - quantized values: a segment's o_s = c_V * sum_{quantized rows}
+ *    (e_p s_p) r_p + sum_{f32 rows} e_p v_p.
+ * Rows are taken in segments of 1024 as kvc_attention_head says, on the
+ * pool's threads when there are several (kvc_set_threads).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_KV_HEAD,
- *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (a workspace: the scores
- *           when probs is NULL, a few KiB when the head has int8 rows; an
- *           f32 head with probs given allocates nothing). */
+ *           KVC_E_NONFINITE_QUERY, or KVC_E_NOMEM (the call's one workspace:
+ *           query codes, partial results and a scratch per thread; a head
+ *           with no rows allocates nothing). */
 kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head,
                             float *out, float *probs);
 

@@ -91,6 +91,13 @@ export class LayerKvCache {
     return this.#ptr;
   }
 
+  // After the caller's own code has run (a getter of `into`, a policy or an
+  // alive proxy), the pointer taken before must still be live: a call that
+  // raced free() is refused, never run on freed memory.
+  #stillLive(where, ptr) {
+    if (this.#live(where) !== ptr) throw new TypeError(`LayerKvCache.${where}: the cache was freed`);
+  }
+
   // The live pointer of a full-attention layer.
   #full(where) {
     const ptr = this.#live(where);
@@ -197,6 +204,7 @@ export class LayerKvCache {
     checkFloat32(where, 'k', k, count);
     checkFloat32(where, 'v', v, count);
     const mask = checkAlive(where, alive, n * this.#numKvHeads);
+    this.#stillLive(method, ptr); // a proxy for alive may have freed the cache
     if (n === 0) return;
     const [kPtr, vPtr, maskPtr] = staged(where, k.byteLength, v.byteLength, mask ? mask.length : 0);
     try {
@@ -265,6 +273,7 @@ export class LayerKvCache {
     }
     let probs = into?.probs === undefined ? null : checkInto(where, into, 'probs', numQueryHeads * positions);
     const probsLength = probs ? numQueryHeads * positions : 0;
+    this.#stillLive('attendHeads', ptr); // into's getters may have freed the cache
     const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, numQueryHeads * d * 4, probsLength * 4);
     try {
       heap().f32.set(q, qPtr >>> 2);
@@ -317,6 +326,7 @@ export class LayerKvCache {
       throw new RangeError(`${where}: into.out must have length ${m * d} (got ${out.length})`);
     }
     let probs = into?.probs === undefined ? undefined : checkInto(where, into, 'probs', rows);
+    this.#stillLive(method, ptr); // into's getters may have freed the cache
     const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, m * d * 4, rows * 4);
     try {
       heap().f32.set(q, qPtr >>> 2);
@@ -508,6 +518,7 @@ export class LayerKvCache {
     const where = 'LayerKvCache.evict';
     const ptr = this.#full('evict');
     const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    this.#stillLive('evict', ptr);
     checkStatus(where, lib().kvc_layer_evict(ptr, budget, sinks, recent));
     return this.positions();
   }
@@ -527,6 +538,7 @@ export class LayerKvCache {
     const where = 'LayerKvCache.evictionPlan';
     const ptr = this.#full('evictionPlan');
     const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    this.#stillLive('evictionPlan', ptr);
     const n = Math.min(this.seqLen, budget);
     const [dst, countPtr] = staged(where, n * 4, 4);
     try {
@@ -549,6 +561,7 @@ export class LayerKvCache {
     const ptr = this.#full('setMaxRows');
     checkInteger(where, 'maxRows', maxRows, 0, MAX_POSITIONS);
     const policy = maxRows === 0 ? { budget: 0, sinks: 0, recent: 0 } : checkPolicy(where, 'options', { budget: maxRows, sinks, recent });
+    this.#stillLive('setMaxRows', ptr);
     checkStatus(where, lib().kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
   }
 

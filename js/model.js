@@ -166,6 +166,7 @@ export class KvCache {
     const where = 'KvCache.evict';
     const ptr = this.#live('evict');
     const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
+    if (this.#ptr !== ptr) throw new TypeError(`${where}: the cache was freed`); // by a getter of policy
     checkStatus(where, lib().kvc_model_evict(ptr, budget, sinks, recent));
   }
 

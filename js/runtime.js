@@ -1,7 +1,13 @@
 // The wasm module and its heap: loading (init), typed-array views that are
 // never stale, and staging memory for the arrays a call passes to C.
+import { checkThreads, startThreads } from './threads.js';
 
-const WASM_ABI = 4; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 5; // must equal KVC_WASM_ABI in src/wasm/abi.c
+// The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
+// in 64 KiB pages; tests/js/loader.test.mjs reads them off the built file.
+export const MEMORY_INITIAL_PAGES = 16;
+export const MEMORY_MAXIMUM_PAGES = 65536;
+const PAGE = 65536;
 
 // Staging buffers up to this size stay allocated between calls; larger ones
 // (a big prefill) are released as soon as the call returns.
@@ -11,26 +17,32 @@ let wasm = null; // { exports, memory, views, staging, stagingBytes }
 let initPromise = null;
 
 /**
- * Loads and instantiates the wasm module; every other call needs it first.
- * Resolves once; later calls return the same promise.
- * @param {{ module?: WebAssembly.Module, wasm?: BufferSource | URL | string | Response }} [options]
+ * Loads and instantiates the wasm module, and starts its threads; every
+ * other call needs it first. Resolves once; later calls return the same
+ * promise.
+ * @param {{ module?: WebAssembly.Module, wasm?: BufferSource | URL | string | Response,
+ *           threads?: number, maxMemory?: number }} [options]
  */
 export function init(options = {}) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError('init: options must be an object');
   }
   if (!initPromise) {
-    initPromise = instantiate(options).then(
-      (instance) => {
-        wasm = adopt(instance);
-      },
-      (error) => {
-        initPromise = null; // let the caller retry, e.g. with other options
-        throw error;
-      },
-    );
+    initPromise = load(options).catch((error) => {
+      wasm = null;
+      initPromise = null; // let the caller retry, e.g. with other options
+      throw error;
+    });
   }
   return initPromise;
+}
+
+async function load(options) {
+  const threads = checkThreads(options.threads);
+  const maximumPages = checkMaxMemory(options.maxMemory);
+  const { module, instance, memory } = await instantiate(options, maximumPages);
+  wasm = adopt(instance, memory);
+  await startThreads(wasm.exports, module, memory, threads, options);
 }
 
 /**
@@ -45,30 +57,72 @@ export function initWithModule(module, options = {}) {
   return init({ ...options, module });
 }
 
-const imports = {
-  env: {
-    // Views are refreshed lazily (see heap()), so growth needs no action here.
-    emscripten_notify_memory_growth() {},
-  },
-};
+function checkMaxMemory(maxMemory) {
+  if (maxMemory === undefined) return MEMORY_MAXIMUM_PAGES;
+  const min = MEMORY_INITIAL_PAGES * PAGE;
+  const max = MEMORY_MAXIMUM_PAGES * PAGE;
+  if (typeof maxMemory !== 'number' || !Number.isInteger(maxMemory) || maxMemory < min || maxMemory > max) {
+    throw new RangeError(`init: options.maxMemory must be a whole number of bytes from ${min} to ${max} (got ${String(maxMemory)})`);
+  }
+  return Math.floor(maxMemory / PAGE);
+}
 
-async function instantiate(options) {
+/** The imports of an instance of the module over `memory` (every thread's). */
+export function importsFor(memory) {
+  return {
+    env: {
+      memory,
+      // Views are refreshed lazily (see heap()), so growth needs no action here.
+      emscripten_notify_memory_growth() {},
+    },
+  };
+}
+
+/**
+ * A shared memory when the runtime can make one (workers can then run on
+ * it), else null. Chromium makes them even in pages that are not
+ * cross-origin isolated, though it will not post them to a worker there.
+ */
+function sharedMemory(maximumPages) {
+  try {
+    return new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: maximumPages, shared: true });
+  } catch {
+    return null;
+  }
+}
+
+async function instantiate(options, maximumPages) {
+  let source;
   if (options.module !== undefined) {
     if (!(options.module instanceof WebAssembly.Module)) {
       throw new TypeError('init: options.module must be a WebAssembly.Module');
     }
-    return WebAssembly.instantiate(options.module, imports);
+    source = options.module;
+  } else {
+    source = options.wasm ?? new URL('../dist/kvcache.wasm', import.meta.url);
+    if (typeof source === 'string') source = new URL(source, import.meta.url);
+    if (source instanceof URL) source = await fetchWasm(source);
+    const isResponse = typeof Response !== 'undefined' && source instanceof Response;
+    if (!isResponse && !ArrayBuffer.isView(source) && !(source instanceof ArrayBuffer)) {
+      throw new TypeError('init: options.wasm must be bytes, a URL, a string or a Response');
+    }
   }
-  let source = options.wasm ?? new URL('../dist/kvcache.wasm', import.meta.url);
-  if (typeof source === 'string') source = new URL(source, import.meta.url);
-  if (source instanceof URL) source = await fetchWasm(source);
-  if (typeof Response !== 'undefined' && source instanceof Response) {
-    return (await instantiateResponse(source)).instance;
+  let memory = sharedMemory(maximumPages);
+  let module;
+  if (memory) {
+    module = source instanceof WebAssembly.Module ? source : await compile(source);
+  } else {
+    // No shared memory here: the same module with its memory import
+    // declared unshared, on one thread.
+    if (source instanceof WebAssembly.Module) {
+      throw new Error('init: this runtime cannot create a shared WebAssembly.Memory, which a precompiled module needs; pass the .wasm bytes (options.wasm) instead');
+    }
+    const bytes = ArrayBuffer.isView(source) || source instanceof ArrayBuffer ? source : await source.arrayBuffer();
+    module = await WebAssembly.compile(unsharedMemoryImport(bytes));
+    memory = new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: maximumPages });
   }
-  if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) {
-    return (await WebAssembly.instantiate(source, imports)).instance;
-  }
-  throw new TypeError('init: options.wasm must be bytes, a URL, a string or a Response');
+  const instance = await WebAssembly.instantiate(module, importsFor(memory));
+  return { module, instance, memory };
 }
 
 async function fetchWasm(url) {
@@ -82,24 +136,66 @@ async function fetchWasm(url) {
   return response;
 }
 
-async function instantiateResponse(response) {
-  if (typeof WebAssembly.instantiateStreaming === 'function') {
+async function compile(source) {
+  if (!(typeof Response !== 'undefined' && source instanceof Response)) return WebAssembly.compile(source);
+  if (typeof WebAssembly.compileStreaming === 'function') {
     try {
-      return await WebAssembly.instantiateStreaming(response.clone(), imports);
+      return await WebAssembly.compileStreaming(source.clone());
     } catch {
       // A server without the application/wasm MIME type: compile from bytes.
     }
   }
-  return WebAssembly.instantiate(await response.arrayBuffer(), imports);
+  return WebAssembly.compile(await source.arrayBuffer());
 }
 
-function adopt(instance) {
+/**
+ * A copy of the module's bytes with its memory import declared unshared:
+ * one byte, the limits' flags, in the import section. Everything else is
+ * valid on an unshared memory (atomic instructions included); only the
+ * pool's sleep would trap, and without workers no thread sleeps.
+ */
+export function unsharedMemoryImport(source) {
+  const bytes = new Uint8Array(ArrayBuffer.isView(source) ? source.buffer.slice(source.byteOffset, source.byteOffset + source.byteLength) : source.slice(0));
+  let at = 8; // magic and version
+  const leb = () => {
+    let value = 0;
+    let shift = 0;
+    let byte;
+    do {
+      byte = bytes[at++];
+      value += (byte & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (byte & 0x80);
+    return value;
+  };
+  while (at < bytes.length) {
+    const id = bytes[at++];
+    const size = leb();
+    const end = at + size;
+    if (id === 2) { // imports
+      for (let count = leb(); count > 0; count--) {
+        at += leb(); // module name
+        at += leb(); // field name
+        const kind = bytes[at++];
+        if (kind === 0) leb(); // a function: its type
+        else if (kind === 2) { // a memory: flags (bit 1 = shared), limits
+          bytes[at] &= ~2;
+          return bytes;
+        } else throw new Error('init: unexpected import in kvcache.wasm');
+      }
+    }
+    at = end;
+  }
+  throw new Error('init: kvcache.wasm imports no memory');
+}
+
+function adopt(instance, memory) {
   const exports = instance.exports;
   if (typeof exports.kvc_wasm_abi !== 'function' || exports.kvc_wasm_abi() !== WASM_ABI) {
     throw new Error('init: this kvcache.wasm does not match the loader (ABI mismatch); rebuild both');
   }
   exports._initialize?.();
-  return { exports, memory: exports.memory, views: null, staging: 0, stagingBytes: 0 };
+  return { exports, memory, views: null, staging: 0, stagingBytes: 0 };
 }
 
 /** The module's exports; throws until init() has resolved. */
@@ -145,7 +241,8 @@ export function readCString(ptr) {
   const { u8 } = heap();
   let end = ptr;
   while (u8[end] !== 0) end++;
-  return new TextDecoder().decode(u8.subarray(ptr, end));
+  // A copy: TextDecoder refuses views of a shared memory.
+  return new TextDecoder().decode(u8.slice(ptr, end));
 }
 
 /**

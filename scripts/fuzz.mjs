@@ -34,7 +34,7 @@ function buildFuzzers() {
   ensureToolchain({ wasm: false });
   ensureClang('fuzzer,address,undefined');
   log('fuzz build (clang, libFuzzer + ASan + UBSan)');
-  buildSanitized(fuzzBuildDir, ['-DKVC_BUILD_TESTS=OFF', '-DKVC_BUILD_FUZZERS=ON']);
+  buildSanitized(fuzzBuildDir, 'address,undefined', ['-DKVC_BUILD_TESTS=OFF', '-DKVC_BUILD_FUZZERS=ON']);
 }
 
 /** What libFuzzer's log says about the run. */

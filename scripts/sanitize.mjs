@@ -1,8 +1,10 @@
-// The C core under AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer:
-// the library, the C tests and the fuzz harnesses built natively with clang
-// into build-asan, then ctest (every C test, and the fuzz corpora replayed).
-// Any report is fatal. `sanitizedTests()` is a step of npm test;
-// `node scripts/sanitize.mjs` runs it alone.
+// The C core under sanitizers, built natively with clang: AddressSanitizer
+// (leaks included) and UndefinedBehaviorSanitizer on the library, the C tests
+// and the fuzz harnesses (build-asan: every C test, and the fuzz corpora
+// replayed), then ThreadSanitizer on the library and the C tests (build-tsan),
+// each case on a pool of three threads. Any report is fatal.
+// `sanitizedTests()` is a step of npm test; `node scripts/sanitize.mjs` runs
+// it alone.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -11,6 +13,9 @@ import { fileURLToPath } from 'node:url';
 import { aptInstall, ensureToolchain, have, log, root, run, runOrThrow } from './toolchain.mjs';
 
 export const asanBuildDir = join(root, 'build-asan');
+export const tsanBuildDir = join(root, 'build-tsan');
+// Every C case on the pool's threads too (tests/c/test.c).
+const TEST_THREADS = '3';
 
 const jobs = String(Math.max(1, availableParallelism()));
 
@@ -18,6 +23,7 @@ const jobs = String(Math.max(1, availableParallelism()));
 export const sanitizerEnv = {
   ASAN_OPTIONS: 'detect_leaks=1',
   UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
+  TSAN_OPTIONS: 'halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0',
 };
 
 // A program each sanitizer set must compile and link: libFuzzer brings its own main.
@@ -62,27 +68,34 @@ export function ensureClang(sanitizers) {
   }
 }
 
-/** Configures and builds `dir` with clang under the sanitizers, with extra CMake options. */
-export function buildSanitized(dir, options) {
+/** Configures and builds `dir` with clang under `sanitizers`, with extra CMake options. */
+export function buildSanitized(dir, sanitizers, options) {
   runOrThrow('cmake', ['-S', '.', '-B', dir, '-DCMAKE_C_COMPILER=clang', '-DCMAKE_BUILD_TYPE=RelWithDebInfo',
-    '-DKVC_SANITIZE=ON', '-DKVC_BUILD_BENCH=OFF', ...options]);
+    `-DKVC_SANITIZE=${sanitizers}`, '-DKVC_BUILD_BENCH=OFF', ...options]);
   runOrThrow('cmake', ['--build', dir, '--parallel', jobs]);
 }
 
-/** Builds build-asan and runs its ctest; true when every test passed. */
+/** Builds build-asan and build-tsan and runs their ctest; true when every test passed. */
 export function sanitizedTests() {
   try {
     ensureToolchain({ wasm: false });
     ensureClang('fuzzer,address,undefined');
+    ensureClang('thread');
     log('sanitized build (clang, ASan + UBSan): library, C tests, fuzz harnesses');
-    buildSanitized(asanBuildDir, ['-DKVC_BUILD_TESTS=ON', '-DKVC_BUILD_FUZZERS=ON']);
+    buildSanitized(asanBuildDir, 'address,undefined', ['-DKVC_BUILD_TESTS=ON', '-DKVC_BUILD_FUZZERS=ON']);
+    log('sanitized build (clang, ThreadSanitizer): library, C tests');
+    buildSanitized(tsanBuildDir, 'thread', ['-DKVC_BUILD_TESTS=ON']);
   } catch (error) {
     console.error(`sanitized build: ${error.message}`);
     return false;
   }
-  log('C tests and fuzz corpora under ASan + UBSan');
-  return run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs],
-    { env: sanitizerEnv }) === 0;
+  log(`C tests and fuzz corpora under ASan + UBSan, on ${TEST_THREADS} threads`);
+  const asan = run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs],
+    { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
+  log(`C tests under ThreadSanitizer, on ${TEST_THREADS} threads`);
+  const tsan = run('ctest', ['--test-dir', tsanBuildDir, '--output-on-failure', '--parallel', jobs],
+    { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
+  return asan && tsan;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

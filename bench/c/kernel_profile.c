@@ -61,7 +61,8 @@ static int profile(size_t d, size_t n) {
     const float sqrt_d = 11.3137f;
     double scores_f32, softmax, values_f32, scores_q8, values_q8;
     BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
-    BEST(softmax, k->softmax(G, n, z, n));
+    float maxes[GROUP], sums[GROUP];
+    BEST(softmax, k->softmax(G, n, z, n, maxes, sums));
     BEST(values_f32, (memset(out, 0, G * d * sizeof(float)),
                       k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
     /* q8 keys: the hi and lo code vectors of every query, as attend does. */

@@ -77,27 +77,78 @@ static void push_row(kvc_store *store, int quantized, size_t position, size_t d,
     else kvc_store_push_f32(store, d, x);
 }
 
+/* The slot of the next position: its alive bits, a zero importance, its
+ * absolute position. */
+static void take_slot(kvc_layer *layer, const uint8_t *alive) {
+    const size_t slot = layer->seq_len;
+    uint8_t *map = layer->alive_map + slot * layer->map_bytes;
+    memset(map, 0, layer->map_bytes);
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        if (head_alive(alive, h)) map[h >> 3] |= (uint8_t)(1u << (h & 7));
+    }
+    layer->imp[slot] = 0.0f;
+    layer->positions[slot] = (uint32_t)layer->next_position;
+    layer->seq_len = slot + 1;
+    layer->next_position++;
+}
+
 /* Writes one position; every buffer has room. */
 static void append_one(kvc_layer *layer, const float *k, const float *v, const uint8_t *alive) {
     const kvc_kernels *kernels = kvc_kernels_active();
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
-    const size_t slot = layer->seq_len, position = layer->next_position;
+    const size_t position = layer->next_position;
     const int quantized_k = kvc_component_quantized(layer->mode, 0);
     const int quantized_v = kvc_component_quantized(layer->mode, 1);
     if ((quantized_k || quantized_v) && position == KVC_Q8_WINDOW) kvc_field_freeze(layer);
-
-    uint8_t *map = layer->alive_map + slot * layer->map_bytes;
-    memset(map, 0, layer->map_bytes);
     for (size_t h = 0; h < H; h++) {
         if (!head_alive(alive, h)) continue;
-        map[h >> 3] |= (uint8_t)(1u << (h & 7));
         push_row(&layer->heads[h].keys, quantized_k, position, d, k + h * d, kernels);
         push_row(&layer->heads[h].values, quantized_v, position, d, v + h * d, kernels);
     }
-    layer->imp[slot] = 0.0f;
-    layer->positions[slot] = (uint32_t)position;
-    layer->seq_len = slot + 1;
-    layer->next_position = position + 1;
+    take_slot(layer, alive);
+}
+
+/* Positions from the window on, as tasks: each (head, component) pushes
+ * its rows in order -- a prefill's quantization spread over the threads. */
+typedef struct rows_job {
+    kvc_layer *layer;
+    size_t n, first_position;       /* positions first_position .. + n */
+    const float *k, *v;             /* [n x H x d] */
+    const uint8_t *alive;           /* [n x H] or NULL */
+} rows_job;
+
+static void push_rows_task(void *context, size_t task, size_t thread) {
+    (void)thread;
+    const rows_job *job = context;
+    const kvc_layer *layer = job->layer;
+    const size_t H = layer->num_kv_heads, d = layer->head_dim, h = task / 2;
+    const int is_values = (int)(task % 2);
+    kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
+    const int quantized = kvc_component_quantized(layer->mode, is_values);
+    const float *x = is_values ? job->v : job->k;
+    for (size_t i = 0; i < job->n; i++) {
+        if (!head_alive(job->alive ? job->alive + i * H : NULL, h)) continue;
+        push_row(store, quantized, job->first_position + i, d, x + (i * H + h) * d,
+                 kvc_kernels_active());
+    }
+}
+
+static void append_positions(kvc_layer *layer, size_t n, const float *k, const float *v,
+                             const uint8_t *alive) {
+    const size_t H = layer->num_kv_heads, stride = H * layer->head_dim;
+    /* Below the window, one position at a time: the field freezes from
+     * these rows when position W comes. */
+    size_t i = 0;
+    for (; i < n && layer->next_position < KVC_Q8_WINDOW; i++)
+        append_one(layer, k + i * stride, v + i * stride, alive ? alive + i * H : NULL);
+    if (i == n) return;
+    if (layer->next_position == KVC_Q8_WINDOW &&
+        (kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)))
+        kvc_field_freeze(layer);
+    const rows_job job = {layer, n - i, layer->next_position, k + i * stride, v + i * stride,
+                          alive ? alive + i * H : NULL};
+    for (size_t j = i; j < n; j++) take_slot(layer, alive ? alive + j * H : NULL);
+    kvc_pool_run(push_rows_task, (void *)&job, 2 * H, kvc_pool_threads(), job.n * stride * 8);
 }
 
 kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
@@ -116,11 +167,7 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
     if (status == KVC_OK && layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows)
         status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
     if (status != KVC_OK) return status;
-    const size_t stride = layer->num_kv_heads * layer->head_dim;
-    for (size_t i = 0; i < n; i++) {
-        append_one(layer, k + i * stride, v + i * stride,
-                   alive ? alive + i * layer->num_kv_heads : NULL);
-    }
+    append_positions(layer, n, k, v, alive);
     return KVC_OK;
 }
 

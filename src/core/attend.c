@@ -1,231 +1,229 @@
 /*
- * attend.c -- softmax attention of one or more queries over one head.
+ * attend.c -- every attention call as tasks on the pool.
  *
- * Every entry point -- kvc_attention_head (plain f32 slices), attend,
- * attend_group, attend_heads, attend_causal -- runs attend_rows below, so
- * the f32 branch of a layer is an attention_head call by construction, a
- * group gives each of its queries the single-query result bit for bit, and
- * a causal query is a single attend at its length.
+ * A call splits each head's rows into segments of KVC_SEGMENT_ROWS
+ * (segment.c) and runs them as independent tasks: the segments of every
+ * head at once for attend_heads, of one head for attend / attend_group /
+ * kvc_attention_head, and for attend_causal the segments each query sees.
+ * Then, in further rounds of tasks, each query's segments are merged in
+ * order, and the probabilities normalised where the caller wants them.
+ * The split never depends on the thread count, so neither does any bit of
+ * the result; and since every entry point runs the same split, a layer's
+ * f32 attend is an attention_head call by construction, a group gives each
+ * query its single-query result, and a causal query is a single attend at
+ * its length.
  *
- * attend_rows works on G queries that share a KV head, in three passes over
- * the head's rows: the scores of every query against every row (each key row
- * read once for the group), the softmax of each query's scores, and the
- * weighted sum of the value rows (each value row read once for the group).
+ * Each call allocates, on the calling thread and before anything runs, one
+ * block: the queries' codes, the partial results, and a scratch per thread.
  */
-#include <math.h>
 #include <string.h>
 
 #include "internal.h"
-#include "../kernels/q8-rows.h"
 
-/* A read-only view of one component's rows, as the attention loop sees it. */
-typedef struct kvc_rows_view {
-    const float *rows;
-    size_t rows_len;
-    const uint8_t *qrows;
-    size_t qrows_len;
-    const float *field;
-} kvc_rows_view;
+/* A plan of one block: sizes first (base NULL), then pointers. */
+typedef struct carve {
+    uint8_t *base;
+    size_t used;
+} carve;
 
-/* What quantized rows need besides the scores: the queries' i16 codes (hi
- * then lo, see score_quantized_keys), and a tile of rows: value rows widened
- * to f32 with their weights, or the hi and lo scores of key rows. */
-typedef struct workspace {
-    float *q_field;     /* [G x d]  q * c_K, then [d] c_K scaled */
-    int16_t *q16;       /* [2G x d] */
-    float *q_scales;    /* [2G] */
-    float *tile;        /* [tile_rows x d] */
-    float *tile_scales; /* [tile_rows] */
-    float *tile_w;      /* [2G x tile_rows] */
-    size_t tile_rows;
-    void *block;        /* the one allocation behind them */
-} workspace;
-
-/* Value rows widened per tile: about 32 KiB of f32, to stay in L1. */
-static size_t value_tile_rows(size_t d) {
-    const size_t rows = 8192 / d;
-    return rows < 8 ? 8 : rows;
+static void *take(carve *c, size_t count, size_t elem_bytes) {
+    void *at = c->base ? c->base + c->used : NULL;
+    c->used += (count * elem_bytes + 15) & ~(size_t)15;
+    return at;
 }
 
-static size_t round_up16(size_t bytes) {
-    return (bytes + 15) & ~(size_t)15;
+/* Threads that get a scratch: no more than there are tasks. */
+static size_t threads_for(size_t tasks) {
+    const size_t threads = kvc_pool_threads();
+    return tasks < threads ? (tasks ? tasks : 1) : threads;
 }
 
-/* Allocates the workspace for G queries of d channels; KVC_E_NOMEM on failure. */
-static kvc_status workspace_init(workspace *w, size_t G, size_t d) {
-    const size_t tile_rows = value_tile_rows(d);
-    const size_t sizes[6] = {
-        round_up16((G + 1) * d * sizeof(float)), round_up16(2 * G * d * sizeof(int16_t)),
-        round_up16(2 * G * sizeof(float)), round_up16(tile_rows * d * sizeof(float)),
-        round_up16(tile_rows * sizeof(float)), round_up16(2 * G * tile_rows * sizeof(float))};
-    size_t total = 0;
-    for (int i = 0; i < 6; i++) total += sizes[i];
-    uint8_t *block = kvc_realloc_array(NULL, total, 1);
-    if (!block) return KVC_E_NOMEM;
-    w->block = block;
-    w->q_field = (float *)block;
-    w->q16 = (int16_t *)(block += sizes[0]);
-    w->q_scales = (float *)(block += sizes[1]);
-    w->tile = (float *)(block += sizes[2]);
-    w->tile_scales = (float *)(block += sizes[3]);
-    w->tile_w = (float *)(block + sizes[4]);
-    w->tile_rows = tile_rows;
-    return KVC_OK;
+static size_t segments_of(size_t rows) {
+    return (rows + KVC_SEGMENT_ROWS - 1) / KVC_SEGMENT_ROWS;
 }
 
-/* out[g] += c_V-less sum over the quantized value rows: (pi * s_p) * codes_p,
- * a tile of rows at a time. */
-static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
-                                 size_t pi_stride, const kvc_rows_view *values, size_t d,
-                                 float *out, workspace *w) {
-    const size_t row_bytes = kvc_q8_row_bytes(d);
-    for (size_t first = 0; first < values->qrows_len; first += w->tile_rows) {
-        const size_t rows = values->qrows_len - first < w->tile_rows ? values->qrows_len - first
-                                                                     : w->tile_rows;
-        kernels->widen_q8(rows, d, values->qrows + first * row_bytes, w->tile, w->tile_scales);
-        for (size_t g = 0; g < G; g++) {
-            for (size_t t = 0; t < rows; t++)
-                w->tile_w[g * w->tile_rows + t] = pi[g * pi_stride + first + t] * w->tile_scales[t];
-        }
-        kernels->weighted_sum_f32(G, rows, d, w->tile_w, w->tile_rows, w->tile, out);
+/* ---- heads: G queries on each of H heads ---- */
+
+typedef struct head_job {
+    size_t H, G, d;
+    const kvc_layer *layer;             /* the heads of a layer, or NULL: */
+    const kvc_rows_view *one_keys, *one_values; /* the one head */
+    kvc_rows_view *keys, *values;       /* [H] */
+    const float *q;                     /* [H x G x d] */
+    kvc_queries *queries;               /* [H] */
+    size_t *first_task;                 /* [H + 1]: head h's segments */
+    float **z;                          /* [H]: where head h's scores go; NULL: a scratch */
+    size_t *z_stride;                   /* [H] */
+    float *max, *sum, *weights;         /* head h, query g, segment s: first_task[h] G + g S_h + s */
+    float *outs;                        /* the same, times d */
+    float *out;                         /* [H x G x d] */
+    float *probs;                       /* [H x G x L] with positions, or NULL */
+    size_t L;
+    kvc_scratch *scratch;               /* [threads] */
+} head_job;
+
+static size_t head_of(const head_job *job, size_t task) {
+    size_t lo = 0, hi = job->H; /* the h with first_task[h] <= task < first_task[h + 1] */
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (job->first_task[mid] <= task) lo = mid;
+        else hi = mid;
     }
+    return lo;
 }
 
-/* The exponent e of max |x[j]| (frexpf's: max |x| * 2^-e in [1/2, 1)); 0
- * when every x[j] is zero. */
-static int exponent_of_max(const float *x, size_t n) {
-    float max_abs = 0.0f;
-    for (size_t j = 0; j < n; j++) {
-        if (max_abs < fabsf(x[j])) max_abs = fabsf(x[j]);
-    }
-    int e = 0;
-    frexpf(max_abs, &e);
-    return e;
+static size_t head_rows(const head_job *job, size_t h) {
+    if (job->layer) return kvc_store_len(&job->layer->heads[h].keys);
+    return job->one_keys->rows_len + job->one_keys->qrows_len;
 }
 
-/* 2^k as a float, for k in [-126, 127]. */
-static float pow2f(int k) {
-    const uint32_t bits = (uint32_t)(k + 127) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
+static kvc_rows_view view_of(const kvc_store *store) {
+    return (kvc_rows_view){store->rows, store->rows_len, store->qrows, store->qrows_len,
+                           store->qrows_len ? store->field : NULL};
 }
 
-/* y[j] = x[j] * 2^-e, exact unless y[j] is subnormal, for the e of
- * exponent_of_max: two factors, since 2^-e alone may not be a float. */
-static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
-    const int half = -e / 2;
-    const float a = pow2f(half), b = pow2f(-e - half);
-    for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
+static void head_segment_task(void *context, size_t task, size_t thread) {
+    const head_job *job = context;
+    const size_t h = head_of(job, task), G = job->G, d = job->d;
+    const size_t S = job->first_task[h + 1] - job->first_task[h], c = task - job->first_task[h];
+    const size_t first = c * KVC_SEGMENT_ROWS, rows = head_rows(job, h);
+    const size_t count = rows - first < KVC_SEGMENT_ROWS ? rows - first : KVC_SEGMENT_ROWS;
+    kvc_scratch *scratch = &job->scratch[thread];
+    float *z = job->z[h] ? job->z[h] + first : scratch->z;
+    const size_t z_stride = job->z[h] ? job->z_stride[h] : KVC_SEGMENT_ROWS;
+    const size_t at = job->first_task[h] * G + c;
+    const kvc_partials partials = {job->max + at, job->sum + at, job->outs + at * d, S};
+    kvc_attend_segment(&job->queries[h], 0, G, &job->keys[h], &job->values[h], d, first, count, z,
+                       z_stride, &partials, scratch);
 }
 
-/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over the quantized key rows, q~ = q * c_K.
- * q~ goes to the integer dots as two i16 code vectors with a scale each: hi,
- * its codes, and lo, the codes of what hi leaves (q~ - hi * s_hi in f32).
- * One vector alone is off by up to s_hi / 2 = max|q~| / 65534 a channel,
- * which costs more than the 1e-3 the design allows when q~ has outlier
- * channels and attention is peaky (tests/c/test_attend.c measured 4.2e-3);
- * hi and lo together are off by about 2^-24 max|q~| (the f32 rounding of
- * hi * s_hi; the subtraction is exact, and lo's own step is 2^-17 smaller).
- * hi and lo go through one scores_q8 call as 2G queries, a tile of rows at a
- * time, and z = hi score + lo score: each (query, row) the same way whatever
- * G and the tiling. */
-static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const float *q,
-                                 const kvc_rows_view *keys, size_t d, float sqrt_d, float *z,
-                                 size_t z_stride, workspace *w) {
-    /* q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and
-     * the code scales are taken back by the same power: the codes are q~'s
-     * own, but q~ cannot overflow (q and c_K each come scaled below 1 before
-     * they are multiplied: an overflow would make NaN codes), and the codes'
-     * scale floor (1e-30) is never met (a field at its own floor, a head
-     * whose window rows were all zero, makes q~ about 1e-30: the floored
-     * scale would round it to integers).  Only the scales taken back can
-     * overflow, to scores of +-Inf or NaN, when q * c_K exceeds FLT_MAX. */
-    float *field = w->q_field + G * d;
-    const int e_field = exponent_of_max(keys->field, d);
-    scale_by_pow2(field, keys->field, d, e_field);
+static void head_merge_task(void *context, size_t h, size_t thread) {
+    (void)thread;
+    const head_job *job = context;
+    const size_t G = job->G, d = job->d, S = job->first_task[h + 1] - job->first_task[h];
     for (size_t g = 0; g < G; g++) {
-        float *q_field = w->q_field + g * d;
-        const int16_t *hi = w->q16 + g * d;
-        const int e_q = exponent_of_max(q + g * d, d);
-        scale_by_pow2(q_field, q + g * d, d, e_q);
-        kernels->mul_f32(d, q_field, field, q_field);
-        const int e = exponent_of_max(q_field, d);
-        scale_by_pow2(q_field, q_field, d, e);
-        const int e_total = e_q + e_field + e;
-        const float s_hi = kernels->quantize_query(d, q_field, w->q16 + g * d);
-        for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
-        w->q_scales[g] = ldexpf(s_hi, e_total);
-        w->q_scales[G + g] = ldexpf(kernels->quantize_query(d, q_field, w->q16 + (G + g) * d), e_total);
-    }
-    const size_t row_bytes = kvc_q8_row_bytes(d), tile = w->tile_rows;
-    for (size_t first = 0; first < keys->qrows_len; first += tile) {
-        const size_t rows = keys->qrows_len - first < tile ? keys->qrows_len - first : tile;
-        kernels->scores_q8(2 * G, rows, d, w->q16, w->q_scales, keys->qrows + first * row_bytes,
-                           sqrt_d, w->tile_w, tile);
-        for (size_t g = 0; g < G; g++) {
-            const float *hi_z = w->tile_w + g * tile, *lo_z = w->tile_w + (G + g) * tile;
-            for (size_t t = 0; t < rows; t++) z[g * z_stride + first + t] = hi_z[t] + lo_z[t];
-        }
+        const size_t at = job->first_task[h] * G + g * S;
+        kvc_merge_segments(S, d, job->max + at, job->sum + at, job->outs + at * d,
+                           job->weights + at, job->out + (h * G + g) * d);
     }
 }
 
-/* The one attention loop: G queries [G x d] over the rows of a head.
- * z: [G x n] (row stride z_stride), left holding the probabilities; out
- * [G x d].  n = keys->rows_len + keys->qrows_len > 0; `w` is needed when a
- * component has quantized rows. */
-static void attend_rows(size_t G, const float *q, const kvc_rows_view *keys,
-                        const kvc_rows_view *values, size_t d, float *out, float *z,
-                        size_t z_stride, workspace *w) {
-    const kvc_kernels *kernels = kvc_kernels_active();
-    const float sqrt_d = sqrtf((float)d);
-    const size_t n = keys->rows_len + keys->qrows_len;
-
-    kernels->scores_f32(G, keys->rows_len, d, q, keys->rows, sqrt_d, z, z_stride);
-    if (keys->qrows_len)
-        score_quantized_keys(kernels, G, q, keys, d, sqrt_d, z + keys->rows_len, z_stride, w);
-    kernels->softmax(G, n, z, z_stride);
-
-    memset(out, 0, G * d * sizeof(float));
-    if (values->qrows_len) {
-        sum_quantized_values(kernels, G, z + values->rows_len, z_stride, values, d, out, w);
-        for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, values->field, out + g * d);
+static void head_normalise_task(void *context, size_t task, size_t thread) {
+    (void)thread;
+    const head_job *job = context;
+    const size_t h = head_of(job, task), G = job->G;
+    const size_t S = job->first_task[h + 1] - job->first_task[h], c = task - job->first_task[h];
+    if (!job->z[h] || S == 1) return; /* one segment: its weight is 1 */
+    const size_t first = c * KVC_SEGMENT_ROWS, rows = head_rows(job, h);
+    const size_t count = rows - first < KVC_SEGMENT_ROWS ? rows - first : KVC_SEGMENT_ROWS;
+    for (size_t g = 0; g < G; g++) {
+        kvc_kernels_active()->scale_f32(count, job->weights[job->first_task[h] * G + g * S + c],
+                                        job->z[h] + g * job->z_stride[h] + first);
     }
-    kernels->weighted_sum_f32(G, values->rows_len, d, z, z_stride, values->rows, out);
 }
 
-/* The allocations an attention call may need: a workspace when rows are
- * quantized, and the scores when the caller wants no probabilities. */
-typedef struct call_memory {
-    workspace w;
-    float *scores;
-} call_memory;
+/* attend_heads' probabilities of a head that did not store every position:
+ * from its rows to their positions, zeros between. */
+static void head_scatter_task(void *context, size_t h, size_t thread) {
+    (void)thread;
+    const head_job *job = context;
+    const size_t G = job->G, L = job->L, n = head_rows(job, h);
+    if (!job->probs || n == L) return;
+    for (size_t g = 0; g < G; g++) {
+        float *row = job->probs + (h * G + g) * L;
+        const float *compact = job->z[h] ? job->z[h] + g * n : NULL;
+        size_t r = 0;
+        for (size_t p = 0; p < L; p++)
+            row[p] = kvc_head_stored(job->layer, p, h) ? compact[r++] : 0.0f;
+    }
+}
 
-static kvc_status call_memory_init(call_memory *m, int quantized, size_t G, size_t d,
-                                   size_t scores_len) {
-    memset(m, 0, sizeof *m);
-    if (quantized && workspace_init(&m->w, G, d) != KVC_OK) return KVC_E_NOMEM;
-    if (scores_len) {
-        m->scores = kvc_realloc_array(NULL, scores_len, sizeof(float));
-        if (!m->scores) {
-            kvc_free(m->w.block);
-            return KVC_E_NOMEM;
+/* Plans (or, with a base, lays out) the block of a head job. */
+static void plan_heads(head_job *job, carve *c, size_t threads, int compact_probs) {
+    const size_t H = job->H, G = job->G, d = job->d;
+    job->keys = take(c, H, sizeof(kvc_rows_view));
+    job->values = take(c, H, sizeof(kvc_rows_view));
+    if (c->base) {
+        for (size_t h = 0; h < H; h++) {
+            job->keys[h] = job->layer ? view_of(&job->layer->heads[h].keys) : *job->one_keys;
+            job->values[h] = job->layer ? view_of(&job->layer->heads[h].values) : *job->one_values;
         }
     }
+    job->queries = take(c, H, sizeof(kvc_queries));
+    job->first_task = take(c, H + 1, sizeof(size_t));
+    job->z = take(c, H, sizeof(float *));
+    job->z_stride = take(c, H, sizeof(size_t));
+    job->scratch = take(c, threads, sizeof(kvc_scratch));
+    size_t tasks = 0;
+    for (size_t h = 0; h < H; h++) {
+        const size_t rows = head_rows(job, h);
+        if (job->first_task) job->first_task[h] = tasks;
+        tasks += segments_of(rows);
+        void *codes = take(c, 1, kvc_queries_bytes(G, d));
+        if (c->base) kvc_queries_prepare(&job->queries[h], job->q + h * G * d, G, &job->keys[h], d, codes);
+        float *compact = compact_probs && rows < job->L ? take(c, G * rows, sizeof(float)) : NULL;
+        if (c->base) {
+            job->z[h] = compact;
+            job->z_stride[h] = rows;
+            if (job->probs && rows == job->L) {
+                job->z[h] = job->probs + h * G * job->L;
+                job->z_stride[h] = job->L;
+            }
+        }
+    }
+    if (job->first_task) job->first_task[H] = tasks;
+    job->max = take(c, tasks * G, sizeof(float));
+    job->sum = take(c, tasks * G, sizeof(float));
+    job->weights = take(c, tasks * G, sizeof(float));
+    job->outs = take(c, tasks * G * d, sizeof(float));
+    for (size_t t = 0; t < threads; t++) {
+        void *block = take(c, 1, kvc_scratch_bytes(G, d));
+        if (c->base) kvc_scratch_init(&job->scratch[t], block, G, d);
+    }
+}
+
+/* Runs a head job whose H, G, d, layer (or one_keys and one_values), q,
+ * out, probs and L are set: probs (or NULL) is [H x G x L], a head's
+ * probabilities at its positions when it has fewer than L rows. */
+static kvc_status run_heads(head_job *job) {
+    const size_t H = job->H, G = job->G, d = job->d;
+    int compact = 0;
+    size_t rows = 0, tasks = 0;
+    for (size_t h = 0; h < H; h++) {
+        compact |= job->probs && head_rows(job, h) < job->L;
+        rows += head_rows(job, h);
+        tasks += segments_of(head_rows(job, h));
+    }
+    if (rows == 0) { /* nothing stored: zeros, and nothing to allocate */
+        memset(job->out, 0, H * G * d * sizeof(float));
+        if (job->probs) memset(job->probs, 0, H * G * job->L * sizeof(float));
+        return KVC_OK;
+    }
+    const size_t threads = threads_for(tasks);
+    carve sizing = {NULL, 0};
+    plan_heads(job, &sizing, threads, compact);
+    uint8_t *block = kvc_realloc_array(NULL, sizing.used, 1);
+    if (!block) return KVC_E_NOMEM;
+    carve layout = {block, 0};
+    plan_heads(job, &layout, threads, compact);
+
+    kvc_pool_run(head_segment_task, job, tasks, threads, rows * G * d * 2);
+    kvc_pool_run(head_merge_task, job, H, threads, tasks * G * d);
+    if (job->probs) {
+        kvc_pool_run(head_normalise_task, job, tasks, threads, rows * G);
+        if (compact) kvc_pool_run(head_scatter_task, job, H, threads, H * G * job->L);
+    }
+    kvc_free(block);
     return KVC_OK;
 }
 
-static void call_memory_free(call_memory *m) {
-    kvc_free(m->w.block);
-    kvc_free(m->scores);
-}
-
-/* attend_rows for views that may be empty (zeros then). */
-static void attend_views(size_t G, const float *q, const kvc_rows_view *keys,
-                         const kvc_rows_view *values, size_t d, float *out, float *z,
-                         size_t z_stride, workspace *w) {
-    if (keys->rows_len + keys->qrows_len == 0) memset(out, 0, G * d * sizeof(float));
-    else attend_rows(G, q, keys, values, d, out, z, z_stride, w);
+/* One head's G queries, probs [G x n] (or NULL). */
+static kvc_status attend_one_head(const kvc_rows_view *keys, const kvc_rows_view *values,
+                                  size_t G, size_t d, const float *q, float *out, float *probs) {
+    const size_t n = keys->rows_len + keys->qrows_len;
+    head_job job = {.H = 1, .G = G, .d = d, .one_keys = keys, .one_values = values, .q = q,
+                    .out = out, .probs = probs, .L = n};
+    return run_heads(&job);
 }
 
 kvc_status kvc_attention_head(const float *q, const float *keys, const float *values, size_t n,
@@ -235,27 +233,7 @@ kvc_status kvc_attention_head(const float *q, const float *keys, const float *va
     if (!kvc_kernels_active()->all_finite(d, q)) return KVC_E_NONFINITE_QUERY;
     const kvc_rows_view key_rows = {keys, n, NULL, 0, NULL};
     const kvc_rows_view value_rows = {values, n, NULL, 0, NULL};
-    call_memory m;
-    if (call_memory_init(&m, 0, 1, d, probs ? 0 : n) != KVC_OK) return KVC_E_NOMEM;
-    attend_views(1, q, &key_rows, &value_rows, d, out, probs ? probs : m.scores, n, &m.w);
-    call_memory_free(&m);
-    return KVC_OK;
-}
-
-static kvc_rows_view view_of(const kvc_store *store) {
-    return (kvc_rows_view){store->rows, store->rows_len, store->qrows, store->qrows_len,
-                           store->field};
-}
-
-/* The first n rows of a view: rows are in position order, f32 ones first. */
-static kvc_rows_view prefix_of(kvc_rows_view view, size_t n) {
-    if (view.rows_len > n) view.rows_len = n;
-    view.qrows_len = n - view.rows_len;
-    return view;
-}
-
-static int head_quantized(const kvc_head *head) {
-    return head->keys.qrows_len || head->values.qrows_len;
+    return attend_one_head(&key_rows, &value_rows, 1, d, q, out, probs);
 }
 
 /* The checks every attend of a layer makes. */
@@ -276,15 +254,9 @@ kvc_status kvc_layer_attend_group(const kvc_layer *layer, const float *q, size_t
     kvc_status status = check_attend(layer, q, G * layer->head_dim, out);
     if (status != KVC_OK) return status;
     const kvc_head *head = &layer->heads[kv_head];
-    const size_t n = kvc_store_len(&head->keys);
     const kvc_rows_view keys = view_of(&head->keys);
     const kvc_rows_view values = view_of(&head->values);
-    call_memory m;
-    if (call_memory_init(&m, head_quantized(head), G, layer->head_dim, probs ? 0 : G * n) != KVC_OK)
-        return KVC_E_NOMEM;
-    attend_views(G, q, &keys, &values, layer->head_dim, out, probs ? probs : m.scores, n, &m.w);
-    call_memory_free(&m);
-    return KVC_OK;
+    return attend_one_head(&keys, &values, G, layer->head_dim, q, out, probs);
 }
 
 kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_head, float *out,
@@ -296,43 +268,105 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
                                   float *out, float *probs) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
     if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
-    const size_t H = layer->num_kv_heads, d = layer->head_dim, L = layer->seq_len;
+    const size_t H = layer->num_kv_heads, d = layer->head_dim;
     if (num_query_heads == 0 || num_query_heads % H != 0 || num_query_heads / H > KVC_MAX_KV_HEADS)
         return KVC_E_NUM_HEADS;
-    const size_t G = num_query_heads / H;
     kvc_status status = check_attend(layer, q, num_query_heads * d, out);
     if (status != KVC_OK) return status;
-    int quantized = 0;
-    size_t longest = 0;
-    for (size_t h = 0; h < H; h++) {
-        quantized |= head_quantized(&layer->heads[h]);
-        if (kvc_store_len(&layer->heads[h].keys) > longest) longest = kvc_store_len(&layer->heads[h].keys);
+    head_job job = {.H = H, .G = num_query_heads / H, .d = d, .layer = layer, .q = q,
+                    .out = out, .probs = probs, .L = layer->seq_len};
+    return run_heads(&job);
+}
+
+/* ---- causal: m queries on one head, query i seeing its first seen[i] rows ---- */
+
+typedef struct causal_job {
+    size_t m, d, S, n;                  /* queries, channels, segments, the head's rows */
+    const kvc_rows_view *keys, *values;
+    kvc_queries queries;
+    size_t *seen;                       /* [m], nondecreasing */
+    float *probs;                       /* [m x n] or NULL */
+    float *max, *sum, *weights;         /* query i, segment s: i S + s */
+    float *outs;                        /* the same, times d */
+    float *out;                         /* [m x d] */
+    kvc_scratch *scratch;               /* [threads] */
+} causal_job;
+
+/* Segment c's rows [first, end), and its scores' place for queries from i. */
+static float *causal_z(const causal_job *job, size_t i, size_t first, kvc_scratch *scratch,
+                       size_t *stride) {
+    *stride = job->probs ? job->n : KVC_SEGMENT_ROWS;
+    return job->probs ? job->probs + i * job->n + first : scratch->z;
+}
+
+static void causal_segment_task(void *context, size_t c, size_t thread) {
+    const causal_job *job = context;
+    const size_t d = job->d, S = job->S, m = job->m;
+    const size_t first = c * KVC_SEGMENT_ROWS;
+    const size_t end = job->n - first < KVC_SEGMENT_ROWS ? job->n : first + KVC_SEGMENT_ROWS;
+    kvc_scratch *scratch = &job->scratch[thread];
+    /* The queries that see the whole segment are the last ones: one group. */
+    size_t whole = m;
+    while (whole > 0 && job->seen[whole - 1] >= end) whole--;
+    size_t stride;
+    if (whole < m) {
+        float *z = causal_z(job, whole, first, scratch, &stride);
+        const kvc_partials partials = {job->max + whole * S + c, job->sum + whole * S + c,
+                                       job->outs + (whole * S + c) * d, S};
+        kvc_attend_segment(&job->queries, whole, m - whole, job->keys, job->values, d, first,
+                           end - first, z, stride, &partials, scratch);
     }
-    /* Scores go straight into probs for a head that stored every position;
-     * for the others, through a buffer and then to their positions. */
-    call_memory m;
-    if (call_memory_init(&m, quantized, G, d, G * longest) != KVC_OK) return KVC_E_NOMEM;
-    for (size_t h = 0; h < H; h++) {
-        const kvc_head *head = &layer->heads[h];
-        const size_t n = kvc_store_len(&head->keys);
-        const kvc_rows_view keys = view_of(&head->keys);
-        const kvc_rows_view values = view_of(&head->values);
-        float *head_probs = probs ? probs + h * G * L : NULL;
-        if (head_probs && n == L) {
-            attend_views(G, q + h * G * d, &keys, &values, d, out + h * G * d, head_probs, L, &m.w);
-            continue;
+    /* Those that see part of it, one by one. */
+    for (size_t i = whole; i-- > 0 && job->seen[i] > first;) {
+        float *z = causal_z(job, i, first, scratch, &stride);
+        const kvc_partials partials = {job->max + i * S + c, job->sum + i * S + c,
+                                       job->outs + (i * S + c) * d, S};
+        kvc_attend_segment(&job->queries, i, 1, job->keys, job->values, d, first,
+                           job->seen[i] - first, z, stride, &partials, scratch);
+    }
+}
+
+static void causal_merge_task(void *context, size_t i, size_t thread) {
+    (void)thread;
+    const causal_job *job = context;
+    const size_t at = i * job->S;
+    kvc_merge_segments(segments_of(job->seen[i]), job->d, job->max + at, job->sum + at,
+                       job->outs + at * job->d, job->weights + at, job->out + i * job->d);
+}
+
+static void causal_normalise_task(void *context, size_t c, size_t thread) {
+    (void)thread;
+    const causal_job *job = context;
+    const size_t first = c * KVC_SEGMENT_ROWS;
+    const size_t end = job->n - first < KVC_SEGMENT_ROWS ? job->n : first + KVC_SEGMENT_ROWS;
+    for (size_t i = 0; i < job->m; i++) {
+        float *row = job->probs + i * job->n;
+        const size_t seen = job->seen[i];
+        if (seen > first && segments_of(seen) > 1) {
+            const size_t to = seen < end ? seen : end;
+            kvc_kernels_active()->scale_f32(to - first, job->weights[i * job->S + c], row + first);
         }
-        attend_views(G, q + h * G * d, &keys, &values, d, out + h * G * d, m.scores, n, &m.w);
-        if (!head_probs) continue;
-        for (size_t g = 0; g < G; g++) {
-            float *row = head_probs + g * L;
-            size_t r = 0;
-            for (size_t p = 0; p < L; p++)
-                row[p] = kvc_head_stored(layer, p, h) ? m.scores[g * n + r++] : 0.0f;
+        if (seen < end) {
+            const size_t from = seen > first ? seen : first;
+            memset(row + from, 0, (end - from) * sizeof(float));
         }
     }
-    call_memory_free(&m);
-    return KVC_OK;
+}
+
+static void plan_causal(causal_job *job, carve *c, size_t threads, const float *q) {
+    const size_t m = job->m, d = job->d, S = job->S;
+    job->seen = take(c, m, sizeof(size_t));
+    void *codes = take(c, 1, kvc_queries_bytes(m, d));
+    if (c->base) kvc_queries_prepare(&job->queries, q, m, job->keys, d, codes);
+    job->max = take(c, m * S, sizeof(float));
+    job->sum = take(c, m * S, sizeof(float));
+    job->weights = take(c, m * S, sizeof(float));
+    job->outs = take(c, m * S * d, sizeof(float));
+    job->scratch = take(c, threads, sizeof(kvc_scratch));
+    for (size_t t = 0; t < threads; t++) {
+        void *block = take(c, 1, kvc_scratch_bytes(m, d));
+        if (c->base) kvc_scratch_init(&job->scratch[t], block, m, d);
+    }
 }
 
 kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
@@ -346,24 +380,32 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     if (status != KVC_OK) return status;
     const size_t d = layer->head_dim, seq_len = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];
-    const size_t head_len = kvc_store_len(&head->keys);
     const kvc_rows_view keys = view_of(&head->keys);
     const kvc_rows_view values = view_of(&head->values);
-    call_memory mem;
-    if (call_memory_init(&mem, head_quantized(head), 1, d, probs ? 0 : head_len) != KVC_OK)
-        return KVC_E_NOMEM;
+    causal_job job = {.m = m, .d = d, .n = kvc_store_len(&head->keys), .keys = &keys,
+                      .values = &values, .probs = probs, .out = out};
+    job.S = segments_of(job.n);
+    if (job.n == 0) { /* nothing stored: zeros, and nothing to allocate */
+        memset(out, 0, m * d * sizeof(float));
+        return KVC_OK;
+    }
+    const size_t threads = threads_for(job.S);
+    carve sizing = {NULL, 0};
+    plan_causal(&job, &sizing, threads, q);
+    uint8_t *block = kvc_realloc_array(NULL, sizing.used, 1);
+    if (!block) return KVC_E_NOMEM;
+    carve layout = {block, 0};
+    plan_causal(&job, &layout, threads, q);
     /* Query i sees positions < seq_len - m + i + 1: the rows at later
      * positions are hidden from it, fewer for each next query. */
     size_t hidden = kvc_head_rows_between(layer, kv_head, seq_len - m + 1, seq_len);
     for (size_t i = 0; i < m; i++) {
         if (i > 0) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
-        const size_t seen = head_len - hidden;
-        const kvc_rows_view seen_keys = prefix_of(keys, seen);
-        const kvc_rows_view seen_values = prefix_of(values, seen);
-        float *zi = probs ? probs + i * head_len : mem.scores;
-        attend_views(1, q + i * d, &seen_keys, &seen_values, d, out + i * d, zi, seen, &mem.w);
-        if (probs) memset(zi + seen, 0, hidden * sizeof(float));
+        job.seen[i] = job.n - hidden;
     }
-    call_memory_free(&mem);
+    kvc_pool_run(causal_segment_task, &job, job.S, threads, job.n * m * d * 2);
+    kvc_pool_run(causal_merge_task, &job, m, threads, m * job.S * d);
+    if (probs) kvc_pool_run(causal_normalise_task, &job, job.S, threads, job.n * m);
+    kvc_free(block);
     return KVC_OK;
 }

@@ -10,6 +10,8 @@
 #ifndef KVC_INTERNAL_H
 #define KVC_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "kvcache.h"
 #include "../kernels/kernels.h"
 
@@ -63,6 +65,106 @@ struct kvc_layer {
     /* Automatic eviction on append (max_rows 0: off). */
     size_t max_rows, evict_sinks, evict_recent;
 };
+
+/* ---- pool.c: the threads a call's tasks run on ---- */
+/* Thread indices: 0 is the calling thread, 1 .. KVC_MAX_THREADS - 1 pool threads. */
+#define KVC_MAX_THREADS 64
+/* A job smaller than this (in multiply-adds) runs on the calling thread:
+ * waking the pool would cost more than it saves. */
+#define KVC_POOL_MIN_WORK ((size_t)1 << 17)
+typedef void kvc_task_fn(void *context, size_t task, size_t thread);
+/* Runs fn(context, t, thread) for every t < count, on the calling thread and
+ * the pool threads whose index is below `threads` (the scratches the caller
+ * prepared), and returns when all are done.  Any task may run on any thread;
+ * small jobs, or all when the pool is busy with another call, run inline. */
+void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, size_t work);
+/* 1 + the worker slots opened: the thread indices a job may see. */
+size_t kvc_pool_threads(void);
+/* 1 + the pool threads running now (opened, started, not failed). */
+size_t kvc_pool_running_threads(void);
+/* Opens `workers` slots (thread indices 1 .. workers), which threads then
+ * take with kvc_pool_worker_run; KVC_E_THREADS if too many or already open. */
+kvc_status kvc_pool_open(size_t workers);
+/* Makes every pool thread leave kvc_pool_worker_run (after a call in
+ * progress) and closes the slots. */
+void kvc_pool_close(void);
+/* A pool thread takes slot `index` (KVC_E_THREADS if it is not open), then
+ * runs tasks until kvc_pool_close. */
+kvc_status kvc_pool_worker_join(size_t index);
+void kvc_pool_worker_run(size_t index);
+/* A pool thread that died (a trap in a worker): the task it ran goes to the
+ * calling thread, and it takes no more. */
+void kvc_pool_worker_failed(size_t index);
+/* Test hook (WebAssembly only): pool thread `thread` traps at its next task. */
+void kvc_pool_inject_fault(size_t thread);
+/* Test hook: jobs of fewer multiply-adds than `work` run inline (default
+ * KVC_POOL_MIN_WORK); 0 sends every job of two or more tasks to the pool,
+ * so that small test cases exercise it too. */
+void kvc_pool_set_min_work(size_t work);
+
+/* ---- threads-pthread.c / threads-wasm.c: how idle pool threads sleep ---- */
+/* Sleeps while *word == expected (may return early). */
+void kvc_thread_wait(_Atomic uint32_t *word, uint32_t expected);
+/* Wakes every thread sleeping on word (the caller changed it first). */
+void kvc_thread_wake_all(_Atomic uint32_t *word);
+
+/* ---- segment.c: attention over one segment of a head's rows ---- */
+/* A head's rows split into segments at multiples of this, whatever the
+ * number of threads: the split fixes every bit of a result. */
+#define KVC_SEGMENT_ROWS 1024
+
+/* A read-only view of one component's rows: f32 rows first, then quantized. */
+typedef struct kvc_rows_view {
+    const float *rows;
+    size_t rows_len;
+    const uint8_t *qrows;
+    size_t qrows_len;
+    const float *field; /* the field of the quantized rows (NULL when none) */
+} kvc_rows_view;
+
+/* The queries of a call, with their i16 codes for quantized keys. */
+typedef struct kvc_queries {
+    const float *q;     /* [count x d] */
+    int16_t *codes;     /* [2 count x d]: hi, lo of query 0, hi, lo of query 1, ... */
+    float *code_scales; /* [2 count] */
+} kvc_queries;
+
+/* A thread's scratch for segments of up to G queries. */
+typedef struct kvc_scratch {
+    float *z;           /* [G x KVC_SEGMENT_ROWS]: scores that have no place of their own */
+    float *tile;        /* [tile_rows x d]: value rows widened */
+    float *tile_scales; /* [tile_rows] */
+    float *tile_w;      /* [2G x tile_rows]: weights, or the hi and lo scores */
+    float *out;         /* [G x d] */
+    float *max, *sum;   /* [G] */
+    size_t tile_rows;
+} kvc_scratch;
+
+/* Where a segment leaves query g's results: max[g * stride], sum[g *
+ * stride], out[g * stride * d .. + d]. */
+typedef struct kvc_partials {
+    float *max, *sum, *out;
+    size_t stride;
+} kvc_partials;
+
+size_t kvc_scratch_bytes(size_t G, size_t d);
+void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d);
+size_t kvc_queries_bytes(size_t count, size_t d);
+/* Codes the queries against keys' field (nothing when it has none) in a
+ * block of kvc_queries_bytes(count, d). */
+void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
+                         const kvc_rows_view *keys, size_t d, void *block);
+/* Queries first_query .. + G over rows [first, first + count) (count >= 1):
+ * their scores to z (row g at z + g * z_stride), turned into exponentials
+ * less the segment's max, and the partial results to `partials`. */
+void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G,
+                        const kvc_rows_view *keys, const kvc_rows_view *values, size_t d,
+                        size_t first, size_t count, float *z, size_t z_stride,
+                        const kvc_partials *partials, kvc_scratch *scratch);
+/* out [d] = one query's S segments merged, in order; weights [S] the factors
+ * that turn each segment's exponentials into probabilities. */
+void kvc_merge_segments(size_t S, size_t d, const float *max, const float *sum,
+                        const float *outs, float *weights, float *out);
 
 /* ---- alloc.c: every allocation of the library ---- */
 void *kvc_malloc(size_t bytes);

@@ -7,7 +7,7 @@
  * polynomial on [-ln2/2, ln2/2], 2^n built in the exponent bits.  Within 2.5
  * ulp of e^x for -87.33 <= x <= 88 (tests/c/test_kernels.c checks), and 0
  * below, where e^x leaves the normal floats.  Only f32 multiplies and adds in a fixed order (no FMA): the
- * scalar function here and the SIMD lanes of softmax-wasmsimd.c give the
+ * scalar function here and the SIMD lanes of exp-f32-wasmsimd.h give the
  * same bits.
  */
 #ifndef KVC_EXP_F32_H

@@ -9,8 +9,8 @@
  * Exactness contract between the two sets, checked by tests/c/test_kernels.c:
  *  - every kernel but scores_f32 is bit-identical across sets: the same
  *    operations in the same order for each element (sums over rows or
- *    features are never reordered; softmax sums in four lanes in both; the
- *    q8 scores sum exactly in integers);
+ *    features are never reordered; softmax sums in four lanes in both and
+ *    segments merge in order; the q8 scores sum exactly in integers);
  *  - scores_f32, a dot product, may sum in another order: it agrees to
  *    rounding.
  */
@@ -73,8 +73,19 @@ typedef void kvc_dequantize_row_fn(size_t d, const int8_t *codes, float scale, c
 typedef int kvc_all_finite_fn(size_t n, const float *x);
 /* In place, each of G rows of n >= 1 scores (row g at z + g * z_stride):
  * z <- exp(z - max) * (1 / sum), with kvc_exp_f32 (exp-f32.h) and the sum
- * taken in four lanes (p mod 4) combined as (l0 + l1) + (l2 + l3). */
-typedef void kvc_softmax_fn(size_t G, size_t n, float *z, size_t z_stride);
+ * taken in four lanes (p mod 4) combined as (l0 + l1) + (l2 + l3); the
+ * row's max and sum go to max[g] and sum[g], to merge segments later. */
+typedef void kvc_softmax_fn(size_t G, size_t n, float *z, size_t z_stride, float *max,
+                            float *sum);
+/* The weights that merge S >= 1 segments of one softmax (each a softmax of
+ * its own, with softmax's max and sum), in order: M = the largest max,
+ *   weight[s] = exp(max[s] - M) * sum[s] / total,  total = the sum of those
+ * products in segment order.  The merged probabilities are each segment's
+ * times its weight, and the weights are a convex combination (one segment:
+ * exactly 1). */
+typedef void kvc_softmax_merge_fn(size_t S, const float *max, const float *sum, float *weight);
+/* x[j] = x[j] * a */
+typedef void kvc_scale_f32_fn(size_t n, float a, float *x);
 
 /* Linear attention, one head, f64: for every feature f,
  *   dst[f][j] = decay[f] * src[f][j] + phi_k[f] * v[j]    (dst may be src)
@@ -99,6 +110,8 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
     X(dequantize_row)     \
     X(all_finite)         \
     X(softmax)            \
+    X(softmax_merge)      \
+    X(scale_f32)          \
     X(linear_update_f64)  \
     X(linear_read_f64)
 

@@ -1,4 +1,5 @@
 #include "test.h"
+#include "core/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +17,17 @@ void test_skip(const char *why) {
 }
 
 int test_main(int argc, char **argv, const test_case *cases, size_t count) {
+    /* KVC_TEST_THREADS=n runs every case on a pool of n threads, every job
+     * of two tasks or more on the pool however small (natively:
+     * scripts/sanitize.mjs does so under the sanitizers). */
+    const char *threads = getenv("KVC_TEST_THREADS");
+    if (threads) {
+        if (kvc_set_threads((size_t)strtoul(threads, NULL, 10)) != KVC_OK) {
+            printf("KVC_TEST_THREADS=%s: kvc_set_threads refused it\n", threads);
+            return 2;
+        }
+        kvc_pool_set_min_work(0);
+    }
     size_t ran = 0;
     for (size_t i = 0; i < count; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;
@@ -24,6 +36,7 @@ int test_main(int argc, char **argv, const test_case *cases, size_t count) {
         printf("%s %s\n", failures == before ? "ok  " : "FAIL", cases[i].name);
         ran++;
     }
+    if (threads) kvc_set_threads(1); /* the pool's threads end before the process */
     if (ran == 0) {
         printf("no case named %s\n", argc > 1 ? argv[1] : "(any)");
         return 2;

@@ -225,7 +225,7 @@ TEST(clone_should_fail_cleanly_on_allocation_failure) {
     test_data_free(&data);
 }
 
-TEST(attend_without_probs_should_fail_cleanly_on_allocation_failure) {
+TEST(attend_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 3, d = 32;
     test_data data = test_data_make(115, 90, H, d, 1);
     test_rng rng = test_rng_new(115);
@@ -237,17 +237,12 @@ TEST(attend_without_probs_should_fail_cleanly_on_allocation_failure) {
         for (size_t h = 0; h < H; h++) {
             test_fill_normal(&rng, q, d);
             CHECK_OK(kvc_layer_attend(layer, q, h, want, probs));
-            /* kvcache.h: the scores when probs is NULL, and a workspace
-             * when the head has int8 rows (rows at positions >= W). */
-            const long workspace =
-                test_modes[mi] != KVC_MODE_F32 && test_data_rows(&data, h, KVC_Q8_WINDOW, 90) > 0;
+            /* kvcache.h: one workspace per call, with probs or without. */
             attend_ctx a = {layer, q, NULL, NULL, h, 0, d, out, NULL};
-            CHECK(test_run_with_faults(op_attend, &a, layer, 0, TEST_KEEPS_NONE) == 1 + workspace);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 0, TEST_KEEPS_NONE) == 1);
             CHECK(test_bits_equal(out, want, d));
-            /* With a probs buffer an f32 head allocates nothing: even a
-             * persistent fault from the first allocation on cannot fail it. */
             a.probs = probs;
-            CHECK(test_run_with_faults(op_attend, &a, layer, 1, TEST_KEEPS_NONE) == workspace);
+            CHECK(test_run_with_faults(op_attend, &a, layer, 1, TEST_KEEPS_NONE) == 1);
             CHECK(test_bits_equal(out, want, d));
         }
         kvc_layer_free(layer);
@@ -267,15 +262,13 @@ TEST(attend_group_and_heads_should_fail_cleanly_on_allocation_failure) {
         CHECK(layer != NULL);
         test_fill_normal(&rng, q, H * G * d);
         for (size_t h = 0; h < H; h++) {
-            /* As attend: the scores without probs, a workspace for int8 rows. */
-            const long workspace =
-                test_modes[mi] != KVC_MODE_F32 && test_data_rows(&data, h, KVC_Q8_WINDOW, len) > 0;
+            /* As attend: one workspace per call. */
             CHECK_OK(kvc_layer_attend_group(layer, q, G, h, want, probs));
             group_ctx a = {layer, q, G, h, 0, out, NULL};
-            CHECK(test_run_with_faults(op_group, &a, layer, 0, TEST_KEEPS_NONE) == 1 + workspace);
+            CHECK(test_run_with_faults(op_group, &a, layer, 0, TEST_KEEPS_NONE) == 1);
             CHECK(test_bits_equal(out, want, G * d));
             a.probs = probs;
-            CHECK(test_run_with_faults(op_group, &a, layer, 1, TEST_KEEPS_NONE) == workspace);
+            CHECK(test_run_with_faults(op_group, &a, layer, 1, TEST_KEEPS_NONE) == 1);
             CHECK(test_bits_equal(out, want, G * d));
         }
         /* A whole layer: every failure clean, then the result of no failure. */
@@ -293,7 +286,7 @@ TEST(attend_group_and_heads_should_fail_cleanly_on_allocation_failure) {
     test_data_free(&data);
 }
 
-TEST(attention_head_without_probs_should_fail_cleanly_on_allocation_failure) {
+TEST(attention_head_should_fail_cleanly_on_allocation_failure) {
     const size_t n = 50, d = 20;
     test_rng rng = test_rng_new(116);
     float keys[50 * 20], values[50 * 20], q[20], out[20], want[20], probs[50];
@@ -307,7 +300,7 @@ TEST(attention_head_without_probs_should_fail_cleanly_on_allocation_failure) {
     CHECK(test_bits_equal(out, want, d));
     CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 1);
     a.probs = probs;
-    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 0);
+    CHECK(test_run_with_faults(op_attention_head, &a, NULL, 1, TEST_KEEPS_NONE) == 1);
     CHECK(test_bits_equal(out, want, d));
     /* No rows: nothing to allocate. */
     a.n = 0;
@@ -613,9 +606,9 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(append_n_across_window_should_fail_cleanly_on_allocation_failure),
           CASE(append_under_max_rows_should_fail_cleanly_on_allocation_failure),
           CASE(clone_should_fail_cleanly_on_allocation_failure),
-          CASE(attend_without_probs_should_fail_cleanly_on_allocation_failure),
+          CASE(attend_should_fail_cleanly_on_allocation_failure),
           CASE(attend_group_and_heads_should_fail_cleanly_on_allocation_failure),
-          CASE(attention_head_without_probs_should_fail_cleanly_on_allocation_failure),
+          CASE(attention_head_should_fail_cleanly_on_allocation_failure),
           CASE(layer_should_stay_usable_after_allocator_is_restored),
           CASE(layer_life_should_leak_no_allocation),
           CASE(serialize_should_succeed_while_every_allocation_fails),

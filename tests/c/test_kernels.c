@@ -197,10 +197,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the twelve operations: one added to
+/* This file has a case for each of the fourteen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 12,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 14,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
@@ -683,18 +683,37 @@ TEST(widen_q8_should_give_codes_and_scales_bit_for_bit) {
 /* ---- softmax and its exponential ---- */
 
 /* The softmax of kernels.h, row by row: e = kvc_exp_f32(z - max), the sum
- * in four lanes (p mod 4) added as (l0 + l1) + (l2 + l3), then e * (1 / sum). */
-static void ref_softmax(size_t G, size_t n, float *z, size_t z_stride) {
+ * in four lanes (p mod 4) added as (l0 + l1) + (l2 + l3), then e * (1 / sum);
+ * max and sum reported. */
+static void ref_softmax(size_t G, size_t n, float *z, size_t z_stride, float *max, float *sum) {
     for (size_t g = 0; g < G; g++) {
         float *row = z + g * z_stride;
-        float max = row[0], lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (size_t p = 1; p < n; p++) max = row[p] > max ? row[p] : max;
+        float m = row[0], lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (size_t p = 1; p < n; p++) m = row[p] > m ? row[p] : m;
         for (size_t p = 0; p < n; p++) {
-            row[p] = kvc_exp_f32(row[p] - max);
+            row[p] = kvc_exp_f32(row[p] - m);
             lanes[p % 4] += row[p];
         }
-        const float inverse = 1.0f / ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
+        max[g] = m;
+        sum[g] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        const float inverse = 1.0f / sum[g];
         for (size_t p = 0; p < n; p++) row[p] = row[p] * inverse;
+    }
+}
+
+/* Scores in several regimes: flat, peaky, underflowing (the exp's zero
+ * range), tied, far from zero, all equal; and spread over the exp's whole
+ * range, [-100, 0]. */
+static float score_in_regime(test_rng *rng, int regime, size_t p, size_t n) {
+    const float x = test_rng_normal(rng);
+    switch (regime % 7) {
+    case 0: return x;
+    case 1: return 30.0f * x;
+    case 2: return 200.0f * x;
+    case 3: return (float)(p % 3);
+    case 4: return -1e4f + x;
+    case 5: return 0.0f;
+    default: return p == n / 2 ? 0.0f : -100.0f * test_rng_unit(rng);
     }
 }
 
@@ -706,52 +725,97 @@ TEST(softmax_should_give_its_definition_bits_in_every_row) {
     float *z = test_alloc(MAX_G * max_stride * sizeof(float));
     float *want = test_alloc(MAX_G * max_stride * sizeof(float));
     float *got = test_alloc(MAX_G * max_stride * sizeof(float));
+    float want_max[MAX_G], want_sum[MAX_G], got_max[MAX_G], got_sum[MAX_G];
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         const size_t n = lengths[i], z_stride = n + 1 + i % 5;
         for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
             const size_t G = group_sizes[gi];
             fill_gaps(z, G, z_stride);
             for (size_t g = 0; g < G; g++) {
-                /* Scores in several regimes: flat, peaky, underflowing (the
-                 * exp's zero range), tied, far from zero, all equal; and
-                 * spread over the exp's whole range, [-100, 0]. */
-                const int trial = (int)(g + gi + i) % 7;
-                for (size_t p = 0; p < n; p++) {
-                    const float x = test_rng_normal(&rng);
-                    float *zp = &z[g * z_stride + p];
-                    switch (trial) {
-                    case 0: *zp = x; break;
-                    case 1: *zp = 30.0f * x; break;
-                    case 2: *zp = 200.0f * x; break;
-                    case 3: *zp = (float)(p % 3); break;
-                    case 4: *zp = -1e4f + x; break;
-                    case 5: *zp = 0.0f; break;
-                    default: *zp = p == n / 2 ? 0.0f : -100.0f * test_rng_unit(&rng); break;
-                    }
-                }
+                for (size_t p = 0; p < n; p++)
+                    z[g * z_stride + p] = score_in_regime(&rng, (int)(g + gi + i), p, n);
             }
             memcpy(want, z, G * z_stride * sizeof(float));
-            ref_softmax(G, n, want, z_stride);
+            ref_softmax(G, n, want, z_stride, want_max, want_sum);
             for (size_t s = 0; s < sets.count; s++) {
                 memcpy(got, z, G * z_stride * sizeof(float));
-                sets.set[s]->softmax(G, n, got, z_stride);
+                sets.set[s]->softmax(G, n, got, z_stride, got_max, got_sum);
                 CHECK(memcmp(got, want, G * z_stride * sizeof(float)) == 0);
+                CHECK(memcmp(got_max, want_max, G * sizeof(float)) == 0);
+                CHECK(memcmp(got_sum, want_sum, G * sizeof(float)) == 0);
                 CHECK(gaps_untouched(got, G, n, z_stride));
             }
             for (size_t g = 0; g < G; g++) {
-                double sum = 0.0;
+                CHECK(want_sum[g] >= 1.0f); /* the max's own exponential is 1 */
+                double total = 0.0;
                 for (size_t p = 0; p < n; p++) {
                     const float w = want[g * z_stride + p];
                     CHECK(w >= 0.0f && w <= 1.0f);
-                    sum += w;
+                    total += w;
                 }
-                CHECK(fabs(sum - 1.0) <= 1e-5);
+                CHECK(fabs(total - 1.0) <= 1e-5);
             }
         }
     }
     free(z);
     free(want);
     free(got);
+}
+
+TEST(softmax_merge_should_give_its_definition_bits_and_weights_that_normalise) {
+    const kernel_sets sets = kernels_to_check();
+    static const size_t counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 33};
+    test_rng rng = test_rng_new(26);
+    float max[33], sum[33], want[33], got[33];
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        const size_t S = counts[i];
+        for (int regime = 0; regime < 7; regime++) {
+            for (size_t s = 0; s < S; s++) {
+                max[s] = score_in_regime(&rng, regime, s, S);
+                sum[s] = 1.0f + 1000.0f * test_rng_unit(&rng);
+            }
+            /* The definition: M, exp(max_s - M) * sum_s, their total in
+             * order, each divided by it. */
+            float M = max[0], total = 0.0f;
+            for (size_t s = 1; s < S; s++) M = max[s] > M ? max[s] : M;
+            for (size_t s = 0; s < S; s++) {
+                want[s] = kvc_exp_f32(max[s] - M) * sum[s];
+                total += want[s];
+            }
+            for (size_t s = 0; s < S; s++) want[s] = want[s] / total;
+            for (size_t k = 0; k < sets.count; k++) {
+                sets.set[k]->softmax_merge(S, max, sum, got);
+                CHECK(memcmp(got, want, S * sizeof(float)) == 0);
+            }
+            /* A convex combination; one segment's weight is exactly 1. */
+            double mass = 0.0;
+            for (size_t s = 0; s < S; s++) {
+                CHECK(want[s] >= 0.0f && want[s] <= 1.0f);
+                mass += want[s];
+            }
+            CHECK(fabs(mass - 1.0) <= 1e-5);
+            if (S == 1) CHECK(want[0] == 1.0f);
+        }
+    }
+}
+
+TEST(scale_f32_should_give_scalar_bits_at_every_length) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(27);
+    float x[MAX_D], want[MAX_D], got[MAX_D];
+    for (size_t i = 0; i < NUM_DIMS; i++) {
+        const size_t n = dims[i];
+        for (int trial = 0; trial < TRIALS; trial++) {
+            fill_row(&rng, x, n, trial);
+            const float a = ldexpf(test_rng_normal(&rng), trial * 7 - 20);
+            for (size_t j = 0; j < n; j++) want[j] = x[j] * a;
+            for (size_t s = 0; s < sets.count; s++) {
+                memcpy(got, x, n * sizeof(float));
+                sets.set[s]->scale_f32(n, a, got);
+                CHECK(memcmp(got, want, n * sizeof(float)) == 0);
+            }
+        }
+    }
 }
 
 /* Error of kvc_exp_f32(x) in units of the last place of the float nearest
@@ -964,6 +1028,8 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(weighted_sum_f32_should_give_its_definition_bits_across_tiles),
           CASE(widen_q8_should_give_codes_and_scales_bit_for_bit),
           CASE(softmax_should_give_its_definition_bits_in_every_row),
+          CASE(softmax_merge_should_give_its_definition_bits_and_weights_that_normalise),
+          CASE(scale_f32_should_give_scalar_bits_at_every_length),
           CASE(exp_f32_should_stay_within_2_5_ulp_and_give_zero_below_its_range),
           CASE(quantize_row_should_round_ties_to_even),
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),

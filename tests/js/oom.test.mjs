@@ -1,21 +1,15 @@
-// Out of memory in wasm (issue #8): the module built with its heap capped at
-// 16 MiB (build-wasm/test/kvcache-capped.wasm, see CMakeLists.txt). An
-// append, clone, deserialize or constructor that cannot get memory throws a
-// KvCacheError with code KVC_E_NOMEM, changes nothing and leaks nothing, and
-// the cache goes on once memory is freed.
+// Out of memory in wasm (issue #8): the module with its heap capped at 16 MiB
+// (init({ maxMemory })), on the default threads. An append, clone,
+// deserialize or constructor that cannot get memory throws a KvCacheError
+// with code KVC_E_NOMEM, changes nothing and leaks nothing, and the cache
+// goes on once memory is freed.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { KvCache, KvCacheError, LayerKvCache, init } from '../../js/index.js';
 import { MODES, normals, outlierKeys, rng } from './helpers.mjs';
 
-const CAPPED = fileURLToPath(new URL('../../build-wasm/test/kvcache-capped.wasm', import.meta.url));
-const MISSING = existsSync(CAPPED) ? false
-  : `the capped module ${CAPPED} is not built: run \`node scripts/build.mjs --wasm\``;
-
 before(async () => {
-  if (!MISSING) await init({ wasm: readFileSync(CAPPED) });
+  await init({ maxMemory: 16 * 2 ** 20 });
 });
 
 const H = 32;
@@ -58,7 +52,7 @@ const isOutOfMemory = (error) => error instanceof KvCacheError && error.code ===
  * or failed: every test starts on an empty heap.
  */
 function heapTest(name, body) {
-  test(name, { skip: MISSING }, (t) => {
+  test(name, (t) => {
     const owned = [];
     const own = (cache) => {
       owned.push(cache);

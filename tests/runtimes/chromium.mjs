@@ -3,6 +3,8 @@
 // page, the package's files and the smoke modules; the page's import map
 // resolves 'kvcache-wasm' as a bundler would for the browser (the exports
 // map's "browser" condition), and init() fetches dist/kvcache.wasm itself.
+// Served cross-origin isolated (COOP + COEP), the page runs the package on
+// its worker threads; served plainly, on the page's thread alone.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, posix } from 'node:path';
@@ -34,11 +36,18 @@ function fileFor(pathname) {
   return served && existsSync(file) && statSync(file).isFile() ? file : null;
 }
 
-function listen() {
+/** The headers that make a page cross-origin isolated (what SharedArrayBuffer and so threads need). */
+export const ISOLATION_HEADERS = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-embedder-policy': 'require-corp',
+};
+
+function listen(isolated) {
+  const headers = isolated ? ISOLATION_HEADERS : {};
   const server = createServer((request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pathname === '/') {
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...headers });
       return response.end(page());
     }
     const file = fileFor(pathname);
@@ -46,7 +55,7 @@ function listen() {
       response.writeHead(404);
       return response.end();
     }
-    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream' });
+    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', ...headers });
     return response.end(readFileSync(file));
   });
   return new Promise((resolve, reject) => {
@@ -56,12 +65,13 @@ function listen() {
 }
 
 /**
- * Runs smoke() in a fresh headless Chromium page; resolves to
- * { summary, version }. Rejects with the page's errors when it fails or
- * takes longer than timeoutMs (the browser is closed either way).
+ * Runs smoke() in a fresh headless Chromium page, served cross-origin
+ * isolated or not; resolves to { summary, version }. Rejects with the
+ * page's errors when it fails or takes longer than timeoutMs (the browser
+ * is closed either way).
  */
-export async function smokeInChromium(chromium, { timeoutMs }) {
-  const server = await listen();
+export async function smokeInChromium(chromium, { timeoutMs, isolated }) {
+  const server = await listen(isolated);
   const problems = [];
   let browser;
   let timer;

@@ -1,10 +1,12 @@
 // The smoke test every runtime runs (Node, Chromium, Deno, Bun, workerd): it
 // takes the package's namespace -- what `import * as kv from 'kvcache-wasm'`
-// gives there -- and returns a JSON summary. Every runtime runs the same
-// wasm on the same data, so the summaries must agree bit for bit; the data
-// therefore comes from integer arithmetic only (no Math.cos or Math.log,
-// whose last bit differs between engines).
+// gives there -- and returns a JSON summary: `results`, which every runtime
+// must give bit for bit (the same wasm on the same data, on however many
+// threads), and what ran (`kernelIsa`, `threads`). The data therefore comes
+// from integer arithmetic only (no Math.cos or Math.log, whose last bit
+// differs between engines).
 import { rng } from '../../bench/synthetic.mjs';
+import { parallelDigests } from './parallel.mjs';
 
 const NUM_KV_HEADS = 8;
 const HEAD_DIM = 64;
@@ -81,7 +83,8 @@ function kvCacheRoundTrip(kv, random, q) {
 /**
  * Runs the smoke test: init(initOptions), a q8 LayerKvCache of 8 KV heads ×
  * 64 filled with 1000 positions, attention, truncateLast, snapshot round
- * trips of the layer and of a KvCache. Throws on the first failed check.
+ * trips of the layer and of a KvCache, and the digests of every call that
+ * runs on threads (parallel.mjs). Throws on the first failed check.
  */
 export async function smoke(kv, initOptions) {
   await kv.init(initOptions);
@@ -111,8 +114,7 @@ export async function smoke(kv, initOptions) {
     } finally {
       restored.free();
     }
-    return {
-      kernelIsa: kv.kernelIsa(),
+    const results = {
       version: kv.version(),
       seqLen: layer.seqLen,
       memoryBytes: layer.memoryBytes,
@@ -121,7 +123,9 @@ export async function smoke(kv, initOptions) {
       snapshotBytes: bytes.length,
       snapshotChecksum: checksum(bytes),
       kvCache: kvCacheRoundTrip(kv, random, q),
+      parallel: parallelDigests(kv),
     };
+    return { results, kernelIsa: kv.kernelIsa(), threads: kv.threadCount() };
   } finally {
     layer.free();
   }

@@ -1,0 +1,46 @@
+// One thread of the module's pool (js/threads.js): an instance of the module
+// over the shared memory it is sent, on a stack of its own, running tasks
+// until the pool closes (kvc_wasm_worker_run, src/wasm/workers.c). It takes
+// one message: { module, memory, index, stackTop }; it answers 'ready', then
+// 'closed' when the pool closes, or 'failed' with a message.
+
+function serve(post, close) {
+  return ({ module, memory, index, stackTop }) => {
+    let exports;
+    try {
+      const instance = new WebAssembly.Instance(module, {
+        env: { memory, emscripten_notify_memory_growth() {} },
+      });
+      exports = instance.exports;
+      exports.stackRestore(stackTop);
+      if (exports.kvc_wasm_worker_join(index) !== 0) throw new Error(`pool slot ${index} is not open`);
+    } catch (error) {
+      post({ type: 'failed', message: `the worker could not instantiate the module: ${error?.message ?? error}` });
+      close();
+      return;
+    }
+    post({ type: 'ready' });
+    try {
+      exports.kvc_wasm_worker_run(index); // returns when the pool closes
+      post({ type: 'closed' });
+    } catch (error) {
+      // A trap: the task it ran goes back to the calling thread.
+      exports.stackRestore(stackTop);
+      exports.kvc_wasm_worker_failed(index);
+      post({ type: 'failed', message: `a pool worker stopped: ${error?.message ?? error}` });
+    }
+    close();
+  };
+}
+
+if (typeof process === 'object' && typeof process?.versions?.node === 'string') {
+  // node:worker_threads (Node, Deno, Bun): the port holds messages until
+  // there is a listener.
+  const { parentPort } = await import('node:worker_threads');
+  const onMessage = serve((message) => parentPort.postMessage(message), () => parentPort.close());
+  parentPort.once('message', onMessage);
+} else {
+  // A web Worker: listen at once, before any message can arrive.
+  const onMessage = serve((message) => globalThis.postMessage(message), () => globalThis.close());
+  globalThis.onmessage = (event) => onMessage(event.data);
+}

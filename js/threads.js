@@ -1,0 +1,211 @@
+// The module's thread pool: workers (web Workers in browsers, node:worker_threads
+// in Node, Deno and Bun), each an instance of the module over its one shared
+// memory, running the tasks the calling thread posts (src/core/pool.c). Nothing
+// is copied to a worker: the caches live once, in that memory, and only the
+// calling thread allocates. Which thread runs which task never changes a
+// result, so a worker that fails to start, or dies, costs speed, not answers.
+
+const MAX_THREADS = 64; // KVC_MAX_THREADS in src/core/internal.h
+const DEFAULT_MAX_THREADS = 8; // memory bandwidth, not cores, bounds a step beyond this
+const START_TIMEOUT_MS = 30000;
+
+/** Tests only: an option key naming another worker script (one that fails). */
+export const workerScriptOption = Symbol('kvcache-wasm worker script');
+
+let pool = null; // { exports, workers, wanted, reason }
+
+function isNodeLike() {
+  return typeof process === 'object' && typeof process?.versions?.node === 'string' && typeof document === 'undefined';
+}
+
+/** options.threads: undefined (as many as the machine has cores, up to 8) or 1 ..  64. */
+export function checkThreads(threads) {
+  if (threads === undefined) return undefined;
+  if (typeof threads !== 'number' || !Number.isInteger(threads)) {
+    throw new TypeError(`init: options.threads must be an integer (got ${typeof threads === 'string' ? JSON.stringify(threads) : String(threads)})`);
+  }
+  if (threads < 1 || threads > MAX_THREADS) {
+    throw new RangeError(`init: options.threads must be between 1 and ${MAX_THREADS} (got ${threads})`);
+  }
+  return threads;
+}
+
+async function defaultThreads() {
+  const cores = globalThis.navigator?.hardwareConcurrency;
+  if (Number.isInteger(cores) && cores > 0) return Math.min(cores, DEFAULT_MAX_THREADS);
+  if (isNodeLike()) {
+    const os = await import('node:os');
+    return Math.min(os.availableParallelism?.() ?? os.cpus().length, DEFAULT_MAX_THREADS);
+  }
+  return 1;
+}
+
+function isShared(memory) {
+  return Object.prototype.toString.call(memory.buffer) === '[object SharedArrayBuffer]';
+}
+
+/** How this runtime starts a worker running `script`, or a string saying why it cannot. */
+async function workerFactory(memory) {
+  if (!isShared(memory)) return 'this runtime cannot create a shared WebAssembly.Memory';
+  if (isNodeLike()) {
+    let WorkerThread;
+    try {
+      ({ Worker: WorkerThread } = await import('node:worker_threads'));
+    } catch {
+      return 'this runtime has no worker threads';
+    }
+    return (script) => nodeWorker(WorkerThread, script);
+  }
+  if (typeof Worker !== 'function') return 'this runtime has no Worker';
+  if (globalThis.crossOriginIsolated !== true && typeof document !== 'undefined') {
+    return 'the page is not cross-origin isolated (serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
+  }
+  return (script) => webWorker(script);
+}
+
+// A worker as { post, terminate } whose messages (and failures, as
+// { type: 'failed' }, and its end, as { type: 'exit' }) go to onEvent.
+function nodeWorker(WorkerThread, script) {
+  const worker = new WorkerThread(script);
+  return (onEvent) => {
+    worker.on('message', onEvent);
+    worker.on('error', (error) => onEvent({ type: 'failed', message: error?.message ?? String(error) }));
+    worker.on('exit', () => onEvent({ type: 'exit' }));
+    // An idle pool never keeps the process alive (after the listeners,
+    // which would take a reference again).
+    worker.unref();
+    return { post: (message) => worker.postMessage(message), terminate: () => worker.terminate() };
+  };
+}
+
+function webWorker(script) {
+  const worker = new Worker(script, { type: 'module', name: 'kvcache-wasm pool' });
+  return (onEvent) => {
+    worker.onmessage = (event) => onEvent(event.data);
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      onEvent({ type: 'failed', message: event.message || 'the worker script failed to load' });
+    };
+    worker.onmessageerror = () => onEvent({ type: 'failed', message: 'the worker could not receive the module' });
+    return { post: (message) => worker.postMessage(message), terminate: () => worker.terminate() };
+  };
+}
+
+/**
+ * Starts the pool for init(): `requested` threads (undefined: the default),
+ * the calling thread being one. An explicit count that cannot be honoured
+ * rejects, naming the reason; the default falls back to fewer threads (or
+ * one) and threadInfo() says why.
+ */
+export async function startThreads(exports, module, memory, requested, options) {
+  const wanted = requested ?? await defaultThreads();
+  pool = { exports, workers: [], wanted, reason: null };
+  if (wanted === 1) return;
+  const factory = await workerFactory(memory);
+  if (typeof factory === 'string') {
+    pool.reason = factory;
+    if (requested !== undefined) throw new Error(`init: options.threads = ${requested} cannot run here: ${factory}`);
+    return;
+  }
+  const count = wanted - 1;
+  if (exports.kvc_wasm_pool_open(count) !== 0) throw new Error('init: the thread pool is already open');
+  const script = options[workerScriptOption] ?? new URL('./pool-worker.js', import.meta.url);
+  const stackBytes = exports.kvc_wasm_worker_stack_bytes() >>> 0;
+  const started = [];
+  for (let index = 1; index <= count; index++) {
+    const stack = exports.malloc(stackBytes) >>> 0;
+    if (!stack) break;
+    started.push(startWorker(factory, script, index, module, memory, stack, stackBytes));
+  }
+  const workers = await Promise.all(started);
+  pool.workers = workers;
+  const failed = workers.filter((w) => w.state !== 'ready');
+  if (failed.length || workers.length < count) {
+    const why = failed[0]?.message ?? 'out of memory for the workers\' stacks';
+    pool.reason = `${count - workers.length + failed.length} of ${count} workers did not start: ${why}`;
+    for (const w of failed) w.handle?.terminate();
+    if (requested !== undefined) {
+      await shutdown();
+      throw new Error(`init: options.threads = ${requested} cannot run here: ${pool.reason}`);
+    }
+  }
+}
+
+// Resolves once the worker reports ready, fails, or times out.
+function startWorker(factory, script, index, module, memory, stack, stackBytes) {
+  return new Promise((resolve) => {
+    const record = { index, stack, state: 'starting', message: null, handle: null, closed: null };
+    let onClosed;
+    record.closed = new Promise((done) => { onClosed = done; });
+    const settle = (state, message) => {
+      if (record.state === 'starting') {
+        record.state = state;
+        record.message = message;
+        clearTimeout(timer);
+        resolve(record);
+      }
+    };
+    const timer = setTimeout(() => settle('failed', `no answer in ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+    try {
+      record.handle = factory(script)((event) => {
+        if (event?.type === 'ready') return settle('ready', null);
+        if (event?.type === 'failed' || event?.type === 'exit') {
+          settle('failed', event.message ?? 'the worker ended');
+          record.state = record.state === 'ready' ? 'dead' : record.state;
+          onClosed();
+        } else if (event?.type === 'closed') {
+          onClosed();
+        }
+      });
+      // The wasm ABI keeps the stack pointer 16-byte aligned (clang addresses
+      // stack arrays as base | offset), and malloc promises only 8.
+      record.handle.post({ module, memory, index, stackTop: (stack + stackBytes) & ~15 });
+    } catch (error) {
+      settle('failed', error?.message ?? String(error));
+      onClosed();
+    }
+  });
+}
+
+/** The threads calls run on now: the calling thread and the pool's running workers. */
+export function threadCount() {
+  if (!pool) throw new Error('kvcache-wasm: call `await init()` before using the library');
+  return pool.exports.kvc_thread_count() >>> 0;
+}
+
+/**
+ * { threads, wanted, reason }: the threads running now, the count init()
+ * aimed for, and why they differ (null when they do not).
+ */
+export function threadInfo() {
+  const threads = threadCount();
+  return { threads, wanted: pool.wanted, reason: threads === pool.wanted ? null : pool.reason ?? 'a worker stopped' };
+}
+
+/**
+ * Stops the pool's workers and waits for them to end; calls made afterwards
+ * run on the calling thread. Idle workers never keep a process alive, so
+ * this is for releasing them early (or tidily), not a duty.
+ */
+export async function shutdown() {
+  if (!pool || pool.workers.length === 0) return;
+  const { exports, workers } = pool;
+  pool.workers = [];
+  exports.kvc_wasm_pool_close();
+  const ended = workers.map((w) => (w.state === 'ready' ? w.closed : Promise.resolve()));
+  await Promise.race([Promise.all(ended), new Promise((done) => setTimeout(done, 5000))]);
+  for (const w of workers) {
+    w.handle?.terminate();
+    exports.free(w.stack);
+  }
+}
+
+/** Tests only: worker `index` traps at its next task, as a worker that dies would. */
+export function injectWorkerFault(index) {
+  pool.exports.kvc_wasm_inject_fault(index);
+}
+
+/** Tests only: jobs below `work` multiply-adds run on the calling thread (0: none do). */
+export function setPoolMinWork(work) {
+  pool.exports.kvc_wasm_pool_min_work(work);
+}

@@ -1,0 +1,240 @@
+/*
+ * segment.c -- attention of G queries over one segment of a head's rows, and
+ * the merge of a query's segments.
+ *
+ * Every attention call splits each head's rows at multiples of
+ * KVC_SEGMENT_ROWS, whatever the number of threads (attend.c), and runs this
+ * on each segment, in three passes over its rows: the scores of every query
+ * against every row (each key row read once for the group), the exponentials
+ * of each query's scores less the segment's max (softmax_partial), and the
+ * weighted sum of the value rows by them (each value row read once for the
+ * group).  What a segment leaves -- per query its max, the sum of its
+ * exponentials, and that unnormalised sum of values -- is merged in segment
+ * order: out = sum_s weight_s out_s, and a segment's exponentials times its
+ * weight are its probabilities (softmax_merge).  Since the boundaries and
+ * the order are fixed, so is every bit of the result.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../kernels/q8-rows.h"
+
+/* Value rows widened per tile: about 32 KiB of f32, to stay in L1. */
+static size_t value_tile_rows(size_t d) {
+    const size_t rows = 8192 / d;
+    return rows < 8 ? 8 : rows;
+}
+
+static size_t round_up16(size_t bytes) {
+    return (bytes + 15) & ~(size_t)15;
+}
+
+/* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
+static void scratch_sizes(size_t G, size_t d, size_t sizes[7]) {
+    const size_t tile_rows = value_tile_rows(d);
+    sizes[0] = round_up16(G * KVC_SEGMENT_ROWS * sizeof(float)); /* z */
+    sizes[1] = round_up16(tile_rows * d * sizeof(float));        /* tile */
+    sizes[2] = round_up16(tile_rows * sizeof(float));            /* tile_scales */
+    sizes[3] = round_up16(2 * G * tile_rows * sizeof(float));    /* tile_w */
+    sizes[4] = round_up16(G * d * sizeof(float));                /* out */
+    sizes[5] = round_up16(G * sizeof(float));                    /* max */
+    sizes[6] = round_up16(G * sizeof(float));                    /* sum */
+}
+
+size_t kvc_scratch_bytes(size_t G, size_t d) {
+    size_t sizes[7], total = 0;
+    scratch_sizes(G, d, sizes);
+    for (int i = 0; i < 7; i++) total += sizes[i];
+    return total;
+}
+
+void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
+    size_t sizes[7];
+    scratch_sizes(G, d, sizes);
+    float *parts[7];
+    uint8_t *at = block;
+    for (int i = 0; i < 7; i++) {
+        parts[i] = (float *)at;
+        at += sizes[i];
+    }
+    scratch->z = parts[0];
+    scratch->tile = parts[1];
+    scratch->tile_scales = parts[2];
+    scratch->tile_w = parts[3];
+    scratch->out = parts[4];
+    scratch->max = parts[5];
+    scratch->sum = parts[6];
+    scratch->tile_rows = value_tile_rows(d);
+}
+
+size_t kvc_queries_bytes(size_t count, size_t d) {
+    return round_up16(2 * count * d * sizeof(int16_t)) + round_up16(2 * count * sizeof(float)) +
+           round_up16(2 * d * sizeof(float));
+}
+
+/* The exponent e of max |x[j]| (frexpf's: max |x| * 2^-e in [1/2, 1)); 0
+ * when every x[j] is zero. */
+static int exponent_of_max(const float *x, size_t n) {
+    float max_abs = 0.0f;
+    for (size_t j = 0; j < n; j++) {
+        if (max_abs < fabsf(x[j])) max_abs = fabsf(x[j]);
+    }
+    int e = 0;
+    frexpf(max_abs, &e);
+    return e;
+}
+
+/* 2^k as a float, for k in [-126, 127]. */
+static float pow2f(int k) {
+    const uint32_t bits = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* y[j] = x[j] * 2^-e, exact unless y[j] is subnormal, for the e of
+ * exponent_of_max: two factors, since 2^-e alone may not be a float. */
+static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
+    const int half = -e / 2;
+    const float a = pow2f(half), b = pow2f(-e - half);
+    for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
+}
+
+/* For quantized keys, each query q goes to the integer dots as q~ = q * c_K
+ * in two i16 code vectors with a scale each: hi, its codes, and lo, the
+ * codes of what hi leaves (q~ - hi * s_hi in f32).  One vector alone is off
+ * by up to s_hi / 2 = max|q~| / 65534 a channel, which costs more than the
+ * 1e-3 the design allows when q~ has outlier channels and attention is
+ * peaky (tests/c/test_attend.c measured 4.2e-3); hi and lo together are off
+ * by about 2^-24 max|q~| (the f32 rounding of hi * s_hi; the subtraction is
+ * exact, and lo's own step is 2^-17 smaller).  They are stored hi, lo, hi,
+ * lo, ... so that any run of queries is one run of code vectors.
+ *
+ * q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and the
+ * code scales are taken back by the same power: the codes are q~'s own, but
+ * q~ cannot overflow (q and c_K each come scaled below 1 before they are
+ * multiplied: an overflow would make NaN codes), and the codes' scale floor
+ * (1e-30) is never met (a field at its own floor, a head whose window rows
+ * were all zero, makes q~ about 1e-30: the floored scale would round it to
+ * integers).  Only the scales taken back can overflow, to scores of +-Inf or
+ * NaN, when q * c_K exceeds FLT_MAX. */
+void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
+                         const kvc_rows_view *keys, size_t d, void *block) {
+    const kvc_kernels *kernels = kvc_kernels_active();
+    uint8_t *at = block;
+    queries->q = q;
+    queries->codes = (int16_t *)at;
+    at += round_up16(2 * count * d * sizeof(int16_t));
+    queries->code_scales = (float *)at;
+    at += round_up16(2 * count * sizeof(float));
+    float *field = (float *)at, *q_field = field + d;
+    if (!keys->field) return; /* no quantized key rows: no codes */
+    const int e_field = exponent_of_max(keys->field, d);
+    scale_by_pow2(field, keys->field, d, e_field);
+    for (size_t g = 0; g < count; g++) {
+        int16_t *hi = queries->codes + 2 * g * d, *lo = hi + d;
+        const int e_q = exponent_of_max(q + g * d, d);
+        scale_by_pow2(q_field, q + g * d, d, e_q);
+        kernels->mul_f32(d, q_field, field, q_field);
+        const int e = exponent_of_max(q_field, d);
+        scale_by_pow2(q_field, q_field, d, e);
+        const int e_total = e_q + e_field + e;
+        const float s_hi = kernels->quantize_query(d, q_field, hi);
+        for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
+        queries->code_scales[2 * g] = ldexpf(s_hi, e_total);
+        queries->code_scales[2 * g + 1] = ldexpf(kernels->quantize_query(d, q_field, lo), e_total);
+    }
+}
+
+/* The rows [first, first + count) of a head's view: its f32 rows come first. */
+static kvc_rows_view slice_of(const kvc_rows_view *view, size_t d, size_t first, size_t count) {
+    kvc_rows_view slice = *view;
+    const size_t f32_first = first < view->rows_len ? first : view->rows_len;
+    const size_t f32_end = first + count < view->rows_len ? first + count : view->rows_len;
+    slice.rows = view->rows ? view->rows + f32_first * d : NULL;
+    slice.rows_len = f32_end - f32_first;
+    slice.qrows_len = count - slice.rows_len;
+    slice.qrows = slice.qrows_len ? view->qrows + (first + slice.rows_len - view->rows_len) *
+                                                      kvc_q8_row_bytes(d)
+                                  : NULL;
+    return slice;
+}
+
+/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over quantized key rows: hi and lo
+ * through one scores_q8 call as 2G code vectors, a tile of rows at a time,
+ * and z = hi score + lo score -- each (query, row) the same way whatever G
+ * and the tiling. */
+static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const int16_t *codes,
+                                 const float *code_scales, const kvc_rows_view *keys, size_t d,
+                                 float sqrt_d, float *z, size_t z_stride, kvc_scratch *scratch) {
+    const size_t row_bytes = kvc_q8_row_bytes(d), tile = scratch->tile_rows;
+    for (size_t first = 0; first < keys->qrows_len; first += tile) {
+        const size_t rows = keys->qrows_len - first < tile ? keys->qrows_len - first : tile;
+        kernels->scores_q8(2 * G, rows, d, codes, code_scales, keys->qrows + first * row_bytes,
+                           sqrt_d, scratch->tile_w, tile);
+        for (size_t g = 0; g < G; g++) {
+            const float *hi_z = scratch->tile_w + 2 * g * tile, *lo_z = hi_z + tile;
+            for (size_t t = 0; t < rows; t++) z[g * z_stride + first + t] = hi_z[t] + lo_z[t];
+        }
+    }
+}
+
+/* out[g] += sum over the quantized value rows of (pi_p * s_p) * codes_p, a
+ * tile of rows at a time (c_V is applied after); out is [G x d]. */
+static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *e,
+                                 size_t e_stride, const kvc_rows_view *values, size_t d,
+                                 float *out, kvc_scratch *scratch) {
+    const size_t row_bytes = kvc_q8_row_bytes(d), tile = scratch->tile_rows;
+    for (size_t first = 0; first < values->qrows_len; first += tile) {
+        const size_t rows = values->qrows_len - first < tile ? values->qrows_len - first : tile;
+        kernels->widen_q8(rows, d, values->qrows + first * row_bytes, scratch->tile,
+                          scratch->tile_scales);
+        for (size_t g = 0; g < G; g++) {
+            for (size_t t = 0; t < rows; t++)
+                scratch->tile_w[g * tile + t] = e[g * e_stride + first + t] * scratch->tile_scales[t];
+        }
+        kernels->weighted_sum_f32(G, rows, d, scratch->tile_w, tile, scratch->tile, out);
+    }
+}
+
+void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G,
+                        const kvc_rows_view *keys, const kvc_rows_view *values, size_t d,
+                        size_t first, size_t count, float *z, size_t z_stride,
+                        const kvc_partials *partials, kvc_scratch *scratch) {
+    const kvc_kernels *kernels = kvc_kernels_active();
+    const float sqrt_d = sqrtf((float)d);
+    const kvc_rows_view k = slice_of(keys, d, first, count);
+    const kvc_rows_view v = slice_of(values, d, first, count);
+    float *out = scratch->out;
+
+    kernels->scores_f32(G, k.rows_len, d, queries->q + first_query * d, k.rows, sqrt_d, z,
+                        z_stride);
+    if (k.qrows_len) {
+        score_quantized_keys(kernels, G, queries->codes + 2 * first_query * d,
+                             queries->code_scales + 2 * first_query, &k, d, sqrt_d,
+                             z + k.rows_len, z_stride, scratch);
+    }
+    kernels->softmax(G, count, z, z_stride, scratch->max, scratch->sum);
+    memset(out, 0, G * d * sizeof(float));
+    if (v.qrows_len) {
+        sum_quantized_values(kernels, G, z + v.rows_len, z_stride, &v, d, out, scratch);
+        for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, v.field, out + g * d);
+    }
+    kernels->weighted_sum_f32(G, v.rows_len, d, z, z_stride, v.rows, out);
+    /* Query g's segments lie `stride` apart, so that a query's are in a row. */
+    for (size_t g = 0; g < G; g++) {
+        partials->max[g * partials->stride] = scratch->max[g];
+        partials->sum[g * partials->stride] = scratch->sum[g];
+        memcpy(partials->out + g * partials->stride * d, out + g * d, d * sizeof(float));
+    }
+}
+
+void kvc_merge_segments(size_t S, size_t d, const float *max, const float *sum,
+                        const float *outs, float *weights, float *out) {
+    const kvc_kernels *kernels = kvc_kernels_active();
+    memset(out, 0, d * sizeof(float));
+    if (S == 0) return;
+    kernels->softmax_merge(S, max, sum, weights);
+    kernels->weighted_sum_f32(1, S, d, weights, S, outs, out);
+}
