@@ -1,14 +1,19 @@
 // Decode attention of one layer (32 query heads over 8 KV heads), side by
-// side in one process on the same data: this package's f32 and int8 modes,
-// the same C built without SIMD128 and natively, a straightforward fused C
-// loop (emcc -ffast-math), plain JavaScript, onnxruntime-web's wasm backend
-// on the equivalent MatMul-Softmax-MatMul graph, and the memory floor of a
-// streaming-read probe in this package's own module.
+// side in one process on the same data: this package's f32 and int8 modes on
+// all its threads and on one (setThreadLimit(1), the single-threaded
+// package), the same C built without SIMD128 and
+// natively, a straightforward fused C loop (emcc -ffast-math), plain
+// JavaScript, onnxruntime-web's wasm backend on the equivalent
+// MatMul-Softmax-MatMul graph on one thread and (in a process of its own,
+// since its thread count is fixed per process) on as many threads as cores,
+// and the memory floor of a streaming-read probe in this package's own
+// module, on one thread and on all.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { LayerKvCache } from '../js/index.js';
-import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES } from '../js/runtime.js';
+import { availableParallelism } from 'node:os';
+import { LayerKvCache, setThreadLimit, threadCount } from '../js/index.js';
+import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, heap, lib } from '../js/runtime.js';
 
 const NUM_KV_HEADS = 8;
 const NUM_Q_HEADS = 32;
@@ -58,28 +63,46 @@ async function rawModule(file) {
   };
 }
 
-/** Bytes per second the module streams, from the probe (best of several passes). */
-function readBandwidth(probe, bytes) {
-  const ptr = probe.alloc(bytes);
-  probe.f32().fill(1, ptr >>> 2, (ptr + bytes) >>> 2);
-  let best = Infinity;
-  for (let i = 0; i < 6; i++) {
-    const t0 = performance.now();
-    probe.e.kvc_wasm_read_probe(ptr, bytes / 4);
-    best = Math.min(best, performance.now() - t0);
+/** Runs fn on the calling thread alone: the single-threaded package. */
+function oneThread(fn) {
+  setThreadLimit(1);
+  try {
+    return fn();
+  } finally {
+    setThreadLimit(threadCount());
   }
-  probe.e.free(ptr);
-  return bytes / (best / 1000);
+}
+
+/** Bytes per second this package's module streams from the probe, on one thread and on all (best of several passes). */
+function readBandwidth(bytes) {
+  const e = lib();
+  const ptr = e.malloc(bytes) >>> 0;
+  if (!ptr) throw new Error('the probe cannot get its buffer');
+  heap().f32.fill(1, ptr >>> 2, (ptr + bytes) >>> 2);
+  const best = (read) => {
+    let ms = Infinity;
+    for (let i = 0; i < 6; i++) {
+      const t0 = performance.now();
+      read();
+      ms = Math.min(ms, performance.now() - t0);
+    }
+    return bytes / (ms / 1000);
+  };
+  const single = best(() => e.kvc_wasm_read_probe(ptr, bytes / 4));
+  const all = best(() => e.kvc_wasm_read_probe_threads(ptr, bytes / 4));
+  e.free(ptr);
+  return { single, all };
 }
 
 // ---- the contenders: each gives a step() for one shape, and a cleanup
 
-function ours(mode, d, n, kRows, vRows, q) {
+function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
   const cache = new LayerKvCache({ numKvHeads: NUM_KV_HEADS, headDim: d, mode });
   const chunk = 1024 * NUM_KV_HEADS * d;
   for (let at = 0; at < kRows.length; at += chunk) cache.appendBatch(kRows.subarray(at, at + chunk), vRows.subarray(at, at + chunk));
   const into = { out: new Float32Array(NUM_Q_HEADS * d) };
-  return { step: () => cache.attendHeads(q, into), bytes: cache.memoryBytes, free: () => cache.free() };
+  const step = single ? () => oneThread(() => cache.attendHeads(q, into)) : () => cache.attendHeads(q, into);
+  return { step, bytes: cache.memoryBytes, free: () => cache.free() };
 }
 
 function oursScalar(module, d, n, kRows, vRows, q) {
@@ -154,11 +177,11 @@ function plainJs(d, n, kHeads, vHeads, q) {
   };
 }
 
-/** onnxruntime-web, wasm backend, one thread: Q·Kᵀ, scale, softmax, ·V, with K and V fed each call. */
-async function onnxSession(d) {
+/** onnxruntime-web, wasm backend, `threads` threads: Q·Kᵀ, scale, softmax, ·V, with K and V fed each call. */
+export async function onnxSession(d, threads = 1) {
   const ort = await import('onnxruntime-web');
   const { onnx } = (await import('onnx-proto')).default;
-  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.numThreads = threads;
   const tensorType = (dims) => ({
     tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim: dims.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) } },
   });
@@ -184,7 +207,7 @@ async function onnxSession(d) {
   return { ort, session, version: ort.env.versions.web };
 }
 
-function onnxContender({ ort, session }, d, n, kHeads, vHeads, q) {
+export function onnxContender({ ort, session }, d, n, kHeads, vHeads, q) {
   return {
     step: () => session.run({
       q: new ort.Tensor('float32', q, [NUM_KV_HEADS, GROUP, d]),
@@ -230,36 +253,52 @@ async function race(contenders, rounds) {
   return best;
 }
 
+/** The data of one shape: K and V rows as appended ([n][head][d]) and head-major ([head][n][d]), and the queries. */
+export function shapeData(d, n) {
+  const kRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 1);
+  const vRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 2);
+  const q = fill(new Float32Array(NUM_Q_HEADS * d), 3);
+  const toHeads = (rowsMajor) => {
+    const heads = new Float32Array(rowsMajor.length);
+    for (let p = 0; p < n; p++) {
+      for (let h = 0; h < NUM_KV_HEADS; h++) heads.set(rowsMajor.subarray((p * NUM_KV_HEADS + h) * d, (p * NUM_KV_HEADS + h + 1) * d), (h * n + p) * d);
+    }
+    return heads;
+  };
+  return { kRows, vRows, q, kHeads: toHeads(kRows), vHeads: toHeads(vRows) };
+}
+
+/** onnxruntime-web on `threads` threads, in a process of its own (bench/onnx-threads.mjs): { 'd:n': ms }. */
+function onnxThreadedTimes(threads, shapes, rounds) {
+  const script = fileURLToPath(new URL('./onnx-threads.mjs', import.meta.url));
+  const run = spawnSync(process.execPath, [script, String(threads), String(rounds), ...shapes.map(([d, n]) => `${d}:${n}`)],
+    { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (run.status !== 0) throw new Error(`onnx-threads failed: ${run.stderr}`);
+  return JSON.parse(run.stdout.trim().split('\n').at(-1));
+}
+
 export async function run({ quick = false } = {}) {
   for (const [name, file] of Object.entries(FILES)) {
     if (name !== 'native' && !existsSync(file)) throw new Error(`missing ${file}: build with npm run build`);
   }
   const shapes = quick ? [[64, 1024]] : [64, 128].flatMap((d) => [1024, 4096, 16384, 32768].map((n) => [d, n]));
   const rounds = quick ? 3 : 8;
-  const probe = await rawModule(FILES.module);
-  const bandwidth = readBandwidth(probe, quick ? 64 << 20 : 512 << 20);
+  const threads = threadCount();
+  const cores = availableParallelism();
+  const bandwidth = readBandwidth(quick ? 64 << 20 : 512 << 20);
   const scalar = await rawModule(FILES.scalar);
   const naive = await rawModule(FILES.naive);
   const onnx = await onnxSession(64);
   const onnx128 = quick ? null : await onnxSession(128);
+  const onnxAll = cores > 1 ? onnxThreadedTimes(cores, shapes, rounds) : null;
   const native = nativeTimes(shapes, quick ? 2 : 5);
 
   const rows = [];
   for (const [d, n] of shapes) {
-    const kRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 1);
-    const vRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 2);
-    const q = fill(new Float32Array(NUM_Q_HEADS * d), 3);
-    // The same values head-major, [head][n][d], for the contenders without a cache.
-    const toHeads = (rowsMajor) => {
-      const heads = new Float32Array(rowsMajor.length);
-      for (let p = 0; p < n; p++) {
-        for (let h = 0; h < NUM_KV_HEADS; h++) heads.set(rowsMajor.subarray((p * NUM_KV_HEADS + h) * d, (p * NUM_KV_HEADS + h + 1) * d), (h * n + p) * d);
-      }
-      return heads;
-    };
-    const kHeads = toHeads(kRows);
-    const vHeads = toHeads(vRows);
+    const { kRows, vRows, q, kHeads, vHeads } = shapeData(d, n);
     const contenders = Object.fromEntries(MODES.map((mode) => [mode, ours(mode, d, n, kRows, vRows, q)]));
+    contenders.f32One = ours('f32', d, n, kRows, vRows, q, { single: true });
+    contenders.q8One = ours('q8', d, n, kRows, vRows, q, { single: true });
     contenders.scalar = oursScalar(scalar, d, n, kRows, vRows, q);
     contenders.naive = naiveC(naive, d, n, kHeads, vHeads, q);
     contenders.js = { ...plainJs(d, n, kHeads, vHeads, q), skipAfter: 2 }; // slow: three runs are plenty
@@ -272,12 +311,14 @@ export async function run({ quick = false } = {}) {
     const nativeMs = (mode) => native?.[`${d}:${n}:${mode}`] ?? null;
     rows.push({
       d, n,
-      floor: (f32Bytes / bandwidth) * 1000,
-      q8Floor: (q8Bytes / bandwidth) * 1000,
+      floorOne: (f32Bytes / bandwidth.single) * 1000,
+      floor: (f32Bytes / bandwidth.all) * 1000,
+      q8Floor: (q8Bytes / bandwidth.all) * 1000,
       f32Bytes, q8Bytes,
       ...Object.fromEntries(MODES.map((m) => [m, ms[m]])),
+      f32One: ms.f32One, q8One: ms.q8One,
       scalar: ms.scalar, nativeF32: nativeMs('f32'), nativeQ8: nativeMs('q8'),
-      naive: ms.naive, js: ms.js, onnx: ms.onnx,
+      naive: ms.naive, js: ms.js, onnx: ms.onnx, onnxAll: onnxAll?.[`${d}:${n}`] ?? null,
     });
   }
 
@@ -285,37 +326,44 @@ export async function run({ quick = false } = {}) {
   const profile = kernelProfile(profileShapes);
   const gbs = (bytes, ms) => bytes / ms / 1e6;
   const ratio = (a, b) => (a && b ? a / b : null);
+  const best = (...times) => Math.min(...times.filter((x) => x !== null));
   const notes = [
-    `Floor: cache bytes ÷ ${(bandwidth / 1e9).toFixed(2)} GB/s, the streaming-read rate of kvcache.wasm's probe on this machine.`,
-    `onnxruntime-web ${onnx.version}, wasm backend, 1 thread; K and V passed as inputs every call.`,
-    native ? 'Native: the same C (the portable scalar kernels) built with gcc -O3 -march=native.' : 'Native: not built (npm run build builds it).',
+    `${threads} threads (this package's default here: one per core, up to 8); "1t" columns are the same calls with every job on the calling thread, the single-threaded package.`,
+    `Floor: cache bytes ÷ the streaming-read rate of kvcache.wasm's probe on this machine: ${(bandwidth.single / 1e9).toFixed(2)} GB/s on one thread, ${(bandwidth.all / 1e9).toFixed(2)} GB/s on ${threads}.`,
+    `onnxruntime-web ${onnx.version}, wasm backend, 1 thread and ${cores} threads (numThreads = cores, in a process of its own); K and V passed as inputs every call.`,
+    native ? 'Native: the same C (the portable scalar kernels) built with gcc -O3 -march=native, one thread.' : 'Native: not built (npm run build builds it).',
     'Every number is the best of interleaved runs (ms per decode step of one layer).',
   ];
   return [
     {
       name: 'attention',
       title: 'Decode attention, one layer, 32 query heads over 8 KV heads: ms per step',
-      columns: ['head_dim', 'n', 'floor', 'f32', 'q8', 'q8k', 'q8v', 'f32 scalar wasm', 'f32 native C', 'q8 native C', 'plain C -ffast-math', 'plain JS', 'onnxruntime-web'],
-      rows: rows.map((r) => [r.d, r.n, r.floor, r.f32, r.q8, r.q8k, r.q8v, r.scalar, r.nativeF32, r.nativeQ8, r.naive, r.js, r.onnx]),
+      columns: ['head_dim', 'n', 'floor 1t', 'floor', 'f32 1t', 'f32', 'q8 1t', 'q8', 'q8k', 'q8v', 'f32 scalar wasm', 'f32 native C', 'q8 native C',
+        'plain C -ffast-math', 'plain JS', 'onnx 1t', `onnx ${cores}t`],
+      rows: rows.map((r) => [r.d, r.n, r.floorOne, r.floor, r.f32One, r.f32, r.q8One, r.q8, r.q8k, r.q8v, r.scalar, r.nativeF32, r.nativeQ8,
+        r.naive, r.js, r.onnx, r.onnxAll]),
       notes,
     },
     {
       name: 'attention-ratios',
       title: 'Decode attention: cache bytes read per second and ratios',
-      columns: ['head_dim', 'n', 'f32 GB/s', 'q8 GB/s', 'f32 ÷ floor', 'q8 ÷ its floor', 'onnx ÷ f32', 'onnx ÷ q8', 'f32 ÷ q8', 'plain C ÷ f32', 'plain C ÷ q8', 'wasm ÷ native f32'],
-      rows: rows.map((r) => [r.d, r.n, gbs(r.f32Bytes, r.f32), gbs(r.q8Bytes, r.q8), ratio(r.f32, r.floor), ratio(r.q8, r.q8Floor),
-        ratio(r.onnx, r.f32), ratio(r.onnx, r.q8), ratio(r.f32, r.q8), ratio(r.naive, r.f32), ratio(r.naive, r.q8), ratio(r.f32, r.nativeF32)]),
-      notes: ['Ratios above 1 in "onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster; "… ÷ floor" is how far from streaming speed.'],
+      columns: ['head_dim', 'n', 'f32 GB/s', 'q8 GB/s', 'f32 ÷ f32 1t', 'q8 ÷ q8 1t', 'f32 ÷ floor', 'q8 ÷ its floor', 'best onnx ÷ f32', 'best onnx ÷ q8',
+        'f32 ÷ q8', 'plain C ÷ f32', 'wasm 1t ÷ native f32'],
+      rows: rows.map((r) => [r.d, r.n, gbs(r.f32Bytes, r.f32), gbs(r.q8Bytes, r.q8), ratio(r.f32, r.f32One), ratio(r.q8, r.q8One),
+        ratio(r.f32, r.floor), ratio(r.q8, r.q8Floor), ratio(best(r.onnx, r.onnxAll), r.f32), ratio(best(r.onnx, r.onnxAll), r.q8),
+        ratio(r.f32, r.q8), ratio(r.naive, r.f32), ratio(r.f32One, r.nativeF32)]),
+      notes: ['"f32 ÷ f32 1t" is the scaling with threads (0.5 on two cores is linear). Ratios above 1 in "best onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster (best onnx: its faster thread count per shape); "… ÷ floor" is how far from streaming speed on all threads.'],
     },
     {
       name: 'attention-profile',
       title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, SIMD128)',
-      columns: ['head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (widen + sum)', 'floor f32', 'floor q8'],
+      columns: ['head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (widen + sum)', 'floor f32 1t', 'floor q8 1t'],
       rows: profile.map((p) => {
         const shape = rows.find((r) => r.d === p.d && r.n === p.n);
-        return [p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floor ?? null, shape?.q8Floor ?? null];
+        return [p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floorOne ?? null,
+          shape ? shape.floorOne * shape.q8Bytes / shape.f32Bytes : null];
       }),
-      notes: ['Each kernel runs for all 8 KV heads on the same data as above; q8 scores run the hi and lo i16 code vectors of each query (see include/kvcache.h).'],
+      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run the hi and lo i16 code vectors of each query (see include/kvcache.h).'],
     },
   ];
 }

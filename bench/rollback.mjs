@@ -4,7 +4,7 @@
 // the context length. Only the rollback call itself is timed; the drafts are
 // appended untimed before each call.
 import { LayerKvCache } from '../js/index.js';
-import { normals, outlierKeys, rng } from './synthetic.mjs';
+import { normals, outlierKeys, rng } from '../support/synthetic.mjs';
 
 const DRAFTS = 6;
 const KEEP = 2;

@@ -4,7 +4,7 @@
 // to a sliding window of the same size. Best of a few runs each: the
 // machine is noisy, and the best run is the one least disturbed.
 import { LayerKvCache } from '../js/index.js';
-import { normals, outlierKeys, rng } from './synthetic.mjs';
+import { normals, outlierKeys, rng } from '../support/synthetic.mjs';
 
 const [H, d] = [8, 128];
 

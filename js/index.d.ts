@@ -21,11 +21,37 @@ export interface InitOptions {
   /** The module's bytes, or where to fetch them. Default: ../dist/kvcache.wasm next to this file; in a Worker
    * (the "workerd" and "worker" export conditions), that file imported as a module, compiled at deploy time. */
   wasm?: BufferSource | URL | string | Response;
+  /** Threads calls run on, the calling one included: 1 to 64. Default: one per core (up to 8) where workers and
+   * shared memory exist (Node, Deno, Bun, cross-origin isolated pages), else 1. An explicit count that cannot
+   * run rejects, naming why. */
+  threads?: number;
+  /** The most bytes the module's memory may grow to (a multiple of 64 KiB is used): from 1 MiB to 4 GiB (the default). */
+  maxMemory?: number;
 }
 
-/** Loads the wasm module. Call once and await it before anything else; later calls return the same promise. */
+/** Loads the wasm module and starts its threads. Call once and await it before anything else; later calls check
+ * their options and return the same promise. */
 export function init(options?: InitOptions): Promise<void>;
 export default init;
+
+/** The threads calls run on now: the calling thread and the pool's running workers. */
+export function threadCount(): number;
+export interface ThreadInfo {
+  /** Running now (threadCount()). */
+  threads: number;
+  /** What init() aimed for. */
+  wanted: number;
+  /** Why `threads` is below `wanted` (no workers here, a page not cross-origin isolated, a worker that failed), or null. */
+  reason: string | null;
+  /** The most threads a call uses (setThreadLimit). */
+  limit: number;
+}
+export function threadInfo(): ThreadInfo;
+/** Calls use at most `limit` threads from now on (1: the single-threaded package, workers idle). Results never depend on it. */
+export function setThreadLimit(limit: number): void;
+/** Stops the workers and waits for them; later calls run on the calling thread. Idle workers never keep a process
+ * alive, so this is for releasing them early, not a duty. */
+export function shutdown(): Promise<void>;
 
 /** The kernel set the module runs: "wasm-simd128" for the SIMD build. */
 export function kernelIsa(): string;

@@ -13,7 +13,7 @@ export { init };
 export { KvCacheError } from './checks.js';
 export { LayerKvCache, Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS } from './layer.js';
 export { KvCache } from './model.js';
-export { threadCount, threadInfo, shutdown } from './threads.js';
+export { threadCount, threadInfo, setThreadLimit, shutdown } from './threads.js';
 
 /** The kernel set the module runs: 'wasm-simd128' for a SIMD build. */
 export function kernelIsa() {

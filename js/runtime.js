@@ -18,8 +18,8 @@ let initPromise = null;
 
 /**
  * Loads and instantiates the wasm module, and starts its threads; every
- * other call needs it first. Resolves once; later calls return the same
- * promise.
+ * other call needs it first. Resolves once; later calls (their options
+ * checked, then ignored) return the same promise.
  * @param {{ module?: WebAssembly.Module, wasm?: BufferSource | URL | string | Response,
  *           threads?: number, maxMemory?: number }} [options]
  */
@@ -27,8 +27,16 @@ export function init(options = {}) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError('init: options must be an object');
   }
+  let threads;
+  let maximumPages;
+  try {
+    threads = checkThreads(options.threads);
+    maximumPages = checkMaxMemory(options.maxMemory);
+  } catch (error) {
+    return Promise.reject(error); // checked on every call, loaded or not
+  }
   if (!initPromise) {
-    initPromise = load(options).catch((error) => {
+    initPromise = load(options, threads, maximumPages).catch((error) => {
       wasm = null;
       initPromise = null; // let the caller retry, e.g. with other options
       throw error;
@@ -37,9 +45,7 @@ export function init(options = {}) {
   return initPromise;
 }
 
-async function load(options) {
-  const threads = checkThreads(options.threads);
-  const maximumPages = checkMaxMemory(options.maxMemory);
+async function load(options, threads, maximumPages) {
   const { module, instance, memory } = await instantiate(options, maximumPages);
   wasm = adopt(instance, memory);
   await startThreads(wasm.exports, module, memory, threads, options);

@@ -99,7 +99,7 @@ function webWorker(script) {
  */
 export async function startThreads(exports, module, memory, requested, options) {
   const wanted = requested ?? await defaultThreads();
-  pool = { exports, workers: [], wanted, reason: null };
+  pool = { exports, workers: [], wanted, reason: null, limit: MAX_THREADS };
   if (wanted === 1) return;
   const factory = await workerFactory(memory);
   if (typeof factory === 'string') {
@@ -174,12 +174,33 @@ export function threadCount() {
 }
 
 /**
- * { threads, wanted, reason }: the threads running now, the count init()
- * aimed for, and why they differ (null when they do not).
+ * { threads, wanted, reason, limit }: the threads running now, the count
+ * init() aimed for, why they differ (null when they do not), and the most a
+ * call uses (setThreadLimit).
  */
 export function threadInfo() {
   const threads = threadCount();
-  return { threads, wanted: pool.wanted, reason: threads === pool.wanted ? null : pool.reason ?? 'a worker stopped' };
+  return {
+    threads,
+    wanted: pool.wanted,
+    reason: threads === pool.wanted ? null : pool.reason ?? 'a worker stopped',
+    limit: Math.min(pool.limit, threads),
+  };
+}
+
+/**
+ * Calls use at most `limit` threads from now on, the calling thread
+ * included: 1 is the single-threaded package, with the workers idle (and
+ * still there for a later, higher limit). Results never depend on it.
+ */
+export function setThreadLimit(limit) {
+  if (!pool) throw new Error('kvcache-wasm: call `await init()` before using the library');
+  if (typeof limit !== 'number' || !Number.isInteger(limit)) {
+    throw new TypeError(`setThreadLimit: limit must be an integer (got ${typeof limit === 'string' ? JSON.stringify(limit) : String(limit)})`);
+  }
+  if (limit < 1 || limit > MAX_THREADS) throw new RangeError(`setThreadLimit: limit must be between 1 and ${MAX_THREADS} (got ${limit})`);
+  pool.exports.kvc_wasm_thread_limit(limit);
+  pool.limit = limit;
 }
 
 /**
@@ -205,7 +226,7 @@ export function injectWorkerFault(index) {
   pool.exports.kvc_wasm_inject_fault(index);
 }
 
-/** Tests only: jobs below `work` multiply-adds run on the calling thread (0: none do). */
+/** Tests only: jobs below `work` multiply-adds run on the calling thread (0: none do). Returns the value it replaces. */
 export function setPoolMinWork(work) {
-  pool.exports.kvc_wasm_pool_min_work(work);
+  return pool.exports.kvc_wasm_pool_min_work(work) >>> 0;
 }

@@ -3,10 +3,10 @@
 // every mode, and four panels show what they hold and cost as it runs.
 // It imports the package as any app would: 'kvcache-wasm' and
 // 'kvcache-wasm/llama' (see the import map in index.html).
-import init, { LayerKvCache, kernelIsa } from 'kvcache-wasm';
+import init, { LayerKvCache, kernelIsa, setThreadLimit, threadInfo } from 'kvcache-wasm';
 import { GgufError, Llama, decode } from 'kvcache-wasm/llama';
 import uPlot from 'uplot';
-import { normals, outlierKeys, rng } from '/bench/synthetic.mjs';
+import { normals, outlierKeys, rng } from '/support/synthetic.mjs';
 
 const MODES = ['f32', 'q8', 'q8k', 'q8v'];
 const QUANTIZED = ['q8', 'q8k', 'q8v'];
@@ -278,6 +278,7 @@ class SyntheticSource {
   // output against f32, and the f32 probabilities added to every mode's imp
   // (so that eviction keeps the same positions in all of them).
   measure() {
+    if (this.stats.forwardPasses % TIMING_EVERY === 1) this.timeStep();
     const h = this.random.int(this.heads);
     const q = normals(this.random, this.headDim);
     const exact = this.caches.f32.attend(q, h);
@@ -293,6 +294,28 @@ class SyntheticSource {
       return diff > 0 ? diff / scale : null; // exact: no point on a log axis
     });
     return { x: this.position - 1, accuracy: errors };
+  }
+
+  // One whole-layer step of the shown cache on every thread and on one
+  // (setThreadLimit(1)): the best of a few of each, interleaved.
+  timeStep() {
+    const cache = this.caches[this.mode];
+    const q = normals(this.random, QUERY_HEADS_PER_KV * this.heads * this.headDim);
+    const into = { out: new Float32Array(q.length) };
+    const all = threadInfo().threads;
+    const best = { all: Infinity, one: Infinity };
+    for (let round = 0; round < 3; round++) {
+      for (const [key, limit] of [['all', all], ['one', 1]]) {
+        setThreadLimit(limit);
+        const t0 = performance.now();
+        cache.attendHeads(q, into);
+        best[key] = Math.min(best[key], performance.now() - t0);
+      }
+    }
+    setThreadLimit(all);
+    timing.all = best.all;
+    timing.one = best.one;
+    timing.rows = cache.seqLen;
   }
 
   dispose() {
@@ -347,6 +370,23 @@ function evictNow() {
 }
 
 // ---------------------------------------------------------------------------
+// The threads panel
+
+const TIMING_EVERY = 16; // forward passes between two timings of a step
+const QUERY_HEADS_PER_KV = 4;
+const timing = { all: null, one: null, rows: 0 };
+
+function renderThreads() {
+  const info = threadInfo();
+  $('threads').textContent = String(info.threads);
+  $('threads-note').textContent = info.reason ? `Fewer threads than cores: ${info.reason}.` : '';
+  const ms = (x) => (x === null ? '–' : `${x.toFixed(2)} ms`);
+  $('step-all').textContent = timing.all === null ? '–' : `${ms(timing.all)} (${timing.rows} rows)`;
+  $('step-one').textContent = ms(timing.one);
+  $('speedup').textContent = timing.all ? `${(timing.one / timing.all).toFixed(2)}×` : '–';
+}
+
+// ---------------------------------------------------------------------------
 // Running
 
 let llama = null; // the loaded model, if any
@@ -386,6 +426,7 @@ function reset() {
   observed.evictions = 0;
   evictPending = false;
   lastSeqLen = 0;
+  Object.assign(timing, { all: null, one: null, rows: 0 });
   const kind = $('source').value;
   $('source-model').hidden = kind !== 'model';
   $('source-synthetic').hidden = kind !== 'synthetic';
@@ -404,6 +445,7 @@ function reset() {
 }
 
 function render() {
+  renderThreads();
   const memory = source ? source.memory() : Object.fromEntries(MODES.map((m) => [m, 0]));
   for (const m of MODES) {
     const cell = document.querySelector(`[data-memory-mode="${m}"]`);
@@ -550,6 +592,8 @@ window.demo = {
       rows: source ? source.layers().map((layer) => layer.seqLen) : [],
       shownPositions: source ? Array.from(source.shownLayer().positions()) : [],
       importance: { ...shownImportance },
+      threads: threadInfo(),
+      timing: { ...timing },
     };
   },
 };

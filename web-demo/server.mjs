@@ -1,7 +1,10 @@
 // The demo's static server: the page, the package as a user's app would load
 // it (its built ESM and .wasm, under /pkg/), uPlot, the synthetic K/V
 // generator, and the stories260K model when it is found beside the project.
-// No framework: node:http and a table of routes.
+// Every response carries the headers that make the page cross-origin
+// isolated (COOP same-origin, COEP require-corp), so that the browser lets
+// the package run on worker threads. No framework: node:http and a table of
+// routes.
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { extname, join, normalize, resolve, sep } from 'node:path';
@@ -22,13 +25,19 @@ const MIME = {
   '.png': 'image/png',
 };
 
+// Cross-origin isolation: SharedArrayBuffer, and so the package's threads.
+const ISOLATION = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-embedder-policy': 'require-corp',
+};
+
 // URL prefix -> directory (or file) it serves from.
 function routes(modelPath) {
   return [
     ['/pkg/js/', join(root, 'js')],
     ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
     ['/vendor/uplot/', join(root, 'node_modules', 'uplot', 'dist')],
-    ['/bench/synthetic.mjs', join(root, 'bench', 'synthetic.mjs')],
+    ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],
     ['/', join(root, 'web-demo')],
   ];
@@ -55,13 +64,13 @@ export function startServer({ port = 8080, modelPath = DEFAULT_MODEL } = {}) {
   const server = createServer((request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pathname === '/api/models') {
-      response.writeHead(200, { 'content-type': MIME['.json'], 'cache-control': 'no-store' });
+      response.writeHead(200, { 'content-type': MIME['.json'], 'cache-control': 'no-store', ...ISOLATION });
       response.end(JSON.stringify({ 'stories260k.gguf': existsSync(modelPath) }));
       return;
     }
     const file = fileFor(pathname, table);
     if (!file || !existsSync(file) || !statSync(file).isFile()) {
-      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', ...ISOLATION });
       response.end(`not found: ${pathname}\n`);
       return;
     }
@@ -69,6 +78,7 @@ export function startServer({ port = 8080, modelPath = DEFAULT_MODEL } = {}) {
       'content-type': MIME[extname(file)] ?? 'application/octet-stream',
       'content-length': statSync(file).size,
       'cache-control': 'no-cache',
+      ...ISOLATION,
     });
     if (request.method === 'HEAD') response.end();
     else createReadStream(file).pipe(response);

@@ -95,12 +95,16 @@ void kvc_pool_worker_run(size_t index);
 /* A pool thread that died (a trap in a worker): the task it ran goes to the
  * calling thread, and it takes no more. */
 void kvc_pool_worker_failed(size_t index);
+/* Jobs use at most `threads` threads (>= 1) from now on, the calling one
+ * included; returns the limit it replaces (KVC_MAX_THREADS at first). */
+size_t kvc_pool_set_limit(size_t threads);
 /* Test hook (WebAssembly only): pool thread `thread` traps at its next task. */
 void kvc_pool_inject_fault(size_t thread);
-/* Test hook: jobs of fewer multiply-adds than `work` run inline (default
- * KVC_POOL_MIN_WORK); 0 sends every job of two or more tasks to the pool,
- * so that small test cases exercise it too. */
-void kvc_pool_set_min_work(size_t work);
+/* Test and benchmark hook: jobs of fewer multiply-adds than `work` run
+ * inline (default KVC_POOL_MIN_WORK); 0 sends every job of two or more tasks
+ * to the pool, so that small test cases exercise it too, and SIZE_MAX none,
+ * which is the single-threaded library.  Returns the value it replaces. */
+size_t kvc_pool_set_min_work(size_t work);
 
 /* ---- threads-pthread.c / threads-wasm.c: how idle pool threads sleep ---- */
 /* Sleeps while *word == expected (may return early). */

@@ -50,9 +50,10 @@ static struct {
     _Atomic uint32_t busy;         /* a caller owns the pool */
     _Atomic size_t slots;          /* worker slots opened (thread indices 1 .. slots) */
     _Atomic size_t fault_thread;   /* test hook: this thread traps at its next task */
-    _Atomic size_t min_work;       /* smaller jobs run inline; 0 until set: the default */
+    _Atomic size_t min_work;       /* smaller jobs run inline */
+    _Atomic size_t limit;          /* threads a job may use at most */
     pool_slot slot[KVC_MAX_THREADS];
-} pool;
+} pool = {.min_work = KVC_POOL_MIN_WORK, .limit = KVC_MAX_THREADS};
 
 size_t kvc_pool_threads(void) {
     return 1 + atomic_load(&pool.slots);
@@ -177,13 +178,8 @@ void kvc_pool_inject_fault(size_t thread) {
     atomic_store(&pool.fault_thread, thread);
 }
 
-void kvc_pool_set_min_work(size_t work) {
-    atomic_store(&pool.min_work, work + 1);
-}
-
-static size_t min_work(void) {
-    const size_t set = atomic_load(&pool.min_work);
-    return set ? set - 1 : KVC_POOL_MIN_WORK;
+size_t kvc_pool_set_min_work(size_t work) {
+    return atomic_exchange(&pool.min_work, work);
 }
 
 /* Runs the tasks a failed thread dropped; returns how many. */
@@ -205,10 +201,15 @@ static void run_inline(kvc_task_fn *fn, void *context, size_t count) {
     for (size_t t = 0; t < count; t++) fn(context, t, 0);
 }
 
+size_t kvc_pool_set_limit(size_t threads) {
+    return atomic_exchange(&pool.limit, threads);
+}
+
 void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, size_t work) {
-    const size_t slots = atomic_load(&pool.slots);
+    const size_t slots = atomic_load(&pool.slots), limit = atomic_load(&pool.limit);
+    if (threads > limit) threads = limit;
     uint32_t expected = 0;
-    if (count < 2 || threads < 2 || slots == 0 || work < min_work() ||
+    if (count < 2 || threads < 2 || slots == 0 || work < atomic_load(&pool.min_work) ||
         !atomic_compare_exchange_strong(&pool.busy, &expected, 1)) {
         run_inline(fn, context, count);
         return;

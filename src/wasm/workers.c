@@ -44,12 +44,19 @@ EMSCRIPTEN_KEEPALIVE void kvc_wasm_worker_failed(size_t index) {
     kvc_pool_worker_failed(index);
 }
 
+/* Calls use at most `threads` threads (>= 1) from now on; returns the
+ * limit replaced. */
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_thread_limit(size_t threads) {
+    return kvc_pool_set_limit(threads);
+}
+
 /* Test hooks: worker `index` traps at its next task; jobs below `work`
- * multiply-adds run inline (0: every job goes to the pool). */
+ * multiply-adds run inline (0: every job goes to the pool), returning the
+ * value replaced. */
 EMSCRIPTEN_KEEPALIVE void kvc_wasm_inject_fault(size_t index) {
     kvc_pool_inject_fault(index);
 }
 
-EMSCRIPTEN_KEEPALIVE void kvc_wasm_pool_min_work(size_t work) {
-    kvc_pool_set_min_work(work);
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_pool_min_work(size_t work) {
+    return kvc_pool_set_min_work(work);
 }

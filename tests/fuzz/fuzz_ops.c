@@ -181,15 +181,6 @@ static int probs_refused(const float *probs, size_t n) {
     return 0;
 }
 
-/* 1 if head h holds int8 rows (attend then needs a workspace). */
-static int head_has_q8_rows(const ref_full *f, size_t h) {
-    if (!ref_frozen(f)) return 0;
-    for (size_t s = 0; s < f->len; s++) {
-        if (f->alive[s * f->H + h] && f->position[s] >= KVC_Q8_WINDOW) return 1;
-    }
-    return 0;
-}
-
 static status_set policy_errors(size_t budget, size_t sinks, size_t recent) {
     return budget == 0 || sinks > budget || recent > budget - sinks ? STATUS(KVC_E_BUDGET) : 0;
 }
@@ -278,8 +269,8 @@ static void op_attend(fuzz_input *in, slot *s) {
     if (!full(s)) errors = STATUS(KVC_E_KIND);
     else if (h >= H) errors = STATUS(KVC_E_KV_HEAD);
     else if (!check_finite(q, d)) errors = STATUS(KVC_E_NONFINITE_QUERY);
-    /* An f32 head with probs given allocates nothing (kvcache.h). */
-    const int allocates = full(s) && h < H && (!probs || head_has_q8_rows(&s->ref.full, h));
+    /* One workspace a call, none for a head with no rows (kvcache.h). */
+    const int allocates = full(s) && h < H && n > 0;
     arm();
     const kvc_status status = kvc_layer_attend(s->layer, q, h, out, probs);
     if (check_status(status, errors, allocates, disarm()))

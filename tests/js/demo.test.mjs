@@ -1,10 +1,12 @@
 // The live demo in a real browser (Debian's Chromium, driven by
 // playwright-core): both sources run, the charts and the page's numbers
-// match the caches, rollbacks happen, and nothing errs. Screenshots go to
-// test-artifacts/.
+// match the caches, rollbacks happen, the page (served cross-origin
+// isolated) runs the package on its worker threads, and nothing errs.
+// Screenshots go to test-artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../web-demo/server.mjs';
 import { CHROMIUM, CHROMIUM_FLAGS } from '../runtimes/chromium.mjs';
@@ -82,10 +84,14 @@ function checkState(state, name) {
   assert.ok(state.seqLenWentDown, 'the cache length went down');
 }
 
-test('the demo runs the synthetic stream: memory per mode, rollbacks, no errors', async (t) => {
+test('the demo runs the synthetic stream: memory per mode, rollbacks, a step timed on all threads and on one, no errors', async (t) => {
   if (skipWhy) return t.skip(skipWhy);
   const state = await runSource('synthetic');
   checkState(state, 'synthetic');
+  assert.ok(state.threads.threads > 1 || availableParallelism() === 1, `the page runs ${state.threads.threads} threads (${state.threads.reason})`);
+  assert.ok(state.timing.all > 0 && state.timing.one > 0, `step timed: ${JSON.stringify(state.timing)}`);
+  assert.equal(await page.locator('#threads').innerText(), String(state.threads.threads));
+  assert.match(await page.locator('#speedup').innerText(), /^\d+\.\d\d×$/);
   await page.screenshot({ path: `${ARTIFACTS}demo-synthetic.png`, fullPage: true });
   t.diagnostic(`screenshot: test-artifacts/demo-synthetic.png (${state.tokens} positions, ${state.stats.rollbacks} rollbacks)`);
   assert.deepEqual(problems, []);
@@ -147,11 +153,14 @@ test('the demo server serves the package files with the right MIME types and not
   const type = async (path) => (await get(path)).headers.get('content-type');
   assert.equal(await type('/pkg/dist/kvcache.wasm'), 'application/wasm');
   assert.match(await type('/pkg/js/index.js'), /^text\/javascript/);
-  assert.match(await type('/bench/synthetic.mjs'), /^text\/javascript/);
+  assert.match(await type('/support/synthetic.mjs'), /^text\/javascript/);
   assert.match(await type('/'), /^text\/html/);
   assert.equal((await get('/pkg/js/../../package.json')).status, 404);
   assert.equal((await get('/pkg/js/%2e%2e/%2e%2e/package.json')).status, 404);
   assert.equal((await get('/src/core/layer.c')).status, 404);
+  const page = await get('/');
+  assert.equal(page.headers.get('cross-origin-opener-policy'), 'same-origin', 'served cross-origin isolated');
+  assert.equal(page.headers.get('cross-origin-embedder-policy'), 'require-corp');
   const models = await (await get('/api/models')).json();
   assert.equal(models['stories260k.gguf'], !MODEL_MISSING);
   if (skipWhy) t.diagnostic(`browser part skipped: ${skipWhy}`);

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import init from '../../js/index.js';
 
-export { normals, outlierKeys, rng } from '../../bench/synthetic.mjs';
+export { normals, outlierKeys, rng } from '../../support/synthetic.mjs';
 
 export const MODES = ['f32', 'q8', 'q8k', 'q8v'];
 

@@ -5,7 +5,9 @@
 // operations, and whenever a call was refused, the whole state (rows bit for
 // bit, positions, imp). Attention is held to the f32 rounding bound of
 // reference/attention.mjs, and in f32 mode also bit for bit to attentionHead
-// over the head's rows.
+// over the head's rows. It runs on the module's default threads with every
+// job of two tasks or more sent to the pool however small, so that the
+// workers take part in every call that can split.
 //
 // KVC_SOAK_OPS   operations in all, split evenly over the four modes (default 100000)
 // KVC_SOAK_SEED  the seed (default 1). A failure names the seed, the mode and
@@ -13,13 +15,17 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { LayerKvCache, attentionHead } from '../../js/index.js';
+import { LayerKvCache, attentionHead, threadCount } from '../../js/index.js';
+import { setPoolMinWork } from '../../js/threads.js';
 import { MODES, normals, outlierKeys, ready, rng } from './helpers.mjs';
 import { ReferenceLayer, Refusal, withDefaults } from './reference/layer.mjs';
 import { referenceAttention } from './reference/attention.mjs';
 import { Q8_WINDOW } from './reference/q8.mjs';
 
-before(ready);
+before(async () => {
+  await ready();
+  setPoolMinWork(0);
+});
 
 const TOTAL_OPS = Number(process.env.KVC_SOAK_OPS ?? 100_000);
 const SEED = Number(process.env.KVC_SOAK_SEED ?? 1);
@@ -781,7 +787,7 @@ for (const [index, mode] of MODES.entries()) {
     soak.cache.free();
     const seconds = (performance.now() - started) / 1000;
     const kinds = [...soak.counts].sort((a, b) => b[1] - a[1]).map(([kind, n]) => `${kind} ${n}`).join(', ');
-    t.diagnostic(`${mode}: ${soak.ops} operations in ${soak.sessions} caches, ${seconds.toFixed(1)} s, seed ${SEED}`);
+    t.diagnostic(`${mode}: ${soak.ops} operations in ${soak.sessions} caches on ${threadCount()} threads, ${seconds.toFixed(1)} s, seed ${SEED}`);
     t.diagnostic(`${mode}: ${soak.checks} comparisons of ${soak.values} values, ${soak.refused} refused calls`);
     const errors = Float64Array.from(soak.outErrors).sort();
     const at = (fraction) => errors[Math.min(errors.length - 1, Math.floor(fraction * errors.length))]?.toExponential(1);

@@ -5,11 +5,11 @@
 // declaration is used at least once and matches what the JavaScript does.
 import init, {
   init as namedInit, kernelIsa, version, attentionHead, KvCacheError, LayerKvCache, KvCache,
-  Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS,
+  Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS, threadCount, threadInfo, setThreadLimit, shutdown,
 } from 'kvcache-wasm';
 import type {
   AliveMask, AttentionResult, EvictionPolicy, FullLayerOptions, InitOptions, KvCacheConfig, KvMode,
-  LayerKvCacheOptions, LinearLayerOptions,
+  LayerKvCacheOptions, LinearLayerOptions, ThreadInfo,
 } from 'kvcache-wasm';
 import {
   GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom,
@@ -37,7 +37,7 @@ function filled(n: number, random: () => number): Float32Array {
 }
 
 async function useInit(): Promise<void> {
-  const options: InitOptions = {};
+  const options: InitOptions = { threads: 2, maxMemory: 256 * 2 ** 20 };
   await init(options);
   await namedInit();
   const byModule: InitOptions = { module: new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0])) };
@@ -46,6 +46,11 @@ async function useInit(): Promise<void> {
   // Loaded already: every later call resolves to the same module, whatever it is given.
   for (const later of [byModule, ...byWasm]) await init(later);
   check(kernelIsa() === 'wasm-simd128', 'kernelIsa()');
+  const info: ThreadInfo = threadInfo();
+  check(threadCount() === 2 && info.threads === 2 && info.wanted === 2 && info.reason === null && info.limit === 2, 'threads');
+  setThreadLimit(1);
+  check(threadInfo().limit === 1, 'setThreadLimit');
+  setThreadLimit(2);
   check(/^\d+\.\d+\.\d+/.test(version()), 'version()');
   check(Q8_WINDOW === 64 && MAX_KV_HEADS === 4096 && MAX_HEAD_DIM === 4096 && MAX_POSITIONS > 0, 'the limits');
   const error = new KvCacheError('out of memory', 'KVC_E_NOMEM');
@@ -268,5 +273,8 @@ export async function useWholeApi(model: Uint8Array | null): Promise<string[]> {
       stats.verifies >= stats.rollbacks && stats.seconds >= 0, 'GenerateStats');
     ran.push('GGUF', 'Llama');
   }
+  await shutdown();
+  check(threadCount() === 1, 'shutdown');
+  ran.push('shutdown');
   return ran;
 }

@@ -7,7 +7,7 @@
 // mode, with a pruned head and one alive at about half the positions. The
 // split never depends on the thread count, so neither does any digest; the
 // data comes from integer arithmetic, so every engine makes the same.
-import { rng } from '../../bench/synthetic.mjs';
+import { rng } from '../../support/synthetic.mjs';
 
 const H = 4;
 const D = 32;

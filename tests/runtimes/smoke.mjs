@@ -5,7 +5,7 @@
 // threads), and what ran (`kernelIsa`, `threads`). The data therefore comes
 // from integer arithmetic only (no Math.cos or Math.log, whose last bit
 // differs between engines).
-import { rng } from '../../bench/synthetic.mjs';
+import { rng } from '../../support/synthetic.mjs';
 import { parallelDigests } from './parallel.mjs';
 
 const NUM_KV_HEADS = 8;

@@ -17,7 +17,7 @@ import { PACKAGE, resolveExport } from './exports.mjs';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WRANGLER_CONDITIONS = ['workerd', 'worker', 'browser', 'import', 'default'];
 const WORKER = 'tests/runtimes/workerd-worker.mjs';
-const SOURCES = ['tests/runtimes/smoke.mjs', 'tests/runtimes/parallel.mjs', 'tests/runtimes/llama-smoke.mjs', 'bench/synthetic.mjs'];
+const SOURCES = ['tests/runtimes/smoke.mjs', 'tests/runtimes/parallel.mjs', 'tests/runtimes/llama-smoke.mjs', 'support/synthetic.mjs'];
 
 // What the Worker imports from the package, and the names each re-exports.
 const SPECIFIERS = [

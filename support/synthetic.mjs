@@ -1,5 +1,5 @@
-// Synthetic K/V with the statistics of real attention layers, for the
-// tests, `npm start` and the benchmarks: no model download needed.
+// Synthetic K/V with the statistics of real attention layers, shared by the
+// tests, the benchmarks and the demo (not part of the package): no model needed.
 
 /** A small deterministic generator (mulberry32) with a normal sampler. */
 export function rng(seed) {
