@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/q8-rows.h"
 
 #define NUM_KV_HEADS 8
 #define GROUP 4
@@ -40,11 +41,10 @@ static int profile(size_t d, size_t n) {
     float *values = malloc(NUM_KV_HEADS * n * d * sizeof(float));
     uint8_t *qrows = malloc(NUM_KV_HEADS * n * row_bytes);
     float *q = malloc(G * d * sizeof(float)), *z = malloc(2 * G * n * sizeof(float));
-    float *out = malloc(G * d * sizeof(float)), *tile = malloc(8192 * sizeof(float));
-    float *tile_scales = malloc(1024 * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
+    float *out = malloc(G * d * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
     int16_t *q16 = malloc(2 * G * d * sizeof(int16_t));
     float q_scales[2 * GROUP];
-    if (!keys || !values || !qrows || !q || !z || !out || !tile || !tile_scales || !tile_w || !q16) return 1;
+    if (!keys || !values || !qrows || !q || !z || !out || !tile_w || !q16) return 1;
     unsigned state = 7;
     for (size_t i = 0; i < NUM_KV_HEADS * n * d; i++) {
         keys[i] = uniform(&state);
@@ -57,7 +57,10 @@ static int profile(size_t d, size_t n) {
     }
     for (size_t i = 0; i < G * d; i++) q[i] = uniform(&state);
     for (size_t g = 0; g < 2 * G; g++) q_scales[g] = k->quantize_query(d, q + (g % G) * d, q16 + g * d);
-    const size_t tile_rows = 8192 / d < 8 ? 8 : 8192 / d;
+    const size_t tile_rows = KVC_Q8_SUM_ROWS;
+    int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
+    float w_scales[GROUP];
+    if (!w16) return 1;
     const float sqrt_d = 11.3137f;
     double scores_f32, softmax, values_f32, scores_q8, values_q8;
     BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
@@ -67,18 +70,21 @@ static int profile(size_t d, size_t n) {
                       k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
     /* q8 keys: the hi and lo code vectors of every query, as attend does. */
     BEST(scores_q8, k->scores_q8(2 * G, n, d, q16, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
+    /* q8 values: each tile's weights as i16 codes, then the integer sums (as attend does). */
     BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
         const size_t rows = n - first < tile_rows ? n - first : tile_rows;
-        k->widen_q8(rows, d, qrows + (h * n + first) * row_bytes, tile, tile_scales);
-        for (size_t g = 0; g < G; g++)
-            for (size_t t = 0; t < rows; t++) tile_w[g * tile_rows + t] = z[g * n + first + t] * tile_scales[t];
-        k->weighted_sum_f32(G, rows, d, tile_w, tile_rows, tile, out);
+        for (size_t g = 0; g < G; g++) {
+            for (size_t t = 0; t < rows; t++)
+                tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(qrows + (h * n + first + t) * row_bytes);
+            w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, w16 + g * tile_rows);
+        }
+        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, qrows + (h * n + first) * row_bytes, out);
     });
     printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
            "\"scores_q8\":%.4f,\"values_q8\":%.4f}\n",
            d, n, scores_f32, softmax, values_f32, scores_q8, values_q8);
     free(keys), free(values), free(qrows), free(q), free(z), free(out);
-    free(tile), free(tile_scales), free(tile_w), free(q16);
+    free(tile_w), free(q16), free(w16);
     return 0;
 }
 

@@ -135,10 +135,11 @@ typedef struct kvc_queries {
 
 /* A thread's scratch for segments of up to G queries. */
 typedef struct kvc_scratch {
-    float *z;           /* [G x KVC_SEGMENT_ROWS]: scores that have no place of their own */
-    float *tile;        /* [tile_rows x d]: value rows widened */
-    float *tile_scales; /* [tile_rows] */
-    float *tile_w;      /* [2G x tile_rows]: weights, or the hi and lo scores */
+    float *z;              /* [G x KVC_SEGMENT_ROWS]: scores that have no place of their own */
+    int16_t *tile_w16;     /* [2G x tile_rows]: value weights as i16 codes, hi then lo */
+    float *tile_w_scales;  /* [2G]: their scales */
+    float *tile_w;         /* [2G x tile_rows]: value weights, or the hi and lo scores */
+    float *tile_scales;    /* [tile_rows]: the value rows' scales */
     float *out;         /* [G x d] */
     float *max, *sum;   /* [G] */
     size_t tile_rows;

@@ -20,10 +20,11 @@
 #include "internal.h"
 #include "../kernels/q8-rows.h"
 
-/* Value rows widened per tile: about 32 KiB of f32, to stay in L1. */
+/* Quantized rows per tile: about 32 KiB of key rows for the hi and lo
+ * scores, and within what an i32 sums exactly for the value rows. */
 static size_t value_tile_rows(size_t d) {
-    const size_t rows = 8192 / d;
-    return rows < 8 ? 8 : rows;
+    const size_t rows = 32768 / (d + sizeof(float));
+    return rows < 8 ? 8 : rows > KVC_Q8_SUM_ROWS ? KVC_Q8_SUM_ROWS : rows;
 }
 
 static size_t round_up16(size_t bytes) {
@@ -31,40 +32,44 @@ static size_t round_up16(size_t bytes) {
 }
 
 /* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
-static void scratch_sizes(size_t G, size_t d, size_t sizes[7]) {
+#define SCRATCH_PARTS 8
+
+static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     const size_t tile_rows = value_tile_rows(d);
     sizes[0] = round_up16(G * KVC_SEGMENT_ROWS * sizeof(float)); /* z */
-    sizes[1] = round_up16(tile_rows * d * sizeof(float));        /* tile */
-    sizes[2] = round_up16(tile_rows * sizeof(float));            /* tile_scales */
+    sizes[1] = round_up16(2 * G * tile_rows * sizeof(int16_t));  /* tile_w16 */
+    sizes[2] = round_up16(2 * G * sizeof(float));                /* tile_w_scales */
     sizes[3] = round_up16(2 * G * tile_rows * sizeof(float));    /* tile_w */
-    sizes[4] = round_up16(G * d * sizeof(float));                /* out */
-    sizes[5] = round_up16(G * sizeof(float));                    /* max */
-    sizes[6] = round_up16(G * sizeof(float));                    /* sum */
+    sizes[4] = round_up16(tile_rows * sizeof(float));            /* tile_scales */
+    sizes[5] = round_up16(G * d * sizeof(float));                /* out */
+    sizes[6] = round_up16(G * sizeof(float));                    /* max */
+    sizes[7] = round_up16(G * sizeof(float));                    /* sum */
 }
 
 size_t kvc_scratch_bytes(size_t G, size_t d) {
-    size_t sizes[7], total = 0;
+    size_t sizes[SCRATCH_PARTS], total = 0;
     scratch_sizes(G, d, sizes);
-    for (int i = 0; i < 7; i++) total += sizes[i];
+    for (int i = 0; i < SCRATCH_PARTS; i++) total += sizes[i];
     return total;
 }
 
 void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
-    size_t sizes[7];
+    size_t sizes[SCRATCH_PARTS];
     scratch_sizes(G, d, sizes);
-    float *parts[7];
+    float *parts[SCRATCH_PARTS];
     uint8_t *at = block;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < SCRATCH_PARTS; i++) {
         parts[i] = (float *)at;
         at += sizes[i];
     }
     scratch->z = parts[0];
-    scratch->tile = parts[1];
-    scratch->tile_scales = parts[2];
+    scratch->tile_w16 = (int16_t *)parts[1];
+    scratch->tile_w_scales = parts[2];
     scratch->tile_w = parts[3];
-    scratch->out = parts[4];
-    scratch->max = parts[5];
-    scratch->sum = parts[6];
+    scratch->tile_scales = parts[4];
+    scratch->out = parts[5];
+    scratch->max = parts[6];
+    scratch->sum = parts[7];
     scratch->tile_rows = value_tile_rows(d);
 }
 
@@ -180,21 +185,60 @@ static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const int
     }
 }
 
-/* out[g] += sum over the quantized value rows of (pi_p * s_p) * codes_p, a
- * tile of rows at a time (c_V is applied after); out is [G x d]. */
-static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *e,
-                                 size_t e_stride, const kvc_rows_view *values, size_t d,
+/* The row scales of a tile vary by more than this factor: its weights need
+ * their lo codes too (sum_quantized_values). */
+#define KVC_VALUE_SCALE_SPREAD 8.0f
+
+/* out[g] += sum over the quantized value rows of w_p * codes_p, w_p = pi_p *
+ * s_p, a tile of rows at a time (c_V is applied after); out is [G x d].  The
+ * weights of a tile go to the integer dot products as i16 codes with one
+ * scale per query (where widening every code to f32 cost two conversions and
+ * a multiply-add per code and query), each off by at most 2^-16 of the
+ * tile's largest weight.  Where the rows' scales are alike, that is about
+ * 1e-4 of out (tests/c/test_attend.c measures it).  Where they are not (a
+ * channel far above its field makes a few rows' scales large and their other
+ * codes small), the rows of small scale -- small weights, large codes --
+ * would lose up to a percent of what they add: then the weights go as two
+ * code vectors, hi and what it leaves, lo, as queries do, and the sum is as
+ * good as f32's. */
+static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
+                                 size_t pi_stride, const kvc_rows_view *values, size_t d,
                                  float *out, kvc_scratch *scratch) {
     const size_t row_bytes = kvc_q8_row_bytes(d), tile = scratch->tile_rows;
+    int16_t *codes = scratch->tile_w16;
+    float *code_scales = scratch->tile_w_scales, *scales = scratch->tile_scales;
     for (size_t first = 0; first < values->qrows_len; first += tile) {
         const size_t rows = values->qrows_len - first < tile ? values->qrows_len - first : tile;
-        kernels->widen_q8(rows, d, values->qrows + first * row_bytes, scratch->tile,
-                          scratch->tile_scales);
-        for (size_t g = 0; g < G; g++) {
-            for (size_t t = 0; t < rows; t++)
-                scratch->tile_w[g * tile + t] = e[g * e_stride + first + t] * scratch->tile_scales[t];
+        const uint8_t *qrows = values->qrows + first * row_bytes;
+        float min_s = kvc_q8_row_scale(qrows), max_s = min_s;
+        for (size_t t = 0; t < rows; t++) {
+            scales[t] = kvc_q8_row_scale(qrows + t * row_bytes);
+            min_s = fminf(min_s, scales[t]);
+            max_s = fmaxf(max_s, scales[t]);
         }
-        kernels->weighted_sum_f32(G, rows, d, scratch->tile_w, tile, scratch->tile, out);
+        const int with_lo = max_s > KVC_VALUE_SCALE_SPREAD * min_s;
+        for (size_t g = 0; g < G; g++) {
+            float *w = scratch->tile_w + g * tile;
+            const float *pi_g = pi + g * pi_stride + first;
+            for (size_t t = 0; t < rows; t++) w[t] = pi_g[t] * scales[t];
+            /* A tile of tiny weights (rows of tiny values) would meet the
+             * codes' scale floor: coded then at a power-of-two scale, as the
+             * queries are, it keeps its 16 bits. */
+            int e = 0;
+            float s_hi = kernels->quantize_query(rows, w, codes + g * tile);
+            if (s_hi <= KVC_Q8_SCALE_FLOOR) {
+                e = exponent_of_max(w, rows);
+                scale_by_pow2(w, w, rows, e);
+                s_hi = kernels->quantize_query(rows, w, codes + g * tile);
+            }
+            code_scales[g] = ldexpf(s_hi, e);
+            if (!with_lo) continue;
+            for (size_t t = 0; t < rows; t++) w[t] = w[t] - (float)codes[g * tile + t] * s_hi;
+            code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, codes + (G + g) * tile), e);
+        }
+        kernels->weighted_sum_q8(G, rows, d, codes, tile, code_scales, qrows, out);
+        if (with_lo)
+            kernels->weighted_sum_q8(G, rows, d, codes + G * tile, tile, code_scales + G, qrows, out);
     }
 }
 

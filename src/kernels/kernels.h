@@ -32,6 +32,9 @@
  * exactly in i32: 512 * 32767 * 127 < 2^31. */
 #define KVC_Q16_CODE_MAX 32767.0f
 #define KVC_Q8_DOT_BLOCK 512
+/* And the rows whose i16 weight x i8 code products sum exactly in i32:
+ * 256 * 32767 * 127 < 2^31. */
+#define KVC_Q8_SUM_ROWS 256
 
 /* The signature of each operation. */
 
@@ -56,9 +59,14 @@ typedef float kvc_quantize_query_fn(size_t d, const float *x, int16_t *codes);
  * for G queries over n f32 rows [n x d]; out is [G x d]. */
 typedef void kvc_weighted_sum_f32_fn(size_t G, size_t n, size_t d, const float *w,
                                      size_t w_stride, const float *rows, float *out);
-/* The codes of n quantized rows as f32 [n x d] (unscaled), and their scales [n]. */
-typedef void kvc_widen_q8_fn(size_t n, size_t d, const uint8_t *qrows, float *rows,
-                             float *scales);
+/* For G queries over n <= KVC_Q8_SUM_ROWS quantized rows (each a 4-byte
+ * scale, not read here, then d codes), with i16 weights w16 (query g's at
+ * w16 + g * w_stride) and one f32 scale per query:
+ *   out[g][j] = out[g][j] + (float)acc * w_scales[g],  acc = sum_p w16[g][p] * codes_p[j]
+ * the sum exact in i32: the same bits from every kernel set.  out is [G x d]. */
+typedef void kvc_weighted_sum_q8_fn(size_t G, size_t n, size_t d, const int16_t *w16,
+                                    size_t w_stride, const float *w_scales, const uint8_t *qrows,
+                                    float *out);
 /* y[j] = a[j] * b[j]; y may alias a or b */
 typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
 /* Quantizes x against the per-channel field (all > 0):
@@ -104,7 +112,7 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
     X(scores_q8)          \
     X(quantize_query)     \
     X(weighted_sum_f32)   \
-    X(widen_q8)           \
+    X(weighted_sum_q8)    \
     X(mul_f32)            \
     X(quantize_row)       \
     X(dequantize_row)     \

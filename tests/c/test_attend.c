@@ -35,13 +35,17 @@ static const attend_bound Q8K_ATTEND_BOUND = {KVC_MODE_Q8K, "q8k", 0.45, 0.05, 0
 static const attend_bound Q8V_ATTEND_BOUND = {KVC_MODE_Q8V, "q8v", 0.014, 0.016, 0.012, 0.013};
 
 /* A quantized layer's attend against double-precision attention over its own
- * dequantized rows (head_keys / head_values): the same math, so only f32
- * rounding separates them (measured about 2.5e-6 natively, 1.8e-6 in wasm).
- * That holds for the q8 key path too because attend gives q~ = q * c_K to the
- * integer dots as two i16 vectors (src/core/attend.c): with one, the i16 step
- * of q~ alone measured 4.5e-4 here, and 4.2e-3 on the key-like queries of
- * attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition. */
+ * dequantized rows (head_keys / head_values): the same math, so with int8
+ * keys only f32 rounding separates them (measured about 2.5e-6 natively,
+ * 1.8e-6 in wasm).  That holds for the q8 key path too because attend gives
+ * q~ = q * c_K to the integer dots as two i16 vectors (src/core/segment.c):
+ * with one, the i16 step of q~ alone measured 4.5e-4 here, and 4.2e-3 on the
+ * key-like queries of attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition.
+ * int8 values add the i16 step of their weights (pi_p s_p, coded per tile of
+ * rows for the integer sums, src/core/segment.c): measured 1.7e-4, within the
+ * 1e-3 the design allows a faster kernel. */
 #define DEQUANTIZED_REFERENCE_BOUND 1e-5
+#define DEQUANTIZED_VALUES_BOUND 3e-4
 
 /* f32 attend against double-precision attention over the appended rows
  * (normal queries; logits of a few units). */
@@ -285,7 +289,8 @@ TEST(attend_quantized_should_match_double_attention_over_dequantized_rows) {
         }
         printf("  mode %d attend vs double over dequantized rows: %.3g\n",
                (int)test_quantized_modes[mi], worst);
-        CHECK(worst <= DEQUANTIZED_REFERENCE_BOUND);
+        CHECK(worst <= (test_mode_quantizes(test_quantized_modes[mi], 1) ? DEQUANTIZED_VALUES_BOUND
+                                                                          : DEQUANTIZED_REFERENCE_BOUND));
     }
 }
 

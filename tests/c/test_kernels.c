@@ -648,36 +648,60 @@ TEST(weighted_sum_f32_should_give_its_definition_bits_across_tiles) {
     }
 }
 
-TEST(widen_q8_should_give_codes_and_scales_bit_for_bit) {
+TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(24);
-    uint8_t *qrows = test_alloc(MAX_N * (sizeof(float) + MAX_Q8_D));
-    float *rows = test_alloc((MAX_N * MAX_Q8_D + 1) * sizeof(float));
-    float *want = test_alloc(MAX_N * MAX_Q8_D * sizeof(float));
-    float scales[MAX_N + 1], want_scales[MAX_N];
+    static const size_t counts[] = {1, 2, 3, 7, 64, KVC_Q8_SUM_ROWS};
+    uint8_t *qrows = test_alloc(KVC_Q8_SUM_ROWS * (sizeof(float) + MAX_Q8_D));
+    int16_t *w = test_alloc(MAX_G * (KVC_Q8_SUM_ROWS + 3) * sizeof(int16_t));
+    float *out0 = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
+    float *want = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
+    float *got = test_alloc((MAX_G * MAX_Q8_D + 1) * sizeof(float));
+    float scales[MAX_G];
     for (size_t i = 0; i < NUM_Q8_DIMS; i++) {
         const size_t d = q8_dims[i];
-        for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
-            const size_t n = row_counts[ni];
-            fill_qrows(&rng, qrows, n, d, ni == 0);
-            for (size_t p = 0; p < n; p++) {
-                const uint8_t *row = qrows + p * (sizeof(float) + d);
-                memcpy(&want_scales[p], row, sizeof(float));
-                const int8_t *codes = (const int8_t *)(row + sizeof(float));
-                for (size_t j = 0; j < d; j++) want[p * d + j] = (float)codes[j];
-            }
-            for (size_t s = 0; s < sets.count; s++) {
-                rows[n * d] = scales[n] = GAP_SENTINEL;
-                sets.set[s]->widen_q8(n, d, qrows, rows, scales);
-                CHECK(test_bits_equal(rows, want, n * d));
-                CHECK(test_bits_equal(scales, want_scales, n));
-                CHECK(rows[n * d] == GAP_SENTINEL && scales[n] == GAP_SENTINEL);
+        for (size_t ni = 0; ni < sizeof counts / sizeof counts[0]; ni++) {
+            const size_t n = counts[ni], w_stride = n + ni % 3;
+            for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                const size_t G = group_sizes[gi];
+                /* Codes at their extremes (+-127) in one case in three: the
+                 * largest sums an i32 must hold. */
+                fill_qrows(&rng, qrows, n, d, ni == 0);
+                if (gi % 3 == 0) {
+                    for (size_t p = 0; p < n; p++)
+                        memset(qrows + p * (sizeof(float) + d) + sizeof(float), gi % 2 ? 0x81 : 0x7f, d);
+                }
+                for (size_t g = 0; g < G; g++) {
+                    scales[g] = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(g * 9) - 20);
+                    for (size_t p = 0; p < w_stride; p++)
+                        w[g * w_stride + p] = (int16_t)(gi % 3 == 0 ? 32767 : (int)(test_rng_u32(&rng) % 65535) - 32767);
+                }
+                test_fill_normal(&rng, out0, G * d);
+                /* The definition: an exact integer sum, then one product and one add. */
+                for (size_t g = 0; g < G; g++) {
+                    for (size_t j = 0; j < d; j++) {
+                        int64_t acc = 0;
+                        for (size_t p = 0; p < n; p++)
+                            acc += (int64_t)w[g * w_stride + p] * ((const int8_t *)(qrows + p * (sizeof(float) + d) + sizeof(float)))[j];
+                        CHECK(acc >= INT32_MIN && acc <= INT32_MAX);
+                        want[g * d + j] = out0[g * d + j] + (float)(int32_t)acc * scales[g];
+                    }
+                }
+                for (size_t s = 0; s < sets.count; s++) {
+                    memcpy(got, out0, G * d * sizeof(float));
+                    got[G * d] = GAP_SENTINEL;
+                    sets.set[s]->weighted_sum_q8(G, n, d, w, w_stride, scales, qrows, got);
+                    CHECK(test_bits_equal(got, want, G * d));
+                    CHECK(got[G * d] == GAP_SENTINEL);
+                }
             }
         }
     }
     free(qrows);
-    free(rows);
+    free(w);
+    free(out0);
     free(want);
+    free(got);
 }
 
 /* ---- softmax and its exponential ---- */
@@ -1026,7 +1050,7 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(quantize_query_should_give_the_bytes_of_its_definition_at_every_dim),
           CASE(quantize_query_should_round_ties_to_even_at_scale_one),
           CASE(weighted_sum_f32_should_give_its_definition_bits_across_tiles),
-          CASE(widen_q8_should_give_codes_and_scales_bit_for_bit),
+          CASE(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length),
           CASE(softmax_should_give_its_definition_bits_in_every_row),
           CASE(softmax_merge_should_give_its_definition_bits_and_weights_that_normalise),
           CASE(scale_f32_should_give_scalar_bits_at_every_length),

@@ -26,6 +26,10 @@
 //    order (quantized rows Σ (π_p s_p) r_pj, times c_j, then the f32 rows,
 //    each added in row order), errs by u times the partial sums and the
 //    products; a dequantized row is off by 2u |v_pj|;
+//  - quantized values go to the library's integer sums with their weights
+//    w_p = π_p s_p as i16 codes, one scale per tile of rows: each weight is
+//    off by at most half a step, 2^-16 of the tile's largest weight, at most
+//    2^-16 max_p w_p; so out_j by that times c_j Σ_p |r_pj|;
 //  - subnormal results err by up to 2^-150 absolutely, whatever their size,
 //    and an exp below −87.3 is 0 in the library: a weight below 2^-125 may
 //    be lost outright.
@@ -81,6 +85,7 @@ export function referenceAttention(q, rows, d, keyField, valueField) {
   const subnormal = (3 * n + d) * TINY * Math.max(1, 127 * cMax);
   let valueScale = 0;
   for (const row of rows) for (const x of row.value.read) valueScale = Math.max(valueScale, Math.abs(x));
+  const coded = valueCodingBound(rows, probs, d, valueField);
 
   for (let j = 0; j < d; j++) {
     let outJ = 0;
@@ -93,7 +98,7 @@ export function referenceAttention(q, rows, d, keyField, valueField) {
     if (illConditioned) {
       let spread = 0;
       for (const row of rows) spread = Math.max(spread, Math.abs(row.value.read[j] - outJ));
-      outTol[j] = spread * (1 + 1e-6) + lost + subnormal;
+      outTol[j] = spread * (1 + 1e-6) + lost + subnormal + coded[j];
       continue;
     }
     let moved = common * Math.abs(outJ);
@@ -104,7 +109,7 @@ export function referenceAttention(q, rows, d, keyField, valueField) {
       if (rows[p].value.codes) dequantized += 2 * U * probs[p] * Math.abs(vpj);
     }
     const summed = sumRoundingBound(rows, probs, j, valueField);
-    outTol[j] = 2 * (moved + summed + dequantized) + lost + subnormal;
+    outTol[j] = 2 * (moved + summed + dequantized) + lost + subnormal + coded[j];
   }
   return { out, probs, outTol, probsTol, illConditioned, valueScale };
 }
@@ -129,6 +134,24 @@ function scores(q, rows, d, keyField) {
     }
     return { z: dot / sqrtD, error: error / sqrtD };
   });
+}
+
+// What the i16 coding of the quantized values' weights may cost out_j:
+// 2^-16 of the largest weight π_p s_p (every tile's step is at most that),
+// times c_j Σ_p |r_pj|, doubled for the weights' own f32 rounding.
+function valueCodingBound(rows, probs, d, valueField) {
+  const bound = new Float64Array(d);
+  let largest = 0;
+  for (let p = 0; p < rows.length; p++) {
+    if (rows[p].value.codes) largest = Math.max(largest, probs[p] * rows[p].value.scale);
+  }
+  if (largest === 0) return bound;
+  for (let j = 0; j < d; j++) {
+    let codes = 0;
+    for (const { value } of rows) if (value.codes) codes += Math.abs(value.codes[j]);
+    bound[j] = 2 * 2 ** -16 * largest * valueField[j] * codes;
+  }
+  return bound;
 }
 
 // u times what the library's f32 sum of out_j adds up, in its order: the
