@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
 import { LayerKvCache, setThreadLimit, threadCount } from '../js/index.js';
 import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, heap, lib } from '../js/runtime.js';
+import { relaxedNode } from '../scripts/toolchain.mjs';
 
 const NUM_KV_HEADS = 8;
 const NUM_Q_HEADS = 32;
@@ -27,6 +28,7 @@ const FILES = {
   naive: path('build-wasm/bench/naive-attend.wasm'),
   native: path('build/kvc_bench_native'),
   profile: path('build-wasm/bench/kernel-profile.js'),
+  relaxedProfile: path('build-relaxed/bench/kernel-profile.js'),
 };
 
 /** A fast generator of uniforms in [-1, 1): timing does not care about statistics. */
@@ -96,7 +98,7 @@ function readBandwidth(bytes) {
 
 // ---- the contenders: each gives a step() for one shape, and a cleanup
 
-function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
+export function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
   const cache = new LayerKvCache({ numKvHeads: NUM_KV_HEADS, headDim: d, mode });
   const chunk = 1024 * NUM_KV_HEADS * d;
   for (let at = 0; at < kRows.length; at += chunk) cache.appendBatch(kRows.subarray(at, at + chunk), vRows.subarray(at, at + chunk));
@@ -231,15 +233,24 @@ function nativeTimes(shapes, reps) {
   return times;
 }
 
-/** The kernels of one attention step timed apart, per shape (from bench/c/kernel_profile.c). */
-function kernelProfile(shapes) {
-  const run = spawnSync(process.execPath, [FILES.profile, ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
+/** The relaxed-SIMD build's times in Node 22 (bench/relaxed.mjs): { 'd:n': { f32, f32One, q8, q8One } }, or null. */
+function relaxedTimes(shapes, rounds) {
+  if (!existsSync(relaxedNode)) return null;
+  const script = fileURLToPath(new URL('./relaxed.mjs', import.meta.url));
+  const run = spawnSync(relaxedNode, [script, String(rounds), ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`relaxed.mjs failed: ${run.stderr}`);
+  return JSON.parse(run.stdout.trim().split('\n').at(-1));
+}
+
+/** The kernels of one attention step timed apart, per shape (from bench/c/kernel_profile.c), of a build. */
+function kernelProfile(shapes, file = FILES.profile, node = process.execPath) {
+  const run = spawnSync(node, [file, ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`kernel-profile failed: ${run.stderr}`);
   return run.stdout.trim().split('\n').map((line) => JSON.parse(line));
 }
 
 /** Best time of each contender over `rounds` rounds, the contenders interleaved so that machine noise hits all alike. */
-async function race(contenders, rounds) {
+export async function race(contenders, rounds) {
   const best = Object.fromEntries(Object.keys(contenders).map((name) => [name, Infinity]));
   for (const contender of Object.values(contenders)) await contender.step(); // warm: JIT tiers, caches
   for (let round = 0; round < rounds; round++) {
@@ -291,6 +302,7 @@ export async function run({ quick = false } = {}) {
   const onnx = await onnxSession(64);
   const onnx128 = quick ? null : await onnxSession(128);
   const onnxAll = cores > 1 ? onnxThreadedTimes(cores, shapes, rounds) : null;
+  const relaxed = relaxedTimes(shapes, rounds);
   const native = nativeTimes(shapes, quick ? 2 : 5);
 
   const rows = [];
@@ -319,11 +331,15 @@ export async function run({ quick = false } = {}) {
       f32One: ms.f32One, q8One: ms.q8One,
       scalar: ms.scalar, nativeF32: nativeMs('f32'), nativeQ8: nativeMs('q8'),
       naive: ms.naive, js: ms.js, onnx: ms.onnx, onnxAll: onnxAll?.[`${d}:${n}`] ?? null,
+      relaxed: relaxed?.[`${d}:${n}`] ?? {},
     });
   }
 
   const profileShapes = quick ? [[64, 1024]] : [[128, 1024], [128, 32768]];
-  const profile = kernelProfile(profileShapes);
+  const profile = kernelProfile(profileShapes).map((p) => ({ ...p, build: 'SIMD128' }));
+  if (existsSync(relaxedNode) && existsSync(FILES.relaxedProfile)) {
+    profile.push(...kernelProfile(profileShapes, FILES.relaxedProfile, relaxedNode).map((p) => ({ ...p, build: 'relaxed' })));
+  }
   const gbs = (bytes, ms) => bytes / ms / 1e6;
   const ratio = (a, b) => (a && b ? a / b : null);
   const best = (...times) => Math.min(...times.filter((x) => x !== null));
@@ -355,15 +371,25 @@ export async function run({ quick = false } = {}) {
       notes: ['"f32 ÷ f32 1t" is the scaling with threads (0.5 on two cores is linear). Ratios above 1 in "best onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster (best onnx: its faster thread count per shape); "… ÷ floor" is how far from streaming speed on all threads.'],
     },
     {
+      name: 'attention-relaxed',
+      title: 'Decode attention, the relaxed-SIMD build beside the SIMD128 one: ms per step and ratios',
+      columns: ['head_dim', 'n', 'f32 1t', 'relaxed f32 1t', 'f32', 'relaxed f32', 'q8 1t', 'relaxed q8 1t', 'q8', 'relaxed q8',
+        'relaxed f32 ÷ q8', 'relaxed f32 ÷ floor', 'best onnx ÷ relaxed q8', 'SIMD128 1t f32 ÷ q8'],
+      rows: rows.map((r) => [r.d, r.n, r.f32One, r.relaxed.f32One, r.f32, r.relaxed.f32, r.q8One, r.relaxed.q8One, r.q8, r.relaxed.q8,
+        ratio(r.relaxed.f32, r.relaxed.q8), ratio(r.relaxed.f32, r.floor), ratio(best(r.onnx, r.onnxAll), r.relaxed.q8), ratio(r.f32One, r.q8One)]),
+      notes: [relaxed ? `The relaxed build runs in Node 22 (Node 20 has no relaxed SIMD), in a process of its own on the same data; ${threads} threads unless "1t". Its f32 kernels use the fused multiply-add; its int8 ones are the SIMD128 build's.`
+        : `The relaxed build did not run: no Node 22 at ${relaxedNode}.`],
+    },
+    {
       name: 'attention-profile',
-      title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, SIMD128)',
-      columns: ['head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (widen + sum)', 'floor f32 1t', 'floor q8 1t'],
+      title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, one thread)',
+      columns: ['build', 'head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (i16 weights)', 'floor f32 1t', 'floor q8 1t'],
       rows: profile.map((p) => {
         const shape = rows.find((r) => r.d === p.d && r.n === p.n);
-        return [p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floorOne ?? null,
+        return [p.build, p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floorOne ?? null,
           shape ? shape.floorOne * shape.q8Bytes / shape.f32Bytes : null];
       }),
-      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run the hi and lo i16 code vectors of each query (see include/kvcache.h).'],
+      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run the hi and lo i16 code vectors of each query, q8 values their weights as i16 codes against the int8 rows (see src/core/segment.c). The relaxed build runs in Node 22.'],
     },
   ];
 }

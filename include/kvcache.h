@@ -116,8 +116,10 @@ const char *kvc_status_name(kvc_status status);
 const char *kvc_version(void);
 
 /* kvc_kernel_isa():
- * @return : the name of the kernel set this build runs: "wasm-simd128" or
- *           "scalar".  Lets a test or a user check that SIMD is in use. */
+ * @return : the name of the kernel set this build runs: "wasm-relaxed-simd"
+ *           (the relaxed-SIMD module: fused multiply-adds in the f32 dot
+ *           products and weighted sums), "wasm-simd128" or "scalar".  Lets a
+ *           test or a user check which is in use. */
 const char *kvc_kernel_isa(void);
 
 /* Threads.

@@ -21,6 +21,10 @@ export interface InitOptions {
   /** The module's bytes, or where to fetch them. Default: ../dist/kvcache.wasm next to this file; in a Worker
    * (the "workerd" and "worker" export conditions), that file imported as a module, compiled at deploy time. */
   wasm?: BufferSource | URL | string | Response;
+  /** Which build to load: 'wasm-relaxed-simd' (fused multiply-add; the default where the engine runs relaxed SIMD as
+   * the standard says, checked by a probe) or 'wasm-simd128' (every engine; the default elsewhere, and in the Worker
+   * entry, where the probe cannot compile). Not with `module` or `wasm`. */
+  isa?: 'wasm-simd128' | 'wasm-relaxed-simd';
   /** Threads calls run on, the calling one included: 1 to 64. Default: one per core (up to 8) where workers and
    * shared memory exist (Node, Deno, Bun, cross-origin isolated pages), else 1. An explicit count that cannot
    * run rejects, naming why. */
@@ -53,7 +57,7 @@ export function setThreadLimit(limit: number): void;
  * alive, so this is for releasing them early, not a duty. */
 export function shutdown(): Promise<void>;
 
-/** The kernel set the module runs: "wasm-simd128" for the SIMD build. */
+/** The kernel set the module runs: "wasm-relaxed-simd" or "wasm-simd128". */
 export function kernelIsa(): string;
 /** The C library's version. */
 export function version(): string;

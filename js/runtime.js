@@ -21,7 +21,7 @@ let initPromise = null;
  * other call needs it first. Resolves once; later calls (their options
  * checked, then ignored) return the same promise.
  * @param {{ module?: WebAssembly.Module, wasm?: BufferSource | URL | string | Response,
- *           threads?: number, maxMemory?: number }} [options]
+ *           isa?: 'wasm-simd128' | 'wasm-relaxed-simd', threads?: number, maxMemory?: number }} [options]
  */
 export function init(options = {}) {
   if (options === null || typeof options !== 'object') {
@@ -32,6 +32,7 @@ export function init(options = {}) {
   try {
     threads = checkThreads(options.threads);
     maximumPages = checkMaxMemory(options.maxMemory);
+    checkIsa(options);
   } catch (error) {
     return Promise.reject(error); // checked on every call, loaded or not
   }
@@ -52,15 +53,66 @@ async function load(options, threads, maximumPages) {
 }
 
 /**
- * init() for an entry that imports the compiled module itself (a Worker:
+ * init() for an entry that imports the compiled modules itself (a Worker:
  * workerd and wrangler compile wasm at deploy time and refuse to compile
- * bytes at run time): loads `module` unless the options name a module or bytes.
+ * bytes at run time, so the relaxed-SIMD probe cannot run there): loads the
+ * baseline module, or the relaxed one with { isa: 'wasm-relaxed-simd' },
+ * unless the options name a module or bytes.
  */
-export function initWithModule(module, options = {}) {
+export function initWithModules(modules, options = {}) {
   if (options === null || typeof options !== 'object' || options.module !== undefined || options.wasm !== undefined) {
     return init(options);
   }
-  return init({ ...options, module });
+  const { isa, ...rest } = options;
+  if (isa !== undefined && !ISAS.includes(isa)) return init(options); // init names the bad value
+  return init({ ...rest, module: isa === 'wasm-relaxed-simd' ? modules.relaxed : modules.baseline });
+}
+
+// The two builds of the module: SIMD128 (every engine with wasm SIMD) and
+// relaxed SIMD (fused multiply-add), next to this file.
+const ISAS = ['wasm-simd128', 'wasm-relaxed-simd'];
+const BUILDS = { 'wasm-simd128': '../dist/kvcache.wasm', 'wasm-relaxed-simd': '../dist/kvcache-relaxed.wasm' };
+
+function checkIsa(options) {
+  const { isa } = options;
+  if (isa === undefined) return;
+  if (!ISAS.includes(isa)) {
+    throw new RangeError(`init: options.isa must be ${ISAS.map((x) => `'${x}'`).join(' or ')} (got ${typeof isa === 'string' ? JSON.stringify(isa) : String(isa)})`);
+  }
+  if (options.module !== undefined || options.wasm !== undefined) {
+    throw new TypeError('init: options.isa picks the package\'s own file; it does not go with options.module or options.wasm');
+  }
+}
+
+// A module of one function: i32x4.relaxed_dot_i8x16_i7x16_add_s of sixteen
+// -3s by sixteen 2s, plus 0, lane 0 -- -24 where relaxed SIMD is what the
+// standard says for 7-bit operands.  (Node 20's experimental flag accepts
+// the opcode and answers -48.)
+const RELAXED_PROBE = new Uint8Array([
+  0, 0x61, 0x73, 0x6d, 1, 0, 0, 0, // magic, version
+  1, 5, 1, 0x60, 0, 1, 0x7f, // type: [] -> [i32]
+  3, 2, 1, 0, // one function
+  7, 5, 1, 1, 0x70, 0, 0, // export "p"
+  0x0a, 0x40, 1, 0x3e, 0, // code: one body of 62 bytes, no locals
+  0xfd, 0x0c, ...new Array(16).fill(0xfd), // v128.const i8x16 -3 ...
+  0xfd, 0x0c, ...new Array(16).fill(2), // v128.const i8x16 2 ...
+  0xfd, 0x0c, ...new Array(16).fill(0), // v128.const 0
+  0xfd, 0x93, 0x02, // i32x4.relaxed_dot_i8x16_i7x16_add_s
+  0xfd, 0x1b, 0, // i32x4.extract_lane 0
+  0x0b,
+]);
+
+/**
+ * True when the engine runs relaxed SIMD and computes what the kernels
+ * expect (`wasmApi`: WebAssembly, or a stand-in in tests).
+ */
+export function relaxedSimdWorks(wasmApi = WebAssembly) {
+  try {
+    if (!wasmApi.validate(RELAXED_PROBE)) return false;
+    return new wasmApi.Instance(new wasmApi.Module(RELAXED_PROBE)).exports.p() === -24;
+  } catch {
+    return false;
+  }
 }
 
 function checkMaxMemory(maxMemory) {
@@ -105,7 +157,7 @@ async function instantiate(options, maximumPages) {
     }
     source = options.module;
   } else {
-    source = options.wasm ?? new URL('../dist/kvcache.wasm', import.meta.url);
+    source = options.wasm ?? new URL(BUILDS[pickIsa(options.isa)], import.meta.url);
     if (typeof source === 'string') source = new URL(source, import.meta.url);
     if (source instanceof URL) source = await fetchWasm(source);
     const isResponse = typeof Response !== 'undefined' && source instanceof Response;
@@ -129,6 +181,14 @@ async function instantiate(options, maximumPages) {
   }
   const instance = await WebAssembly.instantiate(module, importsFor(memory));
   return { module, instance, memory };
+}
+
+// The build init() loads: the one asked for, else relaxed where it works.
+function pickIsa(isa) {
+  if (isa === 'wasm-relaxed-simd' && !relaxedSimdWorks()) {
+    throw new Error('init: options.isa is \'wasm-relaxed-simd\' but this engine has no relaxed SIMD, or computes it differently from the standard');
+  }
+  return isa ?? (relaxedSimdWorks() ? 'wasm-relaxed-simd' : 'wasm-simd128');
 }
 
 async function fetchWasm(url) {

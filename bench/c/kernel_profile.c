@@ -42,9 +42,9 @@ static int profile(size_t d, size_t n) {
     uint8_t *qrows = malloc(NUM_KV_HEADS * n * row_bytes);
     float *q = malloc(G * d * sizeof(float)), *z = malloc(2 * G * n * sizeof(float));
     float *out = malloc(G * d * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
-    int16_t *q16 = malloc(2 * G * d * sizeof(int16_t));
+    uint8_t *q_codes = malloc(G * KVC_QUERY_CODE_BYTES(d));
     float q_scales[2 * GROUP];
-    if (!keys || !values || !qrows || !q || !z || !out || !tile_w || !q16) return 1;
+    if (!keys || !values || !qrows || !q || !z || !out || !tile_w || !q_codes) return 1;
     unsigned state = 7;
     for (size_t i = 0; i < NUM_KV_HEADS * n * d; i++) {
         keys[i] = uniform(&state);
@@ -56,7 +56,14 @@ static int profile(size_t d, size_t n) {
         memcpy(qrows + p * row_bytes, &scale, sizeof scale);
     }
     for (size_t i = 0; i < G * d; i++) q[i] = uniform(&state);
-    for (size_t g = 0; g < 2 * G; g++) q_scales[g] = k->quantize_query(d, q + (g % G) * d, q16 + g * d);
+    /* The queries coded as this build's set codes them (at a scale below 1, as attend does). */
+    float *q_work = malloc(d * sizeof(float));
+    if (!q_work) return 1;
+    for (size_t g = 0; g < G; g++) {
+        for (size_t j = 0; j < d; j++) q_work[j] = q[g * d + j] / 2;
+        k->code_query(d, q_work, q_codes + g * KVC_QUERY_CODE_BYTES(d), q_scales + 2 * g);
+    }
+    free(q_work);
     const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
     float w_scales[GROUP];
@@ -68,8 +75,8 @@ static int profile(size_t d, size_t n) {
     BEST(softmax, k->softmax(G, n, z, n, maxes, sums));
     BEST(values_f32, (memset(out, 0, G * d * sizeof(float)),
                       k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
-    /* q8 keys: the hi and lo code vectors of every query, as attend does. */
-    BEST(scores_q8, k->scores_q8(2 * G, n, d, q16, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
+    /* q8 keys: every query's codes (SIMD128: hi and lo; relaxed: 21-bit digits), as attend does. */
+    BEST(scores_q8, k->scores_q8(G, n, d, q_codes, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
     /* q8 values: each tile's weights as i16 codes, then the integer sums (as attend does). */
     BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
         const size_t rows = n - first < tile_rows ? n - first : tile_rows;
@@ -84,11 +91,13 @@ static int profile(size_t d, size_t n) {
            "\"scores_q8\":%.4f,\"values_q8\":%.4f}\n",
            d, n, scores_f32, softmax, values_f32, scores_q8, values_q8);
     free(keys), free(values), free(qrows), free(q), free(z), free(out);
-    free(tile_w), free(q16), free(w16);
+    free(tile_w), free(q_codes), free(w16);
     return 0;
 }
 
-int main(int argc, char **argv) {
+/* Exported as "main" by name: clang 15+ would call main(argc, argv)
+ * __main_argc_argv, which emcc 3.1.6 never calls (the relaxed build). */
+__attribute__((export_name("main"), used)) int kvc_profile_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         size_t d, n;
         if (sscanf(argv[i], "%zu:%zu", &d, &n) != 2 || profile(d, n) != 0) return 1;

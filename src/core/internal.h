@@ -126,10 +126,10 @@ typedef struct kvc_rows_view {
     const float *field; /* the field of the quantized rows (NULL when none) */
 } kvc_rows_view;
 
-/* The queries of a call, with their i16 codes for quantized keys. */
+/* The queries of a call, with their codes for quantized keys. */
 typedef struct kvc_queries {
     const float *q;     /* [count x d] */
-    int16_t *codes;     /* [2 count x d]: hi, lo of query 0, hi, lo of query 1, ... */
+    uint8_t *codes;     /* [count x KVC_QUERY_CODE_BYTES(d)]: as the kernel set's code_query makes them */
     float *code_scales; /* [2 count] */
 } kvc_queries;
 
@@ -138,7 +138,7 @@ typedef struct kvc_scratch {
     float *z;              /* [G x KVC_SEGMENT_ROWS]: scores that have no place of their own */
     int16_t *tile_w16;     /* [2G x tile_rows]: value weights as i16 codes, hi then lo */
     float *tile_w_scales;  /* [2G]: their scales */
-    float *tile_w;         /* [2G x tile_rows]: value weights, or the hi and lo scores */
+    float *tile_w;         /* [G x tile_rows]: value weights */
     float *tile_scales;    /* [tile_rows]: the value rows' scales */
     float *out;         /* [G x d] */
     float *max, *sum;   /* [G] */

@@ -20,8 +20,8 @@
 #include "internal.h"
 #include "../kernels/q8-rows.h"
 
-/* Quantized rows per tile: about 32 KiB of key rows for the hi and lo
- * scores, and within what an i32 sums exactly for the value rows. */
+/* Quantized value rows per tile: about 32 KiB of them, and within what an
+ * i32 sums exactly. */
 static size_t value_tile_rows(size_t d) {
     const size_t rows = 32768 / (d + sizeof(float));
     return rows < 8 ? 8 : rows > KVC_Q8_SUM_ROWS ? KVC_Q8_SUM_ROWS : rows;
@@ -39,7 +39,7 @@ static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     sizes[0] = round_up16(G * KVC_SEGMENT_ROWS * sizeof(float)); /* z */
     sizes[1] = round_up16(2 * G * tile_rows * sizeof(int16_t));  /* tile_w16 */
     sizes[2] = round_up16(2 * G * sizeof(float));                /* tile_w_scales */
-    sizes[3] = round_up16(2 * G * tile_rows * sizeof(float));    /* tile_w */
+    sizes[3] = round_up16(G * tile_rows * sizeof(float));        /* tile_w */
     sizes[4] = round_up16(tile_rows * sizeof(float));            /* tile_scales */
     sizes[5] = round_up16(G * d * sizeof(float));                /* out */
     sizes[6] = round_up16(G * sizeof(float));                    /* max */
@@ -74,7 +74,7 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
 }
 
 size_t kvc_queries_bytes(size_t count, size_t d) {
-    return round_up16(2 * count * d * sizeof(int16_t)) + round_up16(2 * count * sizeof(float)) +
+    return round_up16(count * KVC_QUERY_CODE_BYTES(d)) + round_up16(2 * count * sizeof(float)) +
            round_up16(2 * d * sizeof(float));
 }
 
@@ -106,15 +106,9 @@ static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
     for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
 }
 
-/* For quantized keys, each query q goes to the integer dots as q~ = q * c_K
- * in two i16 code vectors with a scale each: hi, its codes, and lo, the
- * codes of what hi leaves (q~ - hi * s_hi in f32).  One vector alone is off
- * by up to s_hi / 2 = max|q~| / 65534 a channel, which costs more than the
- * 1e-3 the design allows when q~ has outlier channels and attention is
- * peaky (tests/c/test_attend.c measured 4.2e-3); hi and lo together are off
- * by about 2^-24 max|q~| (the f32 rounding of hi * s_hi; the subtraction is
- * exact, and lo's own step is 2^-17 smaller).  They are stored hi, lo, hi,
- * lo, ... so that any run of queries is one run of code vectors.
+/* For quantized keys, each query q goes to the integer dots as q~ = q * c_K,
+ * coded by the kernel set (code_query: two i16 vectors in the SIMD128 set,
+ * a 21-bit code in the relaxed one) with its scales.
  *
  * q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and the
  * code scales are taken back by the same power: the codes are q~'s own, but
@@ -129,8 +123,8 @@ void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
     const kvc_kernels *kernels = kvc_kernels_active();
     uint8_t *at = block;
     queries->q = q;
-    queries->codes = (int16_t *)at;
-    at += round_up16(2 * count * d * sizeof(int16_t));
+    queries->codes = at;
+    at += round_up16(count * KVC_QUERY_CODE_BYTES(d));
     queries->code_scales = (float *)at;
     at += round_up16(2 * count * sizeof(float));
     float *field = (float *)at, *q_field = field + d;
@@ -138,17 +132,15 @@ void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
     const int e_field = exponent_of_max(keys->field, d);
     scale_by_pow2(field, keys->field, d, e_field);
     for (size_t g = 0; g < count; g++) {
-        int16_t *hi = queries->codes + 2 * g * d, *lo = hi + d;
         const int e_q = exponent_of_max(q + g * d, d);
         scale_by_pow2(q_field, q + g * d, d, e_q);
         kernels->mul_f32(d, q_field, field, q_field);
         const int e = exponent_of_max(q_field, d);
         scale_by_pow2(q_field, q_field, d, e);
-        const int e_total = e_q + e_field + e;
-        const float s_hi = kernels->quantize_query(d, q_field, hi);
-        for (size_t j = 0; j < d; j++) q_field[j] = q_field[j] - (float)hi[j] * s_hi;
-        queries->code_scales[2 * g] = ldexpf(s_hi, e_total);
-        queries->code_scales[2 * g + 1] = ldexpf(kernels->quantize_query(d, q_field, lo), e_total);
+        float *scales = queries->code_scales + 2 * g;
+        kernels->code_query(d, q_field, queries->codes + g * KVC_QUERY_CODE_BYTES(d), scales);
+        scales[0] = ldexpf(scales[0], e_q + e_field + e);
+        scales[1] = ldexpf(scales[1], e_q + e_field + e);
     }
 }
 
@@ -164,25 +156,6 @@ static kvc_rows_view slice_of(const kvc_rows_view *view, size_t d, size_t first,
                                                       kvc_q8_row_bytes(d)
                                   : NULL;
     return slice;
-}
-
-/* z[g][p] = s_p <q~_g, r_p> / sqrt_d over quantized key rows: hi and lo
- * through one scores_q8 call as 2G code vectors, a tile of rows at a time,
- * and z = hi score + lo score -- each (query, row) the same way whatever G
- * and the tiling. */
-static void score_quantized_keys(const kvc_kernels *kernels, size_t G, const int16_t *codes,
-                                 const float *code_scales, const kvc_rows_view *keys, size_t d,
-                                 float sqrt_d, float *z, size_t z_stride, kvc_scratch *scratch) {
-    const size_t row_bytes = kvc_q8_row_bytes(d), tile = scratch->tile_rows;
-    for (size_t first = 0; first < keys->qrows_len; first += tile) {
-        const size_t rows = keys->qrows_len - first < tile ? keys->qrows_len - first : tile;
-        kernels->scores_q8(2 * G, rows, d, codes, code_scales, keys->qrows + first * row_bytes,
-                           sqrt_d, scratch->tile_w, tile);
-        for (size_t g = 0; g < G; g++) {
-            const float *hi_z = scratch->tile_w + 2 * g * tile, *lo_z = hi_z + tile;
-            for (size_t t = 0; t < rows; t++) z[g * z_stride + first + t] = hi_z[t] + lo_z[t];
-        }
-    }
 }
 
 /* The row scales of a tile vary by more than this factor: its weights need
@@ -255,9 +228,9 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     kernels->scores_f32(G, k.rows_len, d, queries->q + first_query * d, k.rows, sqrt_d, z,
                         z_stride);
     if (k.qrows_len) {
-        score_quantized_keys(kernels, G, queries->codes + 2 * first_query * d,
-                             queries->code_scales + 2 * first_query, &k, d, sqrt_d,
-                             z + k.rows_len, z_stride, scratch);
+        kernels->scores_q8(G, k.qrows_len, d, queries->codes + first_query * KVC_QUERY_CODE_BYTES(d),
+                           queries->code_scales + 2 * first_query, k.qrows, sqrt_d, z + k.rows_len,
+                           z_stride);
     }
     kernels->softmax(G, count, z, z_stride, scratch->max, scratch->sum);
     memset(out, 0, G * d * sizeof(float));

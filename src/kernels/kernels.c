@@ -15,8 +15,21 @@ const kvc_kernels kvc_kernels_wasmsimd = {
 };
 #endif
 
+#if defined(__wasm_relaxed_simd__)
+/* The SIMD128 table with the relaxed kernels in place of theirs. */
+#pragma clang diagnostic ignored "-Winitializer-overrides"
+const kvc_kernels kvc_kernels_wasmrelaxed = {
+    .isa = "wasm-relaxed-simd",
+    KVC_KERNEL_OPS(KVC_WASMSIMD_ENTRY)
+    .scores_f32 = kvc_scores_f32__wasmrelaxed,
+    .weighted_sum_f32 = kvc_weighted_sum_f32__wasmrelaxed,
+};
+#endif
+
 const kvc_kernels *kvc_kernels_active(void) {
-#if defined(__wasm_simd128__)
+#if defined(__wasm_relaxed_simd__)
+    return &kvc_kernels_wasmrelaxed;
+#elif defined(__wasm_simd128__)
     return &kvc_kernels_wasmsimd;
 #else
     return &kvc_kernels_scalar;

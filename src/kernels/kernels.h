@@ -2,7 +2,8 @@
  * kernels.h -- the inner loops of the cache, behind one table.
  *
  * Every operation has a portable scalar version (the reference, also the one
- * native builds run) and a wasm SIMD128 version.  The core reaches them only
+ * native builds run) and a wasm SIMD128 version; the relaxed-SIMD build
+ * replaces two of them.  The core reaches them only
  * through kvc_kernels_active(); nothing outside this directory knows which
  * set runs.  Kernels know nothing of caches: they see plain arrays.
  *
@@ -44,13 +45,21 @@
  * so a group gives every query its single-query scores bit for bit. */
 typedef void kvc_scores_f32_fn(size_t G, size_t n, size_t d, const float *q, const float *keys,
                                float sqrt_d, float *z, size_t z_stride);
-/* The same against n quantized rows (each a 4-byte scale s_p, then d codes),
- * the queries given as i16 codes with one scale each (quantize_query):
- *   z = (s_p * ((float)dot * q_scale_g)) / sqrt_d,   dot = sum_j q16[j] * code[j],
- * the dot summed exactly in i32 over blocks of KVC_Q8_DOT_BLOCK channels and
- * the blocks added in f32 in order: the same bits from every kernel set. */
-typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const int16_t *q16,
-                              const float *q_scales, const uint8_t *qrows, float sqrt_d, float *z,
+/* A query for the q8 key path, x (q * c_K at a power-of-two scale; x is
+ * overwritten), coded as its set's scores_q8 reads it: KVC_QUERY_CODE_BYTES(d)
+ * bytes of codes and two scales -- two i16 code vectors, hi and lo
+ * (code-query-hilo.h), the same bytes from every set. */
+typedef void kvc_code_query_fn(size_t d, float *x, uint8_t *codes, float *scales);
+#define KVC_QUERY_CODE_BYTES(d) (4 * (d))
+/* Attention scores of G coded queries (query g's codes at codes + g *
+ * KVC_QUERY_CODE_BYTES(d), scales at scales + 2g) against n quantized rows
+ * (each a 4-byte scale s_p, then d codes), to z[g * z_stride + p]:
+ * z = hi_z + lo_z, each (s_p * ((float)dot * scale)) / sqrt_d with
+ * dot = sum_j code[j] * row_code[j] summed exactly in i32 over blocks of
+ * KVC_Q8_DOT_BLOCK channels, the blocks added in f32 in order: the same bits
+ * from every kernel set. */
+typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const uint8_t *codes,
+                              const float *scales, const uint8_t *qrows, float sqrt_d, float *z,
                               size_t z_stride);
 /* i16 codes of a query: s = max(max|x| / 32767, floor),
  * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s. */
@@ -110,6 +119,7 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
 #define KVC_KERNEL_OPS(X) \
     X(scores_f32)         \
     X(scores_q8)          \
+    X(code_query)         \
     X(quantize_query)     \
     X(weighted_sum_f32)   \
     X(weighted_sum_q8)    \
@@ -130,8 +140,10 @@ typedef struct kvc_kernels {
 } kvc_kernels;
 #undef KVC_KERNEL_MEMBER
 
-/* The set this build runs: wasm SIMD128 when compiled for it, else scalar. */
+/* The set this build runs: wasm relaxed SIMD or SIMD128 when compiled for
+ * it, else scalar. */
 const kvc_kernels *kvc_kernels_active(void);
+
 
 /* The individual sets, for the tests that hold them against each other.
  * Implementations are named kvc_<op>__<isa>, one file each: <op>-<isa>.c. */
@@ -145,6 +157,18 @@ extern const kvc_kernels kvc_kernels_scalar;
 KVC_KERNEL_OPS(KVC_KERNEL_DECLARE_WASMSIMD)
 #undef KVC_KERNEL_DECLARE_WASMSIMD
 extern const kvc_kernels kvc_kernels_wasmsimd;
+#endif
+
+/* The relaxed-SIMD set (KVC_RELAXED_SIMD builds): the SIMD128 set but for
+ * the f32 dot products and weighted sums, with a fused multiply-add.  (Its
+ * i8 x i7 dot product scored int8 keys slower than the SIMD128 set's i16
+ * one here: four 7-bit digits of a query, as its precision needs, cost more
+ * instructions than hi and lo -- the closing note of issue 12 has the
+ * profile.) */
+#if defined(__wasm_relaxed_simd__)
+kvc_scores_f32_fn kvc_scores_f32__wasmrelaxed;
+kvc_weighted_sum_f32_fn kvc_weighted_sum_f32__wasmrelaxed;
+extern const kvc_kernels kvc_kernels_wasmrelaxed;
 #endif
 
 #endif /* KVC_KERNELS_H */

@@ -26,7 +26,12 @@ static v128_t padded_tail(const float *x, size_t count) {
     return wasm_v128_load(tail);
 }
 
+/* The multiply-add of every lane: mul then add here; the relaxed-SIMD set
+ * compiles this file again with a fused one (scores-f32-wasmrelaxed.c). */
+#ifndef MAC
 #define MAC(acc, a, b) acc = wasm_f32x4_add(acc, wasm_f32x4_mul(a, b))
+#define KVC_SCORES_F32_NAME kvc_scores_f32__wasmsimd
+#endif
 
 /* Lane qi * NR + r: (q[qi] . k[r]) / sqrt_d, for a block of NQ x NR <= 4. */
 #define DOT_BLOCK(NQ, NR)                                                                    \
@@ -81,7 +86,7 @@ static void scatter(v128_t v, size_t count, float *dst, size_t stride) {
     for (size_t i = 0; i < count; i++) dst[i * stride] = lanes[i];
 }
 
-void kvc_scores_f32__wasmsimd(size_t G, size_t n, size_t d, const float *q, const float *keys,
+void KVC_SCORES_F32_NAME(size_t G, size_t n, size_t d, const float *q, const float *keys,
                               float sqrt_d, float *z, size_t z_stride) {
     const v128_t divisor = wasm_f32x4_splat(sqrt_d);
     size_t g = 0;

@@ -1,22 +1,30 @@
 #include "kernels.h"
 #include "q8-rows.h"
 
-void kvc_scores_q8__scalar(size_t G, size_t n, size_t d, const int16_t *q16,
-                           const float *q_scales, const uint8_t *qrows, float sqrt_d, float *z,
-                           size_t z_stride) {
+/* sum_j q16[j] * codes[j], exact in i32 within blocks of KVC_Q8_DOT_BLOCK
+ * channels, the blocks added in f32 in order. */
+static float block_dot(size_t d, const int16_t *q16, const int8_t *codes) {
+    float dot = 0.0f;
+    for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
+        const size_t end = block + KVC_Q8_DOT_BLOCK < d ? block + KVC_Q8_DOT_BLOCK : d;
+        int32_t sum = 0;
+        for (size_t j = block; j < end; j++) sum += (int32_t)q16[j] * codes[j];
+        dot += (float)sum;
+    }
+    return dot;
+}
+
+void kvc_scores_q8__scalar(size_t G, size_t n, size_t d, const uint8_t *codes, const float *scales,
+                           const uint8_t *qrows, float sqrt_d, float *z, size_t z_stride) {
     const size_t stride = kvc_q8_row_bytes(d);
     for (size_t g = 0; g < G; g++) {
+        const int16_t *hi = (const int16_t *)(codes + g * KVC_QUERY_CODE_BYTES(d)), *lo = hi + d;
         for (size_t p = 0; p < n; p++) {
             const uint8_t *qrow = qrows + p * stride;
-            const int8_t *codes = kvc_q8_row_codes(qrow);
-            float dot = 0.0f;
-            for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
-                const size_t end = block + KVC_Q8_DOT_BLOCK < d ? block + KVC_Q8_DOT_BLOCK : d;
-                int32_t sum = 0;
-                for (size_t j = block; j < end; j++) sum += (int32_t)q16[g * d + j] * codes[j];
-                dot += (float)sum;
-            }
-            z[g * z_stride + p] = (kvc_q8_row_scale(qrow) * (dot * q_scales[g])) / sqrt_d;
+            const float s = kvc_q8_row_scale(qrow);
+            const float hi_z = (s * (block_dot(d, hi, kvc_q8_row_codes(qrow)) * scales[2 * g])) / sqrt_d;
+            const float lo_z = (s * (block_dot(d, lo, kvc_q8_row_codes(qrow)) * scales[2 * g + 1])) / sqrt_d;
+            z[g * z_stride + p] = hi_z + lo_z;
         }
     }
 }

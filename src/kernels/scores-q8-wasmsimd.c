@@ -9,7 +9,7 @@
  * products per instruction, summed exactly in i32 within a block of
  * KVC_Q8_DOT_BLOCK channels.  Integer sums do not depend on their order, so
  * these are the scalar kernel's bits.  Each row's codes are widened once and
- * used by up to eight queries (four heads' hi and lo code vectors).
+ * used by up to eight code vectors (four queries' hi and lo).
  */
 
 /* Lane i of the result: the sum of the four lanes of v[i] (exact: integers). */
@@ -50,47 +50,46 @@ static void block_dots(size_t nq, const int16_t *const *q16, const int8_t *codes
     }
 }
 
-/* (s_p * (dot * q_scale)) / sqrt_d for four lanes, each to its query's row of z. */
-static void store_scores(v128_t dots, v128_t q_scale, v128_t row_scale, v128_t divisor, size_t count,
-                         float *z, size_t z_stride) {
-    float lanes[4];
-    wasm_v128_store(lanes, wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots, q_scale)), divisor));
-    for (size_t qi = 0; qi < count; qi++) z[qi * z_stride] = lanes[qi];
-}
-
-void kvc_scores_q8__wasmsimd(size_t G, size_t n, size_t d, const int16_t *q16,
-                             const float *q_scales, const uint8_t *qrows, float sqrt_d, float *z,
+void kvc_scores_q8__wasmsimd(size_t G, size_t n, size_t d, const uint8_t *codes,
+                             const float *scales, const uint8_t *qrows, float sqrt_d, float *z,
                              size_t z_stride) {
     const size_t stride = kvc_q8_row_bytes(d);
     const v128_t divisor = wasm_f32x4_splat(sqrt_d);
-    /* Up to eight queries per pass over the rows: each row's codes are
-     * loaded and widened once for all of them. */
-    for (size_t g = 0; g < G; g += 8) {
-        const size_t nq = G - g < 8 ? G - g : 8;
+    /* Up to four queries per pass over the rows, their hi and lo code
+     * vectors in lanes 0..3 and 4..7: each row's codes are loaded and
+     * widened once for all eight. */
+    for (size_t g = 0; g < G; g += 4) {
+        const size_t nq = G - g < 4 ? G - g : 4;
         const int16_t *qs[8];
-        float scales[8] = {0.0f};
+        float hi_scales[4] = {0.0f}, lo_scales[4] = {0.0f};
         for (size_t qi = 0; qi < nq; qi++) {
-            qs[qi] = q16 + (g + qi) * d;
-            scales[qi] = q_scales[g + qi];
+            qs[qi] = (const int16_t *)(codes + (g + qi) * KVC_QUERY_CODE_BYTES(d));
+            qs[4 + qi] = qs[qi] + d;
+            hi_scales[qi] = scales[2 * (g + qi)];
+            lo_scales[qi] = scales[2 * (g + qi) + 1];
         }
-        const v128_t q_scale_lo = wasm_v128_load(scales), q_scale_hi = wasm_v128_load(scales + 4);
+        const v128_t hi_scale = wasm_v128_load(hi_scales), lo_scale = wasm_v128_load(lo_scales);
         const uint8_t *qrow = qrows;
         for (size_t p = 0; p < n; p++, qrow += stride) {
-            const int8_t *codes = kvc_q8_row_codes(qrow);
-            /* Lane qi of dots[0] (queries 0..3) and dots[1] (4..7): the dot, block by block. */
+            const int8_t *row_codes = kvc_q8_row_codes(qrow);
+            /* Lane qi of dots[0] (hi) and dots[1] (lo): the dot, block by block. */
             v128_t dots[2] = {wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f)};
             for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
                 const size_t end = block + KVC_Q8_DOT_BLOCK < d ? block + KVC_Q8_DOT_BLOCK : d;
                 v128_t acc[8];
                 for (int qi = 0; qi < 8; qi++) acc[qi] = wasm_i32x4_const_splat(0);
-                block_dots(nq, qs, codes, block, end, acc);
+                block_dots(nq, qs, row_codes, block, end, acc);
+                block_dots(nq, qs + 4, row_codes, block, end, acc + 4);
                 dots[0] = wasm_f32x4_add(dots[0], wasm_f32x4_convert_i32x4(horizontal_sums4_i32(acc)));
                 dots[1] = wasm_f32x4_add(dots[1], wasm_f32x4_convert_i32x4(horizontal_sums4_i32(acc + 4)));
             }
+            /* (s_p * (dot * scale)) / sqrt_d for hi and for lo, then their sum. */
             const v128_t row_scale = wasm_v128_load32_splat(qrow);
-            float *zp = z + g * z_stride + p;
-            store_scores(dots[0], q_scale_lo, row_scale, divisor, nq < 4 ? nq : 4, zp, z_stride);
-            if (nq > 4) store_scores(dots[1], q_scale_hi, row_scale, divisor, nq - 4, zp + 4 * z_stride, z_stride);
+            const v128_t hi_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[0], hi_scale)), divisor);
+            const v128_t lo_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[1], lo_scale)), divisor);
+            float lanes[4];
+            wasm_v128_store(lanes, wasm_f32x4_add(hi_z, lo_z));
+            for (size_t qi = 0; qi < nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
         }
     }
 }

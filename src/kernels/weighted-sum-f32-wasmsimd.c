@@ -15,7 +15,12 @@ static size_t tile_rows(size_t d) {
     return rows < 8 ? 8 : rows;
 }
 
+/* The multiply-add of every lane: mul then add here; the relaxed-SIMD set
+ * compiles this file again with a fused one (weighted-sum-f32-wasmrelaxed.c). */
+#ifndef MAC
 #define MAC(acc, a, b) acc = wasm_f32x4_add(acc, wasm_f32x4_mul(a, b))
+#define KVC_WEIGHTED_SUM_F32_NAME kvc_weighted_sum_f32__wasmsimd
+#endif
 
 /* Channels [j, j + 8) of NQ queries over rows [0, n) of a tile; pointers
  * step through rows and weights so that no index is multiplied per row. */
@@ -69,7 +74,7 @@ static void sum1(size_t nq, size_t n, size_t d, size_t j, const float *const *w,
     }
 }
 
-void kvc_weighted_sum_f32__wasmsimd(size_t G, size_t n, size_t d, const float *w,
+void KVC_WEIGHTED_SUM_F32_NAME(size_t G, size_t n, size_t d, const float *w,
                                     size_t w_stride, const float *rows, float *out) {
     const size_t tile = tile_rows(d);
     for (size_t g = 0; g < G; g += 4) {

@@ -32,16 +32,28 @@ static const kvc_kernels *simd_set(void) {
 #endif
 }
 
+/* The relaxed-SIMD set in a relaxed build (run under an engine that has
+ * relaxed SIMD), else NULL after saying so. */
+static const kvc_kernels *relaxed_set(void) {
+#if defined(__wasm_relaxed_simd__)
+    return &kvc_kernels_wasmrelaxed;
+#else
+    test_skip("not a relaxed-SIMD build: the relaxed kernels are checked in build-relaxed "
+              "(tests/c under Node 22)");
+    return NULL;
+#endif
+}
+
 /* The sets whose kernels a case checks against the plain definitions: the
  * scalar set, then the SIMD set when the build has one. */
 typedef struct kernel_sets {
-    const kvc_kernels *set[2];
+    const kvc_kernels *set[3];
     size_t count;
 } kernel_sets;
 
 static kernel_sets kernels_to_check(void) {
     const kvc_kernels *simd = simd_set();
-    kernel_sets sets = {{&kvc_kernels_scalar, simd}, simd ? 2 : 1};
+    kernel_sets sets = {{&kvc_kernels_scalar, simd, NULL}, simd ? 2 : 1};
     return sets;
 }
 
@@ -186,7 +198,10 @@ static void fill_q16(test_rng *rng, int16_t *q16, size_t G, size_t d, int extrem
 /* ---- the set this build runs ---- */
 
 TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
-#if defined(__wasm_simd128__)
+#if defined(__wasm_relaxed_simd__)
+    CHECK(strcmp(kvc_kernel_isa(), "wasm-relaxed-simd") == 0);
+    CHECK(kvc_kernels_active() == &kvc_kernels_wasmrelaxed);
+#elif defined(__wasm_simd128__)
     CHECK(strcmp(kvc_kernel_isa(), "wasm-simd128") == 0);
     CHECK(kvc_kernels_active() == &kvc_kernels_wasmsimd);
 #else
@@ -197,10 +212,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the fourteen operations: one added to
+/* This file has a case for each of the fifteen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 14,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 15,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
@@ -343,9 +358,21 @@ static const size_t row_counts[] = {1, 2, 3, 4, 5, 7, 9, 16, 33};
 /* scores_f32 is a dot product: each set may sum in its own order, so each
  * score is held to the rounding bound around the exact one, and the SIMD
  * set to twice that around the scalar set. */
+/* The SIMD128 set, and the relaxed one in its build (its fused multiply-adds
+ * round once or twice: within the same bound). */
+static void check_scores_f32_to_rounding(const kvc_kernels *simd, uint64_t seed);
+
 TEST(scores_f32_should_agree_with_exact_scores_to_rounding) {
-    const kvc_kernels *simd = simd_set();
-    test_rng rng = test_rng_new(19);
+    check_scores_f32_to_rounding(simd_set(), 19);
+}
+
+TEST(relaxed_scores_f32_should_agree_with_exact_scores_to_rounding) {
+    const kvc_kernels *relaxed = relaxed_set();
+    if (relaxed) check_scores_f32_to_rounding(relaxed, 119);
+}
+
+static void check_scores_f32_to_rounding(const kvc_kernels *simd, uint64_t seed) {
+    test_rng rng = test_rng_new(seed);
     const size_t stride = MAX_N + 3;
     float *q = test_alloc(MAX_G * MAX_D * sizeof(float));
     float *keys = test_alloc(MAX_N * MAX_D * sizeof(float));
@@ -395,7 +422,10 @@ TEST(scores_f32_should_agree_with_exact_scores_to_rounding) {
  * one.  Every query of a G = 1..6 call against G = 1 calls, against the
  * queries from the second on, and every split of the rows in two calls. */
 TEST(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n) {
-    const kernel_sets sets = kernels_to_check();
+    kernel_sets sets = kernels_to_check();
+#if defined(__wasm_relaxed_simd__)
+    sets.set[sets.count++] = &kvc_kernels_wasmrelaxed; /* within its own build, the same contract */
+#endif
     test_rng rng = test_rng_new(20);
     const size_t stride = MAX_N + 3;
     float *q = test_alloc(MAX_G * MAX_D * sizeof(float));
@@ -442,31 +472,24 @@ TEST(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n) {
     free(part);
 }
 
-/* scores_q8 as kernels.h defines it: i16 x i8 products summed exactly (here
- * in i64, so that an overflow of the kernel's i32 would show) over blocks of
- * KVC_Q8_DOT_BLOCK channels, the blocks added in f32 in order, then
- * (s_p * (dot * q_scale)) / sqrt_d.  Returns 0 if a block sum leaves i32. */
-static int ref_scores_q8(size_t G, size_t n, size_t d, const int16_t *q16, const float *q_scales,
-                         const uint8_t *qrows, float sqrt_d, float *z, size_t z_stride) {
-    const size_t row_bytes = sizeof(float) + d;
-    for (size_t g = 0; g < G; g++) {
-        for (size_t p = 0; p < n; p++) {
-            const uint8_t *row = qrows + p * row_bytes;
-            const int8_t *codes = (const int8_t *)(row + sizeof(float));
-            float scale;
-            memcpy(&scale, row, sizeof scale);
-            float dot = 0.0f;
-            for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
-                int64_t sum = 0;
-                for (size_t j = block; j < d && j < block + KVC_Q8_DOT_BLOCK; j++)
-                    sum += (int64_t)q16[g * d + j] * (int64_t)codes[j];
-                if (sum > INT32_MAX || sum < INT32_MIN) return 0;
-                dot += (float)sum;
-            }
-            z[g * z_stride + p] = (scale * (dot * q_scales[g])) / sqrt_d;
-        }
+/* One code vector's term of scores_q8 as kernels.h defines it: i16 x i8
+ * products summed exactly (here in i64, so that an overflow of the kernel's
+ * i32 would show) over blocks of KVC_Q8_DOT_BLOCK channels, the blocks added
+ * in f32 in order, then (s_p * (dot * scale)) / sqrt_d.  *ok = 0 if a block
+ * sum leaves i32. */
+static float ref_q8_term(size_t d, const int16_t *q16, float scale, const uint8_t *row, float sqrt_d,
+                         int *ok) {
+    const int8_t *codes = (const int8_t *)(row + sizeof(float));
+    float s;
+    memcpy(&s, row, sizeof s);
+    float dot = 0.0f;
+    for (size_t block = 0; block < d; block += KVC_Q8_DOT_BLOCK) {
+        int64_t sum = 0;
+        for (size_t j = block; j < d && j < block + KVC_Q8_DOT_BLOCK; j++) sum += (int64_t)q16[j] * (int64_t)codes[j];
+        if (sum > INT32_MAX || sum < INT32_MIN) *ok = 0;
+        dot += (float)sum;
     }
-    return 1;
+    return (s * (dot * scale)) / sqrt_d;
 }
 
 /* The dims of the scores, plus two above KVC_Q8_DOT_BLOCK: one block and a
@@ -479,9 +502,10 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(21);
     const size_t stride = MAX_N + 3;
-    int16_t *q16 = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t));
+    int16_t *hi = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t)), *lo = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t));
+    uint8_t *codes = test_alloc(MAX_G * KVC_QUERY_CODE_BYTES(MAX_Q8_D));
     uint8_t *qrows = test_alloc(MAX_N * (sizeof(float) + MAX_Q8_D));
-    float q_scales[MAX_G];
+    float scales[2 * MAX_G];
     float *want = test_alloc(MAX_G * stride * sizeof(float));
     float *got = test_alloc(MAX_G * stride * sizeof(float));
     for (size_t i = 0; i < NUM_Q8_DIMS; i++) {
@@ -494,15 +518,27 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
                 /* Every third call: codes at +-127 against +-32767, the
                  * largest block sums there are (512 * 32767 * 127 < 2^31). */
                 const int extreme = (ni + gi) % 3 == 0;
-                fill_q16(&rng, q16, G, d, extreme);
+                fill_q16(&rng, hi, G, d, extreme);
+                fill_q16(&rng, lo, G, d, 0);
                 fill_qrows(&rng, qrows, n, d, extreme);
-                for (size_t g = 0; g < G; g++)
-                    q_scales[g] =
-                        ldexpf(test_rng_unit(&rng) + 0.5f, (int)(test_rng_u32(&rng) % 31) - 25);
-                CHECK(ref_scores_q8(G, n, d, q16, q_scales, qrows, sqrt_d, want, z_stride));
+                for (size_t g = 0; g < G; g++) {
+                    memcpy(codes + g * KVC_QUERY_CODE_BYTES(d), hi + g * d, d * sizeof(int16_t));
+                    memcpy(codes + g * KVC_QUERY_CODE_BYTES(d) + 2 * d, lo + g * d, d * sizeof(int16_t));
+                    scales[2 * g] = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(test_rng_u32(&rng) % 31) - 25);
+                    scales[2 * g + 1] = ldexpf(scales[2 * g], -16);
+                }
+                int ok = 1;
+                for (size_t g = 0; g < G; g++) {
+                    for (size_t p = 0; p < n; p++) {
+                        const uint8_t *row = qrows + p * (sizeof(float) + d);
+                        want[g * z_stride + p] = ref_q8_term(d, hi + g * d, scales[2 * g], row, sqrt_d, &ok) +
+                                                 ref_q8_term(d, lo + g * d, scales[2 * g + 1], row, sqrt_d, &ok);
+                    }
+                }
+                CHECK(ok);
                 for (size_t s = 0; s < sets.count; s++) {
                     fill_gaps(got, G, z_stride);
-                    sets.set[s]->scores_q8(G, n, d, q16, q_scales, qrows, sqrt_d, got, z_stride);
+                    sets.set[s]->scores_q8(G, n, d, codes, scales, qrows, sqrt_d, got, z_stride);
                     CHECK(gaps_untouched(got, G, n, z_stride));
                     for (size_t g = 0; g < G; g++)
                         CHECK(test_bits_equal(got + g * z_stride, want + g * z_stride, n));
@@ -510,10 +546,36 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
             }
         }
     }
-    free(q16);
+    free(hi);
+    free(lo);
+    free(codes);
     free(qrows);
     free(want);
     free(got);
+}
+
+TEST(code_query_should_give_hi_and_lo_codes_of_what_hi_leaves) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(28);
+    float x[MAX_D], rest[MAX_D], work[MAX_D], scales[2], want_scales[2];
+    int16_t want[2 * MAX_D];
+    uint8_t got[KVC_QUERY_CODE_BYTES(MAX_D)];
+    for (size_t i = 0; i < NUM_DIMS; i++) {
+        const size_t d = dims[i];
+        for (int trial = 0; trial < TRIALS; trial++) {
+            fill_row(&rng, x, d, trial);
+            for (size_t j = 0; j < d; j++) x[j] = ldexpf(x[j], -8); /* well within [-1, 1] */
+            want_scales[0] = kvc_kernels_scalar.quantize_query(d, x, want);
+            for (size_t j = 0; j < d; j++) rest[j] = x[j] - (float)want[j] * want_scales[0];
+            want_scales[1] = kvc_kernels_scalar.quantize_query(d, rest, want + d);
+            for (size_t s = 0; s < sets.count; s++) {
+                memcpy(work, x, d * sizeof(float));
+                sets.set[s]->code_query(d, work, got, scales);
+                CHECK(memcmp(got, want, 2 * d * sizeof(int16_t)) == 0);
+                CHECK(memcmp(scales, want_scales, sizeof scales) == 0);
+            }
+        }
+    }
 }
 
 /* s = max(max|x| / 32767, 1e-30), codes = clamp(round_half_even(x / s), +-32767). */
@@ -1037,6 +1099,45 @@ TEST(linear_read_f64_should_sum_features_in_order_bit_for_bit) {
     }
 }
 
+/* The relaxed weighted sum: fused multiply-adds in row order, so within
+ * rounding of the sum (n u |terms| each way) and, whatever G, each query's
+ * bits alone. */
+TEST(relaxed_weighted_sum_f32_should_agree_to_rounding_and_give_each_query_its_own_bits) {
+    const kvc_kernels *relaxed = relaxed_set();
+    if (!relaxed) return;
+    test_rng rng = test_rng_new(31);
+    for (size_t i = 0; i < NUM_DIMS; i++) {
+        const size_t d = dims[i];
+        const size_t counts[] = {1, 7, 33, 300};
+        for (size_t ci = 0; ci < 4; ci++) {
+            const size_t n = counts[ci], G = 5;
+            float *w = test_alloc(G * n * sizeof(float)), *rows = test_alloc(n * d * sizeof(float));
+            float *all = test_alloc(G * d * sizeof(float)), *one = test_alloc(d * sizeof(float));
+            for (size_t k = 0; k < G * n; k++) w[k] = test_rng_unit(&rng);
+            for (size_t p = 0; p < n; p++) fill_row(&rng, rows + p * d, d, (int)ci);
+            memset(all, 0, G * d * sizeof(float));
+            relaxed->weighted_sum_f32(G, n, d, w, n, rows, all);
+            for (size_t g = 0; g < G; g++) {
+                memset(one, 0, d * sizeof(float));
+                relaxed->weighted_sum_f32(1, n, d, w + g * n, n, rows, one);
+                CHECK(test_bits_equal(one, all + g * d, d));
+                for (size_t j = 0; j < d; j++) {
+                    double exact = 0.0, magnitude = 0.0;
+                    for (size_t p = 0; p < n; p++) {
+                        exact += (double)w[g * n + p] * rows[p * d + j];
+                        magnitude += fabs((double)w[g * n + p] * rows[p * d + j]);
+                    }
+                    CHECK(fabs(one[j] - exact) <= (double)(n + 2) * FLT_EPSILON * magnitude + 1e-37);
+                }
+            }
+            free(w);
+            free(rows);
+            free(all);
+            free(one);
+        }
+    }
+}
+
 RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively),
           CASE(kernel_tables_should_fill_every_operation),
           CASE(quantize_row_should_give_the_bytes_of_its_definition_at_every_dim),
@@ -1047,6 +1148,9 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(scores_f32_should_agree_with_exact_scores_to_rounding),
           CASE(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n),
           CASE(scores_q8_should_give_the_bits_of_its_definition_without_overflow),
+          CASE(code_query_should_give_hi_and_lo_codes_of_what_hi_leaves),
+          CASE(relaxed_scores_f32_should_agree_with_exact_scores_to_rounding),
+          CASE(relaxed_weighted_sum_f32_should_agree_to_rounding_and_give_each_query_its_own_bits),
           CASE(quantize_query_should_give_the_bytes_of_its_definition_at_every_dim),
           CASE(quantize_query_should_round_ties_to_even_at_scale_one),
           CASE(weighted_sum_f32_should_give_its_definition_bits_across_tiles),

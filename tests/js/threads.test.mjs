@@ -77,7 +77,10 @@ test('a worker script that cannot load makes the default run on the calling thre
   assert.equal(result.info.threads, 1);
   assert.match(result.info.reason, /did not start: .*fails on purpose/);
   const { result: plain } = await runNode(ENTRY, ['1']);
-  assert.deepEqual(result.digests, plain.results.parallel);
+  for (const [mode, digests] of Object.entries(result.digests)) {
+    assert.equal(digests.snapshot, plain.results.storage.parallelSnapshots[mode]);
+    assert.deepEqual({ heads: digests.heads, perHead: digests.perHead }, plain.results.attention.parallel[mode]);
+  }
 });
 
 test('idle workers never keep the process alive', async () => {

@@ -37,7 +37,7 @@ function filled(n: number, random: () => number): Float32Array {
 }
 
 async function useInit(): Promise<void> {
-  const options: InitOptions = { threads: 2, maxMemory: 256 * 2 ** 20 };
+  const options: InitOptions = { isa: 'wasm-simd128', threads: 2, maxMemory: 256 * 2 ** 20 };
   await init(options);
   await namedInit();
   const byModule: InitOptions = { module: new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0])) };

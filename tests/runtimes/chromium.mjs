@@ -18,7 +18,7 @@ export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '-
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
 // What the server serves besides the page: the package and the smoke modules.
-const SERVED = ['js/', 'dist/kvcache.wasm', 'support/synthetic.mjs', 'tests/runtimes/'];
+const SERVED = ['js/', 'dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'support/synthetic.mjs', 'tests/runtimes/'];
 const MIME = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
 function page() {

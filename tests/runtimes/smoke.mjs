@@ -2,7 +2,8 @@
 // takes the package's namespace -- what `import * as kv from 'kvcache-wasm'`
 // gives there -- and returns a JSON summary: `results`, which every runtime
 // must give bit for bit (the same wasm on the same data, on however many
-// threads), and what ran (`kernelIsa`, `threads`). The data therefore comes
+// threads: `storage` in every build, `attention` within one), and what ran
+// (`kernelIsa`, `threads`). The data therefore comes
 // from integer arithmetic only (no Math.cos or Math.log, whose last bit
 // differs between engines).
 import { rng } from '../../support/synthetic.mjs';
@@ -114,18 +115,29 @@ export async function smoke(kv, initOptions) {
     } finally {
       restored.free();
     }
-    const results = {
+    const model = kvCacheRoundTrip(kv, random, q);
+    const parallel = parallelDigests(kv);
+    // What every build stores alike (quantization is never relaxed), and
+    // what each computes with its own kernels (f32 attention may differ
+    // between the SIMD128 and relaxed builds in the last bits, never within
+    // one).
+    const storage = {
       version: kv.version(),
       seqLen: layer.seqLen,
       memoryBytes: layer.memoryBytes,
-      attendChecksum: checksum(full.out),
-      truncatedAttendChecksum: checksum(truncated.out),
       snapshotBytes: bytes.length,
       snapshotChecksum: checksum(bytes),
-      kvCache: kvCacheRoundTrip(kv, random, q),
-      parallel: parallelDigests(kv),
+      modelSnapshotBytes: model.snapshotBytes,
+      modelSnapshotChecksum: model.snapshotChecksum,
+      parallelSnapshots: Object.fromEntries(Object.entries(parallel).map(([mode, d]) => [mode, d.snapshot])),
     };
-    return { results, kernelIsa: kv.kernelIsa(), threads: kv.threadCount() };
+    const attention = {
+      attendChecksum: checksum(full.out),
+      truncatedAttendChecksum: checksum(truncated.out),
+      modelAttendChecksum: model.attendChecksum,
+      parallel: Object.fromEntries(Object.entries(parallel).map(([mode, d]) => [mode, { heads: d.heads, perHead: d.perHead }])),
+    };
+    return { results: { storage, attention }, kernelIsa: kv.kernelIsa(), threads: kv.threadCount() };
   } finally {
     layer.free();
   }

@@ -48,6 +48,7 @@ function configText(configDir) {
   const modules = [
     ...[WORKER, ...SOURCES, ...packageJs].map((file) => `(name = "${file}", esModule = embed ${embed(file)})`),
     `(name = "dist/kvcache.wasm", wasm = embed ${embed('dist/kvcache.wasm')})`,
+    `(name = "dist/kvcache-relaxed.wasm", wasm = embed ${embed('dist/kvcache-relaxed.wasm')})`,
     ...SPECIFIERS.map(([specifier, subpath, names]) => {
       const target = resolveExport(PACKAGE, subpath, WRANGLER_CONDITIONS).replace(/^\.\//, '');
       const name = posix.join(posix.dirname(WORKER), specifier); // workerd resolves a bare name beside its importer
