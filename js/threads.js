@@ -40,6 +40,20 @@ async function defaultThreads() {
   return 1;
 }
 
+/** Whether `memory` survives postMessage (the way it reaches each worker). */
+function canPost(memory) {
+  const channel = new MessageChannel();
+  try {
+    channel.port1.postMessage(memory);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    channel.port1.close();
+    channel.port2.close();
+  }
+}
+
 function isShared(memory) {
   return Object.prototype.toString.call(memory.buffer) === '[object SharedArrayBuffer]';
 }
@@ -59,6 +73,11 @@ async function workerFactory(memory) {
   if (typeof Worker !== 'function') return 'this runtime has no Worker';
   if (globalThis.crossOriginIsolated !== true && typeof document !== 'undefined') {
     return 'the page is not cross-origin isolated (serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
+  }
+  if (!canPost(memory)) {
+    // WebKitGTK: shared memory and cross-origin isolation, but no
+    // SharedArrayBuffer to send to a worker.
+    return 'this browser cannot send a shared WebAssembly.Memory to a worker (it has no SharedArrayBuffer)';
   }
   return (script) => webWorker(script);
 }

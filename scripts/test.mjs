@@ -1,7 +1,8 @@
 // npm test: everything a fresh machine needs, then every test.
-//  1. toolchain (cmake, a C compiler, emscripten; wabt for the SIMD check,
-//     chromium for the browser test), installed with apt-get when run as
-//     root on Debian;
+//  1. toolchain (cmake, a C compiler, emscripten, clang 19 for the relaxed
+//     build; wabt for the SIMD check, chromium, firefox-esr, WebKitGTK's
+//     webkit2gtk-driver and xvfb for the browser tests), installed with
+//     apt-get when run as root on Debian;
 //  2. npm packages, when package.json lists any and node_modules lacks them;
 //  3. native and wasm builds;
 //  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
@@ -44,7 +45,10 @@ function npmPackagesPresent() {
 
 const jobs = String(Math.max(1, availableParallelism()));
 const ready =
-  await step('toolchain', () => ensureToolchain({ optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium']] })) &&
+  await step('toolchain', () => ensureToolchain({
+    optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium'], ['firefox-esr', 'firefox-esr'],
+      ['WebKitWebDriver', 'webkit2gtk-driver'], ['xvfb-run', 'xvfb']],
+  })) &&
   await step('npm packages', () => npmPackagesPresent() ||
     run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund']) === 0) &&
   await step('native build', buildNative) &&

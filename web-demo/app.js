@@ -408,9 +408,16 @@ function settings() {
   };
 }
 
+// Every error the page met, as well as shown: the browser test reads this
+// where the browser's own console is out of its reach (WebKitWebDriver).
+const pageErrors = [];
+addEventListener('error', (event) => pageErrors.push(`page error: ${event.message}`));
+addEventListener('unhandledrejection', (event) => pageErrors.push(`unhandled rejection: ${event.reason?.message ?? event.reason}`));
+
 function setStatus(text, isError = false) {
   $('status').textContent = text;
   $('status').classList.toggle('error', isError);
+  if (isError) pageErrors.push(`status: ${text}`);
 }
 
 function reset() {
@@ -594,6 +601,7 @@ window.demo = {
       importance: { ...shownImportance },
       threads: threadInfo(),
       timing: { ...timing },
+      errors: pageErrors.slice(),
     };
   },
 };

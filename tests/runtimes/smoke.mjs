@@ -137,7 +137,7 @@ export async function smoke(kv, initOptions) {
       modelAttendChecksum: model.attendChecksum,
       parallel: Object.fromEntries(Object.entries(parallel).map(([mode, d]) => [mode, { heads: d.heads, perHead: d.perHead }])),
     };
-    return { results: { storage, attention }, kernelIsa: kv.kernelIsa(), threads: kv.threadCount() };
+    return { results: { storage, attention }, kernelIsa: kv.kernelIsa(), threads: kv.threadCount(), threadReason: kv.threadInfo().reason };
   } finally {
     layer.free();
   }

@@ -1,20 +1,17 @@
-// The smoke test in headless Chromium (Debian's, driven by playwright-core,
-// launched with the flags tests/js/demo.test.mjs uses too). A tiny node:http server serves a
-// page, the package's files and the smoke modules; the page's import map
-// resolves 'kvcache-wasm' as a bundler would for the browser (the exports
-// map's "browser" condition), and init() fetches dist/kvcache.wasm itself.
-// Served cross-origin isolated (COOP + COEP), the page runs the package on
-// its worker threads; served plainly, on the page's thread alone.
+// The smoke test in a browser (tests/runtimes/browsers.mjs: Chromium,
+// Firefox, WebKit). A tiny node:http server serves a page, the package's
+// files and the smoke modules; the page's import map resolves 'kvcache-wasm'
+// as a bundler would for the browser (the exports map's "browser"
+// condition), and init() fetches its .wasm itself.  Served cross-origin
+// isolated (COOP + COEP), the page may run the package on worker threads;
+// served plainly, on the page's thread alone.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launchBrowser } from './browsers.mjs';
 import { PACKAGE, resolveExport } from './exports.mjs';
 
-/** Where Debian's chromium lives, and the flags every test launches it with. */
-export const CHROMIUM = '/usr/bin/chromium';
-export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
 // What the server serves besides the page: the package and the smoke modules.
@@ -24,7 +21,7 @@ const MIME = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'ap
 function page() {
   const imports = Object.fromEntries(['.', './llama'].map((subpath) =>
     [`kvcache-wasm${subpath.slice(1)}`, resolveExport(PACKAGE, subpath, BROWSER_CONDITIONS).slice(1)]));
-  return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm smoke</title>
+  return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm smoke</title><link rel="icon" href="data:,">
 <script type="importmap">${JSON.stringify({ imports })}</script>`;
 }
 
@@ -65,34 +62,32 @@ function listen(isolated) {
 }
 
 /**
- * Runs smoke() in a fresh headless Chromium page, served cross-origin
- * isolated or not; resolves to { summary, version }. Rejects with the
- * page's errors when it fails or takes longer than timeoutMs (the browser
- * is closed either way).
+ * Runs smoke() in a fresh page of browser `name`, served cross-origin
+ * isolated or not; resolves to { summary, version }. Rejects with the page's
+ * errors when it fails or takes longer than timeoutMs (the browser is closed
+ * either way).
  */
-export async function smokeInChromium(chromium, { timeoutMs, isolated }) {
+export async function smokeInBrowser(name, { timeoutMs, isolated }) {
   const server = await listen(isolated);
-  const problems = [];
   let browser;
+  let page;
   let timer;
   try {
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS, timeout: timeoutMs });
-    const tab = await browser.newPage();
-    tab.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    tab.on('response', (response) => response.status() >= 400 && problems.push(`HTTP ${response.status()}: ${response.url()}`));
-    await tab.goto(`http://127.0.0.1:${server.address().port}/`, { timeout: timeoutMs });
-    const run = tab.evaluate(async () => {
+    browser = await launchBrowser(name);
+    page = await browser.open(`http://127.0.0.1:${server.address().port}/`);
+    const run = page.evaluate(`async () => {
       const kv = await import('kvcache-wasm');
       const { smoke } = await import('/tests/runtimes/smoke.mjs');
       return smoke(kv);
-    });
+    }`);
     const late = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new Error(`the smoke test took longer than ${timeoutMs} ms`)), timeoutMs);
     });
     const summary = await Promise.race([run, late]);
-    if (problems.length > 0) throw new Error('the page reported errors');
-    return { summary, version: browser.version() };
+    if (page.problems().length > 0) throw new Error('the page reported errors');
+    return { summary, version: browser.version };
   } catch (error) {
+    const problems = page?.problems() ?? [];
     error.message += problems.length > 0 ? `\n${problems.join('\n')}` : '';
     throw error;
   } finally {
