@@ -2,7 +2,8 @@
 // side in one process on the same data: this package's f32 and int8 modes on
 // all its threads and on one (setThreadLimit(1), the single-threaded
 // package), the same C built without SIMD128 and
-// natively, a straightforward fused C loop (emcc -ffast-math), plain
+// natively, a straightforward fused C loop (emcc -ffast-math), the module
+// against the same C with one page per head (what pages cost), plain
 // JavaScript, onnxruntime-web's wasm backend on the equivalent
 // MatMul-Softmax-MatMul graph on one thread and (in a process of its own,
 // since its thread count is fixed per process) on as many threads as cores,
@@ -25,6 +26,7 @@ const path = (relative) => fileURLToPath(new URL(relative, root));
 const FILES = {
   module: path('dist/kvcache.wasm'),
   scalar: path('build-wasm/bench/kvcache-scalar.wasm'),
+  contiguous: path('build-wasm/bench/kvcache-contiguous.wasm'),
   naive: path('build-wasm/bench/naive-attend.wasm'),
   native: path('build/kvc_bench_native'),
   profile: path('build-wasm/bench/kernel-profile.js'),
@@ -107,10 +109,11 @@ export function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
   return { step, bytes: cache.memoryBytes, free: () => cache.free() };
 }
 
-function oursScalar(module, d, n, kRows, vRows, q) {
+/** A layer of `mode` in a module instantiated raw (one thread), filled with the rows. */
+function oursRaw(module, mode, d, n, kRows, vRows, q) {
   const { e, alloc } = module;
   const slot = alloc(4);
-  if (e.kvc_layer_create(NUM_KV_HEADS, d, 0, slot) !== 0) throw new Error('scalar module: create failed');
+  if (e.kvc_layer_create(NUM_KV_HEADS, d, MODES.indexOf(mode), slot) !== 0) throw new Error('raw module: create failed');
   const layer = new Uint32Array(module.f32().buffer)[slot >>> 2];
   const chunkRows = 256;
   const width = NUM_KV_HEADS * d;
@@ -120,7 +123,7 @@ function oursScalar(module, d, n, kRows, vRows, q) {
     const m = Math.min(chunkRows, n - at);
     module.f32().set(kRows.subarray(at * width, (at + m) * width), kPtr >>> 2);
     module.f32().set(vRows.subarray(at * width, (at + m) * width), vPtr >>> 2);
-    if (e.kvc_layer_append_n(layer, m, kPtr, vPtr, 0) !== 0) throw new Error('scalar module: append failed');
+    if (e.kvc_layer_append_n(layer, m, kPtr, vPtr, 0) !== 0) throw new Error('raw module: append failed');
   }
   const qPtr = alloc(q.byteLength);
   const outPtr = alloc(NUM_Q_HEADS * d * 4);
@@ -298,6 +301,9 @@ export async function run({ quick = false } = {}) {
   const cores = availableParallelism();
   const bandwidth = readBandwidth(quick ? 64 << 20 : 512 << 20);
   const scalar = await rawModule(FILES.scalar);
+  // The package's module and the contiguous one, instantiated alike (one thread).
+  const paged = await rawModule(FILES.module);
+  const contiguous = await rawModule(FILES.contiguous);
   const naive = await rawModule(FILES.naive);
   const onnx = await onnxSession(64);
   const onnx128 = quick ? null : await onnxSession(128);
@@ -311,7 +317,11 @@ export async function run({ quick = false } = {}) {
     const contenders = Object.fromEntries(MODES.map((mode) => [mode, ours(mode, d, n, kRows, vRows, q)]));
     contenders.f32One = ours('f32', d, n, kRows, vRows, q, { single: true });
     contenders.q8One = ours('q8', d, n, kRows, vRows, q, { single: true });
-    contenders.scalar = oursScalar(scalar, d, n, kRows, vRows, q);
+    contenders.scalar = oursRaw(scalar, 'f32', d, n, kRows, vRows, q);
+    for (const mode of ['f32', 'q8']) {
+      contenders[`${mode}Paged`] = oursRaw(paged, mode, d, n, kRows, vRows, q);
+      contenders[`${mode}Contiguous`] = oursRaw(contiguous, mode, d, n, kRows, vRows, q);
+    }
     contenders.naive = naiveC(naive, d, n, kHeads, vHeads, q);
     contenders.js = { ...plainJs(d, n, kHeads, vHeads, q), skipAfter: 2 }; // slow: three runs are plenty
     contenders.scalar.skipAfter = 2;
@@ -332,6 +342,7 @@ export async function run({ quick = false } = {}) {
       scalar: ms.scalar, nativeF32: nativeMs('f32'), nativeQ8: nativeMs('q8'),
       naive: ms.naive, js: ms.js, onnx: ms.onnx, onnxAll: onnxAll?.[`${d}:${n}`] ?? null,
       relaxed: relaxed?.[`${d}:${n}`] ?? {},
+      f32Paged: ms.f32Paged, f32Contiguous: ms.f32Contiguous, q8Paged: ms.q8Paged, q8Contiguous: ms.q8Contiguous,
     });
   }
 
@@ -379,6 +390,14 @@ export async function run({ quick = false } = {}) {
         ratio(r.relaxed.f32, r.relaxed.q8), ratio(r.relaxed.f32, r.floor), ratio(best(r.onnx, r.onnxAll), r.relaxed.q8), ratio(r.f32One, r.q8One)]),
       notes: [relaxed ? `The relaxed build runs in Node 22 (Node 20 has no relaxed SIMD), in a process of its own on the same data; ${threads} threads unless "1t". Its f32 kernels use the fused multiply-add; its int8 ones are the SIMD128 build's.`
         : `The relaxed build did not run: no Node 22 at ${relaxedNode}.`],
+    },
+    {
+      name: 'attention-pages',
+      title: 'Pages against contiguous rows: ms per step, one thread, the same harness',
+      columns: ['head_dim', 'n', 'f32 contiguous', 'f32 paged', 'f32 paged ÷ contiguous', 'q8 contiguous', 'q8 paged', 'q8 paged ÷ contiguous'],
+      rows: rows.map((r) => [r.d, r.n, r.f32Contiguous, r.f32Paged, ratio(r.f32Paged, r.f32Contiguous),
+        r.q8Contiguous, r.q8Paged, ratio(r.q8Paged, r.q8Contiguous)]),
+      notes: ['Paged: kvcache.wasm, rows in pages of 64 positions (what forks share). Contiguous: the same C built with pages of 32768 positions, so that each head\'s rows of these contexts lie in one block, as before pages. Both instantiated alike, on one thread, interleaved in one process; a ratio under 1.03 is within 3%.'],
     },
     {
       name: 'attention-profile',

@@ -21,6 +21,7 @@ const benchmarks = {
   rollback: () => import('./rollback.mjs'),
   snapshot: () => import('./snapshot.mjs'),
   generation: () => import('./generation.mjs'),
+  sharing: () => import('./sharing.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({
@@ -35,7 +36,7 @@ for (const name of wanted) {
 }
 
 // What the benchmarks need: the module, the bench programs, the npm comparisons.
-const needed = [join(wasmBuildDir, 'bench', 'kvcache-scalar.wasm'), join(wasmBuildDir, 'bench', 'naive-attend.wasm'),
+const needed = [join(wasmBuildDir, 'bench', 'kvcache-scalar.wasm'), join(wasmBuildDir, 'bench', 'kvcache-contiguous.wasm'), join(wasmBuildDir, 'bench', 'naive-attend.wasm'),
   join(wasmBuildDir, 'bench', 'kernel-profile.js'), join(nativeBuildDir, 'kvc_bench_native')];
 if (!wasmUpToDate() || needed.some((file) => !existsSync(file))) {
   ensureToolchain();

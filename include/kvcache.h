@@ -102,8 +102,11 @@ typedef enum kvc_status {
     KVC_E_SNAPSHOT_CORRUPT = 27,   /* counts or values that no cache can hold */
     KVC_E_SNAPSHOT_TOO_LARGE = 28, /* geometry or counts larger than the snapshot could carry */
     KVC_E_BUDGET = 29,          /* eviction: budget 0, or sinks + recent above it */
-    KVC_E_THREADS = 30          /* kvc_set_threads: a count out of range, or threads that
+    KVC_E_THREADS = 30,         /* kvc_set_threads: a count out of range, or threads that
                                    could not be started */
+    KVC_E_PREFIX = 31           /* prefix cache: a cache whose layers differ from its
+                                   entries' (count, head count, head_dim, mode), or that
+                                   has evicted positions (its rows no longer follow tokens) */
 } kvc_status;
 
 /* kvc_status_name():
@@ -203,9 +206,30 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
 /* kvc_layer_free(): releases `layer` and everything it holds.  NULL is a no-op. */
 void kvc_layer_free(kvc_layer *layer);
 
+/* Pages and sharing.
+ *
+ * A layer keeps each head's rows -- and its per-position importance,
+ * positions and alive bits -- in pages of 64 positions' worth (64 rows of a
+ * store; the first page of a quantized store holds the f32 rows below
+ * KVC_Q8_WINDOW, from which the field freezes), with a reference count per
+ * page.  kvc_layer_clone makes a fork that shares every page with the
+ * original: O(pages) bookkeeping, no row copied.  The first write of either
+ * into a shared page copies that page (its holder's rows of it) and writes
+ * the copy: an append into a partly filled last page, imp updates, the rows
+ * an eviction moves, a field that freezes.  A truncation copies nothing (its
+ * next append does).  So a fork behaves in every respect as a deep copy --
+ * rows, results, rollback, snapshots (self-contained), eviction, max_rows --
+ * and out of memory may now also meet a write into a shared page: the call
+ * then fails with KVC_E_NOMEM and changes nothing, as any other.  Reference
+ * counts are atomic: layers that share pages may be used from different
+ * threads, each by one at a time.  kvc_layer_memory_bytes counts what a
+ * layer holds, shared or not; kvc_layer_shared_bytes the part of it in
+ * shared pages; kvc_memory_stats every page once. */
+
 /* kvc_layer_clone():
- * Deep copy: the clone and the original evolve independently (fork a
- * conversation).  On success *out owns the copy.
+ * A fork (see "Pages and sharing"): the clone and the original evolve
+ * independently, as a deep copy would (fork a conversation), sharing pages
+ * until either writes into one.  On success *out owns the copy.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING or KVC_E_NOMEM
  *           (*out set to NULL). */
 kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out);
@@ -264,7 +288,8 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
  * KVC_Q8_WINDOW or below.  Keeps the allocation (no reallocation).  During
  * a verify, use kvc_layer_accept.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer) or
- *           KVC_E_VERIFYING. */
+ *           KVC_E_VERIFYING; never KVC_E_NOMEM (a truncation writes into no
+ *           page, shared or not). */
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
 
 /* kvc_layer_clear():
@@ -279,8 +304,10 @@ void kvc_layer_clear(kvc_layer *layer);
  * per-position probabilities over heads).  `n` must equal seq_len.
  * During a speculative verify, add the probabilities of the queries that
  * accept keeps, after accept: imp then ends bit-identical to plain decoding.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_LENGTH, or
- *           KVC_E_PROBS (a negative or non-finite value; imp is left unchanged). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND, KVC_E_LENGTH,
+ *           KVC_E_PROBS (a negative or non-finite value; imp is left
+ *           unchanged), or KVC_E_NOMEM (a copy of the imp pages a fork
+ *           shares: see "Pages and sharing"). */
 kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n);
 
 /* kvc_layer_accumulate_imp_head():
@@ -374,10 +401,29 @@ int kvc_layer_field_frozen(const kvc_layer *layer);
  * fixed bookkeeping are not counted (see kvc_layer_capacity_bytes). */
 size_t kvc_layer_memory_bytes(const kvc_layer *layer);
 
+/* kvc_layer_shared_bytes():
+ * The part of kvc_layer_memory_bytes held in pages another layer (a fork,
+ * or the layer it was forked from) holds too; 0 for a linear layer. */
+size_t kvc_layer_shared_bytes(const kvc_layer *layer);
+
 /* kvc_layer_capacity_bytes():
- * Every byte the layer has allocated, reserved capacity and bookkeeping
- * included; always >= kvc_layer_memory_bytes. */
+ * Every byte the layer has allocated, reserved capacity, bookkeeping and
+ * the pages it shares included; always >= kvc_layer_memory_bytes. */
 size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
+
+/* What every live layer holds, counting each page once. */
+typedef struct kvc_memory_usage {
+    size_t cache_bytes; /* the sum of kvc_layer_memory_bytes over every live layer
+                           (models' included), but a shared page's bytes once, at
+                           the most rows any of its holders keeps in it */
+    size_t layers;      /* live layers */
+    size_t pages;       /* live pages: 0 once every layer is freed */
+} kvc_memory_usage;
+
+/* kvc_memory_stats():
+ * Fills *usage (NULL: a no-op).  It reads every live layer: call it while
+ * no other thread changes one. */
+void kvc_memory_stats(kvc_memory_usage *usage);
 
 /* kvc_layer_describe():
  * Writes a one-line, NUL-terminated description ("kvc_layer{mode=q8 H=8
@@ -584,7 +630,8 @@ kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_mod
 /* kvc_model_free(): frees the model and its layers.  NULL is a no-op. */
 void kvc_model_free(kvc_model *model);
 
-/* kvc_model_clone(): deep copy of every layer.
+/* kvc_model_clone(): a fork of every layer (kvc_layer_clone).
+ * O(pages), no row copied.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING or KVC_E_NOMEM. */
 kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out);
 
@@ -597,6 +644,7 @@ size_t kvc_model_num_layers(const kvc_model *model);
 size_t kvc_model_seq_len(const kvc_model *model);
 /* Sums over the layers. */
 size_t kvc_model_memory_bytes(const kvc_model *model);
+size_t kvc_model_shared_bytes(const kvc_model *model);
 size_t kvc_model_capacity_bytes(const kvc_model *model);
 
 /* kvc_model_truncate_last(): rewinds every layer by n positions (each
@@ -626,6 +674,67 @@ int kvc_model_verifying(const kvc_model *model);
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_BUDGET, KVC_E_VERIFYING or
  *           KVC_E_NOMEM. */
 kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t recent);
+
+/* ------------------------------------------------------------------------ */
+/* Prefix caches: model caches kept under their tokens, found by prefix      */
+/* ------------------------------------------------------------------------ */
+
+/* A prefix cache keeps forks of model caches (kvc_model_clone: they share
+ * pages) under the token sequences they hold, and hands back a fork of the
+ * one sharing the longest prefix with a new sequence, truncated to it: a
+ * conversation that starts with a system prompt someone already prefilled
+ * prefills only the rest, and holds the prompt's pages once.  Entries are
+ * full-attention models (no linear layers: a match truncates) that never
+ * evicted, all of the first entry's geometry and mode.  When the entries'
+ * bytes -- each page counted once, kvc_memory_stats' way -- exceed the
+ * budget, the least recently added or matched go.  Not thread-safe: one
+ * thread at a time per prefix cache. */
+typedef struct kvc_prefix_cache kvc_prefix_cache;
+
+/* kvc_prefix_cache_create(): an empty prefix cache whose entries may hold
+ * up to budget_bytes.  On success *out owns it (kvc_prefix_cache_free).
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (*out NULL). */
+kvc_status kvc_prefix_cache_create(size_t budget_bytes, kvc_prefix_cache **out);
+
+/* kvc_prefix_cache_free(): frees the cache and its entries (the pages they
+ * share with live caches stay with those).  NULL is a no-op. */
+void kvc_prefix_cache_free(kvc_prefix_cache *cache);
+
+/* kvc_prefix_cache_add():
+ * Keeps a fork of `model` (the caller keeps its own) under `tokens` [n], the
+ * tokens its positions hold: n must equal its seq_len.  An entry of the same
+ * tokens is replaced.  Then the budget drops least recently used entries --
+ * this one too if it alone exceeds the budget: *kept (may be NULL) says
+ * whether it stayed.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING, KVC_E_LENGTH (n is
+ *           0 or not seq_len), KVC_E_KIND (a linear layer), KVC_E_PREFIX or
+ *           KVC_E_NOMEM; nothing changes on error. */
+kvc_status kvc_prefix_cache_add(kvc_prefix_cache *cache, const uint32_t *tokens, size_t n,
+                                const kvc_model *model, int *kept);
+
+/* kvc_prefix_cache_match():
+ * Finds the entry whose tokens share the longest prefix with `tokens` [n]
+ * (ties: the most recently used).  When that prefix has at least
+ * KVC_Q8_WINDOW tokens (the sinks a cache starts from), *length receives it
+ * and *out a new model the caller owns: a fork of the entry truncated to
+ * those positions; else *length = 0 and *out = NULL (no match).  A match
+ * counts as a use.
+ * @return : KVC_OK (match or not), KVC_E_NULL_POINTER or KVC_E_NOMEM. */
+kvc_status kvc_prefix_cache_match(kvc_prefix_cache *cache, const uint32_t *tokens, size_t n,
+                                  size_t *length, kvc_model **out);
+
+/* kvc_prefix_cache_delete(): drops the entry of exactly `tokens` [n], if
+ * any; *deleted (may be NULL) says whether there was one.
+ * @return : KVC_OK or KVC_E_NULL_POINTER. */
+kvc_status kvc_prefix_cache_delete(kvc_prefix_cache *cache, const uint32_t *tokens, size_t n,
+                                   int *deleted);
+
+/* kvc_prefix_cache_clear(): drops every entry.  NULL is a no-op. */
+void kvc_prefix_cache_clear(kvc_prefix_cache *cache);
+
+/* Entries held, and their bytes (each page once); 0 for NULL. */
+size_t kvc_prefix_cache_size(const kvc_prefix_cache *cache);
+size_t kvc_prefix_cache_bytes(const kvc_prefix_cache *cache);
 
 /* Model snapshots: the layers' snapshots in one frame; as the layer ones.
  * kvc_model_serialize also returns KVC_E_LAYERS while the layers have taken

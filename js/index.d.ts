@@ -62,6 +62,18 @@ export function kernelIsa(): string;
 /** The C library's version. */
 export function version(): string;
 
+export interface MemoryStats {
+  /** The sum of every live cache's memoryBytes, each page shared by forks counted once. */
+  cacheBytes: number;
+  /** The size of the wasm memory (it never shrinks). */
+  heapBytes: number;
+  /** Live C layers (a KvCache's included) and pages. */
+  layers: number;
+  pages: number;
+}
+/** What the caches of this module hold. */
+export function memoryStats(): MemoryStats;
+
 export interface AttentionResult {
   /** The attention output, [headDim]. */
   out: Float32Array;
@@ -144,6 +156,8 @@ export class LayerKvCache {
   readonly memoryBytes: number;
   /** Bytes allocated, reserved capacity and bookkeeping included. */
   readonly capacityBytes: number;
+  /** The part of memoryBytes held in pages shared with a fork (clone) or the cache it was forked from. */
+  readonly sharedBytes: number;
   /** True while the q8 per-channel field is frozen. */
   readonly fieldFrozen: boolean;
   /** A copy of the importance vector, one slot per position. */
@@ -219,7 +233,7 @@ export class LayerKvCache {
   serialize(): Uint8Array;
   /** A new cache from serialize()'s bytes; refused bytes throw a KvCacheError whose code says why (KVC_E_SNAPSHOT_*). */
   static deserialize(bytes: ArrayBufferView | ArrayBuffer): LayerKvCache;
-  /** A deep, independent copy (not during a verify). */
+  /** An independent copy, copy-on-write: it shares every page until either cache writes into one (not during a verify). */
   clone(): LayerKvCache;
   /** Releases the memory now; idempotent, later calls throw. Throws for a layer owned by a KvCache. */
   free(): void;
@@ -240,6 +254,8 @@ export class KvCache {
   readonly seqLen: number;
   readonly memoryBytes: number;
   readonly capacityBytes: number;
+  /** The part of memoryBytes held in pages shared with forks (clone, PrefixCache). */
+  readonly sharedBytes: number;
   /** memoryBytes of each layer, in order. */
   readonly memoryBytesByLayer: number[];
   readonly verifying: boolean;
@@ -265,7 +281,35 @@ export class KvCache {
   serialize(): Uint8Array;
   /** A new KvCache from serialize()'s bytes; refused bytes throw a KvCacheError (KVC_E_SNAPSHOT_*). */
   static deserialize(bytes: ArrayBufferView | ArrayBuffer): KvCache;
+  /** An independent copy of every layer, copy-on-write: O(pages), no row copied (not during a verify). */
   clone(): KvCache;
+  free(): void;
+  [Symbol.dispose](): void;
+  toString(): string;
+}
+
+/** Token ids: an array or an integer typed array of integers 0 .. 2^32 - 1. */
+export type TokenIds = readonly number[] | Uint32Array | Int32Array | Uint16Array | Int16Array | Uint8Array;
+
+/**
+ * Model caches kept under the tokens they hold (copy-on-write forks), found
+ * again by the longest common prefix; the least recently used go past budgetBytes.
+ */
+export class PrefixCache {
+  /** budgetBytes: a byte count, or Infinity. */
+  constructor(options: { budgetBytes: number });
+  readonly budgetBytes: number;
+  /** Entries held. */
+  readonly size: number;
+  /** Bytes the entries hold, each page counted once. */
+  readonly bytes: number;
+  /** Keeps a fork of `cache` under `tokens` (one id per position); whether it stayed within the budget. */
+  add(tokens: TokenIds, cache: KvCache): boolean;
+  /** A fork of the entry sharing the longest prefix (at least 64 tokens) with `tokens`, truncated to it; the caller frees it. */
+  match(tokens: TokenIds): { length: number; cache: KvCache } | null;
+  /** Drops the entry of exactly `tokens`; whether there was one. */
+  delete(tokens: TokenIds): boolean;
+  clear(): void;
   free(): void;
   [Symbol.dispose](): void;
   toString(): string;

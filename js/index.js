@@ -13,11 +13,32 @@ export { init };
 export { KvCacheError } from './checks.js';
 export { LayerKvCache, Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS } from './layer.js';
 export { KvCache } from './model.js';
+export { PrefixCache } from './prefix.js';
 export { threadCount, threadInfo, setThreadLimit, shutdown } from './threads.js';
 
 /** The kernel set the module runs: 'wasm-simd128' for a SIMD build. */
 export function kernelIsa() {
   return readCString(lib().kvc_kernel_isa() >>> 0);
+}
+
+/**
+ * What the caches of this module hold: cacheBytes, the sum of every live
+ * cache's memoryBytes but each page shared by forks counted once; heapBytes,
+ * the size of the wasm memory (which never shrinks); layers and pages, the
+ * live C layers and pages.
+ */
+export function memoryStats() {
+  const where = 'memoryStats';
+  const exports = lib();
+  try {
+    const [usagePtr] = staged(where, 12); // kvc_memory_usage: three size_t
+    exports.kvc_memory_stats(usagePtr);
+    const { u32 } = heap();
+    const at = usagePtr >>> 2;
+    return { cacheBytes: u32[at], heapBytes: u32.buffer.byteLength, layers: u32[at + 1], pages: u32[at + 2] };
+  } finally {
+    unstage();
+  }
 }
 
 /** The C library's version string. */

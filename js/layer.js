@@ -126,6 +126,8 @@ export class LayerKvCache {
   get seqLen() { return lib().kvc_layer_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_layer_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_layer_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
+  /** The part of memoryBytes held in pages shared with a fork (clone) or the cache it was forked from. */
+  get sharedBytes() { return lib().kvc_layer_shared_bytes(this.#live('sharedBytes')) >>> 0; }
   /** True while the q8 per-channel field is frozen (seqLen > 64 in a q8 mode). */
   get fieldFrozen() { return lib().kvc_layer_field_frozen(this.#live('fieldFrozen')) !== 0; }
   get numHeads() { return lib().kvc_layer_num_heads(this.#live('numHeads')) >>> 0; }
@@ -582,7 +584,10 @@ export class LayerKvCache {
     return wrapLayer(deserializeWith('LayerKvCache.deserialize', bytes, lib().kvc_layer_deserialize));
   }
 
-  /** A deep, independent copy (fork a conversation). Not during a verify. */
+  /**
+   * An independent copy (fork a conversation), copy-on-write: it shares
+   * every page with this cache until either writes into one. Not during a verify.
+   */
   clone() {
     const where = 'LayerKvCache.clone';
     const ptr = this.#live('clone');

@@ -1,5 +1,5 @@
 // Types of kvcache-wasm/llama: the reference llama runner on the cache.
-import type { KvCache, KvMode } from './index.js';
+import type { KvCache, KvMode, PrefixCache } from './index.js';
 
 /** A GGUF file that cannot be used; the message says why. */
 export class GgufError extends Error {}
@@ -72,8 +72,12 @@ export class Llama {
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
-  /** A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy). */
-  session(options?: { mode?: KvMode; maxRows?: number; sinks?: number; recent?: number }): LlamaSession;
+  /**
+   * A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy).
+   * With a prefixCache, a prompt starts from the longest prefix of it the prefix cache holds, and is added to it.
+   * With a cache (say one restored from a snapshot), the session continues it and owns it.
+   */
+  session(options?: { mode?: KvMode; maxRows?: number; sinks?: number; recent?: number; prefixCache?: PrefixCache; cache?: KvCache }): LlamaSession;
   /** No-cache reference: logits of every position [m × vocab], computed from scratch. */
   referenceLogits(tokens: readonly number[]): Float32Array;
   /** Appends the tokens to the cache and returns their logits and attention probabilities. */
@@ -90,6 +94,9 @@ export class LlamaSession {
   readonly llama: Llama;
   readonly cache: KvCache;
   readonly mode: KvMode;
+  readonly prefixCache: PrefixCache | null;
+  /** Takes in a prompt's tokens, from the prefix cache as far as it holds them; returns how many came from it. */
+  prefill(tokens: readonly number[]): number;
   /** Appends the tokens, adds their attention to imp, returns logits [m × vocab]. */
   forward(tokens: readonly number[]): Float32Array;
   /** Appends tokens inside a verify; keep(n) keeps the first n positions and rolls back the rest. */
@@ -119,6 +126,8 @@ export interface GenerateStats {
   accepted: number;
   verifies: number;
   rollbacks: number;
+  /** Prompt tokens taken from the session's prefix cache instead of computed. */
+  prefixTokens: number;
   seconds: number;
 }
 

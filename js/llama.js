@@ -16,6 +16,7 @@
 import { GgufError, GgufFile, readGguf } from './gguf.js';
 import { Tokenizer } from './tokenizer.js';
 import { KvCache } from './model.js';
+import { PrefixCache } from './prefix.js';
 
 export { GgufError, GgufFile, readGguf } from './gguf.js';
 export { Tokenizer } from './tokenizer.js';
@@ -165,10 +166,16 @@ export class Llama {
   /**
    * A new generation session with its own cache. `maxRows` bounds every
    * layer's cache (evicting with { sinks, recent } when it fills; see
-   * LayerKvCache#evict).
+   * LayerKvCache#evict). With a `prefixCache` (a PrefixCache shared by
+   * sessions of this model and mode), a prompt starts from the longest
+   * prefix of it the prefix cache holds -- a fork, sharing its pages -- and
+   * only the rest is computed; the prompt's cache is added to it afterwards.
+   * With a `cache` (a KvCache of this model's geometry, say one restored
+   * from a snapshot), the session continues it and owns it; its mode is the
+   * cache's.
    */
-  session({ mode = 'f32', maxRows, sinks, recent } = {}) {
-    return new LlamaSession(this, { mode, maxRows, sinks, recent });
+  session({ mode = 'f32', maxRows, sinks, recent, prefixCache, cache } = {}) {
+    return new LlamaSession(this, { mode, maxRows, sinks, recent, prefixCache, cache });
   }
 
   /**
@@ -337,10 +344,54 @@ function accumulateAttention(cache, attention, keep) {
 
 /** A model with its cache: what generate() drives. */
 export class LlamaSession {
-  constructor(llama, { mode, maxRows, sinks, recent }) {
+  #bound;
+
+  constructor(llama, { mode, maxRows, sinks, recent, prefixCache, cache }) {
     const { numLayers, numKvHeads, headDim } = llama.config;
+    if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
+      throw new TypeError('llama.session: prefixCache must be a PrefixCache');
+    }
+    if (cache !== undefined) {
+      if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
+      const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i))
+        .every((layer) => layer.kind === 'full' && layer.numKvHeads === numKvHeads && layer.headDim === headDim);
+      if (!fits) throw new TypeError(`llama.session: cache must have ${numLayers} full layers of ${numKvHeads} KV heads x ${headDim}, as the model`);
+    }
     this.llama = llama;
-    this.cache = new KvCache({ numLayers, numKvHeads, headDim, mode, maxRows, sinks, recent });
+    this.prefixCache = prefixCache ?? null;
+    this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, maxRows, sinks, recent });
+    this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
+  }
+
+  /**
+   * Takes in a prompt's tokens and returns how many came from the prefix
+   * cache: on a fresh session, the longest prefix it holds (at least 64
+   * tokens) becomes the cache, a fork of it, and only the rest is computed;
+   * then the prompt's cache goes into the prefix cache for the next sessions
+   * (unless it evicted positions: its rows no longer follow the tokens). A
+   * session that holds positions already just computes the tokens.
+   * The logits are those a session without a prefix cache computes; imp
+   * differs only in that the matched positions keep the attention the
+   * entry's later tokens gave them.
+   */
+  prefill(tokens) {
+    let reused = 0;
+    const fresh = this.cache.seqLen === 0;
+    if (this.prefixCache && fresh) {
+      const hit = this.prefixCache.match(tokens);
+      if (hit) {
+        this.cache.free();
+        this.cache = hit.cache;
+        reused = hit.length;
+        const { maxRows, sinks, recent } = this.#bound; // the entry's own bound came with it
+        for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+      }
+    }
+    if (reused < tokens.length) this.forward(tokens.slice(reused));
+    const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
+      .some((layer) => layer.seqLen !== layer.nextPosition);
+    if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
+    return reused;
   }
 
   get mode() {
@@ -441,7 +492,8 @@ export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
  *   { type: 'verify', drafts, accepted }     drafts are in the cache (seqLen at its peak)
  *   { type: 'accept', accepted, rejected }   the rejected drafts are rolled back
  * and returns the statistics { tokens, forwardPasses, drafted, accepted,
- * verifies, rollbacks, seconds }.
+ * verifies, rollbacks, prefixTokens (prompt tokens taken from the session's
+ * prefix cache), seconds }.
  *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
  *     least minNgram tokens, default 2) and verifies them in one forward
  *     pass; the emitted tokens are exactly those of draft = 0 (greedy, or
@@ -457,7 +509,7 @@ export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2,
   if (!Number.isInteger(draft) || draft < 0) throw new RangeError(`decode: draft must be an integer >= 0 (got ${draft})`);
   if (typeof temperature !== 'number' || !(temperature >= 0)) throw new RangeError(`decode: temperature must be a number >= 0 (got ${temperature})`);
   const next = sampler(temperature, seededRandom(seed));
-  const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, seconds: 0 };
+  const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0 };
   const started = performance.now();
   const history = [...prompt];
   const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.seqLen);
@@ -468,11 +520,12 @@ export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2,
     return { type: 'token', token };
   };
 
-  // The prompt but its last token goes in as one batch; the last token is
-  // the first "pending" one: sampled or given, but not yet in the cache.
+  // The prompt but its last token goes in as one batch (or from the prefix
+  // cache); the last token is the first "pending" one: sampled or given, but
+  // not yet in the cache.
   if (prompt.length > 1) {
-    session.forward(prompt.slice(0, -1));
-    stats.forwardPasses++;
+    stats.prefixTokens = session.prefill(prompt.slice(0, -1));
+    if (stats.prefixTokens < prompt.length - 1) stats.forwardPasses++;
   }
   let pending = prompt[prompt.length - 1];
   let done = false;

@@ -1,11 +1,14 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
 import { finalizerOf, heap, lib, unstage } from './runtime.js';
-import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, staged } from './checks.js';
+import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, shown, staged } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
+/** KvCache[modelPointer](where, name, cache) and KvCache[adoptModel](ptr): for PrefixCache. */
+export const modelPointer = Symbol('modelPointer');
+export const adoptModel = Symbol('adoptModel');
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
 const finalizer = finalizerOf((ptr) => lib().kvc_model_free(ptr));
 const MAX_LAYERS = 4096;
@@ -66,6 +69,18 @@ export class KvCache {
     return this.#ptr;
   }
 
+  /** The live C model of `cache`, for the package's other classes (PrefixCache). */
+  static [modelPointer](where, name, cache) {
+    if (!(cache instanceof KvCache)) throw new TypeError(`${where}: ${name} must be a KvCache (got ${shown(cache)})`);
+    if (!cache.#ptr) throw new TypeError(`${where}: ${name} was freed`);
+    return cache.#ptr;
+  }
+
+  /** A KvCache that owns the C model at `ptr`. */
+  static [adoptModel](ptr) {
+    return new KvCache({ [adoptPointer]: ptr });
+  }
+
   get numLayers() { this.#live('numLayers'); return this.#layers.length; }
 
   /** Layer `index`, owned by this cache: use it as any LayerKvCache, but do not free it. */
@@ -99,6 +114,8 @@ export class KvCache {
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_model_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_model_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
+  /** The part of memoryBytes held in pages shared with forks (clone, PrefixCache). */
+  get sharedBytes() { return lib().kvc_model_shared_bytes(this.#live('sharedBytes')) >>> 0; }
   /** memoryBytes of each layer, in order; they sum to memoryBytes. */
   get memoryBytesByLayer() {
     this.#live('memoryBytesByLayer');
@@ -183,7 +200,10 @@ export class KvCache {
     return new KvCache({ [adoptPointer]: deserializeWith('KvCache.deserialize', bytes, lib().kvc_model_deserialize) });
   }
 
-  /** A deep, independent copy of every layer. Not during a verify. */
+  /**
+   * An independent copy of every layer, copy-on-write: O(pages), no row
+   * copied until either cache writes into a shared page. Not during a verify.
+   */
   clone() {
     const where = 'KvCache.clone';
     const ptr = this.#live('clone');

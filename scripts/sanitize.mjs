@@ -75,7 +75,7 @@ export function buildSanitized(dir, sanitizers, options) {
   runOrThrow('cmake', ['--build', dir, '--parallel', jobs]);
 }
 
-/** Builds build-asan and build-tsan and runs their ctest; true when every test passed. */
+/** Builds build-asan and build-tsan and runs their ctest (ASan's twice: on forks too); true when every test passed. */
 export function sanitizedTests() {
   try {
     ensureToolchain({ wasm: false });
@@ -92,10 +92,17 @@ export function sanitizedTests() {
   log(`C tests and fuzz corpora under ASan + UBSan, on ${TEST_THREADS} threads`);
   const asan = run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs],
     { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
+  // Once more with every appended layer forked (tests/c/test.c): all their
+  // later writes meet shared pages. Not the cases that count allocations or
+  // pages themselves.
+  log('C tests under ASan + UBSan on forks (KVC_TEST_FORKS)');
+  const forks = run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs,
+    '-R', '^test_', '-E', '^test_(alloc|pages|prefix)\\.'],
+  { env: { ...sanitizerEnv, KVC_TEST_FORKS: '1' } }) === 0;
   log(`C tests under ThreadSanitizer, on ${TEST_THREADS} threads`);
   const tsan = run('ctest', ['--test-dir', tsanBuildDir, '--output-on-failure', '--parallel', jobs],
     { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
-  return asan && tsan;
+  return asan && forks && tsan;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -1,10 +1,11 @@
 // The live demo: a source of keys and values (the stories260K model, or a
 // synthetic stream of model-sized shapes) drives this package's caches in
-// every mode, and four panels show what they hold and cost as it runs.
+// every mode, and the panels show what they hold and cost as it runs, and
+// what branches forked from them share.
 // It imports the package as any app would: 'kvcache-wasm' and
 // 'kvcache-wasm/llama' (see the import map in index.html).
-import init, { LayerKvCache, kernelIsa, setThreadLimit, threadInfo } from 'kvcache-wasm';
-import { GgufError, Llama, decode } from 'kvcache-wasm/llama';
+import init, { LayerKvCache, kernelIsa, memoryStats, setThreadLimit, threadInfo } from 'kvcache-wasm';
+import { GgufError, Llama, decode, generate } from 'kvcache-wasm/llama';
 import uPlot from 'uplot';
 import { normals, outlierKeys, rng } from '/support/synthetic.mjs';
 
@@ -120,6 +121,15 @@ class ModelSource {
     this.fromVerify = 0; // tokens still to come from the last verify
     this.decoder = llama.tokenizer.decoder();
     addSpan(ids.map((id) => this.decoder.push(id)).join(''), 'prompt');
+    this.lastToken = ids[ids.length - 1]; // emitted, not yet in the driving cache
+  }
+
+  /** Branch i: a fork of the driving cache that goes on with `tokens` sampled tokens of its own. */
+  branch(i, tokens) {
+    const session = this.llama.session({ cache: this.driver.cache.clone() });
+    const { tokens: ids } = generate(session, [this.lastToken], { steps: tokens, temperature: 1, seed: i + 1, stopAtEos: false });
+    const decoder = this.llama.tokenizer.decoder();
+    return { cache: session.cache, text: `…${ids.map((id) => decoder.push(id)).join("")}` };
   }
 
   get seqLen() { return this.driver.cache.layer(0).seqLen; }
@@ -168,6 +178,7 @@ class ModelSource {
     if (this.fromVerify > 0) this.fromVerify--;
     else this.stats.forwardPasses++;
     this.stats.tokens++;
+    this.lastToken = value.token;
     addSpan(this.decoder.push(value.token));
     // The teacher-forced sessions: the KL of what they predicted for this token, then the token.
     const reference = logSoftmax(this.lastLogits.f32);
@@ -230,11 +241,18 @@ class SyntheticSource {
     return true;
   }
 
-  append(n) {
+  append(n, caches = Object.values(this.caches)) {
     const { heads, headDim } = this;
     const k = outlierKeys(this.random, n, this.position, heads, headDim);
     const v = normals(this.random, n * heads * headDim);
-    for (const cache of Object.values(this.caches)) cache.appendBatch(k, v);
+    for (const cache of caches) cache.appendBatch(k, v);
+  }
+
+  /** Branch i: a fork of the shown cache that goes on with `tokens` positions of its own. */
+  branch(i, tokens) {
+    const cache = this.shownLayer().clone();
+    this.append(tokens, [cache]);
+    return { cache, text: `positions ${cache.nextPosition - tokens}–${cache.nextPosition - 1} of its own` };
   }
 
   step() {
@@ -370,6 +388,53 @@ function evictNow() {
 }
 
 // ---------------------------------------------------------------------------
+// The shared-prefix panel: branches forked from the running cache
+
+let branches = []; // { cache, text }
+const branchView = { count: 0, sharedBytes: 0, deepBytes: 0, texts: [] };
+
+function dropBranches() {
+  for (const { cache } of branches) cache.free();
+  branches = [];
+  Object.assign(branchView, { count: 0, sharedBytes: 0, deepBytes: 0, texts: [] });
+}
+
+/** Forks the running cache into branches that each go on by themselves; shows what they hold. */
+function branchNow() {
+  if (!source) return;
+  pause();
+  // A cache mid-verify cannot fork: close the verify first.
+  for (let i = 0; i < 20 && source.shownLayer().verifying; i++) stepOnce();
+  dropBranches();
+  const count = Math.max(1, Math.min(32, Number($('branch-count').value) || 1));
+  const tokens = Math.max(1, Math.min(64, Number($('branch-tokens').value) || 1));
+  const before = memoryStats().cacheBytes;
+  for (let i = 0; i < count; i++) branches.push(source.branch(i, tokens));
+  Object.assign(branchView, {
+    count,
+    sharedBytes: memoryStats().cacheBytes - before,
+    deepBytes: branches.reduce((sum, { cache }) => sum + cache.memoryBytes, 0),
+    texts: branches.map(({ text }) => text),
+  });
+  renderBranches();
+}
+
+function renderBranches() {
+  const { count, sharedBytes, deepBytes, texts } = branchView;
+  $('branches').textContent = count ? String(count) : '–';
+  $('branch-shared').textContent = count ? byteLabel(sharedBytes) : '–';
+  $('branch-deep').textContent = count ? byteLabel(deepBytes) : '–';
+  $('branch-ratio').textContent = count && sharedBytes > 0 ? `${(deepBytes / sharedBytes).toFixed(1)}×` : '–';
+  $('bar-shared').style.width = count ? `${(100 * sharedBytes) / deepBytes}%` : '0';
+  $('bar-deep').style.width = count ? '100%' : '0';
+  $('branch-texts').replaceChildren(...texts.map((text) => {
+    const item = document.createElement('li');
+    item.textContent = text;
+    return item;
+  }));
+}
+
+// ---------------------------------------------------------------------------
 // The threads panel
 
 const TIMING_EVERY = 16; // forward passes between two timings of a step
@@ -422,6 +487,8 @@ function setStatus(text, isError = false) {
 
 function reset() {
   pause();
+  dropBranches();
+  renderBranches();
   source?.dispose();
   source = null;
   stream.replaceChildren();
@@ -562,6 +629,7 @@ $('budget').addEventListener('input', () => {
 });
 $('bound').addEventListener('change', applyBound);
 $('evict').addEventListener('click', evictNow);
+$('branch').addEventListener('click', branchNow);
 
 // What the browser test reads: the live state next to what the page shows.
 window.demo = {
@@ -602,6 +670,7 @@ window.demo = {
       threads: threadInfo(),
       timing: { ...timing },
       errors: pageErrors.slice(),
+      branches: { ...branchView, texts: branchView.texts.slice() },
     };
   },
 };

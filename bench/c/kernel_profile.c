@@ -66,6 +66,7 @@ static int profile(size_t d, size_t n) {
     free(q_work);
     const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
+    const uint8_t *row_at[KVC_Q8_SUM_ROWS];
     float w_scales[GROUP];
     if (!w16) return 1;
     const float sqrt_d = 11.3137f;
@@ -85,7 +86,8 @@ static int profile(size_t d, size_t n) {
                 tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(qrows + (h * n + first + t) * row_bytes);
             w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, w16 + g * tile_rows);
         }
-        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, qrows + (h * n + first) * row_bytes, out);
+        for (size_t t = 0; t < rows; t++) row_at[t] = qrows + (h * n + first + t) * row_bytes;
+        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, row_at, out);
     });
     printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
            "\"scores_q8\":%.4f,\"values_q8\":%.4f}\n",

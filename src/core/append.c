@@ -1,8 +1,9 @@
 /*
  * append.c -- positions in and out: append, append_n, truncate_last.
  *
- * Appends are all or nothing: every live element is checked and every buffer
- * is grown before the first row is written, so a refused or out-of-memory
+ * Appends are all or nothing: every live element is checked and every page
+ * the rows and slots go to is made writable (allocated, or copied when
+ * shared) before the first row is written, so a refused or out-of-memory
  * call leaves the layer as it was.  Rows go to a store by absolute position:
  * below KVC_Q8_WINDOW as f32, from it on as codes in a quantized component.
  */
@@ -29,30 +30,16 @@ static kvc_status check_finite(const kvc_layer *layer, size_t n, const float *k,
     return KVC_OK;
 }
 
-/* Grows a per-slot array to hold `needed` slots of elem_bytes. */
-#define GROW_SLOTS(layer, array, cap, needed, elem_bytes)                                  \
-    do {                                                                                   \
-        size_t grown_ = kvc_grown_capacity((layer)->cap, (needed), SIZE_MAX);              \
-        if (grown_) {                                                                      \
-            void *block_ = kvc_realloc_array((layer)->array, grown_, (elem_bytes));        \
-            if (!block_) return KVC_E_NOMEM;                                               \
-            (layer)->array = block_;                                                       \
-            (layer)->cap = grown_;                                                         \
-        }                                                                                  \
-    } while (0)
-
-/* Grows every buffer that n more slots and their rows will need. */
+/* Makes every page that n more slots and their rows will need writable. */
 static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive) {
-    const size_t H = layer->num_kv_heads, d = layer->head_dim;
-    const size_t end = layer->seq_len + n;
-    GROW_SLOTS(layer, imp, imp_cap, end, sizeof(float));
-    GROW_SLOTS(layer, alive_map, map_cap, end, layer->map_bytes);
-    GROW_SLOTS(layer, positions, positions_cap, end, sizeof(uint32_t));
+    const size_t H = layer->num_kv_heads;
+    kvc_status status = kvc_slots_reserve(layer, n);
+    if (status != KVC_OK) return status;
     const size_t first = layer->next_position;
     const int quantized_k = kvc_component_quantized(layer->mode, 0);
     const int quantized_v = kvc_component_quantized(layer->mode, 1);
     if ((quantized_k || quantized_v) && first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
-        kvc_status status = kvc_field_reserve(layer);
+        status = kvc_field_reserve(layer);
         if (status != KVC_OK) return status;
     }
     for (size_t h = 0; h < H; h++) {
@@ -64,8 +51,8 @@ static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive) {
             else from++;
         }
         kvc_head *head = &layer->heads[h];
-        kvc_status status = kvc_store_reserve(&head->keys, d, quantized_k, below, from);
-        if (status == KVC_OK) status = kvc_store_reserve(&head->values, d, quantized_v, below, from);
+        status = kvc_store_reserve(&head->keys, quantized_k, below, from);
+        if (status == KVC_OK) status = kvc_store_reserve(&head->values, quantized_v, below, from);
         if (status != KVC_OK) return status;
     }
     return KVC_OK;
@@ -74,25 +61,25 @@ static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive) {
 static void push_row(kvc_store *store, int quantized, size_t position, size_t d, const float *x,
                      const kvc_kernels *kernels) {
     if (quantized && position >= KVC_Q8_WINDOW) kvc_store_push_quantized(store, d, x, kernels);
-    else kvc_store_push_f32(store, d, x);
+    else kvc_store_push_f32(store, x);
 }
 
 /* The slot of the next position: its alive bits, a zero importance, its
  * absolute position. */
 static void take_slot(kvc_layer *layer, const uint8_t *alive) {
     const size_t slot = layer->seq_len;
-    uint8_t *map = layer->alive_map + slot * layer->map_bytes;
+    uint8_t *map = kvc_paged_at(&layer->alive, slot);
     memset(map, 0, layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         if (head_alive(alive, h)) map[h >> 3] |= (uint8_t)(1u << (h & 7));
     }
-    layer->imp[slot] = 0.0f;
-    layer->positions[slot] = (uint32_t)layer->next_position;
-    layer->seq_len = slot + 1;
+    *kvc_slot_imp(layer, slot) = 0.0f;
+    *(uint32_t *)(void *)kvc_paged_at(&layer->positions, slot) = (uint32_t)layer->next_position;
+    kvc_slots_set_len(layer, slot + 1);
     layer->next_position++;
 }
 
-/* Writes one position; every buffer has room. */
+/* Writes one position; every page it needs is writable. */
 static void append_one(kvc_layer *layer, const float *k, const float *v, const uint8_t *alive) {
     const kvc_kernels *kernels = kvc_kernels_active();
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
@@ -188,7 +175,7 @@ void kvc_layer_drop_from(kvc_layer *layer, size_t cut) {
     /* The slots at or after the cut are the last ones (positions increase);
      * finding them costs what dropping them does. */
     size_t new_len = layer->seq_len;
-    while (new_len > 0 && layer->positions[new_len - 1] >= cut) new_len--;
+    while (new_len > 0 && kvc_slot_position(layer, new_len - 1) >= cut) new_len--;
     /* Dropped slots at positions below the window are f32 rows in every
      * store; from the window on they are quantized rows in a quantized store. */
     const size_t split = kvc_first_slot_from(layer, new_len, layer->seq_len, KVC_Q8_WINDOW);
@@ -201,7 +188,7 @@ void kvc_layer_drop_from(kvc_layer *layer, size_t cut) {
         if (kvc_component_quantized(layer->mode, 1)) kvc_store_drop(&head->values, below, from);
         else kvc_store_drop(&head->values, below + from, 0);
     }
-    layer->seq_len = new_len;
+    kvc_slots_set_len(layer, new_len);
     layer->next_position = cut;
-    if (layer->next_position <= KVC_Q8_WINDOW) layer->field_frozen = 0;
+    if (layer->next_position <= KVC_Q8_WINDOW) kvc_field_unfreeze(layer);
 }

@@ -74,12 +74,12 @@ static size_t head_of(const head_job *job, size_t task) {
 
 static size_t head_rows(const head_job *job, size_t h) {
     if (job->layer) return kvc_store_len(&job->layer->heads[h].keys);
-    return job->one_keys->rows_len + job->one_keys->qrows_len;
+    return job->one_keys->rows->len + job->one_keys->qrows->len;
 }
 
 static kvc_rows_view view_of(const kvc_store *store) {
-    return (kvc_rows_view){store->rows, store->rows_len, store->qrows, store->qrows_len,
-                           store->qrows_len ? store->field : NULL};
+    return (kvc_rows_view){&store->rows, &store->qrows,
+                           store->qrows.len ? (const float *)(const void *)kvc_paged_at(&store->field, 0) : NULL};
 }
 
 static void head_segment_task(void *context, size_t task, size_t thread) {
@@ -220,7 +220,7 @@ static kvc_status run_heads(head_job *job) {
 /* One head's G queries, probs [G x n] (or NULL). */
 static kvc_status attend_one_head(const kvc_rows_view *keys, const kvc_rows_view *values,
                                   size_t G, size_t d, const float *q, float *out, float *probs) {
-    const size_t n = keys->rows_len + keys->qrows_len;
+    const size_t n = keys->rows->len + keys->qrows->len;
     head_job job = {.H = 1, .G = G, .d = d, .one_keys = keys, .one_values = values, .q = q,
                     .out = out, .probs = probs, .L = n};
     return run_heads(&job);
@@ -231,9 +231,15 @@ kvc_status kvc_attention_head(const float *q, const float *keys, const float *va
     if (!q || !out || (n && (!keys || !values))) return KVC_E_NULL_POINTER;
     if (d == 0 || d > KVC_MAX_HEAD_DIM) return KVC_E_HEAD_DIM;
     if (!kvc_kernels_active()->all_finite(d, q)) return KVC_E_NONFINITE_QUERY;
-    const kvc_rows_view key_rows = {keys, n, NULL, 0, NULL};
-    const kvc_rows_view value_rows = {values, n, NULL, 0, NULL};
-    return attend_one_head(&key_rows, &value_rows, 1, d, q, out, probs);
+    /* The caller's arrays, each as one page. */
+    uint8_t *key_page, *value_page;
+    kvc_paged key_rows, value_rows, no_rows;
+    kvc_paged_borrow(&key_rows, &key_page, keys, n, d * sizeof(float));
+    kvc_paged_borrow(&value_rows, &value_page, values, n, d * sizeof(float));
+    kvc_paged_init(&no_rows, 1, KVC_PAGE_SHIFT);
+    const kvc_rows_view key_view = {&key_rows, &no_rows, NULL};
+    const kvc_rows_view value_view = {&value_rows, &no_rows, NULL};
+    return attend_one_head(&key_view, &value_view, 1, d, q, out, probs);
 }
 
 /* The checks every attend of a layer makes. */

@@ -8,7 +8,9 @@
  * hitters), ties going to the older position.  Order is preserved, every
  * store of every head moves only the rows it keeps, quantized rows keep
  * their codes and scales, and the field stays: nothing is requantized.
- * O(rows): a selection, not a sort, then one pass.
+ * O(rows): a selection, not a sort, then one pass.  The pages the kept rows
+ * move into are made writable first (copied when shared): from the first
+ * slot past the sinks, where the first dropped one may lie.
  */
 #include <string.h>
 
@@ -43,47 +45,57 @@ static void select_top(const float *imp, uint32_t *slots, size_t n, size_t k) {
     }
 }
 
-/* keep[s] = 1 for the slots the policy keeps; `scratch` holds seq_len slots. */
-static void plan(const kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *keep,
-                 uint32_t *scratch) {
+/* The scratch of a plan over L slots: the keep flags, then (4-byte aligned)
+ * the selection's slot list and a copy of the importance values. */
+size_t kvc_evict_scratch_bytes(size_t L) {
+    return ((L + 3) & ~(size_t)3) + L * sizeof(uint32_t) + L * sizeof(float);
+}
+
+/* keep[s] = 1 for the slots the policy keeps; `block` is a plan's scratch. */
+static void plan(const kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block) {
     const size_t L = layer->seq_len;
+    uint8_t *keep = block;
     if (L <= budget) {
         memset(keep, 1, L);
         return;
     }
+    uint32_t *slots = (uint32_t *)(void *)(block + ((L + 3) & ~(size_t)3));
+    float *imp = (float *)(void *)(slots + L);
+    kvc_paged_read(&layer->imp, 0, L, imp);
     memset(keep, 0, L);
     memset(keep, 1, sinks);
     memset(keep + L - recent, 1, recent);
     const size_t middle = L - sinks - recent, heavy = budget - sinks - recent;
-    for (size_t i = 0; i < middle; i++) scratch[i] = (uint32_t)(sinks + i);
-    select_top(layer->imp, scratch, middle, heavy);
-    for (size_t i = 0; i < heavy; i++) keep[scratch[i]] = 1;
+    for (size_t i = 0; i < middle; i++) slots[i] = (uint32_t)(sinks + i);
+    select_top(imp, slots, middle, heavy);
+    for (size_t i = 0; i < heavy; i++) keep[slots[i]] = 1;
 }
 
-/* Moves the kept rows of one store to the front of its arrays, in order. */
+/* Element `read` of a sequence to its place `write` (<= read) among the kept. */
+static void move_element(kvc_paged *a, size_t write, size_t read) {
+    if (write != read) memcpy(kvc_paged_at(a, write), kvc_paged_at(a, read), a->elem_bytes);
+}
+
+/* Moves the kept rows of one store to the front, in order. */
 static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, int quantized,
                           const uint8_t *keep) {
-    const size_t d = layer->head_dim, qrow_bytes = sizeof(float) + d;
     size_t f32_read = 0, f32_write = 0, q_read = 0, q_write = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
         if (!kvc_head_stored(layer, s, h)) continue;
-        if (quantized && layer->positions[s] >= KVC_Q8_WINDOW) {
-            if (keep[s] && q_write != q_read)
-                memcpy(store->qrows + q_write * qrow_bytes, store->qrows + q_read * qrow_bytes, qrow_bytes);
-            q_write += keep[s];
+        if (quantized && kvc_slot_position(layer, s) >= KVC_Q8_WINDOW) {
+            if (keep[s]) move_element(&store->qrows, q_write++, q_read);
             q_read++;
         } else {
-            if (keep[s] && f32_write != f32_read)
-                memcpy(store->rows + f32_write * d, store->rows + f32_read * d, d * sizeof(float));
-            f32_write += keep[s];
+            if (keep[s]) move_element(&store->rows, f32_write++, f32_read);
             f32_read++;
         }
     }
-    store->rows_len = f32_write;
-    store->qrows_len = q_write;
+    kvc_paged_set_len(&store->rows, f32_write);
+    kvc_paged_set_len(&store->qrows, q_write);
 }
 
-/* Drops every slot whose keep[] is 0. */
+/* Drops every slot whose keep[] is 0; every page from the first dropped
+ * slot on is writable. */
 static void apply(kvc_layer *layer, const uint8_t *keep) {
     const int quantized_k = kvc_component_quantized(layer->mode, 0);
     const int quantized_v = kvc_component_quantized(layer->mode, 1);
@@ -94,35 +106,46 @@ static void apply(kvc_layer *layer, const uint8_t *keep) {
     size_t write = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
         if (!keep[s]) continue;
-        layer->imp[write] = layer->imp[s];
-        layer->positions[write] = layer->positions[s];
-        memmove(layer->alive_map + write * layer->map_bytes, layer->alive_map + s * layer->map_bytes,
-                layer->map_bytes);
+        move_element(&layer->imp, write, s);
+        move_element(&layer->positions, write, s);
+        move_element(&layer->alive, write, s);
         write++;
     }
-    layer->seq_len = write;
+    kvc_slots_set_len(layer, write);
 }
 
-/* The scratch of a plan over L slots: the keep flags, then (4-byte aligned)
- * the selection's slot list. */
-size_t kvc_evict_scratch_bytes(size_t L) {
-    return ((L + 3) & ~(size_t)3) + L * sizeof(uint32_t);
-}
-
-static uint32_t *plan_slots(uint8_t *block, size_t L) {
-    return (uint32_t *)(block + ((L + 3) & ~(size_t)3));
+kvc_status kvc_evict_prepare(kvc_layer *layer, size_t sinks) {
+    if (sinks >= layer->seq_len) return KVC_OK;
+    kvc_status status = kvc_slots_make_writable(layer, sinks);
+    for (size_t h = 0; h < layer->num_kv_heads && status == KVC_OK; h++) {
+        /* Each store's rows from those of slot `sinks` on. */
+        size_t below = 0, from = 0;
+        for (size_t s = 0; s < sinks; s++) {
+            if (!kvc_head_stored(layer, s, h)) continue;
+            if (kvc_slot_position(layer, s) < KVC_Q8_WINDOW) below++;
+            else from++;
+        }
+        for (int is_values = 0; is_values < 2 && status == KVC_OK; is_values++) {
+            kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
+            status = kvc_component_quantized(layer->mode, is_values)
+                         ? kvc_store_make_writable(store, below, from)
+                         : kvc_store_make_writable(store, below + from, 0);
+        }
+    }
+    return status;
 }
 
 void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block) {
     if (layer->seq_len <= budget) return;
     if (sinks > budget) sinks = budget;
     if (recent > budget - sinks) recent = budget - sinks;
-    plan(layer, budget, sinks, recent, block, plan_slots(block, layer->seq_len));
+    plan(layer, budget, sinks, recent, block);
     apply(layer, block);
 }
 
 kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent) {
     if (layer->seq_len <= budget) return KVC_OK;
+    if (kvc_evict_prepare(layer, sinks < budget ? sinks : budget) != KVC_OK) return KVC_E_NOMEM;
     uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(layer->seq_len), 1);
     if (!block) return KVC_E_NOMEM;
     kvc_evict_with(layer, budget, sinks, recent, block);
@@ -160,10 +183,10 @@ kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t
     if (kept_len < n) return KVC_E_LENGTH;
     uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(L) + 1, 1);
     if (!block) return KVC_E_NOMEM;
-    plan(layer, budget, sinks, recent, block, plan_slots(block, L));
+    plan(layer, budget, sinks, recent, block);
     size_t written = 0;
     for (size_t s = 0; s < L; s++) {
-        if (block[s]) kept[written++] = layer->positions[s];
+        if (block[s]) kept[written++] = kvc_slot_position(layer, s);
     }
     kvc_free(block);
     *count = written;
@@ -184,30 +207,5 @@ kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sink
     layer->max_rows = max_rows;
     layer->evict_sinks = max_rows ? sinks : 0;
     layer->evict_recent = max_rows ? recent : 0;
-    return KVC_OK;
-}
-
-kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t recent) {
-    if (!model) return KVC_E_NULL_POINTER;
-    const size_t L = kvc_model_num_layers(model);
-    if (budget == 0 || sinks > budget || recent > budget - sinks) return KVC_E_BUDGET;
-    for (size_t i = 0; i < L; i++) {
-        if (kvc_model_layer(model, i)->verifying) return KVC_E_VERIFYING;
-    }
-    /* One scratch for every layer, so that it is all or nothing. */
-    size_t longest = 0;
-    for (size_t i = 0; i < L; i++) {
-        const kvc_layer *layer = kvc_model_layer(model, i);
-        if (layer->kind == KVC_KIND_FULL && layer->seq_len > longest) longest = layer->seq_len;
-    }
-    if (longest <= budget) return KVC_OK;
-    uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(longest), 1);
-    if (!block) return KVC_E_NOMEM;
-    /* Each full layer decides from its own importance; linear layers hold no rows. */
-    for (size_t i = 0; i < L; i++) {
-        kvc_layer *layer = kvc_model_layer(model, i);
-        if (layer->kind == KVC_KIND_FULL) kvc_evict_with(layer, budget, sinks, recent, block);
-    }
-    kvc_free(block);
     return KVC_OK;
 }

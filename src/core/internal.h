@@ -1,11 +1,13 @@
 /*
  * internal.h -- the layout of a layer, shared by the files of src/core.
  *
- * A layer holds, per position, an importance slot and one bit per head saying
- * whether that head stored the position (the alive map); per head, two
- * stores, one for keys and one for values.  A store holds its rows in
- * position order: first the f32 rows, then (quantized component, field
- * frozen) the int8 rows of positions >= KVC_Q8_WINDOW.
+ * A layer holds, per position, a slot: an importance value, its absolute
+ * position and one bit per head saying whether that head stored it (the
+ * alive map); per head, two stores, one for keys and one for values.  A
+ * store holds its rows in position order: first the f32 rows, then
+ * (quantized component, field frozen) the int8 rows of positions >=
+ * KVC_Q8_WINDOW.  Every one of these sequences lives in pages of
+ * KVC_PAGE_ELEMS (pages.c), which forks of the layer share.
  */
 #ifndef KVC_INTERNAL_H
 #define KVC_INTERNAL_H
@@ -15,14 +17,76 @@
 #include "kvcache.h"
 #include "../kernels/kernels.h"
 
+/* ---- pages.c: reference-counted pages, shared between forks ---- */
+
+/* Elements per page of a layer's sequences: the q8 window, so that a
+ * quantized store's f32 rows (its sinks, which freeze the field) are one
+ * page.  (The benchmark builds a library of larger pages to measure what
+ * pages cost against contiguous rows.) */
+#ifndef KVC_PAGE_SHIFT
+#define KVC_PAGE_SHIFT 6
+#endif
+#define KVC_PAGE_ELEMS ((size_t)1 << KVC_PAGE_SHIFT)
+
+/* A sequence of `len` elements of elem_bytes, element i at byte
+ * (i mod 2^shift) * elem_bytes of pages[i >> shift]. */
+typedef struct kvc_paged {
+    uint8_t **pages;   /* [page_cap]: those holding elements, then spare ones of ours */
+    size_t page_count; /* pages held */
+    size_t page_cap;
+    size_t len;
+    size_t elem_bytes;
+    unsigned shift;
+} kvc_paged;
+
+static inline uint8_t *kvc_paged_at(const kvc_paged *a, size_t i) {
+    return a->pages[i >> a->shift] + (i & (((size_t)1 << a->shift) - 1)) * a->elem_bytes;
+}
+
+/* The elements from i on that lie in i's page, at most `count`. */
+static inline size_t kvc_paged_run(const kvc_paged *a, size_t i, size_t count) {
+    const size_t left = ((size_t)1 << a->shift) - (i & (((size_t)1 << a->shift) - 1));
+    return count < left ? count : left;
+}
+
+/* An empty sequence. */
+void kvc_paged_init(kvc_paged *a, size_t elem_bytes, unsigned shift);
+/* A read-only view of a caller's array as one page (`page` holds its pointer). */
+void kvc_paged_borrow(kvc_paged *a, uint8_t **page, const void *elements, size_t len,
+                      size_t elem_bytes);
+/* Makes elements [len, len + extra) writable: the pages they need, and a
+ * copy of the page of element len when it holds some of ours and is shared.
+ * KVC_E_NOMEM: no element changed. */
+kvc_status kvc_paged_reserve(kvc_paged *a, size_t extra);
+/* Makes elements [first, last) writable, copying the shared pages they lie in.
+ * KVC_E_NOMEM: no element changed (pages copied so far stay copied). */
+kvc_status kvc_paged_make_writable(kvc_paged *a, size_t first, size_t last);
+/* Sets len: up to reserved and written elements, or down (the shared pages
+ * it no longer reaches are released; our own stay as spares). */
+void kvc_paged_set_len(kvc_paged *a, size_t len);
+/* dst (uninitialised) shares src's elements: a reference to each page. */
+kvc_status kvc_paged_fork(kvc_paged *dst, const kvc_paged *src);
+void kvc_paged_free(kvc_paged *a);
+/* Bytes of our elements in pages another sequence holds too. */
+size_t kvc_paged_shared_bytes(const kvc_paged *a);
+/* Bytes of pages held and of the page table. */
+size_t kvc_paged_capacity_bytes(const kvc_paged *a);
+/* Bytes of our elements, a shared page counted only by the first sequence
+ * of walk `walk` to reach it (at the most elements any of them holds in it);
+ * walks do not run concurrently (kvc_registry_lock). */
+size_t kvc_paged_count_bytes(const kvc_paged *a, uint32_t walk);
+void kvc_paged_read(const kvc_paged *a, size_t first, size_t count, void *dst);
+/* Into writable elements. */
+void kvc_paged_write(kvc_paged *a, size_t first, size_t count, const void *src);
+/* Pages allocated and not yet freed, over every sequence. */
+size_t kvc_live_pages(void);
+
 /* One component (keys or values) of one head. */
 typedef struct kvc_store {
-    float *rows;         /* f32 rows [rows_cap x d]: every row of an f32 component,
-                            the rows at positions < W of a quantized one */
-    size_t rows_len, rows_cap;
-    uint8_t *qrows;      /* quantized rows [qrows_cap x (4 + d)]: f32 scale, then d codes */
-    size_t qrows_len, qrows_cap;
-    float *field;        /* [d] per-channel field; allocated at the first freeze */
+    kvc_paged rows;  /* f32 rows of d floats: every row of an f32 component, the
+                        rows at positions < W of a quantized one */
+    kvc_paged qrows; /* quantized rows of kvc_q8_row_bytes(d): f32 scale, then d codes */
+    kvc_paged field; /* the per-channel field, d floats: one element while frozen */
 } kvc_store;
 
 typedef struct kvc_head {
@@ -53,18 +117,25 @@ struct kvc_layer {
     size_t seq_len;        /* positions held: the slots below */
     size_t next_position;  /* the absolute position the next append gets */
     int field_frozen;
-    /* Per slot (one per position held, in order): */
-    float *imp;          /* [imp_cap] cumulative attention mass */
-    size_t imp_cap;
-    uint8_t *alive_map;  /* [map_cap x map_bytes]: bit h set if head h stored the slot */
-    size_t map_cap;
+    /* Per slot (one per position held, in order), seq_len elements each: */
+    kvc_paged imp;       /* float: cumulative attention mass */
+    kvc_paged positions; /* uint32_t: absolute position; slot s is position s until an eviction */
+    kvc_paged alive;     /* map_bytes: bit h set if head h stored the slot */
     size_t map_bytes;    /* ceil(num_kv_heads / 8) */
-    uint32_t *positions; /* [positions_cap] absolute position; slot s is position s until an eviction */
-    size_t positions_cap;
     kvc_head *heads;     /* [num_kv_heads] */
     /* Automatic eviction on append (max_rows 0: off). */
     size_t max_rows, evict_sinks, evict_recent;
+    /* Every live layer, for kvc_memory_stats (layer.c). */
+    kvc_layer *registry_prev, *registry_next;
 };
+
+static inline float *kvc_slot_imp(const kvc_layer *layer, size_t slot) {
+    return (float *)(void *)kvc_paged_at(&layer->imp, slot);
+}
+
+static inline uint32_t kvc_slot_position(const kvc_layer *layer, size_t slot) {
+    return *(const uint32_t *)(const void *)kvc_paged_at(&layer->positions, slot);
+}
 
 /* ---- pool.c: the threads a call's tasks run on ---- */
 /* Thread indices: 0 is the calling thread, 1 .. KVC_MAX_THREADS - 1 pool threads. */
@@ -119,11 +190,9 @@ void kvc_thread_wake_all(_Atomic uint32_t *word);
 
 /* A read-only view of one component's rows: f32 rows first, then quantized. */
 typedef struct kvc_rows_view {
-    const float *rows;
-    size_t rows_len;
-    const uint8_t *qrows;
-    size_t qrows_len;
-    const float *field; /* the field of the quantized rows (NULL when none) */
+    const kvc_paged *rows;  /* f32 rows of d floats */
+    const kvc_paged *qrows; /* quantized rows (len 0: none) */
+    const float *field;     /* the field of the quantized rows (NULL when none) */
 } kvc_rows_view;
 
 /* The queries of a call, with their codes for quantized keys. */
@@ -140,6 +209,7 @@ typedef struct kvc_scratch {
     float *tile_w_scales;  /* [2G]: their scales */
     float *tile_w;         /* [G x tile_rows]: value weights */
     float *tile_scales;    /* [tile_rows]: the value rows' scales */
+    const uint8_t **tile_rows_at; /* [tile_rows]: the value rows of a tile, wherever their pages are */
     float *out;         /* [G x d] */
     float *max, *sum;   /* [G] */
     size_t tile_rows;
@@ -184,33 +254,51 @@ size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
 /* ---- store.c: one component of one head ---- */
 /* Quantized rows are stored from position KVC_Q8_WINDOW on. */
 int kvc_component_quantized(kvc_mode mode, int is_values);
+/* An empty store of rows of d channels. */
+void kvc_store_init(kvc_store *store, size_t d);
 /* Makes room for `below` more rows at positions < W and `from` more at
  * positions >= W (int8 in a quantized store, f32 otherwise). */
-kvc_status kvc_store_reserve(kvc_store *store, size_t d, int quantized, size_t below,
-                             size_t from);
-void kvc_store_push_f32(kvc_store *store, size_t d, const float *x);
+kvc_status kvc_store_reserve(kvc_store *store, int quantized, size_t below, size_t from);
+void kvc_store_push_f32(kvc_store *store, const float *x);
 void kvc_store_push_quantized(kvc_store *store, size_t d, const float *x,
                               const kvc_kernels *kernels);
 void kvc_store_drop(kvc_store *store, size_t f32_rows, size_t q_rows);
+/* Makes the f32 rows from f32_first and the quantized rows from q_first
+ * writable (KVC_E_NOMEM: no row changed). */
+kvc_status kvc_store_make_writable(kvc_store *store, size_t f32_first, size_t q_first);
 /* Writes the store's rows as f32 (quantized ones dequantized) to dst. */
 void kvc_store_copy_rows(const kvc_store *store, size_t d, float *dst,
                          const kvc_kernels *kernels);
 size_t kvc_store_len(const kvc_store *store);
 /* Bytes of rows held (the field is counted by the layer). */
-size_t kvc_store_bytes(const kvc_store *store, size_t d);
-size_t kvc_store_capacity_bytes(const kvc_store *store, size_t d);
-kvc_status kvc_store_clone(kvc_store *dst, const kvc_store *src, size_t d);
+size_t kvc_store_bytes(const kvc_store *store);
+/* Of those and of the field, what is held in pages shared with another store. */
+size_t kvc_store_shared_bytes(const kvc_store *store);
+/* Rows and field, shared pages counted once per walk (kvc_paged_count_bytes). */
+size_t kvc_store_count_bytes(const kvc_store *store, uint32_t walk);
+size_t kvc_store_capacity_bytes(const kvc_store *store);
+/* dst (uninitialised) shares src's rows and field. */
+kvc_status kvc_store_fork(kvc_store *dst, const kvc_store *src);
 void kvc_store_free(kvc_store *store);
 
 /* ---- quant.c: the per-channel field ---- */
-/* Allocates the field of every quantized store that has none yet. */
+/* Makes the field of every quantized store writable. */
 kvc_status kvc_field_reserve(kvc_layer *layer);
 /* Freezes the field of every quantized store from its f32 rows. */
 void kvc_field_freeze(kvc_layer *layer);
+/* Unfreezes it (a truncation back to the window). */
+void kvc_field_unfreeze(kvc_layer *layer);
 
 /* ---- layer.c ---- */
-/* A layer with everything zero but kind; NULL when out of memory. */
+/* A layer with everything zero but kind, in the registry of live layers;
+ * NULL when out of memory. */
 kvc_layer *kvc_layer_alloc(kvc_kind kind);
+/* A walk over shared pages (kvc_paged_count_bytes): begin takes the lock
+ * that keeps walks apart and returns the walk's number; end releases it. */
+uint32_t kvc_walk_begin(void);
+void kvc_walk_end(void);
+/* The layer's content bytes (memory_bytes), shared pages counted once per walk. */
+size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk);
 
 /* ---- append.c ---- */
 /* truncate_last without the checks: the slots at positions >= cut go, and
@@ -228,31 +316,41 @@ size_t kvc_linear_capacity_bytes(const kvc_linear *linear);
  * drops every tentative step. */
 void kvc_linear_commit(kvc_linear *linear, size_t j);
 
-/* ---- model.c ---- */
+/* ---- evict.c ---- */
+/* Evicts down to `budget` slots if the layer holds more; the kept slots
+ * follow the policy of kvc_layer_evict.  KVC_E_NOMEM (nothing changed) when
+ * the selection's scratch or a page cannot be allocated. */
+kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent);
+/* What an eviction of a layer holding L slots needs, and the eviction with
+ * it (kvc_evict_with cannot fail), for callers that must allocate before
+ * they change anything: a scratch of kvc_evict_scratch_bytes(L), and the
+ * pages from slot `sinks` on writable (kvc_evict_prepare; KVC_E_NOMEM
+ * changes no row). */
+size_t kvc_evict_scratch_bytes(size_t L);
+kvc_status kvc_evict_prepare(kvc_layer *layer, size_t sinks);
+void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block);
+
+/* ---- verify.c ---- */
+/* What accept(j) needs (for the max_rows eviction of the drafts it keeps):
+ * a scratch of kvc_accept_scratch_bytes (0: none) and kvc_accept_prepare's
+ * writable pages (KVC_E_NOMEM changes nothing).  kvc_accept_with then
+ * accepts, checked, and cannot fail. */
+size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j);
+kvc_status kvc_accept_prepare(kvc_layer *layer, size_t j);
+void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch);
+
+/* ---- positions.c: the slots and the alive map ---- */
 /* Positions a layer has taken in: a full layer's next position (its seq_len
  * until it evicts), or a linear layer's steps.  A model's layers agree on it
  * between two steps of a runner. */
 size_t kvc_layer_positions_taken(const kvc_layer *layer);
+/* Makes room for n more slots (KVC_E_NOMEM: nothing changed). */
+kvc_status kvc_slots_reserve(kvc_layer *layer, size_t n);
+/* seq_len and every slot sequence to `len` (up to reserved slots, or down). */
+void kvc_slots_set_len(kvc_layer *layer, size_t len);
+/* Makes the slots from `first` on writable (KVC_E_NOMEM: nothing changed). */
+kvc_status kvc_slots_make_writable(kvc_layer *layer, size_t first);
 
-/* ---- evict.c ---- */
-/* Evicts down to `budget` slots if the layer holds more; the kept slots
- * follow the policy of kvc_layer_evict.  KVC_E_NOMEM (nothing changed) when
- * the selection's scratch cannot be allocated. */
-kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t recent);
-/* The scratch an eviction of a layer holding L slots needs, and the eviction
- * with it (kvc_evict_with cannot fail): for callers that must allocate
- * before they change anything. */
-size_t kvc_evict_scratch_bytes(size_t L);
-void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block);
-
-/* ---- verify.c ---- */
-/* The scratch accept(j) needs (0: none): for the max_rows eviction of the
- * drafts it keeps.  kvc_accept_with then accepts, checked, with a scratch
- * of at least that many bytes, and cannot fail. */
-size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j);
-void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch);
-
-/* ---- positions.c: the alive map ---- */
 int kvc_head_stored(const kvc_layer *layer, size_t position, size_t kv_head);
 /* Rows head kv_head stored at slots [first, last). */
 size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last);

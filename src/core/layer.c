@@ -2,6 +2,7 @@
  * layer.c -- a layer's life: create, clone, clear, free, and what can be read
  * off it (lengths, rows, byte counts, a description).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,12 +10,43 @@
 
 static const char *const mode_names[] = {"f32", "q8", "q8k", "q8v"};
 
+/* ---- the registry of live layers, for kvc_memory_stats ---- */
+
+static atomic_flag registry_busy = ATOMIC_FLAG_INIT;
+static kvc_layer *registry_first;
+static uint32_t last_walk;
+
+static void registry_lock(void) {
+    while (atomic_flag_test_and_set_explicit(&registry_busy, memory_order_acquire)) {
+    }
+}
+
+static void registry_unlock(void) {
+    atomic_flag_clear_explicit(&registry_busy, memory_order_release);
+}
+
+uint32_t kvc_walk_begin(void) {
+    registry_lock();
+    return ++last_walk ? last_walk : ++last_walk; /* 0 is no walk's */
+}
+
+void kvc_walk_end(void) {
+    registry_unlock();
+}
+
 kvc_layer *kvc_layer_alloc(kvc_kind kind) {
     kvc_layer *layer = kvc_malloc(sizeof *layer);
-    if (layer) {
-        memset(layer, 0, sizeof *layer);
-        layer->kind = kind;
-    }
+    if (!layer) return NULL;
+    memset(layer, 0, sizeof *layer);
+    layer->kind = kind;
+    kvc_paged_init(&layer->imp, sizeof(float), KVC_PAGE_SHIFT);
+    kvc_paged_init(&layer->positions, sizeof(uint32_t), KVC_PAGE_SHIFT);
+    kvc_paged_init(&layer->alive, 1, KVC_PAGE_SHIFT);
+    registry_lock();
+    layer->registry_next = registry_first;
+    if (registry_first) registry_first->registry_prev = layer;
+    registry_first = layer;
+    registry_unlock();
     return layer;
 }
 
@@ -32,18 +64,27 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
     layer->head_dim = head_dim;
     layer->mode = mode;
     layer->map_bytes = (num_kv_heads + 7) / 8;
+    kvc_paged_init(&layer->alive, layer->map_bytes, KVC_PAGE_SHIFT);
     layer->heads = kvc_realloc_array(NULL, num_kv_heads, sizeof(kvc_head));
     if (!layer->heads) {
-        kvc_free(layer);
+        kvc_layer_free(layer);
         return KVC_E_NOMEM;
     }
-    memset(layer->heads, 0, num_kv_heads * sizeof(kvc_head));
+    for (size_t h = 0; h < num_kv_heads; h++) {
+        kvc_store_init(&layer->heads[h].keys, head_dim);
+        kvc_store_init(&layer->heads[h].values, head_dim);
+    }
     *out = layer;
     return KVC_OK;
 }
 
 void kvc_layer_free(kvc_layer *layer) {
     if (!layer || layer->in_model) return;
+    registry_lock();
+    if (layer->registry_prev) layer->registry_prev->registry_next = layer->registry_next;
+    else registry_first = layer->registry_next;
+    if (layer->registry_next) layer->registry_next->registry_prev = layer->registry_prev;
+    registry_unlock();
     kvc_linear_free(layer->linear);
     if (layer->heads) {
         for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -52,28 +93,14 @@ void kvc_layer_free(kvc_layer *layer) {
         }
     }
     kvc_free(layer->heads);
-    kvc_free(layer->imp);
-    kvc_free(layer->alive_map);
-    kvc_free(layer->positions);
+    kvc_paged_free(&layer->imp);
+    kvc_paged_free(&layer->positions);
+    kvc_paged_free(&layer->alive);
     kvc_free(layer);
 }
 
-kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
-    if (!out) return KVC_E_NULL_POINTER;
-    *out = NULL;
-    if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->verifying) return KVC_E_VERIFYING;
-    if (layer->kind == KVC_KIND_LINEAR) {
-        kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
-        if (!copy) return KVC_E_NOMEM;
-        kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
-        if (status != KVC_OK) {
-            kvc_layer_free(copy);
-            return status;
-        }
-        *out = copy;
-        return KVC_OK;
-    }
+/* A full layer's fork: the same slots and rows, in the very same pages. */
+static kvc_status fork_full(const kvc_layer *layer, kvc_layer **out) {
     kvc_layer *copy;
     kvc_status status = kvc_layer_create(layer->num_kv_heads, layer->head_dim, layer->mode, &copy);
     if (status != KVC_OK) return status;
@@ -83,24 +110,34 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     copy->max_rows = layer->max_rows;
     copy->evict_sinks = layer->evict_sinks;
     copy->evict_recent = layer->evict_recent;
-    if (layer->seq_len) {
-        const size_t L = layer->seq_len;
-        copy->imp = kvc_realloc_array(NULL, L, sizeof(float));
-        copy->alive_map = kvc_realloc_array(NULL, L, layer->map_bytes);
-        copy->positions = kvc_realloc_array(NULL, L, sizeof(uint32_t));
-        if (!copy->imp || !copy->alive_map || !copy->positions) status = KVC_E_NOMEM;
-        else {
-            copy->imp_cap = copy->map_cap = copy->positions_cap = L;
-            memcpy(copy->imp, layer->imp, L * sizeof(float));
-            memcpy(copy->alive_map, layer->alive_map, L * layer->map_bytes);
-            memcpy(copy->positions, layer->positions, L * sizeof(uint32_t));
+    status = kvc_paged_fork(&copy->imp, &layer->imp);
+    if (status == KVC_OK) status = kvc_paged_fork(&copy->positions, &layer->positions);
+    if (status == KVC_OK) status = kvc_paged_fork(&copy->alive, &layer->alive);
+    for (size_t h = 0; h < layer->num_kv_heads && status == KVC_OK; h++) {
+        kvc_store_free(&copy->heads[h].keys); /* empty: a fork replaces it */
+        status = kvc_store_fork(&copy->heads[h].keys, &layer->heads[h].keys);
+        if (status == KVC_OK) {
+            kvc_store_free(&copy->heads[h].values);
+            status = kvc_store_fork(&copy->heads[h].values, &layer->heads[h].values);
         }
     }
-    for (size_t h = 0; h < layer->num_kv_heads && status == KVC_OK; h++) {
-        status = kvc_store_clone(&copy->heads[h].keys, &layer->heads[h].keys, layer->head_dim);
-        if (status == KVC_OK)
-            status = kvc_store_clone(&copy->heads[h].values, &layer->heads[h].values, layer->head_dim);
+    if (status != KVC_OK) {
+        kvc_layer_free(copy);
+        return status;
     }
+    *out = copy;
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->verifying) return KVC_E_VERIFYING;
+    if (layer->kind == KVC_KIND_FULL) return fork_full(layer, out);
+    kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
+    if (!copy) return KVC_E_NOMEM;
+    kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
     if (status != KVC_OK) {
         kvc_layer_free(copy);
         return status;
@@ -115,12 +152,12 @@ void kvc_layer_clear(kvc_layer *layer) {
     if (layer->linear) kvc_linear_clear(layer->linear);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_head *head = &layer->heads[h];
-        kvc_store_drop(&head->keys, head->keys.rows_len, head->keys.qrows_len);
-        kvc_store_drop(&head->values, head->values.rows_len, head->values.qrows_len);
+        kvc_store_drop(&head->keys, head->keys.rows.len, head->keys.qrows.len);
+        kvc_store_drop(&head->values, head->values.rows.len, head->values.qrows.len);
     }
-    layer->seq_len = 0;
+    kvc_slots_set_len(layer, 0);
+    kvc_field_unfreeze(layer);
     layer->next_position = 0;
-    layer->field_frozen = 0;
 }
 
 size_t kvc_layer_num_kv_heads(const kvc_layer *layer) {
@@ -159,24 +196,60 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     const size_t d = layer->head_dim;
     size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        bytes += kvc_store_bytes(&layer->heads[h].keys, d);
-        bytes += kvc_store_bytes(&layer->heads[h].values, d);
+        bytes += kvc_store_bytes(&layer->heads[h].keys);
+        bytes += kvc_store_bytes(&layer->heads[h].values);
     }
     if (layer->field_frozen)
         bytes += quantized_components(layer->mode) * layer->num_kv_heads * d * sizeof(float);
     return bytes;
 }
 
+size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
+    if (!layer || layer->linear) return 0;
+    size_t bytes = kvc_paged_shared_bytes(&layer->imp) + kvc_paged_shared_bytes(&layer->positions) +
+                   kvc_paged_shared_bytes(&layer->alive);
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        bytes += kvc_store_shared_bytes(&layer->heads[h].keys);
+        bytes += kvc_store_shared_bytes(&layer->heads[h].values);
+    }
+    return bytes;
+}
+
+size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk) {
+    if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
+    size_t bytes = kvc_paged_count_bytes(&layer->imp, walk) +
+                   kvc_paged_count_bytes(&layer->positions, walk) +
+                   kvc_paged_count_bytes(&layer->alive, walk);
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        bytes += kvc_store_count_bytes(&layer->heads[h].keys, walk);
+        bytes += kvc_store_count_bytes(&layer->heads[h].values, walk);
+    }
+    return bytes;
+}
+
+void kvc_memory_stats(kvc_memory_usage *usage) {
+    if (!usage) return;
+    size_t bytes = 0, caches = 0;
+    const uint32_t walk = kvc_walk_begin();
+    for (const kvc_layer *layer = registry_first; layer; layer = layer->registry_next) {
+        bytes += kvc_layer_count_bytes(layer, walk);
+        caches++;
+    }
+    kvc_walk_end();
+    usage->cache_bytes = bytes;
+    usage->layers = caches;
+    usage->pages = kvc_live_pages();
+}
+
 size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
-    const size_t d = layer->head_dim;
     size_t bytes = sizeof *layer + layer->num_kv_heads * sizeof(kvc_head);
     if (layer->linear) bytes += kvc_linear_capacity_bytes(layer->linear);
-    bytes += layer->imp_cap * sizeof(float) + layer->map_cap * layer->map_bytes +
-             layer->positions_cap * sizeof(uint32_t);
+    bytes += kvc_paged_capacity_bytes(&layer->imp) + kvc_paged_capacity_bytes(&layer->positions) +
+             kvc_paged_capacity_bytes(&layer->alive);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        bytes += kvc_store_capacity_bytes(&layer->heads[h].keys, d);
-        bytes += kvc_store_capacity_bytes(&layer->heads[h].values, d);
+        bytes += kvc_store_capacity_bytes(&layer->heads[h].keys);
+        bytes += kvc_store_capacity_bytes(&layer->heads[h].values);
     }
     return bytes;
 }

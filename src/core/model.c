@@ -11,10 +11,6 @@ struct kvc_model {
     kvc_layer **layers;
 };
 
-size_t kvc_layer_positions_taken(const kvc_layer *layer) {
-    return layer->linear ? kvc_layer_steps(layer) : layer->next_position;
-}
-
 /* A model owning `layers`, unchecked: create checks them first; a clone's
  * copies are the layers of a model already, aligned or not (a runner
  * between two layers of a step). */
@@ -107,6 +103,13 @@ size_t kvc_model_memory_bytes(const kvc_model *model) {
     return bytes;
 }
 
+size_t kvc_model_shared_bytes(const kvc_model *model) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++)
+        bytes += kvc_layer_shared_bytes(model->layers[i]);
+    return bytes;
+}
+
 size_t kvc_model_capacity_bytes(const kvc_model *model) {
     if (!model) return 0;
     size_t bytes = sizeof *model + model->num_layers * sizeof(kvc_layer *);
@@ -151,15 +154,42 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j) {
         if (kvc_layer_draft_len(model->layers[i]) != drafts) return KVC_E_ACCEPT;
     }
     if (j > drafts) return KVC_E_ACCEPT;
-    /* One scratch for every layer's max_rows eviction: all or nothing. */
+    /* One scratch for every layer's max_rows eviction, and every page it
+     * moves rows into writable, before any layer changes: all or nothing. */
     size_t scratch_bytes = 0;
     for (size_t i = 0; i < model->num_layers; i++) {
         const size_t bytes = kvc_accept_scratch_bytes(model->layers[i], j);
         if (bytes > scratch_bytes) scratch_bytes = bytes;
+        if (kvc_accept_prepare(model->layers[i], j) != KVC_OK) return KVC_E_NOMEM;
     }
     uint8_t *scratch = scratch_bytes ? kvc_realloc_array(NULL, scratch_bytes, 1) : NULL;
     if (scratch_bytes && !scratch) return KVC_E_NOMEM;
     for (size_t i = 0; i < model->num_layers; i++) kvc_accept_with(model->layers[i], j, scratch);
     kvc_free(scratch);
+    return KVC_OK;
+}
+
+kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t recent) {
+    if (!model) return KVC_E_NULL_POINTER;
+    if (budget == 0 || sinks > budget || recent > budget - sinks) return KVC_E_BUDGET;
+    if (kvc_model_verifying(model)) return KVC_E_VERIFYING;
+    /* One scratch for every layer, and every page the evictions move rows
+     * into writable, before any layer changes: all or nothing. */
+    size_t longest = 0;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        kvc_layer *layer = model->layers[i];
+        if (layer->kind != KVC_KIND_FULL || layer->seq_len <= budget) continue;
+        if (layer->seq_len > longest) longest = layer->seq_len;
+        if (kvc_evict_prepare(layer, sinks) != KVC_OK) return KVC_E_NOMEM;
+    }
+    if (longest == 0) return KVC_OK;
+    uint8_t *block = kvc_realloc_array(NULL, kvc_evict_scratch_bytes(longest), 1);
+    if (!block) return KVC_E_NOMEM;
+    /* Each full layer decides from its own importance; linear layers hold no rows. */
+    for (size_t i = 0; i < model->num_layers; i++) {
+        kvc_layer *layer = model->layers[i];
+        if (layer->kind == KVC_KIND_FULL) kvc_evict_with(layer, budget, sinks, recent, block);
+    }
+    kvc_free(block);
     return KVC_OK;
 }

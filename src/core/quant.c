@@ -23,15 +23,16 @@
  * and raising its c moves its read-back by less than a step of the largest. */
 #define KVC_Q8_FIELD_RANGE_LOG2 12
 
+/* freeze_store reads the window's rows from one page. */
+_Static_assert(KVC_PAGE_ELEMS >= KVC_Q8_WINDOW, "the f32 rows of a quantized store fit a page");
+
 kvc_status kvc_field_reserve(kvc_layer *layer) {
-    const size_t d = layer->head_dim;
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_store *stores[2] = {&layer->heads[h].keys, &layer->heads[h].values};
         for (int is_values = 0; is_values < 2; is_values++) {
-            kvc_store *store = stores[is_values];
-            if (!kvc_component_quantized(layer->mode, is_values) || store->field) continue;
-            store->field = kvc_realloc_array(NULL, d, sizeof(float));
-            if (!store->field) return KVC_E_NOMEM;
+            if (!kvc_component_quantized(layer->mode, is_values)) continue;
+            const kvc_status status = kvc_paged_reserve(&stores[is_values]->field, 1);
+            if (status != KVC_OK) return status;
         }
     }
     return KVC_OK;
@@ -39,25 +40,28 @@ kvc_status kvc_field_reserve(kvc_layer *layer) {
 
 /* c[j] = RMS of channel j over the store's f32 rows, all ones when it has none,
  * floored as above.  Summed in double, in row order: the same bytes on every
- * build. */
+ * build.  The f32 rows are the window's, all in the store's first page. */
 static void freeze_store(kvc_store *store, size_t d) {
+    const float *rows = store->rows.len ? (const float *)(const void *)kvc_paged_at(&store->rows, 0) : NULL;
+    float *field = (float *)(void *)kvc_paged_at(&store->field, 0);
     for (size_t j = 0; j < d; j++) {
         float c = 1.0f;
-        if (store->rows_len) {
+        if (store->rows.len) {
             double sum_sq = 0.0;
-            for (size_t r = 0; r < store->rows_len; r++) {
-                double x = store->rows[r * d + j];
+            for (size_t r = 0; r < store->rows.len; r++) {
+                double x = rows[r * d + j];
                 sum_sq += x * x;
             }
-            c = (float)sqrt(sum_sq / (double)store->rows_len);
+            c = (float)sqrt(sum_sq / (double)store->rows.len);
             if (c < KVC_Q8_FIELD_FLOOR) c = KVC_Q8_FIELD_FLOOR;
         }
-        store->field[j] = c;
+        field[j] = c;
     }
     float max_c = 0.0f;
-    for (size_t j = 0; j < d; j++) max_c = fmaxf(max_c, store->field[j]);
+    for (size_t j = 0; j < d; j++) max_c = fmaxf(max_c, field[j]);
     const float floor_c = ldexpf(max_c, -KVC_Q8_FIELD_RANGE_LOG2);
-    for (size_t j = 0; j < d; j++) store->field[j] = fmaxf(store->field[j], floor_c);
+    for (size_t j = 0; j < d; j++) field[j] = fmaxf(field[j], floor_c);
+    kvc_paged_set_len(&store->field, 1);
 }
 
 void kvc_field_freeze(kvc_layer *layer) {
@@ -66,4 +70,12 @@ void kvc_field_freeze(kvc_layer *layer) {
         if (kvc_component_quantized(layer->mode, 1)) freeze_store(&layer->heads[h].values, layer->head_dim);
     }
     layer->field_frozen = 1;
+}
+
+void kvc_field_unfreeze(kvc_layer *layer) {
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        kvc_paged_set_len(&layer->heads[h].keys.field, 0);
+        kvc_paged_set_len(&layer->heads[h].values.field, 0);
+    }
+    layer->field_frozen = 0;
 }

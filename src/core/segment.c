@@ -32,7 +32,7 @@ static size_t round_up16(size_t bytes) {
 }
 
 /* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
-#define SCRATCH_PARTS 8
+#define SCRATCH_PARTS 9
 
 static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     const size_t tile_rows = value_tile_rows(d);
@@ -44,6 +44,7 @@ static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     sizes[5] = round_up16(G * d * sizeof(float));                /* out */
     sizes[6] = round_up16(G * sizeof(float));                    /* max */
     sizes[7] = round_up16(G * sizeof(float));                    /* sum */
+    sizes[8] = round_up16(tile_rows * sizeof(uint8_t *));        /* tile_rows_at */
 }
 
 size_t kvc_scratch_bytes(size_t G, size_t d) {
@@ -70,6 +71,7 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
     scratch->out = parts[5];
     scratch->max = parts[6];
     scratch->sum = parts[7];
+    scratch->tile_rows_at = (const uint8_t **)(void *)parts[8];
     scratch->tile_rows = value_tile_rows(d);
 }
 
@@ -144,18 +146,54 @@ void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
     }
 }
 
-/* The rows [first, first + count) of a head's view: its f32 rows come first. */
-static kvc_rows_view slice_of(const kvc_rows_view *view, size_t d, size_t first, size_t count) {
-    kvc_rows_view slice = *view;
-    const size_t f32_first = first < view->rows_len ? first : view->rows_len;
-    const size_t f32_end = first + count < view->rows_len ? first + count : view->rows_len;
-    slice.rows = view->rows ? view->rows + f32_first * d : NULL;
-    slice.rows_len = f32_end - f32_first;
-    slice.qrows_len = count - slice.rows_len;
-    slice.qrows = slice.qrows_len ? view->qrows + (first + slice.rows_len - view->rows_len) *
-                                                      kvc_q8_row_bytes(d)
-                                  : NULL;
-    return slice;
+/* Rows [first, first + count) of a view, split where its f32 rows end:
+ * f32 rows [*f32_first, + *f32_count), quantized rows [*q_first, + *q_count). */
+static void split_rows(const kvc_rows_view *view, size_t first, size_t count, size_t *f32_first,
+                       size_t *f32_count, size_t *q_first, size_t *q_count) {
+    const size_t f32_rows = view->rows->len;
+    *f32_first = first < f32_rows ? first : f32_rows;
+    *f32_count = (first + count < f32_rows ? first + count : f32_rows) - *f32_first;
+    *q_count = count - *f32_count;
+    *q_first = first + *f32_count - f32_rows;
+}
+
+/* The kernels see rows in runs that lie in one page: what a run of rows
+ * adds does not depend on where the runs break (scores row by row, f32
+ * sums in row order into `out`), so neither does any bit of a result.  The
+ * int8 values' kernel takes a tile's rows as pointers instead: its sums are
+ * exact over the whole tile, in registers. */
+
+static void scores_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *rows,
+                             size_t first, size_t count, size_t d, const float *q, float sqrt_d,
+                             float *z, size_t z_stride) {
+    for (size_t done = 0; done < count;) {
+        const size_t run = kvc_paged_run(rows, first + done, count - done);
+        kernels->scores_f32(G, run, d, q, (const float *)(const void *)kvc_paged_at(rows, first + done),
+                            sqrt_d, z + done, z_stride);
+        done += run;
+    }
+}
+
+static void scores_q8_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *qrows,
+                            size_t first, size_t count, size_t d, const uint8_t *codes,
+                            const float *scales, float sqrt_d, float *z, size_t z_stride) {
+    for (size_t done = 0; done < count;) {
+        const size_t run = kvc_paged_run(qrows, first + done, count - done);
+        kernels->scores_q8(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), sqrt_d,
+                           z + done, z_stride);
+        done += run;
+    }
+}
+
+static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *rows,
+                                   size_t first, size_t count, size_t d, const float *w,
+                                   size_t w_stride, float *out) {
+    for (size_t done = 0; done < count;) {
+        const size_t run = kvc_paged_run(rows, first + done, count - done);
+        kernels->weighted_sum_f32(G, run, d, w + done, w_stride,
+                                  (const float *)(const void *)kvc_paged_at(rows, first + done), out);
+        done += run;
+    }
 }
 
 /* The row scales of a tile vary by more than this factor: its weights need
@@ -175,17 +213,18 @@ static kvc_rows_view slice_of(const kvc_rows_view *view, size_t d, size_t first,
  * code vectors, hi and what it leaves, lo, as queries do, and the sum is as
  * good as f32's. */
 static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
-                                 size_t pi_stride, const kvc_rows_view *values, size_t d,
-                                 float *out, kvc_scratch *scratch) {
-    const size_t row_bytes = kvc_q8_row_bytes(d), tile = scratch->tile_rows;
+                                 size_t pi_stride, const kvc_paged *qrows, size_t q_first,
+                                 size_t q_count, size_t d, float *out, kvc_scratch *scratch) {
+    const size_t tile = scratch->tile_rows;
     int16_t *codes = scratch->tile_w16;
     float *code_scales = scratch->tile_w_scales, *scales = scratch->tile_scales;
-    for (size_t first = 0; first < values->qrows_len; first += tile) {
-        const size_t rows = values->qrows_len - first < tile ? values->qrows_len - first : tile;
-        const uint8_t *qrows = values->qrows + first * row_bytes;
-        float min_s = kvc_q8_row_scale(qrows), max_s = min_s;
+    for (size_t first = 0; first < q_count; first += tile) {
+        const size_t rows = q_count - first < tile ? q_count - first : tile;
+        const uint8_t **at = scratch->tile_rows_at;
+        for (size_t t = 0; t < rows; t++) at[t] = kvc_paged_at(qrows, q_first + first + t);
+        float min_s = kvc_q8_row_scale(at[0]), max_s = min_s;
         for (size_t t = 0; t < rows; t++) {
-            scales[t] = kvc_q8_row_scale(qrows + t * row_bytes);
+            scales[t] = kvc_q8_row_scale(at[t]);
             min_s = fminf(min_s, scales[t]);
             max_s = fmaxf(max_s, scales[t]);
         }
@@ -209,9 +248,8 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
             for (size_t t = 0; t < rows; t++) w[t] = w[t] - (float)codes[g * tile + t] * s_hi;
             code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, codes + (G + g) * tile), e);
         }
-        kernels->weighted_sum_q8(G, rows, d, codes, tile, code_scales, qrows, out);
-        if (with_lo)
-            kernels->weighted_sum_q8(G, rows, d, codes + G * tile, tile, code_scales + G, qrows, out);
+        kernels->weighted_sum_q8(G, rows, d, codes, tile, code_scales, at, out);
+        if (with_lo) kernels->weighted_sum_q8(G, rows, d, codes + G * tile, tile, code_scales + G, at, out);
     }
 }
 
@@ -221,24 +259,26 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
                         const kvc_partials *partials, kvc_scratch *scratch) {
     const kvc_kernels *kernels = kvc_kernels_active();
     const float sqrt_d = sqrtf((float)d);
-    const kvc_rows_view k = slice_of(keys, d, first, count);
-    const kvc_rows_view v = slice_of(values, d, first, count);
     float *out = scratch->out;
+    size_t f32_first, f32_count, q_first, q_count;
 
-    kernels->scores_f32(G, k.rows_len, d, queries->q + first_query * d, k.rows, sqrt_d, z,
-                        z_stride);
-    if (k.qrows_len) {
-        kernels->scores_q8(G, k.qrows_len, d, queries->codes + first_query * KVC_QUERY_CODE_BYTES(d),
-                           queries->code_scales + 2 * first_query, k.qrows, sqrt_d, z + k.rows_len,
-                           z_stride);
+    split_rows(keys, first, count, &f32_first, &f32_count, &q_first, &q_count);
+    scores_f32_paged(kernels, G, keys->rows, f32_first, f32_count, d, queries->q + first_query * d,
+                     sqrt_d, z, z_stride);
+    if (q_count) {
+        scores_q8_paged(kernels, G, keys->qrows, q_first, q_count, d,
+                        queries->codes + first_query * KVC_QUERY_CODE_BYTES(d),
+                        queries->code_scales + 2 * first_query, sqrt_d, z + f32_count, z_stride);
     }
     kernels->softmax(G, count, z, z_stride, scratch->max, scratch->sum);
     memset(out, 0, G * d * sizeof(float));
-    if (v.qrows_len) {
-        sum_quantized_values(kernels, G, z + v.rows_len, z_stride, &v, d, out, scratch);
-        for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, v.field, out + g * d);
+    split_rows(values, first, count, &f32_first, &f32_count, &q_first, &q_count);
+    if (q_count) {
+        sum_quantized_values(kernels, G, z + f32_count, z_stride, values->qrows, q_first, q_count, d,
+                             out, scratch);
+        for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, values->field, out + g * d);
     }
-    kernels->weighted_sum_f32(G, v.rows_len, d, z, z_stride, v.rows, out);
+    weighted_sum_f32_paged(kernels, G, values->rows, f32_first, f32_count, d, z, z_stride, out);
     /* Query g's segments lie `stride` apart, so that a query's are in a row. */
     for (size_t g = 0; g < G; g++) {
         partials->max[g * partials->stride] = scratch->max[g];

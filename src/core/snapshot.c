@@ -96,6 +96,15 @@ static void put_array(writer *w, const void *src, size_t n, size_t size) {
     w->at += n * size;
 }
 
+/* A paged sequence whose elements are numbers of `size` bytes, page by page. */
+static void put_paged(writer *w, const kvc_paged *a, size_t size) {
+    for (size_t i = 0; i < a->len;) {
+        const size_t run = kvc_paged_run(a, i, a->len - i);
+        put_array(w, kvc_paged_at(a, i), run * a->elem_bytes / size, size);
+        i += run;
+    }
+}
+
 /* int8 rows, each its f32 scale then d codes: the layout in memory too. */
 static void put_q8_rows(writer *w, const uint8_t *qrows, size_t n, size_t d) {
     const size_t row_bytes = kvc_q8_row_bytes(d);
@@ -169,7 +178,7 @@ static size_t full_payload_bytes(const kvc_layer *layer) {
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         for (int is_values = 0; is_values < 2; is_values++) {
             const kvc_store *store = store_of(layer, h, is_values);
-            bytes += 8 * 2 + store->rows_len * d * 4 + store->qrows_len * kvc_q8_row_bytes(d) + 4;
+            bytes += 8 * 2 + store->rows.len * d * 4 + store->qrows.len * kvc_q8_row_bytes(d) + 4;
             if (layer->field_frozen && kvc_component_quantized(layer->mode, is_values)) bytes += d * 4;
         }
     }
@@ -197,19 +206,23 @@ static void write_full(writer *w, const kvc_layer *layer) {
     put_u64(w, layer->max_rows);
     put_u64(w, layer->evict_sinks);
     put_u64(w, layer->evict_recent);
-    put_array(w, layer->imp, L, sizeof(float));
-    put_array(w, layer->positions, L, sizeof(uint32_t));
-    put_bytes(w, layer->alive_map, L * layer->map_bytes);
+    put_paged(w, &layer->imp, sizeof(float));
+    put_paged(w, &layer->positions, sizeof(uint32_t));
+    put_paged(w, &layer->alive, 1);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         for (int is_values = 0; is_values < 2; is_values++) {
             const kvc_store *store = store_of(layer, h, is_values);
             const int has_field = layer->field_frozen && kvc_component_quantized(layer->mode, is_values);
-            put_u64(w, store->rows_len);
-            put_u64(w, store->qrows_len);
-            put_array(w, store->rows, store->rows_len * d, sizeof(float));
-            put_q8_rows(w, store->qrows, store->qrows_len, d);
+            put_u64(w, store->rows.len);
+            put_u64(w, store->qrows.len);
+            put_paged(w, &store->rows, sizeof(float));
+            for (size_t i = 0; i < store->qrows.len;) {
+                const size_t run = kvc_paged_run(&store->qrows, i, store->qrows.len - i);
+                put_q8_rows(w, kvc_paged_at(&store->qrows, i), run, d);
+                i += run;
+            }
             put_u32(w, (uint32_t)has_field);
-            if (has_field) put_array(w, store->field, d, sizeof(float));
+            if (has_field) put_paged(w, &store->field, sizeof(float));
         }
     }
 }
@@ -275,15 +288,6 @@ static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, 
     return KVC_OK;
 }
 
-/* Reads n f32 values that must be finite (and positive when `positive`). */
-static int read_f32s(reader *r, float *dst, size_t n, int positive) {
-    if (!get_array(r, dst, n, sizeof(float))) return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(dst[i]) || (positive && !(dst[i] > 0.0f))) return 0;
-    }
-    return 1;
-}
-
 /* Reads n int8 rows: each scale finite and positive, codes within +-127. */
 static kvc_status read_q8_rows(reader *r, uint8_t *qrows, size_t n, size_t d) {
     const size_t row_bytes = kvc_q8_row_bytes(d);
@@ -345,6 +349,33 @@ static kvc_status read_full_header(reader *r, full_header *f) {
     return KVC_OK;
 }
 
+/* Reads n elements of numbers of `size` bytes into a reserved sequence
+ * from element `first` on, page by page; 0 when the bytes run out. */
+static int get_paged(reader *r, kvc_paged *a, size_t first, size_t n, size_t size) {
+    for (size_t done = 0; done < n;) {
+        const size_t run = kvc_paged_run(a, first + done, n - done);
+        if (!get_array(r, kvc_paged_at(a, first + done), run * a->elem_bytes / size, size)) return 0;
+        done += run;
+    }
+    return 1;
+}
+
+/* Reads n rows of f32 values that must be finite (and positive when
+ * `positive`) into a reserved sequence: the elements [len, len + n) become
+ * its own. */
+static kvc_status read_f32_rows(reader *r, kvc_paged *a, size_t n, int positive) {
+    const size_t first = a->len, d = a->elem_bytes / sizeof(float);
+    if (!get_paged(r, a, first, n, sizeof(float))) return KVC_E_SNAPSHOT_TRUNCATED;
+    for (size_t i = 0; i < n; i++) {
+        const float *row = (const float *)(const void *)kvc_paged_at(a, first + i);
+        for (size_t j = 0; j < d; j++) {
+            if (!isfinite(row[j]) || (positive && !(row[j] > 0.0f))) return KVC_E_SNAPSHOT_CORRUPT;
+        }
+    }
+    kvc_paged_set_len(a, first + n);
+    return KVC_OK;
+}
+
 /* Reads one store after its slot arrays are in place; its rows must be
  * exactly head h's rows, split at the window as the mode wants. */
 static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_values) {
@@ -363,18 +394,22 @@ static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_value
     const size_t rows_len = (size_t)rows_count, qrows_len = (size_t)qrows_count;
     if (rows_len > left(r) / (d * 4) || qrows_len > left(r) / kvc_q8_row_bytes(d))
         return KVC_E_SNAPSHOT_TRUNCATED;
-    if (kvc_store_reserve(store, d, quantized, rows_len, qrows_len) != KVC_OK) return KVC_E_NOMEM;
-    if (!read_f32s(r, store->rows, rows_len * d, 0)) return r->failed ? KVC_E_SNAPSHOT_TRUNCATED : KVC_E_SNAPSHOT_CORRUPT;
-    store->rows_len = rows_len;
-    const kvc_status status = read_q8_rows(r, store->qrows, qrows_len, d);
+    if (kvc_store_reserve(store, quantized, rows_len, qrows_len) != KVC_OK) return KVC_E_NOMEM;
+    kvc_status status = read_f32_rows(r, &store->rows, rows_len, 0);
     if (status != KVC_OK) return status;
-    store->qrows_len = qrows_len;
+    for (size_t done = 0; done < qrows_len && status == KVC_OK;) {
+        const size_t run = kvc_paged_run(&store->qrows, done, qrows_len - done);
+        status = read_q8_rows(r, kvc_paged_at(&store->qrows, done), run, d);
+        done += run;
+    }
+    if (status != KVC_OK) return status;
+    kvc_paged_set_len(&store->qrows, qrows_len);
     const uint32_t has_field = get_u32(r);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
     if (has_field != (uint32_t)(layer->field_frozen && quantized)) return KVC_E_SNAPSHOT_CORRUPT;
     if (has_field) {
-        if (!store->field && !(store->field = kvc_realloc_array(NULL, d, sizeof(float)))) return KVC_E_NOMEM;
-        if (!read_f32s(r, store->field, d, 1)) return r->failed ? KVC_E_SNAPSHOT_TRUNCATED : KVC_E_SNAPSHOT_CORRUPT;
+        if (kvc_paged_reserve(&store->field, 1) != KVC_OK) return KVC_E_NOMEM;
+        return read_f32_rows(r, &store->field, 1, 1);
     }
     return KVC_OK;
 }
@@ -386,36 +421,31 @@ static kvc_status read_full(reader *r, kvc_layer **out) {
     kvc_layer *layer;
     if (kvc_layer_create(f.H, f.d, (kvc_mode)f.mode, &layer) != KVC_OK) return KVC_E_NOMEM;
     const size_t L = f.L;
-    if (L && (!(layer->imp = kvc_realloc_array(NULL, L, sizeof(float))) ||
-              !(layer->positions = kvc_realloc_array(NULL, L, sizeof(uint32_t))) ||
-              !(layer->alive_map = kvc_realloc_array(NULL, L, layer->map_bytes)))) {
+    if (kvc_slots_reserve(layer, L) != KVC_OK) {
         kvc_layer_free(layer);
         return KVC_E_NOMEM;
     }
-    layer->imp_cap = layer->positions_cap = layer->map_cap = L;
+    kvc_slots_set_len(layer, L);
     status = KVC_OK;
-    if (!get_array(r, layer->imp, L, sizeof(float)) || !get_array(r, layer->positions, L, sizeof(uint32_t)))
+    if (!get_paged(r, &layer->imp, 0, L, sizeof(float)) || !get_paged(r, &layer->positions, 0, L, sizeof(uint32_t)))
         status = KVC_E_SNAPSHOT_TRUNCATED;
     for (size_t s = 0; s < L && status == KVC_OK; s++) {
-        if (!(layer->imp[s] >= 0.0f)) status = KVC_E_SNAPSHOT_CORRUPT; /* +Inf: sums can overflow */
+        if (!(*kvc_slot_imp(layer, s) >= 0.0f)) status = KVC_E_SNAPSHOT_CORRUPT; /* +Inf: sums can overflow */
     }
     for (size_t s = 0; s < L && status == KVC_OK; s++) {
-        const uint32_t position = layer->positions[s];
-        if (position >= f.next_position || (s && position <= layer->positions[s - 1]))
+        const uint32_t position = kvc_slot_position(layer, s);
+        if (position >= f.next_position || (s && position <= kvc_slot_position(layer, s - 1)))
             status = KVC_E_SNAPSHOT_CORRUPT; /* increasing, and before the next one */
     }
-    if (status == KVC_OK && has(r, L * layer->map_bytes)) {
-        if (L) memcpy(layer->alive_map, r->at, L * layer->map_bytes); /* NULL when L is 0 */
-        r->at += L * layer->map_bytes;
+    if (status == KVC_OK && get_paged(r, &layer->alive, 0, L, 1)) {
         /* No bits for heads that do not exist. */
         const unsigned spare = (unsigned)(layer->map_bytes * 8 - f.H);
         for (size_t s = 0; s < L && spare; s++) {
-            if (layer->alive_map[s * layer->map_bytes + layer->map_bytes - 1] >> (8 - spare)) status = KVC_E_SNAPSHOT_CORRUPT;
+            if (kvc_paged_at(&layer->alive, s)[layer->map_bytes - 1] >> (8 - spare)) status = KVC_E_SNAPSHOT_CORRUPT;
         }
     } else if (status == KVC_OK) {
         status = KVC_E_SNAPSHOT_TRUNCATED;
     }
-    layer->seq_len = L;
     layer->next_position = f.next_position;
     layer->field_frozen = (int)f.frozen;
     layer->max_rows = f.max_rows;

@@ -20,18 +20,31 @@ size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j) {
     return kept > layer->max_rows ? kvc_evict_scratch_bytes(kept) : 0;
 }
 
+/* The policy of that eviction: the drafts kept count among the recent. */
+static void accept_policy(const kvc_layer *layer, size_t j, size_t *sinks, size_t *recent) {
+    const size_t max_rows = layer->max_rows;
+    *recent = layer->evict_recent > j ? layer->evict_recent : j;
+    if (*recent > max_rows) *recent = max_rows;
+    *sinks = layer->evict_sinks < max_rows - *recent ? layer->evict_sinks : max_rows - *recent;
+}
+
+kvc_status kvc_accept_prepare(kvc_layer *layer, size_t j) {
+    if (kvc_accept_scratch_bytes(layer, j) == 0) return KVC_OK; /* no eviction */
+    size_t sinks, recent;
+    accept_policy(layer, j, &sinks, &recent);
+    return kvc_evict_prepare(layer, sinks);
+}
+
 void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
     const size_t drafts = kvc_layer_draft_len(layer);
     if (layer->linear) {
         kvc_linear_commit(layer->linear, j);
     } else {
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
-        const size_t max_rows = layer->max_rows;
-        if (max_rows && j > 0 && layer->seq_len > max_rows) {
-            size_t recent = layer->evict_recent > j ? layer->evict_recent : j;
-            if (recent > max_rows) recent = max_rows;
-            const size_t sinks = layer->evict_sinks < max_rows - recent ? layer->evict_sinks : max_rows - recent;
-            kvc_evict_with(layer, max_rows, sinks, recent, scratch);
+        if (layer->max_rows && j > 0 && layer->seq_len > layer->max_rows) {
+            size_t sinks, recent;
+            accept_policy(layer, j, &sinks, &recent);
+            kvc_evict_with(layer, layer->max_rows, sinks, recent, scratch);
         }
     }
     layer->verifying = 0;
@@ -54,6 +67,7 @@ kvc_status kvc_layer_accept(kvc_layer *layer, size_t j) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (!layer->verifying) return KVC_E_NOT_VERIFYING;
     if (j > kvc_layer_draft_len(layer)) return KVC_E_ACCEPT;
+    if (kvc_accept_prepare(layer, j) != KVC_OK) return KVC_E_NOMEM;
     const size_t scratch_bytes = kvc_accept_scratch_bytes(layer, j);
     uint8_t *scratch = scratch_bytes ? kvc_realloc_array(NULL, scratch_bytes, 1) : NULL;
     if (scratch_bytes && !scratch) return KVC_E_NOMEM;

@@ -62,20 +62,22 @@ typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const uint8_t *codes
                               const float *scales, const uint8_t *qrows, float sqrt_d, float *z,
                               size_t z_stride);
 /* i16 codes of a query: s = max(max|x| / 32767, floor),
- * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s. */
+ * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s; NaN
+ * (with zero codes) when an x[j] is NaN, so that what it scales is NaN. */
 typedef float kvc_quantize_query_fn(size_t d, const float *x, int16_t *codes);
 /* out[g][j] += sum_p w[g * w_stride + p] * rows[p][j], added in row order,
  * for G queries over n f32 rows [n x d]; out is [G x d]. */
 typedef void kvc_weighted_sum_f32_fn(size_t G, size_t n, size_t d, const float *w,
                                      size_t w_stride, const float *rows, float *out);
-/* For G queries over n <= KVC_Q8_SUM_ROWS quantized rows (each a 4-byte
- * scale, not read here, then d codes), with i16 weights w16 (query g's at
- * w16 + g * w_stride) and one f32 scale per query:
+/* For G queries over n <= KVC_Q8_SUM_ROWS quantized rows (rows[p] each a
+ * 4-byte scale, not read here, then d codes: rows may lie in different
+ * pages), with i16 weights w16 (query g's at w16 + g * w_stride) and one f32
+ * scale per query:
  *   out[g][j] = out[g][j] + (float)acc * w_scales[g],  acc = sum_p w16[g][p] * codes_p[j]
  * the sum exact in i32: the same bits from every kernel set.  out is [G x d]. */
 typedef void kvc_weighted_sum_q8_fn(size_t G, size_t n, size_t d, const int16_t *w16,
-                                    size_t w_stride, const float *w_scales, const uint8_t *qrows,
-                                    float *out);
+                                    size_t w_stride, const float *w_scales,
+                                    const uint8_t *const *rows, float *out);
 /* y[j] = a[j] * b[j]; y may alias a or b */
 typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
 /* Quantizes x against the per-channel field (all > 0):

@@ -4,8 +4,14 @@
 
 float kvc_quantize_query__scalar(size_t d, const float *x, int16_t *codes) {
     float max_abs = 0.0f;
+    int nan = 0;
     for (size_t j = 0; j < d; j++) {
         if (max_abs < fabsf(x[j])) max_abs = fabsf(x[j]);
+        nan |= x[j] != x[j];
+    }
+    if (nan) { /* NaN scales every product it meets */
+        for (size_t j = 0; j < d; j++) codes[j] = 0;
+        return NAN;
     }
     float scale = max_abs / KVC_Q16_CODE_MAX;
     if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;

@@ -1,3 +1,4 @@
+#include <math.h>
 #include <string.h>
 #include <wasm_simd128.h>
 
@@ -17,7 +18,16 @@ float kvc_quantize_query__wasmsimd(size_t d, const float *x, int16_t *codes) {
     float x_tail[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     memcpy(x_tail, x + d4, (d - d4) * sizeof(float));
     v128_t vmax = wasm_f32x4_abs(wasm_v128_load(x_tail));
-    for (size_t j = 0; j < d4; j += 4) vmax = wasm_f32x4_pmax(vmax, wasm_f32x4_abs(wasm_v128_load(x + j)));
+    v128_t nan = wasm_f32x4_ne(vmax, vmax);
+    for (size_t j = 0; j < d4; j += 4) {
+        const v128_t v = wasm_f32x4_abs(wasm_v128_load(x + j));
+        vmax = wasm_f32x4_pmax(vmax, v);
+        nan = wasm_v128_or(nan, wasm_f32x4_ne(v, v));
+    }
+    if (wasm_v128_any_true(nan)) { /* NaN scales every product it meets */
+        memset(codes, 0, d * sizeof(int16_t));
+        return NAN;
+    }
     float lanes[4];
     wasm_v128_store(lanes, vmax);
     float max_abs = lanes[0];

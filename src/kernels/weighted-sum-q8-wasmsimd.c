@@ -37,15 +37,14 @@ static void interleave8_full(const int8_t *a, const int8_t *b, v128_t *lo, v128_
 
 /* Channels [j, j + count) (count <= 8) of nq <= 4 queries over n rows;
  * pairs[qi][p / 2] holds the weights of rows p and p + 1 as two i16. */
-static void sum8(size_t nq, size_t n, size_t d, size_t j, size_t count,
+static void sum8(size_t nq, size_t n, size_t j, size_t count,
                  const uint32_t (*pairs)[KVC_Q8_SUM_ROWS / 2], const float *w_scales,
-                 const uint8_t *qrows, float *const *out) {
+                 const uint8_t *const *rows, float *const *out) {
     v128_t acc_lo[4], acc_hi[4];
     for (size_t qi = 0; qi < nq; qi++) acc_lo[qi] = acc_hi[qi] = wasm_i32x4_const_splat(0);
-    const size_t row_bytes = kvc_q8_row_bytes(d);
     for (size_t p = 0; p < n; p += 2) {
-        const int8_t *a = kvc_q8_row_codes(qrows + p * row_bytes) + j;
-        const int8_t *b = p + 1 < n ? kvc_q8_row_codes(qrows + (p + 1) * row_bytes) + j : NULL;
+        const int8_t *a = kvc_q8_row_codes(rows[p]) + j;
+        const int8_t *b = p + 1 < n ? kvc_q8_row_codes(rows[p + 1]) + j : NULL;
         v128_t lo, hi;
         if (count == 8) interleave8_full(a, b, &lo, &hi);
         else interleave8(a, b, count, &lo, &hi);
@@ -66,8 +65,8 @@ static void sum8(size_t nq, size_t n, size_t d, size_t j, size_t count,
 }
 
 void kvc_weighted_sum_q8__wasmsimd(size_t G, size_t n, size_t d, const int16_t *w16,
-                                   size_t w_stride, const float *w_scales, const uint8_t *qrows,
-                                   float *out) {
+                                   size_t w_stride, const float *w_scales,
+                                   const uint8_t *const *rows, float *out) {
     uint32_t pairs[4][KVC_Q8_SUM_ROWS / 2];
     for (size_t g = 0; g < G; g += 4) {
         const size_t nq = G - g < 4 ? G - g : 4;
@@ -79,6 +78,6 @@ void kvc_weighted_sum_q8__wasmsimd(size_t G, size_t n, size_t d, const int16_t *
             outs[qi] = out + (g + qi) * d;
         }
         for (size_t j = 0; j < d; j += 8)
-            sum8(nq, n, d, j, d - j < 8 ? d - j : 8, pairs, w_scales + g, qrows, outs);
+            sum8(nq, n, j, d - j < 8 ? d - j : 8, pairs, w_scales + g, rows, outs);
     }
 }

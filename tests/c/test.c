@@ -6,6 +6,7 @@
 #include <string.h>
 
 static int failures;
+static void release_kept_forks(void);
 
 void test_fail(const char *file, int line, const char *what) {
     printf("  FAIL %s:%d: %s\n", file, line, what);
@@ -33,6 +34,7 @@ int test_main(int argc, char **argv, const test_case *cases, size_t count) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;
         int before = failures;
         cases[i].run();
+        release_kept_forks(); /* checked within the case that made them */
         printf("%s %s\n", failures == before ? "ok  " : "FAIL", cases[i].name);
         ran++;
     }
@@ -166,10 +168,75 @@ void test_data_free(test_data *data) {
     data->alive = NULL;
 }
 
+/* KVC_TEST_FORKS=1: after every append through test_data_append the layer
+ * is forked and the fork kept until its next one (the oldest of 64 go), so
+ * that every later write -- an append into a partly filled page, imp, an
+ * eviction, a freeze -- meets pages a fork shares, and copies them: every
+ * test that appends this way then runs on pages as forks have them, and
+ * each kept fork must still serialize to the bytes it had when it was made
+ * (scripts/sanitize.mjs runs the C tests so, under the sanitizers). */
+#define TEST_FORKS_KEPT 64
+static struct {
+    const kvc_layer *of;
+    kvc_layer *fork;
+    uint8_t *bytes; /* its snapshot when made */
+    size_t len;
+} kept_forks[TEST_FORKS_KEPT];
+static size_t kept_next;
+static int fault_installed; /* the failing allocator's counts must see no fork */
+
+int test_forks_kept(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("KVC_TEST_FORKS") != NULL;
+    return on;
+}
+
+/* The serialized bytes of a layer (malloc'd), or NULL. */
+static uint8_t *bytes_of(const kvc_layer *layer, size_t *len) {
+    *len = kvc_layer_snapshot_size(layer);
+    uint8_t *bytes = *len ? malloc(*len) : NULL;
+    if (bytes && kvc_layer_serialize(layer, bytes, *len) != KVC_OK) {
+        free(bytes);
+        bytes = NULL;
+    }
+    return bytes;
+}
+
+/* Checks kept fork i against its bytes, and lets it go. */
+static void release_kept_fork(size_t i) {
+    if (kept_forks[i].fork) {
+        size_t len;
+        uint8_t *now = bytes_of(kept_forks[i].fork, &len);
+        if (!now || len != kept_forks[i].len || memcmp(now, kept_forks[i].bytes, len) != 0)
+            test_fail(__FILE__, __LINE__, "a kept fork changed when the layer it came from was written (KVC_TEST_FORKS)");
+        free(now);
+    }
+    kvc_layer_free(kept_forks[i].fork);
+    free(kept_forks[i].bytes);
+    memset(&kept_forks[i], 0, sizeof kept_forks[i]);
+}
+
+static void release_kept_forks(void) {
+    for (size_t i = 0; i < TEST_FORKS_KEPT; i++) release_kept_fork(i);
+}
+
+static void keep_a_fork(const kvc_layer *layer) {
+    if (!test_forks_kept() || fault_installed || kvc_layer_verifying(layer)) return;
+    size_t i = 0;
+    while (i < TEST_FORKS_KEPT && kept_forks[i].of != layer) i++;
+    if (i == TEST_FORKS_KEPT) i = kept_next++ % TEST_FORKS_KEPT;
+    release_kept_fork(i);
+    if (kvc_layer_clone(layer, &kept_forks[i].fork) != KVC_OK) return;
+    kept_forks[i].of = layer;
+    kept_forks[i].bytes = bytes_of(kept_forks[i].fork, &kept_forks[i].len);
+}
+
 kvc_status test_data_append(kvc_layer *layer, const test_data *data, size_t first, size_t count) {
     const size_t stride = data->H * data->d;
-    return kvc_layer_append_n(layer, count, data->k + first * stride, data->v + first * stride,
-                              data->alive + first * data->H);
+    const kvc_status status = kvc_layer_append_n(layer, count, data->k + first * stride,
+                                                 data->v + first * stride, data->alive + first * data->H);
+    if (status == KVC_OK) keep_a_fork(layer);
+    return status;
 }
 
 size_t test_data_rows(const test_data *data, size_t h, size_t first, size_t last) {
@@ -596,12 +663,15 @@ const kvc_allocator *test_fault_allocator(void) {
 }
 
 kvc_status test_fault_install(void) {
+    release_kept_forks(); /* made by the other allocator */
     memset(&fault, 0, sizeof fault);
+    fault_installed = 1;
     return kvc_set_allocator(&fault_hook);
 }
 
 long test_fault_remove(void) {
     kvc_set_allocator(NULL);
+    fault_installed = 0;
     return fault.live;
 }
 

@@ -105,6 +105,9 @@ test_data test_data_make(uint64_t seed, size_t n, size_t H, size_t d, int masked
 void test_data_free(test_data *data);
 /* kvc_layer_append_n of positions [first, first + count) of data. */
 kvc_status test_data_append(kvc_layer *layer, const test_data *data, size_t first, size_t count);
+/* 1 when KVC_TEST_FORKS is set: test_data_append then keeps a fork of every
+ * layer it appended to (test.c), so that the layer's pages are shared. */
+int test_forks_kept(void);
 /* Rows head h stored among positions [first, last). */
 size_t test_data_rows(const test_data *data, size_t h, size_t first, size_t last);
 /* What head h must hold after positions 0..len-1 were appended: its key (or

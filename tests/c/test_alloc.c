@@ -455,19 +455,82 @@ TEST(serialize_should_succeed_while_every_allocation_fails) {
     test_data_free(&data);
 }
 
+/* A write into pages a fork shares with its parent: each kind of write. */
+typedef struct shared_write_ctx {
+    kvc_layer *layer;
+    const test_data *data;
+    int kind;
+} shared_write_ctx;
+
+enum { WRITE_APPEND, WRITE_APPEND_N, WRITE_IMP, WRITE_EVICT, WRITE_ACCEPT_EVICTING, WRITE_KINDS };
+
+static kvc_status op_shared_write(void *ctx) {
+    shared_write_ctx *w = ctx;
+    const size_t at = kvc_layer_next_position(w->layer);
+    switch (w->kind) {
+    case WRITE_APPEND: return test_data_append(w->layer, w->data, at, 1);
+    case WRITE_APPEND_N: return test_data_append(w->layer, w->data, at, 30);
+    case WRITE_IMP: return add_fixed_imp(w->layer);
+    case WRITE_EVICT: return kvc_layer_evict(w->layer, 90, 4, 16);
+    default: return kvc_layer_accept(w->layer, 3); /* drafts past max_rows: an eviction */
+    }
+}
+
+/* Sets up what a kind of write needs beforehand (a verify with drafts). */
+static kvc_status before_shared_write(kvc_layer *layer, const test_data *data, int kind) {
+    if (kind != WRITE_ACCEPT_EVICTING) return KVC_OK;
+    kvc_status status = kvc_layer_set_max_rows(layer, 140, 4, 8);
+    if (status == KVC_OK) status = kvc_layer_begin_verify(layer);
+    return status == KVC_OK ? test_data_append(layer, data, kvc_layer_next_position(layer), 5) : status;
+}
+
+TEST(writes_into_shared_pages_should_fail_cleanly_on_allocation_failure) {
+    /* The first write into a page another layer holds copies it: failing
+     * that copy leaves both layers as they were. */
+    const size_t H = 3, d = 16, len = 150;
+    test_data data = test_data_make(125, len + 40, H, d, 1);
+    CHECK_OK(test_fault_install());
+    for (size_t mi = 0; mi < 4; mi++) {
+        kvc_layer *parent = test_layer_with(&data, len, test_modes[mi]);
+        CHECK(parent != NULL);
+        CHECK_OK(add_fixed_imp(parent));
+        test_state *parent_state = test_state_take(parent);
+        for (int kind = 0; kind < WRITE_KINDS; kind++) {
+            kvc_layer *plain = test_layer_with(&data, len, test_modes[mi]), *fork;
+            CHECK(plain != NULL);
+            CHECK_OK(add_fixed_imp(plain));
+            CHECK_OK(kvc_layer_clone(parent, &fork));
+            CHECK_OK(before_shared_write(fork, &data, kind));
+            CHECK_OK(before_shared_write(plain, &data, kind));
+            shared_write_ctx w = {fork, &data, kind};
+            CHECK(test_run_with_faults(op_shared_write, &w, fork, kind % 2, TEST_KEEPS_OWNED) >= 1);
+            CHECK(test_state_matches(parent, parent_state));
+            w.layer = plain;
+            CHECK_OK(op_shared_write(&w));
+            CHECK(test_layers_equal(fork, plain));
+            kvc_layer_free(fork);
+            kvc_layer_free(plain);
+        }
+        test_state_free(parent_state);
+        kvc_layer_free(parent);
+    }
+    CHECK(test_fault_remove() == 0);
+    test_data_free(&data);
+}
+
 TEST(layer_should_go_on_unchanged_after_an_out_of_memory_episode) {
     /* Every allocating call fails in turn, each on the state the last one
      * left; then memory comes back and the layer carries on exactly as a
      * layer that never ran out. */
-    const size_t H = 4, d = 16, len = 90, more = 60;
+    const size_t H = 4, d = 16, len = 128, more = 60;
     test_data data = test_data_make(123, len + more, H, d, 1);
     test_rng rng = test_rng_new(123);
     float q[4 * 16], out[4 * 16];
     test_fill_normal(&rng, q, H * d);
     CHECK_OK(test_fault_install());
     for (size_t mi = 0; mi < 4; mi++) {
-        /* Appended in one call, the slot arrays are exactly full: the next
-         * append must grow them. */
+        /* Filled to a page boundary (two pages of 64 positions): the next
+         * append needs new pages. */
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]), *plain;
         CHECK(layer != NULL);
         CHECK_OK(add_fixed_imp(layer));
@@ -563,7 +626,7 @@ TEST(accept_under_max_rows_should_fail_cleanly_on_allocation_failure) {
 }
 
 TEST(model_should_go_on_unchanged_after_an_out_of_memory_episode) {
-    const size_t len = 90, more = 30;
+    const size_t len = 128, more = 30; /* a page boundary: the next append needs pages */
     test_hybrid h = test_hybrid_make(124, len + more);
     CHECK_OK(test_fault_install());
     kvc_model *model = test_hybrid_model(&h, len), *plain = test_hybrid_model(&h, len);
@@ -612,6 +675,7 @@ RUN_TESTS(CASE(set_allocator_should_refuse_null_functions),
           CASE(layer_should_stay_usable_after_allocator_is_restored),
           CASE(layer_life_should_leak_no_allocation),
           CASE(serialize_should_succeed_while_every_allocation_fails),
+          CASE(writes_into_shared_pages_should_fail_cleanly_on_allocation_failure),
           CASE(layer_should_go_on_unchanged_after_an_out_of_memory_episode),
           CASE(accept_under_max_rows_should_fail_cleanly_on_allocation_failure),
           CASE(model_should_go_on_unchanged_after_an_out_of_memory_episode))

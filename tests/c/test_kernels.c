@@ -661,6 +661,26 @@ TEST(quantize_query_should_round_ties_to_even_at_scale_one) {
     }
 }
 
+TEST(quantize_query_should_give_nan_scale_and_zero_codes_for_nan_anywhere) {
+    /* Weights of NaN scores (a query whose q * c overflowed): the sums they
+     * scale must come out NaN, as f32 ones do, in every set alike. */
+    const kernel_sets sets = kernels_to_check();
+    float x[MAX_D];
+    int16_t codes[MAX_D];
+    for (size_t s = 0; s < sets.count; s++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t d = dims[i];
+            for (size_t at = 0; at < d; at += 1 + d / 5) {
+                for (size_t j = 0; j < d; j++) x[j] = (float)j - 3.0f;
+                x[at] = NAN;
+                memset(codes, 0x55, sizeof codes);
+                CHECK(isnan(sets.set[s]->quantize_query(d, x, codes)));
+                for (size_t j = 0; j < d; j++) CHECK(codes[j] == 0);
+            }
+        }
+    }
+}
+
 /* ---- weighted sums of rows ---- */
 
 /* Rows per tile of the SIMD weighted sum (weighted-sum-f32-wasmsimd.c). */
@@ -715,6 +735,7 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
     test_rng rng = test_rng_new(24);
     static const size_t counts[] = {1, 2, 3, 7, 64, KVC_Q8_SUM_ROWS};
     uint8_t *qrows = test_alloc(KVC_Q8_SUM_ROWS * (sizeof(float) + MAX_Q8_D));
+    const uint8_t *rows[KVC_Q8_SUM_ROWS];
     int16_t *w = test_alloc(MAX_G * (KVC_Q8_SUM_ROWS + 3) * sizeof(int16_t));
     float *out0 = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
     float *want = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
@@ -733,6 +754,8 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                     for (size_t p = 0; p < n; p++)
                         memset(qrows + p * (sizeof(float) + d) + sizeof(float), gi % 2 ? 0x81 : 0x7f, d);
                 }
+                /* The rows in any order, as pages put them: here reversed. */
+                for (size_t p = 0; p < n; p++) rows[p] = qrows + (n - 1 - p) * (sizeof(float) + d);
                 for (size_t g = 0; g < G; g++) {
                     scales[g] = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(g * 9) - 20);
                     for (size_t p = 0; p < w_stride; p++)
@@ -744,7 +767,7 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                     for (size_t j = 0; j < d; j++) {
                         int64_t acc = 0;
                         for (size_t p = 0; p < n; p++)
-                            acc += (int64_t)w[g * w_stride + p] * ((const int8_t *)(qrows + p * (sizeof(float) + d) + sizeof(float)))[j];
+                            acc += (int64_t)w[g * w_stride + p] * ((const int8_t *)(rows[p] + sizeof(float)))[j];
                         CHECK(acc >= INT32_MIN && acc <= INT32_MAX);
                         want[g * d + j] = out0[g * d + j] + (float)(int32_t)acc * scales[g];
                     }
@@ -752,7 +775,7 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                 for (size_t s = 0; s < sets.count; s++) {
                     memcpy(got, out0, G * d * sizeof(float));
                     got[G * d] = GAP_SENTINEL;
-                    sets.set[s]->weighted_sum_q8(G, n, d, w, w_stride, scales, qrows, got);
+                    sets.set[s]->weighted_sum_q8(G, n, d, w, w_stride, scales, rows, got);
                     CHECK(test_bits_equal(got, want, G * d));
                     CHECK(got[G * d] == GAP_SENTINEL);
                 }
@@ -1153,6 +1176,7 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(relaxed_weighted_sum_f32_should_agree_to_rounding_and_give_each_query_its_own_bits),
           CASE(quantize_query_should_give_the_bytes_of_its_definition_at_every_dim),
           CASE(quantize_query_should_round_ties_to_even_at_scale_one),
+          CASE(quantize_query_should_give_nan_scale_and_zero_codes_for_nan_anywhere),
           CASE(weighted_sum_f32_should_give_its_definition_bits_across_tiles),
           CASE(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length),
           CASE(softmax_should_give_its_definition_bits_in_every_row),

@@ -386,7 +386,12 @@ TEST(capacity_bytes_should_cover_memory_bytes) {
         }
         CHECK_OK(kvc_layer_clone(layer, &copy));
         CHECK(kvc_layer_capacity_bytes(copy) >= kvc_layer_memory_bytes(copy));
-        /* Truncation keeps the allocation. */
+        kvc_layer_free(copy);
+        if (test_forks_kept()) { /* its pages are shared: a truncation lets those go */
+            kvc_layer_free(layer);
+            continue;
+        }
+        /* Truncation keeps the allocation (of pages no other layer holds). */
         const size_t reserved = kvc_layer_capacity_bytes(layer);
         CHECK_OK(kvc_layer_truncate_last(layer, 100));
         CHECK(kvc_layer_capacity_bytes(layer) == reserved);
@@ -394,7 +399,6 @@ TEST(capacity_bytes_should_cover_memory_bytes) {
         kvc_layer_clear(layer);
         CHECK(kvc_layer_capacity_bytes(layer) == reserved);
         kvc_layer_free(layer);
-        kvc_layer_free(copy);
     }
     CHECK(kvc_layer_capacity_bytes(NULL) == 0);
     CHECK(kvc_layer_memory_bytes(NULL) == 0);
@@ -653,7 +657,7 @@ TEST(head_reads_should_refuse_bad_head_short_buffer_and_null) {
 }
 
 /* The highest value of kvc_status. */
-#define LAST_STATUS KVC_E_THREADS
+#define LAST_STATUS KVC_E_PREFIX
 
 TEST(status_name_should_give_distinct_text_for_every_status) {
     for (int a = KVC_OK; a <= LAST_STATUS; a++) {

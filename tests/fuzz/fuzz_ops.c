@@ -31,6 +31,10 @@
 typedef struct slot {
     kvc_layer *layer; /* owned by the world, or by world.model */
     ref_layer ref;
+    /* A fork kept beside it (FUZZ_OP_FORK), sharing its pages: whatever is
+     * done to the layer must leave the fork as its reference says. */
+    kvc_layer *fork;
+    ref_layer fork_ref;
 } slot;
 
 static struct world {
@@ -69,6 +73,7 @@ static void world_read(fuzz_input *in) {
     world.model = NULL;
     for (size_t i = 0; i < world.count; i++) {
         slot *s = &world.slots[i];
+        s->fork = NULL;
         const uint8_t kind = fuzz_byte(in);
         kvc_status status;
         if (kind % 5 < 4) {
@@ -88,14 +93,26 @@ static void world_read(fuzz_input *in) {
     }
 }
 
+static void drop_fork(slot *s) {
+    if (!s->fork) return;
+    kvc_layer_free(s->fork);
+    ref_free(&s->fork_ref);
+    s->fork = NULL;
+}
+
 static void world_free(void) {
     if (world.model) kvc_model_free(world.model);
     for (size_t i = 0; i < world.count; i++) {
         if (!world.model) kvc_layer_free(world.slots[i].layer);
         ref_free(&world.slots[i].ref);
+        drop_fork(&world.slots[i]);
     }
     world.model = NULL;
     world.count = 0;
+    /* Every page went with its last holder. */
+    kvc_memory_usage usage;
+    kvc_memory_stats(&usage);
+    FUZZ_REQUIRE(usage.pages == 0 && usage.layers == 0 && usage.cache_bytes == 0);
 }
 
 static int any_verifying(void) {
@@ -113,7 +130,21 @@ static int positions_agree(void) {
 }
 
 static void check_world(void) {
-    size_t memory = 0, least = (size_t)-1;
+    size_t memory = 0, least = (size_t)-1, every = 0;
+    for (size_t i = 0; i < world.count; i++) {
+        const slot *s = &world.slots[i];
+        if (s->fork) {
+            check_layer(s->fork, &s->fork_ref);
+            every += ref_memory_bytes(&s->fork_ref);
+            FUZZ_REQUIRE(kvc_layer_shared_bytes(s->fork) <= ref_memory_bytes(&s->fork_ref));
+        }
+        FUZZ_REQUIRE(kvc_layer_shared_bytes(s->layer) <= ref_memory_bytes(&s->ref));
+        every += ref_memory_bytes(&s->ref);
+    }
+    /* Every page once: no more than the layers' bytes, counted apart. */
+    kvc_memory_usage usage;
+    kvc_memory_stats(&usage);
+    FUZZ_REQUIRE(usage.cache_bytes <= every && usage.layers >= world.count);
     for (size_t i = 0; i < world.count; i++) {
         check_layer(world.slots[i].layer, &world.slots[i].ref);
         memory += ref_memory_bytes(&world.slots[i].ref);
@@ -450,7 +481,8 @@ static void op_accumulate(fuzz_input *in, slot *s, int per_head) {
     arm();
     const kvc_status status = per_head ? kvc_layer_accumulate_imp_head(s->layer, h, probs, n)
                                        : kvc_layer_accumulate_imp(s->layer, probs, n);
-    if (check_status(status, errors, 0, disarm())) {
+    /* Out of memory only when imp pages are shared: with the slot's fork. */
+    if (check_status(status, errors, s->fork != NULL, disarm())) {
         if (per_head) ref_accumulate_head(&s->ref.full, h, probs);
         else ref_accumulate(&s->ref.full, probs);
     }
@@ -474,6 +506,35 @@ static void op_clone(slot *s) {
     free(bytes);
     free(copy_bytes);
     replace_layer(s, copy);
+}
+
+/* Keeps a fork of the layer beside it (b % 3 == 0), swaps the two (1: the
+ * fork's writes then meet the pages of the layer it came from), or drops
+ * the fork (2). */
+static void op_fork(fuzz_input *in, slot *s) {
+    const uint8_t variant = fuzz_byte(in) % 3;
+    if (variant == 0) {
+        kvc_layer *fork = (kvc_layer *)s; /* must come back NULL on error */
+        arm();
+        const kvc_status status = kvc_layer_clone(s->layer, &fork);
+        if (!check_status(status, s->ref.verifying ? STATUS(KVC_E_VERIFYING) : 0, 1, disarm())) {
+            FUZZ_REQUIRE(fork == NULL);
+            return;
+        }
+        drop_fork(s);
+        s->fork = fork;
+        ref_copy(&s->fork_ref, &s->ref);
+        FUZZ_REQUIRE(kvc_layer_shared_bytes(fork) == kvc_layer_memory_bytes(fork) || !full(s));
+    } else if (variant == 1 && s->fork && !world.model) {
+        kvc_layer *layer = s->layer;
+        const ref_layer ref = s->ref;
+        s->layer = s->fork;
+        s->ref = s->fork_ref;
+        s->fork = layer;
+        s->fork_ref = ref;
+    } else if (variant == 2) {
+        drop_fork(s);
+    }
 }
 
 /* A changed byte or a cut end (as `variant` says): refused, and nothing built. */
@@ -905,7 +966,7 @@ static const char *const op_names[FUZZ_OP_COUNT] = {
     "evict", "slide_window", "eviction_plan", "set_max_rows", "begin_verify", "accept",
     "linear_step", "linear_step_phase", "model_create", "model_truncate_last", "model_clear",
     "model_begin_verify", "model_accept", "model_evict", "model_clone", "model_snapshot",
-    "reset", "create_invalid"};
+    "reset", "create_invalid", "fork"};
 
 static void run_op(fuzz_input *in, unsigned op, slot *s) {
     switch (op) {
@@ -938,6 +999,7 @@ static void run_op(fuzz_input *in, unsigned op, slot *s) {
     case FUZZ_OP_MODEL_CLONE: op_model_clone(); break;
     case FUZZ_OP_MODEL_SNAPSHOT: op_model_snapshot(in); break;
     case FUZZ_OP_RESET: world_free(), world_read(in); break;
+    case FUZZ_OP_FORK: op_fork(in, s); break;
     default: op_create_invalid(in); break;
     }
 }

@@ -538,6 +538,46 @@ static void ops_seeds(void) {
     one(&s, FUZZ_OP_ACCEPT, 0, 255);                    /* above the drafts */
     call(&s, FUZZ_OP_CLEAR, 0);                         /* ends the verify */
     write_script("refusals", &s);
+
+    /* Forks sharing pages: writes on either side (appends into a shared
+     * partial page, imp, eviction, a verify under max_rows, a freeze),
+     * swaps, and the copies failing midway. */
+    s = (script){0};
+    world(&s, 2);
+    full(&s, KVC_MODE_Q8, 3, 8);
+    full(&s, KVC_MODE_F32, 2, 4);
+    append_n_masked(&s, 0, 40, 30);
+    one(&s, FUZZ_OP_FORK, 0, 0);
+    append_n(&s, 0, 40, 31);                            /* crosses the window: the field freezes */
+    one(&s, FUZZ_OP_FORK, 0, 1);                        /* swap: the fork goes on, unfrozen */
+    append_n(&s, 0, 60, 32);
+    one(&s, FUZZ_OP_FORK, 0, 0);
+    accumulate(&s, 0, 33);
+    three(&s, FUZZ_OP_EVICT, 0, 50, 4, 8);
+    one(&s, FUZZ_OP_FORK, 0, 1);
+    one(&s, FUZZ_OP_TRUNCATE, 0, 70);
+    append_n(&s, 0, 5, 34);
+    append_n(&s, 1, 70, 35);
+    one(&s, FUZZ_OP_FORK, 1, 0);
+    three(&s, FUZZ_OP_SET_MAX_ROWS, 1, 60, 2, 4);
+    call(&s, FUZZ_OP_BEGIN_VERIFY, 1);
+    append_n(&s, 1, 4, 36);
+    one(&s, FUZZ_OP_ACCEPT, 1, 3);
+    attend_every_way(&s, 0, 37);
+    for (unsigned nth = 1; nth <= 3; nth++) {
+        one(&s, FUZZ_OP_FORK, 0, 0);
+        call_failing(&s, FUZZ_OP_APPEND, 0, nth, nth % 2);
+        put(&s, FUZZ_MASK_NULL), normal(&s, 40 + nth), normal(&s, 50 + nth), put(&s, 0);
+        call_failing(&s, FUZZ_OP_ACCUMULATE_IMP, 0, nth, 0);
+        put(&s, 2), values(&s, FUZZ_VALUES_UNIT, 0, 60 + nth);
+        call_failing(&s, FUZZ_OP_EVICT, 0, nth, 1), put(&s, 30), put(&s, 3), put(&s, 5);
+    }
+    call_failing(&s, FUZZ_OP_FORK, 0, 1, 0), put(&s, 0);
+    one(&s, FUZZ_OP_FORK, 0, 2);
+    one(&s, FUZZ_OP_MODEL_CREATE, 0, 0);
+    one(&s, FUZZ_OP_FORK, 1, 0);
+    three(&s, FUZZ_OP_MODEL_EVICT, 0, 20, 2, 4);
+    write_script("forks-sharing-pages", &s);
 }
 
 int main(int argc, char **argv) {

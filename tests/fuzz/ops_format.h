@@ -77,6 +77,8 @@ enum fuzz_op {
     FUZZ_OP_CREATE_INVALID,    /* which byte (b % 16): a refused create or attention_head (15:
                                   every call on NULL); 4 and 14 read one more byte (a mode, a
                                   palette value) */
+    FUZZ_OP_FORK,              /* variant byte (b % 3: keep a fork beside the layer, swap the
+                                  two (not in a model), drop the fork) */
     FUZZ_OP_COUNT
 };
 

@@ -33,6 +33,30 @@ void ref_init_linear(ref_layer *ref, size_t H, size_t F, size_t dv, double phase
     memset(ref->linear.state, 0, ref_state_len(&ref->linear) * sizeof(double));
 }
 
+/* A copy of n bytes of src in the harness's memory (NULL stays NULL). */
+static void *copy_of(const void *src, size_t bytes) {
+    if (!src) return NULL;
+    void *copy = grow(NULL, bytes);
+    memcpy(copy, src, bytes);
+    return copy;
+}
+
+void ref_copy(ref_layer *dst, const ref_layer *src) {
+    *dst = *src;
+    const ref_full *f = &src->full;
+    const size_t H = f->H, d = f->d;
+    dst->full.position = copy_of(f->position, f->cap * sizeof(uint32_t));
+    dst->full.imp = copy_of(f->imp, f->cap * sizeof(float));
+    dst->full.alive = copy_of(f->alive, f->cap * H);
+    dst->full.k = copy_of(f->k, f->cap * H * d * sizeof(float));
+    dst->full.v = copy_of(f->v, f->cap * H * d * sizeof(float));
+    dst->full.field[0] = copy_of(f->field[0], H * d * sizeof(float));
+    dst->full.field[1] = copy_of(f->field[1], H * d * sizeof(float));
+    const ref_linear *l = &src->linear;
+    dst->linear.state = copy_of(l->state, ref_state_len(l) * sizeof(double));
+    dst->linear.scratch = copy_of(l->scratch, l->scratch_cap * ref_state_len(l) * sizeof(double));
+}
+
 void ref_free(ref_layer *ref) {
     ref_full *full = &ref->full;
     free(full->position);

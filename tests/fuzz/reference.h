@@ -51,6 +51,8 @@ typedef struct ref_layer {
 void ref_init_full(ref_layer *ref, size_t H, size_t d, kvc_mode mode);
 void ref_init_linear(ref_layer *ref, size_t H, size_t F, size_t dv, double phase_mass);
 void ref_free(ref_layer *ref);
+/* dst (uninitialised) becomes an independent copy of src. */
+void ref_copy(ref_layer *dst, const ref_layer *src);
 
 /* ---- full layers ---- */
 int ref_quantized(kvc_mode mode, int is_values);

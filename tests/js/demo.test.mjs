@@ -1,8 +1,8 @@
 // The live demo in every browser engine (tests/runtimes/browsers.mjs:
 // Chromium, Firefox, WebKit): both sources run, the charts and the page's
-// numbers match the caches, rollbacks happen, the page (served cross-origin
-// isolated) runs the package on worker threads where the engine can, and
-// nothing errs. Screenshots go to test-artifacts/demo-<browser>-*.png.
+// numbers match the caches, rollbacks happen, branches share their prefix,
+// the page (served cross-origin isolated) runs the package on worker
+// threads where the engine can, and nothing errs. Screenshots go to test-artifacts/demo-<browser>-*.png.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -121,6 +121,32 @@ for (const name of BROWSERS) {
       assert.match(await text('#stream'), /Once upon a time/);
       assert.equal(await page.evaluate('async () => document.body.dataset.kernels'), EXPECTED[name].isa);
       await screenshot(t, 'model', `${state.tokens} tokens, ${state.stats.rollbacks} rollbacks`);
+      await noProblems();
+    });
+
+    test('the shared-prefix panel branches conversations that hold the prefix once', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      const source = MODEL_MISSING ? 'synthetic' : 'model';
+      await page.select('#source', source);
+      await page.fill('#speed', '200');
+      await page.click('#start');
+      await waitFor((s) => s.position >= 150, '150 positions');
+      await page.fill('#branch-count', '8');
+      await page.fill('#branch-tokens', '16');
+      await page.click('#branch');
+      const { branches } = await drawnSnapshot();
+      assert.equal(branches.count, 8);
+      assert.equal(branches.texts.length, 8);
+      assert.ok(branches.sharedBytes > 0, 'the branches hold what they wrote');
+      // Each branch copies at most the partly filled last page of each
+      // sequence (63 positions) besides its own 16: from 150 positions on,
+      // under half of what a deep copy holds.
+      assert.ok(branches.deepBytes > 2 * branches.sharedBytes,
+        `8 branches hold ${branches.sharedBytes} bytes shared, ${branches.deepBytes} as deep copies`);
+      if (source === 'model') assert.ok(new Set(branches.texts).size > 1, `the branches went their own ways: ${JSON.stringify(branches.texts)}`);
+      assert.match(await text('#branch-ratio'), /^\d+\.\d×$/);
+      assert.equal(await text('#branches'), '8');
+      await screenshot(t, 'branches', `${source}: ${(branches.deepBytes / branches.sharedBytes).toFixed(1)}x less than deep copies`);
       await noProblems();
     });
 

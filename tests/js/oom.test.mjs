@@ -1,8 +1,9 @@
 // Out of memory in wasm (issue #8): the module with its heap capped at 16 MiB
 // (init({ maxMemory })), on the default threads. An append, clone,
-// deserialize or constructor that cannot get memory throws a KvCacheError
-// with code KVC_E_NOMEM, changes nothing and leaks nothing, and the cache
-// goes on once memory is freed.
+// deserialize or constructor that cannot get memory -- or a write into a
+// page a fork shares, which copies it -- throws a KvCacheError with code
+// KVC_E_NOMEM, changes nothing and leaks nothing, and the cache goes on once
+// memory is freed.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { KvCache, KvCacheError, LayerKvCache, init } from '../../js/index.js';
@@ -192,6 +193,23 @@ function heapFullButFor(bytes, own) {
   return ballast;
 }
 
+/**
+ * Fills what is left of the heap: a large f32 layer, then layers of one
+ * channel, until not even one of those can be made. Returns them as one
+ * thing to free (owned by the test too).
+ */
+function fillHeap(own) {
+  const layers = [layerOf('f32')];
+  untilOutOfMemory(() => appendBatch(layers[0]));
+  untilOutOfMemory(() => appendOne(layers[0]));
+  const one = new Float32Array(1);
+  untilOutOfMemory(() => {
+    layers.push(new LayerKvCache({ numKvHeads: 1, headDim: 1 }));
+    untilOutOfMemory(() => layers.at(-1).append(one, one));
+  });
+  return own({ free: () => layers.splice(0).forEach((layer) => layer.free()) });
+}
+
 for (const mode of MODES) {
   heapTest(`append that cannot get memory throws KVC_E_NOMEM and changes nothing (${mode})`, (own, t) => {
     const headroom = own(new Headroom());
@@ -235,20 +253,25 @@ for (const mode of MODES) {
     assertSameObservation(observe(cache), observe(plain), 'against a layer that never ran out');
   });
 
-  heapTest(`clone that cannot get memory throws KVC_E_NOMEM and leaves the original intact and usable (${mode})`, (own) => {
+  heapTest(`clone copies no row, and a write into a page the fork shares that cannot get memory throws KVC_E_NOMEM and changes neither cache (${mode})`, (own) => {
     const fit = positionsThatFit(mode);
-    // Four fifths of what fits: twice that is more than the heap holds, one batch more is not.
+    const headroom = own(new Headroom());
+    headroom.take();
+    // Four fifths of what fits: a copy of it would not fit beside it.
     const cache = own(layerOf(mode));
     for (let i = 0; i < Math.floor(fit.batches * 0.8); i++) appendBatch(cache);
+    headroom.free();
     weigh(cache);
-    const before = observe(cache);
-    assert.throws(() => own(cache.clone()), isOutOfMemory);
-    assertSameObservation(observe(cache), before, 'after the failed clone');
-    appendBatch(cache);
-    cache.truncateLast(BATCH);
-    assertSameObservation(observe(cache), before, 'after one more batch, truncated');
+    const original = observe(cache);
+    headroom.take();
+    const fork = own(cache.clone());
+    assert.equal(fork.sharedBytes, fork.memoryBytes, 'the fork shares every page');
+    fillHeap(own);
+    const { before, after } = failureWatched(fork, appendOne, headroom);
+    assertSameObservation(after, before, 'the fork after its failed append');
+    assertSameObservation(observe(cache), original, 'the cache it was forked from');
+    fork.free();
     cache.free();
-    assert.deepEqual(positionsThatFit(mode), fit, 'the failed clone leaked nothing');
   });
 
   heapTest(`LayerKvCache.deserialize of a snapshot too big to restore throws KVC_E_NOMEM and leaks nothing (${mode})`, (own) => {
@@ -292,15 +315,24 @@ function assertSameModel(actual, expected, what) {
   actual.forEach((layer, i) => assertSameObservation(layer, expected[i], `${what}, layer ${i} (${MODES[i]})`));
 }
 
-heapTest('KvCache.clone that cannot get memory throws KVC_E_NOMEM, leaves the model intact and leaks nothing', (own) => {
+heapTest('KvCache.clone copies no row, and fails only for its bookkeeping: then KVC_E_NOMEM, the model intact, nothing leaked', (own) => {
   const fit = positionsThatFit('f32');
   const model = own(modelOf());
   for (let i = Math.floor(roundsThatFit() * 0.8); i > 0; i--) appendRound(model);
   const before = observeModel(model);
+  const fork = own(model.clone());
+  assert.equal(fork.sharedBytes, fork.memoryBytes, 'the fork shares every page');
+  assertSameModel(observeModel(fork), before, 'the fork');
+  fork.free();
+  const headroom = own(new Headroom());
+  headroom.take();
+  const filler = fillHeap(own);
   assert.throws(() => own(model.clone()), isOutOfMemory);
+  headroom.free();
   assertSameModel(observeModel(model), before, 'after the failed clone');
+  filler.free();
   model.free();
-  assert.deepEqual(positionsThatFit('f32'), fit, 'the layers the clone copied were freed');
+  assert.deepEqual(positionsThatFit('f32'), fit, 'the failed clone leaked nothing');
 });
 
 heapTest('KvCache.deserialize of a snapshot too big to restore throws KVC_E_NOMEM and leaks nothing', (own) => {

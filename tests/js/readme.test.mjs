@@ -40,7 +40,7 @@ function promised(example) {
 }
 
 test('the README has its examples', () => {
-  assert.equal(examples.length, 6);
+  assert.equal(examples.length, 7);
 });
 
 examples.forEach((example, n) => {

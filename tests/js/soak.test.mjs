@@ -63,6 +63,7 @@ class Soak {
     this.illConditioned = 0; // queries whose scores f32 cannot rank as f64 does
     this.recent = [];
     this.cache = null;
+    this.kept = null; // a fork kept beside the cache: { cache, ref }
   }
 
   run(totalOps) {
@@ -75,6 +76,7 @@ class Soak {
         if (Math.floor(this.ops / FULL_CHECK_EVERY) !== Math.floor(before / FULL_CHECK_EVERY)) this.checkState();
       }
       this.checkState();
+      this.releaseFork();
       this.cache.free();
     }
   }
@@ -212,7 +214,7 @@ class Soak {
       [full ? 12 : 4, this.truncateLast], [full ? 4 : 2, this.evict], [full ? 3 : 1.5, this.slideWindow],
       [2, this.evictionPlan], [1.5, this.setMaxRows],
       [verifying ? 0.5 : 3, this.beginVerify], [verifying ? 8 : 0.3, this.accept],
-      [1, this.clone], [1, this.snapshot], [full ? 1 : 0.3, this.clear], [4, this.badInput],
+      [1, this.clone], [1.5, this.keepFork], [1, this.snapshot], [full ? 1 : 0.3, this.clear], [4, this.badInput],
     ];
     let x = this.r.unit() * table.reduce((sum, [w]) => sum + w, 0);
     for (const [w, op] of table) {
@@ -502,6 +504,25 @@ class Soak {
     left.cache.free();
   }
 
+  // A fork kept beside the cache while the session goes on: every write of
+  // the cache meets pages the two share, and the fork must still hold what
+  // it held when the next one replaces it (or the session ends).
+  keepFork() {
+    this.count('keep a fork');
+    const result = this.both(() => this.ref.clone(), () => this.cache.clone());
+    if (!result) return;
+    this.releaseFork();
+    this.kept = { ref: result[0], cache: result[1] };
+  }
+
+  releaseFork() {
+    if (!this.kept) return;
+    const { cache, ref } = this.kept;
+    this.kept = null;
+    this.checkState(cache, ref);
+    cache.free();
+  }
+
   // serialize, then deserialize: the session goes on with the restored cache.
   snapshot() {
     const r = this.r;
@@ -782,6 +803,7 @@ for (const [index, mode] of MODES.entries()) {
       soak.run(OPS_PER_MODE);
     } catch (error) {
       soak.cache?.free();
+      soak.kept?.cache.free();
       throw soak.report(error);
     }
     soak.cache.free();

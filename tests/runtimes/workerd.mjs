@@ -42,18 +42,37 @@ function reexport(name, target, names) {
   return source.join('\n');
 }
 
-function configText(configDir) {
-  const embed = (file) => JSON.stringify(relative(configDir, join(ROOT, file)).split('\\').join('/'));
+/** `file`, a path in the repository, as a capnp embed relative to the config's directory. */
+export function embedded(configDir, file) {
+  return JSON.stringify(relative(configDir, file).split('\\').join('/'));
+}
+
+/**
+ * The capnp module entries of the package for a Worker at `worker` (a
+ * repository path): its js files as ES modules and its .wasm files as wasm
+ * modules under their repository paths, and beside the Worker the modules
+ * its bare specifiers resolve to, re-exporting the exports map's targets
+ * under wrangler's conditions (what a bundler does).
+ */
+export function packageModules(configDir, worker) {
+  const embed = (file) => embedded(configDir, join(ROOT, file));
   const packageJs = readdirSync(join(ROOT, 'js')).filter((f) => f.endsWith('.js')).map((f) => `js/${f}`);
-  const modules = [
-    ...[WORKER, ...SOURCES, ...packageJs].map((file) => `(name = "${file}", esModule = embed ${embed(file)})`),
+  return [
+    ...packageJs.map((file) => `(name = "${file}", esModule = embed ${embed(file)})`),
     `(name = "dist/kvcache.wasm", wasm = embed ${embed('dist/kvcache.wasm')})`,
     `(name = "dist/kvcache-relaxed.wasm", wasm = embed ${embed('dist/kvcache-relaxed.wasm')})`,
     ...SPECIFIERS.map(([specifier, subpath, names]) => {
       const target = resolveExport(PACKAGE, subpath, WRANGLER_CONDITIONS).replace(/^\.\//, '');
-      const name = posix.join(posix.dirname(WORKER), specifier); // workerd resolves a bare name beside its importer
+      const name = posix.join(posix.dirname(worker), specifier); // workerd resolves a bare name beside its importer
       return `(name = "${name}", esModule = ${JSON.stringify(reexport(name, target, names))})`;
     }),
+  ];
+}
+
+function configText(configDir) {
+  const modules = [
+    ...[WORKER, ...SOURCES].map((file) => `(name = "${file}", esModule = embed ${embedded(configDir, join(ROOT, file))})`),
+    ...packageModules(configDir, WORKER),
   ];
   const services = WORKERS.map(({ socket, init, compatibilityDate }) =>
     `(name = "${socket}", worker = (modules = .modules, compatibilityDate = "${compatibilityDate}", ` +
