@@ -5,21 +5,26 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import init from '../js/index.js';
+import init, { MODES } from '../js/index.js';
 import { GgufError, Llama, generate } from '../js/llama.js';
 
+const COMPONENTS = ['f32', 'q8', 'q4'];
+
 const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--steps N]
-         [--mode f32|q8|q8k|q8v] [--draft K] [--temperature T --seed S]
+         [--mode M | --cache-type-k T --cache-type-v T] [--residual-rows R]
+         [--draft K] [--temperature T --seed S]
 
-  --model PATH      a llama GGUF with F32 or F16 tensors (e.g. stories260k.gguf)
-  --prompt TEXT     text to continue (default: none, start from <s>)
-  --steps N         tokens to generate, at most (default 256)
-  --mode M          how the cache stores keys and values (default f32)
-  --draft K         speculative decoding with up to K prompt-lookup drafts (default 0: off)
-  --temperature T   sampling temperature (default 0: greedy)
-  --seed S          seed of the sampler (default 1)`;
-
-const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+  --model PATH         a llama GGUF with F32 or F16 tensors (e.g. stories260k.gguf)
+  --prompt TEXT        text to continue (default: none, start from <s>)
+  --steps N            tokens to generate, at most (default 256)
+  --mode M             how the cache stores keys and values (default f32):
+                       ${MODES.join(', ')}
+  --cache-type-k T     how it stores keys alone: ${COMPONENTS.join(', ')} (default f32)
+  --cache-type-v T     and values
+  --residual-rows R    q4: the newest rows kept in f32 (default 64)
+  --draft K            speculative decoding with up to K prompt-lookup drafts (default 0: off)
+  --temperature T      sampling temperature (default 0: greedy)
+  --seed S             seed of the sampler (default 1)`;
 
 class UsageError extends Error {}
 
@@ -33,7 +38,10 @@ function parse(argv) {
         model: { type: 'string' },
         prompt: { type: 'string', default: '' },
         steps: { type: 'string', default: '256' },
-        mode: { type: 'string', default: 'f32' },
+        mode: { type: 'string' },
+        'cache-type-k': { type: 'string' },
+        'cache-type-v': { type: 'string' },
+        'residual-rows': { type: 'string' },
         draft: { type: 'string', default: '0' },
         temperature: { type: 'string', default: '0' },
         seed: { type: 'string', default: '1' },
@@ -54,7 +62,15 @@ function parse(argv) {
     return value;
   };
   if (!values.model) throw new UsageError('--model is required: the path of a llama GGUF file');
-  if (!MODES.includes(values.mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')} (got ${values.mode})`);
+  const perComponent = values['cache-type-k'] !== undefined || values['cache-type-v'] !== undefined;
+  if (perComponent && values.mode !== undefined) throw new UsageError('--mode and --cache-type-k/--cache-type-v say the same: give one or the other');
+  if (values.mode !== undefined && !MODES.includes(values.mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')} (got ${values.mode})`);
+  for (const name of ['cache-type-k', 'cache-type-v']) {
+    if (values[name] !== undefined && !COMPONENTS.includes(values[name])) {
+      throw new UsageError(`--${name} must be one of ${COMPONENTS.join(', ')} (got ${values[name]})`);
+    }
+  }
+  const mode = perComponent ? { keys: values['cache-type-k'] ?? 'f32', values: values['cache-type-v'] ?? 'f32' } : values.mode ?? 'f32';
   const temperature = Number(values.temperature);
   if (values.temperature.trim() === '' || !Number.isFinite(temperature) || temperature < 0) {
     throw new UsageError(`--temperature must be a number >= 0 (got ${values.temperature})`);
@@ -63,7 +79,8 @@ function parse(argv) {
     model: values.model,
     prompt: values.prompt,
     steps: integer('steps', 1),
-    mode: values.mode,
+    mode,
+    residualRows: values['residual-rows'] === undefined ? undefined : integer('residual-rows', 0),
     draft: integer('draft', 0),
     temperature,
     seed: integer('seed', 0),
@@ -97,7 +114,7 @@ async function main() {
   await loadModule();
   const llama = Llama.fromGguf(new Uint8Array(await readFile(options.model)));
   const { tokenizer } = llama;
-  const session = llama.session({ mode: options.mode });
+  const session = llama.session({ mode: options.mode, residualRows: options.residualRows });
   const prompt = tokenizer.encode(options.prompt);
   const decoder = tokenizer.decoder();
   process.stdout.write(prompt.map((id) => decoder.push(id)).join(''));
@@ -113,7 +130,7 @@ async function main() {
   const sampling = options.temperature === 0 ? 'greedy' : `temperature ${options.temperature}, seed ${options.seed}`;
   const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
   console.error(`\n${stats.tokens} tokens in ${stats.seconds.toFixed(2)} s: ${(stats.tokens / stats.seconds).toFixed(1)} tokens/s (${sampling})`);
-  console.error(`cache: ${options.mode}, ${llama.config.numLayers} layers, ${session.cache.seqLen} positions, ${kib(session.cache.memoryBytes)} (capacity ${kib(session.cache.capacityBytes)})`);
+  console.error(`cache: ${session.mode}, ${llama.config.numLayers} layers, ${session.cache.seqLen} positions, ${kib(session.cache.memoryBytes)} (capacity ${kib(session.cache.capacityBytes)})`);
   if (options.draft > 0) {
     const rate = stats.drafted ? ((100 * stats.accepted) / stats.drafted).toFixed(1) : '0.0';
     console.error(`speculative: up to ${options.draft} drafts, ${stats.verifies} verifies, ${stats.accepted} of ${stats.drafted} drafts accepted (${rate}%), ` +

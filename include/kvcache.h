@@ -43,9 +43,9 @@ extern "C" {
 #define KVC_MAX_HEAD_DIM 4096
 #define KVC_MAX_POSITIONS 0x7fffffffu
 
-/* Storage of keys (K) and values (V).
+/* Storage of keys (K) and values (V), chosen per component: f32, q8 or q4.
  *
- * A quantized component stores row r of a head as int8 codes plus one f32
+ * A quantized component stores row r of a head as integer codes plus one f32
  * scale s, read back as x[j] = r[j] * s * c[j], where c is the head's
  * per-channel field (length head_dim).  The field is frozen once, when
  * position KVC_Q8_WINDOW is appended, as the RMS of each channel over the
@@ -54,13 +54,50 @@ extern "C" {
  * saturates at +-2^127, so every finite row gets finite codes and reads back
  * finite unless it lies within half a step of +-FLT_MAX.  Rows at positions
  * < W stay f32 for good; a truncation back to seq_len <= W unfreezes the
- * field. */
+ * field.
+ *
+ * q8: codes -127..127, one byte each (a row: 4 + d bytes).
+ * q4: codes -7..7, two per byte (a row: 4 + ceil(d / 2) bytes; in each block
+ * of 32 channels, byte i holds channel i in its low nibble and channel
+ * 16 + i in its high one, two's complement; a last block of m < 32 channels
+ * pairs channel i with channel ceil(m / 2) + i).  Every row from W on gets
+ * its codes when it is appended, and the newest R rows (the residual window,
+ * kvc_layer_set_residual_rows, KVC_Q4_RESIDUAL_ROWS by default) are also
+ * kept in f32 and read from there by attention: a row is read through its
+ * four bits only once R newer rows follow it (KIVI).  The f32 copies of
+ * KVC_Q4_ROLLBACK_ROWS more rows are kept so that a truncation can bring
+ * rows back into the window exactly (kvc_layer_exact_rollback). */
+typedef enum kvc_component {
+    KVC_COMPONENT_F32 = 0,
+    KVC_COMPONENT_Q8 = 1,
+    KVC_COMPONENT_Q4 = 2
+} kvc_component;
+
+/* A layer's mode: the storage of its keys and of its values.  The first four
+ * values are the modes of every earlier version (and their snapshots). */
 typedef enum kvc_mode {
-    KVC_MODE_F32 = 0, /* K f32,  V f32  */
-    KVC_MODE_Q8 = 1,  /* K int8, V int8 */
-    KVC_MODE_Q8K = 2, /* K int8, V f32  */
-    KVC_MODE_Q8V = 3  /* K f32,  V int8 */
+    KVC_MODE_F32 = 0,    /* K f32,  V f32  */
+    KVC_MODE_Q8 = 1,     /* K q8,   V q8   */
+    KVC_MODE_Q8K = 2,    /* K q8,   V f32  */
+    KVC_MODE_Q8V = 3,    /* K f32,  V q8   */
+    KVC_MODE_Q4 = 4,     /* K q4,   V q4   */
+    KVC_MODE_Q4K = 5,    /* K q4,   V f32  */
+    KVC_MODE_Q4V = 6,    /* K f32,  V q4   */
+    KVC_MODE_Q8K_Q4V = 7, /* K q8,  V q4   */
+    KVC_MODE_Q4K_Q8V = 8  /* K q4,  V q8   */
 } kvc_mode;
+#define KVC_MODE_COUNT 9
+
+/* kvc_mode_component():
+ * How `mode` stores keys (is_values 0) or values (1); KVC_COMPONENT_F32 for
+ * a value that is not a kvc_mode. */
+kvc_component kvc_mode_component(kvc_mode mode, int is_values);
+
+/* Residual window of q4 components: the newest rows kept in f32. */
+#define KVC_Q4_RESIDUAL_ROWS 64
+#define KVC_Q4_MAX_RESIDUAL_ROWS 4096
+/* f32 copies kept beyond the residual window, for exact truncation. */
+#define KVC_Q4_ROLLBACK_ROWS 64
 
 /* A layer is full attention (rows of keys and values) or linear attention
  * (a fixed-size recurrent state). */
@@ -104,15 +141,24 @@ typedef enum kvc_status {
     KVC_E_BUDGET = 29,          /* eviction: budget 0, or sinks + recent above it */
     KVC_E_THREADS = 30,         /* kvc_set_threads: a count out of range, or threads that
                                    could not be started */
-    KVC_E_PREFIX = 31           /* prefix cache: a cache whose layers differ from its
-                                   entries' (count, head count, head_dim, mode), or that
-                                   has evicted positions (its rows no longer follow tokens) */
+    KVC_E_PREFIX = 31,          /* prefix cache: a cache whose layers differ from its
+                                   entries' (count, head count, head_dim, mode, residual
+                                   window), or that has evicted positions (its rows no
+                                   longer follow tokens) */
+    KVC_E_RESIDUAL = 32         /* residual rows above KVC_Q4_MAX_RESIDUAL_ROWS, or set on a
+                                   layer that holds positions */
 } kvc_status;
 
 /* kvc_status_name():
  * @return : a static, NUL-terminated description of `status` ("out of
  *           memory", ...); "unknown status" for a value not in kvc_status. */
 const char *kvc_status_name(kvc_status status);
+
+/* kvc_mode_of():
+ * Sets *mode to the mode that stores keys as `keys` and values as `values`.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, or KVC_E_MODE when either is not a
+ *           kvc_component (*mode unchanged). */
+kvc_status kvc_mode_of(kvc_component keys, kvc_component values, kvc_mode *mode);
 
 /* kvc_version():
  * @return : KVC_VERSION_STRING of the compiled library. */
@@ -387,18 +433,26 @@ kvc_mode kvc_layer_mode(const kvc_layer *layer);
 size_t kvc_layer_seq_len(const kvc_layer *layer);
 /* Rows stored for `kv_head` (0 for a head that was never alive). */
 size_t kvc_layer_head_len(const kvc_layer *layer, size_t kv_head);
-/* 1 while the q8 field is frozen (seq_len > KVC_Q8_WINDOW in a q8 mode). */
+/* 1 while the field is frozen (seq_len > KVC_Q8_WINDOW with a quantized component). */
 int kvc_layer_field_frozen(const kvc_layer *layer);
 
 /* kvc_layer_memory_bytes():
  * Bytes of data the cache holds, exactly (H heads, d = head_dim,
  * L = seq_len, n_h = rows of head h, w_h = of them at positions < W):
  *   L * (8 + ceil(H / 8))                      importance, position, alive map
- * + per f32 component:  sum_h n_h * d * 4
- * + per int8 component: sum_h (w_h * d * 4 + (n_h - w_h) * (d + 4))
- *                       + (field frozen ? H * d * 4 : 0)
- * The same formula in every mode for the shared parts; free capacity and
- * fixed bookkeeping are not counted (see kvc_layer_capacity_bytes). */
+ * + per f32 component: sum_h n_h * d * 4
+ * + per q8 component:  sum_h (w_h * d * 4 + (n_h - w_h) * (d + 4))
+ *                      + (field frozen ? H * d * 4 : 0)
+ * + per q4 component:  sum_h (w_h * d * 4 + (n_h - w_h) * (ceil(d / 2) + 4)
+ *                             + r_h * d * 4)  + (field frozen ? H * d * 4 : 0)
+ * where r_h is the rows of head h's residual window, read from their f32
+ * copies: min(n_h - w_h, R) for R residual rows (fewer only after a
+ * truncation deeper than kvc_layer_exact_rollback or an eviction that kept
+ * older rows).  The f32 copies kept for exact truncation (at most
+ * KVC_Q4_ROLLBACK_ROWS + 63 per head and component) are counted, like free
+ * capacity, by kvc_layer_capacity_bytes only.  The same formula in every
+ * mode for the shared parts; free capacity and fixed bookkeeping are not
+ * counted (see kvc_layer_capacity_bytes). */
 size_t kvc_layer_memory_bytes(const kvc_layer *layer);
 
 /* kvc_layer_shared_bytes():
@@ -487,6 +541,33 @@ kvc_status kvc_layer_eviction_plan(const kvc_layer *layer, size_t budget, size_t
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_BUDGET (as
  *           kvc_layer_evict, or max_rows above KVC_MAX_POSITIONS). */
 kvc_status kvc_layer_set_max_rows(kvc_layer *layer, size_t max_rows, size_t sinks, size_t recent);
+
+/* kvc_layer_set_residual_rows():
+ * The residual window of the layer's q4 components (see kvc_mode): the
+ * newest `rows` rows of each head are read in f32 (0: every row from W on
+ * through its codes).  Set before the first append; kept by clear, clone
+ * and snapshots; no effect on a layer without q4 components.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (linear layer) or
+ *           KVC_E_RESIDUAL (rows > KVC_Q4_MAX_RESIDUAL_ROWS, or seq_len > 0). */
+kvc_status kvc_layer_set_residual_rows(kvc_layer *layer, size_t rows);
+size_t kvc_layer_residual_rows(const kvc_layer *layer);
+
+/* kvc_layer_exact_rollback():
+ * The largest n for which kvc_layer_truncate_last(layer, n) leaves the
+ * layer bit for bit as if the n positions had never been appended (rows,
+ * results, memory_bytes, snapshots).  SIZE_MAX for a layer without q4
+ * components.  With q4, a truncation that brings rows back into the
+ * residual window needs their f32 copies: after appends the layer keeps
+ * those of KVC_Q4_ROLLBACK_ROWS rows beyond the window, so then this is at
+ * least KVC_Q4_ROLLBACK_ROWS (SIZE_MAX while every row has its copy); a
+ * truncation uses up what it takes, each append after it gives one back,
+ * and an eviction or a restored
+ * snapshot (which keeps the window's copies only) may leave 0.  A deeper
+ * truncation is still safe: rows that come back into the window without a
+ * copy are read through their codes until newer rows push them out.  A
+ * speculative verify is always exact: drafts never push rows out of the
+ * window before accept.  0 for a linear layer. */
+size_t kvc_layer_exact_rollback(const kvc_layer *layer);
 
 /* ------------------------------------------------------------------------ */
 /* Snapshots                                                                 */
@@ -718,7 +799,11 @@ kvc_status kvc_prefix_cache_add(kvc_prefix_cache *cache, const uint32_t *tokens,
  * KVC_Q8_WINDOW tokens (the sinks a cache starts from), *length receives it
  * and *out a new model the caller owns: a fork of the entry truncated to
  * those positions; else *length = 0 and *out = NULL (no match).  A match
- * counts as a use.
+ * counts as a use.  With q4 components, a truncation deeper than the
+ * entry's kvc_layer_exact_rollback leaves some rows of the fork's residual
+ * window read through their codes (see kvc_layer_exact_rollback) until
+ * newer rows push them out; the attention it gives then differs, within
+ * q4's error, from a prefill of those tokens.
  * @return : KVC_OK (match or not), KVC_E_NULL_POINTER or KVC_E_NOMEM. */
 kvc_status kvc_prefix_cache_match(kvc_prefix_cache *cache, const uint32_t *tokens, size_t n,
                                   size_t *length, kvc_model **out);

@@ -1,9 +1,17 @@
 // Types of kvcache-wasm. The C header include/kvcache.h documents the rules
 // behind each call; these are the JavaScript shapes.
 
-/** How keys (K) and values (V) are stored: f32, or int8 codes with a per-row
- * scale and a per-channel field ("q8": both, "q8k": keys only, "q8v": values only). */
-export type KvMode = 'f32' | 'q8' | 'q8k' | 'q8v';
+/** How one component (keys or values) is stored: f32; int8 codes with a
+ * per-row scale against a per-channel field (q8); or 4-bit codes against the
+ * same field, with a 2-bit shift per 16 channels and the newest
+ * `residualRows` rows kept f32 (q4). */
+export type KvComponent = 'f32' | 'q8' | 'q4';
+/** A mode's name: "q8" both components int8, "q8k" keys only, "q8v" values
+ * only; "q4", "q4k", "q4v" the same in 4 bits; "q8k+q4v", "q4k+q8v" mixed. */
+export type KvModeName = 'f32' | 'q8' | 'q8k' | 'q8v' | 'q4' | 'q4k' | 'q4v' | 'q8k+q4v' | 'q4k+q8v';
+/** How keys (K) and values (V) are stored: a name, or each component ('f32' where left out),
+ * as llama.cpp's --cache-type-k / --cache-type-v. */
+export type KvMode = KvModeName | { keys?: KvComponent; values?: KvComponent };
 
 declare global {
   interface SymbolConstructor {
@@ -95,6 +103,8 @@ export interface FullLayerOptions {
   headDim: number;
   /** Storage mode, default 'f32'. */
   mode?: KvMode;
+  /** q4 components: the newest rows kept (and read) in f32, 0 ..= 4096, default 64. */
+  residualRows?: number;
   /** Bound the cache: an append that would pass maxRows evicts first (see LayerKvCache#setMaxRows). */
   maxRows?: number;
   /** Eviction's sinks and recent counts for maxRows (evict's defaults when left out). */
@@ -131,8 +141,13 @@ export class KvCacheError extends Error {
   readonly code: string;
 }
 
-/** Positions below this stay f32 in q8 modes; the per-channel field freezes when it is appended. */
+/** Positions below this stay f32 in quantized components; the per-channel field freezes when it is appended. */
 export const Q8_WINDOW: 64;
+/** Every mode name, in the C library's order. */
+export const MODES: readonly KvModeName[];
+/** The default residual window of q4 components, and its largest. */
+export const Q4_RESIDUAL_ROWS: 64;
+export const Q4_MAX_RESIDUAL_ROWS: 4096;
 export const MAX_KV_HEADS: 4096;
 export const MAX_HEAD_DIM: 4096;
 export const MAX_POSITIONS: number;
@@ -146,8 +161,16 @@ export class LayerKvCache {
   readonly numKvHeads: number;
   /** Channels per head of a full layer (0 for a linear one). */
   readonly headDim: number;
-  /** Storage mode of a full layer (null for a linear one). */
-  readonly mode: KvMode | null;
+  /** Storage mode of a full layer, by name (null for a linear one). */
+  readonly mode: KvModeName | null;
+  /** The same per component (null for a linear one). */
+  readonly components: { keys: KvComponent; values: KvComponent } | null;
+  /** q4 components: the newest rows read in f32 (0 for a linear layer). */
+  readonly residualRows: number;
+  /** The most positions truncateLast may take back leaving the cache bit for bit as if they had
+   * never been appended: Infinity without q4 components; with them >= 64 after appends, less after a
+   * truncation, an eviction or a restore (a deeper truncation is safe, read through 4 bits). */
+  readonly exactRollback: number;
   /** Positions held: appended (dead heads included) minus truncated and evicted. */
   readonly seqLen: number;
   /** The absolute position the next append gets (its RoPE position): seqLen until the cache evicts. */
@@ -242,7 +265,7 @@ export class LayerKvCache {
 }
 
 export type KvCacheConfig =
-  | { numLayers: number; numKvHeads: number; headDim: number; mode?: KvMode; maxRows?: number; sinks?: number; recent?: number }
+  | { numLayers: number; numKvHeads: number; headDim: number; mode?: KvMode; residualRows?: number; maxRows?: number; sinks?: number; recent?: number }
   | { layers: readonly LayerKvCacheOptions[] };
 
 /** A model's cache: one layer per transformer layer, full or linear. */

@@ -11,7 +11,9 @@ import { MAX_HEAD_DIM, MAX_POSITIONS } from './layer.js';
 export default init;
 export { init };
 export { KvCacheError } from './checks.js';
-export { LayerKvCache, Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS } from './layer.js';
+export {
+  LayerKvCache, MODES, Q8_WINDOW, Q4_RESIDUAL_ROWS, Q4_MAX_RESIDUAL_ROWS, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS,
+} from './layer.js';
 export { KvCache } from './model.js';
 export { PrefixCache } from './prefix.js';
 export { threadCount, threadInfo, setThreadLimit, shutdown } from './threads.js';

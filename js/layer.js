@@ -7,8 +7,13 @@ import {
 } from './checks.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
-const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+// A mode's name by its kvc_mode value; each is also a string `mode` takes.
+export const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q4k', 'q4v', 'q8k+q4v', 'q4k+q8v'];
+// A component's storage by its kvc_component value.
+export const COMPONENTS = ['f32', 'q8', 'q4'];
 export const Q8_WINDOW = 64;
+export const Q4_RESIDUAL_ROWS = 64;
+export const Q4_MAX_RESIDUAL_ROWS = 4096;
 export const MAX_KV_HEADS = 4096;
 export const MAX_HEAD_DIM = 4096;
 export const MAX_POSITIONS = 0x7fffffff;
@@ -17,6 +22,41 @@ const KIND_LINEAR = 1;
 const adoptPointer = Symbol('adoptPointer');
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
 const finalizer = finalizerOf((ptr) => lib().kvc_layer_free(ptr));
+
+const quoted = (names) => names.map((name) => `'${name}'`).join(', ');
+
+/** The kvc_mode of a `mode` option: one of MODES, or { keys, values } with
+ * each of COMPONENTS ('f32' where left out). */
+export function modeOf(where, mode) {
+  if (mode === undefined) return 0;
+  if (typeof mode === 'string') {
+    const code = MODES.indexOf(mode);
+    if (code < 0) throw new RangeError(`${where}: mode must be one of ${quoted(MODES)} or { keys, values } (got ${shown(mode)})`);
+    return code;
+  }
+  if (mode === null || typeof mode !== 'object' || Array.isArray(mode)) {
+    throw new TypeError(`${where}: mode must be a string or an object { keys, values } (got ${shown(mode)})`);
+  }
+  for (const key of Object.keys(mode)) {
+    if (key !== 'keys' && key !== 'values') {
+      throw new RangeError(`${where}: mode has no option ${shown(key)} (it takes 'keys' and 'values')`);
+    }
+  }
+  const component = (name) => {
+    const value = mode[name] ?? 'f32';
+    const code = COMPONENTS.indexOf(value);
+    if (code < 0) throw new RangeError(`${where}: mode.${name} must be one of ${quoted(COMPONENTS)} (got ${shown(value)})`);
+    return code;
+  };
+  const keys = component('keys'), values = component('values');
+  const [outPtr] = staged(where, 4);
+  try {
+    checkStatus(where, lib().kvc_mode_of(keys, values, outPtr));
+    return heap().u32[outPtr >>> 2];
+  } finally {
+    unstage();
+  }
+}
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
@@ -27,14 +67,14 @@ export function createLayer(where, options) {
   if (kind === 'full') {
     const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
     const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
-    const mode = options.mode ?? 'f32';
-    if (!MODES.includes(mode)) {
-      throw new RangeError(`${where}: mode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(mode)})`);
-    }
+    const mode = modeOf(where, options.mode);
+    const residualRows = options.residualRows === undefined ? null
+      : checkInteger(where, 'residualRows', options.residualRows, 0, Q4_MAX_RESIDUAL_ROWS);
     const policy = options.maxRows === undefined ? null
       : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
-    checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, MODES.indexOf(mode), outPtr));
+    checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
     const ptr = heap().u32[outPtr >>> 2];
+    if (residualRows !== null) exports.kvc_layer_set_residual_rows(ptr, residualRows);
     if (policy) exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent);
     return ptr;
   } else if (kind === 'linear') {
@@ -60,7 +100,8 @@ export function wrapLayer(ptr, owner = null) {
 
 /**
  * The KV cache of one transformer layer.
- *   new LayerKvCache({ numKvHeads, headDim, mode? })              full attention
+ *   new LayerKvCache({ numKvHeads, headDim, mode?, residualRows?, maxRows?, sinks?, recent? })   full attention
+ *     mode: 'f32' (default), 'q8', 'q8k', 'q8v', 'q4', ... (MODES) or { keys, values }
  *   new LayerKvCache({ kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? })
  */
 export class LayerKvCache {
@@ -119,16 +160,33 @@ export class LayerKvCache {
   get kind() { this.#live('kind'); return this.#linear ? 'linear' : 'full'; }
   get numKvHeads() { this.#live('numKvHeads'); return this.#numKvHeads; }
   get headDim() { this.#live('headDim'); return this.#headDim; }
+  /** How keys and values are stored: one of MODES (null for a linear layer). */
   get mode() {
     const ptr = this.#live('mode');
     return this.#linear ? null : MODES[lib().kvc_layer_mode(ptr)];
+  }
+  /** The same per component: { keys, values }, each 'f32', 'q8' or 'q4' (null for a linear layer). */
+  get components() {
+    const ptr = this.#live('components');
+    if (this.#linear) return null;
+    const mode = lib().kvc_layer_mode(ptr);
+    return { keys: COMPONENTS[lib().kvc_mode_component(mode, 0)], values: COMPONENTS[lib().kvc_mode_component(mode, 1)] };
+  }
+  /** The newest rows a q4 component reads in f32 (its residual window). */
+  get residualRows() { return lib().kvc_layer_residual_rows(this.#live('residualRows')) >>> 0; }
+  /** The most positions truncateLast can take back leaving the cache exactly as if they had never been appended (Infinity without q4 components). */
+  get exactRollback() {
+    const ptr = this.#live('exactRollback');
+    if (this.#linear) return 0;
+    const n = lib().kvc_layer_exact_rollback(ptr) >>> 0;
+    return n === 0xffffffff ? Infinity : n;
   }
   get seqLen() { return lib().kvc_layer_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_layer_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_layer_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
   /** The part of memoryBytes held in pages shared with a fork (clone) or the cache it was forked from. */
   get sharedBytes() { return lib().kvc_layer_shared_bytes(this.#live('sharedBytes')) >>> 0; }
-  /** True while the q8 per-channel field is frozen (seqLen > 64 in a q8 mode). */
+  /** True while the per-channel field is frozen (seqLen > 64 with a quantized component). */
   get fieldFrozen() { return lib().kvc_layer_field_frozen(this.#live('fieldFrozen')) !== 0; }
   get numHeads() { return lib().kvc_layer_num_heads(this.#live('numHeads')) >>> 0; }
   get numFeatures() { return lib().kvc_layer_num_features(this.#live('numFeatures')) >>> 0; }

@@ -174,8 +174,8 @@ export class Llama {
    * from a snapshot), the session continues it and owns it; its mode is the
    * cache's.
    */
-  session({ mode = 'f32', maxRows, sinks, recent, prefixCache, cache } = {}) {
-    return new LlamaSession(this, { mode, maxRows, sinks, recent, prefixCache, cache });
+  session({ mode = 'f32', residualRows, maxRows, sinks, recent, prefixCache, cache } = {}) {
+    return new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache });
   }
 
   /**
@@ -346,7 +346,7 @@ function accumulateAttention(cache, attention, keep) {
 export class LlamaSession {
   #bound;
 
-  constructor(llama, { mode, maxRows, sinks, recent, prefixCache, cache }) {
+  constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache }) {
     const { numLayers, numKvHeads, headDim } = llama.config;
     if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
       throw new TypeError('llama.session: prefixCache must be a PrefixCache');
@@ -359,7 +359,7 @@ export class LlamaSession {
     }
     this.llama = llama;
     this.prefixCache = prefixCache ?? null;
-    this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, maxRows, sinks, recent });
+    this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
     this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
   }
 

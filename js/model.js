@@ -23,13 +23,13 @@ function layerSpecs(where, config) {
     return config.layers;
   }
   const numLayers = checkInteger(where, 'numLayers', config.numLayers, 1, MAX_LAYERS);
-  const { numKvHeads, headDim, mode, maxRows, sinks, recent } = config;
-  return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode, maxRows, sinks, recent }));
+  const { numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent } = config;
+  return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent }));
 }
 
 /**
  * A model's cache.
- *   new KvCache({ numLayers, numKvHeads, headDim, mode? })      uniform
+ *   new KvCache({ numLayers, numKvHeads, headDim, mode?, residualRows? })      uniform
  *   new KvCache({ layers: [{ kind: 'full', numKvHeads, headDim, mode? },
  *                          { kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? }, …] })
  */

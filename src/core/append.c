@@ -5,7 +5,8 @@
  * the rows and slots go to is made writable (allocated, or copied when
  * shared) before the first row is written, so a refused or out-of-memory
  * call leaves the layer as it was.  Rows go to a store by absolute position:
- * below KVC_Q8_WINDOW as f32, from it on as codes in a quantized component.
+ * below KVC_Q8_WINDOW as f32, from it on as codes in a quantized component
+ * (and, q4, an f32 copy: the newest rows' copies are the residual window).
  */
 #include <string.h>
 
@@ -30,37 +31,44 @@ static kvc_status check_finite(const kvc_layer *layer, size_t n, const float *k,
     return KVC_OK;
 }
 
-/* Makes every page that n more slots and their rows will need writable. */
-static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive) {
-    const size_t H = layer->num_kv_heads;
+/* The rows head h gains from n positions, below the window and from it on. */
+static void rows_gained(const kvc_layer *layer, size_t n, const uint8_t *alive, size_t h,
+                        size_t *below, size_t *from) {
+    const size_t H = layer->num_kv_heads, first = layer->next_position;
+    *below = *from = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!head_alive(alive ? alive + i * H : NULL, h)) continue;
+        if (first + i < KVC_Q8_WINDOW) ++*below;
+        else ++*from;
+    }
+}
+
+/* Makes every page that n more slots and their rows will need writable.
+ * `releasing`: the q4 copies that go (kvc_store_release_copies) will go
+ * before the rows come, so the new copies need no more room than stays. */
+static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive, int releasing) {
     kvc_status status = kvc_slots_reserve(layer, n);
     if (status != KVC_OK) return status;
     const size_t first = layer->next_position;
-    const int quantized_k = kvc_component_quantized(layer->mode, 0);
-    const int quantized_v = kvc_component_quantized(layer->mode, 1);
-    if ((quantized_k || quantized_v) && first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
+    if ((kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)) &&
+        first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
         status = kvc_field_reserve(layer);
         if (status != KVC_OK) return status;
     }
-    for (size_t h = 0; h < H; h++) {
-        /* Rows this head gains below the window and from it on. */
-        size_t below = 0, from = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!head_alive(alive ? alive + i * H : NULL, h)) continue;
-            if (first + i < KVC_Q8_WINDOW) below++;
-            else from++;
-        }
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        size_t below, from;
+        rows_gained(layer, n, alive, h, &below, &from);
         kvc_head *head = &layer->heads[h];
-        status = kvc_store_reserve(&head->keys, quantized_k, below, from);
-        if (status == KVC_OK) status = kvc_store_reserve(&head->values, quantized_v, below, from);
+        status = kvc_store_reserve(&head->keys, below, from, layer->residual_rows, releasing);
+        if (status == KVC_OK) status = kvc_store_reserve(&head->values, below, from, layer->residual_rows, releasing);
         if (status != KVC_OK) return status;
     }
     return KVC_OK;
 }
 
-static void push_row(kvc_store *store, int quantized, size_t position, size_t d, const float *x,
+static void push_row(kvc_store *store, size_t position, size_t d, const float *x,
                      const kvc_kernels *kernels) {
-    if (quantized && position >= KVC_Q8_WINDOW) kvc_store_push_quantized(store, d, x, kernels);
+    if (store->type != KVC_COMPONENT_F32 && position >= KVC_Q8_WINDOW) kvc_store_push_quantized(store, d, x, kernels);
     else kvc_store_push_f32(store, x);
 }
 
@@ -84,13 +92,13 @@ static void append_one(kvc_layer *layer, const float *k, const float *v, const u
     const kvc_kernels *kernels = kvc_kernels_active();
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
     const size_t position = layer->next_position;
-    const int quantized_k = kvc_component_quantized(layer->mode, 0);
-    const int quantized_v = kvc_component_quantized(layer->mode, 1);
-    if ((quantized_k || quantized_v) && position == KVC_Q8_WINDOW) kvc_field_freeze(layer);
+    if ((kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)) &&
+        position == KVC_Q8_WINDOW)
+        kvc_field_freeze(layer);
     for (size_t h = 0; h < H; h++) {
         if (!head_alive(alive, h)) continue;
-        push_row(&layer->heads[h].keys, quantized_k, position, d, k + h * d, kernels);
-        push_row(&layer->heads[h].values, quantized_v, position, d, v + h * d, kernels);
+        push_row(&layer->heads[h].keys, position, d, k + h * d, kernels);
+        push_row(&layer->heads[h].values, position, d, v + h * d, kernels);
     }
     take_slot(layer, alive);
 }
@@ -111,12 +119,10 @@ static void push_rows_task(void *context, size_t task, size_t thread) {
     const size_t H = layer->num_kv_heads, d = layer->head_dim, h = task / 2;
     const int is_values = (int)(task % 2);
     kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
-    const int quantized = kvc_component_quantized(layer->mode, is_values);
     const float *x = is_values ? job->v : job->k;
     for (size_t i = 0; i < job->n; i++) {
         if (!head_alive(job->alive ? job->alive + i * H : NULL, h)) continue;
-        push_row(store, quantized, job->first_position + i, d, x + (i * H + h) * d,
-                 kvc_kernels_active());
+        push_row(store, job->first_position + i, d, x + (i * H + h) * d, kvc_kernels_active());
     }
 }
 
@@ -138,6 +144,17 @@ static void append_positions(kvc_layer *layer, size_t n, const float *k, const f
     kvc_pool_run(push_rows_task, (void *)&job, 2 * H, kvc_pool_threads(), job.n * stride * 8);
 }
 
+/* Lets the q4 stores go of the copies they will not need once n more
+ * positions come. */
+static void release_copies(kvc_layer *layer, size_t n, const uint8_t *alive) {
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        size_t below, from;
+        rows_gained(layer, n, alive, h, &below, &from);
+        kvc_store_release_copies(&layer->heads[h].keys, layer->residual_rows, from);
+        kvc_store_release_copies(&layer->heads[h].values, layer->residual_rows, from);
+    }
+}
+
 kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
                               const uint8_t *alive) {
     if (!layer) return KVC_E_NULL_POINTER;
@@ -146,16 +163,24 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
     if (!k || !v) return KVC_E_NULL_POINTER;
     if (n > KVC_MAX_POSITIONS - layer->next_position) return KVC_E_TOO_LONG;
     if (layer->max_rows && !layer->verifying && n > layer->max_rows) return KVC_E_LENGTH;
-    kvc_status status = check_finite(layer, n, k, v, alive);
-    if (status == KVC_OK) status = reserve(layer, n, alive);
     /* With max_rows, make room first: the new positions are always kept.
      * A verify's drafts go past it: a rejected draft must leave the layer as
      * it was, so accept bounds the layer again (verify.c). */
-    if (status == KVC_OK && layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows)
+    const int evicts = layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows;
+    /* (The room for q4 copies is reckoned on the layer as it is: after an
+     * eviction every new row's copy is reserved.) */
+    kvc_status status = check_finite(layer, n, k, v, alive);
+    if (status == KVC_OK) status = reserve(layer, n, alive, !layer->verifying && !evicts);
+    if (status == KVC_OK && evicts)
         status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
     if (status != KVC_OK) return status;
+    if (!layer->verifying) release_copies(layer, n, alive);
     append_positions(layer, n, k, v, alive);
     return KVC_OK;
+}
+
+void kvc_layer_release_copies(kvc_layer *layer) {
+    release_copies(layer, 0, NULL);
 }
 
 kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
@@ -182,11 +207,11 @@ void kvc_layer_drop_from(kvc_layer *layer, size_t cut) {
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         const size_t below = kvc_head_rows_between(layer, h, new_len, split);
         const size_t from = kvc_head_rows_between(layer, h, split, layer->seq_len);
-        kvc_head *head = &layer->heads[h];
-        if (kvc_component_quantized(layer->mode, 0)) kvc_store_drop(&head->keys, below, from);
-        else kvc_store_drop(&head->keys, below + from, 0);
-        if (kvc_component_quantized(layer->mode, 1)) kvc_store_drop(&head->values, below, from);
-        else kvc_store_drop(&head->values, below + from, 0);
+        kvc_store *stores[2] = {&layer->heads[h].keys, &layer->heads[h].values};
+        for (int c = 0; c < 2; c++) {
+            if (stores[c]->type != KVC_COMPONENT_F32) kvc_store_drop(stores[c], below, from);
+            else kvc_store_drop(stores[c], below + from, 0);
+        }
     }
     kvc_slots_set_len(layer, new_len);
     layer->next_position = cut;

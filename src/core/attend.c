@@ -74,12 +74,7 @@ static size_t head_of(const head_job *job, size_t task) {
 
 static size_t head_rows(const head_job *job, size_t h) {
     if (job->layer) return kvc_store_len(&job->layer->heads[h].keys);
-    return job->one_keys->rows->len + job->one_keys->qrows->len;
-}
-
-static kvc_rows_view view_of(const kvc_store *store) {
-    return (kvc_rows_view){&store->rows, &store->qrows,
-                           store->qrows.len ? (const float *)(const void *)kvc_paged_at(&store->field, 0) : NULL};
+    return kvc_view_len(job->one_keys);
 }
 
 static void head_segment_task(void *context, size_t task, size_t thread) {
@@ -145,8 +140,9 @@ static void plan_heads(head_job *job, carve *c, size_t threads, int compact_prob
     job->values = take(c, H, sizeof(kvc_rows_view));
     if (c->base) {
         for (size_t h = 0; h < H; h++) {
-            job->keys[h] = job->layer ? view_of(&job->layer->heads[h].keys) : *job->one_keys;
-            job->values[h] = job->layer ? view_of(&job->layer->heads[h].values) : *job->one_values;
+            const kvc_layer *layer = job->layer;
+            job->keys[h] = layer ? kvc_store_view(&layer->heads[h].keys, layer->residual_rows) : *job->one_keys;
+            job->values[h] = layer ? kvc_store_view(&layer->heads[h].values, layer->residual_rows) : *job->one_values;
         }
     }
     job->queries = take(c, H, sizeof(kvc_queries));
@@ -220,7 +216,7 @@ static kvc_status run_heads(head_job *job) {
 /* One head's G queries, probs [G x n] (or NULL). */
 static kvc_status attend_one_head(const kvc_rows_view *keys, const kvc_rows_view *values,
                                   size_t G, size_t d, const float *q, float *out, float *probs) {
-    const size_t n = keys->rows->len + keys->qrows->len;
+    const size_t n = kvc_view_len(keys);
     head_job job = {.H = 1, .G = G, .d = d, .one_keys = keys, .one_values = values, .q = q,
                     .out = out, .probs = probs, .L = n};
     return run_heads(&job);
@@ -237,8 +233,8 @@ kvc_status kvc_attention_head(const float *q, const float *keys, const float *va
     kvc_paged_borrow(&key_rows, &key_page, keys, n, d * sizeof(float));
     kvc_paged_borrow(&value_rows, &value_page, values, n, d * sizeof(float));
     kvc_paged_init(&no_rows, 1, KVC_PAGE_SHIFT);
-    const kvc_rows_view key_view = {&key_rows, &no_rows, NULL};
-    const kvc_rows_view value_view = {&value_rows, &no_rows, NULL};
+    const kvc_rows_view key_view = {.rows = &key_rows, .qrows = &no_rows, .recent = &no_rows};
+    const kvc_rows_view value_view = {.rows = &value_rows, .qrows = &no_rows, .recent = &no_rows};
     return attend_one_head(&key_view, &value_view, 1, d, q, out, probs);
 }
 
@@ -260,8 +256,8 @@ kvc_status kvc_layer_attend_group(const kvc_layer *layer, const float *q, size_t
     kvc_status status = check_attend(layer, q, G * layer->head_dim, out);
     if (status != KVC_OK) return status;
     const kvc_head *head = &layer->heads[kv_head];
-    const kvc_rows_view keys = view_of(&head->keys);
-    const kvc_rows_view values = view_of(&head->values);
+    const kvc_rows_view keys = kvc_store_view(&head->keys, layer->residual_rows);
+    const kvc_rows_view values = kvc_store_view(&head->values, layer->residual_rows);
     return attend_one_head(&keys, &values, G, layer->head_dim, q, out, probs);
 }
 
@@ -289,6 +285,12 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
 typedef struct causal_job {
     size_t m, d, S, n;                  /* queries, channels, segments, the head's rows */
     const kvc_rows_view *keys, *values;
+    /* With a q4 component, query i reads the rows as the layer held them when
+     * it was the newest (its own residual window): views [m] each, and no
+     * query shares a segment's pass with another. */
+    int per_query;
+    kvc_rows_view *query_keys, *query_values;
+
     kvc_queries queries;
     size_t *seen;                       /* [m], nondecreasing */
     float *probs;                       /* [m x n] or NULL */
@@ -311,10 +313,21 @@ static void causal_segment_task(void *context, size_t c, size_t thread) {
     const size_t first = c * KVC_SEGMENT_ROWS;
     const size_t end = job->n - first < KVC_SEGMENT_ROWS ? job->n : first + KVC_SEGMENT_ROWS;
     kvc_scratch *scratch = &job->scratch[thread];
+    size_t stride;
+    if (job->per_query) {
+        for (size_t i = m; i-- > 0 && job->seen[i] > first;) {
+            float *z = causal_z(job, i, first, scratch, &stride);
+            const kvc_partials partials = {job->max + i * S + c, job->sum + i * S + c,
+                                           job->outs + (i * S + c) * d, S};
+            const size_t to = job->seen[i] < end ? job->seen[i] : end;
+            kvc_attend_segment(&job->queries, i, 1, &job->query_keys[i], &job->query_values[i], d,
+                               first, to - first, z, stride, &partials, scratch);
+        }
+        return;
+    }
     /* The queries that see the whole segment are the last ones: one group. */
     size_t whole = m;
     while (whole > 0 && job->seen[whole - 1] >= end) whole--;
-    size_t stride;
     if (whole < m) {
         float *z = causal_z(job, whole, first, scratch, &stride);
         const kvc_partials partials = {job->max + whole * S + c, job->sum + whole * S + c,
@@ -362,6 +375,10 @@ static void causal_normalise_task(void *context, size_t c, size_t thread) {
 static void plan_causal(causal_job *job, carve *c, size_t threads, const float *q) {
     const size_t m = job->m, d = job->d, S = job->S;
     job->seen = take(c, m, sizeof(size_t));
+    if (job->per_query) {
+        job->query_keys = take(c, m, sizeof(kvc_rows_view));
+        job->query_values = take(c, m, sizeof(kvc_rows_view));
+    }
     void *codes = take(c, 1, kvc_queries_bytes(m, d));
     if (c->base) kvc_queries_prepare(&job->queries, q, m, job->keys, d, codes);
     job->max = take(c, m * S, sizeof(float));
@@ -386,10 +403,11 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     if (status != KVC_OK) return status;
     const size_t d = layer->head_dim, seq_len = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];
-    const kvc_rows_view keys = view_of(&head->keys);
-    const kvc_rows_view values = view_of(&head->values);
+    const kvc_rows_view keys = kvc_store_view(&head->keys, layer->residual_rows);
+    const kvc_rows_view values = kvc_store_view(&head->values, layer->residual_rows);
     causal_job job = {.m = m, .d = d, .n = kvc_store_len(&head->keys), .keys = &keys,
                       .values = &values, .probs = probs, .out = out};
+    job.per_query = head->keys.type == KVC_COMPONENT_Q4 || head->values.type == KVC_COMPONENT_Q4;
     job.S = segments_of(job.n);
     if (job.n == 0) { /* nothing stored: zeros, and nothing to allocate */
         memset(out, 0, m * d * sizeof(float));
@@ -408,6 +426,10 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     for (size_t i = 0; i < m; i++) {
         if (i > 0) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
         job.seen[i] = job.n - hidden;
+        if (job.per_query) {
+            job.query_keys[i] = kvc_store_view_prefix(&head->keys, layer->residual_rows, job.seen[i]);
+            job.query_values[i] = kvc_store_view_prefix(&head->values, layer->residual_rows, job.seen[i]);
+        }
     }
     kvc_pool_run(causal_segment_task, &job, job.S, threads, job.n * m * d * 2);
     kvc_pool_run(causal_merge_task, &job, m, threads, m * job.S * d);

@@ -7,7 +7,9 @@
  * (the cumulative attention mass of kvc_layer_accumulate_imp: H2O's heavy
  * hitters), ties going to the older position.  Order is preserved, every
  * store of every head moves only the rows it keeps, quantized rows keep
- * their codes and scales, and the field stays: nothing is requantized.
+ * their codes and scales, and the field stays: nothing is requantized, and
+ * every kept row reads back as before (a q4 row of the residual window keeps
+ * its f32 copy, the others are read through their codes until they leave).
  * O(rows): a selection, not a sort, then one pass.  The pages the kept rows
  * move into are made writable first (copied when shared): from the first
  * slot past the sinks, where the first dropped one may lie.
@@ -77,31 +79,29 @@ static void move_element(kvc_paged *a, size_t write, size_t read) {
 }
 
 /* Moves the kept rows of one store to the front, in order. */
-static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, int quantized,
-                          const uint8_t *keep) {
-    size_t f32_read = 0, f32_write = 0, q_read = 0, q_write = 0;
+static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, const uint8_t *keep) {
+    const int quantized = store->type != KVC_COMPONENT_F32;
+    const size_t window_first = kvc_store_window_first(store, layer->residual_rows);
+    size_t f32_read = 0, f32_write = 0, q_read = 0, q_write = 0, copies = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
         if (!kvc_head_stored(layer, s, h)) continue;
         if (quantized && kvc_slot_position(layer, s) >= KVC_Q8_WINDOW) {
-            if (keep[s]) move_element(&store->qrows, q_write++, q_read);
+            if (keep[s]) kvc_store_move_quantized(store, q_write++, q_read, window_first, &copies);
             q_read++;
         } else {
             if (keep[s]) move_element(&store->rows, f32_write++, f32_read);
             f32_read++;
         }
     }
-    kvc_paged_set_len(&store->rows, f32_write);
-    kvc_paged_set_len(&store->qrows, q_write);
+    kvc_store_compacted(store, f32_write, q_write, copies);
 }
 
 /* Drops every slot whose keep[] is 0; every page from the first dropped
  * slot on is writable. */
 static void apply(kvc_layer *layer, const uint8_t *keep) {
-    const int quantized_k = kvc_component_quantized(layer->mode, 0);
-    const int quantized_v = kvc_component_quantized(layer->mode, 1);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        compact_store(layer, h, &layer->heads[h].keys, quantized_k, keep);
-        compact_store(layer, h, &layer->heads[h].values, quantized_v, keep);
+        compact_store(layer, h, &layer->heads[h].keys, keep);
+        compact_store(layer, h, &layer->heads[h].values, keep);
     }
     size_t write = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
@@ -127,9 +127,8 @@ kvc_status kvc_evict_prepare(kvc_layer *layer, size_t sinks) {
         }
         for (int is_values = 0; is_values < 2 && status == KVC_OK; is_values++) {
             kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
-            status = kvc_component_quantized(layer->mode, is_values)
-                         ? kvc_store_make_writable(store, below, from)
-                         : kvc_store_make_writable(store, below + from, 0);
+            status = store->type != KVC_COMPONENT_F32 ? kvc_store_make_writable(store, below, from)
+                                                      : kvc_store_make_writable(store, below + from, 0);
         }
     }
     return status;

@@ -67,14 +67,18 @@ void kvc_paged_set_len(kvc_paged *a, size_t len);
 /* dst (uninitialised) shares src's elements: a reference to each page. */
 kvc_status kvc_paged_fork(kvc_paged *dst, const kvc_paged *src);
 void kvc_paged_free(kvc_paged *a);
-/* Bytes of our elements in pages another sequence holds too. */
-size_t kvc_paged_shared_bytes(const kvc_paged *a);
+/* Bytes of our elements from element `first` on in pages another sequence
+ * holds too. */
+size_t kvc_paged_shared_bytes(const kvc_paged *a, size_t first);
+/* Lets go of the first `pages` pages, which hold elements: element i becomes
+ * element i - (pages << shift). */
+void kvc_paged_drop_front(kvc_paged *a, size_t pages);
 /* Bytes of pages held and of the page table. */
 size_t kvc_paged_capacity_bytes(const kvc_paged *a);
-/* Bytes of our elements, a shared page counted only by the first sequence
- * of walk `walk` to reach it (at the most elements any of them holds in it);
- * walks do not run concurrently (kvc_registry_lock). */
-size_t kvc_paged_count_bytes(const kvc_paged *a, uint32_t walk);
+/* Bytes of our elements from element `first` on, a shared page counted only
+ * by the first sequence of walk `walk` to reach it (at the most elements any
+ * of them holds in it); walks do not run concurrently (kvc_registry_lock). */
+size_t kvc_paged_count_bytes(const kvc_paged *a, size_t first, uint32_t walk);
 void kvc_paged_read(const kvc_paged *a, size_t first, size_t count, void *dst);
 /* Into writable elements. */
 void kvc_paged_write(kvc_paged *a, size_t first, size_t count, const void *src);
@@ -83,10 +87,15 @@ size_t kvc_live_pages(void);
 
 /* One component (keys or values) of one head. */
 typedef struct kvc_store {
-    kvc_paged rows;  /* f32 rows of d floats: every row of an f32 component, the
-                        rows at positions < W of a quantized one */
-    kvc_paged qrows; /* quantized rows of kvc_q8_row_bytes(d): f32 scale, then d codes */
-    kvc_paged field; /* the per-channel field, d floats: one element while frozen */
+    kvc_component type;
+    kvc_paged rows;   /* f32 rows of d floats: every row of an f32 component, the
+                         rows at positions < W of a quantized one */
+    kvc_paged qrows;  /* quantized rows from W on: f32 scale, then d codes
+                         (kvc_q8_row_bytes) or ceil(d / 2) bytes of them (kvc_q4_row_bytes) */
+    kvc_paged recent; /* q4: f32 copies of qrows [recent_base, qrows.len), for the
+                         residual window and exact truncation */
+    size_t recent_base;
+    kvc_paged field;  /* the per-channel field, d floats: one element while frozen */
 } kvc_store;
 
 typedef struct kvc_head {
@@ -114,6 +123,7 @@ struct kvc_layer {
     size_t num_kv_heads;
     size_t head_dim;
     kvc_mode mode;
+    size_t residual_rows;  /* of q4 components: the newest rows read in f32 */
     size_t seq_len;        /* positions held: the slots below */
     size_t next_position;  /* the absolute position the next append gets */
     int field_frozen;
@@ -188,12 +198,28 @@ void kvc_thread_wake_all(_Atomic uint32_t *word);
  * number of threads: the split fixes every bit of a result. */
 #define KVC_SEGMENT_ROWS 1024
 
-/* A read-only view of one component's rows: f32 rows first, then quantized. */
+/* A read-only view of one component's rows, in position order: f32 rows,
+ * then quantized ones, then (q4) the residual window's f32 copies. */
 typedef struct kvc_rows_view {
-    const kvc_paged *rows;  /* f32 rows of d floats */
-    const kvc_paged *qrows; /* quantized rows (len 0: none) */
-    const float *field;     /* the field of the quantized rows (NULL when none) */
+    const kvc_paged *rows;   /* f32 rows of d floats */
+    const kvc_paged *qrows;  /* quantized rows, of which the first q_count are read */
+    size_t q_count;
+    int q4;                  /* qrows are 4-bit */
+    const kvc_paged *recent; /* f32 rows [recent_first, + recent_count) follow them */
+    size_t recent_first, recent_count;
+    const float *field;      /* the field of the quantized rows (NULL when none are read) */
 } kvc_rows_view;
+
+/* Rows of a view. */
+static inline size_t kvc_view_len(const kvc_rows_view *view) {
+    return view->rows->len + view->q_count + view->recent_count;
+}
+
+/* The view attention reads of a store, with its layer's residual window;
+ * and of its first `rows` rows, as the store held them when they were all it
+ * held (the residual window a truncation to them would leave). */
+kvc_rows_view kvc_store_view(const kvc_store *store, size_t residual_rows);
+kvc_rows_view kvc_store_view_prefix(const kvc_store *store, size_t residual_rows, size_t rows);
 
 /* The queries of a call, with their codes for quantized keys. */
 typedef struct kvc_queries {
@@ -210,6 +236,7 @@ typedef struct kvc_scratch {
     float *tile_w;         /* [G x tile_rows]: value weights */
     float *tile_scales;    /* [tile_rows]: the value rows' scales */
     const uint8_t **tile_rows_at; /* [tile_rows]: the value rows of a tile, wherever their pages are */
+    uint8_t *tile_q8;      /* [tile_rows x kvc_q8_row_bytes(d)]: 4-bit rows unpacked */
     float *out;         /* [G x d] */
     float *max, *sum;   /* [G] */
     size_t tile_rows;
@@ -255,27 +282,54 @@ size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
 /* Quantized rows are stored from position KVC_Q8_WINDOW on. */
 int kvc_component_quantized(kvc_mode mode, int is_values);
 /* An empty store of rows of d channels. */
-void kvc_store_init(kvc_store *store, size_t d);
+void kvc_store_init(kvc_store *store, size_t d, kvc_component type);
 /* Makes room for `below` more rows at positions < W and `from` more at
- * positions >= W (int8 in a quantized store, f32 otherwise). */
-kvc_status kvc_store_reserve(kvc_store *store, int quantized, size_t below, size_t from);
+ * positions >= W (quantized in a quantized store, f32 otherwise), and for
+ * the f32 copies of the new q4 rows that will stay: with `releasing` (not
+ * in a verify), those kvc_store_release_copies leaves before the rows go in. */
+kvc_status kvc_store_reserve(kvc_store *store, size_t below, size_t from, size_t residual_rows,
+                             int releasing);
 void kvc_store_push_f32(kvc_store *store, const float *x);
+/* A row from W on of a quantized store: its codes (and, q4, its f32 copy). */
 void kvc_store_push_quantized(kvc_store *store, size_t d, const float *x,
                               const kvc_kernels *kernels);
+/* Lets go of the f32 copies a q4 store will not need once `upcoming` more
+ * rows come: those of rows more than residual_rows + KVC_Q4_ROLLBACK_ROWS
+ * from its newest then, a page at a time (the copies of upcoming rows that
+ * old are then not made).  Not during a verify, whose drafts must not push
+ * rows out. */
+void kvc_store_release_copies(kvc_store *store, size_t residual_rows, size_t upcoming);
+/* Drops the last f32_rows f32 rows (positions < W) and q_rows quantized ones. */
 void kvc_store_drop(kvc_store *store, size_t f32_rows, size_t q_rows);
-/* Makes the f32 rows from f32_first and the quantized rows from q_first
- * writable (KVC_E_NOMEM: no row changed). */
+/* Makes the f32 rows from f32_first and the quantized rows (and their
+ * copies) from q_first writable (KVC_E_NOMEM: no row changed). */
 kvc_status kvc_store_make_writable(kvc_store *store, size_t f32_first, size_t q_first);
-/* Writes the store's rows as f32 (quantized ones dequantized) to dst. */
-void kvc_store_copy_rows(const kvc_store *store, size_t d, float *dst,
+/* Moves quantized row `read` to `write` <= read, for a compaction in order
+ * (evict.c), and its copy when it lies in the residual window (from
+ * window_first, as before the compaction: a kept row is read as it was, and
+ * the rollback copies go); kvc_store_compacted(store, f32_rows, q_rows,
+ * copies) ends it with the rows and copies kept. */
+void kvc_store_move_quantized(kvc_store *store, size_t write, size_t read, size_t window_first,
+                              size_t *copies_write);
+void kvc_store_compacted(kvc_store *store, size_t f32_rows, size_t q_rows, size_t copies);
+/* The first quantized row read through its f32 copy (the residual window). */
+size_t kvc_store_window_first(const kvc_store *store, size_t residual_rows);
+/* Truncating this many rows brings back into the window only rows that have
+ * their f32 copy (SIZE_MAX: any number). */
+size_t kvc_store_exact_rollback(const kvc_store *store, size_t residual_rows);
+/* Writes the store's rows as f32 (quantized ones dequantized, the window's
+ * from their copies) to dst. */
+void kvc_store_copy_rows(const kvc_store *store, size_t d, size_t residual_rows, float *dst,
                          const kvc_kernels *kernels);
 size_t kvc_store_len(const kvc_store *store);
-/* Bytes of rows held (the field is counted by the layer). */
-size_t kvc_store_bytes(const kvc_store *store);
+/* Bytes of rows and of the residual window's copies (the field is counted
+ * by the layer; the rollback copies, like free capacity, are not). */
+size_t kvc_store_bytes(const kvc_store *store, size_t residual_rows);
 /* Of those and of the field, what is held in pages shared with another store. */
-size_t kvc_store_shared_bytes(const kvc_store *store);
-/* Rows and field, shared pages counted once per walk (kvc_paged_count_bytes). */
-size_t kvc_store_count_bytes(const kvc_store *store, uint32_t walk);
+size_t kvc_store_shared_bytes(const kvc_store *store, size_t residual_rows);
+/* Rows, window copies and field, shared pages counted once per walk
+ * (kvc_paged_count_bytes). */
+size_t kvc_store_count_bytes(const kvc_store *store, size_t residual_rows, uint32_t walk);
 size_t kvc_store_capacity_bytes(const kvc_store *store);
 /* dst (uninitialised) shares src's rows and field. */
 kvc_status kvc_store_fork(kvc_store *dst, const kvc_store *src);
@@ -288,6 +342,10 @@ kvc_status kvc_field_reserve(kvc_layer *layer);
 void kvc_field_freeze(kvc_layer *layer);
 /* Unfreezes it (a truncation back to the window). */
 void kvc_field_unfreeze(kvc_layer *layer);
+
+/* ---- append.c ---- */
+/* Lets every q4 store of the layer go of the copies it no longer needs (accept). */
+void kvc_layer_release_copies(kvc_layer *layer);
 
 /* ---- layer.c ---- */
 /* A layer with everything zero but kind, in the registry of live layers;

@@ -8,7 +8,8 @@
 
 #include "internal.h"
 
-static const char *const mode_names[] = {"f32", "q8", "q8k", "q8v"};
+static const char *const mode_names[KVC_MODE_COUNT] = {"f32", "q8", "q8k", "q8v", "q4", "q4k",
+                                                       "q4v", "q8k+q4v", "q4k+q8v"};
 
 /* ---- the registry of live layers, for kvc_memory_stats ---- */
 
@@ -56,13 +57,14 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
     *out = NULL;
     if (num_kv_heads == 0 || num_kv_heads > KVC_MAX_KV_HEADS) return KVC_E_NUM_KV_HEADS;
     if (head_dim == 0 || head_dim > KVC_MAX_HEAD_DIM) return KVC_E_HEAD_DIM;
-    if ((unsigned)mode > KVC_MODE_Q8V) return KVC_E_MODE;
+    if ((unsigned)mode >= KVC_MODE_COUNT) return KVC_E_MODE;
 
     kvc_layer *layer = kvc_layer_alloc(KVC_KIND_FULL);
     if (!layer) return KVC_E_NOMEM;
     layer->num_kv_heads = num_kv_heads;
     layer->head_dim = head_dim;
     layer->mode = mode;
+    layer->residual_rows = KVC_Q4_RESIDUAL_ROWS;
     layer->map_bytes = (num_kv_heads + 7) / 8;
     kvc_paged_init(&layer->alive, layer->map_bytes, KVC_PAGE_SHIFT);
     layer->heads = kvc_realloc_array(NULL, num_kv_heads, sizeof(kvc_head));
@@ -71,8 +73,8 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
         return KVC_E_NOMEM;
     }
     for (size_t h = 0; h < num_kv_heads; h++) {
-        kvc_store_init(&layer->heads[h].keys, head_dim);
-        kvc_store_init(&layer->heads[h].values, head_dim);
+        kvc_store_init(&layer->heads[h].keys, head_dim, kvc_mode_component(mode, 0));
+        kvc_store_init(&layer->heads[h].values, head_dim, kvc_mode_component(mode, 1));
     }
     *out = layer;
     return KVC_OK;
@@ -107,6 +109,7 @@ static kvc_status fork_full(const kvc_layer *layer, kvc_layer **out) {
     copy->seq_len = layer->seq_len;
     copy->next_position = layer->next_position;
     copy->field_frozen = layer->field_frozen;
+    copy->residual_rows = layer->residual_rows;
     copy->max_rows = layer->max_rows;
     copy->evict_sinks = layer->evict_sinks;
     copy->evict_recent = layer->evict_recent;
@@ -172,6 +175,30 @@ kvc_mode kvc_layer_mode(const kvc_layer *layer) {
     return layer ? layer->mode : KVC_MODE_F32;
 }
 
+kvc_status kvc_layer_set_residual_rows(kvc_layer *layer, size_t rows) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (rows > KVC_Q4_MAX_RESIDUAL_ROWS || layer->seq_len > 0) return KVC_E_RESIDUAL;
+    layer->residual_rows = rows;
+    return KVC_OK;
+}
+
+size_t kvc_layer_residual_rows(const kvc_layer *layer) {
+    return layer && !layer->linear ? layer->residual_rows : 0;
+}
+
+size_t kvc_layer_exact_rollback(const kvc_layer *layer) {
+    if (!layer || layer->linear) return 0;
+    size_t exact = SIZE_MAX;
+    for (size_t h = 0; h < layer->num_kv_heads; h++) {
+        const size_t k = kvc_store_exact_rollback(&layer->heads[h].keys, layer->residual_rows);
+        const size_t v = kvc_store_exact_rollback(&layer->heads[h].values, layer->residual_rows);
+        if (k < exact) exact = k;
+        if (v < exact) exact = v;
+    }
+    return exact;
+}
+
 size_t kvc_layer_seq_len(const kvc_layer *layer) {
     return layer ? layer->seq_len : 0;
 }
@@ -185,7 +212,7 @@ int kvc_layer_field_frozen(const kvc_layer *layer) {
     return layer ? layer->field_frozen : 0;
 }
 
-/* Components stored as int8 in this mode: 0, 1 or 2. */
+/* Quantized components in this mode (each with a field): 0, 1 or 2. */
 static size_t quantized_components(kvc_mode mode) {
     return (size_t)kvc_component_quantized(mode, 0) + (size_t)kvc_component_quantized(mode, 1);
 }
@@ -196,8 +223,8 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     const size_t d = layer->head_dim;
     size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        bytes += kvc_store_bytes(&layer->heads[h].keys);
-        bytes += kvc_store_bytes(&layer->heads[h].values);
+        bytes += kvc_store_bytes(&layer->heads[h].keys, layer->residual_rows);
+        bytes += kvc_store_bytes(&layer->heads[h].values, layer->residual_rows);
     }
     if (layer->field_frozen)
         bytes += quantized_components(layer->mode) * layer->num_kv_heads * d * sizeof(float);
@@ -206,23 +233,23 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
 
 size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
     if (!layer || layer->linear) return 0;
-    size_t bytes = kvc_paged_shared_bytes(&layer->imp) + kvc_paged_shared_bytes(&layer->positions) +
-                   kvc_paged_shared_bytes(&layer->alive);
+    size_t bytes = kvc_paged_shared_bytes(&layer->imp, 0) + kvc_paged_shared_bytes(&layer->positions, 0) +
+                   kvc_paged_shared_bytes(&layer->alive, 0);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        bytes += kvc_store_shared_bytes(&layer->heads[h].keys);
-        bytes += kvc_store_shared_bytes(&layer->heads[h].values);
+        bytes += kvc_store_shared_bytes(&layer->heads[h].keys, layer->residual_rows);
+        bytes += kvc_store_shared_bytes(&layer->heads[h].values, layer->residual_rows);
     }
     return bytes;
 }
 
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk) {
     if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
-    size_t bytes = kvc_paged_count_bytes(&layer->imp, walk) +
-                   kvc_paged_count_bytes(&layer->positions, walk) +
-                   kvc_paged_count_bytes(&layer->alive, walk);
+    size_t bytes = kvc_paged_count_bytes(&layer->imp, 0, walk) +
+                   kvc_paged_count_bytes(&layer->positions, 0, walk) +
+                   kvc_paged_count_bytes(&layer->alive, 0, walk);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        bytes += kvc_store_count_bytes(&layer->heads[h].keys, walk);
-        bytes += kvc_store_count_bytes(&layer->heads[h].values, walk);
+        bytes += kvc_store_count_bytes(&layer->heads[h].keys, layer->residual_rows, walk);
+        bytes += kvc_store_count_bytes(&layer->heads[h].values, layer->residual_rows, walk);
     }
     return bytes;
 }
@@ -265,7 +292,7 @@ static kvc_status copy_head_rows(const kvc_layer *layer, size_t kv_head, int is_
     const size_t count = kvc_store_len(store) * layer->head_dim;
     if (count && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < count) return KVC_E_LENGTH;
-    kvc_store_copy_rows(store, layer->head_dim, dst, kvc_kernels_active());
+    kvc_store_copy_rows(store, layer->head_dim, layer->residual_rows, dst, kvc_kernels_active());
     return KVC_OK;
 }
 
@@ -296,9 +323,10 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
     }
     written = snprintf(buf, buf_len,
                        "kvc_layer{mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
-                       "field_frozen=%d verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
+                       "residual_rows=%zu field_frozen=%d verifying=%d memory_bytes=%zu "
+                       "capacity_bytes=%zu}",
                        mode_names[layer->mode], layer->num_kv_heads, layer->head_dim,
-                       layer->seq_len, layer->field_frozen, layer->verifying,
+                       layer->seq_len, layer->residual_rows, layer->field_frozen, layer->verifying,
                        kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
     return written < 0 ? 0 : (size_t)written;
 }

@@ -177,10 +177,25 @@ void kvc_paged_free(kvc_paged *a) {
     kvc_paged_init(a, a->elem_bytes, a->shift);
 }
 
-size_t kvc_paged_shared_bytes(const kvc_paged *a) {
+void kvc_paged_drop_front(kvc_paged *a, size_t pages) {
+    for (size_t p = 0; p < pages; p++) page_release(a->pages[p]);
+    memmove(a->pages, a->pages + pages, (a->page_count - pages) * sizeof(uint8_t *));
+    a->page_count -= pages;
+    a->len -= pages << a->shift;
+}
+
+/* Our elements in page p from element `first` on. */
+static size_t ours_from(const kvc_paged *a, size_t p, size_t first) {
+    const size_t page_first = p << a->shift, ours = ours_in(a, p);
+    if (first <= page_first) return ours;
+    const size_t skipped = first - page_first;
+    return skipped < ours ? ours - skipped : 0;
+}
+
+size_t kvc_paged_shared_bytes(const kvc_paged *a, size_t first) {
     size_t elems = 0;
-    for (size_t p = 0; p < pages_in_use(a); p++) {
-        if (page_shared(a->pages[p])) elems += ours_in(a, p);
+    for (size_t p = first >> a->shift; p < pages_in_use(a); p++) {
+        if (page_shared(a->pages[p])) elems += ours_from(a, p, first);
     }
     return elems * a->elem_bytes;
 }
@@ -190,10 +205,10 @@ size_t kvc_paged_capacity_bytes(const kvc_paged *a) {
            a->page_count * (sizeof(page_header) + page_elems(a) * a->elem_bytes);
 }
 
-size_t kvc_paged_count_bytes(const kvc_paged *a, uint32_t walk) {
+size_t kvc_paged_count_bytes(const kvc_paged *a, size_t first, uint32_t walk) {
     size_t elems = 0;
-    for (size_t p = 0; p < pages_in_use(a); p++) {
-        const size_t ours = ours_in(a, p);
+    for (size_t p = first >> a->shift; p < pages_in_use(a); p++) {
+        const size_t ours = ours_from(a, p, first);
         if (!page_shared(a->pages[p])) {
             elems += ours;
             continue;

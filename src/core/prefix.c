@@ -75,7 +75,7 @@ size_t kvc_prefix_cache_bytes(const kvc_prefix_cache *cache) {
 
 /* A model an entry can hold: full layers only (a match truncates), none
  * evicted (slot s must be token s), and, when there are entries, their
- * layers' geometry and mode. */
+ * layers' geometry, mode and residual window. */
 static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *model) {
     const size_t L = kvc_model_num_layers(model);
     const kvc_model *other = cache->count ? cache->entries[0].model : NULL;
@@ -87,7 +87,7 @@ static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *mo
         if (!other) continue;
         const kvc_layer *like = kvc_model_layer(other, i);
         if (layer->num_kv_heads != like->num_kv_heads || layer->head_dim != like->head_dim ||
-            layer->mode != like->mode)
+            layer->mode != like->mode || layer->residual_rows != like->residual_rows)
             return KVC_E_PREFIX;
     }
     return KVC_OK;

@@ -32,7 +32,7 @@ static size_t round_up16(size_t bytes) {
 }
 
 /* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
-#define SCRATCH_PARTS 9
+#define SCRATCH_PARTS 10
 
 static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     const size_t tile_rows = value_tile_rows(d);
@@ -45,6 +45,7 @@ static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     sizes[6] = round_up16(G * sizeof(float));                    /* max */
     sizes[7] = round_up16(G * sizeof(float));                    /* sum */
     sizes[8] = round_up16(tile_rows * sizeof(uint8_t *));        /* tile_rows_at */
+    sizes[9] = round_up16(tile_rows * kvc_q8_row_bytes(d));      /* tile_q8 */
 }
 
 size_t kvc_scratch_bytes(size_t G, size_t d) {
@@ -72,6 +73,7 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
     scratch->max = parts[6];
     scratch->sum = parts[7];
     scratch->tile_rows_at = (const uint8_t **)(void *)parts[8];
+    scratch->tile_q8 = (uint8_t *)parts[9];
     scratch->tile_rows = value_tile_rows(d);
 }
 
@@ -146,15 +148,26 @@ void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
     }
 }
 
-/* Rows [first, first + count) of a view, split where its f32 rows end:
- * f32 rows [*f32_first, + *f32_count), quantized rows [*q_first, + *q_count). */
-static void split_rows(const kvc_rows_view *view, size_t first, size_t count, size_t *f32_first,
-                       size_t *f32_count, size_t *q_first, size_t *q_count) {
-    const size_t f32_rows = view->rows->len;
-    *f32_first = first < f32_rows ? first : f32_rows;
-    *f32_count = (first + count < f32_rows ? first + count : f32_rows) - *f32_first;
-    *q_count = count - *f32_count;
-    *q_first = first + *f32_count - f32_rows;
+/* Rows [first, first + count) of a view, split into its three parts: f32
+ * rows [part[0].first, + part[0].count), quantized rows [part[1]...) and
+ * the residual window's rows [part[2]...), each counted in its own sequence. */
+typedef struct rows_range {
+    size_t first, count;
+} rows_range;
+
+static void split_rows(const kvc_rows_view *view, size_t first, size_t count, rows_range part[3]) {
+    const size_t lens[3] = {view->rows->len, view->q_count, view->recent_count};
+    size_t start = 0; /* of the part, in the view */
+    for (int i = 0; i < 3; i++) {
+        const size_t lo = first > start ? first : start;
+        const size_t hi_view = first + count, hi_part = start + lens[i];
+        const size_t hi = hi_view < hi_part ? hi_view : hi_part;
+        part[i].first = lo - start;
+        part[i].count = hi > lo ? hi - lo : 0;
+        if (part[i].count == 0) part[i].first = 0;
+        start += lens[i];
+    }
+    part[2].first += view->recent_first;
 }
 
 /* The kernels see rows in runs that lie in one page: what a run of rows
@@ -180,6 +193,34 @@ static void scores_q8_paged(const kvc_kernels *kernels, size_t G, const kvc_page
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
         kernels->scores_q8(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), sqrt_d,
+                           z + done, z_stride);
+        done += run;
+    }
+}
+
+/* 4-bit rows [first, first + count) of qrows, count <= the scratch's tile,
+ * unpacked into its tile as int8 rows. */
+static const uint8_t *unpack_tile(const kvc_kernels *kernels, const kvc_paged *qrows, size_t first,
+                                  size_t count, size_t d, kvc_scratch *scratch) {
+    for (size_t done = 0; done < count;) {
+        const size_t run = kvc_paged_run(qrows, first + done, count - done);
+        kernels->unpack_q4(run, d, kvc_paged_at(qrows, first + done),
+                           scratch->tile_q8 + done * kvc_q8_row_bytes(d));
+        done += run;
+    }
+    return scratch->tile_q8;
+}
+
+/* 4-bit keys go through the q8 scores, a tile of unpacked rows at a time:
+ * the same bits as int8 rows of the same codes. */
+static void scores_q4_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *qrows,
+                            size_t first, size_t count, size_t d, const uint8_t *codes,
+                            const float *scales, float sqrt_d, float *z, size_t z_stride,
+                            kvc_scratch *scratch) {
+    for (size_t done = 0; done < count;) {
+        const size_t run = count - done < scratch->tile_rows ? count - done : scratch->tile_rows;
+        kernels->scores_q8(G, run, d, codes, scales,
+                           unpack_tile(kernels, qrows, first + done, run, d, scratch), sqrt_d,
                            z + done, z_stride);
         done += run;
     }
@@ -213,7 +254,7 @@ static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const k
  * code vectors, hi and what it leaves, lo, as queries do, and the sum is as
  * good as f32's. */
 static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
-                                 size_t pi_stride, const kvc_paged *qrows, size_t q_first,
+                                 size_t pi_stride, const kvc_paged *qrows, int q4, size_t q_first,
                                  size_t q_count, size_t d, float *out, kvc_scratch *scratch) {
     const size_t tile = scratch->tile_rows;
     int16_t *codes = scratch->tile_w16;
@@ -221,7 +262,12 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
     for (size_t first = 0; first < q_count; first += tile) {
         const size_t rows = q_count - first < tile ? q_count - first : tile;
         const uint8_t **at = scratch->tile_rows_at;
-        for (size_t t = 0; t < rows; t++) at[t] = kvc_paged_at(qrows, q_first + first + t);
+        if (q4) {
+            const uint8_t *tile_rows = unpack_tile(kernels, qrows, q_first + first, rows, d, scratch);
+            for (size_t t = 0; t < rows; t++) at[t] = tile_rows + t * kvc_q8_row_bytes(d);
+        } else {
+            for (size_t t = 0; t < rows; t++) at[t] = kvc_paged_at(qrows, q_first + first + t);
+        }
         float min_s = kvc_q8_row_scale(at[0]), max_s = min_s;
         for (size_t t = 0; t < rows; t++) {
             scales[t] = kvc_q8_row_scale(at[t]);
@@ -260,25 +306,40 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     const kvc_kernels *kernels = kvc_kernels_active();
     const float sqrt_d = sqrtf((float)d);
     float *out = scratch->out;
-    size_t f32_first, f32_count, q_first, q_count;
+    const uint8_t *codes = queries->codes + first_query * KVC_QUERY_CODE_BYTES(d);
+    const float *code_scales = queries->code_scales + 2 * first_query;
+    rows_range part[3];
 
-    split_rows(keys, first, count, &f32_first, &f32_count, &q_first, &q_count);
-    scores_f32_paged(kernels, G, keys->rows, f32_first, f32_count, d, queries->q + first_query * d,
-                     sqrt_d, z, z_stride);
-    if (q_count) {
-        scores_q8_paged(kernels, G, keys->qrows, q_first, q_count, d,
-                        queries->codes + first_query * KVC_QUERY_CODE_BYTES(d),
-                        queries->code_scales + 2 * first_query, sqrt_d, z + f32_count, z_stride);
+    /* Scores in row order: f32 rows, quantized rows, the residual window. */
+    split_rows(keys, first, count, part);
+    float *z_at = z;
+    scores_f32_paged(kernels, G, keys->rows, part[0].first, part[0].count, d,
+                     queries->q + first_query * d, sqrt_d, z_at, z_stride);
+    z_at += part[0].count;
+    if (part[1].count && keys->q4) {
+        scores_q4_paged(kernels, G, keys->qrows, part[1].first, part[1].count, d, codes, code_scales,
+                        sqrt_d, z_at, z_stride, scratch);
+    } else if (part[1].count) {
+        scores_q8_paged(kernels, G, keys->qrows, part[1].first, part[1].count, d, codes, code_scales,
+                        sqrt_d, z_at, z_stride);
     }
+    z_at += part[1].count;
+    scores_f32_paged(kernels, G, keys->recent, part[2].first, part[2].count, d,
+                     queries->q + first_query * d, sqrt_d, z_at, z_stride);
     kernels->softmax(G, count, z, z_stride, scratch->max, scratch->sum);
+    /* Values: the quantized rows' sum (times the field), then the f32 rows',
+     * then the residual window's, each in row order. */
     memset(out, 0, G * d * sizeof(float));
-    split_rows(values, first, count, &f32_first, &f32_count, &q_first, &q_count);
-    if (q_count) {
-        sum_quantized_values(kernels, G, z + f32_count, z_stride, values->qrows, q_first, q_count, d,
-                             out, scratch);
+    split_rows(values, first, count, part);
+    const size_t q_at = part[0].count, recent_at = part[0].count + part[1].count;
+    if (part[1].count) {
+        sum_quantized_values(kernels, G, z + q_at, z_stride, values->qrows, values->q4, part[1].first,
+                             part[1].count, d, out, scratch);
         for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, values->field, out + g * d);
     }
-    weighted_sum_f32_paged(kernels, G, values->rows, f32_first, f32_count, d, z, z_stride, out);
+    weighted_sum_f32_paged(kernels, G, values->rows, part[0].first, part[0].count, d, z, z_stride, out);
+    weighted_sum_f32_paged(kernels, G, values->recent, part[2].first, part[2].count, d, z + recent_at,
+                           z_stride, out);
     /* Query g's segments lie `stride` apart, so that a query's are in a row. */
     for (size_t g = 0; g < G; g++) {
         partials->max[g * partials->stride] = scratch->max[g];

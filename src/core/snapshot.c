@@ -13,11 +13,16 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../kernels/q4-pack.h"
 #include "../kernels/q8-rows.h"
 
 #define LAYER_MAGIC "KVCL"
 #define MODEL_MAGIC "KVCM"
-#define SNAPSHOT_VERSION 1u
+/* Version 2 added the q4 components: the modes after KVC_MODE_Q8V, the
+ * residual window (in what was a reserved word) and a q4 store's window
+ * rows.  Version 1 snapshots still load. */
+#define SNAPSHOT_VERSION 2u
+#define SNAPSHOT_OLDEST_VERSION 1u
 /* magic, version, payload length; the CRC-32 after the payload */
 #define HEADER_BYTES 16u
 #define TRAILER_BYTES 4u
@@ -105,16 +110,16 @@ static void put_paged(writer *w, const kvc_paged *a, size_t size) {
     }
 }
 
-/* int8 rows, each its f32 scale then d codes: the layout in memory too. */
-static void put_q8_rows(writer *w, const uint8_t *qrows, size_t n, size_t d) {
-    const size_t row_bytes = kvc_q8_row_bytes(d);
+/* Quantized rows of row_bytes, each its f32 scale then its codes: the
+ * layout in memory too. */
+static void put_quantized_rows(writer *w, const uint8_t *qrows, size_t n, size_t row_bytes) {
     if (!HOST_BIG_ENDIAN) {
         put_bytes(w, qrows, n * row_bytes);
         return;
     }
     for (size_t r = 0; r < n; r++) {
         put_array(w, qrows + r * row_bytes, 1, sizeof(float));
-        put_bytes(w, qrows + r * row_bytes + sizeof(float), d);
+        put_bytes(w, qrows + r * row_bytes + sizeof(float), row_bytes - sizeof(float));
     }
 }
 
@@ -122,7 +127,8 @@ static void put_q8_rows(writer *w, const uint8_t *qrows, size_t n, size_t d) {
 
 typedef struct reader {
     const uint8_t *at, *end;
-    int failed; /* KVC_E_SNAPSHOT_TRUNCATED once a read went past the end */
+    int failed;       /* KVC_E_SNAPSHOT_TRUNCATED once a read went past the end */
+    uint32_t version; /* of the format */
 } reader;
 
 static int has(reader *r, size_t n) {
@@ -172,13 +178,21 @@ static const kvc_store *store_of(const kvc_layer *layer, size_t h, int is_values
     return is_values ? &layer->heads[h].values : &layer->heads[h].keys;
 }
 
+/* A q4 store keeps the f32 copies of its residual window only: its
+ * rollback rows are not content (a snapshot of a layer truncated exactly is
+ * the snapshot of one that never held the positions). */
+static size_t window_rows(const kvc_layer *layer, const kvc_store *store) {
+    return store->qrows.len - kvc_store_window_first(store, layer->residual_rows);
+}
+
 static size_t full_payload_bytes(const kvc_layer *layer) {
     const size_t d = layer->head_dim, L = layer->seq_len;
     size_t bytes = 4 * 4 + 8 * 2 + 4 * 2 + 8 * 3 + L * (4 + 4 + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         for (int is_values = 0; is_values < 2; is_values++) {
             const kvc_store *store = store_of(layer, h, is_values);
-            bytes += 8 * 2 + store->rows.len * d * 4 + store->qrows.len * kvc_q8_row_bytes(d) + 4;
+            bytes += 8 * 2 + store->rows.len * d * 4 + store->qrows.len * store->qrows.elem_bytes + 4;
+            if (store->type == KVC_COMPONENT_Q4) bytes += 8 + window_rows(layer, store) * d * 4;
             if (layer->field_frozen && kvc_component_quantized(layer->mode, is_values)) bytes += d * 4;
         }
     }
@@ -202,7 +216,7 @@ static void write_full(writer *w, const kvc_layer *layer) {
     put_u64(w, L);
     put_u64(w, layer->next_position);
     put_u32(w, (uint32_t)layer->field_frozen);
-    put_u32(w, 0); /* reserved */
+    put_u32(w, (uint32_t)layer->residual_rows);
     put_u64(w, layer->max_rows);
     put_u64(w, layer->evict_sinks);
     put_u64(w, layer->evict_recent);
@@ -218,8 +232,18 @@ static void write_full(writer *w, const kvc_layer *layer) {
             put_paged(w, &store->rows, sizeof(float));
             for (size_t i = 0; i < store->qrows.len;) {
                 const size_t run = kvc_paged_run(&store->qrows, i, store->qrows.len - i);
-                put_q8_rows(w, kvc_paged_at(&store->qrows, i), run, d);
+                put_quantized_rows(w, kvc_paged_at(&store->qrows, i), run, store->qrows.elem_bytes);
                 i += run;
+            }
+            if (store->type == KVC_COMPONENT_Q4) {
+                const size_t count = window_rows(layer, store);
+                const size_t first = store->qrows.len - count - store->recent_base;
+                put_u64(w, count);
+                for (size_t i = first; i < first + count;) {
+                    const size_t run = kvc_paged_run(&store->recent, i, first + count - i);
+                    put_array(w, kvc_paged_at(&store->recent, i), run * d, sizeof(float));
+                    i += run;
+                }
             }
             put_u32(w, (uint32_t)has_field);
             if (has_field) put_paged(w, &store->field, sizeof(float));
@@ -274,32 +298,51 @@ kvc_status kvc_layer_serialize(const kvc_layer *layer, uint8_t *dst, size_t dst_
  * the payload. */
 static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, reader *payload) {
     if (len < 4 || memcmp(src, magic, 4) != 0) return KVC_E_SNAPSHOT_MAGIC;
-    reader r = {src + 4, src + len, 0};
+    reader r = {src + 4, src + len, 0, 0};
     const uint32_t version = get_u32(&r);
     if (r.failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    if (version != SNAPSHOT_VERSION) return KVC_E_SNAPSHOT_VERSION;
+    if (version < SNAPSHOT_OLDEST_VERSION || version > SNAPSHOT_VERSION) return KVC_E_SNAPSHOT_VERSION;
     const uint64_t payload_len = get_u64(&r);
     if (r.failed || payload_len > left(&r) || left(&r) - payload_len < TRAILER_BYTES)
         return KVC_E_SNAPSHOT_TRUNCATED;
     if (left(&r) - payload_len != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after it */
-    reader crc = {r.at + payload_len, r.end, 0};
+    reader crc = {r.at + payload_len, r.end, 0, 0};
     if (get_u32(&crc) != crc32_bytes(src, HEADER_BYTES + (size_t)payload_len)) return KVC_E_SNAPSHOT_CHECKSUM;
-    *payload = (reader){r.at, r.at + payload_len, 0};
+    *payload = (reader){r.at, r.at + payload_len, 0, version};
     return KVC_OK;
 }
 
-/* Reads n int8 rows: each scale finite and positive, codes within +-127. */
-static kvc_status read_q8_rows(reader *r, uint8_t *qrows, size_t n, size_t d) {
-    const size_t row_bytes = kvc_q8_row_bytes(d);
+/* The bits a q4 row's shift bytes may not set: those past its groups. */
+static uint8_t unused_shift_bits(size_t d) {
+    const size_t used = kvc_q4_groups(d) % 4;
+    return used ? (uint8_t)(0xFF << (2 * used)) : 0;
+}
+
+/* Reads n quantized rows: each scale finite and positive, codes within
+ * +-127 (q8), or within +-7 with unused shift bits and a pad nibble 0 (q4). */
+static kvc_status read_quantized_rows(reader *r, kvc_store *store, size_t first, size_t n, size_t d) {
+    const size_t row_bytes = store->qrows.elem_bytes, code_bytes = row_bytes - sizeof(float);
+    const int q4 = store->type == KVC_COMPONENT_Q4;
+    const size_t shift_bytes = q4 ? kvc_q4_shift_bytes(d) : 0;
+    const uint8_t unused = q4 ? unused_shift_bits(d) : 0;
+    /* The byte of a q4 row whose high nibble pads an odd last block. */
+    const size_t pad_byte = (d % KVC_Q4_BLOCK) % 2 ? code_bytes - 1 : SIZE_MAX;
     if (!has(r, n * row_bytes)) return KVC_E_SNAPSHOT_TRUNCATED;
     for (size_t q = 0; q < n; q++, r->at += row_bytes) {
-        uint8_t *qrow = qrows + q * row_bytes;
+        uint8_t *qrow = kvc_paged_at(&store->qrows, first + q);
         copy_little_endian(qrow, r->at, 1, sizeof(float));
-        memcpy(qrow + sizeof(float), r->at + sizeof(float), d);
+        memcpy(qrow + sizeof(float), r->at + sizeof(float), code_bytes);
         const float scale = kvc_q8_row_scale(qrow);
         if (!isfinite(scale) || !(scale > 0.0f)) return KVC_E_SNAPSHOT_CORRUPT;
         int below = 0; /* no branch per code: a loop the compiler vectorizes */
-        for (size_t j = 0; j < d; j++) below |= (int8_t)qrow[sizeof(float) + j] == -128;
+        const uint8_t *codes = qrow + sizeof(float);
+        if (q4) {
+            below |= (codes[shift_bytes - 1] & unused) != 0;
+            for (size_t j = shift_bytes; j < code_bytes; j++) below |= (codes[j] & 0x0F) == 8 || (codes[j] >> 4) == 8;
+            if (pad_byte != SIZE_MAX) below |= (codes[pad_byte] >> 4) != 0;
+        } else {
+            for (size_t j = 0; j < d; j++) below |= (int8_t)codes[j] == -128;
+        }
         if (below) return KVC_E_SNAPSHOT_CORRUPT;
     }
     return KVC_OK;
@@ -307,7 +350,7 @@ static kvc_status read_q8_rows(reader *r, uint8_t *qrows, size_t n, size_t d) {
 
 /* The geometry and counts of a full layer, checked, before any allocation. */
 typedef struct full_header {
-    size_t mode, H, d, L, next_position, frozen, max_rows, sinks, recent;
+    size_t mode, H, d, L, next_position, frozen, residual_rows, max_rows, sinks, recent;
 } full_header;
 
 static kvc_status read_full_header(reader *r, full_header *f) {
@@ -318,13 +361,16 @@ static kvc_status read_full_header(reader *r, full_header *f) {
      * 32 bits (wasm): no high word may be dropped unseen. */
     const uint64_t L = get_u64(r), next_position = get_u64(r);
     f->frozen = get_u32(r);
-    const uint32_t reserved = get_u32(r);
+    /* Reserved (0) in version 1, whose modes had no q4 component. */
+    const uint32_t residual_rows = get_u32(r);
     const uint64_t max_rows = get_u64(r), sinks = get_u64(r), recent = get_u64(r);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    if (f->mode > KVC_MODE_Q8V || f->H == 0 || f->H > KVC_MAX_KV_HEADS || f->d == 0 ||
-        f->d > KVC_MAX_HEAD_DIM || reserved != 0 || f->frozen > 1 ||
-        next_position > KVC_MAX_POSITIONS || L > next_position)
+    const size_t modes = r->version == 1 ? KVC_MODE_Q8V + 1 : KVC_MODE_COUNT;
+    if (f->mode >= modes || f->H == 0 || f->H > KVC_MAX_KV_HEADS || f->d == 0 ||
+        f->d > KVC_MAX_HEAD_DIM || f->frozen > 1 || next_position > KVC_MAX_POSITIONS ||
+        L > next_position || (r->version == 1 ? residual_rows != 0 : residual_rows > KVC_Q4_MAX_RESIDUAL_ROWS))
         return KVC_E_SNAPSHOT_CORRUPT;
+    f->residual_rows = r->version == 1 ? KVC_Q4_RESIDUAL_ROWS : residual_rows;
     /* kvc_layer_set_max_rows keeps max_rows within KVC_MAX_POSITIONS, so a
      * snapshot from any build restores in every other. */
     if (max_rows > KVC_MAX_POSITIONS || sinks > max_rows || recent > max_rows)
@@ -381,7 +427,7 @@ static kvc_status read_f32_rows(reader *r, kvc_paged *a, size_t n, int positive)
 static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_values) {
     kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
     const size_t d = layer->head_dim;
-    const int quantized = kvc_component_quantized(layer->mode, is_values);
+    const int quantized = store->type != KVC_COMPONENT_F32;
     const uint64_t rows_count = get_u64(r), qrows_count = get_u64(r);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
     const size_t split = kvc_first_slot_from(layer, 0, layer->seq_len, KVC_Q8_WINDOW);
@@ -392,18 +438,26 @@ static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_value
                   : rows_count != below + from || qrows_count != 0)
         return KVC_E_SNAPSHOT_CORRUPT;
     const size_t rows_len = (size_t)rows_count, qrows_len = (size_t)qrows_count;
-    if (rows_len > left(r) / (d * 4) || qrows_len > left(r) / kvc_q8_row_bytes(d))
+    if (rows_len > left(r) / (d * 4) || qrows_len > left(r) / store->qrows.elem_bytes)
         return KVC_E_SNAPSHOT_TRUNCATED;
-    if (kvc_store_reserve(store, quantized, rows_len, qrows_len) != KVC_OK) return KVC_E_NOMEM;
+    if (kvc_paged_reserve(&store->rows, rows_len) != KVC_OK ||
+        kvc_paged_reserve(&store->qrows, qrows_len) != KVC_OK)
+        return KVC_E_NOMEM;
     kvc_status status = read_f32_rows(r, &store->rows, rows_len, 0);
-    if (status != KVC_OK) return status;
-    for (size_t done = 0; done < qrows_len && status == KVC_OK;) {
-        const size_t run = kvc_paged_run(&store->qrows, done, qrows_len - done);
-        status = read_q8_rows(r, kvc_paged_at(&store->qrows, done), run, d);
-        done += run;
-    }
+    if (status == KVC_OK) status = read_quantized_rows(r, store, 0, qrows_len, d);
     if (status != KVC_OK) return status;
     kvc_paged_set_len(&store->qrows, qrows_len);
+    if (store->type == KVC_COMPONENT_Q4) {
+        /* The window's f32 copies: at most residual_rows, the newest rows'. */
+        const uint64_t copies = get_u64(r);
+        if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+        if (copies > qrows_len || copies > layer->residual_rows) return KVC_E_SNAPSHOT_CORRUPT;
+        if ((size_t)copies > left(r) / (d * 4)) return KVC_E_SNAPSHOT_TRUNCATED;
+        store->recent_base = qrows_len - (size_t)copies;
+        if (kvc_paged_reserve(&store->recent, (size_t)copies) != KVC_OK) return KVC_E_NOMEM;
+        status = read_f32_rows(r, &store->recent, (size_t)copies, 0);
+        if (status != KVC_OK) return status;
+    }
     const uint32_t has_field = get_u32(r);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
     if (has_field != (uint32_t)(layer->field_frozen && quantized)) return KVC_E_SNAPSHOT_CORRUPT;
@@ -448,6 +502,7 @@ static kvc_status read_full(reader *r, kvc_layer **out) {
     }
     layer->next_position = f.next_position;
     layer->field_frozen = (int)f.frozen;
+    layer->residual_rows = f.residual_rows;
     layer->max_rows = f.max_rows;
     layer->evict_sinks = f.sinks;
     layer->evict_recent = f.recent;

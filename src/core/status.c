@@ -34,7 +34,8 @@ const char *kvc_status_name(kvc_status status) {
     case KVC_E_SNAPSHOT_TOO_LARGE: return "the snapshot's geometry is larger than its bytes could carry";
     case KVC_E_BUDGET: return "budget is 0 or smaller than sinks + recent";
     case KVC_E_THREADS: return "threads could not be started, or their count is out of range";
-    case KVC_E_PREFIX: return "the cache does not fit the prefix cache (other geometry or mode, or evicted positions)";
+    case KVC_E_PREFIX: return "the cache does not fit the prefix cache (other geometry, mode or residual window, or evicted positions)";
+    case KVC_E_RESIDUAL: return "residual rows out of range, or set on a layer that holds positions";
     }
     return "unknown status";
 }

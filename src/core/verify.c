@@ -4,8 +4,10 @@
  * begin_verify marks where the drafts start; the drafts are ordinary appends
  * (full layers) or tentative steps (linear layers, see linear.c).  accept(j)
  * keeps the first j: a full layer truncates the rest, which the truncation
- * rules make bit-identical to never having appended them (rows, imp, q8
- * field, memory_bytes); a linear layer copies the snapshot of step j.
+ * rules make bit-identical to never having appended them (rows, imp, the
+ * field, memory_bytes: drafts never push q4 rows out of the residual window,
+ * accept does, for the rows it keeps); a linear layer copies the snapshot of
+ * step j.
  */
 #include "internal.h"
 
@@ -48,6 +50,7 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
         }
     }
     layer->verifying = 0;
+    if (!layer->linear) kvc_layer_release_copies(layer);
 }
 
 kvc_status kvc_layer_begin_verify(kvc_layer *layer) {

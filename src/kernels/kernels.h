@@ -27,8 +27,12 @@
  * 2^127 rather than FLT_MAX the row reads back finite too (127 * (FLT_MAX /
  * 127) rounds up to +Inf in f32; 127 * (2^127 / 127) stays below FLT_MAX). */
 #define KVC_Q8_RATIO_MAX 0x1p127f
-/* Largest code magnitude; -128 is never produced, so codes are symmetric. */
+/* Largest code magnitude; -128 (-8 in 4 bits) is never produced, so codes
+ * are symmetric. */
 #define KVC_Q8_CODE_MAX 127.0f
+#define KVC_Q4_CODE_MAX 7.0f
+/* The most channels a row has (kvcache.h's KVC_MAX_HEAD_DIM). */
+#define KVC_KERNEL_MAX_DIM 4096
 /* Largest i16 query code, and the channels whose i16 x i8 products sum
  * exactly in i32: 512 * 32767 * 127 < 2^31. */
 #define KVC_Q16_CODE_MAX 32767.0f
@@ -85,6 +89,20 @@ typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
  *   codes = clamp(round_half_even(t / s), -127, 127).
  * Returns s.  x must be finite. */
 typedef float kvc_quantize_row_fn(size_t d, const float *x, const float *field, int8_t *codes);
+/* A 4-bit row (q4-pack.h) against the same field: t as above, each group of
+ * 16 channels stepped by step_g = scale * 2^(shift_g - 3), scale =
+ * max(max|t| / 7, floor), shift_g the smallest in 0..3 with max_g|t| <=
+ * max|t| * 2^(shift_g - 3); codes = clamp(round_half_even(t / step_g), -7,
+ * 7).  Writes the shifts and the packed codes to `packed`; returns the row's
+ * scale, scale / 8 (the scale of its int8 codes code << shift).
+ * d <= KVC_KERNEL_MAX_DIM; x finite. */
+typedef float kvc_quantize_row_q4_fn(size_t d, const float *x, const float *field,
+                                     uint8_t *packed);
+/* n 4-bit rows (each its 4-byte scale, shifts and codes) as the int8 rows
+ * the q8 kernels read (the scale, then d codes, code << shift): 4-bit keys
+ * and values go through the q8 kernels' exact integer sums, a row unpacked
+ * once for every query of a group. */
+typedef void kvc_unpack_q4_fn(size_t n, size_t d, const uint8_t *q4rows, uint8_t *q8rows);
 /* x[j] = ((float)codes[j] * scale) * field[j] */
 typedef void kvc_dequantize_row_fn(size_t d, const int8_t *codes, float scale, const float *field,
                                    float *x);
@@ -127,6 +145,8 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
     X(weighted_sum_q8)    \
     X(mul_f32)            \
     X(quantize_row)       \
+    X(quantize_row_q4)    \
+    X(unpack_q4)          \
     X(dequantize_row)     \
     X(all_finite)         \
     X(softmax)            \

@@ -1,67 +1,6 @@
-#include <string.h>
-#include <wasm_simd128.h>
-
 #include "kernels.h"
-
-/* x / c lane-wise, saturated to +-KVC_Q8_RATIO_MAX exactly as the scalar kernel. */
-static v128_t channel_ratio(v128_t x, v128_t c) {
-    v128_t t = wasm_f32x4_div(x, c);
-    t = wasm_f32x4_pmin(t, wasm_f32x4_const_splat(KVC_Q8_RATIO_MAX));
-    return wasm_f32x4_pmax(t, wasm_f32x4_const_splat(-KVC_Q8_RATIO_MAX));
-}
-
-/* clamp(round_half_even(t / scale), -127, 127) as i32 lanes. */
-static v128_t codes_i32(v128_t x, v128_t c, v128_t scale) {
-    v128_t r = wasm_f32x4_nearest(wasm_f32x4_div(channel_ratio(x, c), scale));
-    r = wasm_f32x4_pmin(r, wasm_f32x4_const_splat(KVC_Q8_CODE_MAX));
-    r = wasm_f32x4_pmax(r, wasm_f32x4_const_splat(-KVC_Q8_CODE_MAX));
-    return wasm_i32x4_trunc_sat_f32x4(r);
-}
+#include "quantize-codes-wasmsimd.h"
 
 float kvc_quantize_row__wasmsimd(size_t d, const float *x, const float *field, int8_t *codes) {
-    /* Zero padding (x = 0 over c = 1) gives t = 0: it moves no maximum. */
-    float x_tail[4] = {0.0f}, field_tail[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    const size_t d4 = d & ~(size_t)3;
-    memcpy(x_tail, x + d4, (d - d4) * sizeof(float));
-    memcpy(field_tail, field + d4, (d - d4) * sizeof(float));
-
-    v128_t vmax = wasm_f32x4_const_splat(0.0f);
-    for (size_t j = 0; j < d4; j += 4) {
-        v128_t t = wasm_f32x4_abs(channel_ratio(wasm_v128_load(x + j), wasm_v128_load(field + j)));
-        vmax = wasm_f32x4_pmax(vmax, t);
-    }
-    vmax = wasm_f32x4_pmax(vmax, wasm_f32x4_abs(channel_ratio(wasm_v128_load(x_tail),
-                                                              wasm_v128_load(field_tail))));
-    float lanes[4];
-    wasm_v128_store(lanes, vmax);
-    float max_abs = lanes[0];
-    for (int lane = 1; lane < 4; lane++) {
-        if (max_abs < lanes[lane]) max_abs = lanes[lane];
-    }
-    float scale = max_abs / KVC_Q8_CODE_MAX;
-    if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;
-
-    const v128_t vscale = wasm_f32x4_splat(scale);
-    size_t j = 0;
-    for (; j + 16 <= d; j += 16) {
-        v128_t c0 = codes_i32(wasm_v128_load(x + j), wasm_v128_load(field + j), vscale);
-        v128_t c1 = codes_i32(wasm_v128_load(x + j + 4), wasm_v128_load(field + j + 4), vscale);
-        v128_t c2 = codes_i32(wasm_v128_load(x + j + 8), wasm_v128_load(field + j + 8), vscale);
-        v128_t c3 = codes_i32(wasm_v128_load(x + j + 12), wasm_v128_load(field + j + 12), vscale);
-        v128_t c16 = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(c0, c1),
-                                             wasm_i16x8_narrow_i32x4(c2, c3));
-        wasm_v128_store(codes + j, c16);
-    }
-    for (; j + 4 <= d; j += 4) {
-        v128_t c0 = codes_i32(wasm_v128_load(x + j), wasm_v128_load(field + j), vscale);
-        v128_t c16 = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(c0, c0), c0);
-        wasm_v128_store32_lane(codes + j, c16, 0);
-    }
-    if (j < d) {
-        v128_t c0 = codes_i32(wasm_v128_load(x_tail), wasm_v128_load(field_tail), vscale);
-        int8_t codes_tail[16];
-        wasm_v128_store(codes_tail, wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(c0, c0), c0));
-        memcpy(codes + j, codes_tail, d - j);
-    }
-    return scale;
+    return kvc_quantize_codes_wasmsimd(d, x, field, KVC_Q8_CODE_MAX, codes);
 }

@@ -271,7 +271,7 @@ kvc_layer *test_layer_with(const test_data *data, size_t len, kvc_mode mode) {
 
 int test_grown_in_every_mode(const test_data *data, const size_t *lengths, size_t count,
                              test_layer_check check, void *ctx) {
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(data, 0, test_modes[mi]);
         int ok = layer != NULL;
         for (size_t li = 0, at = 0; li < count && ok; at = lengths[li++]) {
@@ -287,8 +287,12 @@ int test_grown_in_every_mode(const test_data *data, const size_t *lengths, size_
     return 1;
 }
 
-const kvc_mode test_modes[4] = {KVC_MODE_F32, KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
-const kvc_mode test_quantized_modes[3] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V};
+const kvc_mode test_modes[TEST_MODE_COUNT] = {
+    KVC_MODE_F32, KVC_MODE_Q8,  KVC_MODE_Q8K,     KVC_MODE_Q8V,    KVC_MODE_Q4,
+    KVC_MODE_Q4K, KVC_MODE_Q4V, KVC_MODE_Q8K_Q4V, KVC_MODE_Q4K_Q8V};
+const kvc_mode test_quantized_modes[TEST_QUANTIZED_MODE_COUNT] = {
+    KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V, KVC_MODE_Q4, KVC_MODE_Q4K, KVC_MODE_Q4V,
+    KVC_MODE_Q8K_Q4V, KVC_MODE_Q4K_Q8V};
 const float test_nonfinite[3] = {NAN, INFINITY, -INFINITY};
 
 kvc_status test_head_rows(const kvc_layer *layer, size_t h, int is_values, float *dst,
@@ -298,20 +302,65 @@ kvc_status test_head_rows(const kvc_layer *layer, size_t h, int is_values, float
 }
 
 int test_mode_quantizes(kvc_mode mode, int is_values) {
-    return mode == KVC_MODE_Q8 || mode == (is_values ? KVC_MODE_Q8V : KVC_MODE_Q8K);
+    return kvc_mode_component(mode, is_values) != KVC_COMPONENT_F32;
+}
+
+int test_mode_has_q4(kvc_mode mode) {
+    return kvc_mode_component(mode, 0) == KVC_COMPONENT_Q4 ||
+           kvc_mode_component(mode, 1) == KVC_COMPONENT_Q4;
 }
 
 size_t test_expected_memory_of(const test_data *data, const uint32_t *positions, size_t count,
                                int frozen, kvc_mode mode) {
+    return test_expected_memory_with(data, positions, count, frozen, mode, NULL);
+}
+
+void test_window_rows(const kvc_layer *layer, const test_data *data, size_t *windows) {
+    const size_t H = data->H, d = data->d, L = kvc_layer_seq_len(layer);
+    uint32_t *slots = test_alloc(L * sizeof(uint32_t) + 4);
+    float *rows = test_alloc(L * d * sizeof(float) + 4);
+    (void)kvc_layer_positions(layer, slots, L);
+    for (size_t h = 0; h < H; h++) {
+        for (int is_values = 0; is_values < 2; is_values++) {
+            size_t *window = &windows[2 * h + is_values];
+            *window = 0;
+            if (kvc_mode_component(kvc_layer_mode(layer), is_values) != KVC_COMPONENT_Q4) continue;
+            (void)test_head_rows(layer, h, is_values, rows, L * d);
+            size_t r = 0;
+            for (size_t s = 0; s < L; s++) {
+                const size_t p = slots[s];
+                if (!data->alive[p * H + h]) continue;
+                const float *x = (is_values ? data->v : data->k) + (p * H + h) * d;
+                *window += p >= KVC_Q8_WINDOW && test_bits_equal(rows + r * d, x, d);
+                r++;
+            }
+        }
+    }
+    free(slots);
+    free(rows);
+}
+
+size_t test_expected_memory_with(const test_data *data, const uint32_t *positions, size_t count,
+                                 int frozen, kvc_mode mode, const size_t *windows) {
     const size_t H = data->H, d = data->d;
     size_t bytes = count * (8 + (H + 7) / 8); /* imp and position (4 + 4), alive map */
-    for (size_t i = 0; i < count; i++) {
-        const size_t p = positions ? positions[i] : i;
-        for (size_t h = 0; h < H; h++) {
-            if (!data->alive[p * H + h]) continue;
-            for (int is_values = 0; is_values < 2; is_values++) {
-                const int int8 = test_mode_quantizes(mode, is_values) && p >= KVC_Q8_WINDOW;
-                bytes += int8 ? d + 4 : d * 4;
+    for (size_t h = 0; h < H; h++) {
+        for (int is_values = 0; is_values < 2; is_values++) {
+            const kvc_component type = kvc_mode_component(mode, is_values);
+            size_t quantized = 0; /* rows from W on */
+            for (size_t i = 0; i < count; i++) {
+                const size_t p = positions ? positions[i] : i;
+                if (!data->alive[p * H + h]) continue;
+                if (type == KVC_COMPONENT_F32 || p < KVC_Q8_WINDOW) bytes += d * 4;
+                else quantized++;
+            }
+            if (type == KVC_COMPONENT_Q8) bytes += quantized * (d + 4);
+            /* q4: codes, and f32 copies of the newest KVC_Q4_RESIDUAL_ROWS */
+            if (type == KVC_COMPONENT_Q4) {
+                const size_t window = windows ? windows[2 * h + is_values]
+                                      : quantized < KVC_Q4_RESIDUAL_ROWS ? quantized : KVC_Q4_RESIDUAL_ROWS;
+                const size_t row = 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2; /* scale, shifts, codes */
+                bytes += quantized * row + window * d * 4;
             }
         }
     }

@@ -133,11 +133,25 @@ size_t test_expected_memory(const test_data *data, size_t len, kvc_mode mode);
  * increasing; NULL: 0..count-1), its field frozen or not. */
 size_t test_expected_memory_of(const test_data *data, const uint32_t *positions, size_t count,
                                int frozen, kvc_mode mode);
-/* 1 if keys (is_values = 0) or values (1) are int8 in mode. */
+/* And with the rows of each q4 component's residual window given
+ * (windows[2 h + is_values]; NULL: min(rows from W on, KVC_Q4_RESIDUAL_ROWS),
+ * what appends leave) -- fewer after an eviction. */
+size_t test_expected_memory_with(const test_data *data, const uint32_t *positions, size_t count,
+                                 int frozen, kvc_mode mode, const size_t *windows);
+/* The rows of each q4 component's residual window (windows[2 H]): its rows
+ * from W on that read back exactly as data's (those read through 4-bit codes
+ * never do here). */
+void test_window_rows(const kvc_layer *layer, const test_data *data, size_t *windows);
+/* 1 if keys (is_values = 0) or values (1) are quantized (q8 or q4) in mode. */
 int test_mode_quantizes(kvc_mode mode, int is_values);
-/* Every mode (f32, q8, q8k, q8v), and the three that quantize. */
-extern const kvc_mode test_modes[4];
-extern const kvc_mode test_quantized_modes[3];
+/* 1 if keys or values are q4 in mode: rows read back through the residual window. */
+int test_mode_has_q4(kvc_mode mode);
+/* Every mode (f32, q8, q8k, q8v, q4, q4k, q4v, q8k+q4v, q4k+q8v), and the
+ * eight that quantize. */
+#define TEST_MODE_COUNT 9
+#define TEST_QUANTIZED_MODE_COUNT 8
+extern const kvc_mode test_modes[TEST_MODE_COUNT];
+extern const kvc_mode test_quantized_modes[TEST_QUANTIZED_MODE_COUNT];
 /* NaN, +Inf, -Inf. */
 extern const float test_nonfinite[3];
 /* kvc_layer_head_keys (is_values = 0) or kvc_layer_head_values (1). */

@@ -112,7 +112,7 @@ TEST(set_allocator_should_refuse_null_functions) {
 TEST(create_should_fail_cleanly_on_allocation_failure) {
     CHECK_OK(test_fault_install());
     for (int persistent = 0; persistent < 2; persistent++) {
-        for (size_t mi = 0; mi < 4; mi++) {
+        for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
             create_ctx c = {7, 32, test_modes[mi], NULL};
             const long failed =
                 test_run_with_faults(op_create, &c, NULL, persistent, TEST_KEEPS_NONE);
@@ -128,7 +128,7 @@ TEST(append_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 3, d = 16, len = 100;
     test_data data = test_data_make(111, len, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(layer != NULL);
         long failed = 0;
@@ -152,7 +152,7 @@ TEST(append_n_across_window_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 4, d = 16, len = 90;
     test_data data = test_data_make(112, len, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (int persistent = 0; persistent < 2; persistent++) {
             kvc_layer *layer = test_layer_with(&data, 60, test_modes[mi]);
             CHECK(layer != NULL);
@@ -176,7 +176,7 @@ TEST(append_under_max_rows_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 3, d = 8, len = 160;
     test_data data = test_data_make(120, len, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
         kvc_layer *plain = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(layer != NULL && plain != NULL);
@@ -208,7 +208,7 @@ TEST(clone_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 5, d = 24;
     test_data data = test_data_make(114, 100, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (int persistent = 0; persistent < 2; persistent++) {
             kvc_layer *layer = test_layer_with(&data, 100, test_modes[mi]);
             CHECK(layer != NULL);
@@ -231,7 +231,7 @@ TEST(attend_should_fail_cleanly_on_allocation_failure) {
     test_rng rng = test_rng_new(115);
     float q[32], out[32], want[32], probs[90];
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 90, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t h = 0; h < H; h++) {
@@ -257,7 +257,7 @@ TEST(attend_group_and_heads_should_fail_cleanly_on_allocation_failure) {
     test_rng rng = test_rng_new(119);
     float q[3 * 3 * 24], out[3 * 3 * 24], want[3 * 3 * 24], probs[3 * 3 * 90];
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
         CHECK(layer != NULL);
         test_fill_normal(&rng, q, H * G * d);
@@ -312,7 +312,7 @@ TEST(attention_head_should_fail_cleanly_on_allocation_failure) {
 TEST(layer_should_stay_usable_after_allocator_is_restored) {
     const size_t H = 3, d = 16, len = 160;
     test_data data = test_data_make(117, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer, *copy;
         CHECK_OK(test_fault_install());
         CHECK_OK(kvc_layer_create(H, d, test_modes[mi], &layer));
@@ -338,7 +338,7 @@ TEST(layer_life_should_leak_no_allocation) {
     test_rng rng = test_rng_new(118);
     float q[16], out[16];
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *copy, *layer = test_layer_with(&data, 150, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_clone(layer, &copy));
@@ -438,7 +438,7 @@ TEST(serialize_should_succeed_while_every_allocation_fails) {
     test_data data = test_data_make(121, 150, 5, 12, 1);
     test_hybrid h = test_hybrid_make(122, 90);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 150, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(add_fixed_imp(layer));
@@ -490,7 +490,7 @@ TEST(writes_into_shared_pages_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 3, d = 16, len = 150;
     test_data data = test_data_make(125, len + 40, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *parent = test_layer_with(&data, len, test_modes[mi]);
         CHECK(parent != NULL);
         CHECK_OK(add_fixed_imp(parent));
@@ -528,7 +528,7 @@ TEST(layer_should_go_on_unchanged_after_an_out_of_memory_episode) {
     float q[4 * 16], out[4 * 16];
     test_fill_normal(&rng, q, H * d);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         /* Filled to a page boundary (two pages of 64 positions): the next
          * append needs new pages. */
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]), *plain;
@@ -582,7 +582,7 @@ TEST(accept_under_max_rows_should_fail_cleanly_on_allocation_failure) {
      * allocates nothing.  A model accepts in every layer or in none. */
     test_data data = test_data_make(125, 40, 3, 8, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 24, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_set_max_rows(layer, 24, 2, 4));

@@ -262,7 +262,7 @@ TEST(attend_quantized_should_match_double_attention_over_dequantized_rows) {
     test_rng rng = test_rng_new(33);
     float q[128], out[128], want_out[128], probs[300];
     double want_probs[300];
-    for (size_t mi = 0; mi < 3; mi++) {
+    for (size_t mi = 0; mi < TEST_QUANTIZED_MODE_COUNT; mi++) {
         double worst = 0.0;
         for (size_t di = 0; di < 3; di++) {
             const size_t d = dims[di], H = 4;
@@ -380,7 +380,7 @@ TEST(attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition) {
 TEST(attend_should_give_nonnegative_probs_that_sum_to_one) {
     test_rng rng = test_rng_new(34);
     float q[64], out[64], probs[200];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         test_data data = test_data_make(400 + mi, 200, 5, 64, 1);
         kvc_layer *layer = test_layer_with(&data, 200, test_modes[mi]);
         CHECK(layer != NULL);
@@ -407,7 +407,7 @@ TEST(attend_should_give_nonnegative_probs_that_sum_to_one) {
 TEST(attend_should_give_zeros_and_no_probs_for_empty_head) {
     test_rng rng = test_rng_new(35);
     float q[32], out[32], probs[4];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         /* Head 3 is never alive in the scripted masks. */
         test_data data = test_data_make(500 + mi, 100, 4, 32, 1);
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
@@ -443,7 +443,7 @@ TEST(attend_should_refuse_nonfinite_query) {
     test_rng rng = test_rng_new(36);
     float q[17], out[17], probs[80];
     test_data data = test_data_make(600, 80, 2, 17, 0);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 80, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t k = 0; k < 3 * 17; k++) {
@@ -511,7 +511,7 @@ TEST(attend_should_refuse_bad_arguments) {
 TEST(attend_without_probs_should_give_the_same_out) {
     test_rng rng = test_rng_new(39);
     float q[80], with[80], without[80], probs[150];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         test_data data = test_data_make(700 + mi, 150, 3, 80, 1);
         kvc_layer *layer = test_layer_with(&data, 150, test_modes[mi]);
         CHECK(layer != NULL);

@@ -85,7 +85,7 @@ TEST(attend_causal_should_equal_attend_on_truncated_layer_in_every_mode) {
 static int matches_in_every_mode(const test_data *data, size_t len, const size_t *ms,
                                  size_t count, test_rng *rng) {
     int ok = 1;
-    for (size_t mi = 0; mi < 4 && ok; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT && ok; mi++) {
         kvc_layer *layer = test_layer_with(data, len, test_modes[mi]);
         ok = layer != NULL;
         for (size_t i = 0; i < count && ok; i++) ok = causal_matches_truncated(layer, ms[i], rng);
@@ -115,7 +115,7 @@ TEST(attend_causal_without_probs_should_give_the_same_out) {
     test_data data = test_data_make(303, len, H, d, 1);
     test_rng rng = test_rng_new(303);
     float q[6 * 16], with[6 * 16], without[6 * 16], probs[6 * 68];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t h = 0; h < H; h++) {
@@ -163,7 +163,7 @@ TEST(attend_causal_should_refuse_nonfinite_query_and_leave_out_and_probs) {
     test_data data = test_data_make(306, 70, H, d, 0);
     test_rng rng = test_rng_new(306);
     float q[4 * 8], out[4 * 8], probs[4 * 70], out_before[4 * 8], probs_before[4 * 70];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 70, test_modes[mi]);
         CHECK(layer != NULL);
         for (int b = 0; b < 3; b++) {
@@ -194,7 +194,7 @@ TEST(attend_causal_should_give_zeros_for_head_with_no_rows_in_view) {
     float q[6 * 8], out[6 * 8], probs[6 * (W + 3)];
     test_rng rng = test_rng_new(307);
     test_fill_normal(&rng, q, m * d);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
         CHECK(layer != NULL);
         const size_t n = kvc_layer_head_len(layer, 2);

@@ -125,7 +125,7 @@ TEST(attend_group_should_give_zeros_and_no_probs_for_empty_head) {
     test_data data = test_data_make(801, 90, H, d, 1);
     test_rng rng = test_rng_new(801);
     float q[5 * 16], out[5 * 16], probs[4];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 90, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK(kvc_layer_head_len(layer, 3) == 0); /* never alive */
@@ -168,7 +168,7 @@ TEST(attend_group_and_heads_should_refuse_bad_arguments) {
     test_data data = test_data_make(820, 70, H, d, 1);
     test_rng rng = test_rng_new(820);
     float q[3 * 4 * 8], out[3 * 4 * 8], before[3 * 4 * 8], probs[3 * 4 * 70];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 70, test_modes[mi]);
         CHECK(layer != NULL);
         test_fill_normal(&rng, q, H * G * d);

@@ -102,22 +102,79 @@ static float saturate(float t) {
 
 /* t = x/c (saturated), s = max|t|/127 floored at 1e-30, codes =
  * clamp(round_half_even(t/s), -127, 127). */
-static float ref_quantize(size_t d, const float *x, const float *field, int8_t *codes) {
+static float ref_quantize_to(size_t d, const float *x, const float *field, float code_max,
+                             int8_t *codes) {
     float t[MAX_D];
     float max_abs = 0.0f;
     for (size_t j = 0; j < d; j++) {
         t[j] = saturate(x[j] / field[j]);
         if (fabsf(t[j]) > max_abs) max_abs = fabsf(t[j]);
     }
-    float s = max_abs / 127.0f;
+    float s = max_abs / code_max;
     if (s < 1e-30f) s = 1e-30f;
     for (size_t j = 0; j < d; j++) {
         float r = round_half_even(t[j] / s);
-        if (r > 127.0f) r = 127.0f;
-        if (r < -127.0f) r = -127.0f;
+        if (r > code_max) r = code_max;
+        if (r < -code_max) r = -code_max;
         codes[j] = (int8_t)r;
     }
     return s;
+}
+
+static float ref_quantize(size_t d, const float *x, const float *field, int8_t *codes) {
+    return ref_quantize_to(d, x, field, 127.0f, codes);
+}
+
+/* Where channel j's 4-bit code lies among a row's code bytes (kvcache.h,
+ * kvc_mode): its byte, and whether it is the high nibble. */
+static size_t q4_byte_of(size_t d, size_t j, int *high) {
+    const size_t block = j / 32 * 32, k = j - block;
+    const size_t m = d - block < 32 ? d - block : 32, half = (m + 1) / 2;
+    *high = k >= half;
+    return block / 2 + (k < half ? k : k - half);
+}
+
+/* The bytes of a 4-bit row after its scale: the 2-bit shift of each group
+ * of 16 channels, then the codes -7..7 in that layout, unused bits zero. */
+static size_t ref_pack_q4(size_t d, const int8_t *codes, const int *shifts, uint8_t *packed) {
+    const size_t groups = (d + 15) / 16, shift_bytes = (groups + 3) / 4;
+    memset(packed, 0, shift_bytes + (d + 1) / 2);
+    for (size_t g = 0; g < groups; g++) packed[g / 4] |= (uint8_t)(shifts[g] << (2 * (g % 4)));
+    for (size_t j = 0; j < d; j++) {
+        int high;
+        const size_t at = shift_bytes + q4_byte_of(d, j, &high);
+        packed[at] |= (uint8_t)(((uint8_t)codes[j] & 0x0F) << (high ? 4 : 0));
+    }
+    return shift_bytes + (d + 1) / 2;
+}
+
+/* The 4-bit definition: scale = max(max|t| / 7, floor); group g (16
+ * channels) steps by scale * 2^(shift - 3) for the smallest shift with its
+ * max|t| <= max|t| * 2^(shift - 3); codes round half to even, within 7.
+ * Returns the row scale, scale / 8; codes and shifts as written. */
+static float ref_quantize_q4(size_t d, const float *x, const float *field, int8_t *codes,
+                             int *shifts) {
+    float t[MAX_D], group_max[MAX_D / 16 + 1] = {0};
+    float max_abs = 0.0f;
+    for (size_t j = 0; j < d; j++) {
+        t[j] = saturate(x[j] / field[j]);
+        max_abs = fmaxf(max_abs, fabsf(t[j]));
+        group_max[j / 16] = fmaxf(group_max[j / 16], fabsf(t[j]));
+    }
+    float s = max_abs / 7.0f;
+    if (s < 1e-30f) s = 1e-30f;
+    for (size_t g = 0; g < (d + 15) / 16; g++) {
+        shifts[g] = 3;
+        while (shifts[g] > 0 && group_max[g] <= max_abs / (float)(1 << (4 - shifts[g]))) shifts[g]--;
+    }
+    for (size_t j = 0; j < d; j++) {
+        const float step = s / (float)(1 << (3 - shifts[j / 16]));
+        float r = round_half_even(t[j] / step);
+        if (r > 7.0f) r = 7.0f;
+        if (r < -7.0f) r = -7.0f;
+        codes[j] = (int8_t)r;
+    }
+    return s / 8.0f;
 }
 
 /* |computed - exact| <= gamma_d * sum |a_j b_j| for any summation order. */
@@ -212,10 +269,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the fifteen operations: one added to
+/* This file has a case for each of the seventeen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 15,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 17,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
@@ -259,6 +316,102 @@ TEST(quantize_row_should_give_the_bytes_of_its_definition_at_every_dim) {
             CHECK(memcmp(simd_codes, got, d) == 0);
         }
     }
+}
+
+/* Every tail a 32-channel block can leave, odd and even. */
+static const size_t q4_dims[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 50, 63, 64, 65, 80, 127, 128, 256};
+#define NUM_Q4_DIMS (sizeof q4_dims / sizeof q4_dims[0])
+
+TEST(quantize_row_q4_should_give_the_bytes_of_its_definition_at_every_dim) {
+    const kvc_kernels *simd = simd_set();
+    test_rng rng = test_rng_new(31);
+    float x[MAX_D], field[MAX_D];
+    int8_t codes[MAX_D];
+    int shifts[MAX_D / 16 + 1];
+    uint8_t want[MAX_D], got[MAX_D], simd_packed[MAX_D];
+    size_t finer = 0; /* groups stepped finer than the row's largest */
+    for (size_t i = 0; i < NUM_Q4_DIMS; i++) {
+        const size_t d = q4_dims[i];
+        for (int trial = 0; trial < TRIALS; trial++) {
+            fill_row(&rng, x, d, trial);
+            fill_field(&rng, field, d, trial);
+            /* a quiet group now and then: its steps go finer */
+            if (trial % 2 && d > 16)
+                for (size_t j = 0; j < 16; j++) x[j] *= 0.1f;
+            const float want_scale = ref_quantize_q4(d, x, field, codes, shifts);
+            const size_t bytes = ref_pack_q4(d, codes, shifts, want);
+            for (size_t g = 0; g < (d + 15) / 16; g++) finer += shifts[g] < 3;
+            memset(got, 0xAA, sizeof got);
+            const float scale = kvc_kernels_scalar.quantize_row_q4(d, x, field, got);
+            CHECK(memcmp(&scale, &want_scale, sizeof scale) == 0);
+            CHECK(memcmp(got, want, bytes) == 0);
+            CHECK(got[bytes] == 0xAA); /* nothing past the row */
+            if (!simd) continue;
+            memset(simd_packed, 0xAA, sizeof simd_packed);
+            const float simd_scale = simd->quantize_row_q4(d, x, field, simd_packed);
+            CHECK(memcmp(&simd_scale, &scale, sizeof scale) == 0);
+            CHECK(memcmp(simd_packed, got, bytes) == 0);
+            CHECK(simd_packed[bytes] == 0xAA);
+        }
+    }
+    CHECK(finer > 0);
+}
+
+TEST(unpack_q4_should_give_every_code_times_its_group_shift_and_the_scale) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(32);
+    enum { ROWS = 3 };
+    int8_t codes[ROWS][MAX_D];
+    int shifts[ROWS][MAX_D / 16 + 1];
+    uint8_t q4rows[ROWS * (4 + MAX_D)], q8rows[ROWS * (4 + MAX_D) + 1];
+    for (size_t i = 0; i < NUM_Q4_DIMS; i++) {
+        const size_t d = q4_dims[i], q4_bytes = 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2, q8_bytes = 4 + d;
+        for (int r = 0; r < ROWS; r++) {
+            for (size_t j = 0; j < d; j++) codes[r][j] = (int8_t)((int)(test_rng_u32(&rng) % 15) - 7);
+            for (size_t g = 0; g < (d + 15) / 16; g++) shifts[r][g] = (int)(test_rng_u32(&rng) % 4);
+            const float scale = test_rng_unit(&rng) + 0.25f;
+            memcpy(q4rows + r * q4_bytes, &scale, 4);
+            CHECK(4 + ref_pack_q4(d, codes[r], shifts[r], q4rows + r * q4_bytes + 4) == q4_bytes);
+        }
+        for (size_t s = 0; s < sets.count; s++) {
+            memset(q8rows, 0x55, sizeof q8rows);
+            sets.set[s]->unpack_q4(ROWS, d, q4rows, q8rows);
+            for (int r = 0; r < ROWS; r++) {
+                CHECK(memcmp(q8rows + r * q8_bytes, q4rows + r * q4_bytes, 4) == 0);
+                for (size_t j = 0; j < d; j++)
+                    CHECK((int8_t)q8rows[r * q8_bytes + 4 + j] == codes[r][j] * (1 << shifts[r][j / 16]));
+            }
+            CHECK(q8rows[ROWS * q8_bytes] == 0x55);
+        }
+    }
+}
+
+TEST(quantize_row_q4_should_round_ties_to_even_and_keep_codes_within_7) {
+    const kernel_sets sets = kernels_to_check();
+    /* t = x / c with c = 1 and max|t| = 7 in every group: steps of 1, so
+     * x = k + 0.5 is a tie. */
+    const size_t d = 40;
+    float x[40], field[40];
+    for (size_t j = 0; j < d; j++) {
+        field[j] = 1.0f;
+        x[j] = (float)((int)(j % 15) - 7) + ((j % 3 == 0 && j % 15 != 0 && j % 15 != 14) ? 0.5f : 0.0f);
+    }
+    x[0] = 7.0f;
+    x[16] = -7.0f;
+    x[32] = 7.0f;
+    int8_t want[40];
+    int shifts[3];
+    uint8_t packed_want[32], packed[32];
+    const float want_scale = ref_quantize_q4(d, x, field, want, shifts);
+    CHECK(want_scale == 0.125f && shifts[0] == 3 && shifts[1] == 3 && shifts[2] == 3);
+    const size_t bytes = ref_pack_q4(d, want, shifts, packed_want);
+    for (size_t s = 0; s < sets.count; s++) {
+        const float scale = sets.set[s]->quantize_row_q4(d, x, field, packed);
+        CHECK(scale == 0.125f);
+        CHECK(memcmp(packed, packed_want, bytes) == 0);
+        for (size_t b = 1; b < bytes; b++) CHECK((packed[b] & 0x0F) != 8 && (packed[b] >> 4) != 8);
+    }
+    CHECK(want[1] == -6 && want[3] == -4); /* -6.5 -> -6, -4.5 -> -4 */
 }
 
 TEST(dequantize_row_should_give_scalar_bits_at_every_dim) {
@@ -1164,6 +1317,9 @@ TEST(relaxed_weighted_sum_f32_should_agree_to_rounding_and_give_each_query_its_o
 RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively),
           CASE(kernel_tables_should_fill_every_operation),
           CASE(quantize_row_should_give_the_bytes_of_its_definition_at_every_dim),
+          CASE(quantize_row_q4_should_give_the_bytes_of_its_definition_at_every_dim),
+          CASE(unpack_q4_should_give_every_code_times_its_group_shift_and_the_scale),
+          CASE(quantize_row_q4_should_round_ties_to_even_and_keep_codes_within_7),
           CASE(dequantize_row_should_give_scalar_bits_at_every_dim),
           CASE(mul_f32_should_give_scalar_bits_also_in_place),
           CASE(all_finite_should_match_scalar_on_finite_rows),

@@ -13,7 +13,8 @@
 
 #define W KVC_Q8_WINDOW
 
-static const char *const mode_names[] = {"f32", "q8", "q8k", "q8v"};
+static const char *const mode_names[TEST_MODE_COUNT] = {"f32", "q8", "q8k", "q8v", "q4",
+                                                        "q4k", "q4v", "q8k+q4v", "q4k+q8v"};
 
 /* A non-NULL pointer that create must overwrite with NULL on error. */
 static kvc_layer *const sentinel = (kvc_layer *)&test_modes;
@@ -42,7 +43,7 @@ TEST(create_should_refuse_zero_and_too_large_head_dim) {
 
 TEST(create_should_refuse_unknown_mode) {
     kvc_layer *layer = sentinel;
-    CHECK_STATUS(kvc_layer_create(2, 16, (kvc_mode)4, &layer), KVC_E_MODE);
+    CHECK_STATUS(kvc_layer_create(2, 16, (kvc_mode)KVC_MODE_COUNT, &layer), KVC_E_MODE);
     CHECK(layer == NULL);
     layer = sentinel;
     CHECK_STATUS(kvc_layer_create(2, 16, (kvc_mode)-1, &layer), KVC_E_MODE);
@@ -71,7 +72,7 @@ TEST(append_n_should_equal_single_appends) {
     static const size_t chunks[] = {10, 50, 1, 30, 40, 19}; /* 60 -> 61, 61 -> 91 cross W */
     const size_t H = 5, d = 24, len = 150;
     test_data data = test_data_make(71, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *single = test_layer_with(&data, 0, test_modes[mi]);
         kvc_layer *batched = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(single != NULL && batched != NULL);
@@ -105,7 +106,7 @@ TEST(head_positions_should_follow_alive_masks) {
     const size_t H = 6, d = 8, len = 130;
     test_data data = test_data_make(73, len, H, d, 1);
     uint32_t want[130], got[130];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t p = 0; p < len; p++) {
@@ -146,7 +147,7 @@ TEST(attend_probs_should_line_up_with_head_positions) {
     float q[8] = {0}, out[8], probs[120];
     uint32_t positions[120];
     q[0] = sqrtf((float)d);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t h = 0; h < H; h++) {
@@ -289,11 +290,19 @@ static int holds_prefix(const kvc_layer *layer, const test_state *full, const te
     const size_t d = data->d;
     int ok = now->seq_len == len && now->memory_bytes == test_expected_memory(data, len, mode) &&
              now->field_frozen == (mode != KVC_MODE_F32 && len > W);
+    /* A q4 window that comes back holds its rows' f32 copies: the rows of
+     * a layer that never held more, not the 4-bit rows the full one read. */
+    if (test_mode_has_q4(mode)) {
+        kvc_layer *fresh = test_layer_with(data, len, mode);
+        ok = ok && fresh && test_layers_equal(layer, fresh);
+        kvc_layer_free(fresh);
+    }
     for (size_t h = 0; h < data->H && ok; h++) {
         const size_t n = test_data_rows(data, h, 0, len);
+        const int rows_kept = !test_mode_has_q4(mode);
         ok = now->head_len[h] == n &&
-             memcmp(now->keys[h], full->keys[h], n * d * sizeof(float)) == 0 &&
-             memcmp(now->values[h], full->values[h], n * d * sizeof(float)) == 0 &&
+             (!rows_kept || memcmp(now->keys[h], full->keys[h], n * d * sizeof(float)) == 0) &&
+             (!rows_kept || memcmp(now->values[h], full->values[h], n * d * sizeof(float)) == 0) &&
              memcmp(now->positions[h], full->positions[h], n * sizeof(uint32_t)) == 0;
         if (!ok) printf("  head %zu differs at len %zu\n", h, len);
     }
@@ -306,7 +315,7 @@ TEST(truncate_should_drop_exactly_each_store_own_rows) {
     static const size_t cuts[] = {20, 30, 34, 2, 1, 23, 40};
     const size_t H = 5, d = 12, len = 150;
     test_data data = test_data_make(80, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
         CHECK(layer != NULL);
         test_state *full = test_state_take(layer);
@@ -328,7 +337,7 @@ TEST(truncate_should_drop_exactly_each_store_own_rows) {
 TEST(truncate_should_drop_everything_when_n_exceeds_seq_len) {
     test_data data = test_data_make(81, 90, 3, 8, 1);
     static const size_t too_many[] = {91, 1000, (size_t)-1};
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 0, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_truncate_last(layer, 5)); /* empty: nothing to drop */
@@ -353,7 +362,7 @@ TEST(memory_bytes_should_follow_the_formula_in_every_mode) {
     static const size_t cuts[] = {7, 50, 30, 1, 62};
     const size_t H = 11, d = 8, len = 150;
     test_data data = test_data_make(82, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         const kvc_mode mode = test_modes[mi];
         kvc_layer *layer;
         CHECK_OK(kvc_layer_create(H, d, mode, &layer));
@@ -376,7 +385,7 @@ TEST(memory_bytes_should_follow_the_formula_in_every_mode) {
 TEST(capacity_bytes_should_cover_memory_bytes) {
     const size_t H = 4, d = 16, len = 140;
     test_data data = test_data_make(83, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer, *copy;
         CHECK_OK(kvc_layer_create(H, d, test_modes[mi], &layer));
         CHECK(kvc_layer_capacity_bytes(layer) > 0);
@@ -411,7 +420,7 @@ TEST(clone_should_equal_the_original) {
     static const size_t lengths[] = {0, 40, 100};
     const size_t H = 4, d = 20;
     test_data data = test_data_make(84, 100, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t li = 0; li < 3; li++) {
             kvc_layer *copy, *layer = test_layer_with(&data, lengths[li], test_modes[mi]);
             CHECK(layer != NULL);
@@ -445,7 +454,7 @@ TEST(clone_should_evolve_independently_of_the_original) {
     const size_t H = 4, d = 20;
     test_data data = test_data_make(85, 100, H, d, 1);
     test_data other = test_data_make(86, 110, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *copy, *layer = test_layer_with(&data, 100, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_clone(layer, &copy));
@@ -474,7 +483,7 @@ TEST(clone_should_evolve_independently_of_the_original) {
 TEST(clear_should_empty_everything_and_keep_geometry_and_mode) {
     const size_t H = 3, d = 16;
     test_data data = test_data_make(87, 100, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 100, test_modes[mi]);
         CHECK(layer != NULL);
         kvc_layer_clear(layer);
@@ -521,7 +530,7 @@ TEST(append_should_refuse_nonfinite_key_or_value_of_live_head) {
     const size_t H = 3, d = 17;
     static const size_t lengths[] = {10, 64, 70};
     test_data data = test_data_make(88, 71, H, d, 0);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t li = 0; li < 3; li++) {
             const size_t len = lengths[li];
             kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]);
@@ -544,7 +553,7 @@ TEST(append_should_refuse_nonfinite_key_or_value_of_live_head) {
 TEST(append_n_should_store_nothing_when_a_later_position_is_nonfinite) {
     const size_t H = 3, d = 16;
     test_data data = test_data_make(89, 80, H, d, 0);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 58, test_modes[mi]);
         CHECK(layer != NULL);
         /* Positions 58..79 cross W; the bad element sits in the last one. */
@@ -570,7 +579,7 @@ TEST(append_should_accept_nonfinite_in_dead_head_slice) {
     }
     float q[8], out[8], probs[100];
     test_rng rng = test_rng_new(90);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 30, test_modes[mi]);
         CHECK(layer != NULL);
         for (size_t p = 30; p < 100; p++) CHECK_OK(test_data_append(layer, &data, p, 1));
@@ -657,7 +666,7 @@ TEST(head_reads_should_refuse_bad_head_short_buffer_and_null) {
 }
 
 /* The highest value of kvc_status. */
-#define LAST_STATUS KVC_E_PREFIX
+#define LAST_STATUS KVC_E_RESIDUAL
 
 TEST(status_name_should_give_distinct_text_for_every_status) {
     for (int a = KVC_OK; a <= LAST_STATUS; a++) {
@@ -682,7 +691,7 @@ TEST(version_should_be_the_header_version) {
 TEST(describe_should_name_mode_and_seq_len) {
     test_data data = test_data_make(92, 70, 3, 16, 1);
     char buf[512], want[64];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 70, test_modes[mi]);
         CHECK(layer != NULL);
         const size_t needed = kvc_layer_describe(layer, buf, sizeof buf);

@@ -444,7 +444,7 @@ TEST(linear_calls_on_full_layer_should_return_kind) {
     test_data data = test_data_make(254, 70, 2, 4, 1);
     double state[32];
     float out[8];
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 70, test_modes[mi]);
         CHECK(layer != NULL);
         CHECK_REFUSED(layer, test_steps_take(layer, &steps, 0, 1, out), KVC_E_KIND);

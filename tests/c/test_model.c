@@ -301,17 +301,17 @@ TEST(truncate_last_with_a_linear_layer_should_return_kind_and_change_nothing) {
 
 TEST(truncate_last_should_truncate_every_full_layer) {
     test_data data = test_data_make(510, 100, 5, 8, 1);
-    kvc_layer *layers[4];
+    kvc_layer *layers[TEST_MODE_COUNT];
     kvc_model *model;
-    for (size_t mi = 0; mi < 4; mi++) layers[mi] = test_layer_with(&data, 100, test_modes[mi]);
-    CHECK_OK(kvc_model_create(layers, 4, &model));
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) layers[mi] = test_layer_with(&data, 100, test_modes[mi]);
+    CHECK_OK(kvc_model_create(layers, TEST_MODE_COUNT, &model));
     static const size_t cuts[] = {30, 10, 1000};
     size_t now = 100;
     for (size_t c = 0; c < 3; c++) {
         CHECK_OK(kvc_model_truncate_last(model, cuts[c]));
         now = cuts[c] < now ? now - cuts[c] : 0;
         CHECK(kvc_model_seq_len(model) == now);
-        for (size_t mi = 0; mi < 4; mi++) {
+        for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
             kvc_layer *plain = test_layer_with(&data, now, test_modes[mi]);
             CHECK(plain != NULL && test_layers_equal(kvc_model_layer(model, mi), plain));
             kvc_layer_free(plain);

@@ -3,11 +3,14 @@
  * page and copies no row, behaves as a deep copy through anything done to
  * it or to the layer it came from, never changes another layer when it
  * writes, counts its bytes truthfully, and every page is freed with its last
- * holder.  A deep copy here is a snapshot restored: it shares nothing.
+ * holder.  A deep copy here is a fork whose every page was then copied: it
+ * shares nothing.  (A restored snapshot shares nothing either, but keeps no
+ * q4 rollback copies: its future truncations differ.)
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "test.h"
 
 static kvc_memory_usage usage(void) {
@@ -26,15 +29,25 @@ static kvc_status add_imp(kvc_layer *layer, float scale) {
     return status;
 }
 
-/* A layer sharing nothing with `layer`, equal to it: its snapshot restored. */
+/* A layer sharing nothing with `layer`, equal to it: a fork made to own
+ * every page. */
 static kvc_layer *deep_copy(const kvc_layer *layer) {
-    const size_t len = kvc_layer_snapshot_size(layer);
-    uint8_t *bytes = test_alloc(len);
     kvc_layer *copy = NULL;
-    if (kvc_layer_serialize(layer, bytes, len) != KVC_OK || kvc_layer_deserialize(bytes, len, &copy) != KVC_OK)
-        copy = NULL;
-    free(bytes);
-    return copy;
+    if (kvc_layer_clone(layer, &copy) != KVC_OK) return NULL;
+    kvc_paged *slots[3] = {&copy->imp, &copy->positions, &copy->alive};
+    kvc_status status = KVC_OK;
+    for (int i = 0; i < 3 && status == KVC_OK; i++) status = kvc_paged_make_writable(slots[i], 0, slots[i]->len);
+    for (size_t h = 0; h < copy->num_kv_heads && status == KVC_OK; h++) {
+        kvc_store *stores[2] = {&copy->heads[h].keys, &copy->heads[h].values};
+        for (int c = 0; c < 2 && status == KVC_OK; c++) {
+            kvc_paged *parts[4] = {&stores[c]->rows, &stores[c]->qrows, &stores[c]->recent, &stores[c]->field};
+            for (int i = 0; i < 4 && status == KVC_OK; i++)
+                status = kvc_paged_make_writable(parts[i], 0, parts[i]->len);
+        }
+    }
+    if (status == KVC_OK && kvc_layer_shared_bytes(copy) == 0) return copy;
+    kvc_layer_free(copy);
+    return NULL;
 }
 
 /* The operations a fork may meet, each a write somewhere. */
@@ -64,7 +77,7 @@ static kvc_status apply_op(kvc_layer *layer, int op, const test_data *data, size
 TEST(clone_should_share_every_page_and_copy_no_row) {
     const size_t H = 5, d = 12, len = 300;
     test_data data = test_data_make(301, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]), *fork;
         CHECK(layer != NULL);
         CHECK_OK(add_imp(layer, 0.5f));
@@ -91,7 +104,7 @@ TEST(clone_should_share_every_page_and_copy_no_row) {
 TEST(a_write_to_a_fork_should_never_change_its_parent_or_siblings) {
     const size_t H = 4, d = 16, len = 150;
     test_data data = test_data_make(302, len + 80, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *parent = test_layer_with(&data, len, test_modes[mi]);
         CHECK(parent != NULL);
         CHECK_OK(add_imp(parent, 0.5f));
@@ -131,7 +144,7 @@ TEST(forks_should_behave_as_deep_copies_through_any_sequence_of_writes) {
     test_data data = test_data_make(303, len, H, d, 1);
     test_rng rng = test_rng_new(303);
     enum { FAMILY = 5 };
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *forks[FAMILY] = {0}, *twins[FAMILY] = {0};
         forks[0] = test_layer_with(&data, 130, test_modes[mi]);
         twins[0] = deep_copy(forks[0]);
@@ -174,7 +187,7 @@ TEST(forks_should_behave_as_deep_copies_through_any_sequence_of_writes) {
 TEST(a_snapshot_of_a_fork_should_be_the_bytes_of_its_parent) {
     const size_t H = 2, d = 32, len = 200;
     test_data data = test_data_make(304, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_modes[mi]), *fork;
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_clone(layer, &fork));
@@ -195,7 +208,7 @@ TEST(a_snapshot_of_a_fork_should_be_the_bytes_of_its_parent) {
 TEST(memory_stats_should_count_a_shared_page_once) {
     const size_t H = 4, d = 16, len = 200;
     test_data data = test_data_make(305, len + 1, H, d, 0);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         const kvc_memory_usage empty = usage();
         kvc_layer *parent = test_layer_with(&data, len, test_modes[mi]), *forks[8];
         CHECK(parent != NULL);

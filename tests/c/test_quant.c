@@ -45,11 +45,19 @@ static void window_field(const test_data *data, size_t h, int is_values, float *
     for (size_t j = 0; j < d; j++) field[j] = fmaxf(field[j], ldexpf(max_c, -12));
 }
 
-/* x read back after quantization against `field`. */
-static void quantize_round_trip(size_t d, const float *x, const float *field, float *out) {
-    int8_t codes[KVC_MAX_HEAD_DIM];
-    const float scale = kvc_kernels_scalar.quantize_row(d, x, field, codes);
-    kvc_kernels_scalar.dequantize_row(d, codes, scale, field, out);
+/* x read back after quantization against `field`, in 8 or 4 bits. */
+static void quantize_round_trip(size_t d, kvc_component type, const float *x, const float *field,
+                                float *out) {
+    uint8_t row[4 + KVC_MAX_HEAD_DIM], unpacked[4 + KVC_MAX_HEAD_DIM];
+    float scale;
+    if (type == KVC_COMPONENT_Q4) {
+        scale = kvc_kernels_scalar.quantize_row_q4(d, x, field, row + 4);
+        memcpy(row, &scale, 4);
+        kvc_kernels_scalar.unpack_q4(1, d, row, unpacked);
+    } else {
+        scale = kvc_kernels_scalar.quantize_row(d, x, field, (int8_t *)unpacked + 4);
+    }
+    kvc_kernels_scalar.dequantize_row(d, (const int8_t *)unpacked + 4, scale, field, out);
 }
 
 /* What head_keys (is_values = 0) or head_values (1) of head h must return
@@ -60,11 +68,17 @@ static size_t expected_rows(const test_data *data, size_t len, kvc_mode mode, si
     const size_t d = data->d;
     uint32_t *positions = test_alloc(len * sizeof(uint32_t) + 1);
     const size_t n = test_data_head(data, len, h, is_values, rows, positions);
-    if (test_mode_quantizes(mode, is_values) && len > W) {
+    const kvc_component type = kvc_mode_component(mode, is_values);
+    if (type != KVC_COMPONENT_F32 && len > W) {
         float *field = test_alloc(d * sizeof(float));
         window_field(data, h, is_values, field);
+        /* q4: the newest KVC_Q4_RESIDUAL_ROWS rows stay exact */
+        size_t exact_from = n;
+        if (type == KVC_COMPONENT_Q4)
+            exact_from = n > KVC_Q4_RESIDUAL_ROWS ? n - KVC_Q4_RESIDUAL_ROWS : 0;
         for (size_t r = 0; r < n; r++) {
-            if (positions[r] >= W) quantize_round_trip(d, rows + r * d, field, rows + r * d);
+            if (positions[r] >= W && r < exact_from)
+                quantize_round_trip(d, type, rows + r * d, field, rows + r * d);
         }
         free(field);
     }
@@ -99,7 +113,7 @@ TEST(rows_below_window_should_stay_exact_in_quantized_modes) {
     test_data data = test_data_make(51, len, H, d, 1);
     float *got = test_alloc(len * d * sizeof(float));
     float *want = test_alloc(len * d * sizeof(float));
-    for (size_t mi = 0; mi < 3; mi++) {
+    for (size_t mi = 0; mi < TEST_QUANTIZED_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, len, test_quantized_modes[mi]);
         CHECK(layer != NULL);
         CHECK(kvc_layer_field_frozen(layer) == 1);
@@ -120,7 +134,7 @@ TEST(rows_below_window_should_stay_exact_in_quantized_modes) {
 
 TEST(field_should_freeze_exactly_when_position_64_is_appended) {
     test_data data = test_data_make(52, W + 8, 2, 16, 0);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         const kvc_mode mode = test_modes[mi];
         kvc_layer *layer;
         CHECK_OK(kvc_layer_create(2, 16, mode, &layer));
@@ -148,7 +162,7 @@ TEST(quantized_rows_should_follow_the_rms_field_of_window_rows) {
     for (size_t di = 0; di < 2; di++) {
         const size_t H = 5, d = dims[di], len = 200;
         test_data data = test_data_make(53 + di, len, H, d, 1);
-        for (size_t mi = 0; mi < 3; mi++) {
+        for (size_t mi = 0; mi < TEST_QUANTIZED_MODE_COUNT; mi++) {
             kvc_layer *layer = test_layer_with(&data, len, test_quantized_modes[mi]);
             CHECK(layer != NULL);
             CHECK(rows_as_expected(layer, &data, len, test_quantized_modes[mi]));
@@ -194,14 +208,14 @@ TEST(q8v_should_quantize_values_only) {
 }
 
 TEST(field_should_be_all_ones_for_head_dead_in_window) {
-    const size_t H = 2, d = 24, len = 100;
+    const size_t H = 2, d = 24, len = 200;
     test_data data = test_data_make(57, len, H, d, 0);
     /* Head 1 stores nothing at positions < W, everything after. */
     for (size_t p = 0; p < W; p++) data.alive[p * H + 1] = 0;
     float ones[24], want[24];
     for (size_t j = 0; j < d; j++) ones[j] = 1.0f;
     float *got = test_alloc(len * d * sizeof(float));
-    for (size_t mi = 0; mi < 3; mi++) {
+    for (size_t mi = 0; mi < TEST_QUANTIZED_MODE_COUNT; mi++) {
         const kvc_mode mode = test_quantized_modes[mi];
         kvc_layer *layer = test_layer_with(&data, len, mode);
         CHECK(layer != NULL);
@@ -209,9 +223,14 @@ TEST(field_should_be_all_ones_for_head_dead_in_window) {
         for (int is_values = 0; is_values < 2; is_values++) {
             if (!test_mode_quantizes(mode, is_values)) continue;
             CHECK_OK(test_head_rows(layer, 1, is_values, got, len * d));
+            const kvc_component type = kvc_mode_component(mode, is_values);
+            /* (q4: the newest rows, the residual window, come back exact) */
+            const size_t read_back = type == KVC_COMPONENT_Q4 ? len - W - KVC_Q4_RESIDUAL_ROWS : len - W;
+            CHECK(len - W > KVC_Q4_RESIDUAL_ROWS);
             for (size_t r = 0; r < len - W; r++) {
                 const float *x = (is_values ? data.v : data.k) + ((W + r) * H + 1) * d;
-                quantize_round_trip(d, x, ones, want);
+                if (r < read_back) quantize_round_trip(d, type, x, ones, want);
+                else memcpy(want, x, d * sizeof(float));
                 CHECK(test_bits_equal(got + r * d, want, d));
             }
         }
@@ -223,7 +242,7 @@ TEST(field_should_be_all_ones_for_head_dead_in_window) {
 
 TEST(truncate_should_unfreeze_field_below_window) {
     test_data data = test_data_make(58, 100, 2, 16, 0);
-    for (size_t mi = 0; mi < 3; mi++) {
+    for (size_t mi = 0; mi < TEST_QUANTIZED_MODE_COUNT; mi++) {
         kvc_layer *layer = test_layer_with(&data, 100, test_quantized_modes[mi]);
         CHECK(layer != NULL);
         CHECK_OK(kvc_layer_truncate_last(layer, 100 - (W + 1)));
@@ -284,7 +303,7 @@ TEST(rollback_across_window_should_be_bit_identical_to_plain_decoding) {
     const size_t H = 4, d = 20, len = 160;
     test_data truth = test_data_make(59, len, H, d, 1);
     test_data junk = test_data_make(60, len, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t s = 0; s < sizeof scenarios / sizeof scenarios[0]; s++) {
             CHECK(rollback_is_invisible(test_modes[mi], &truth, &junk, scenarios[s]));
         }

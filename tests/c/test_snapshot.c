@@ -30,7 +30,7 @@
 
 /* Offsets in a layer snapshot. */
 enum { AT_VERSION = 4, AT_PAYLOAD_LEN = 8, AT_KIND = 16, AT_MODE = 20, AT_H = 24, AT_D = 28,
-       AT_L = 32, AT_NEXT = 40, AT_FROZEN = 48, AT_RESERVED = 52, AT_MAX_ROWS = 56,
+       AT_L = 32, AT_NEXT = 40, AT_FROZEN = 48, AT_RESIDUAL = 52, AT_MAX_ROWS = 56,
        AT_SINKS = 64, AT_RECENT = 72, AT_IMP = 80 };
 /* ... of a linear one. */
 enum { AT_LIN_H = 20, AT_LIN_F = 24, AT_LIN_DV = 28, AT_LIN_PHASE = 32, AT_LIN_STEPS = 40 };
@@ -144,9 +144,12 @@ static kvc_status read_model(const uint8_t *snap, size_t len, kvc_model **out) {
 }
 
 /* Bytes a full layer's snapshot holds beyond its memory_bytes: the frame,
- * the fixed fields, and the fixed fields of 2 H stores (docs/snapshot-format.md). */
-static size_t full_overhead(size_t H) {
-    return FRAME + FULL_HEADER + 2 * H * STORE_HEADER;
+ * the fixed fields, and the fixed fields of 2 H stores, a q4 store's count
+ * of window rows among them (docs/snapshot-format.md). */
+static size_t full_overhead(size_t H, kvc_mode mode) {
+    const size_t q4_stores = (kvc_mode_component(mode, 0) == KVC_COMPONENT_Q4) +
+                             (kvc_mode_component(mode, 1) == KVC_COMPONENT_Q4);
+    return FRAME + FULL_HEADER + 2 * H * STORE_HEADER + q4_stores * H * 8;
 }
 
 /* The round trip of a layer: a restored copy observably equal to it, whose
@@ -159,7 +162,7 @@ static kvc_layer *round_trip(const kvc_layer *layer) {
     int ok = snap && read_layer(snap, len, &copy) == KVC_OK && test_layers_equal(copy, layer);
     const size_t overhead = kvc_layer_kind(layer) == KVC_KIND_LINEAR
                                 ? FRAME + LINEAR_HEADER
-                                : full_overhead(kvc_layer_num_kv_heads(layer));
+                                : full_overhead(kvc_layer_num_kv_heads(layer), kvc_layer_mode(layer));
     ok = ok && len == kvc_layer_memory_bytes(layer) + overhead;
     ok = ok && (again = layer_snapshot(copy, &again_len)) && again_len == len &&
          memcmp(again, snap, len) == 0;
@@ -204,8 +207,11 @@ static int same_future(kvc_layer *a, kvc_layer *b, const test_data *data, uint64
         ok = ok && test_layers_equal(a, b);
     }
     const size_t budget = kvc_layer_seq_len(a) / 2;
+    /* A restored q4 layer keeps its window's f32 copies only: it rolls back
+     * exactly what it appended since (kvc_layer_exact_rollback). */
+    const size_t exact = kvc_layer_exact_rollback(b), cut = exact < 3 ? exact : 3;
     for (int i = 0; i < 2 && ok; i++) {
-        ok = kvc_layer_truncate_last(both[i], 3) == KVC_OK &&
+        ok = kvc_layer_truncate_last(both[i], cut) == KVC_OK &&
              kvc_layer_evict(both[i], budget, 1, 2) == KVC_OK &&
              test_data_append(both[i], data, kvc_layer_next_position(both[i]), 2) == KVC_OK;
     }
@@ -273,7 +279,7 @@ TEST(layer_round_trip_should_be_bit_identical_in_every_mode_and_state) {
      * heads with gaps, one dead below the window, one never alive. */
     const size_t H = 9, d = 5;
     test_data data = test_data_make(2001, 200, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t si = 0; si < NUM_LAYER_STATES; si++) {
             const layer_state *st = &layer_states[si];
             kvc_layer *layer = layer_in_state(&data, test_modes[mi], st, 2001 + si);
@@ -294,7 +300,7 @@ TEST(layer_round_trip_should_keep_the_field_frozen_or_not) {
     const size_t H = 4, d = 8;
     test_data data = test_data_make(2002, 100, H, d, 1);
     static const size_t lengths[] = {63, 64, 65, 66, 100};
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t li = 0; li < 5; li++) {
             kvc_layer *layer = test_layer_with(&data, lengths[li], test_modes[mi]);
             CHECK(layer != NULL);
@@ -589,7 +595,7 @@ TEST(deserialize_should_refuse_a_foreign_magic_and_another_version) {
     bad[3] = 'M';
     CHECK_STATUS(read_layer(bad, len, &out), KVC_E_SNAPSHOT_MAGIC);
     /* Another version, with a checksum that matches it. */
-    static const uint32_t versions[] = {0, 2, 0x100 + 1, 0xFFFFFFFFu};
+    static const uint32_t versions[] = {0, 3, 0x100 + 2, 0xFFFFFFFFu};
     for (size_t i = 0; i < 4; i++) {
         memcpy(bad, snap, len);
         put32(bad + AT_VERSION, versions[i]);
@@ -710,7 +716,7 @@ TEST(deserialize_should_refuse_forged_counts_geometry_and_header_fields) {
         kvc_status expected;
     } cases[] = {
         {"kind 2", AT_KIND, 32, 2, KVC_E_SNAPSHOT_CORRUPT},
-        {"mode 4", AT_MODE, 32, 4, KVC_E_SNAPSHOT_CORRUPT},
+        {"mode 9", AT_MODE, 32, KVC_MODE_COUNT, KVC_E_SNAPSHOT_CORRUPT},
         {"mode f32 with int8 rows and fields", AT_MODE, 32, KVC_MODE_F32, KVC_E_SNAPSHOT_CORRUPT},
         {"no heads", AT_H, 32, 0, KVC_E_SNAPSHOT_CORRUPT},
         {"too many heads", AT_H, 32, KVC_MAX_KV_HEADS + 1, KVC_E_SNAPSHOT_CORRUPT},
@@ -727,7 +733,8 @@ TEST(deserialize_should_refuse_forged_counts_geometry_and_header_fields) {
         {"next position <= 64 with the field frozen", AT_NEXT, 64, 64, KVC_E_SNAPSHOT_CORRUPT},
         {"field thawed past the window", AT_FROZEN, 32, 0, KVC_E_SNAPSHOT_CORRUPT},
         {"frozen 2", AT_FROZEN, 32, 2, KVC_E_SNAPSHOT_CORRUPT},
-        {"reserved", AT_RESERVED, 32, 1, KVC_E_SNAPSHOT_CORRUPT},
+        {"residual rows above the most", AT_RESIDUAL, 32, KVC_Q4_MAX_RESIDUAL_ROWS + 1,
+         KVC_E_SNAPSHOT_CORRUPT},
         {"sinks without max_rows", AT_SINKS, 64, 1, KVC_E_SNAPSHOT_CORRUPT},
         {"recent without max_rows", AT_RECENT, 64, 1, KVC_E_SNAPSHOT_CORRUPT},
     };
@@ -924,7 +931,7 @@ static uint8_t *model_frame(uint8_t *const *layers, const size_t *lens, size_t c
     for (size_t i = 0; i < count; i++) total += 8 + lens[i];
     uint8_t *snap = test_alloc(total);
     memcpy(snap, "KVCM", 4);
-    put32(snap + AT_VERSION, 1);
+    put32(snap + AT_VERSION, 2);
     put32(snap + 16, (uint32_t)count);
     size_t at = 20;
     for (size_t i = 0; i < count; i++) {
@@ -1109,7 +1116,7 @@ TEST(deserialize_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 9, d = 5;
     test_data data = test_data_make(2012, 200, H, d, 1);
     CHECK_OK(test_fault_install());
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t si = 0; si < NUM_LAYER_STATES; si++) {
             kvc_layer *layer = layer_in_state(&data, test_modes[mi], &layer_states[si], 2012 + si);
             CHECK(layer != NULL);
@@ -1162,13 +1169,85 @@ TEST(snapshot_of_a_q8_layer_should_cost_little_more_than_its_memory_bytes) {
     printf("  q8 layer, %zu KV heads x %zu at %zu positions: snapshot %zu B, memory_bytes %zu B "
            "(+%zu B, %.4f%%)\n", H, d, len, size, memory, size - memory,
            100.0 * (double)(size - memory) / (double)memory);
-    CHECK(size == memory + full_overhead(H));
+    CHECK(size == memory + full_overhead(H, KVC_MODE_Q8));
     kvc_layer_free(copy);
     kvc_layer_free(layer);
     test_data_free(&data);
 }
 
+/* ---- versions and 4-bit rows ---- */
+
+TEST(a_version_1_snapshot_should_still_load) {
+    /* A version-1 snapshot is a version-2 one of a mode that existed then,
+     * with 0 where the residual window now is: rewritten so, it loads as
+     * the same layer; a q4 mode or a window in version 1 is refused. */
+    const size_t H = 2, d = 8, len = 90;
+    test_data data = test_data_make(4008, len, H, d, 1);
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q4};
+    for (size_t mi = 0; mi < 2; mi++) {
+        kvc_layer *layer = test_layer_with(&data, len, modes[mi]), *copy = NULL;
+        const size_t size = kvc_layer_snapshot_size(layer);
+        uint8_t *bytes = test_alloc(size);
+        CHECK_OK(kvc_layer_serialize(layer, bytes, size));
+        put32(bytes + AT_VERSION, 1);
+        put32(bytes + AT_RESIDUAL, 0);
+        reframe(bytes, size);
+        if (modes[mi] == KVC_MODE_Q8) {
+            CHECK_OK(kvc_layer_deserialize(bytes, size, &copy));
+            CHECK(copy && test_layers_equal(copy, layer));
+        } else {
+            CHECK_STATUS(kvc_layer_deserialize(bytes, size, &copy), KVC_E_SNAPSHOT_CORRUPT);
+        }
+        kvc_layer_free(copy);
+        free(bytes);
+        kvc_layer_free(layer);
+    }
+    test_data_free(&data);
+}
+
+TEST(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits) {
+    const size_t H = 1, d = 5, len = 70; /* 3 bytes of codes: the last high nibble pads */
+    test_data data = test_data_make(4009, len, H, d, 0);
+    kvc_layer *layer, *copy = NULL;
+    CHECK_OK(kvc_layer_create(H, d, KVC_MODE_Q4K, &layer));
+    CHECK_OK(kvc_layer_set_residual_rows(layer, 0));
+    CHECK_OK(test_data_append(layer, &data, 0, len));
+    const size_t size = kvc_layer_snapshot_size(layer);
+    uint8_t *bytes = test_alloc(size), *bad = test_alloc(size);
+    CHECK_OK(kvc_layer_serialize(layer, bytes, size));
+    CHECK_OK(kvc_layer_deserialize(bytes, size, &copy));
+    kvc_layer_free(copy);
+    /* Head 0's keys after the slot arrays (imp, position, alive: 9 bytes a
+     * slot): its two counts, its 64 f32 rows, then q4 rows of a scale, a
+     * byte of shifts (one group: bits 2..7 unused) and 3 bytes of codes. */
+    const size_t first_q4 = AT_IMP + len * 9 + 16 + KVC_Q8_WINDOW * d * 4;
+    static const struct {
+        size_t at;
+        uint8_t keep, set;
+        const char *what;
+    } forged[] = {
+        {5, 0xF0, 0x08, "a code of -8"},
+        {7, 0xFF, 0x10, "a pad nibble set"},
+        {4, 0xFF, 0x04, "an unused shift bit set"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        memcpy(bad, bytes, size);
+        uint8_t *at = bad + first_q4 + forged[i].at;
+        *at = (uint8_t)((*at & forged[i].keep) | forged[i].set);
+        reframe(bad, size);
+        const kvc_status status = kvc_layer_deserialize(bad, size, &copy);
+        if (status != KVC_E_SNAPSHOT_CORRUPT) printf("  %s: %s\n", forged[i].what, kvc_status_name(status));
+        CHECK(status == KVC_E_SNAPSHOT_CORRUPT);
+    }
+    free(bad);
+    free(bytes);
+    kvc_layer_free(layer);
+    test_data_free(&data);
+}
+
 RUN_TESTS(CASE(layer_round_trip_should_be_bit_identical_in_every_mode_and_state),
+          CASE(a_version_1_snapshot_should_still_load),
+          CASE(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits),
           CASE(layer_round_trip_should_keep_the_field_frozen_or_not),
           CASE(layer_round_trip_should_keep_max_rows_off_whatever_policy_came_with_zero),
           CASE(layer_snapshot_should_be_refused_during_a_verify),

@@ -102,7 +102,7 @@ TEST(every_parallel_call_should_give_the_same_bits_on_any_number_of_threads) {
     test_rng rng = test_rng_new(301);
     float q[H * G * D];
     test_fill_normal(&rng, q, H * G * D);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         results one = {0};
         CHECK_OK(kvc_set_threads(1));
         CHECK(take_results(&data, test_modes[mi], q, &one));

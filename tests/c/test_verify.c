@@ -309,7 +309,7 @@ static int speculative_run(const script *s, size_t prefill, uint64_t seed, cover
 
 TEST(speculative_run_should_equal_plain_run_in_every_mode) {
     static const size_t prefills[] = {0, 50, 59};
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         const kvc_mode modes[3] = {test_modes[mi], test_modes[mi], test_modes[mi]};
         coverage cov = {0, 0};
         for (size_t pi = 0; pi < 3; pi++) {
@@ -378,7 +378,7 @@ TEST(accept_j_should_equal_appending_only_the_first_j_positions) {
     static const size_t bases[] = {10, 60, 62, 64, 70};
     const size_t H = 5, d = 8;
     test_data truth = test_data_make(440, 80, H, d, 1), junk = test_data_make(441, 80, H, d, 1);
-    for (size_t mi = 0; mi < 4; mi++) {
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         for (size_t bi = 0; bi < sizeof bases / sizeof bases[0]; bi++) {
             const size_t base = bases[bi];
             for (size_t k = 1; k <= MAX_K; k++) {

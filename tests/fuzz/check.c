@@ -108,7 +108,8 @@ static void check_rows(const kvc_layer *layer, const ref_full *full, size_t h, i
             for (size_t j = 0; j < d; j++) FUZZ_REQUIRE(isfinite(got[j]) || fabs(x[j]) >= 0x1p127);
             continue;
         }
-        const double step = fmax(ratio / 127.0, 1e-30);
+        /* q4: groups step finer than the row's largest, never coarser */
+        const double step = fmax(ratio / (ref_q4(full->mode, is_values) ? 7.0 : 127.0), 1e-30);
         for (size_t j = 0; j < d; j++) {
             const double bound = 0.5001 * step * field[j] + 1e-6 * (fabs(x[j]) + fabs(got[j])) + 1e-44;
             if (!isfinite(got[j])) {
@@ -189,7 +190,8 @@ void check_memory_formula(const kvc_layer *layer) {
     }
     const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
     const kvc_mode mode = kvc_layer_mode(layer);
-    size_t bytes = kvc_layer_seq_len(layer) * (8 + (H + 7) / 8);
+    const size_t q4_row = 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2, residual = kvc_layer_residual_rows(layer);
+    size_t bytes = kvc_layer_seq_len(layer) * (8 + (H + 7) / 8), window = 0;
     for (size_t h = 0; h < H; h++) {
         const size_t n = kvc_layer_head_len(layer, h);
         uint32_t *positions = fuzz_buffer(n * sizeof(uint32_t));
@@ -197,12 +199,17 @@ void check_memory_formula(const kvc_layer *layer) {
         size_t w = 0;
         for (size_t r = 0; r < n; r++) w += positions[r] < KVC_Q8_WINDOW;
         free(positions);
-        for (int is_values = 0; is_values < 2; is_values++)
-            bytes += ref_quantized(mode, is_values) ? w * d * 4 + (n - w) * (d + 4) : n * d * 4;
+        for (int is_values = 0; is_values < 2; is_values++) {
+            if (!ref_quantized(mode, is_values)) bytes += n * d * 4;
+            else bytes += w * d * 4 + (n - w) * (ref_q4(mode, is_values) ? q4_row : d + 4);
+            if (ref_q4(mode, is_values)) window += (n - w < residual ? n - w : residual) * d * 4;
+        }
     }
     if (kvc_layer_field_frozen(layer))
         bytes += (size_t)(ref_quantized(mode, 0) + ref_quantized(mode, 1)) * H * d * 4;
-    FUZZ_REQUIRE(kvc_layer_memory_bytes(layer) == bytes);
+    /* q4: its windows' f32 copies, at most min(rows from W on, R) a head */
+    const size_t memory = kvc_layer_memory_bytes(layer);
+    FUZZ_REQUIRE(memory >= bytes && memory <= bytes + window && (memory - bytes) % (d * 4) == 0);
 }
 
 void check_layer(const kvc_layer *layer, const ref_layer *ref) {
@@ -211,8 +218,9 @@ void check_layer(const kvc_layer *layer, const ref_layer *ref) {
     else check_full(layer, ref);
     FUZZ_REQUIRE(kvc_layer_verifying(layer) == ref->verifying);
     FUZZ_REQUIRE(kvc_layer_draft_len(layer) == ref_draft_len(ref));
-    const size_t memory = kvc_layer_memory_bytes(layer);
-    FUZZ_REQUIRE(memory == ref_memory_bytes(ref));
+    const size_t memory = kvc_layer_memory_bytes(layer), upper = ref_memory_bytes(ref);
+    FUZZ_REQUIRE(memory <= upper && memory >= upper - ref_memory_slack(ref));
+    if (ref->kind == KVC_KIND_FULL) FUZZ_REQUIRE((upper - memory) % (ref->full.d * 4) == 0);
     FUZZ_REQUIRE(kvc_layer_capacity_bytes(layer) >= memory);
     FUZZ_REQUIRE((kvc_layer_snapshot_size(layer) == 0) == ref->verifying);
     /* describe: snprintf's contract, truncated or not. */
@@ -293,17 +301,33 @@ void check_attention(const kvc_layer *layer, const ref_layer *ref, size_t h, con
             }
             FUZZ_REQUIRE(fabs(sum - 1.0) <= 1e-4);
         }
+        /* A query of attend_causal that sees fewer rows than the head holds
+         * reads a q4 component as the layer held it then: its residual
+         * window reaches back further, so rows the head now reads through
+         * 4 bits it may read as appended (the reference's rows). */
+        const int own_window = ref && ref->kind == KVC_KIND_FULL && ref_q4(mode, 1) && n < rows;
+        float *appended = own_window ? fuzz_buffer(n * d * sizeof(float)) : NULL;
+        for (size_t s = 0, r = 0; own_window && r < n; s++) {
+            if (!ref->full.alive[s * ref->full.H + h]) continue;
+            memcpy(appended + r++ * d, ref_row(&ref->full, s, h, 1), d * sizeof(float));
+        }
         for (size_t j = 0; j < d; j++) {
             float lo = V[j], hi = V[j], size = 0.0f;
             for (size_t p = 0; p < n; p++) {
                 lo = fminf(lo, V[p * d + j]);
                 hi = fmaxf(hi, V[p * d + j]);
                 size = fmaxf(size, fabsf(V[p * d + j]));
+                if (!appended) continue;
+                lo = fminf(lo, appended[p * d + j]);
+                hi = fmaxf(hi, appended[p * d + j]);
+                size = fmaxf(size, fabsf(appended[p * d + j]));
             }
             const double slack = 1e-4 * size + 1e-37;
             FUZZ_REQUIRE(out[j] >= lo - slack && out[j] <= hi + slack);
         }
-        if (quantized) {
+        free(appended);
+        const int own_q4_window = (ref_q4(mode, 0) || ref_q4(mode, 1)) && n < rows;
+        if (quantized && !own_q4_window) {
             /* Close to the definition while the scores are moderate and
              * the i16 codes of q~ resolve them: kvcache.h bounds their
              * error by about 2^-24 max |q~| a channel, which over a row is

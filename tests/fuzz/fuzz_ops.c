@@ -76,12 +76,13 @@ static void world_read(fuzz_input *in) {
         s->fork = NULL;
         const uint8_t kind = fuzz_byte(in);
         kvc_status status;
-        if (kind % 5 < 4) {
+        if (kind % (KVC_MODE_COUNT + 1) < KVC_MODE_COUNT) {
             const size_t H = 1 + fuzz_byte(in) % FUZZ_MAX_H;
             size_t d = 1 + fuzz_byte(in) % FUZZ_MAX_D;
             if (H * d > FUZZ_MAX_HD) d = FUZZ_MAX_HD / H;
-            status = kvc_layer_create(H, d, (kvc_mode)(kind % 5), &s->layer);
-            ref_init_full(&s->ref, H, d, (kvc_mode)(kind % 5));
+            const kvc_mode mode = (kvc_mode)(kind % (KVC_MODE_COUNT + 1));
+            status = kvc_layer_create(H, d, mode, &s->layer);
+            ref_init_full(&s->ref, H, d, mode);
         } else {
             const size_t H = 1 + fuzz_byte(in) % FUZZ_MAX_LINEAR_H;
             const size_t F = 1 + fuzz_byte(in) % FUZZ_MAX_F, dv = 1 + fuzz_byte(in) % FUZZ_MAX_DV;
@@ -147,7 +148,7 @@ static void check_world(void) {
     FUZZ_REQUIRE(usage.cache_bytes <= every && usage.layers >= world.count);
     for (size_t i = 0; i < world.count; i++) {
         check_layer(world.slots[i].layer, &world.slots[i].ref);
-        memory += ref_memory_bytes(&world.slots[i].ref);
+        memory += kvc_layer_memory_bytes(world.slots[i].layer);
         const size_t taken = ref_positions_taken(&world.slots[i].ref);
         if (taken < least) least = taken;
     }
@@ -930,7 +931,7 @@ static void op_create_invalid(fuzz_input *in) {
     case 1: status = kvc_layer_create(KVC_MAX_KV_HEADS + 1, 4, KVC_MODE_Q8, &layer), expected = KVC_E_NUM_KV_HEADS; break;
     case 2: status = kvc_layer_create(2, 0, KVC_MODE_Q8K, &layer), expected = KVC_E_HEAD_DIM; break;
     case 3: status = kvc_layer_create(2, KVC_MAX_HEAD_DIM + 1, KVC_MODE_Q8V, &layer), expected = KVC_E_HEAD_DIM; break;
-    case 4: status = kvc_layer_create(2, 4, (kvc_mode)(4 + fuzz_byte(in)), &layer), expected = KVC_E_MODE; break;
+    case 4: status = kvc_layer_create(2, 4, (kvc_mode)(KVC_MODE_COUNT + fuzz_byte(in)), &layer), expected = KVC_E_MODE; break;
     case 5: status = kvc_layer_create(2, 4, KVC_MODE_F32, NULL), expected = KVC_E_NULL_POINTER, layer = NULL; break;
     case 6: status = kvc_layer_create_linear(0, 2, 2, 0.0, &layer), expected = KVC_E_NUM_HEADS; break;
     case 7: status = kvc_layer_create_linear(1, 0, 2, 0.0, &layer), expected = KVC_E_NUM_FEATURES; break;

@@ -38,7 +38,8 @@ static void must(kvc_status status, const char *what) {
 
 /* ---- snapshot seeds ---- */
 
-static const char *const mode_names[] = {"f32", "q8", "q8k", "q8v"};
+static const char *const mode_names[KVC_MODE_COUNT] = {"f32", "q8", "q8k", "q8v", "q4",
+                                                       "q4k", "q4v", "q8k-q4v", "q4k-q8v"};
 
 /* Deterministic values with a few outlier channels, as keys have. */
 static float value_at(size_t position, size_t h, size_t j, int is_values) {
@@ -139,7 +140,7 @@ static void write_model(const char *name, kvc_layer **layers, size_t count) {
 
 static void snapshot_seeds(void) {
     char name[64];
-    for (int mode = 0; mode < 4; mode++) {
+    for (int mode = 0; mode < KVC_MODE_COUNT; mode++) {
         snprintf(name, sizeof name, "layer-%s-empty", mode_names[mode]);
         write_layer(name, full_layer(2, 4, (kvc_mode)mode, 0));
         snprintf(name, sizeof name, "layer-%s-10-unfrozen", mode_names[mode]);
@@ -201,7 +202,7 @@ static void full(script *s, kvc_mode mode, unsigned H, unsigned d) {
 }
 
 static void linear(script *s, unsigned H, unsigned F, unsigned dv, unsigned phase_mass) {
-    put(s, 4);
+    put(s, KVC_MODE_COUNT);
     put(s, H - 1);
     put(s, F - 1);
     put(s, dv - 1);
@@ -376,6 +377,29 @@ static void ops_seeds(void) {
     append_n(&s, 0, 1, 9);
     one(&s, FUZZ_OP_ACCEPT, 0, 0);
     write_script("q8v-verify-across-window", &s);
+
+    /* 4 bits: past the residual window and the rollback copies (32 + 64 +
+     * 64 rows from the window on), truncated within them and past them,
+     * a verify, evicted, restored. */
+    s = (script){0};
+    world(&s, 2);
+    full(&s, KVC_MODE_Q4, 2, 40);
+    full(&s, KVC_MODE_Q8K_Q4V, 1, 17);
+    for (unsigned i = 0; i < 5; i++) append_n_masked(&s, 0, 50, 20 + i);
+    append_n(&s, 1, 240, 26);
+    attend_every_way(&s, 0, 15);
+    one(&s, FUZZ_OP_TRUNCATE, 0, 40);
+    one(&s, FUZZ_OP_TRUNCATE, 0, 90);
+    attend_every_way(&s, 0, 16);
+    call(&s, FUZZ_OP_BEGIN_VERIFY, 1);
+    append_n(&s, 1, 5, 27);
+    one(&s, FUZZ_OP_ACCEPT, 1, 2);
+    accumulate(&s, 1, 23);
+    three(&s, FUZZ_OP_EVICT, 1, 100, 4, 20);
+    one(&s, FUZZ_OP_SNAPSHOT, 0, 0);
+    one(&s, FUZZ_OP_SNAPSHOT, 1, 0);
+    attend_every_way(&s, 1, 17);
+    write_script("q4-window-rollback-evict", &s);
 
     s = (script){0};
     world(&s, 1);

@@ -7,10 +7,10 @@
  *
  * World header
  *   count byte: 1 + b % FUZZ_MAX_LAYERS layers, then per layer a kind byte k:
- *     k % 5 <  4: a full layer in mode k % 5 (kvc_mode), then an H byte
+ *     k % 10 <  9: a full layer in mode k % 10 (kvc_mode), then an H byte
  *                 (1 + b % FUZZ_MAX_H) and a d byte (1 + b % FUZZ_MAX_D; lowered
  *                 so that H * d <= FUZZ_MAX_HD);
- *     k % 5 == 4: a linear layer, then bytes for heads (1 + b % FUZZ_MAX_LINEAR_H),
+ *     k % 10 == 9: a linear layer, then bytes for heads (1 + b % FUZZ_MAX_LINEAR_H),
  *                 features (1 + b % FUZZ_MAX_F), value_dim (1 + b % FUZZ_MAX_DV)
  *                 and phase_mass (fuzz_phase_masses[b % 5]).
  *

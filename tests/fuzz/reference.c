@@ -74,7 +74,11 @@ void ref_free(ref_layer *ref) {
 /* ---- full layers ---- */
 
 int ref_quantized(kvc_mode mode, int is_values) {
-    return mode == KVC_MODE_Q8 || mode == (is_values ? KVC_MODE_Q8V : KVC_MODE_Q8K);
+    return kvc_mode_component(mode, is_values) != KVC_COMPONENT_F32;
+}
+
+int ref_q4(kvc_mode mode, int is_values) {
+    return kvc_mode_component(mode, is_values) == KVC_COMPONENT_Q4;
 }
 
 static int any_quantized(kvc_mode mode) {
@@ -107,9 +111,12 @@ size_t ref_draft_len(const ref_layer *ref) {
     return ref->kind == KVC_KIND_LINEAR ? ref->linear.tentative : ref->full.len - ref->full.verify_base;
 }
 
-/* kvc_layer_memory_bytes: L (8 + ceil(H / 8)), the rows (f32: d * 4; int8
- * from the window on: d + 4), the fields once frozen; a linear layer its
- * state and one per tentative step. */
+/* kvc_layer_memory_bytes: L (8 + ceil(H / 8)), the rows (f32: d * 4; from
+ * the window on q8: d + 4, q4: 4 + ceil(ceil(d / 16) / 4) + ceil(d / 2)),
+ * the fields once frozen, and a q4 component's residual window at its
+ * fullest: min(rows from the window on, KVC_Q4_RESIDUAL_ROWS) f32 copies a
+ * head (fewer after a truncation past its copies or an eviction:
+ * ref_memory_slack); a linear layer its state and one per tentative step. */
 size_t ref_memory_bytes(const ref_layer *ref) {
     if (ref->kind == KVC_KIND_LINEAR)
         return (1 + ref->linear.tentative) * ref_state_len(&ref->linear) * sizeof(double);
@@ -117,14 +124,31 @@ size_t ref_memory_bytes(const ref_layer *ref) {
     const size_t H = full->H, d = full->d;
     size_t bytes = full->len * (8 + (H + 7) / 8);
     for (int is_values = 0; is_values < 2; is_values++) {
-        const int quantized = ref_quantized(full->mode, is_values);
+        const int quantized = ref_quantized(full->mode, is_values), q4 = ref_q4(full->mode, is_values);
+        const size_t row = q4 ? 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2 : d + 4;
         for (size_t s = 0; s < full->len; s++) {
             for (size_t h = 0; h < H; h++) {
                 if (!full->alive[s * H + h]) continue;
-                bytes += quantized && full->position[s] >= KVC_Q8_WINDOW ? d + 4 : d * 4;
+                bytes += quantized && full->position[s] >= KVC_Q8_WINDOW ? row : d * 4;
             }
         }
         if (quantized && ref_frozen(full)) bytes += H * d * 4;
+    }
+    return bytes + ref_memory_slack(ref);
+}
+
+size_t ref_memory_slack(const ref_layer *ref) {
+    if (ref->kind == KVC_KIND_LINEAR) return 0;
+    const ref_full *full = &ref->full;
+    size_t bytes = 0;
+    for (int is_values = 0; is_values < 2; is_values++) {
+        if (!ref_q4(full->mode, is_values)) continue;
+        for (size_t h = 0; h < full->H; h++) {
+            size_t from_w = 0;
+            for (size_t s = 0; s < full->len; s++)
+                from_w += full->alive[s * full->H + h] && full->position[s] >= KVC_Q8_WINDOW;
+            bytes += (from_w < KVC_Q4_RESIDUAL_ROWS ? from_w : KVC_Q4_RESIDUAL_ROWS) * full->d * 4;
+        }
     }
     return bytes;
 }

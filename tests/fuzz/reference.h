@@ -63,6 +63,12 @@ size_t ref_head_len(const ref_full *full, size_t h);
 /* The row of slot s of head h (keys, or values when is_values). */
 const float *ref_row(const ref_full *full, size_t s, size_t h, int is_values);
 size_t ref_memory_bytes(const ref_layer *ref);
+/* How far below ref_memory_bytes a layer may hold: the f32 copies of its q4
+ * residual windows, which a truncation past them or an eviction leaves
+ * fewer (the reference does not follow the copies).  0 without q4. */
+size_t ref_memory_slack(const ref_layer *ref);
+/* 1 if the component is q4 in mode. */
+int ref_q4(kvc_mode mode, int is_values);
 size_t ref_draft_len(const ref_layer *ref);
 
 /* k, v: [n x H x d]; alive: [n x H] or NULL.  Evicts first under max_rows. */

@@ -31,6 +31,28 @@ modelTest('generate --mode q8 --draft 4 prints the same greedy text and its spec
   assert.match(speculative.stderr, /speculative: up to 4 drafts, \d+ verifies, \d+ of \d+ drafts accepted \([\d.]+%\), [\d.]+ tokens per forward pass, \d+ rollbacks/);
 });
 
+modelTest('generate --cache-type-k q8 --cache-type-v q4 stores keys in 8 bits and values in 4, --mode q4 both, with the same greedy text here', () => {
+  const mixed = run('generate', '--model', MODEL_PATH, '--steps', '40', '--cache-type-k', 'q8', '--cache-type-v', 'q4');
+  const q4 = run('generate', '--model', MODEL_PATH, '--steps', '40', '--mode', 'q4', '--residual-rows', '32');
+  const f32 = run('generate', '--model', MODEL_PATH, '--steps', '40');
+  assert.equal(mixed.status, 0, mixed.stderr);
+  assert.match(mixed.stderr, /cache: q8k\+q4v, 5 layers, 40 positions/);
+  assert.match(q4.stderr, /cache: q4, 5 layers, 40 positions/);
+  assert.equal(mixed.stdout, f32.stdout);
+  assert.equal(q4.stdout, f32.stdout);
+});
+
+test('generate refuses an unknown mode or cache type, and --mode beside --cache-type-k, naming the option', () => {
+  for (const [args, option] of [
+    [['--mode', 'q5'], '--mode'], [['--cache-type-k', 'q16'], '--cache-type-k'], [['--cache-type-v', 'int4'], '--cache-type-v'],
+    [['--mode', 'q4', '--cache-type-k', 'q8'], '--mode and --cache-type-k'], [['--residual-rows', '-1'], '--residual-rows'],
+  ]) {
+    const result = run('generate', '--model', 'any.gguf', ...args);
+    assert.equal(result.status, 2, `${args.join(' ')}: ${result.stderr}`);
+    assert.ok(result.stderr.includes(option), result.stderr);
+  }
+});
+
 modelTest('generate continues a prompt, and samples with a temperature and a seed', () => {
   const first = run('generate', '--model', MODEL_PATH, '--prompt', 'The dog', '--steps', '30', '--temperature', '0.9', '--seed', '3');
   const again = run('generate', '--model', MODEL_PATH, '--prompt', 'The dog', '--steps', '30', '--temperature', '0.9', '--seed', '3');
@@ -52,7 +74,7 @@ test('bad flags and commands are refused with the usage', () => {
     [['generate', '--model', 'x', '--steps=-3'], /--steps must be an integer >= 1 \(got -3\)/],
     [['generate', '--model', 'x', '--steps', '-3'], /--steps/],
     [['generate', '--model', 'x', '--steps', '2.5'], /--steps must be an integer/],
-    [['generate', '--model', 'x', '--mode', 'q4'], /--mode must be one of f32, q8, q8k, q8v/],
+    [['generate', '--model', 'x', '--mode', 'q3'], /--mode must be one of f32, q8, q8k, q8v, q4, q4k, q4v, q8k\+q4v, q4k\+q8v/],
     [['generate', '--model', 'x', '--temperature', 'warm'], /--temperature must be a number/],
     [['generate', '--model', 'x', '--bogus'], /Unknown option '--bogus'/],
     [['speak'], /unknown command speak/],

@@ -5,7 +5,17 @@ import init from '../../js/index.js';
 
 export { normals, outlierKeys, rng } from '../../support/synthetic.mjs';
 
-export const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+/** Every mode by name: f32, the q8 ones, the q4 ones and the mixed ones. */
+export const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q4k', 'q4v', 'q8k+q4v', 'q4k+q8v'];
+
+/** How a mode named in MODES stores keys and values. */
+export function componentsOf(mode) {
+  const [keys, values] = {
+    f32: ['f32', 'f32'], q8: ['q8', 'q8'], q8k: ['q8', 'f32'], q8v: ['f32', 'q8'], q4: ['q4', 'q4'],
+    q4k: ['q4', 'f32'], q4v: ['f32', 'q4'], 'q8k+q4v': ['q8', 'q4'], 'q4k+q8v': ['q4', 'q8'],
+  }[mode];
+  return { keys, values };
+}
 
 /** Where the test model is: KVCACHE_WASM_MODEL, else ../shared/data/ beside the project. */
 export const MODEL_PATH = process.env.KVCACHE_WASM_MODEL ??

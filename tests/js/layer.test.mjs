@@ -1,8 +1,8 @@
 // LayerKvCache through the binding: each behaviour of DESIGN.md section 1.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { LayerKvCache, attentionHead, Q8_WINDOW } from '../../js/index.js';
-import { MODES, bitsEqual, fingerprint, normals, outlierKeys, ready, relError, rng } from './helpers.mjs';
+import { LayerKvCache, attentionHead, Q4_RESIDUAL_ROWS, Q8_WINDOW } from '../../js/index.js';
+import { MODES, bitsEqual, componentsOf, fingerprint, normals, outlierKeys, ready, relError, rng } from './helpers.mjs';
 
 before(ready);
 
@@ -16,20 +16,24 @@ function fill(cache, r, count, alive) {
   }
 }
 
-/** The memory formula of include/kvcache.h, from the alive masks of the positions held. */
-function expectedMemoryBytes(mode, H, d, masks) {
-  const quantizedK = mode === 'q8' || mode === 'q8k';
-  const quantizedV = mode === 'q8' || mode === 'q8v';
+/** The memory formula of include/kvcache.h, from the alive masks of the positions held
+ * (appended, never truncated: a q4 component's residual window is then full). */
+function expectedMemoryBytes(mode, H, d, masks, residualRows = 64) {
+  const { keys, values } = componentsOf(mode);
   const L = masks.length;
   let bytes = L * (8 + Math.ceil(H / 8)); // importance and position (4 + 4), alive map
   for (let h = 0; h < H; h++) {
     const rows = masks.filter((m) => m[h]).length;
     const below = masks.filter((m, p) => m[h] && p < Q8_WINDOW).length;
-    for (const quantized of [quantizedK, quantizedV]) {
-      bytes += quantized ? below * d * 4 + (rows - below) * (d + 4) : rows * d * 4;
+    for (const component of [keys, values]) {
+      const from = rows - below;
+      if (component === 'f32') bytes += rows * d * 4;
+      if (component === 'q8') bytes += below * d * 4 + from * (d + 4);
+      // q4: scale, a 2-bit shift per 16 channels, 4-bit codes; the window's f32 copies
+      if (component === 'q4') bytes += below * d * 4 + from * (4 + Math.ceil(Math.ceil(d / 16) / 4) + Math.ceil(d / 2)) + Math.min(from, residualRows) * d * 4;
     }
   }
-  if (L > Q8_WINDOW) bytes += (Number(quantizedK) + Number(quantizedV)) * H * d * 4;
+  if (L > Q8_WINDOW) bytes += [keys, values].filter((c) => c !== 'f32').length * H * d * 4;
   return bytes;
 }
 
@@ -401,4 +405,119 @@ test('toString describes the cache', () => {
   const cache = new LayerKvCache({ numKvHeads: 2, headDim: 16, mode: 'q8v' });
   fill(cache, rng(20), 3);
   assert.match(String(cache), /mode=q8v .*seq_len=3/);
+});
+
+// ---- 4-bit components and modes per component ----
+
+test('a mode given per component is the mode of that name, and reads back both ways', () => {
+  const forms = [
+    [{ keys: 'q4', values: 'q4' }, 'q4'], [{ keys: 'q8' }, 'q8k'], [{ values: 'q4' }, 'q4v'],
+    [{ keys: 'q8', values: 'q4' }, 'q8k+q4v'], [{ keys: 'q4', values: 'q8' }, 'q4k+q8v'], [{}, 'f32'],
+  ];
+  const r = rng(40);
+  const k = outlierKeys(r, 120, 0, 2, 16);
+  const v = normals(r, 120 * 2 * 16);
+  for (const [mode, name] of forms) {
+    const given = new LayerKvCache({ numKvHeads: 2, headDim: 16, mode });
+    const named = new LayerKvCache({ numKvHeads: 2, headDim: 16, mode: name });
+    assert.equal(given.mode, name);
+    assert.deepEqual(given.components, componentsOf(name));
+    given.appendBatch(k, v);
+    named.appendBatch(k, v);
+    assert.deepEqual(fingerprint(given), fingerprint(named));
+    assert.deepEqual(given.serialize(), named.serialize());
+  }
+});
+
+test('q4 reads its newest residualRows rows exactly and older ones from the window on through 4 bits', () => {
+  const H = 1;
+  const d = 32;
+  const n = 200;
+  const r = rng(41);
+  const k = outlierKeys(r, n, 0, H, d);
+  const v = normals(r, n * H * d);
+  for (const residualRows of [0, 16, 64]) {
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode: 'q4', residualRows });
+    assert.equal(cache.residualRows, residualRows);
+    cache.appendBatch(k, v);
+    const keys = cache.headKeys(0);
+    for (let p = 0; p < n; p++) {
+      const exact = bitsEqual(keys.subarray(p * d, (p + 1) * d), k.subarray(p * d, (p + 1) * d));
+      assert.equal(exact, p < Q8_WINDOW || p >= n - residualRows, `position ${p}, R = ${residualRows}`);
+    }
+  }
+  assert.equal(new LayerKvCache({ numKvHeads: 1, headDim: 4, mode: 'q4' }).residualRows, Q4_RESIDUAL_ROWS);
+});
+
+test('q4 holds more than 6.4 times less than f32 at head_dim 128, 32768 positions', (t) => {
+  // One KV head here (8 heads hold 8 times as much of each, and the slots' 9 bytes a position
+  // weigh nothing next to a row): 16 MiB of f32 rows.
+  const d = 128;
+  const n = 32768;
+  const chunk = normals(rng(42), 1024 * d);
+  const bytes = {};
+  for (const mode of ['f32', 'q8', 'q4']) {
+    const cache = new LayerKvCache({ numKvHeads: 1, headDim: d, mode });
+    for (let i = 0; i < n / 1024; i++) cache.appendBatch(chunk, chunk);
+    bytes[mode] = cache.memoryBytes;
+    assert.equal(bytes[mode], expectedMemoryBytes(mode, 1, d, Array.from({ length: n }, () => [true])));
+    cache.free();
+  }
+  assert.ok(bytes.f32 / bytes.q4 >= 6.4, `f32 / q4 = ${bytes.f32 / bytes.q4}`);
+  assert.ok(bytes.q8 / bytes.q4 > 1.75, `q8 / q4 = ${bytes.q8 / bytes.q4}`);
+  t.diagnostic(`f32 / q4 = ${(bytes.f32 / bytes.q4).toFixed(2)}, q8 / q4 = ${(bytes.q8 / bytes.q4).toFixed(2)}`);
+});
+
+test('memoryBytes follows the formula for every mode with 8 KV heads, masked', () => {
+  const H = 8;
+  const d = 40;
+  const n = 300;
+  const r = rng(45);
+  const masks = Array.from({ length: n }, (_, p) => Array.from({ length: H }, (_, h) => (p * 7 + h) % 5 !== 0));
+  for (const mode of MODES) {
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    cache.appendBatch(outlierKeys(r, n, 0, H, d), normals(r, n * H * d), Uint8Array.from(masks.flat(), Number));
+    assert.equal(cache.memoryBytes, expectedMemoryBytes(mode, H, d, masks), mode);
+    cache.free();
+  }
+});
+
+test('truncateLast within exactRollback leaves a q4 cache as if the positions were never appended', () => {
+  const H = 2;
+  const d = 16;
+  const n = 400;
+  const r = rng(43);
+  const k = outlierKeys(r, n, 0, H, d);
+  const v = normals(r, n * H * d);
+  const upTo = (count, mode) => {
+    const cache = new LayerKvCache({ numKvHeads: H, headDim: d, mode });
+    cache.appendBatch(k.subarray(0, count * H * d), v.subarray(0, count * H * d));
+    return cache;
+  };
+  for (const mode of ['q4', 'q8k+q4v']) {
+    const cache = upTo(n, mode);
+    assert.ok(cache.exactRollback >= 64 && Number.isFinite(cache.exactRollback), `exactRollback ${cache.exactRollback}`);
+    cache.truncateLast(64);
+    const plain = upTo(n - 64, mode);
+    assert.deepEqual(fingerprint(cache), fingerprint(plain));
+    assert.deepEqual(cache.serialize(), plain.serialize());
+    assert.equal(cache.memoryBytes, plain.memoryBytes);
+  }
+  assert.equal(upTo(n, 'q8').exactRollback, Infinity);
+});
+
+test('a q4 snapshot keeps its residual window, and a restored cache rolls back what it appends after', () => {
+  const r = rng(44);
+  const cache = new LayerKvCache({ numKvHeads: 2, headDim: 8, mode: 'q4', residualRows: 20 });
+  cache.appendBatch(outlierKeys(r, 300, 0, 2, 8), normals(r, 300 * 16));
+  const restored = LayerKvCache.deserialize(cache.serialize());
+  assert.deepEqual(fingerprint(restored), fingerprint(cache));
+  assert.equal(restored.residualRows, 20);
+  assert.equal(restored.exactRollback, 0);
+  const k = outlierKeys(r, 5, 300, 2, 8);
+  const v = normals(r, 5 * 16);
+  restored.appendBatch(k, v);
+  assert.equal(restored.exactRollback, 5);
+  cache.appendBatch(k, v);
+  assert.deepEqual(restored.serialize(), cache.serialize());
 });

@@ -13,8 +13,13 @@ const STORY_OPENING = 'Once upon a time, there was a little girl named Lily.';
 
 // Mean next-token KL against f32, teacher-forced on the f32 greedy text: the
 // design measures 2.2e-4 (q8), 2.2e-4 (q8k), 2.3e-6 (q8v); llama.cpp's q8_0
-// KV cache is about 1e-3 on an 8B model and 1.6e-3 here.
-const KL_BOUND = { q8: 2.5e-4, q8k: 2.5e-4, q8v: 1e-5 };
+// KV cache is about 1e-3 on an 8B model and 1.6e-3 here.  4 bits with the
+// default residual window of 64 rows, measured: 3.0e-4 (q4), 2.2e-4 (q4k),
+// 2.2e-5 (q4v), 2.6e-4 (q8k+q4v), 2.2e-4 (q4k+q8v); the issue's targets are
+// 2.5e-3 (q4) and 1.2e-3 (q8k+q4v), and llama.cpp's q4_0 costs 0.42.
+const KL_BOUND = {
+  q8: 2.5e-4, q8k: 2.5e-4, q8v: 1e-5, q4: 3.5e-4, q4k: 2.6e-4, q4v: 3e-5, 'q8k+q4v': 3e-4, 'q4k+q8v': 3.5e-4,
+};
 const TOP1_BOUND = 0.98;
 
 let bytes;
@@ -64,33 +69,55 @@ function logSoftmax(row) {
   return Array.from(row, (z) => z - logSum);
 }
 
-for (const mode of ['q8', 'q8k', 'q8v']) {
+/** Mean next-token KL of a session's mode against f32 and top-1 agreement,
+ * teacher-forced on the greedy text (a forward pass reads each position as
+ * decoding would have: attendCausal gives each query its own q4 window). */
+function divergence(options) {
+  const sequence = [llama.tokenizer.bosId, ...greedy.slice(0, STEPS - 1)];
+  const vocab = llama.config.vocabSize;
+  const logitsOf = (sessionOptions) => {
+    const session = llama.session(sessionOptions);
+    const logits = session.forward(sequence);
+    session.free();
+    return logits;
+  };
+  const exact = logitsOf({ mode: 'f32' });
+  const quantized = logitsOf(options);
+  let kl = 0;
+  let agree = 0;
+  for (let i = 0; i < STEPS; i++) {
+    const p = logSoftmax(exact.subarray(i * vocab, (i + 1) * vocab));
+    const q = logSoftmax(quantized.subarray(i * vocab, (i + 1) * vocab));
+    kl += p.reduce((sum, lp, j) => sum + Math.exp(lp) * (lp - q[j]), 0);
+    agree += Number(argmax(p) === argmax(q));
+  }
+  return { kl: kl / STEPS, top1: agree / STEPS };
+}
+
+for (const mode of Object.keys(KL_BOUND)) {
   modelTest(`${mode}: next-token KL against f32 stays below ${KL_BOUND[mode]}, teacher-forced on the greedy text`, (t) => {
-    const sequence = [llama.tokenizer.bosId, ...greedy.slice(0, STEPS - 1)];
-    const vocab = llama.config.vocabSize;
-    const logitsOf = (m) => {
-      const session = llama.session({ mode: m });
-      const logits = session.forward(sequence);
-      session.free();
-      return logits;
-    };
-    const exact = logitsOf('f32');
-    const quantized = logitsOf(mode);
-    let kl = 0;
-    let agree = 0;
-    for (let i = 0; i < STEPS; i++) {
-      const p = logSoftmax(exact.subarray(i * vocab, (i + 1) * vocab));
-      const q = logSoftmax(quantized.subarray(i * vocab, (i + 1) * vocab));
-      kl += p.reduce((sum, lp, j) => sum + Math.exp(lp) * (lp - q[j]), 0);
-      agree += Number(argmax(p) === argmax(q));
-    }
-    const meanKl = kl / STEPS;
-    t.diagnostic(`${mode}: mean KL ${meanKl.toExponential(3)}, top-1 agreement ${(agree / STEPS).toFixed(3)}`);
-    assert.ok(meanKl > 0, 'quantization changes the distribution');
-    assert.ok(meanKl < KL_BOUND[mode], `mean KL ${meanKl}`);
-    assert.ok(agree / STEPS >= TOP1_BOUND, `top-1 agreement ${agree / STEPS}`);
+    const { kl, top1 } = divergence({ mode });
+    t.diagnostic(`${mode}: mean KL ${kl.toExponential(3)}, top-1 agreement ${top1.toFixed(3)}`);
+    assert.ok(kl > 0, 'quantization changes the distribution');
+    assert.ok(kl < KL_BOUND[mode], `mean KL ${kl}`);
+    assert.ok(top1 >= TOP1_BOUND, `top-1 agreement ${top1}`);
   });
 }
+
+modelTest('q4 meets its targets with a residual window of 32 rows too, and needs one', (t) => {
+  // Measured: R = 32 KL 1.9e-3, top-1 0.985 (the issue's targets: <= 2.5e-3 and >= 98.5%);
+  // without a window (every row from position 64 on through 4 bits) KL 0.11, top-1 0.90.
+  const window32 = divergence({ mode: 'q4', residualRows: 32 });
+  const none = divergence({ mode: 'q4', residualRows: 0 });
+  t.diagnostic(`q4, R = 32: KL ${window32.kl.toExponential(3)}, top-1 ${window32.top1.toFixed(3)}; R = 0: KL ${none.kl.toExponential(3)}, top-1 ${none.top1.toFixed(3)}`);
+  assert.ok(window32.kl <= 2.5e-3 && window32.top1 >= 0.985, `R = 32: ${JSON.stringify(window32)}`);
+  assert.ok(none.kl > 0.05 && none.top1 < 0.95, `R = 0: ${JSON.stringify(none)}`);
+});
+
+modelTest('{ keys: q8, values: q4 } is the mode named q8k+q4v, and meets the 1.2e-3 target', () => {
+  const { kl } = divergence({ mode: { keys: 'q8', values: 'q4' } });
+  assert.ok(kl <= 1.2e-3 && kl === divergence({ mode: 'q8k+q4v' }).kl, `mean KL ${kl}`);
+});
 
 // Eviction on the real model: a 128-row budget over a 400-token story,
 // teacher-forced on the unbounded f32 greedy text. Importance-based eviction

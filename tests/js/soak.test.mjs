@@ -9,7 +9,7 @@
 // job of two tasks or more sent to the pool however small, so that the
 // workers take part in every call that can split.
 //
-// KVC_SOAK_OPS   operations in all, split evenly over the four modes (default 100000)
+// KVC_SOAK_OPS   operations in all, split evenly over the nine modes (default 100000)
 // KVC_SOAK_SEED  the seed (default 1). A failure names the seed, the mode and
 //                the operation index, and how to run just that far again.
 import { test, before } from 'node:test';
@@ -257,9 +257,8 @@ class Soak {
 
   /** Reference attention of query q over head h's first `seen` rows (all by default). */
   expected(q, h, seen) {
-    const { rows, keyField, valueField } = this.ref.headRows(h);
-    const used = seen === undefined ? rows : rows.slice(0, seen);
-    const want = referenceAttention(q, used, this.d, keyField, valueField);
+    const { rows, keyField, valueField } = this.ref.headRows(h, seen);
+    const want = referenceAttention(q, rows, this.d, keyField, valueField);
     this.illConditioned += want.illConditioned;
     return want;
   }
@@ -538,6 +537,7 @@ class Soak {
     }
     this.count('deserialize');
     const restored = LayerKvCache.deserialize(bytes);
+    this.ref.restored(); // q4: the window's copies, not the rollback ones
     this.checkState(restored, this.ref);
     if (r.int(3) === 0) this.sameBits('serialize of the restored cache', restored.serialize(), bytes);
     this.cache.free();

@@ -285,7 +285,8 @@ test('KvCache names each bad config entry', () => {
     [{ numLayers: 2, numKvHeads: 1 }, TypeError, /layers\[0\].*headDim/],
     [{ layers: [] }, TypeError, /config\.layers/],
     [{ layers: [FULL, { kind: 'linear', numHeads: 1, numFeatures: 2 }] }, TypeError, /layers\[1\].*valueDim/],
-    [{ layers: [FULL, { ...FULL, mode: 'q4' }] }, RangeError, /layers\[1\].*mode/],
+    [{ layers: [FULL, { ...FULL, mode: 'q5' }] }, RangeError, /layers\[1\].*mode/],
+    [{ layers: [FULL, { ...FULL, mode: { keys: 'q4', value: 'q4' } }] }, RangeError, /layers\[1\].*"value"/],
   ];
   for (const [config, type, message] of bad) {
     assert.throws(() => new KvCache(config), (e) => e instanceof type && message.test(e.message), JSON.stringify(config));

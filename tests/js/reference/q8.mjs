@@ -1,7 +1,10 @@
 // The q8 "2f" scheme in plain JS, bit for bit as the C core computes it
 // (src/core/quant.c, src/kernels/quantize-row-scalar.c,
 // dequantize-row-scalar.c): a row is int8 codes r and one f32 scale s, read
-// back as x[j] = (r[j] * s) * c[j] against the per-channel field c.
+// back as x[j] = (r[j] * s) * c[j] against the per-channel field c.  And
+// q4 (quantize-row-q4-scalar.c, q4-pack.h): 4-bit codes with a shift per 16
+// channels, which the library reads as the int8 codes code << shift with
+// the scale over 8 -- so here a q4 row is those codes and that scale.
 //
 // Every f32 step is a double operation rounded with Math.fround: for + - * /
 // and sqrt the double result rounded to f32 is the f32 result (double carries
@@ -16,6 +19,9 @@ const FIELD_FLOOR = Math.fround(1e-30); // KVC_Q8_FIELD_FLOOR
 const FIELD_RANGE_LOG2 = 12; // KVC_Q8_FIELD_RANGE_LOG2
 const SCALE_FLOOR = Math.fround(1e-30); // KVC_Q8_SCALE_FLOOR
 const CODE_MAX = 127;
+const Q4_CODE_MAX = 7;
+const Q4_GROUP = 16;
+const Q4_MAX_SHIFT = 3;
 
 /**
  * The field of one store: c[j] = RMS of channel j over `rows` (the store's
@@ -83,4 +89,34 @@ export function dequantizeRow(codes, scale, field) {
   const x = new Float32Array(codes.length);
   for (let j = 0; j < codes.length; j++) x[j] = Math.fround(Math.fround(codes[j] * scale) * field[j]);
   return x;
+}
+
+/** Quantizes x against `field` in 4 bits: { codes: Int8Array (code << shift), scale (over 8) }. */
+export function quantizeRowQ4(x, field) {
+  const d = x.length;
+  const t = Array.from(x, (xj, j) => channelRatio(xj, field[j]));
+  let rowMax = 0;
+  const groupMax = new Array(Math.ceil(d / Q4_GROUP)).fill(0);
+  t.forEach((tj, j) => {
+    const a = Math.abs(tj);
+    if (rowMax < a) rowMax = a;
+    const g = Math.floor(j / Q4_GROUP);
+    if (groupMax[g] < a) groupMax[g] = a;
+  });
+  let scale = Math.fround(rowMax / Q4_CODE_MAX);
+  if (scale < SCALE_FLOOR) scale = SCALE_FLOOR;
+  // Each group's shift: the smallest whose steps, scale * 2^(shift - 3), still hold it.
+  const shifts = groupMax.map((max) => {
+    let shift = Q4_MAX_SHIFT;
+    while (shift > 0 && max <= Math.fround(rowMax * 2 ** (shift - 1 - Q4_MAX_SHIFT))) shift--;
+    return shift;
+  });
+  const codes = new Int8Array(d);
+  for (let j = 0; j < d; j++) {
+    const shift = shifts[Math.floor(j / Q4_GROUP)];
+    const step = Math.fround(scale * 2 ** (shift - Q4_MAX_SHIFT));
+    const r = Math.min(Q4_CODE_MAX, Math.max(-Q4_CODE_MAX, roundHalfEven(Math.fround(t[j] / step))));
+    codes[j] = r * 2 ** shift;
+  }
+  return { codes, scale: Math.fround(scale * 0.125) };
 }
