@@ -40,7 +40,7 @@ export function run({ quick = false } = {}) {
   const decodePositions = quick ? 256 : 4096;
   const prefillPositions = quick ? 1024 : 32768;
   const rounds = quick ? 1 : 3;
-  const rows = ['f32', 'q8', 'q8k', 'q8v'].map((mode) => [
+  const rows = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'].map((mode) => [
     mode,
     rate(mode, d, decodePositions, 1, rounds),
     rate(mode, d, prefillPositions, 512, rounds),
@@ -50,6 +50,6 @@ export function run({ quick = false } = {}) {
     title: `Append throughput, ${NUM_KV_HEADS} KV heads x ${d}: positions per second`,
     columns: ['mode', `decode (1 at a time, ${decodePositions} positions)`, `prefill (batches of 512, ${prefillPositions} positions)`],
     rows,
-    notes: ['Each append crosses the JS/wasm boundary once; int8 modes quantize every row past position 64 and freeze the field there.'],
+    notes: ['Each append crosses the JS/wasm boundary once; quantized modes quantize every row past position 64 and freeze the field there; q4 also keeps the f32 copies of its newest rows.'],
   }];
 }

@@ -13,14 +13,15 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
-import { LayerKvCache, setThreadLimit, threadCount } from '../js/index.js';
+import { LayerKvCache, MODES as MODE_NAMES, setThreadLimit, threadCount } from '../js/index.js';
 import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, heap, lib } from '../js/runtime.js';
 import { relaxedNode } from '../scripts/toolchain.mjs';
 
 const NUM_KV_HEADS = 8;
 const NUM_Q_HEADS = 32;
 const GROUP = NUM_Q_HEADS / NUM_KV_HEADS;
-const MODES = ['f32', 'q8', 'q8k', 'q8v'];
+// The modes timed side by side (every q8 one, q4, and 8-bit keys with 4-bit values).
+const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
 const root = new URL('..', import.meta.url);
 const path = (relative) => fileURLToPath(new URL(relative, root));
 const FILES = {
@@ -113,7 +114,7 @@ export function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
 function oursRaw(module, mode, d, n, kRows, vRows, q) {
   const { e, alloc } = module;
   const slot = alloc(4);
-  if (e.kvc_layer_create(NUM_KV_HEADS, d, MODES.indexOf(mode), slot) !== 0) throw new Error('raw module: create failed');
+  if (e.kvc_layer_create(NUM_KV_HEADS, d, MODE_NAMES.indexOf(mode), slot) !== 0) throw new Error('raw module: create failed');
   const layer = new Uint32Array(module.f32().buffer)[slot >>> 2];
   const chunkRows = 256;
   const width = NUM_KV_HEADS * d;
@@ -317,6 +318,7 @@ export async function run({ quick = false } = {}) {
     const contenders = Object.fromEntries(MODES.map((mode) => [mode, ours(mode, d, n, kRows, vRows, q)]));
     contenders.f32One = ours('f32', d, n, kRows, vRows, q, { single: true });
     contenders.q8One = ours('q8', d, n, kRows, vRows, q, { single: true });
+    contenders.q4One = ours('q4', d, n, kRows, vRows, q, { single: true });
     contenders.scalar = oursRaw(scalar, 'f32', d, n, kRows, vRows, q);
     for (const mode of ['f32', 'q8']) {
       contenders[`${mode}Paged`] = oursRaw(paged, mode, d, n, kRows, vRows, q);
@@ -329,6 +331,8 @@ export async function run({ quick = false } = {}) {
     const ms = await race(contenders, rounds);
     const f32Bytes = contenders.f32.bytes;
     const q8Bytes = contenders.q8.bytes;
+    const q4Bytes = contenders.q4.bytes;
+    const mixedBytes = contenders['q8k+q4v'].bytes;
     for (const contender of Object.values(contenders)) contender.free();
     const nativeMs = (mode) => native?.[`${d}:${n}:${mode}`] ?? null;
     rows.push({
@@ -336,9 +340,9 @@ export async function run({ quick = false } = {}) {
       floorOne: (f32Bytes / bandwidth.single) * 1000,
       floor: (f32Bytes / bandwidth.all) * 1000,
       q8Floor: (q8Bytes / bandwidth.all) * 1000,
-      f32Bytes, q8Bytes,
+      f32Bytes, q8Bytes, q4Bytes, mixedBytes,
       ...Object.fromEntries(MODES.map((m) => [m, ms[m]])),
-      f32One: ms.f32One, q8One: ms.q8One,
+      f32One: ms.f32One, q8One: ms.q8One, q4One: ms.q4One,
       scalar: ms.scalar, nativeF32: nativeMs('f32'), nativeQ8: nativeMs('q8'),
       naive: ms.naive, js: ms.js, onnx: ms.onnx, onnxAll: onnxAll?.[`${d}:${n}`] ?? null,
       relaxed: relaxed?.[`${d}:${n}`] ?? {},
@@ -365,10 +369,10 @@ export async function run({ quick = false } = {}) {
     {
       name: 'attention',
       title: 'Decode attention, one layer, 32 query heads over 8 KV heads: ms per step',
-      columns: ['head_dim', 'n', 'floor 1t', 'floor', 'f32 1t', 'f32', 'q8 1t', 'q8', 'q8k', 'q8v', 'f32 scalar wasm', 'f32 native C', 'q8 native C',
-        'plain C -ffast-math', 'plain JS', 'onnx 1t', `onnx ${cores}t`],
-      rows: rows.map((r) => [r.d, r.n, r.floorOne, r.floor, r.f32One, r.f32, r.q8One, r.q8, r.q8k, r.q8v, r.scalar, r.nativeF32, r.nativeQ8,
-        r.naive, r.js, r.onnx, r.onnxAll]),
+      columns: ['head_dim', 'n', 'floor 1t', 'floor', 'f32 1t', 'f32', 'q8 1t', 'q8', 'q8k', 'q8v', 'q4 1t', 'q4', 'q8k+q4v',
+        'f32 scalar wasm', 'f32 native C', 'q8 native C', 'plain C -ffast-math', 'plain JS', 'onnx 1t', `onnx ${cores}t`],
+      rows: rows.map((r) => [r.d, r.n, r.floorOne, r.floor, r.f32One, r.f32, r.q8One, r.q8, r.q8k, r.q8v, r.q4One, r.q4, r['q8k+q4v'],
+        r.scalar, r.nativeF32, r.nativeQ8, r.naive, r.js, r.onnx, r.onnxAll]),
       notes,
     },
     {
@@ -382,12 +386,23 @@ export async function run({ quick = false } = {}) {
       notes: ['"f32 ÷ f32 1t" is the scaling with threads (0.5 on two cores is linear). Ratios above 1 in "best onnx ÷ …", "f32 ÷ q8" and "plain C ÷ …" mean this package is faster (best onnx: its faster thread count per shape); "… ÷ floor" is how far from streaming speed on all threads.'],
     },
     {
+      name: 'attention-q4',
+      title: '4-bit storage: bytes held and ms per step beside q8, the same run',
+      columns: ['head_dim', 'n', 'f32 MiB', 'q8 MiB', 'q8k+q4v MiB', 'q4 MiB', 'f32 ÷ q4 bytes', 'q8 ÷ q4 bytes',
+        'q8 1t', 'q4 1t', 'q8', 'q4', 'q8k+q4v', 'q4 ÷ q8 1t', 'q4 ÷ q8', 'q8k+q4v ÷ q8'],
+      rows: rows.map((r) => [r.d, r.n, r.f32Bytes / 2 ** 20, r.q8Bytes / 2 ** 20, r.mixedBytes / 2 ** 20, r.q4Bytes / 2 ** 20,
+        ratio(r.f32Bytes, r.q4Bytes), ratio(r.q8Bytes, r.q4Bytes), r.q8One, r.q4One, r.q8, r.q4, r['q8k+q4v'],
+        ratio(r.q4One, r.q8One), ratio(r.q4, r.q8), ratio(r['q8k+q4v'], r.q8)]),
+      notes: ['memoryBytes of each cache (8 KV heads, every position alive; q4 keeps its newest 64 rows in f32 beside the f32 sinks). "q4 ÷ q8" above 1 means the 4-bit step is slower: its keys are decoded from nibbles in registers (scores-q4-wasmsimd.c), its values unpacked into int8 rows a tile at a time, and both summed as the q8 kernels sum (src/core/segment.c).'],
+    },
+    {
       name: 'attention-relaxed',
       title: 'Decode attention, the relaxed-SIMD build beside the SIMD128 one: ms per step and ratios',
       columns: ['head_dim', 'n', 'f32 1t', 'relaxed f32 1t', 'f32', 'relaxed f32', 'q8 1t', 'relaxed q8 1t', 'q8', 'relaxed q8',
-        'relaxed f32 ÷ q8', 'relaxed f32 ÷ floor', 'best onnx ÷ relaxed q8', 'SIMD128 1t f32 ÷ q8'],
+        'relaxed q4 1t', 'relaxed q4', 'relaxed f32 ÷ q8', 'relaxed q4 ÷ q8', 'relaxed f32 ÷ floor', 'best onnx ÷ relaxed q8', 'SIMD128 1t f32 ÷ q8'],
       rows: rows.map((r) => [r.d, r.n, r.f32One, r.relaxed.f32One, r.f32, r.relaxed.f32, r.q8One, r.relaxed.q8One, r.q8, r.relaxed.q8,
-        ratio(r.relaxed.f32, r.relaxed.q8), ratio(r.relaxed.f32, r.floor), ratio(best(r.onnx, r.onnxAll), r.relaxed.q8), ratio(r.f32One, r.q8One)]),
+        r.relaxed.q4One, r.relaxed.q4, ratio(r.relaxed.f32, r.relaxed.q8), ratio(r.relaxed.q4, r.relaxed.q8), ratio(r.relaxed.f32, r.floor),
+        ratio(best(r.onnx, r.onnxAll), r.relaxed.q8), ratio(r.f32One, r.q8One)]),
       notes: [relaxed ? `The relaxed build runs in Node 22 (Node 20 has no relaxed SIMD), in a process of its own on the same data; ${threads} threads unless "1t". Its f32 kernels use the fused multiply-add; its int8 ones are the SIMD128 build's.`
         : `The relaxed build did not run: no Node 22 at ${relaxedNode}.`],
     },
@@ -402,13 +417,14 @@ export async function run({ quick = false } = {}) {
     {
       name: 'attention-profile',
       title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, one thread)',
-      columns: ['build', 'head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (i16 weights)', 'floor f32 1t', 'floor q8 1t'],
+      columns: ['build', 'head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores (hi + lo)', 'q8 values (i16 weights)', 'q4 scores',
+        'floor f32 1t', 'floor q8 1t', 'floor q4 1t'],
       rows: profile.map((p) => {
         const shape = rows.find((r) => r.d === p.d && r.n === p.n);
-        return [p.build, p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, shape?.floorOne ?? null,
-          shape ? shape.floorOne * shape.q8Bytes / shape.f32Bytes : null];
+        return [p.build, p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, p.scores_q4, shape?.floorOne ?? null,
+          shape ? shape.floorOne * shape.q8Bytes / shape.f32Bytes : null, shape ? shape.floorOne * shape.q4Bytes / shape.f32Bytes : null];
       }),
-      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run the hi and lo i16 code vectors of each query, q8 values their weights as i16 codes against the int8 rows (see src/core/segment.c). The relaxed build runs in Node 22.'],
+      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run the hi and lo i16 code vectors of each query, q8 values their weights as i16 codes against the int8 rows (see src/core/segment.c); q4 scores the same code vectors against 4-bit rows decoded in registers (q4 values are the q8 values kernel on rows unpacked a tile at a time). The relaxed build runs in Node 22.'],
     },
   ];
 }

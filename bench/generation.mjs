@@ -17,7 +17,7 @@ export function run({ quick = false } = {}) {
   // Warm the JIT on every path first, so that no row pays for compiling.
   for (const draft of [0, 4]) generate(llama.session(), [llama.tokenizer.bosId], { steps: STEPS, draft, stopAtEos: false });
   const rows = [];
-  for (const mode of ['f32', 'q8']) {
+  for (const mode of ['f32', 'q8', 'q4']) {
     for (const draft of quick ? [0, 4] : [0, 2, 4, 6]) {
       let best = null;
       for (let i = 0; i < (quick ? 1 : REPEATS); i++) {

@@ -1,9 +1,9 @@
 // The relaxed-SIMD build in the attention benchmark: an engine that runs
 // relaxed SIMD (Node 22; Node 20, which runs the benchmark, does not), in a
-// process of its own, on the same data as attention.mjs: f32 and q8 on all
-// threads and on one.
+// process of its own, on the same data as attention.mjs: f32, q8 and q4 on
+// all threads and on one.
 //   node22 bench/relaxed.mjs ROUNDS d:n [d:n ...]
-// prints { "d:n": { f32, f32One, q8, q8One } } (best ms per step) as one line of JSON.
+// prints { "d:n": { f32, f32One, q8, q8One, q4, q4One } } (best ms per step) as one line of JSON.
 import init, { kernelIsa } from '../js/index.js';
 import { ours, race, shapeData } from './attention.mjs';
 
@@ -19,6 +19,8 @@ for (const shape of shapes) {
     f32One: ours('f32', d, n, kRows, vRows, q, { single: true }),
     q8: ours('q8', d, n, kRows, vRows, q),
     q8One: ours('q8', d, n, kRows, vRows, q, { single: true }),
+    q4: ours('q4', d, n, kRows, vRows, q),
+    q4One: ours('q4', d, n, kRows, vRows, q, { single: true }),
   };
   times[shape] = await race(contenders, Number(rounds));
   for (const contender of Object.values(contenders)) contender.free();

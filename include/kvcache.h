@@ -57,16 +57,20 @@ extern "C" {
  * field.
  *
  * q8: codes -127..127, one byte each (a row: 4 + d bytes).
- * q4: codes -7..7, two per byte (a row: 4 + ceil(d / 2) bytes; in each block
- * of 32 channels, byte i holds channel i in its low nibble and channel
- * 16 + i in its high one, two's complement; a last block of m < 32 channels
- * pairs channel i with channel ceil(m / 2) + i).  Every row from W on gets
- * its codes when it is appended, and the newest R rows (the residual window,
- * kvc_layer_set_residual_rows, KVC_Q4_RESIDUAL_ROWS by default) are also
- * kept in f32 and read from there by attention: a row is read through its
- * four bits only once R newer rows follow it (KIVI).  The f32 copies of
- * KVC_Q4_ROLLBACK_ROWS more rows are kept so that a truncation can bring
- * rows back into the window exactly (kvc_layer_exact_rollback). */
+ * q4: codes -7..7, two per byte, with one f32 scale s per row and a 2-bit
+ * shift k per group of 16 channels: channel j of group g reads back as
+ * (code[j] * 2^k_g) * (s) * c[j] -- a group of small values steps finer than
+ * the row's largest allows (s / 8 is the finest).  A row is 4 + ceil(d / 64)
+ * + ceil(d / 2) bytes (docs/snapshot-format.md has the layout).  Every row
+ * from W on gets its codes when it is appended, and the newest R rows (the
+ * residual window, kvc_layer_set_residual_rows, KVC_Q4_RESIDUAL_ROWS by
+ * default) are also kept in f32 and read from there by attention: a row is
+ * read through its four bits only once R newer rows follow it (KIVI).  The
+ * f32 copies of KVC_Q4_ROLLBACK_ROWS more rows are kept so that a truncation
+ * can bring rows back into the window exactly (kvc_layer_exact_rollback).
+ * Attention reads 4-bit rows as the int8 rows of their codes << k (scale
+ * s / 8), through the q8 kernels: the same exactness between builds and
+ * thread counts. */
 typedef enum kvc_component {
     KVC_COMPONENT_F32 = 0,
     KVC_COMPONENT_Q8 = 1,

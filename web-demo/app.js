@@ -9,9 +9,13 @@ import { GgufError, Llama, decode, generate } from 'kvcache-wasm/llama';
 import uPlot from 'uplot';
 import { normals, outlierKeys, rng } from '/support/synthetic.mjs';
 
-const MODES = ['f32', 'q8', 'q8k', 'q8v'];
-const QUANTIZED = ['q8', 'q8k', 'q8v'];
-const COLORS = { f32: '#3b6fd4', q8: '#d6453d', q8k: '#e69a28', q8v: '#2f9e58', imp: '#9aa3b0', kept: '#7c4dd6' };
+// The modes drawn side by side: f32, the q8 ones, 4-bit both, and 8-bit keys with 4-bit values.
+const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
+const QUANTIZED = MODES.filter((m) => m !== 'f32');
+const COLORS = {
+  f32: '#3b6fd4', q8: '#d6453d', q8k: '#e69a28', q8v: '#2f9e58', q4: '#b03aa8', 'q8k+q4v': '#1f9aa8', imp: '#9aa3b0', kept: '#7c4dd6',
+};
+const emptySeries = (count) => Array.from({ length: count + 1 }, () => []);
 const SINKS = 4; // eviction keeps the first positions: attention sinks
 const MAX_STREAM_TOKENS = 600;
 
@@ -53,7 +57,7 @@ const charts = {
 };
 
 // Series data, appended per step and drawn once per animation frame.
-const series = { memory: [[], [], [], [], []], accuracy: [[], [], [], []] };
+const series = { memory: emptySeries(MODES.length), accuracy: emptySeries(QUANTIZED.length) };
 let drawPending = false;
 function draw() {
   if (drawPending) return;
@@ -493,8 +497,8 @@ function reset() {
   source = null;
   stream.replaceChildren();
   draftSpans = [];
-  series.memory = [[], [], [], [], []];
-  series.accuracy = [[], [], [], []];
+  series.memory = emptySeries(MODES.length);
+  series.accuracy = emptySeries(QUANTIZED.length);
   observed.seqLenWentDown = false;
   observed.finished = null;
   observed.evictions = 0;
@@ -505,8 +509,8 @@ function reset() {
   $('source-model').hidden = kind !== 'model';
   $('source-synthetic').hidden = kind !== 'synthetic';
   $('accuracy-explain').textContent = kind === 'model'
-    ? 'What int8 storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token.'
-    : 'What int8 storage costs: max |out − out_f32| / max |out_f32| of one attention query per step.';
+    ? 'What 8- and 4-bit storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token.'
+    : 'What 8- and 4-bit storage costs: max |out − out_f32| / max |out_f32| of one attention query per step.';
   if (kind === 'model' && !llama) {
     setStatus('No model loaded: pick or drop a llama GGUF, or use the synthetic stream.');
   } else {

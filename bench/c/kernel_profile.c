@@ -40,20 +40,24 @@ static int profile(size_t d, size_t n) {
     float *keys = malloc(NUM_KV_HEADS * n * d * sizeof(float));
     float *values = malloc(NUM_KV_HEADS * n * d * sizeof(float));
     uint8_t *qrows = malloc(NUM_KV_HEADS * n * row_bytes);
+    const size_t q4_row_bytes = kvc_q4_row_bytes(d);
+    uint8_t *q4rows = malloc(NUM_KV_HEADS * n * q4_row_bytes);
     float *q = malloc(G * d * sizeof(float)), *z = malloc(2 * G * n * sizeof(float));
     float *out = malloc(G * d * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
     uint8_t *q_codes = malloc(G * KVC_QUERY_CODE_BYTES(d));
     float q_scales[2 * GROUP];
-    if (!keys || !values || !qrows || !q || !z || !out || !tile_w || !q_codes) return 1;
+    if (!keys || !values || !qrows || !q4rows || !q || !z || !out || !tile_w || !q_codes) return 1;
     unsigned state = 7;
     for (size_t i = 0; i < NUM_KV_HEADS * n * d; i++) {
         keys[i] = uniform(&state);
         values[i] = uniform(&state);
     }
     for (size_t i = 0; i < NUM_KV_HEADS * n * row_bytes; i++) qrows[i] = (uint8_t)(state = state * 1664525u + 1013904223u) ;
+    for (size_t i = 0; i < NUM_KV_HEADS * n * q4_row_bytes; i++) q4rows[i] = (uint8_t)(state = state * 1664525u + 1013904223u);
     for (size_t p = 0; p < NUM_KV_HEADS * n; p++) {
         const float scale = 0.01f;
         memcpy(qrows + p * row_bytes, &scale, sizeof scale);
+        memcpy(q4rows + p * q4_row_bytes, &scale, sizeof scale);
     }
     for (size_t i = 0; i < G * d; i++) q[i] = uniform(&state);
     /* The queries coded as this build's set codes them (at a scale below 1, as attend does). */
@@ -70,7 +74,7 @@ static int profile(size_t d, size_t n) {
     float w_scales[GROUP];
     if (!w16) return 1;
     const float sqrt_d = 11.3137f;
-    double scores_f32, softmax, values_f32, scores_q8, values_q8;
+    double scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4;
     BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
     float maxes[GROUP], sums[GROUP];
     BEST(softmax, k->softmax(G, n, z, n, maxes, sums));
@@ -78,6 +82,8 @@ static int profile(size_t d, size_t n) {
                       k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
     /* q8 keys: every query's codes (SIMD128: hi and lo; relaxed: 21-bit digits), as attend does. */
     BEST(scores_q8, k->scores_q8(G, n, d, q_codes, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
+    /* q4 keys: the same codes against 4-bit rows, decoded in registers. */
+    BEST(scores_q4, k->scores_q4(G, n, d, q_codes, q_scales, q4rows + h * n * q4_row_bytes, sqrt_d, z, n));
     /* q8 values: each tile's weights as i16 codes, then the integer sums (as attend does). */
     BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
         const size_t rows = n - first < tile_rows ? n - first : tile_rows;
@@ -90,9 +96,9 @@ static int profile(size_t d, size_t n) {
         k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, row_at, out);
     });
     printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
-           "\"scores_q8\":%.4f,\"values_q8\":%.4f}\n",
-           d, n, scores_f32, softmax, values_f32, scores_q8, values_q8);
-    free(keys), free(values), free(qrows), free(q), free(z), free(out);
+           "\"scores_q8\":%.4f,\"values_q8\":%.4f,\"scores_q4\":%.4f}\n",
+           d, n, scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4);
+    free(keys), free(values), free(qrows), free(q4rows), free(q), free(z), free(out);
     free(tile_w), free(q_codes), free(w16);
     return 0;
 }

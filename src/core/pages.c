@@ -178,6 +178,7 @@ void kvc_paged_free(kvc_paged *a) {
 }
 
 void kvc_paged_drop_front(kvc_paged *a, size_t pages) {
+    if (pages == 0) return; /* (and a sequence that never had pages has no table) */
     for (size_t p = 0; p < pages; p++) page_release(a->pages[p]);
     memmove(a->pages, a->pages + pages, (a->page_count - pages) * sizeof(uint8_t *));
     a->page_count -= pages;

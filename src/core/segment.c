@@ -187,19 +187,20 @@ static void scores_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_pag
     }
 }
 
-static void scores_q8_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *qrows,
-                            size_t first, size_t count, size_t d, const uint8_t *codes,
-                            const float *scales, float sqrt_d, float *z, size_t z_stride) {
+/* Scores against quantized rows with `score` (the set's scores_q8 or
+ * scores_q4, which take their rows alike), a page's run at a time. */
+static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_paged *qrows,
+                                   size_t first, size_t count, size_t d, const uint8_t *codes,
+                                   const float *scales, float sqrt_d, float *z, size_t z_stride) {
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
-        kernels->scores_q8(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), sqrt_d,
-                           z + done, z_stride);
+        score(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), sqrt_d, z + done, z_stride);
         done += run;
     }
 }
 
-/* 4-bit rows [first, first + count) of qrows, count <= the scratch's tile,
- * unpacked into its tile as int8 rows. */
+/* 4-bit value rows [first, first + count) of qrows, count <= the scratch's
+ * tile, unpacked into its tile as the int8 rows the q8 sums read. */
 static const uint8_t *unpack_tile(const kvc_kernels *kernels, const kvc_paged *qrows, size_t first,
                                   size_t count, size_t d, kvc_scratch *scratch) {
     for (size_t done = 0; done < count;) {
@@ -209,21 +210,6 @@ static const uint8_t *unpack_tile(const kvc_kernels *kernels, const kvc_paged *q
         done += run;
     }
     return scratch->tile_q8;
-}
-
-/* 4-bit keys go through the q8 scores, a tile of unpacked rows at a time:
- * the same bits as int8 rows of the same codes. */
-static void scores_q4_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *qrows,
-                            size_t first, size_t count, size_t d, const uint8_t *codes,
-                            const float *scales, float sqrt_d, float *z, size_t z_stride,
-                            kvc_scratch *scratch) {
-    for (size_t done = 0; done < count;) {
-        const size_t run = count - done < scratch->tile_rows ? count - done : scratch->tile_rows;
-        kernels->scores_q8(G, run, d, codes, scales,
-                           unpack_tile(kernels, qrows, first + done, run, d, scratch), sqrt_d,
-                           z + done, z_stride);
-        done += run;
-    }
 }
 
 static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_paged *rows,
@@ -316,13 +302,8 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     scores_f32_paged(kernels, G, keys->rows, part[0].first, part[0].count, d,
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);
     z_at += part[0].count;
-    if (part[1].count && keys->q4) {
-        scores_q4_paged(kernels, G, keys->qrows, part[1].first, part[1].count, d, codes, code_scales,
-                        sqrt_d, z_at, z_stride, scratch);
-    } else if (part[1].count) {
-        scores_q8_paged(kernels, G, keys->qrows, part[1].first, part[1].count, d, codes, code_scales,
-                        sqrt_d, z_at, z_stride);
-    }
+    scores_quantized_paged(keys->q4 ? kernels->scores_q4 : kernels->scores_q8, G, keys->qrows,
+                           part[1].first, part[1].count, d, codes, code_scales, sqrt_d, z_at, z_stride);
     z_at += part[1].count;
     scores_f32_paged(kernels, G, keys->recent, part[2].first, part[2].count, d,
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);

@@ -65,6 +65,9 @@ typedef void kvc_code_query_fn(size_t d, float *x, uint8_t *codes, float *scales
 typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const uint8_t *codes,
                               const float *scales, const uint8_t *qrows, float sqrt_d, float *z,
                               size_t z_stride);
+/* The same against n 4-bit rows (each a 4-byte scale, shifts and codes,
+ * q4-pack.h): the bits scores_q8 gives for the rows unpack_q4 makes of them. */
+typedef kvc_scores_q8_fn kvc_scores_q4_fn;
 /* i16 codes of a query: s = max(max|x| / 32767, floor),
  * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s; NaN
  * (with zero codes) when an x[j] is NaN, so that what it scales is NaN. */
@@ -139,6 +142,7 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
 #define KVC_KERNEL_OPS(X) \
     X(scores_f32)         \
     X(scores_q8)          \
+    X(scores_q4)          \
     X(code_query)         \
     X(quantize_query)     \
     X(weighted_sum_f32)   \

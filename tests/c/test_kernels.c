@@ -269,10 +269,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
 }
 
 #ifdef KVC_KERNEL_OPS
-/* This file has a case for each of the seventeen operations: one added to
+/* This file has a case for each of the eighteen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 17,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 18,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 #endif
@@ -651,6 +651,20 @@ static const size_t q8_dims[] = {1, 3, 4, 15, 16, 17, 64, 80, 128, 256, 600, 103
 #define NUM_Q8_DIMS (sizeof q8_dims / sizeof q8_dims[0])
 #define MAX_Q8_D 1030
 
+/* G queries' hi and lo i16 codes (hi at the extremes with `extreme`), laid
+ * out as code_query makes them, with scales 2^16 apart. */
+static void fill_query_codes(test_rng *rng, int16_t *hi, int16_t *lo, uint8_t *codes, float *scales,
+                             size_t G, size_t d, int extreme) {
+    fill_q16(rng, hi, G, d, extreme);
+    fill_q16(rng, lo, G, d, 0);
+    for (size_t g = 0; g < G; g++) {
+        memcpy(codes + g * KVC_QUERY_CODE_BYTES(d), hi + g * d, d * sizeof(int16_t));
+        memcpy(codes + g * KVC_QUERY_CODE_BYTES(d) + 2 * d, lo + g * d, d * sizeof(int16_t));
+        scales[2 * g] = ldexpf(test_rng_unit(rng) + 0.5f, (int)(test_rng_u32(rng) % 31) - 25);
+        scales[2 * g + 1] = ldexpf(scales[2 * g], -16);
+    }
+}
+
 TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(21);
@@ -671,15 +685,8 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
                 /* Every third call: codes at +-127 against +-32767, the
                  * largest block sums there are (512 * 32767 * 127 < 2^31). */
                 const int extreme = (ni + gi) % 3 == 0;
-                fill_q16(&rng, hi, G, d, extreme);
-                fill_q16(&rng, lo, G, d, 0);
+                fill_query_codes(&rng, hi, lo, codes, scales, G, d, extreme);
                 fill_qrows(&rng, qrows, n, d, extreme);
-                for (size_t g = 0; g < G; g++) {
-                    memcpy(codes + g * KVC_QUERY_CODE_BYTES(d), hi + g * d, d * sizeof(int16_t));
-                    memcpy(codes + g * KVC_QUERY_CODE_BYTES(d) + 2 * d, lo + g * d, d * sizeof(int16_t));
-                    scales[2 * g] = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(test_rng_u32(&rng) % 31) - 25);
-                    scales[2 * g + 1] = ldexpf(scales[2 * g], -16);
-                }
                 int ok = 1;
                 for (size_t g = 0; g < G; g++) {
                     for (size_t p = 0; p < n; p++) {
@@ -703,6 +710,62 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
     free(lo);
     free(codes);
     free(qrows);
+    free(want);
+    free(got);
+}
+
+TEST(scores_q4_should_give_the_bits_of_scores_q8_over_its_unpacked_rows) {
+    /* Against the definition through the scalar q8 kernel (itself checked
+     * above): every channel count's tail, blocks past 512 channels, and
+     * every third call the extremes (codes +-7 shifted by 3 against +-32767). */
+    static const size_t q4_score_dims[] = {1, 3, 16, 17, 31, 32, 33, 64, 80, 128, 600, 1030};
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(22);
+    int16_t *hi = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t)), *lo = test_alloc(MAX_G * MAX_Q8_D * sizeof(int16_t));
+    uint8_t *codes = test_alloc(MAX_G * KVC_QUERY_CODE_BYTES(MAX_Q8_D));
+    uint8_t *q4rows = test_alloc(MAX_N * (4 + MAX_Q8_D)), *q8rows = test_alloc(MAX_N * (4 + MAX_Q8_D));
+    int8_t *row_codes = test_alloc(MAX_Q8_D);
+    int *shifts = test_alloc((MAX_Q8_D / 16 + 1) * sizeof(int));
+    float scales[2 * MAX_G];
+    const size_t stride = MAX_N + 3;
+    float *want = test_alloc(MAX_G * stride * sizeof(float)), *got = test_alloc(MAX_G * stride * sizeof(float));
+    for (size_t i = 0; i < sizeof q4_score_dims / sizeof q4_score_dims[0]; i++) {
+        const size_t d = q4_score_dims[i], q4_bytes = 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2;
+        const float sqrt_d = sqrtf((float)d);
+        for (size_t ni = 0; ni < NUM_ROW_COUNTS; ni++) {
+            const size_t n = row_counts[ni], z_stride = n + 3;
+            for (size_t gi = 0; gi < NUM_GROUP_SIZES; gi++) {
+                const size_t G = group_sizes[gi];
+                const int extreme = (ni + gi) % 3 == 0;
+                fill_query_codes(&rng, hi, lo, codes, scales, G, d, extreme);
+                for (size_t p = 0; p < n; p++) {
+                    for (size_t j = 0; j < d; j++)
+                        row_codes[j] = extreme ? (int8_t)(j % 2 ? 7 : -7) : (int8_t)((int)(test_rng_u32(&rng) % 15) - 7);
+                    for (size_t g = 0; g < (d + 15) / 16; g++) shifts[g] = extreme ? 3 : (int)(test_rng_u32(&rng) % 4);
+                    const float scale = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(test_rng_u32(&rng) % 21) - 10);
+                    memcpy(q4rows + p * q4_bytes, &scale, 4);
+                    ref_pack_q4(d, row_codes, shifts, q4rows + p * q4_bytes + 4);
+                }
+                kvc_kernels_scalar.unpack_q4(n, d, q4rows, q8rows);
+                fill_gaps(want, G, z_stride);
+                kvc_kernels_scalar.scores_q8(G, n, d, codes, scales, q8rows, sqrt_d, want, z_stride);
+                for (size_t s = 0; s < sets.count; s++) {
+                    fill_gaps(got, G, z_stride);
+                    sets.set[s]->scores_q4(G, n, d, codes, scales, q4rows, sqrt_d, got, z_stride);
+                    CHECK(gaps_untouched(got, G, n, z_stride));
+                    for (size_t g = 0; g < G; g++)
+                        CHECK(test_bits_equal(got + g * z_stride, want + g * z_stride, n));
+                }
+            }
+        }
+    }
+    free(hi);
+    free(lo);
+    free(codes);
+    free(q4rows);
+    free(q8rows);
+    free(row_codes);
+    free(shifts);
     free(want);
     free(got);
 }
@@ -1327,6 +1390,7 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(scores_f32_should_agree_with_exact_scores_to_rounding),
           CASE(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n),
           CASE(scores_q8_should_give_the_bits_of_its_definition_without_overflow),
+          CASE(scores_q4_should_give_the_bits_of_scores_q8_over_its_unpacked_rows),
           CASE(code_query_should_give_hi_and_lo_codes_of_what_hi_leaves),
           CASE(relaxed_scores_f32_should_agree_with_exact_scores_to_rounding),
           CASE(relaxed_weighted_sum_f32_should_agree_to_rounding_and_give_each_query_its_own_bits),

@@ -86,12 +86,14 @@ for (const name of BROWSERS) {
       assert.equal(state.source, source);
       assert.equal(state.running, false);
       assert.ok(state.tokens >= TOKENS, `${state.tokens} tokens`);
-      for (const mode of ['f32', 'q8', 'q8k', 'q8v']) {
+      for (const mode of ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v']) {
         assert.ok(state.chartPoints[mode] > 0, `the memory chart has points for ${mode}`);
         assert.ok(state.memoryBytes[mode] > 0);
         assert.equal(state.displayedBytes[mode], state.memoryBytes[mode], `the page shows ${mode}'s memoryBytes`);
       }
       assert.ok(state.memoryBytes.q8 < state.memoryBytes.f32, 'q8 holds fewer bytes than f32');
+      assert.ok(state.memoryBytes.q4 <= state.memoryBytes['q8k+q4v'] && state.memoryBytes['q8k+q4v'] <= state.memoryBytes.q8,
+        'q4 holds no more than q8k+q4v, which holds no more than q8');
       assert.ok(state.stats.rollbacks >= 1, 'a rollback happened');
       assert.ok(state.seqLenWentDown, 'the cache length went down');
     }

@@ -1,0 +1,88 @@
+/* scores-i8-wasmsimd.h -- what the q8 and q4 score kernels share: i16
+ * query codes against i8 row codes with i32x4.dot_i16x8_s, eight products
+ * per instruction, summed exactly in i32; and a row's scores from its dots. */
+#ifndef KVC_SCORES_I8_WASMSIMD_H
+#define KVC_SCORES_I8_WASMSIMD_H
+
+#include <string.h>
+#include <wasm_simd128.h>
+
+#include "kernels.h"
+
+/* Lane i of the result: the sum of the four lanes of v[i] (exact: integers). */
+static inline v128_t kvc_horizontal_sums4_i32(const v128_t v[4]) {
+    const v128_t a = wasm_i32x4_add(wasm_i32x4_shuffle(v[0], v[1], 0, 4, 2, 6),
+                                    wasm_i32x4_shuffle(v[0], v[1], 1, 5, 3, 7));
+    const v128_t b = wasm_i32x4_add(wasm_i32x4_shuffle(v[2], v[3], 0, 4, 2, 6),
+                                    wasm_i32x4_shuffle(v[2], v[3], 1, 5, 3, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 1, 4, 5), wasm_i32x4_shuffle(a, b, 2, 3, 6, 7));
+}
+
+/* acc[qi] += the products of 16 channels' codes as i16 (channels j..j+7 in
+ * lo, j+8..j+15 in hi) with q16[qi] + j, for nq queries. */
+static inline void kvc_dot16_i16(size_t nq, const int16_t *const *q16, size_t j, v128_t lo, v128_t hi,
+                                 v128_t *acc) {
+    for (size_t qi = 0; qi < nq; qi++) {
+        acc[qi] = wasm_i32x4_add(acc[qi], wasm_i32x4_dot_i16x8(wasm_v128_load(q16[qi] + j), lo));
+        acc[qi] = wasm_i32x4_add(acc[qi], wasm_i32x4_dot_i16x8(wasm_v128_load(q16[qi] + j + 8), hi));
+    }
+}
+
+/* The same with the codes as i8x16 (c), widened once for all the queries. */
+static inline void kvc_dot16_i8(size_t nq, const int16_t *const *q16, size_t j, v128_t c, v128_t *acc) {
+    kvc_dot16_i16(nq, q16, j, wasm_i16x8_extend_low_i8x16(c), wasm_i16x8_extend_high_i8x16(c), acc);
+}
+
+/* The same for count (1..15) channels from j: zero codes add nothing. */
+static inline void kvc_dot_tail_i8(size_t nq, const int16_t *const *q16, size_t j, size_t count,
+                                   const int8_t *codes, v128_t *acc) {
+    int8_t codes_tail[16] = {0};
+    memcpy(codes_tail, codes, count);
+    const v128_t lo = wasm_i16x8_extend_low_i8x16(wasm_v128_load(codes_tail));
+    const v128_t hi = wasm_i16x8_extend_high_i8x16(wasm_v128_load(codes_tail));
+    for (size_t qi = 0; qi < nq; qi++) {
+        int16_t q_tail[16] = {0};
+        memcpy(q_tail, q16[qi] + j, count * sizeof(int16_t));
+        acc[qi] = wasm_i32x4_add(acc[qi], wasm_i32x4_dot_i16x8(wasm_v128_load(q_tail), lo));
+        acc[qi] = wasm_i32x4_add(acc[qi], wasm_i32x4_dot_i16x8(wasm_v128_load(q_tail + 8), hi));
+    }
+}
+
+/* Up to four queries, their hi code vectors at q16[0..3] and lo at q16[4..7],
+ * and their two scales per lane. */
+typedef struct kvc_query_codes4 {
+    size_t nq;
+    const int16_t *q16[8];
+    v128_t hi_scale, lo_scale;
+} kvc_query_codes4;
+
+static inline kvc_query_codes4 kvc_query_codes4_of(size_t G, size_t g, size_t d, const uint8_t *codes,
+                                                   const float *scales) {
+    kvc_query_codes4 queries;
+    queries.nq = G - g < 4 ? G - g : 4;
+    float hi_scales[4] = {0.0f}, lo_scales[4] = {0.0f};
+    for (size_t qi = 0; qi < queries.nq; qi++) {
+        queries.q16[qi] = (const int16_t *)(codes + (g + qi) * KVC_QUERY_CODE_BYTES(d));
+        queries.q16[4 + qi] = queries.q16[qi] + d;
+        hi_scales[qi] = scales[2 * (g + qi)];
+        lo_scales[qi] = scales[2 * (g + qi) + 1];
+    }
+    queries.hi_scale = wasm_v128_load(hi_scales);
+    queries.lo_scale = wasm_v128_load(lo_scales);
+    return queries;
+}
+
+/* Queries g.. + nq's scores of row p with scale row_scale from their dots
+ * (hi in dots[0], lo in dots[1]): (s_p * (dot * scale)) / sqrt_d for hi and
+ * for lo, then their sum. */
+static inline void kvc_store_scores4(const kvc_query_codes4 *queries, const v128_t dots[2],
+                                     v128_t row_scale, v128_t divisor, size_t g, size_t p, float *z,
+                                     size_t z_stride) {
+    const v128_t hi_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[0], queries->hi_scale)), divisor);
+    const v128_t lo_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[1], queries->lo_scale)), divisor);
+    float lanes[4];
+    wasm_v128_store(lanes, wasm_f32x4_add(hi_z, lo_z));
+    for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
+}
+
+#endif /* KVC_SCORES_I8_WASMSIMD_H */
