@@ -32,7 +32,7 @@ static size_t round_up16(size_t bytes) {
 }
 
 /* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
-#define SCRATCH_PARTS 10
+#define SCRATCH_PARTS 12
 
 static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     const size_t tile_rows = value_tile_rows(d);
@@ -46,6 +46,8 @@ static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     sizes[7] = round_up16(G * sizeof(float));                    /* sum */
     sizes[8] = round_up16(tile_rows * sizeof(uint8_t *));        /* tile_rows_at */
     sizes[9] = round_up16(tile_rows * kvc_q8_row_bytes(d));      /* tile_q8 */
+    sizes[10] = round_up16(d * sizeof(float));                   /* row_f32 */
+    sizes[11] = round_up16(d * sizeof(float));                   /* ones */
 }
 
 size_t kvc_scratch_bytes(size_t G, size_t d) {
@@ -74,6 +76,9 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
     scratch->sum = parts[7];
     scratch->tile_rows_at = (const uint8_t **)(void *)parts[8];
     scratch->tile_q8 = (uint8_t *)parts[9];
+    scratch->row_f32 = parts[10];
+    scratch->ones = parts[11];
+    for (size_t j = 0; j < d; j++) scratch->ones[j] = 1.0f;
     scratch->tile_rows = value_tile_rows(d);
 }
 
@@ -226,6 +231,9 @@ static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const k
 /* The row scales of a tile vary by more than this factor: its weights need
  * their lo codes too (sum_quantized_values). */
 #define KVC_VALUE_SCALE_SPREAD 8.0f
+/* And by more than this one, more than hi and lo resolve: the tile's rows
+ * are summed in f32 (rows of values ~1e14 beside rows of ~1, say). */
+#define KVC_VALUE_SCALE_RANGE 4096.0f
 
 /* out[g] += sum over the quantized value rows of w_p * codes_p, w_p = pi_p *
  * s_p, a tile of rows at a time (c_V is applied after); out is [G x d].  The
@@ -238,7 +246,9 @@ static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const k
  * codes small), the rows of small scale -- small weights, large codes --
  * would lose up to a percent of what they add: then the weights go as two
  * code vectors, hi and what it leaves, lo, as queries do, and the sum is as
- * good as f32's. */
+ * good as f32's -- while the scales span less than 2^12; beyond that (the
+ * rows of large scale leave the others' weights under lo's last step) each
+ * row is read as codes * scale and added in f32, in row order. */
 static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
                                  size_t pi_stride, const kvc_paged *qrows, int q4, size_t q_first,
                                  size_t q_count, size_t d, float *out, kvc_scratch *scratch) {
@@ -259,6 +269,13 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
             scales[t] = kvc_q8_row_scale(at[t]);
             min_s = fminf(min_s, scales[t]);
             max_s = fmaxf(max_s, scales[t]);
+        }
+        if (max_s > KVC_VALUE_SCALE_RANGE * min_s) {
+            for (size_t t = 0; t < rows; t++) {
+                kernels->dequantize_row(d, kvc_q8_row_codes(at[t]), scales[t], scratch->ones, scratch->row_f32);
+                kernels->weighted_sum_f32(G, 1, d, pi + first + t, pi_stride, scratch->row_f32, out);
+            }
+            continue;
         }
         const int with_lo = max_s > KVC_VALUE_SCALE_SPREAD * min_s;
         for (size_t g = 0; g < G; g++) {

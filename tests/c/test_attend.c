@@ -534,7 +534,55 @@ TEST(attend_without_probs_should_give_the_same_out) {
     }
 }
 
+TEST(attend_should_sum_values_whose_row_scales_span_more_than_the_weight_codes_resolve) {
+    /* Rows of values ~1 beside rows with one channel at 1e14: a tile's row
+     * scales then span 1e14, past what the values' i16 weight codes (hi and
+     * lo) resolve, so that tile is summed in f32; the attention (mostly on
+     * the rows of ~1) must stay the convex combination of the rows read
+     * back, to f32 rounding. */
+    const size_t d = 8, n = 200;
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
+        if (!test_mode_quantizes(test_modes[mi], 1)) continue;
+        kvc_layer *layer;
+        CHECK_OK(kvc_layer_create(1, d, test_modes[mi], &layer));
+        CHECK_OK(kvc_layer_set_residual_rows(layer, 0));
+        test_rng rng = test_rng_new(77);
+        float k[8], v[8], q[8], out[8], want[8];
+        double probs[200];
+        for (size_t p = 0; p < n; p++) {
+            test_fill_normal(&rng, k, d);
+            test_fill_normal(&rng, v, d);
+            if (p >= KVC_Q8_WINDOW && p % 3 == 0) {
+                memset(v, 0, sizeof v);
+                v[d - 1] = 1e14f;
+                for (size_t j = 0; j < d; j++) k[j] = -4.0f; /* little attention */
+            }
+            CHECK_OK(kvc_layer_append(layer, k, v, NULL));
+        }
+        float *keys, *values;
+        CHECK(head_rows(layer, 0, &keys, &values) == n);
+        double worst = 0.0;
+        for (int i = 0; i < 8; i++) {
+            test_fill_normal(&rng, q, d);
+            CHECK_OK(kvc_layer_attend(layer, q, 0, out, NULL));
+            reference_attention(q, keys, values, n, d, want, probs);
+            for (size_t j = 0; j + 1 < d; j++) { /* the channels of ~1 */
+                double spread = 0.0;
+                for (size_t p = 0; p < n; p++) spread = fmax(spread, fabs(values[p * d + j]));
+                worst = fmax(worst, fabs((double)out[j] - want[j]) / spread);
+            }
+        }
+        printf("  mode %d: worst error on the channels of ~1, relative to their largest value: %.3g\n",
+               (int)test_modes[mi], worst);
+        CHECK(worst < 1e-6);
+        free(keys);
+        free(values);
+        kvc_layer_free(layer);
+    }
+}
+
 RUN_TESTS(CASE(attend_f32_should_equal_attention_head_over_head_rows_bit_for_bit),
+          CASE(attend_should_sum_values_whose_row_scales_span_more_than_the_weight_codes_resolve),
           CASE(attend_f32_should_match_double_precision_reference),
           CASE(attend_q8_should_stay_within_bound_of_f32_on_outlier_keys),
           CASE(attend_q8k_should_stay_within_bound_of_f32_on_outlier_keys),
