@@ -92,9 +92,9 @@ for (const name of BROWSERS) {
         assert.equal(state.displayedBytes[mode], state.memoryBytes[mode], `the page shows ${mode}'s memoryBytes`);
       }
       assert.ok(state.memoryBytes.q8 < state.memoryBytes.f32, 'q8 holds fewer bytes than f32');
-      // (q4 holds less than q8 only past its residual window: at a demo's few hundred
-      // positions its 64 newest rows in f32 may outweigh the codes it saves.)
-      assert.ok(state.memoryBytes.q4 < state.memoryBytes.f32, 'q4 holds fewer bytes than f32');
+      // (Not so q4 at a demo's hundred or two positions: its 64 newest rows are kept in f32
+      // beside their codes, so it holds less than f32 only past ~140 positions and less than
+      // q8 past ~600 at head_dim 128 -- README, Storage.)
       assert.ok(state.stats.rollbacks >= 1, 'a rollback happened');
       assert.ok(state.seqLenWentDown, 'the cache length went down');
     }
