@@ -651,6 +651,21 @@ static const size_t q8_dims[] = {1, 3, 4, 15, 16, 17, 64, 80, 128, 256, 600, 103
 #define NUM_Q8_DIMS (sizeof q8_dims / sizeof q8_dims[0])
 #define MAX_Q8_D 1030
 
+/* 1 if every set's scores_q8 (q4: scores_q4) of the rows give `want`'s bits,
+ * leaving the gaps between z rows alone. */
+static int scores_of_every_set(const kernel_sets *sets, int q4, size_t G, size_t n, size_t d,
+                               const uint8_t *codes, const float *scales, const uint8_t *rows,
+                               float sqrt_d, const float *want, float *got, size_t z_stride) {
+    int ok = 1;
+    for (size_t s = 0; s < sets->count; s++) {
+        fill_gaps(got, G, z_stride);
+        (q4 ? sets->set[s]->scores_q4 : sets->set[s]->scores_q8)(G, n, d, codes, scales, rows, sqrt_d, got, z_stride);
+        ok = ok && gaps_untouched(got, G, n, z_stride);
+        for (size_t g = 0; g < G; g++) ok = ok && test_bits_equal(got + g * z_stride, want + g * z_stride, n);
+    }
+    return ok;
+}
+
 /* G queries' hi and lo i16 codes (hi at the extremes with `extreme`), laid
  * out as code_query makes them, with scales 2^16 apart. */
 static void fill_query_codes(test_rng *rng, int16_t *hi, int16_t *lo, uint8_t *codes, float *scales,
@@ -696,13 +711,7 @@ TEST(scores_q8_should_give_the_bits_of_its_definition_without_overflow) {
                     }
                 }
                 CHECK(ok);
-                for (size_t s = 0; s < sets.count; s++) {
-                    fill_gaps(got, G, z_stride);
-                    sets.set[s]->scores_q8(G, n, d, codes, scales, qrows, sqrt_d, got, z_stride);
-                    CHECK(gaps_untouched(got, G, n, z_stride));
-                    for (size_t g = 0; g < G; g++)
-                        CHECK(test_bits_equal(got + g * z_stride, want + g * z_stride, n));
-                }
+                CHECK(scores_of_every_set(&sets, 0, G, n, d, codes, scales, qrows, sqrt_d, want, got, z_stride));
             }
         }
     }
@@ -749,13 +758,7 @@ TEST(scores_q4_should_give_the_bits_of_scores_q8_over_its_unpacked_rows) {
                 kvc_kernels_scalar.unpack_q4(n, d, q4rows, q8rows);
                 fill_gaps(want, G, z_stride);
                 kvc_kernels_scalar.scores_q8(G, n, d, codes, scales, q8rows, sqrt_d, want, z_stride);
-                for (size_t s = 0; s < sets.count; s++) {
-                    fill_gaps(got, G, z_stride);
-                    sets.set[s]->scores_q4(G, n, d, codes, scales, q4rows, sqrt_d, got, z_stride);
-                    CHECK(gaps_untouched(got, G, n, z_stride));
-                    for (size_t g = 0; g < G; g++)
-                        CHECK(test_bits_equal(got + g * z_stride, want + g * z_stride, n));
-                }
+                CHECK(scores_of_every_set(&sets, 1, G, n, d, codes, scales, q4rows, sqrt_d, want, got, z_stride));
             }
         }
     }
