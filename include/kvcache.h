@@ -569,8 +569,9 @@ size_t kvc_layer_residual_rows(const kvc_layer *layer);
  * snapshot (which keeps the window's copies only) may leave 0.  A deeper
  * truncation is still safe: rows that come back into the window without a
  * copy are read through their codes until newer rows push them out.  A
- * speculative verify is always exact: drafts never push rows out of the
- * window before accept.  0 for a linear layer. */
+ * speculative verify is always exact: while it is open no f32 copy is let
+ * go (the drafts move the window, and rejecting them moves it back).  0 for
+ * a linear layer. */
 size_t kvc_layer_exact_rollback(const kvc_layer *layer);
 
 /* ------------------------------------------------------------------------ */
