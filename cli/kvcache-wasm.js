@@ -5,10 +5,8 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import init, { MODES } from '../js/index.js';
+import init, { COMPONENTS, MODES } from '../js/index.js';
 import { GgufError, Llama, generate } from '../js/llama.js';
-
-const COMPONENTS = ['f32', 'q8', 'q4'];
 
 const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--steps N]
          [--mode M | --cache-type-k T --cache-type-v T] [--residual-rows R]

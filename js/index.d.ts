@@ -143,8 +143,9 @@ export class KvCacheError extends Error {
 
 /** Positions below this stay f32 in quantized components; the per-channel field freezes when it is appended. */
 export const Q8_WINDOW: 64;
-/** Every mode name, in the C library's order. */
+/** Every mode name, in the C library's order, and every component storage. */
 export const MODES: readonly KvModeName[];
+export const COMPONENTS: readonly KvComponent[];
 /** The default residual window of q4 components, and its largest. */
 export const Q4_RESIDUAL_ROWS: 64;
 export const Q4_MAX_RESIDUAL_ROWS: 4096;

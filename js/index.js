@@ -12,7 +12,7 @@ export default init;
 export { init };
 export { KvCacheError } from './checks.js';
 export {
-  LayerKvCache, MODES, Q8_WINDOW, Q4_RESIDUAL_ROWS, Q4_MAX_RESIDUAL_ROWS, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS,
+  LayerKvCache, MODES, COMPONENTS, Q8_WINDOW, Q4_RESIDUAL_ROWS, Q4_MAX_RESIDUAL_ROWS, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS,
 } from './layer.js';
 export { KvCache } from './model.js';
 export { PrefixCache } from './prefix.js';

@@ -50,8 +50,7 @@ static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive, int 
     kvc_status status = kvc_slots_reserve(layer, n);
     if (status != KVC_OK) return status;
     const size_t first = layer->next_position;
-    if ((kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)) &&
-        first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
+    if (kvc_quantized_components(layer->mode) && first <= KVC_Q8_WINDOW && KVC_Q8_WINDOW < first + n) {
         status = kvc_field_reserve(layer);
         if (status != KVC_OK) return status;
     }
@@ -92,9 +91,7 @@ static void append_one(kvc_layer *layer, const float *k, const float *v, const u
     const kvc_kernels *kernels = kvc_kernels_active();
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
     const size_t position = layer->next_position;
-    if ((kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)) &&
-        position == KVC_Q8_WINDOW)
-        kvc_field_freeze(layer);
+    if (kvc_quantized_components(layer->mode) && position == KVC_Q8_WINDOW) kvc_field_freeze(layer);
     for (size_t h = 0; h < H; h++) {
         if (!head_alive(alive, h)) continue;
         push_row(&layer->heads[h].keys, position, d, k + h * d, kernels);
@@ -135,9 +132,7 @@ static void append_positions(kvc_layer *layer, size_t n, const float *k, const f
     for (; i < n && layer->next_position < KVC_Q8_WINDOW; i++)
         append_one(layer, k + i * stride, v + i * stride, alive ? alive + i * H : NULL);
     if (i == n) return;
-    if (layer->next_position == KVC_Q8_WINDOW &&
-        (kvc_component_quantized(layer->mode, 0) || kvc_component_quantized(layer->mode, 1)))
-        kvc_field_freeze(layer);
+    if (layer->next_position == KVC_Q8_WINDOW && kvc_quantized_components(layer->mode)) kvc_field_freeze(layer);
     const rows_job job = {layer, n - i, layer->next_position, k + i * stride, v + i * stride,
                           alive ? alive + i * H : NULL};
     for (size_t j = i; j < n; j++) take_slot(layer, alive ? alive + j * H : NULL);
@@ -147,6 +142,7 @@ static void append_positions(kvc_layer *layer, size_t n, const float *k, const f
 /* Lets the q4 stores go of the copies they will not need once n more
  * positions come. */
 static void release_copies(kvc_layer *layer, size_t n, const uint8_t *alive) {
+    if (!kvc_mode_has_q4(layer->mode)) return; /* no copies: nothing to count */
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         size_t below, from;
         rows_gained(layer, n, alive, h, &below, &from);

@@ -407,7 +407,7 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     const kvc_rows_view values = kvc_store_view(&head->values, layer->residual_rows);
     causal_job job = {.m = m, .d = d, .n = kvc_store_len(&head->keys), .keys = &keys,
                       .values = &values, .probs = probs, .out = out};
-    job.per_query = head->keys.type == KVC_COMPONENT_Q4 || head->values.type == KVC_COMPONENT_Q4;
+    job.per_query = kvc_mode_has_q4(layer->mode);
     job.S = segments_of(job.n);
     if (job.n == 0) { /* nothing stored: zeros, and nothing to allocate */
         memset(out, 0, m * d * sizeof(float));

@@ -73,11 +73,6 @@ static void plan(const kvc_layer *layer, size_t budget, size_t sinks, size_t rec
     for (size_t i = 0; i < heavy; i++) keep[slots[i]] = 1;
 }
 
-/* Element `read` of a sequence to its place `write` (<= read) among the kept. */
-static void move_element(kvc_paged *a, size_t write, size_t read) {
-    if (write != read) memcpy(kvc_paged_at(a, write), kvc_paged_at(a, read), a->elem_bytes);
-}
-
 /* Moves the kept rows of one store to the front, in order. */
 static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, const uint8_t *keep) {
     const int quantized = store->type != KVC_COMPONENT_F32;
@@ -89,7 +84,7 @@ static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, co
             if (keep[s]) kvc_store_move_quantized(store, q_write++, q_read, window_first, &copies);
             q_read++;
         } else {
-            if (keep[s]) move_element(&store->rows, f32_write++, f32_read);
+            if (keep[s]) kvc_paged_move(&store->rows, f32_write++, f32_read);
             f32_read++;
         }
     }
@@ -106,9 +101,9 @@ static void apply(kvc_layer *layer, const uint8_t *keep) {
     size_t write = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
         if (!keep[s]) continue;
-        move_element(&layer->imp, write, s);
-        move_element(&layer->positions, write, s);
-        move_element(&layer->alive, write, s);
+        kvc_paged_move(&layer->imp, write, s);
+        kvc_paged_move(&layer->positions, write, s);
+        kvc_paged_move(&layer->alive, write, s);
         write++;
     }
     kvc_slots_set_len(layer, write);

@@ -70,6 +70,8 @@ void kvc_paged_free(kvc_paged *a);
 /* Bytes of our elements from element `first` on in pages another sequence
  * holds too. */
 size_t kvc_paged_shared_bytes(const kvc_paged *a, size_t first);
+/* Element `read` to `write` (<= read, writable): a compaction in order. */
+void kvc_paged_move(kvc_paged *a, size_t write, size_t read);
 /* Lets go of the first `pages` pages, which hold elements: element i becomes
  * element i - (pages << shift). */
 void kvc_paged_drop_front(kvc_paged *a, size_t pages);
@@ -283,6 +285,10 @@ size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
 /* ---- store.c: one component of one head ---- */
 /* Quantized rows are stored from position KVC_Q8_WINDOW on. */
 int kvc_component_quantized(kvc_mode mode, int is_values);
+/* Components the mode quantizes (each has a field): 0, 1 or 2. */
+size_t kvc_quantized_components(kvc_mode mode);
+/* 1 if a component is q4 (has a residual window and f32 copies). */
+int kvc_mode_has_q4(kvc_mode mode);
 /* An empty store of rows of d channels. */
 void kvc_store_init(kvc_store *store, size_t d, kvc_component type);
 /* Makes room for `below` more rows at positions < W and `from` more at

@@ -212,11 +212,6 @@ int kvc_layer_field_frozen(const kvc_layer *layer) {
     return layer ? layer->field_frozen : 0;
 }
 
-/* Quantized components in this mode (each with a field): 0, 1 or 2. */
-static size_t quantized_components(kvc_mode mode) {
-    return (size_t)kvc_component_quantized(mode, 0) + (size_t)kvc_component_quantized(mode, 1);
-}
-
 size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
@@ -227,7 +222,7 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
         bytes += kvc_store_bytes(&layer->heads[h].values, layer->residual_rows);
     }
     if (layer->field_frozen)
-        bytes += quantized_components(layer->mode) * layer->num_kv_heads * d * sizeof(float);
+        bytes += kvc_quantized_components(layer->mode) * layer->num_kv_heads * d * sizeof(float);
     return bytes;
 }
 

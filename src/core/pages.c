@@ -177,6 +177,10 @@ void kvc_paged_free(kvc_paged *a) {
     kvc_paged_init(a, a->elem_bytes, a->shift);
 }
 
+void kvc_paged_move(kvc_paged *a, size_t write, size_t read) {
+    if (write != read) memcpy(kvc_paged_at(a, write), kvc_paged_at(a, read), a->elem_bytes);
+}
+
 void kvc_paged_drop_front(kvc_paged *a, size_t pages) {
     if (pages == 0) return; /* (and a sequence that never had pages has no table) */
     for (size_t p = 0; p < pages; p++) page_release(a->pages[p]);

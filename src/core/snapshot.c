@@ -380,8 +380,7 @@ static kvc_status read_full_header(reader *r, full_header *f) {
     f->max_rows = (size_t)max_rows;
     f->sinks = (size_t)sinks;
     f->recent = (size_t)recent;
-    const int quantized = kvc_component_quantized((kvc_mode)f->mode, 0) ||
-                          kvc_component_quantized((kvc_mode)f->mode, 1);
+    const int quantized = kvc_quantized_components((kvc_mode)f->mode) > 0;
     if ((size_t)f->frozen != (size_t)(quantized && f->next_position > KVC_Q8_WINDOW))
         return KVC_E_SNAPSHOT_CORRUPT;
     if (f->max_rows && (f->sinks > f->max_rows || f->recent > f->max_rows - f->sinks))

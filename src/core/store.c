@@ -48,6 +48,14 @@ int kvc_component_quantized(kvc_mode mode, int is_values) {
     return kvc_mode_component(mode, is_values) != KVC_COMPONENT_F32;
 }
 
+size_t kvc_quantized_components(kvc_mode mode) {
+    return (size_t)kvc_component_quantized(mode, 0) + (size_t)kvc_component_quantized(mode, 1);
+}
+
+int kvc_mode_has_q4(kvc_mode mode) {
+    return kvc_mode_component(mode, 0) == KVC_COMPONENT_Q4 || kvc_mode_component(mode, 1) == KVC_COMPONENT_Q4;
+}
+
 void kvc_store_init(kvc_store *store, size_t d, kvc_component type) {
     store->type = type;
     kvc_paged_init(&store->rows, d * sizeof(float), KVC_PAGE_SHIFT);
@@ -143,15 +151,11 @@ kvc_status kvc_store_make_writable(kvc_store *store, size_t f32_first, size_t q_
     return status;
 }
 
-static void move_element(kvc_paged *a, size_t write, size_t read) {
-    if (write != read) memcpy(kvc_paged_at(a, write), kvc_paged_at(a, read), a->elem_bytes);
-}
-
 void kvc_store_move_quantized(kvc_store *store, size_t write, size_t read, size_t window_first,
                               size_t *copies_write) {
-    move_element(&store->qrows, write, read);
+    kvc_paged_move(&store->qrows, write, read);
     if (read >= window_first && store->type == KVC_COMPONENT_Q4)
-        move_element(&store->recent, (*copies_write)++, read - store->recent_base);
+        kvc_paged_move(&store->recent, (*copies_write)++, read - store->recent_base);
 }
 
 void kvc_store_compacted(kvc_store *store, size_t f32_rows, size_t q_rows, size_t copies) {
@@ -162,11 +166,17 @@ void kvc_store_compacted(kvc_store *store, size_t f32_rows, size_t q_rows, size_
     store->recent_base = q_rows - copies;
 }
 
-size_t kvc_store_window_first(const kvc_store *store, size_t residual_rows) {
-    const size_t n = store->qrows.len;
+/* The first of the store's first n quantized rows read from its f32 copy:
+ * (q4) the newest residual_rows of them that still have their copies. */
+static size_t first_copy_read(const kvc_store *store, size_t n, size_t residual_rows) {
     if (store->type != KVC_COMPONENT_Q4) return n;
-    const size_t first = n > residual_rows ? n - residual_rows : 0;
-    return first > store->recent_base ? first : store->recent_base;
+    const size_t newest = n > residual_rows ? n - residual_rows : 0;
+    const size_t first = newest > store->recent_base ? newest : store->recent_base;
+    return first < n ? first : n;
+}
+
+size_t kvc_store_window_first(const kvc_store *store, size_t residual_rows) {
+    return first_copy_read(store, store->qrows.len, residual_rows);
 }
 
 size_t kvc_store_exact_rollback(const kvc_store *store, size_t residual_rows) {
@@ -178,13 +188,8 @@ size_t kvc_store_exact_rollback(const kvc_store *store, size_t residual_rows) {
 kvc_rows_view kvc_store_view_prefix(const kvc_store *store, size_t residual_rows, size_t rows) {
     /* The window of a q4 store truncated to `rows`, as kvc_store_drop leaves it. */
     const size_t quantized = rows > store->rows.len ? rows - store->rows.len : 0;
-    size_t q_count = quantized, recent_first = 0;
-    if (store->type == KVC_COMPONENT_Q4) {
-        const size_t first = quantized > residual_rows ? quantized - residual_rows : 0;
-        q_count = first > store->recent_base ? first : store->recent_base;
-        if (q_count > quantized) q_count = quantized;
-        recent_first = q_count > store->recent_base ? q_count - store->recent_base : 0;
-    }
+    const size_t q_count = first_copy_read(store, quantized, residual_rows);
+    const size_t recent_first = q_count > store->recent_base ? q_count - store->recent_base : 0;
     return (kvc_rows_view){
         .rows = &store->rows,
         .qrows = &store->qrows,

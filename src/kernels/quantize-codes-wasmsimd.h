@@ -8,6 +8,7 @@
 #include <wasm_simd128.h>
 
 #include "kernels.h"
+#include "wasmsimd-reduce.h"
 
 /* x / c lane-wise, saturated to +-KVC_Q8_RATIO_MAX exactly as the scalar kernel. */
 static inline v128_t kvc_channel_ratio_f32x4(v128_t x, v128_t c) {
@@ -39,13 +40,7 @@ static inline float kvc_quantize_codes_wasmsimd(size_t d, const float *x, const 
     }
     vmax = wasm_f32x4_pmax(vmax, wasm_f32x4_abs(kvc_channel_ratio_f32x4(wasm_v128_load(x_tail),
                                                                         wasm_v128_load(field_tail))));
-    float lanes[4];
-    wasm_v128_store(lanes, vmax);
-    float max_abs = lanes[0];
-    for (int lane = 1; lane < 4; lane++) {
-        if (max_abs < lanes[lane]) max_abs = lanes[lane];
-    }
-    float scale = max_abs / code_max;
+    float scale = kvc_max_lanes_f32x4(vmax) / code_max;
     if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;
 
     const v128_t vscale = wasm_f32x4_splat(scale), vmax_code = wasm_f32x4_splat(code_max);

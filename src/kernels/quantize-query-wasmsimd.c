@@ -3,6 +3,7 @@
 #include <wasm_simd128.h>
 
 #include "kernels.h"
+#include "wasmsimd-reduce.h"
 
 /* clamp(round_half_even(x / scale), -32767, 32767) as i32 lanes. */
 static v128_t codes_i32(v128_t x, v128_t scale) {
@@ -28,13 +29,7 @@ float kvc_quantize_query__wasmsimd(size_t d, const float *x, int16_t *codes) {
         memset(codes, 0, d * sizeof(int16_t));
         return NAN;
     }
-    float lanes[4];
-    wasm_v128_store(lanes, vmax);
-    float max_abs = lanes[0];
-    for (int lane = 1; lane < 4; lane++) {
-        if (max_abs < lanes[lane]) max_abs = lanes[lane];
-    }
-    float scale = max_abs / KVC_Q16_CODE_MAX;
+    float scale = kvc_max_lanes_f32x4(vmax) / KVC_Q16_CODE_MAX;
     if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;
     const v128_t vscale = wasm_f32x4_splat(scale);
     size_t j = 0;

@@ -4,6 +4,7 @@
 #include "kernels.h"
 #include "q4-pack.h"
 #include "quantize-codes-wasmsimd.h"
+#include "wasmsimd-reduce.h"
 
 float kvc_quantize_row_q4__wasmsimd(size_t d, const float *x, const float *field, uint8_t *packed) {
     /* x and the field padded to whole groups: x = 0 over c = 1 gives t = 0,
@@ -18,26 +19,15 @@ float kvc_quantize_row_q4__wasmsimd(size_t d, const float *x, const float *field
         xs[j] = 0.0f;
         cs[j] = 1.0f;
     }
-    v128_t vrow = wasm_f32x4_const_splat(0.0f);
+    float row_max = 0.0f;
     for (size_t g = 0; g < groups; g++) {
         v128_t vmax = wasm_f32x4_const_splat(0.0f);
         for (size_t j = g * KVC_Q4_GROUP; j < (g + 1) * KVC_Q4_GROUP; j += 4) {
             const v128_t t = kvc_channel_ratio_f32x4(wasm_v128_load(xs + j), wasm_v128_load(cs + j));
             vmax = wasm_f32x4_pmax(vmax, wasm_f32x4_abs(t));
         }
-        vrow = wasm_f32x4_pmax(vrow, vmax);
-        float lanes[4];
-        wasm_v128_store(lanes, vmax);
-        group_max[g] = lanes[0];
-        for (int lane = 1; lane < 4; lane++) {
-            if (group_max[g] < lanes[lane]) group_max[g] = lanes[lane];
-        }
-    }
-    float lanes[4];
-    wasm_v128_store(lanes, vrow);
-    float row_max = lanes[0];
-    for (int lane = 1; lane < 4; lane++) {
-        if (row_max < lanes[lane]) row_max = lanes[lane];
+        group_max[g] = kvc_max_lanes_f32x4(vmax);
+        if (row_max < group_max[g]) row_max = group_max[g];
     }
     const float scale = kvc_q4_shifts(d, group_max, row_max, KVC_Q8_SCALE_FLOOR, packed, steps);
     const v128_t code_max = wasm_f32x4_const_splat(KVC_Q4_CODE_MAX);

@@ -57,6 +57,16 @@ export async function browserMissing(name) {
 // Runs `source`, the source of an async function of one argument, in a page.
 const wrapped = (source) => `(${source})`;
 
+/** What a page reports that a test must see: console errors, page errors and HTTP errors
+ * (Playwright and Puppeteer pages name these events alike). */
+function watchProblems(page) {
+  const problems = [];
+  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('response', (r) => r.status() >= 400 && problems.push(`HTTP ${r.status()}: ${r.url()}`));
+  return problems;
+}
+
 async function chromium() {
   const { chromium: driver } = await import('playwright-core');
   const browser = await driver.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
@@ -64,10 +74,7 @@ async function chromium() {
     version: `Chromium ${browser.version()}`,
     async open(url, { width = 1400, height = 1100 } = {}) {
       const page = await browser.newPage({ viewport: { width, height } });
-      const problems = [];
-      page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-      page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-      page.on('response', (r) => r.status() >= 400 && problems.push(`HTTP ${r.status()}: ${r.url()}`));
+      const problems = watchProblems(page);
       await page.goto(url);
       return {
         evaluate: (source, arg) => page.evaluate(({ source: s, arg: a }) => (0, eval)(s)(a), { source: wrapped(source), arg }),
@@ -96,10 +103,7 @@ async function firefox() {
     async open(url, { width = 1400, height = 1100 } = {}) {
       const page = await browser.newPage();
       await page.setViewport({ width, height });
-      const problems = [];
-      page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-      page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-      page.on('response', (r) => r.status() >= 400 && problems.push(`HTTP ${r.status()}: ${r.url()}`));
+      const problems = watchProblems(page);
       await page.goto(url);
       return {
         evaluate: (source, arg) => page.evaluate((s, a) => (0, eval)(s)(a), wrapped(source), arg),
