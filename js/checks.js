@@ -2,6 +2,9 @@
 // anything changes; C status codes that checks cannot rule out become errors
 // here, with the same names.
 import { lib, readCString, stage } from './runtime.js';
+import { checkKeys, shown } from './options.js';
+
+export { shown };
 
 /** An error reported by the C library that argument checks cannot prevent;
  * `code` is the C status name (e.g. "KVC_E_NOMEM", "KVC_E_VERIFYING"). */
@@ -23,15 +26,6 @@ const STATUS = [
   'KVC_E_SNAPSHOT_CHECKSUM', 'KVC_E_SNAPSHOT_CORRUPT', 'KVC_E_SNAPSHOT_TOO_LARGE', 'KVC_E_BUDGET',
   'KVC_E_THREADS', 'KVC_E_PREFIX', 'KVC_E_RESIDUAL',
 ];
-
-// How a bad argument is shown in a message: 1.5, "2", null, a Float64Array.
-export function shown(value) {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'function') return 'a function';
-  if (value === null || typeof value !== 'object') return String(value);
-  const name = value.constructor?.name ?? 'object';
-  return `${/^[AEIOU]/i.test(name) ? 'an' : 'a'} ${name}`;
-}
 
 export function checkObject(where, name, value) {
   if (value === null || typeof value !== 'object') {
@@ -102,6 +96,7 @@ export function checkBytes(where, name, value) {
 /** An eviction policy { budget, sinks?, recent? } checked against each other. */
 export function checkPolicy(where, name, policy) {
   checkObject(where, name, policy);
+  checkKeys(where, policy, ['budget', 'sinks', 'recent'], name);
   const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, 0x7fffffff);
   const sinks = checkInteger(where, `${name}.sinks`, policy.sinks ?? Math.min(4, budget), 0, budget);
   const recent = checkInteger(where, `${name}.recent`, policy.recent ?? Math.floor((budget - sinks) / 2), 0, budget - sinks);

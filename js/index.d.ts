@@ -26,13 +26,19 @@ export type AliveMask = Uint8Array | readonly boolean[];
 export interface InitOptions {
   /** A precompiled module, for runtimes that cannot compile wasm from bytes (Cloudflare workerd). */
   module?: WebAssembly.Module;
-  /** The module's bytes, or where to fetch them. Default: ../dist/kvcache.wasm next to this file; in a Worker
-   * (the "workerd" and "worker" export conditions), that file imported as a module, compiled at deploy time. */
+  /** The module's bytes, or where to fetch them (a string: against the page's address; in Node, Deno and Bun a file
+   * path). Default: the package's own build (see `isa`); in the Worker entry (the "workerd" export condition),
+   * dist/kvcache.wasm imported as a module, compiled at deploy time. */
   wasm?: BufferSource | URL | string | Response;
+  /** Where a file of the package is when you host it yourself (a bundler that does not emit files referenced by
+   * `new URL('…', import.meta.url)`, such as esbuild, or a CDN): called with 'kvcache.wasm', 'kvcache-relaxed.wasm'
+   * and 'pool-worker.js' (a Worker's script must be on the page's origin), it returns a URL or a string (as `wasm`). */
+  locateFile?: (name: 'kvcache.wasm' | 'kvcache-relaxed.wasm' | 'pool-worker.js') => URL | string;
   /** Which build to load: 'wasm-relaxed-simd' (fused multiply-add; the default where the engine runs relaxed SIMD as
    * the standard says, checked by a probe) or 'wasm-simd128' (every engine; the default elsewhere, and in the Worker
    * entry, where the probe cannot compile). Not with `module` or `wasm`. */
   isa?: 'wasm-simd128' | 'wasm-relaxed-simd';
+  // Any other key is refused with a TypeError naming the nearest one ('treads': did you mean 'threads'?).
   /** Threads calls run on, the calling one included: 1 to 64. Default: one per core (up to 8) where workers and
    * shared memory exist (Node, Deno, Bun, cross-origin isolated pages), else 1. An explicit count that cannot
    * run rejects, naming why. */
@@ -67,6 +73,16 @@ export function shutdown(): Promise<void>;
 
 /** The kernel set the module runs: "wasm-relaxed-simd" or "wasm-simd128". */
 export function kernelIsa(): string;
+export interface KernelInfo {
+  /** The build running (kernelIsa()). */
+  isa: 'wasm-simd128' | 'wasm-relaxed-simd';
+  /** The build init() aimed for: the one `isa` named, else 'wasm-relaxed-simd'; with `module` or `wasm`, the one given. */
+  wanted: 'wasm-simd128' | 'wasm-relaxed-simd';
+  /** Why `isa` is not `wanted` (this engine has no relaxed SIMD; the relaxed file could not be fetched or compiled,
+   * so the SIMD128 one runs), or null. */
+  reason: string | null;
+}
+export function kernelInfo(): KernelInfo;
 /** The C library's version. */
 export function version(): string;
 

@@ -17,6 +17,7 @@ export {
 export { KvCache } from './model.js';
 export { PrefixCache } from './prefix.js';
 export { threadCount, threadInfo, setThreadLimit, shutdown } from './threads.js';
+export { kernelInfo } from './runtime.js';
 
 /** The kernel set the module runs: 'wasm-simd128' for a SIMD build. */
 export function kernelIsa() {

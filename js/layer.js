@@ -5,6 +5,7 @@ import { finalizerOf, heap, lib, readCString, unstage } from './runtime.js';
 import {
   checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, checkStatus, shown, staged,
 } from './checks.js';
+import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
 // A mode's name by its kvc_mode value; each is also a string `mode` takes.
@@ -37,11 +38,7 @@ export function modeOf(where, mode) {
   if (mode === null || typeof mode !== 'object' || Array.isArray(mode)) {
     throw new TypeError(`${where}: mode must be a string or an object { keys, values } (got ${shown(mode)})`);
   }
-  for (const key of Object.keys(mode)) {
-    if (key !== 'keys' && key !== 'values') {
-      throw new RangeError(`${where}: mode has no option ${shown(key)} (it takes 'keys' and 'values')`);
-    }
-  }
+  checkKeys(where, mode, ['keys', 'values'], 'mode');
   const component = (name) => {
     const value = mode[name] ?? 'f32';
     const code = COMPONENTS.indexOf(value);
@@ -58,11 +55,23 @@ export function modeOf(where, mode) {
   }
 }
 
+const COMPONENT_Q4 = 2;
+/** Whether a kvc_mode has a 4-bit component (the ones residualRows sizes). */
+function hasQ4(mode) {
+  const exports = lib();
+  return exports.kvc_mode_component(mode, 0) === COMPONENT_Q4 || exports.kvc_mode_component(mode, 1) === COMPONENT_Q4;
+}
+
+// What a layer's constructor takes, by kind.
+const FULL_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'maxRows', 'sinks', 'recent'];
+const LINEAR_OPTIONS = ['kind', 'numHeads', 'numFeatures', 'valueDim', 'phaseMass'];
+
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
   checkObject(where, 'options', options);
   const exports = lib();
   const kind = options.kind ?? 'full';
+  if (kind === 'full' || kind === 'linear') checkKeys(where, options, kind === 'full' ? FULL_OPTIONS : LINEAR_OPTIONS);
   const [outPtr] = staged(where, 4);
   if (kind === 'full') {
     const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
@@ -70,6 +79,11 @@ export function createLayer(where, options) {
     const mode = modeOf(where, options.mode);
     const residualRows = options.residualRows === undefined ? null
       : checkInteger(where, 'residualRows', options.residualRows, 0, Q4_MAX_RESIDUAL_ROWS);
+    if (!hasQ4(mode)) checkUnused(where, options, 'residualRows', 'it sizes the f32 window of a q4 component, and this mode has none');
+    if (options.maxRows === undefined) {
+      checkUnused(where, options, 'sinks', 'it goes with maxRows');
+      checkUnused(where, options, 'recent', 'it goes with maxRows');
+    }
     const policy = options.maxRows === undefined ? null
       : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
     checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
@@ -616,10 +630,17 @@ export class LayerKvCache {
    * past it; accept(j > 0) evicts back to it, keeping the accepted positions,
    * and a rejected verify changes nothing. 0 turns it off.
    */
-  setMaxRows(maxRows, { sinks, recent } = {}) {
+  setMaxRows(maxRows, options = {}) {
     const where = 'LayerKvCache.setMaxRows';
+    checkObject(where, 'options', options);
+    checkKeys(where, options, ['sinks', 'recent']);
+    const { sinks, recent } = options;
     const ptr = this.#full('setMaxRows');
     checkInteger(where, 'maxRows', maxRows, 0, MAX_POSITIONS);
+    if (maxRows === 0) {
+      checkUnused(where, { sinks, recent }, 'sinks', 'maxRows 0 turns the bound off');
+      checkUnused(where, { sinks, recent }, 'recent', 'maxRows 0 turns the bound off');
+    }
     const policy = maxRows === 0 ? { budget: 0, sinks: 0, recent: 0 } : checkPolicy(where, 'options', { budget: maxRows, sinks, recent });
     this.#stillLive('setMaxRows', ptr);
     checkStatus(where, lib().kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));

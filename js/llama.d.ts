@@ -129,6 +129,8 @@ export interface GenerateStats {
   /** Prompt tokens taken from the session's prefix cache instead of computed. */
   prefixTokens: number;
   seconds: number;
+  /** Why it stopped: as many tokens as asked ('steps'), the end of the text ('end': </s> or a new <s>), or a full context. */
+  stop: 'steps' | 'end' | 'context';
 }
 
 export type DecodeEvent =

@@ -17,6 +17,8 @@ import { GgufError, GgufFile, readGguf } from './gguf.js';
 import { Tokenizer } from './tokenizer.js';
 import { KvCache } from './model.js';
 import { PrefixCache } from './prefix.js';
+import { checkObject } from './checks.js';
+import { checkKeys, checkUnused } from './options.js';
 
 export { GgufError, GgufFile, readGguf } from './gguf.js';
 export { Tokenizer } from './tokenizer.js';
@@ -84,6 +86,9 @@ function addInto(x, y) {
 
 // ---------------------------------------------------------------------------
 // The model
+
+const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache'];
+const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos'];
 
 /** A llama model's configuration, weights and tokenizer. */
 export class Llama {
@@ -174,7 +179,14 @@ export class Llama {
    * from a snapshot), the session continues it and owns it; its mode is the
    * cache's.
    */
-  session({ mode = 'f32', residualRows, maxRows, sinks, recent, prefixCache, cache } = {}) {
+  session(options = {}) {
+    const where = 'llama.session';
+    checkObject(where, 'options', options);
+    checkKeys(where, options, SESSION_OPTIONS);
+    if (options.cache !== undefined) {
+      for (const key of ['mode', 'residualRows']) checkUnused(where, options, key, 'a session given a cache stores as that cache does');
+    }
+    const { mode = 'f32', residualRows, maxRows, sinks, recent, prefixCache, cache } = options;
     return new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache });
   }
 
@@ -493,7 +505,9 @@ export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
  *   { type: 'accept', accepted, rejected }   the rejected drafts are rolled back
  * and returns the statistics { tokens, forwardPasses, drafted, accepted,
  * verifies, rollbacks, prefixTokens (prompt tokens taken from the session's
- * prefix cache), seconds }.
+ * prefix cache), seconds, stop } -- stop: why it stopped, 'steps' (as many
+ * tokens as asked), 'end' (the end of the text: </s>, or a new <s>) or
+ * 'context' (the model's context is full).
  *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
  *     least minNgram tokens, default 2) and verifies them in one forward
  *     pass; the emitted tokens are exactly those of draft = 0 (greedy, or
@@ -502,14 +516,18 @@ export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
  *   temperature: 0 (default) is greedy. seed: for sampling.
  *   stopAtEos: stop after </s> or a new <s> (default true).
  */
-export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2, temperature = 0, seed = 1, stopAtEos = true } = {}) {
+export function* decode(session, prompt, options = {}) {
+  checkObject('decode', 'options', options);
+  checkKeys('decode', options, DECODE_OPTIONS);
+  if (!options.draft) checkUnused('decode', options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
+  const { steps = 256, draft = 0, minNgram = 2, temperature = 0, seed = 1, stopAtEos = true } = options;
   const { tokenizer, config } = session.llama;
   if (!Array.isArray(prompt) || prompt.length === 0) throw new TypeError('decode: prompt must be a non-empty array of token ids');
   if (!Number.isInteger(steps) || steps < 0) throw new RangeError(`decode: steps must be an integer >= 0 (got ${steps})`);
   if (!Number.isInteger(draft) || draft < 0) throw new RangeError(`decode: draft must be an integer >= 0 (got ${draft})`);
   if (typeof temperature !== 'number' || !(temperature >= 0)) throw new RangeError(`decode: temperature must be a number >= 0 (got ${temperature})`);
   const next = sampler(temperature, seededRandom(seed));
-  const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0 };
+  const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0, stop: null };
   const started = performance.now();
   const history = [...prompt];
   const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.seqLen);
@@ -564,6 +582,7 @@ export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2,
     }
   }
   stats.seconds = (performance.now() - started) / 1000;
+  stats.stop = done ? 'end' : stats.tokens >= steps ? 'steps' : 'context';
   return stats;
 }
 
@@ -571,8 +590,11 @@ export function* decode(session, prompt, { steps = 256, draft = 0, minNgram = 2,
  * decode() run to the end: returns { tokens, stats }, calling onToken(id)
  * for every emitted token, in order.
  */
-export function generate(session, prompt, { onToken, ...options } = {}) {
-  const events = decode(session, prompt, options);
+export function generate(session, prompt, options = {}) {
+  checkObject('generate', 'options', options);
+  checkKeys('generate', options, [...DECODE_OPTIONS, 'onToken']);
+  const { onToken, ...rest } = options;
+  const events = decode(session, prompt, rest);
   const tokens = [];
   for (;;) {
     const { value, done } = events.next();

@@ -3,6 +3,7 @@
 import { finalizerOf, heap, lib, unstage } from './runtime.js';
 import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, shown, staged } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
+import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
@@ -14,14 +15,19 @@ const finalizer = finalizerOf((ptr) => lib().kvc_model_free(ptr));
 const MAX_LAYERS = 4096;
 
 // The layer specs of a config: { layers: [...] } or a uniform one.
+const UNIFORM_OPTIONS = ['numLayers', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'maxRows', 'sinks', 'recent'];
+
 function layerSpecs(where, config) {
   checkObject(where, 'config', config);
   if (config.layers !== undefined) {
+    for (const key of UNIFORM_OPTIONS) checkUnused(where, config, key, 'with config.layers, each layer has its own options');
+    checkKeys(where, config, ['layers'], 'config');
     if (!Array.isArray(config.layers) || config.layers.length === 0 || config.layers.length > MAX_LAYERS) {
       throw new TypeError(`${where}: config.layers must be an array of 1 to ${MAX_LAYERS} layer configs`);
     }
     return config.layers;
   }
+  checkKeys(where, config, UNIFORM_OPTIONS, 'config');
   const numLayers = checkInteger(where, 'numLayers', config.numLayers, 1, MAX_LAYERS);
   const { numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent } = config;
   return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent }));

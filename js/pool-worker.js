@@ -33,10 +33,12 @@ function serve(post, close) {
   };
 }
 
-if (typeof process === 'object' && typeof process?.versions?.node === 'string') {
-  // node:worker_threads (Node, Deno, Bun): the port holds messages until
-  // there is a listener.
-  const { parentPort } = await import('node:worker_threads');
+// Started by worker_threads (Node, Deno, Bun: js/threads.js), or as a web
+// Worker. Node's built-in modules come through process.getBuiltinModule,
+// so a bundler building this file for a browser sees no import of them.
+const parentPort = globalThis.process?.getBuiltinModule?.('node:worker_threads')?.parentPort;
+if (parentPort) {
+  // The port holds messages until there is a listener.
   const onMessage = serve((message) => parentPort.postMessage(message), () => parentPort.close());
   parentPort.once('message', onMessage);
 } else {

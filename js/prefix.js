@@ -1,6 +1,7 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
 import { finalizerOf, heap, lib, unstage } from './runtime.js';
+import { checkKeys } from './options.js';
 import { KvCacheError, checkInteger, checkObject, checkStatus, shown, staged } from './checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
 
@@ -41,6 +42,7 @@ export class PrefixCache {
     const where = 'new PrefixCache';
     lib(); // a clear error before init()
     checkObject(where, 'options', options);
+    checkKeys(where, options, ['budgetBytes']);
     const budget = options.budgetBytes;
     if (budget !== Infinity) checkInteger(where, 'options.budgetBytes', budget, 0, Number.MAX_SAFE_INTEGER);
     this.#budgetBytes = budget;

@@ -1,5 +1,7 @@
 // The wasm module and its heap: loading (init), typed-array views that are
 // never stale, and staging memory for the arrays a call passes to C.
+import { fetchFile, locate, toUrl } from './files.js';
+import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
 const WASM_ABI = 7; // must equal KVC_WASM_ABI in src/wasm/abi.c
@@ -15,13 +17,19 @@ const KEEP_STAGING_BYTES = 1 << 20;
 
 let wasm = null; // { exports, memory, views, staging, stagingBytes }
 let initPromise = null;
+let kernel = null; // what kernelInfo() says: { wanted, reason }
+
+// What init() takes; `locateFile(name)` says where a self-hosted file is
+// (name: 'kvcache.wasm', 'kvcache-relaxed.wasm' or 'pool-worker.js').
+const INIT_OPTIONS = ['module', 'wasm', 'isa', 'threads', 'maxMemory', 'locateFile'];
 
 /**
  * Loads and instantiates the wasm module, and starts its threads; every
  * other call needs it first. Resolves once; later calls (their options
  * checked, then ignored) return the same promise.
  * @param {{ module?: WebAssembly.Module, wasm?: BufferSource | URL | string | Response,
- *           isa?: 'wasm-simd128' | 'wasm-relaxed-simd', threads?: number, maxMemory?: number }} [options]
+ *           isa?: 'wasm-simd128' | 'wasm-relaxed-simd', threads?: number, maxMemory?: number,
+ *           locateFile?: (name: string) => URL | string }} [options]
  */
 export function init(options = {}) {
   if (options === null || typeof options !== 'object') {
@@ -30,15 +38,20 @@ export function init(options = {}) {
   let threads;
   let maximumPages;
   try {
+    checkKeys('init', options, INIT_OPTIONS);
     threads = checkThreads(options.threads);
     maximumPages = checkMaxMemory(options.maxMemory);
     checkIsa(options);
+    if (options.locateFile !== undefined && typeof options.locateFile !== 'function') {
+      throw new TypeError(`init: options.locateFile must be a function (name) => URL or string (got ${typeof options.locateFile})`);
+    }
   } catch (error) {
     return Promise.reject(error); // checked on every call, loaded or not
   }
   if (!initPromise) {
     initPromise = load(options, threads, maximumPages).catch((error) => {
       wasm = null;
+      kernel = null;
       initPromise = null; // let the caller retry, e.g. with other options
       throw error;
     });
@@ -69,15 +82,20 @@ export function initWithModules(modules, options = {}) {
 }
 
 // The two builds of the module: SIMD128 (every engine with wasm SIMD) and
-// relaxed SIMD (fused multiply-add), next to this file.
+// relaxed SIMD (fused multiply-add), in dist/ beside js/. Each URL is written
+// out literally, as `new URL('…', import.meta.url)`, so that bundlers see the
+// file and emit it beside the bundle.
 const ISAS = ['wasm-simd128', 'wasm-relaxed-simd'];
-const BUILDS = { 'wasm-simd128': '../dist/kvcache.wasm', 'wasm-relaxed-simd': '../dist/kvcache-relaxed.wasm' };
+const BUILDS = {
+  'wasm-simd128': { file: 'kvcache.wasm', url: () => new URL('../dist/kvcache.wasm', import.meta.url) },
+  'wasm-relaxed-simd': { file: 'kvcache-relaxed.wasm', url: () => new URL('../dist/kvcache-relaxed.wasm', import.meta.url) },
+};
 
 function checkIsa(options) {
   const { isa } = options;
   if (isa === undefined) return;
   if (!ISAS.includes(isa)) {
-    throw new RangeError(`init: options.isa must be ${ISAS.map((x) => `'${x}'`).join(' or ')} (got ${typeof isa === 'string' ? JSON.stringify(isa) : String(isa)})`);
+    throw new RangeError(`init: options.isa must be ${ISAS.map((x) => `'${x}'`).join(' or ')} (got ${shown(isa)})`);
   }
   if (options.module !== undefined || options.wasm !== undefined) {
     throw new TypeError('init: options.isa picks the package\'s own file; it does not go with options.module or options.wasm');
@@ -149,68 +167,80 @@ function sharedMemory(maximumPages) {
   }
 }
 
+// The module init() runs, compiled for `memory` (shared, or null: the same
+// module with its memory import declared unshared, on one thread).
 async function instantiate(options, maximumPages) {
-  let source;
+  let memory = sharedMemory(maximumPages);
+  let module;
   if (options.module !== undefined) {
     if (!(options.module instanceof WebAssembly.Module)) {
       throw new TypeError('init: options.module must be a WebAssembly.Module');
     }
-    source = options.module;
-  } else {
-    source = options.wasm ?? new URL(BUILDS[pickIsa(options.isa)], import.meta.url);
-    if (typeof source === 'string') source = new URL(source, import.meta.url);
-    if (source instanceof URL) source = await fetchWasm(source);
+    if (!memory) {
+      throw new Error('init: this runtime cannot create a shared WebAssembly.Memory, which a precompiled module needs; pass the .wasm bytes (options.wasm) instead');
+    }
+    module = options.module;
+    kernel = { wanted: null, reason: null };
+  } else if (options.wasm !== undefined) {
+    let source = options.wasm;
+    if (typeof source === 'string' || source instanceof URL) source = await fetchFile(toUrl(source));
     const isResponse = typeof Response !== 'undefined' && source instanceof Response;
     if (!isResponse && !ArrayBuffer.isView(source) && !(source instanceof ArrayBuffer)) {
       throw new TypeError('init: options.wasm must be bytes, a URL, a string or a Response');
     }
-  }
-  let memory = sharedMemory(maximumPages);
-  let module;
-  if (memory) {
-    module = source instanceof WebAssembly.Module ? source : await compile(source);
+    module = await compile(source, memory !== null);
+    kernel = { wanted: null, reason: null };
   } else {
-    // No shared memory here: the same module with its memory import
-    // declared unshared, on one thread.
-    if (source instanceof WebAssembly.Module) {
-      throw new Error('init: this runtime cannot create a shared WebAssembly.Memory, which a precompiled module needs; pass the .wasm bytes (options.wasm) instead');
-    }
-    const bytes = ArrayBuffer.isView(source) || source instanceof ArrayBuffer ? source : await source.arrayBuffer();
-    module = await WebAssembly.compile(unsharedMemoryImport(bytes));
-    memory = new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: maximumPages });
+    module = await compileBuild(options, memory !== null);
   }
+  if (!memory) memory = new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: maximumPages });
   const instance = await WebAssembly.instantiate(module, importsFor(memory));
   return { module, instance, memory };
 }
 
-// The build init() loads: the one asked for, else relaxed where it works.
-function pickIsa(isa) {
-  if (isa === 'wasm-relaxed-simd' && !relaxedSimdWorks()) {
-    throw new Error('init: options.isa is \'wasm-relaxed-simd\' but this engine has no relaxed SIMD, or computes it differently from the standard');
+/**
+ * The package's own build: the one options.isa names, else relaxed SIMD
+ * where the engine runs it as the kernels expect -- and SIMD128 when the
+ * relaxed file cannot be fetched or compiled (a deployment that copied only
+ * kvcache.wasm), with the reason in kernelInfo().
+ */
+async function compileBuild(options, shared) {
+  const wanted = options.isa ?? 'wasm-relaxed-simd';
+  if (wanted === 'wasm-relaxed-simd' && !relaxedSimdWorks()) {
+    if (options.isa) throw new Error('init: options.isa is \'wasm-relaxed-simd\' but this engine has no relaxed SIMD, or computes it differently from the standard');
+    kernel = { wanted, reason: 'this engine has no relaxed SIMD, or computes it differently from the standard' };
+    return compile(await fetchFile(locate(options, BUILDS['wasm-simd128'].file, BUILDS['wasm-simd128'].url)), shared);
   }
-  return isa ?? (relaxedSimdWorks() ? 'wasm-relaxed-simd' : 'wasm-simd128');
+  const build = BUILDS[wanted];
+  try {
+    const module = await compile(await fetchFile(locate(options, build.file, build.url)), shared);
+    kernel = { wanted, reason: null };
+    return module;
+  } catch (error) {
+    if (options.isa) throw error;
+    const fallback = BUILDS['wasm-simd128'];
+    const module = await compile(await fetchFile(locate(options, fallback.file, fallback.url)), shared);
+    kernel = { wanted, reason: `${build.file} could not be loaded, so the SIMD128 build runs: ${error.message}` };
+    return module;
+  }
 }
 
-async function fetchWasm(url) {
-  if (url.protocol === 'file:') {
-    // Node's fetch does not read files; Node, Bun and Deno all have node:fs.
-    const { readFile } = await import('node:fs/promises');
-    return readFile(url);
-  }
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`init: fetching ${url} failed with HTTP ${response.status}`);
-  return response;
+/** { isa, wanted, reason }: the build running, the one init() aimed for (null when given a module or bytes), and why they differ. */
+export function kernelInfo() {
+  const isa = readCString(lib().kvc_kernel_isa() >>> 0);
+  return { isa, wanted: kernel.wanted ?? isa, reason: kernel.reason };
 }
 
-async function compile(source) {
-  if (!(typeof Response !== 'undefined' && source instanceof Response)) return WebAssembly.compile(source);
-  if (typeof WebAssembly.compileStreaming === 'function') {
-    try {
-      return await WebAssembly.compileStreaming(source.clone());
-    } catch {
-      // A server without the application/wasm MIME type: compile from bytes.
-    }
+// Compiles bytes or a Response, for a shared memory import or (shared
+// false) with it declared unshared.
+async function compile(source, shared) {
+  const isResponse = typeof Response !== 'undefined' && source instanceof Response;
+  if (!shared) return WebAssembly.compile(unsharedMemoryImport(isResponse ? await source.arrayBuffer() : source));
+  if (!isResponse) return WebAssembly.compile(source);
+  if (typeof WebAssembly.compileStreaming === 'function' && (source.headers.get('content-type') ?? '').startsWith('application/wasm')) {
+    return WebAssembly.compileStreaming(source);
   }
+  // A server without the application/wasm MIME type: compile from bytes.
   return WebAssembly.compile(await source.arrayBuffer());
 }
 

@@ -1,22 +1,25 @@
-// The module's thread pool: workers (web Workers in browsers, node:worker_threads
+// The module's thread pool: workers (web Workers in browsers, worker_threads
 // in Node, Deno and Bun), each an instance of the module over its one shared
 // memory, running the tasks the calling thread posts (src/core/pool.c). Nothing
 // is copied to a worker: the caches live once, in that memory, and only the
 // calling thread allocates. Which thread runs which task never changes a
 // result, so a worker that fails to start, or dies, costs speed, not answers.
 
+import { builtin, locate } from './files.js';
+
 const MAX_THREADS = 64; // KVC_MAX_THREADS in src/core/internal.h
 const DEFAULT_MAX_THREADS = 8; // memory bandwidth, not cores, bounds a step beyond this
 const START_TIMEOUT_MS = 30000;
+// The worker's script beside this file, for worker_threads. (Web Workers name
+// it literally, below, so that bundlers see it; this URL is not written that
+// way, so that they do not take it for a second asset.)
+const HERE = import.meta.url;
+const POOL_WORKER = './pool-worker.js';
 
 /** Tests only: an option key naming another worker script (one that fails). */
 export const workerScriptOption = Symbol('kvcache-wasm worker script');
 
 let pool = null; // { exports, workers, wanted, reason }
-
-function isNodeLike() {
-  return typeof process === 'object' && typeof process?.versions?.node === 'string' && typeof document === 'undefined';
-}
 
 /** options.threads: undefined (as many as the machine has cores, up to 8) or 1 ..  64. */
 export function checkThreads(threads) {
@@ -30,14 +33,9 @@ export function checkThreads(threads) {
   return threads;
 }
 
-async function defaultThreads() {
-  const cores = globalThis.navigator?.hardwareConcurrency;
-  if (Number.isInteger(cores) && cores > 0) return Math.min(cores, DEFAULT_MAX_THREADS);
-  if (isNodeLike()) {
-    const os = await import('node:os');
-    return Math.min(os.availableParallelism?.() ?? os.cpus().length, DEFAULT_MAX_THREADS);
-  }
-  return 1;
+function defaultThreads() {
+  const cores = globalThis.navigator?.hardwareConcurrency ?? builtin('node:os')?.availableParallelism?.();
+  return Number.isInteger(cores) && cores > 0 ? Math.min(cores, DEFAULT_MAX_THREADS) : 1;
 }
 
 /** Whether `memory` survives postMessage (the way it reaches each worker). */
@@ -58,18 +56,11 @@ function isShared(memory) {
   return Object.prototype.toString.call(memory.buffer) === '[object SharedArrayBuffer]';
 }
 
-/** How this runtime starts a worker running `script`, or a string saying why it cannot. */
-async function workerFactory(memory) {
+/** How this runtime starts a worker (running `script`, or the package's own), or a string saying why it cannot. */
+function workerFactory(memory) {
   if (!isShared(memory)) return 'this runtime cannot create a shared WebAssembly.Memory';
-  if (isNodeLike()) {
-    let WorkerThread;
-    try {
-      ({ Worker: WorkerThread } = await import('node:worker_threads'));
-    } catch {
-      return 'this runtime has no worker threads';
-    }
-    return (script) => nodeWorker(WorkerThread, script);
-  }
+  const threads = builtin('node:worker_threads');
+  if (threads) return (script) => nodeWorker(threads.Worker, script ?? new URL(POOL_WORKER, HERE));
   if (typeof Worker !== 'function') return 'this runtime has no Worker';
   if (globalThis.crossOriginIsolated !== true && typeof document !== 'undefined') {
     return 'the page is not cross-origin isolated (serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
@@ -97,8 +88,12 @@ function nodeWorker(WorkerThread, script) {
   };
 }
 
+// The package's own worker is named literally, `new Worker(new URL('…',
+// import.meta.url), { type: 'module' })`, so that bundlers emit it.
 function webWorker(script) {
-  const worker = new Worker(script, { type: 'module', name: 'kvcache-wasm pool' });
+  const worker = script
+    ? new Worker(script, { type: 'module', name: 'kvcache-wasm pool' })
+    : new Worker(new URL('./pool-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm pool' });
   return (onEvent) => {
     worker.onmessage = (event) => onEvent(event.data);
     worker.onerror = (event) => {
@@ -117,10 +112,10 @@ function webWorker(script) {
  * one) and threadInfo() says why.
  */
 export async function startThreads(exports, module, memory, requested, options) {
-  const wanted = requested ?? await defaultThreads();
+  const wanted = requested ?? defaultThreads();
   pool = { exports, workers: [], wanted, reason: null, limit: MAX_THREADS };
   if (wanted === 1) return;
-  const factory = await workerFactory(memory);
+  const factory = workerFactory(memory);
   if (typeof factory === 'string') {
     pool.reason = factory;
     if (requested !== undefined) throw new Error(`init: options.threads = ${requested} cannot run here: ${factory}`);
@@ -128,7 +123,8 @@ export async function startThreads(exports, module, memory, requested, options) 
   }
   const count = wanted - 1;
   if (exports.kvc_wasm_pool_open(count) !== 0) throw new Error('init: the thread pool is already open');
-  const script = options[workerScriptOption] ?? new URL('./pool-worker.js', import.meta.url);
+  const script = options[workerScriptOption] ??
+    (options.locateFile ? locate(options, 'pool-worker.js') : null);
   const stackBytes = exports.kvc_wasm_worker_stack_bytes() >>> 0;
   const started = [];
   for (let index = 1; index <= count; index++) {

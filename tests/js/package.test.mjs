@@ -11,12 +11,12 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { relaxedNode } from '../../scripts/toolchain.mjs';
+import { SIZES_PATTERN, measure, sizesSentence } from '../../scripts/package-sizes.mjs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { findBinary } from '../runtimes/binaries.mjs';
 import { resolveExport } from '../runtimes/exports.mjs';
 import { serveWorkerd } from '../runtimes/workerd.mjs';
@@ -87,21 +87,18 @@ after(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
-
 test('npm pack ships exactly the ESM, its .d.ts, both .wasm builds, the bin, README and LICENSE', () => {
   assert.deepEqual(packed.files.map((file) => file.path).sort(), SHIPPED);
 });
 
-test('the tarball and the .wasm are small: their sizes, raw and compressed', (t) => {
-  const tarball = statSync(join(work, packed.filename)).size;
-  const wasm = readFileSync(join(ROOT, 'dist', 'kvcache.wasm'));
-  const gzip = gzipSync(wasm, { level: 9 }).length;
-  const brotli = brotliCompressSync(wasm).length;
-  t.diagnostic(`tarball ${packed.filename}: ${kib(tarball)} (gzip), ${kib(packed.unpackedSize)} unpacked, ${packed.entryCount} files`);
-  t.diagnostic(`dist/kvcache.wasm: ${kib(wasm.length)} raw, ${kib(gzip)} gzip -9, ${kib(brotli)} brotli`);
-  assert.ok(tarball < 256 * 1024, `the tarball is ${kib(tarball)}`);
-  assert.ok(gzip < 128 * 1024, `the .wasm is ${kib(gzip)} gzipped`);
+test('the README states the sizes npm pack gives: packed, unpacked, files, and each .wasm raw and gzipped', (t) => {
+  const sizes = measure(packed);
+  const sentence = sizesSentence(sizes);
+  t.diagnostic(sentence);
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  assert.equal(readme.match(SIZES_PATTERN)?.[0], sentence, 'README.md is out of date: run node scripts/package-sizes.mjs --write');
+  assert.ok(sizes.packed < 256 * 1024, `the tarball is ${sizes.packed} bytes`);
+  for (const { gzip } of sizes.wasm) assert.ok(gzip < 128 * 1024, `a .wasm is ${gzip} bytes gzipped`);
 });
 
 test('the exports map gives TypeScript its types first, workerd the Worker entry and every other runtime index.js', () => {
@@ -125,6 +122,18 @@ test('the exports map gives TypeScript its types first, workerd the Worker entry
   assert.equal(resolveExport(pkg, './llama', ['types', 'import']), './js/llama.d.ts');
   assert.equal(resolveExport(pkg, './kvcache.wasm', []), './dist/kvcache.wasm');
   assert.equal(resolveExport(pkg, './kvcache-relaxed.wasm', []), './dist/kvcache-relaxed.wasm');
+});
+
+test('no node: module is reachable from the browser condition: esbuild bundles both entries for a browser', async (t) => {
+  const esbuild = findBinary('esbuild');
+  if (esbuild.missing) return t.skip(esbuild.missing);
+  writeFileSync(join(project, 'browser-entry.mjs'), "export * from 'kvcache-wasm';\nexport * as llama from 'kvcache-wasm/llama';\n");
+  const meta = join(project, 'browser-meta.json');
+  await run(esbuild.path, ['browser-entry.mjs', '--bundle', '--format=esm', '--platform=browser', '--log-level=warning',
+    `--metafile=${meta}`, '--outfile=browser-bundle.js'], project);
+  const inputs = Object.keys(JSON.parse(readFileSync(meta, 'utf8')).inputs);
+  assert.ok(inputs.some((file) => file.endsWith('kvcache-wasm/js/runtime.js')), inputs.join(', '));
+  assert.deepEqual(inputs.filter((file) => file.startsWith('node:') || !file.includes('kvcache-wasm/js/') && file !== 'browser-entry.mjs'), []);
 });
 
 test('the installed package loads the relaxed-SIMD build where the engine runs it, and the SIMD128 one on request', async (t) => {

@@ -15,7 +15,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
@@ -23,7 +25,8 @@ import init from 'kvcache-wasm';
 import * as llama from 'kvcache-wasm/llama';
 import { findBinary } from '../runtimes/binaries.mjs';
 import { relaxedNode } from '../../scripts/toolchain.mjs';
-import { BROWSERS, browserMissing } from '../runtimes/browsers.mjs';
+import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
+import { BUNDLER_NAMES, buildApps, serveStatic, wranglerDev } from '../runtimes/bundlers.mjs';
 import { smokeInBrowser } from '../runtimes/smoke-page.mjs';
 import { llamaSmoke } from '../runtimes/llama-smoke.mjs';
 import { startWorkerd } from '../runtimes/workerd.mjs';
@@ -50,6 +53,10 @@ async function runEntry(binary, args, env = {}) {
   });
   return { summary: JSON.parse(stdout.trim().split('\n').at(-1)), ms: performance.now() - started };
 }
+
+// Children see no npm_* variables (npm reads npm_config_* as its own settings) and no node:test context.
+const childEnv = Object.fromEntries(Object.entries(process.env)
+  .filter(([name]) => !name.startsWith('npm_') && name !== 'NODE_TEST_CONTEXT'));
 
 const seconds = (ms) => `${(ms / 1000).toFixed(2)} s`;
 
@@ -171,6 +178,96 @@ for (const name of BROWSERS) {
     });
   }
 }
+
+// Bundled apps: each bundler builds a tiny app from the packed tarball
+// (bundlers.mjs), served on 127.0.0.1 cross-origin isolated and not, run in
+// Chromium and Firefox. A row passes when both pages agree with Node, run
+// the relaxed build, run threaded when isolated and on one thread when not,
+// and neither the page's console nor the build said anything about the
+// package.
+let apps = null; // the built apps, shared by the rows; built by the first
+let appsWork = null;
+after(() => appsWork && rmSync(appsWork, { recursive: true, force: true }));
+
+let tarball = null;
+/** The packed tarball (npm pack), once for every app. */
+function packed() {
+  tarball ??= (async () => {
+    appsWork = mkdtempSync(join(tmpdir(), 'kvcache-wasm-bundlers-'));
+    const [info] = JSON.parse((await promisify(execFile)('npm', ['pack', '--json', '--pack-destination', appsWork],
+      { cwd: ROOT, env: childEnv, maxBuffer: 16 << 20 })).stdout);
+    return join(appsWork, info.filename);
+  })();
+  return tarball;
+}
+
+function builtApps() {
+  apps ??= packed().then((file) => buildApps(file, join(appsWork, 'apps')));
+  return apps;
+}
+
+// One browser per engine for every bundled app's pages, each in a page of its own.
+const appBrowsers = {};
+after(async () => {
+  for (const browser of Object.values(appBrowsers)) await (await browser).close();
+});
+
+/** The smoke summary of the app in `dir` in browser `name`, and what its page said. */
+async function bundledInBrowser(name, dir, isolated) {
+  const server = await serveStatic(dir, { isolated });
+  appBrowsers[name] ??= launchBrowser(name);
+  const browser = await appBrowsers[name];
+  let page;
+  try {
+    page = await browser.open(`http://127.0.0.1:${server.address().port}/`);
+    const outcome = await page.evaluate(`async () => {
+      while (!globalThis.smokeDone) await new Promise((resolve) => setTimeout(resolve, 20));
+      return globalThis.smokeDone;
+    }`);
+    if (outcome.error) throw new Error(outcome.error);
+    return { ...outcome, version: browser.version, problems: [...page.problems(), ...page.warnings()] };
+  } finally {
+    await page?.close();
+    server.close();
+  }
+}
+
+for (const bundler of BUNDLER_NAMES) {
+  for (const name of ['chromium', 'firefox']) {
+    row(`${bundler} app, ${BROWSER_NAME[name]}`, { skip: () => browserMissing(name), isa: BROWSER_ISA[name] }, async () => {
+      const app = (await builtApps())[bundler];
+      if (app.skip) throw new Error(app.skip);
+      assert.deepEqual(app.warnings, [], `${app.version} warned about the package:\n${app.output}`);
+      const plain = await bundledInBrowser(name, app.dir, false);
+      const isolated = await bundledInBrowser(name, app.dir, true);
+      for (const run of [plain, isolated]) {
+        assert.deepEqual(run.problems, [], 'the page said nothing');
+        assert.equal(run.kernel.reason, null, 'the build init() aimed for runs');
+        agrees(run.summary);
+      }
+      assert.equal(plain.summary.threads, 1, 'a page that is not isolated runs one thread');
+      assert.ok(isolated.summary.threads > 1 || DEFAULT_THREADS === 1, `an isolated page runs threaded (${isolated.summary.threads})`);
+      return { summary: isolated.summary, version: `${app.version}, ${isolated.version}`,
+        note: `isolated: ${isolated.summary.threads} threads; not isolated: 1, the same results` };
+    });
+  }
+}
+
+const wranglerMissing = () => (!existsSync(relaxedNode) ? `wrangler 4 needs Node 22, and there is none at ${relaxedNode}`
+  : !existsSync(join(ROOT, 'node_modules', 'wrangler', 'package.json')) ? 'wrangler is not installed (npm ci)' : null);
+row('wrangler dev, the Worker entry', { skip: wranglerMissing, threads: 1, isa: 'wasm-simd128' }, async () => {
+  const server = await wranglerDev(await packed(), appsWork, relaxedNode);
+  try {
+    const response = await fetch(server.url, { signal: AbortSignal.timeout(RUN_TIMEOUT_MS) });
+    const text = await response.text();
+    assert.equal(response.status, 200, `${text}\n${server.output()}`);
+    const said = server.output().split('\n').filter((line) => /warn|nodejs_compat|error/i.test(line));
+    assert.deepEqual(said, [], 'wrangler said nothing about the package (no nodejs_compat warning)');
+    return { summary: JSON.parse(text), version: server.version, note: 'bundled by wrangler itself, no nodejs_compat' };
+  } finally {
+    server.close();
+  }
+});
 
 test('a row whose results differ from its build\'s fails the matrix', () => {
   const references = { node, node22 };

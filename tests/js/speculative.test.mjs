@@ -286,7 +286,7 @@ test('KvCache names each bad config entry', () => {
     [{ layers: [] }, TypeError, /config\.layers/],
     [{ layers: [FULL, { kind: 'linear', numHeads: 1, numFeatures: 2 }] }, TypeError, /layers\[1\].*valueDim/],
     [{ layers: [FULL, { ...FULL, mode: 'q5' }] }, RangeError, /layers\[1\].*mode/],
-    [{ layers: [FULL, { ...FULL, mode: { keys: 'q4', value: 'q4' } }] }, RangeError, /layers\[1\].*"value"/],
+    [{ layers: [FULL, { ...FULL, mode: { keys: 'q4', value: 'q4' } }] }, TypeError, /layers\[1\].*mode has no option 'value' \(did you mean 'values'\?\)/],
   ];
   for (const [config, type, message] of bad) {
     assert.throws(() => new KvCache(config), (e) => e instanceof type && message.test(e.message), JSON.stringify(config));

@@ -4,12 +4,12 @@
 // installed tarball's .d.ts files, then compiles and runs it, so each
 // declaration is used at least once and matches what the JavaScript does.
 import init, {
-  init as namedInit, kernelIsa, version, attentionHead, KvCacheError, LayerKvCache, KvCache,
+  init as namedInit, kernelIsa, kernelInfo, version, attentionHead, KvCacheError, LayerKvCache, KvCache,
   Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS, threadCount, threadInfo, setThreadLimit, shutdown,
 } from 'kvcache-wasm';
 import type {
   AliveMask, AttentionResult, EvictionPolicy, FullLayerOptions, InitOptions, KvCacheConfig, KvMode,
-  LayerKvCacheOptions, LinearLayerOptions, ThreadInfo,
+  KernelInfo, LayerKvCacheOptions, LinearLayerOptions, ThreadInfo,
 } from 'kvcache-wasm';
 import {
   GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom,
@@ -42,10 +42,13 @@ async function useInit(): Promise<void> {
   await namedInit();
   const byModule: InitOptions = { module: new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0])) };
   const byWasm: InitOptions[] = [{ wasm: new Uint8Array(8) }, { wasm: new ArrayBuffer(8) }, { wasm: 'kvcache.wasm' },
-    { wasm: new URL('kvcache.wasm', import.meta.url) }, { wasm: new Response(new Uint8Array(8)) }];
+    { wasm: new URL('kvcache.wasm', import.meta.url) }, { wasm: new Response(new Uint8Array(8)) },
+    { locateFile: (name) => new URL(name, import.meta.url) }, { locateFile: (name) => `/assets/${name}` }];
   // Loaded already: every later call resolves to the same module, whatever it is given.
   for (const later of [byModule, ...byWasm]) await init(later);
   check(kernelIsa() === 'wasm-simd128', 'kernelIsa()');
+  const kernel: KernelInfo = kernelInfo();
+  check(kernel.isa === 'wasm-simd128' && kernel.wanted === 'wasm-simd128' && kernel.reason === null, 'kernelInfo()');
   const info: ThreadInfo = threadInfo();
   check(threadCount() === 2 && info.threads === 2 && info.wanted === 2 && info.reason === null && info.limit === 2, 'threads');
   setThreadLimit(1);

@@ -10,6 +10,7 @@
 //   await page.evaluate('async (arg) => ...', arg);   // a function's source, run in the page
 //   await page.click('#start'); await page.fill('#speed', '200');
 //   await page.screenshot(path); page.problems();     // console errors and page errors seen
+//   page.warnings(); await page.close();              // console warnings seen; the page closed
 //   await browser.close();
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,14 +58,19 @@ export async function browserMissing(name) {
 // Runs `source`, the source of an async function of one argument, in a page.
 const wrapped = (source) => `(${source})`;
 
-/** What a page reports that a test must see: console errors, page errors and HTTP errors
- * (Playwright and Puppeteer pages name these events alike). */
+/** What a page reports that a test must see: console errors, page errors and HTTP errors,
+ * and apart, console warnings (Playwright says 'warning', Puppeteer 'warn'; they name
+ * the other events alike). */
 function watchProblems(page) {
   const problems = [];
-  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+  const warnings = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+    if (m.type() === 'warning' || m.type() === 'warn') warnings.push(`console warning: ${m.text()}`);
+  });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('response', (r) => r.status() >= 400 && problems.push(`HTTP ${r.status()}: ${r.url()}`));
-  return problems;
+  return { problems, warnings };
 }
 
 async function chromium() {
@@ -74,7 +80,7 @@ async function chromium() {
     version: `Chromium ${browser.version()}`,
     async open(url, { width = 1400, height = 1100 } = {}) {
       const page = await browser.newPage({ viewport: { width, height } });
-      const problems = watchProblems(page);
+      const { problems, warnings } = watchProblems(page);
       await page.goto(url);
       return {
         evaluate: (source, arg) => page.evaluate(({ source: s, arg: a }) => (0, eval)(s)(a), { source: wrapped(source), arg }),
@@ -84,6 +90,8 @@ async function chromium() {
         check: (selector) => page.locator(selector).check(),
         screenshot: (path) => page.screenshot({ path, fullPage: true }),
         problems: () => problems.slice(),
+        warnings: () => warnings.slice(),
+        close: () => page.close(),
       };
     },
     close: () => browser.close(),
@@ -103,7 +111,7 @@ async function firefox() {
     async open(url, { width = 1400, height = 1100 } = {}) {
       const page = await browser.newPage();
       await page.setViewport({ width, height });
-      const problems = watchProblems(page);
+      const { problems, warnings } = watchProblems(page);
       await page.goto(url);
       return {
         evaluate: (source, arg) => page.evaluate((s, a) => (0, eval)(s)(a), wrapped(source), arg),
@@ -117,6 +125,8 @@ async function firefox() {
         check: (selector) => page.$eval(selector, (el) => { if (!el.checked) el.click(); }),
         screenshot: (path) => page.screenshot({ path, fullPage: true }),
         problems: () => problems.slice(),
+        warnings: () => warnings.slice(),
+        close: () => page.close(),
       };
     },
     async close() {
@@ -205,6 +215,8 @@ async function webkit() {
           writeFileSync(path, Buffer.from(await session.takeScreenshot(), 'base64'));
         },
         problems: () => [],
+        warnings: () => [],
+        close: async () => {},
       };
     },
     async close() {

@@ -5,18 +5,17 @@
 // condition), and init() fetches its .wasm itself.  Served cross-origin
 // isolated (COOP + COEP), the page may run the package on worker threads;
 // served plainly, on the page's thread alone.
-import { createServer } from 'node:http';
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { extname, join, posix } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser } from './browsers.mjs';
+import { serveFiles } from './static-server.mjs';
 import { PACKAGE, resolveExport } from './exports.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
 // What the server serves besides the page: the package and the smoke modules.
 const SERVED = ['js/', 'dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'support/synthetic.mjs', 'tests/runtimes/'];
-const MIME = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
 function page() {
   const imports = Object.fromEntries(['.', './llama'].map((subpath) =>
@@ -27,38 +26,14 @@ function page() {
 
 /** The repository file a request path names, when it is one the server serves; else null. */
 function fileFor(pathname) {
-  const path = posix.normalize(decodeURIComponent(pathname)).slice(1); // normalizing '/…' leaves no '..'
+  const path = posix.normalize(pathname).slice(1); // normalizing '/…' leaves no '..'
   const served = SERVED.some((prefix) => (prefix.endsWith('/') ? path.startsWith(prefix) : path === prefix));
   const file = join(ROOT, path);
   return served && existsSync(file) && statSync(file).isFile() ? file : null;
 }
 
-/** The headers that make a page cross-origin isolated (what SharedArrayBuffer and so threads need). */
-export const ISOLATION_HEADERS = {
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-embedder-policy': 'require-corp',
-};
-
 function listen(isolated) {
-  const headers = isolated ? ISOLATION_HEADERS : {};
-  const server = createServer((request, response) => {
-    const { pathname } = new URL(request.url, 'http://127.0.0.1');
-    if (pathname === '/') {
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...headers });
-      return response.end(page());
-    }
-    const file = fileFor(pathname);
-    if (!file) {
-      response.writeHead(404);
-      return response.end();
-    }
-    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', ...headers });
-    return response.end(readFileSync(file));
-  });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server));
-  });
+  return serveFiles((pathname) => fileFor(pathname), { isolated, pages: { '/': page } });
 }
 
 /**
