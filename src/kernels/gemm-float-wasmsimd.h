@@ -26,17 +26,15 @@
             for (size_t t = 0; t < TT; t++) acc[r][t] = wasm_f32x4_const_splat(0.0f);          \
         size_t j = 0;                                                                          \
         for (; j + 8 <= n; j += 8) {                                                           \
-            v128_t x_low[TT], x_high[TT];                                                      \
+            /* The weights once, each token's values as they are used: R x TT       \
+             * accumulators, 2 R weights and two values live (2 x 4: 14 vectors). */ \
+            v128_t w_low[R], w_high[R];                                                        \
+            for (size_t r = 0; r < R; r++) KVC_FLOAT_LOAD8(w[r] + j * KVC_FLOAT_BYTES, &w_low[r], &w_high[r]); \
             for (size_t t = 0; t < TT; t++) {                                                  \
-                x_low[t] = wasm_v128_load(x[t] + j);                                           \
-                x_high[t] = wasm_v128_load(x[t] + j + 4);                                      \
-            }                                                                                  \
-            for (size_t r = 0; r < R; r++) {                                                   \
-                v128_t w_low, w_high;                                                          \
-                KVC_FLOAT_LOAD8(w[r] + j * KVC_FLOAT_BYTES, &w_low, &w_high);                  \
-                for (size_t t = 0; t < TT; t++) {                                              \
-                    KVC_FLOAT_MAC(acc[r][t], w_low, x_low[t]);                                 \
-                    KVC_FLOAT_MAC(acc[r][t], w_high, x_high[t]);                               \
+                const v128_t x_low = wasm_v128_load(x[t] + j), x_high = wasm_v128_load(x[t] + j + 4); \
+                for (size_t r = 0; r < R; r++) {                                               \
+                    KVC_FLOAT_MAC(acc[r][t], w_low[r], x_low);                                 \
+                    KVC_FLOAT_MAC(acc[r][t], w_high[r], x_high);                               \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \

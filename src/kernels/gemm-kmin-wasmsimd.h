@@ -4,8 +4,8 @@
  *   KVC_KMIN_NAME             the function
  *   KVC_KMIN_BYTES            bytes per super-block (f16 d, f16 dmin, 12
  *                             bytes of scales and mins, then codes)
- *   KVC_KMIN_CODES(b, c, q)   the 64 codes c of super-block b (sub-blocks
- *                             2 c and 2 c + 1) as q[0..3], 16 each
+ *   KVC_KMIN_CODES(b, k, q)   the 64 codes k of super-block b (sub-blocks
+ *                             2 k and 2 k + 1) as q[0..3], 16 each, 0..31
  * and includes this file, after one of the dot-codes headers.  Each
  * super-block's value is the scalar kernel's, lane for lane (weights.c):
  * decode takes a row's super-blocks four at a time, lane k holding
@@ -30,31 +30,46 @@ static inline v128_t kmin_scales_mins(const uint8_t *p) {
 /* Lanes summing to M = sum_j m_j A_j: the mins (bytes 8..15 of
  * scales_mins) as i16, each twice, against the 16 sums of 16. */
 static inline v128_t kmin_min_sums(v128_t scales_mins, const uint8_t *sums) {
-    const v128_t zero = wasm_i32x4_const_splat(0);
-    const v128_t m_low = wasm_i8x16_shuffle(scales_mins, zero, 8, 16, 8, 16, 9, 16, 9, 16, 10, 16, 10, 16, 11, 16, 11, 16);
-    const v128_t m_high = wasm_i8x16_shuffle(scales_mins, zero, 12, 16, 12, 16, 13, 16, 13, 16, 14, 16, 14, 16, 15, 16, 15, 16);
+    /* widened, then each i16 twice: unpacks, one instruction each */
+    const v128_t mins = wasm_u16x8_extend_high_u8x16(scales_mins);
+    const v128_t m_low = wasm_i16x8_shuffle(mins, mins, 0, 8, 1, 9, 2, 10, 3, 11);
+    const v128_t m_high = wasm_i16x8_shuffle(mins, mins, 4, 12, 5, 13, 6, 14, 7, 15);
     return wasm_i32x4_add(wasm_i32x4_dot_i16x8(m_low, wasm_v128_load(sums)),
                           wasm_i32x4_dot_i16x8(m_high, wasm_v128_load(sums + 16)));
 }
 
-/* Lanes summing to S (scales by their sub-blocks' dots) and M (mins by their
- * sub-blocks' activation sums) of one super-block against 256 activation
- * codes x and their 16 sums. */
-static inline void kmin_partials(const uint8_t *block, const int8_t *x, const uint8_t *sums,
-                                 v128_t *S, v128_t *M) {
-    const v128_t scales_mins = kmin_scales_mins(block + 4);
+/* The codes of super-block `block` ready for their dots, each sub-block's
+ * times its scale: c[j] for sub-block j. */
+static inline void kmin_codes(const uint8_t *block, v128_t scales_mins, kvc_codes32 c[8]) {
     uint8_t sc[16];
     wasm_v128_store(sc, scales_mins);
-    v128_t s = wasm_i32x4_const_splat(0);
-    for (size_t c = 0; c < 4; c++) {
+    for (size_t k = 0; k < 4; k++) {
         v128_t q[4];
-        KVC_KMIN_CODES(block, c, q);
-        const int8_t *xc = x + 64 * c;
-        s = wasm_i32x4_add(s, kvc_dot32_codes_scaled(q[0], q[1], wasm_v128_load(xc), wasm_v128_load(xc + 16), sc[2 * c]));
-        s = wasm_i32x4_add(s, kvc_dot32_codes_scaled(q[2], q[3], wasm_v128_load(xc + 32), wasm_v128_load(xc + 48), sc[2 * c + 1]));
+        KVC_KMIN_CODES(block, k, q);
+        c[2 * k] = kvc_codes32_scaled(q[0], q[1], sc[2 * k]);
+        c[2 * k + 1] = kvc_codes32_scaled(q[2], q[3], sc[2 * k + 1]);
     }
-    *S = s;
-    *M = kmin_min_sums(scales_mins, sums);
+}
+
+/* Lanes summing to S = sum_j sc_j dot_j of prepared codes c against
+ * activation block b of a. */
+static inline v128_t kmin_scaled_dots(const kvc_codes32 c[8], const kvc_act_q8_row *a, size_t b) {
+    v128_t s = kvc_dot32(&c[0], a->codes + 256 * b, a->codes16 + 256 * b);
+    for (size_t j = 1; j < 8; j++) {
+        s = wasm_i32x4_add(s, kvc_dot32(&c[j], a->codes + 256 * b + 32 * j, a->codes16 + 256 * b + 32 * j));
+    }
+    return s;
+}
+
+/* Lanes summing to S and to M of one super-block against activation block
+ * b of a. */
+static inline void kmin_partials(const uint8_t *block, const kvc_act_q8_row *a, size_t b, v128_t *S,
+                                 v128_t *M) {
+    const v128_t scales_mins = kmin_scales_mins(block + 4);
+    kvc_codes32 c[8];
+    kmin_codes(block, scales_mins, c);
+    *S = kmin_scaled_dots(c, a, b);
+    *M = kmin_min_sums(scales_mins, a->sums + 32 * b);
 }
 
 /* (d * da) * S - (dmin * da) * M, lane by lane. */
@@ -66,7 +81,7 @@ static inline v128_t kmin_values(v128_t S, v128_t M, v128_t d, v128_t dmin, v128
 static v128_t kmin_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S[4], M[4];
     for (size_t k = 0; k < 4; k++) {
-        kmin_partials(block + k * KVC_KMIN_BYTES, a->codes + 256 * (b + k), a->sums + 32 * (b + k), &S[k], &M[k]);
+        kmin_partials(block + k * KVC_KMIN_BYTES, a, b + k, &S[k], &M[k]);
     }
     return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_gather4(block, KVC_KMIN_BYTES),
                        kvc_f16_gather4(block + 2, KVC_KMIN_BYTES), wasm_v128_load(a->scales + 4 * b));
@@ -74,7 +89,7 @@ static v128_t kmin_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t
 
 static float kmin_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S, M;
-    kmin_partials(block, a->codes + 256 * b, a->sums + 32 * b, &S, &M);
+    kmin_partials(block, a, b, &S, &M);
     const v128_t v = kmin_values(kvc_sum_i32x4(S), kvc_sum_i32x4(M), kvc_f16_splat(block), kvc_f16_splat(block + 2),
                                  wasm_v128_load32_splat(a->scales + 4 * b));
     return wasm_f32x4_extract_lane(v, 0);
@@ -83,22 +98,15 @@ static float kmin_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b
 static v128_t kmin_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
                               size_t n, size_t b) {
     const v128_t scales_mins = kmin_scales_mins(block + 4);
-    uint8_t sc[16];
-    wasm_v128_store(sc, scales_mins);
+    kvc_codes32 c[8];
+    kmin_codes(block, scales_mins, c);
     v128_t S[4], M[4];
-    for (size_t i = 0; i < 4; i++) S[i] = wasm_i32x4_const_splat(0);
-    for (size_t c = 0; c < 4; c++) {
-        v128_t q[4];
-        KVC_KMIN_CODES(block, c, q);
-        for (size_t i = 0; i < 4; i++) {
-            const int8_t *xc = a[i].codes + 256 * b + 64 * c;
-            S[i] = wasm_i32x4_add(S[i], kvc_dot32_codes_scaled(q[0], q[1], wasm_v128_load(xc), wasm_v128_load(xc + 16), sc[2 * c]));
-            S[i] = wasm_i32x4_add(S[i], kvc_dot32_codes_scaled(q[2], q[3], wasm_v128_load(xc + 32), wasm_v128_load(xc + 48), sc[2 * c + 1]));
-        }
+    for (size_t i = 0; i < 4; i++) {
+        S[i] = kmin_scaled_dots(c, &a[i], b);
+        M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);
     }
-    for (size_t i = 0; i < 4; i++) M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);
     return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_splat(block),
-                       kvc_f16_splat(block + 2), kvc_gather32(tile->row, n + 4 * b));
+                       kvc_f16_splat(block + 2), kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
 }
 
 void KVC_KMIN_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,

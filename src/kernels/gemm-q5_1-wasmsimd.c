@@ -11,11 +11,12 @@
 #define KVC_Q32_BYTES 24
 #define KVC_Q32_OFFSET 0
 #define KVC_Q32_MIN 1
-#define KVC_Q32_DOT kvc_dot32_codes
 
-static inline void q5_1_codes(const uint8_t *block, v128_t *q0, v128_t *q1) {
-    kvc_nibbles_i8x16(wasm_v128_load(block + 8), q0, q1);
-    kvc_fifth_bits_i8x16(block + 4, q0, q1);
+static inline kvc_codes32 q5_1_codes(const uint8_t *block) {
+    v128_t q0, q1;
+    kvc_nibbles_i8x16(wasm_v128_load(block + 8), &q0, &q1);
+    kvc_fifth_bits_i8x16(block + 4, &q0, &q1);
+    return kvc_codes32_of(q0, q1);
 }
 #define KVC_Q32_CODES q5_1_codes
 

@@ -39,19 +39,31 @@ static inline v128_t q6_k_offset(const uint8_t *block, const uint8_t *sums) {
     return wasm_i32x4_shl(offset, 5);
 }
 
-/* Lanes summing to S of one super-block against 256 activation codes x and
- * their 16 sums. */
-static inline v128_t q6_k_partial(const uint8_t *block, const int8_t *x, const uint8_t *sums) {
+/* The codes of a super-block ready for their dots, each sub-block of 16
+ * times its scale: c[g] for sub-block g. */
+static inline void q6_k_prepared(const uint8_t *block, kvc_codes16 c[16]) {
     const int8_t *sc = (const int8_t *)(block + 192);
-    v128_t s = wasm_i32x4_const_splat(0);
     for (size_t h = 0; h < 2; h++) {
         v128_t q[8];
         q6_k_codes(block, h, q);
-        for (size_t g = 0; g < 8; g++) {
-            s = wasm_i32x4_add(s, kvc_dot16_codes_scaled(q[g], wasm_v128_load(x + 128 * h + 16 * g), sc[8 * h + g]));
-        }
+        for (size_t g = 0; g < 8; g++) c[8 * h + g] = kvc_codes16_scaled(q[g], sc[8 * h + g]);
     }
-    return wasm_i32x4_sub(s, q6_k_offset(block, sums));
+}
+
+/* Lanes summing to S of prepared codes c against activation block b of a. */
+static inline v128_t q6_k_partial(const uint8_t *block, const kvc_codes16 c[16], const kvc_act_q8_row *a,
+                                  size_t b) {
+    v128_t s = kvc_dot16(&c[0], a->codes + 256 * b, a->codes16 + 256 * b);
+    for (size_t g = 1; g < 16; g++) {
+        s = wasm_i32x4_add(s, kvc_dot16(&c[g], a->codes + 256 * b + 16 * g, a->codes16 + 256 * b + 16 * g));
+    }
+    return wasm_i32x4_sub(s, q6_k_offset(block, a->sums + 32 * b));
+}
+
+static inline v128_t q6_k_block_partial(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    kvc_codes16 c[16];
+    q6_k_prepared(block, c);
+    return q6_k_partial(block, c, a, b);
 }
 
 static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
@@ -61,35 +73,26 @@ static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
 static v128_t q6_k_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S[4];
     for (size_t k = 0; k < 4; k++) {
-        S[k] = q6_k_partial(block + k * Q6_K_BYTES, a->codes + 256 * (b + k), a->sums + 32 * (b + k));
+        S[k] = q6_k_block_partial(block + k * Q6_K_BYTES, a, b + k);
     }
     return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_gather4(block + 208, Q6_K_BYTES),
                        wasm_v128_load(a->scales + 4 * b));
 }
 
 static float q6_k_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    const v128_t S = q6_k_partial(block, a->codes + 256 * b, a->sums + 32 * b);
+    const v128_t S = q6_k_block_partial(block, a, b);
     const v128_t v = q6_k_values(kvc_sum_i32x4(S), kvc_f16_splat(block + 208), wasm_v128_load32_splat(a->scales + 4 * b));
     return wasm_f32x4_extract_lane(v, 0);
 }
 
 static v128_t q6_k_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
                               size_t n, size_t b) {
-    const int8_t *sc = (const int8_t *)(block + 192);
+    kvc_codes16 c[16];
+    q6_k_prepared(block, c);
     v128_t S[4];
-    for (size_t i = 0; i < 4; i++) S[i] = wasm_i32x4_const_splat(0);
-    for (size_t h = 0; h < 2; h++) {
-        v128_t q[8];
-        q6_k_codes(block, h, q);
-        for (size_t g = 0; g < 8; g++) {
-            for (size_t i = 0; i < 4; i++) {
-                const v128_t x = wasm_v128_load(a[i].codes + 256 * b + 128 * h + 16 * g);
-                S[i] = wasm_i32x4_add(S[i], kvc_dot16_codes_scaled(q[g], x, sc[8 * h + g]));
-            }
-        }
-    }
-    for (size_t i = 0; i < 4; i++) S[i] = wasm_i32x4_sub(S[i], q6_k_offset(block, a[i].sums + 32 * b));
-    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_splat(block + 208), kvc_gather32(tile->row, n + 4 * b));
+    for (size_t i = 0; i < 4; i++) S[i] = q6_k_partial(block, c, &a[i], b);
+    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_splat(block + 208),
+                       kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
 }
 
 void KVC_Q6_K_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,

@@ -24,7 +24,8 @@ static v128_t codes_i32x4(const float *x, v128_t d) {
 
 static void quantize_q8(size_t B, size_t n, const float *x, uint8_t *xa) {
     int8_t *codes = (int8_t *)xa;
-    uint8_t *scales = xa + n, *sums = xa + n + 4 * (n / B);
+    uint8_t *codes16 = xa + KVC_ACT_Q8_CODES16_AT(n), *scales = xa + KVC_ACT_Q8_SCALES_AT(n);
+    uint8_t *sums = xa + KVC_ACT_Q8_SUMS_AT(n, B);
     for (size_t b = 0; b < n / B; b++) {
         const float d = block_amax(B, x + B * b) / 127.0f;
         wasm_v128_store32_lane(scales + 4 * b, wasm_f32x4_splat(d), 0);
@@ -33,6 +34,8 @@ static void quantize_q8(size_t B, size_t n, const float *x, uint8_t *xa) {
             const v128_t low = wasm_i16x8_narrow_i32x4(codes_i32x4(x + i, vd), codes_i32x4(x + i + 4, vd));
             const v128_t high = wasm_i16x8_narrow_i32x4(codes_i32x4(x + i + 8, vd), codes_i32x4(x + i + 12, vd));
             wasm_v128_store(codes + i, wasm_i8x16_narrow_i16x8(low, high));
+            wasm_v128_store(codes16 + 2 * i, low);
+            wasm_v128_store(codes16 + 2 * i + 16, high);
         }
     }
     for (size_t g = 0; g < n / 16; g++) {

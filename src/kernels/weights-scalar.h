@@ -55,12 +55,14 @@ static inline float kvc_load_f16(const uint8_t *p) {
 /* ---- a q8 activation row (weights.h) ---- */
 typedef struct kvc_act_q8_row {
     const int8_t *codes;
-    const uint8_t *scales; /* f32, unaligned */
-    const uint8_t *sums;   /* i16, unaligned */
+    const int16_t *codes16; /* the SIMD128 kernels' (wasm: any alignment loads) */
+    const uint8_t *scales;  /* f32, unaligned */
+    const uint8_t *sums;    /* i16, unaligned */
 } kvc_act_q8_row;
 
 static inline kvc_act_q8_row kvc_act_q8_row_at(const uint8_t *xa, size_t n, size_t B) {
-    kvc_act_q8_row row = {(const int8_t *)xa, xa + n, xa + n + 4 * (n / B)};
+    kvc_act_q8_row row = {(const int8_t *)xa, (const int16_t *)(const void *)(xa + KVC_ACT_Q8_CODES16_AT(n)),
+                          xa + KVC_ACT_Q8_SCALES_AT(n), xa + KVC_ACT_Q8_SUMS_AT(n, B)};
     return row;
 }
 

@@ -15,8 +15,10 @@ static inline v128_t kvc_f16_lanes_to_f32x4(v128_t h) {
     const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_const_splat(0x7fff)), 13);
     const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_const_splat(0x8000)), 16);
     const v128_t finite = wasm_f32x4_mul(magnitude, wasm_f32x4_const_splat(0x1p112f));
-    /* Exponent 31 (Inf, NaN): the magnitude past the largest finite half's. */
-    const v128_t special = wasm_i32x4_gt(magnitude, wasm_i32x4_const_splat(0x0f7fe000));
+    /* Exponent 31: Inf or NaN.  (An equality: x86 has no unsigned compare,
+     * which a greater-than on these non-negative lanes would become.) */
+    const v128_t exponent = wasm_i32x4_const_splat(0x7c00);
+    const v128_t special = wasm_i32x4_eq(wasm_v128_and(h, exponent), exponent);
     const v128_t inf_nan = wasm_v128_or(magnitude, wasm_i32x4_const_splat(0x7f800000));
     return wasm_v128_or(wasm_v128_bitselect(inf_nan, finite, special), sign);
 }
@@ -60,10 +62,13 @@ static inline v128_t kvc_bits_as_16(v128_t h, v128_t mask) {
 
 /* Q5_0 / Q5_1: bit i of the u32 at qh, as 16, added to code i. */
 static inline void kvc_fifth_bits_i8x16(const uint8_t *qh, v128_t *q0, v128_t *q1) {
-    const v128_t bits = wasm_v128_load32_splat(qh);
+    /* Byte k of qh into lanes 8 k .. 8 k + 7, by unpacks (one instruction
+     * each where an arbitrary byte shuffle costs a pshufb and its mask). */
+    const v128_t bits = wasm_v128_load32_zero(qh);
+    const v128_t pairs = wasm_i8x16_shuffle(bits, bits, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const v128_t quads = wasm_i16x8_shuffle(pairs, pairs, 0, 8, 1, 9, 2, 10, 3, 11);
+    const v128_t low = wasm_i32x4_shuffle(quads, quads, 0, 4, 1, 5), high = wasm_i32x4_shuffle(quads, quads, 2, 6, 3, 7);
     const v128_t mask = wasm_u8x16_const(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    const v128_t low = wasm_i8x16_shuffle(bits, bits, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const v128_t high = wasm_i8x16_shuffle(bits, bits, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     *q0 = wasm_v128_or(*q0, kvc_bits_as_16(low, mask));
     *q1 = wasm_v128_or(*q1, kvc_bits_as_16(high, mask));
 }

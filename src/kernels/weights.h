@@ -65,16 +65,21 @@ typedef enum kvc_act_kind {
 /*
  * A q8 activation row of n values in blocks of B (32 or 256), n a multiple
  * of B -- ours, not a file format; laid out for the kernels' loads:
- *   codes  [n]      i8, -127..127
- *   scales [n / B]  f32, block b's d_b
- *   sums   [n / 16] i16, the sum of each 16 consecutive codes
+ *   codes   [n]      i8, -127..127 (the relaxed dot products read these)
+ *   codes16 [n]      i16, the same codes (the SIMD128 ones read these,
+ *                    eight products to an i32x4.dot_i16x8_s, no widening)
+ *   scales  [n / B]  f32, block b's d_b
+ *   sums    [n / 16] i16, the sum of each 16 consecutive codes
  * For each block: amax = the largest |x| (NaN if an x is NaN), d = amax / 127,
  * code = clamp(round_half_even(x / d), -127, 127), and 0 where x / d is NaN
  * (an all-zero block: d = 0 and zero codes).  f32 arithmetic, the same bytes
  * from every set.  A NaN or infinite x makes its block's d NaN or infinite,
  * so that every product it enters is NaN.
  */
-#define KVC_ACT_Q8_ROW_BYTES(n, B) ((n) + 4 * ((n) / (B)) + 2 * ((n) / 16))
+#define KVC_ACT_Q8_CODES16_AT(n) (n)
+#define KVC_ACT_Q8_SCALES_AT(n) (3 * (n))
+#define KVC_ACT_Q8_SUMS_AT(n, B) (3 * (n) + 4 * ((n) / (B)))
+#define KVC_ACT_Q8_ROW_BYTES(n, B) (KVC_ACT_Q8_SUMS_AT(n, B) + 2 * ((n) / 16))
 
 /* Codes a row of n activations x into xa (encoding's row bytes). */
 typedef void kvc_quantize_act_fn(size_t n, const float *x, uint8_t *xa);

@@ -316,7 +316,7 @@ static void decoded_activations(const kvc_weight_type *type, const uint8_t *xa, 
             out[i] = v;
         } else {
             float d;
-            memcpy(&d, xa + n + 4 * (i / e->block_values), 4);
+            memcpy(&d, xa + KVC_ACT_Q8_SCALES_AT(n) + 4 * (i / e->block_values), 4);
             out[i] = (double)d * (int8_t)xa[i];
         }
     }
@@ -361,7 +361,8 @@ TEST(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest) {
     CHECK(strcmp(short_list, "F32, F16") == 0);
     CHECK(kvc_weight_type_list(NULL, 0) == strlen(all));
 
-    const uint32_t act_values[KVC_ACT_KINDS] = {1, 32, 256}, act_bytes[KVC_ACT_KINDS] = {4, 40, 292};
+    /* f32; i8 and i16 codes, an f32 scale and i16 sums of 16 */
+    const uint32_t act_values[KVC_ACT_KINDS] = {1, 32, 256}, act_bytes[KVC_ACT_KINDS] = {4, 104, 804};
     for (int k = 0; k < KVC_ACT_KINDS; k++) {
         const kvc_act_encoding *e = kvc_act_encoding_of((kvc_act_kind)k);
         CHECK(e->kind == (kvc_act_kind)k && e->block_values == act_values[k] && e->block_bytes == act_bytes[k]);
@@ -431,6 +432,30 @@ TEST(dequantize_should_give_the_values_of_the_block_layout) {
     }
 }
 
+/* The float gemms' own reads of every half: row h holds half h then seven
+ * zeros, against ones, so y[h] is the weight itself (+0 for -0: the sum
+ * starts at +0), through each set's 8-wide loads. */
+TEST(f16_and_bf16_gemms_should_read_every_half_exactly_in_every_set) {
+    kvc_weight_set sets[3] = {KVC_WEIGHT_SCALAR};
+    const size_t count = 1 + simd_sets(sets + 1);
+    const uint32_t ids[2] = {1, 30};
+    uint8_t *w = test_alloc(65536 * 16);
+    float *y = test_alloc(65536 * sizeof(float)), ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (size_t k = 0; k < 2; k++) {
+        const kvc_weight_type *type = kvc_weight_type_of(ids[k]);
+        memset(w, 0, 65536 * 16);
+        for (uint32_t h = 0; h < 65536; h++) put_u16(w + 16 * h, (uint16_t)h);
+        for (size_t s = 0; s < count; s++) {
+            type->gemm[sets[s]](8, 65536, 1, w, 16, (const uint8_t *)ones, 32, y, 65536);
+            for (uint32_t h = 0; h < 65536; h++) {
+                const float want = ids[k] == 1 ? plain_f16((uint16_t)h) : plain_bf16((uint16_t)h);
+                CHECK(same_value(y[h], want + 0.0f)); /* + 0: -0 as the sum gives it */
+            }
+        }
+    }
+    free(w), free(y);
+}
+
 /* ---- activation quantizers ---- */
 
 /* The encoding's definition (weights.h), written plainly. */
@@ -443,16 +468,18 @@ static void plain_quantize(size_t B, size_t n, const float *x, uint8_t *xa) {
             if (fabs(x[i]) > amax) amax = fabs(x[i]);
         }
         const float d = nan ? NAN : (float)amax / 127.0f;
-        memcpy(xa + n + 4 * b, &d, 4);
+        memcpy(xa + 3 * n + 4 * b, &d, 4);
         for (size_t i = B * b; i < B * b + B; i++) {
             float r = nearbyintf(x[i] / d);
-            xa[i] = (uint8_t)(int8_t)(r != r ? 0 : r > 127 ? 127 : r < -127 ? -127 : (int)r);
+            const int code = r != r ? 0 : r > 127 ? 127 : r < -127 ? -127 : (int)r;
+            xa[i] = (uint8_t)(int8_t)code;
+            put_u16(xa + n + 2 * i, (uint16_t)(int16_t)code);
         }
     }
     for (size_t g = 0; g < n / 16; g++) {
         int sum = 0;
         for (size_t i = 16 * g; i < 16 * g + 16; i++) sum += (int8_t)xa[i];
-        put_u16(xa + n + 4 * (n / B) + 2 * g, (uint16_t)(int16_t)sum);
+        put_u16(xa + 3 * n + 4 * (n / B) + 2 * g, (uint16_t)(int16_t)sum);
     }
 }
 
@@ -516,10 +543,10 @@ TEST(act_quantizers_should_make_nan_and_inf_blocks_poison_their_products) {
     for (size_t s = 0; s <= simd; s++) {
         kvc_act_encoding_of(KVC_ACT_Q8_32)->quantize[s == 0 ? KVC_WEIGHT_SCALAR : sets[s - 1]](64, x, xa);
         float d0, d1;
-        memcpy(&d0, xa + 64, 4);
-        memcpy(&d1, xa + 68, 4);
+        memcpy(&d0, xa + 3 * 64, 4);
+        memcpy(&d1, xa + 3 * 64 + 4, 4);
         CHECK(d0 != d0 && isinf(d1));
-        for (size_t i = 0; i < 64; i++) CHECK(xa[i] == 0); /* x / NaN and x / Inf: code 0 */
+        for (size_t i = 0; i < 3 * 64; i++) CHECK(xa[i] == 0); /* x / NaN and x / Inf: code 0 */
     }
 }
 
@@ -930,6 +957,7 @@ TEST(activation_coding_should_cost_less_accuracy_than_the_weights) {
 RUN_TESTS(CASE(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest),
           CASE(f16_and_bf16_should_read_every_half_exactly),
           CASE(dequantize_should_give_the_values_of_the_block_layout),
+          CASE(f16_and_bf16_gemms_should_read_every_half_exactly_in_every_set),
           CASE(act_quantizers_should_give_the_bytes_of_their_definition_in_every_set),
           CASE(act_quantizers_should_make_nan_and_inf_blocks_poison_their_products),
           CASE(scalar_gemm_should_be_the_dot_of_its_weights_and_coded_activations),
