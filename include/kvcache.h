@@ -149,8 +149,12 @@ typedef enum kvc_status {
                                    entries' (count, head count, head_dim, mode, residual
                                    window), or that has evicted positions (its rows no
                                    longer follow tokens) */
-    KVC_E_RESIDUAL = 32         /* residual rows above KVC_Q4_MAX_RESIDUAL_ROWS, or set on a
+    KVC_E_RESIDUAL = 32,        /* residual rows above KVC_Q4_MAX_RESIDUAL_ROWS, or set on a
                                    layer that holds positions */
+    KVC_E_ARCH = 33,            /* a model of an architecture the runner does not read */
+    KVC_E_MODEL_FILE = 34,      /* a model file's metadata or tensors are missing or unusable */
+    KVC_E_WEIGHT_TYPE = 35,     /* a tensor of a type the runner does not read */
+    KVC_E_TOKEN = 36            /* a token id at or above the vocabulary's size */
 } kvc_status;
 
 /* kvc_status_name():
@@ -833,6 +837,98 @@ size_t kvc_prefix_cache_bytes(const kvc_prefix_cache *cache);
 size_t kvc_model_snapshot_size(const kvc_model *model);
 kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_len);
 kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out);
+
+
+/* ------------------------------------------------------------------------ */
+/* The model runner: a GGUF language model on a model cache                 */
+/* ------------------------------------------------------------------------ */
+
+/* A language model read from a GGUF file (kvc_gguf_parse): its architecture
+ * (llama, qwen2 or qwen3), hyperparameters and tensors, the weights left in
+ * their GGUF encoding (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K, Q6_K) in one region that holds the file's tensor data byte for
+ * byte.  Its forward pass runs on a kvc_model of its geometry: the cache
+ * holds the keys and values, in any mode. */
+typedef struct kvc_lm kvc_lm;
+
+/* kvc_lm_create():
+ * Reads the architecture and hyperparameters from `gguf`'s metadata, checks
+ * every tensor the architecture uses (present, its shape, a supported type;
+ * vectors F32) and allocates the weights region (kvc_gguf_data_bytes), whose
+ * contents the caller then writes: the file's bytes from
+ * kvc_gguf_data_offset on, kvc_lm_weights_bytes of them (any bytes are
+ * valid weights).  `gguf` may be freed afterwards.  On a refusal `message`
+ * (may be NULL; message_len bytes, NUL-terminated, cut to fit) says what is
+ * wrong, naming the key, the tensor, its type and what is supported.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_ARCH (an architecture this
+ *           runner does not read), KVC_E_MODEL_FILE (missing or unusable
+ *           metadata, a tensor missing or of the wrong shape),
+ *           KVC_E_WEIGHT_TYPE (a tensor of a type it does not read) or
+ *           KVC_E_NOMEM (the weights do not fit); nothing is created. */
+kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len);
+/* kvc_lm_free(): frees the model (its weights and scratch).  NULL is a no-op. */
+void kvc_lm_free(kvc_lm *lm);
+
+/* The weights region (kvc_lm_weights_bytes bytes) the caller fills. */
+uint8_t *kvc_lm_weights(kvc_lm *lm);
+size_t kvc_lm_weights_bytes(const kvc_lm *lm);
+/* The scratch a forward pass has allocated so far (it grows with the batch
+ * and, with importance, the context), and the verify's held importance. */
+size_t kvc_lm_scratch_bytes(const kvc_lm *lm);
+
+/* The model's shape; 0 (NULL) for a NULL model.  head_dim is per head
+ * (qwen3: not dim / num_heads); the cache needs num_layers full layers of
+ * num_kv_heads x head_dim. */
+const char *kvc_lm_architecture(const kvc_lm *lm);
+size_t kvc_lm_num_layers(const kvc_lm *lm);
+size_t kvc_lm_dim(const kvc_lm *lm);
+size_t kvc_lm_num_heads(const kvc_lm *lm);
+size_t kvc_lm_num_kv_heads(const kvc_lm *lm);
+size_t kvc_lm_head_dim(const kvc_lm *lm);
+size_t kvc_lm_ffn_dim(const kvc_lm *lm);
+size_t kvc_lm_vocab_size(const kvc_lm *lm);
+size_t kvc_lm_context_length(const kvc_lm *lm);
+float kvc_lm_rms_eps(const kvc_lm *lm);
+float kvc_lm_rope_base(const kvc_lm *lm);
+
+/* Tokens a forward pass computes at once: a longer prefill goes through in
+ * chunks of this many, and a verify holds at most this many. */
+#define KVC_LM_BATCH 512
+
+/* kvc_lm_forward() flags. */
+#define KVC_LM_IMPORTANCE 1u /* add each token's attention (summed over the query heads) to its layer's imp */
+#define KVC_LM_VERIFY 2u     /* a speculative verify: begin one on the cache; kvc_lm_keep ends it */
+
+/* kvc_lm_forward():
+ * Runs tokens [n] through the model at the cache's next position on, their
+ * keys and values appended to every layer of `cache`, and writes the logits
+ * of the last `logit_rows` tokens, [logit_rows x vocab_size], to `logits`.
+ * A token's logits are the same bits alone or in a batch, on any number of
+ * threads.  KVC_LM_IMPORTANCE adds, token by token in order, the attention it
+ * gave every slot (summed over its query heads in order) to imp -- what
+ * eviction reads.  KVC_LM_VERIFY begins a verify on the cache (n <=
+ * KVC_LM_BATCH tokens: the pending one and its drafts) and holds the
+ * importance until kvc_lm_keep.  A failure appends nothing: the rows of the
+ * call go again (a q4 component's rows back past kvc_layer_exact_rollback
+ * read through their codes), though imp may keep attention the call gave to
+ * older positions.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (n = 0, logit_rows > n,
+ *           unknown flags, a verify of more than KVC_LM_BATCH tokens),
+ *           KVC_E_LAYERS (the cache is not of the model's geometry, or its
+ *           layers stand at different positions), KVC_E_VERIFYING,
+ *           KVC_E_TOKEN (an id >= vocab_size), KVC_E_TOO_LONG,
+ *           KVC_E_NONFINITE_KEY / _VALUE / _QUERY (the weights computed NaN or
+ *           infinity) or KVC_E_NOMEM. */
+kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
+                          size_t logit_rows, uint32_t flags);
+
+/* kvc_lm_keep():
+ * Ends the verify a KVC_LM_VERIFY forward began: keeps its first n tokens
+ * (kvc_model_accept) and adds their held importance, each kept token's at
+ * the positions it saw that the cache still holds.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, KVC_E_ACCEPT
+ *           (n above the verify's tokens) or KVC_E_NOMEM. */
+kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n);
 
 #ifdef __cplusplus
 }

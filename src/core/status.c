@@ -5,7 +5,7 @@ const char *kvc_status_name(kvc_status status) {
     switch (status) {
     case KVC_OK: return "ok";
     case KVC_E_NULL_POINTER: return "a required pointer is NULL";
-    case KVC_E_MODE: return "mode is not one of f32, q8, q8k, q8v";
+    case KVC_E_MODE: return "mode is not a kvc_mode";
     case KVC_E_NUM_KV_HEADS: return "num_kv_heads is 0 or above the maximum";
     case KVC_E_HEAD_DIM: return "head_dim is 0 or above the maximum";
     case KVC_E_KV_HEAD: return "kv_head is not below num_kv_heads";
@@ -36,6 +36,10 @@ const char *kvc_status_name(kvc_status status) {
     case KVC_E_THREADS: return "threads could not be started, or their count is out of range";
     case KVC_E_PREFIX: return "the cache does not fit the prefix cache (other geometry, mode or residual window, or evicted positions)";
     case KVC_E_RESIDUAL: return "residual rows out of range, or set on a layer that holds positions";
+    case KVC_E_ARCH: return "the model's architecture is not one this runner reads";
+    case KVC_E_MODEL_FILE: return "the model file's metadata or tensors are missing or unusable";
+    case KVC_E_WEIGHT_TYPE: return "a tensor's type is not one this runner reads";
+    case KVC_E_TOKEN: return "a token id is not below the vocabulary's size";
     }
     return "unknown status";
 }

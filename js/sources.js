@@ -1,0 +1,72 @@
+// Where a model file's bytes come from, as chunks: bytes in memory, a Blob
+// or File (a picked file, OPFS, Node's fs.openAsBlob), a Response, a
+// ReadableStream, or a URL to fetch. A loader reads them one chunk at a time
+// straight into the wasm heap, so that JavaScript holds one chunk, never the
+// file.
+import { shown } from './options.js';
+
+// Bytes read from a Blob at a time (streams and responses come in the chunks
+// they have).
+const BLOB_CHUNK_BYTES = 8 << 20;
+
+/** An AbortSignal's reason as the error to throw (a DOMException 'AbortError' by default). */
+export function aborted(signal) {
+  return signal.reason ?? new DOMException('the load was aborted', 'AbortError');
+}
+
+/**
+ * { total, chunks }: the source's size in bytes where it is known (else
+ * null), and an async iterator of its bytes as Uint8Arrays. `signal` aborts
+ * between chunks (and a fetch in flight).
+ */
+export async function sourceChunks(where, source, { signal } = {}) {
+  if (typeof source === 'string' || source instanceof URL) {
+    source = await fetch(source, { signal });
+    if (!source.ok) throw new TypeError(`${where}: fetching ${source.url} failed with HTTP ${source.status}`);
+  }
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+    const bytes = source instanceof Uint8Array ? source
+      : source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    return { total: bytes.length, chunks: (async function* whole() { yield bytes; })() };
+  }
+  if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    const blob = source;
+    return {
+      total: blob.size,
+      chunks: (async function* slices() {
+        for (let at = 0; at < blob.size; at += BLOB_CHUNK_BYTES) {
+          if (signal?.aborted) throw aborted(signal);
+          yield new Uint8Array(await blob.slice(at, at + BLOB_CHUNK_BYTES).arrayBuffer());
+        }
+      })(),
+    };
+  }
+  let total = null;
+  if (typeof Response !== 'undefined' && source instanceof Response) {
+    if (!source.body) throw new TypeError(`${where}: the Response has no body`);
+    const length = Number(source.headers.get('content-length'));
+    // A compressed response's length is not the file's.
+    if (Number.isSafeInteger(length) && length > 0 && !source.headers.get('content-encoding')) total = length;
+    source = source.body;
+  }
+  if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
+    const reader = source.getReader();
+    return {
+      total,
+      chunks: (async function* read() {
+        try {
+          for (;;) {
+            if (signal?.aborted) throw aborted(signal);
+            const { value, done } = await reader.read();
+            if (done) return;
+            if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
+            yield value;
+          }
+        } finally {
+          reader.cancel().catch(() => {});
+        }
+      })(),
+    };
+  }
+  throw new TypeError(`${where}: source must be bytes, a Blob or File, a Response, a ReadableStream or a URL (got ${shown(source)})`);
+}

@@ -1,0 +1,323 @@
+/*
+ * forward.c -- the forward pass: tokens through every block of the model,
+ * their keys and values into the cache's layers, the logits of the last
+ * ones out.
+ *
+ * Per block, on T tokens at once (a prefill goes in chunks of KVC_LM_BATCH):
+ *   xb = RMSNorm(x) * attn_norm
+ *   q, k, v = xb Wq, xb Wk, xb Wv (+ biases; qwen3: RMSNorm per head)  one job
+ *   RoPE on q and k at the tokens' positions; k, v appended to the layer
+ *   att = the cache's attention (one token: attend_heads; T: attend_causal)
+ *   x += att Wo
+ *   xb = RMSNorm(x) * ffn_norm;  x += (silu(xb Wgate) * xb Wup) Wdown
+ * then logits = (RMSNorm(x) * output_norm) Wout for the rows asked for.
+ *
+ * Every step treats each token on its own (the weight kernels and the
+ * cache's attention give a token the same bits alone or in a batch, on any
+ * number of threads), so a verify of k tokens computes exactly the logits of
+ * k single steps, and speculative decoding emits exactly plain decoding's
+ * tokens.
+ */
+#include <string.h>
+
+#include "../core/internal.h"
+#include "model.h"
+
+static size_t max3(size_t a, size_t b, size_t c) {
+    const size_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* Grows *array to hold `count` elements of `elem_bytes` (contents not kept). */
+static kvc_status grow(void **array, size_t count, size_t elem_bytes) {
+    void *grown = kvc_realloc_array(*array, count ? count : 1, elem_bytes);
+    if (!grown) return KVC_E_NOMEM;
+    *array = grown;
+    return KVC_OK;
+}
+
+/* The scratch for T tokens (and, with attention probabilities, `positions`
+ * slots a head), grown to it when smaller; nothing changes on failure but
+ * capacity. */
+static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const size_t q_dim = lm->num_heads * lm->head_dim;
+    const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
+    if (T > s->tokens) {
+        /* Up to three encodings of a row of the widest input: at most four
+         * bytes a value each (kvc_matmul_codes_bytes). */
+        const size_t widest = max3(lm->dim, q_dim, lm->ffn_dim);
+        kvc_status status = KVC_OK;
+        struct { void **array; size_t count; size_t bytes; } arrays[] = {
+            {(void **)&s->x, T * lm->dim, 4},      {(void **)&s->xb, T * lm->dim, 4},
+            {(void **)&s->q, T * q_dim, 4},        {(void **)&s->k, T * kv_dim, 4},
+            {(void **)&s->v, T * kv_dim, 4},       {(void **)&s->att, T * q_dim, 4},
+            {(void **)&s->gate, T * lm->ffn_dim, 4}, {(void **)&s->up, T * lm->ffn_dim, 4},
+            {(void **)&s->rope, T * lm->head_dim, 4}, {(void **)&s->codes, 3 * T * widest, 4},
+            {(void **)&s->qh, T * lm->head_dim, 4}, {(void **)&s->oh, T * lm->head_dim, 4},
+        };
+        size_t bytes = 0;
+        for (size_t i = 0; i < sizeof arrays / sizeof arrays[0] && status == KVC_OK; i++) {
+            status = grow(arrays[i].array, arrays[i].count, arrays[i].bytes);
+            bytes += arrays[i].count * arrays[i].bytes;
+        }
+        if (status != KVC_OK) return status;
+        s->bytes = bytes;
+        s->tokens = T;
+        s->positions = 0; /* the attention arrays are sized for tokens x positions */
+    }
+    if (positions > s->positions) {
+        /* Half as much again: a decode grows by a slot a step.  probs holds
+         * one head's rows of T tokens (attend_causal) or every head's row
+         * of one token (attend_heads). */
+        const size_t slots = kvc_grown_capacity(s->positions, positions, SIZE_MAX);
+        const size_t probs_rows = s->tokens > lm->num_heads ? s->tokens : lm->num_heads;
+        if (grow((void **)&s->probs, probs_rows * slots, 4) != KVC_OK || grow((void **)&s->mass, s->tokens * slots, 4) != KVC_OK) {
+            return KVC_E_NOMEM;
+        }
+        s->bytes += 4 * (probs_rows + s->tokens) * (slots - s->positions);
+        s->positions = slots;
+    }
+    return KVC_OK;
+}
+
+void kvc_lm_scratch_free(kvc_lm_scratch *s) {
+    void *arrays[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->rope, s->codes,
+                      s->qh, s->oh, s->probs, s->mass};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) kvc_free(arrays[i]);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- one block ---- */
+
+/* The attention of the T tokens of block l, with (importance) the mass each
+ * token gave each of the layer's L slots, summed over the query heads in
+ * order, to s->mass [T x L]. */
+static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t T, int importance) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const size_t hd = lm->head_dim;
+    const size_t q_dim = lm->num_heads * hd;
+    const size_t L = kvc_layer_seq_len(layer);
+    const size_t G = lm->num_heads / lm->num_kv_heads;
+    float *probs = importance ? s->probs : NULL;
+    if (importance) memset(s->mass, 0, T * L * sizeof(float));
+    if (T == 1) {
+        kvc_status status = kvc_layer_attend_heads(layer, s->q, lm->num_heads, s->att, probs);
+        if (status != KVC_OK) return status;
+        for (size_t h = 0; importance && h < lm->num_heads; h++) kvc_add(L, s->mass, probs + h * L);
+        return KVC_OK;
+    }
+    for (size_t h = 0; h < lm->num_heads; h++) {
+        for (size_t t = 0; t < T; t++) memcpy(s->qh + t * hd, s->q + t * q_dim + h * hd, hd * sizeof(float));
+        kvc_status status = kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
+        if (status != KVC_OK) return status;
+        for (size_t t = 0; t < T; t++) memcpy(s->att + t * q_dim + h * hd, s->oh + t * hd, hd * sizeof(float));
+        for (size_t t = 0; importance && t < T; t++) kvc_add(L, s->mass + t * L, probs + t * L);
+    }
+    return KVC_OK;
+}
+
+/* Each row of x [T x n] normalised by `weight` into out. */
+static void rmsnorm_rows(size_t T, size_t n, const float *x, const kvc_tensor *weight, float eps, float *out) {
+    for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, x + t * n, (const float *)weight->data, eps, out + t * n);
+}
+
+/* The rows of x [T x n], each + bias (absent: unchanged). */
+static void add_bias(size_t T, size_t n, float *x, const kvc_tensor *bias) {
+    for (size_t t = 0; bias->type && t < T; t++) kvc_add(n, x + t * n, (const float *)bias->data);
+}
+
+/* qwen3: every head of x [T x heads x hd] RMS-normalised by weight [hd]. */
+static void norm_heads(size_t T, size_t heads, size_t hd, float *x, const kvc_tensor *weight, float eps) {
+    for (size_t i = 0; weight->type && i < T * heads; i++) kvc_rmsnorm(hd, x + i * hd, (const float *)weight->data, eps, x + i * hd);
+}
+
+/* Block l on the T tokens in s->x at positions first..; k and v go to the
+ * layer; importance as forward's flags say (pending: kept for kvc_lm_keep,
+ * at token offset `offset` of the verify). */
+static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const size_t hd = lm->head_dim;
+    const size_t q_dim = lm->num_heads * hd;
+    const size_t kv_dim = lm->num_kv_heads * hd;
+    kvc_layer *layer = kvc_model_layer(cache, l);
+
+    rmsnorm_rows(T, lm->dim, s->x, &b->attn_norm, lm->rms_eps, s->xb);
+    const kvc_product qkv[3] = {{&b->wq, s->q, q_dim}, {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
+    kvc_matmul(3, qkv, s->xb, T, s->codes);
+    add_bias(T, q_dim, s->q, &b->bq);
+    add_bias(T, kv_dim, s->k, &b->bk);
+    add_bias(T, kv_dim, s->v, &b->bv);
+    norm_heads(T, lm->num_heads, hd, s->q, &b->q_norm, lm->rms_eps);
+    norm_heads(T, lm->num_kv_heads, hd, s->k, &b->k_norm, lm->rms_eps);
+    for (size_t t = 0; t < T; t++) {
+        kvc_rope_apply(lm->num_heads, hd, lm->arch->rope, s->rope + t * hd, s->q + t * q_dim);
+        kvc_rope_apply(lm->num_kv_heads, hd, lm->arch->rope, s->rope + t * hd, s->k + t * kv_dim);
+    }
+    kvc_status status = kvc_layer_append_n(layer, T, s->k, s->v, NULL);
+    if (status != KVC_OK) return status;
+
+    const int importance = (flags & KVC_LM_IMPORTANCE) != 0;
+    const size_t L = kvc_layer_seq_len(layer);
+    status = scratch_reserve(lm, T, importance ? L : 0);
+    if (status == KVC_OK) status = attend(lm, layer, T, importance);
+    if (status == KVC_OK && importance) {
+        if (flags & KVC_LM_VERIFY) {
+            kvc_lm_pending *p = &lm->pending;
+            memcpy(p->mass + (l * p->tokens + offset) * p->slots, s->mass, T * L * sizeof(float));
+            status = kvc_layer_positions(layer, p->positions + l * p->slots, p->slots);
+        } else {
+            for (size_t t = 0; t < T && status == KVC_OK; t++) status = kvc_layer_accumulate_imp(layer, s->mass + t * L, L);
+        }
+    }
+    if (status != KVC_OK) {
+        /* This layer gives back its rows (a verify's reject takes them all). */
+        if (!(flags & KVC_LM_VERIFY)) kvc_layer_truncate_last(layer, T);
+        return status;
+    }
+
+    const kvc_product out = {&b->wo, s->xb, lm->dim};
+    kvc_matmul(1, &out, s->att, T, s->codes);
+    kvc_add(T * lm->dim, s->x, s->xb);
+    rmsnorm_rows(T, lm->dim, s->x, &b->ffn_norm, lm->rms_eps, s->xb);
+    const kvc_product ffn[2] = {{&b->w_gate, s->gate, lm->ffn_dim}, {&b->w_up, s->up, lm->ffn_dim}};
+    kvc_matmul(2, ffn, s->xb, T, s->codes);
+    kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
+    const kvc_product down = {&b->w_down, s->xb, lm->dim};
+    kvc_matmul(1, &down, s->gate, T, s->codes);
+    kvc_add(T * lm->dim, s->x, s->xb);
+    return KVC_OK;
+}
+
+/* ---- the pass ---- */
+
+/* Whether `cache` is a cache for lm: its layers, all full, of lm's geometry,
+ * at one next position. */
+static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
+    if (kvc_model_num_layers(cache) != lm->num_layers) return 0;
+    const size_t next = kvc_layer_next_position(kvc_model_layer(cache, 0));
+    for (size_t l = 0; l < lm->num_layers; l++) {
+        const kvc_layer *layer = kvc_model_layer(cache, l);
+        if (kvc_layer_kind(layer) != KVC_KIND_FULL || kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
+            kvc_layer_head_dim(layer) != lm->head_dim || kvc_layer_next_position(layer) != next) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Room for a verify's importance: n tokens over `slots` slots a layer. */
+static kvc_status pending_reserve(kvc_lm *lm, size_t n, size_t slots) {
+    kvc_lm_pending *p = &lm->pending;
+    if (n * slots * lm->num_layers > p->capacity) {
+        if (grow((void **)&p->mass, n * slots * lm->num_layers, 4) != KVC_OK) return KVC_E_NOMEM;
+        p->capacity = n * slots * lm->num_layers;
+    }
+    if (slots * lm->num_layers > p->position_capacity) {
+        if (grow((void **)&p->positions, slots * lm->num_layers, 4) != KVC_OK) return KVC_E_NOMEM;
+        p->position_capacity = slots * lm->num_layers;
+    }
+    p->tokens = n;
+    p->slots = slots;
+    return KVC_OK;
+}
+
+/* The logits of tokens [from, from + count) of the chunk in s->x, into rows
+ * of `logits`. */
+static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
+    kvc_lm_scratch *s = &lm->scratch;
+    rmsnorm_rows(count, lm->dim, s->x + from * lm->dim, &lm->output_norm, lm->rms_eps, s->xb);
+    const kvc_product product = {&lm->output, logits, lm->vocab_size};
+    kvc_matmul(1, &product, s->xb, count, s->codes);
+}
+
+kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
+                          size_t logit_rows, uint32_t flags) {
+    if (!lm || !cache || !tokens || (logit_rows && !logits)) return KVC_E_NULL_POINTER;
+    if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY))) return KVC_E_LENGTH;
+    if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH) return KVC_E_LENGTH;
+    if (!cache_fits(lm, cache)) return KVC_E_LAYERS;
+    if (kvc_model_verifying(cache)) return KVC_E_VERIFYING;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] >= lm->vocab_size) return KVC_E_TOKEN;
+    }
+    const size_t first = kvc_layer_next_position(kvc_model_layer(cache, 0));
+    if (first + n > KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
+    kvc_status status = scratch_reserve(lm, n < KVC_LM_BATCH ? n : KVC_LM_BATCH, 0);
+    if (status != KVC_OK) return status;
+    lm->pending.tokens = 0;
+    if (flags & KVC_LM_VERIFY) {
+        if (flags & KVC_LM_IMPORTANCE) {
+            status = pending_reserve(lm, n, kvc_layer_seq_len(kvc_model_layer(cache, 0)) + n);
+            if (status != KVC_OK) return status;
+        }
+        status = kvc_model_begin_verify(cache);
+        if (status != KVC_OK) return status;
+    }
+
+    size_t done = 0; /* tokens of this call every layer holds */
+    kvc_lm_scratch *s = &lm->scratch;
+    for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
+        const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
+        for (size_t t = 0; t < T; t++) {
+            lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim,
+                                            s->x + t * lm->dim);
+            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base,
+                           lm->rope_freqs.type ? (const float *)lm->rope_freqs.data : NULL, s->rope + t * lm->head_dim);
+        }
+        size_t l = 0;
+        while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
+        if (status != KVC_OK) {
+            /* All or nothing: the layers before the one that failed give this
+             * chunk's rows back (that one gave its own). */
+            for (size_t k = 0; k < l && !(flags & KVC_LM_VERIFY); k++) kvc_layer_truncate_last(kvc_model_layer(cache, k), T);
+            break;
+        }
+        done += T;
+        /* The logits asked for are of the last logit_rows tokens. */
+        const size_t want = n - logit_rows;
+        if (start + T > want) {
+            const size_t from = start > want ? start : want;
+            logits_of(lm, from - start, start + T - from, logits + (from - want) * lm->vocab_size);
+        }
+    }
+    if (status != KVC_OK) {
+        lm->pending.tokens = 0;
+        if (flags & KVC_LM_VERIFY) kvc_model_accept(cache, 0);
+        else if (done) kvc_model_truncate_last(cache, done);
+    }
+    return status;
+}
+
+kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n) {
+    if (!lm || !cache) return KVC_E_NULL_POINTER;
+    if (!kvc_model_verifying(cache)) return KVC_E_NOT_VERIFYING;
+    const kvc_lm_pending *p = &lm->pending;
+    if (p->tokens && n > p->tokens) return KVC_E_ACCEPT;
+    kvc_status status = kvc_model_accept(cache, n);
+    if (status != KVC_OK || !p->tokens) return status;
+    /* Each kept token's attention, at the slots that hold the positions it
+     * saw (an accept that evicted back to maxRows holds fewer). */
+    kvc_lm_scratch *s = &lm->scratch;
+    for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
+        kvc_layer *layer = kvc_model_layer(cache, l);
+        const size_t L = kvc_layer_seq_len(layer);
+        status = scratch_reserve(lm, s->tokens, L);
+        if (status != KVC_OK) break;
+        uint32_t *now = (uint32_t *)s->probs;
+        status = kvc_layer_positions(layer, now, L);
+        const uint32_t *then = p->positions + l * p->slots;
+        for (size_t t = 0; t < n && status == KVC_OK; t++) {
+            const float *mass = p->mass + (l * p->tokens + t) * p->slots;
+            size_t j = 0;
+            for (size_t i = 0; i < L; i++) {
+                while (j < p->slots && then[j] < now[i]) j++;
+                s->mass[i] = j < p->slots && then[j] == now[i] ? mass[j] : 0.0f;
+            }
+            status = kvc_layer_accumulate_imp(layer, s->mass, L);
+        }
+    }
+    lm->pending.tokens = 0;
+    return status;
+}

@@ -1,0 +1,297 @@
+/*
+ * lm.c -- a language model from a parsed GGUF file: its architecture's
+ * descriptor, its hyperparameters from the metadata, and every tensor of
+ * its blocks bound to where it will lie in the weights -- one region, the
+ * file's tensor data byte for byte, which the caller fills (streamed from
+ * the file) after creation.  Nothing is converted: matrices stay in their
+ * GGUF encoding; vectors (norms, biases) are F32 in every file llama.cpp's
+ * converter writes, and required to be.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "model.h"
+
+/* ---- what the GGUF file says ---- */
+
+typedef struct lm_source {
+    const kvc_gguf *gguf;
+    const kvc_arch *arch;
+    char *message; /* what is wrong, for the caller */
+    size_t message_len;
+} lm_source;
+
+/* Writes a message (printf's format) for the caller; returns `status`. */
+static kvc_status refuse(lm_source *src, kvc_status status, const char *format, ...) {
+    if (src->message && src->message_len) {
+        va_list args;
+        va_start(args, format);
+        vsnprintf(src->message, src->message_len, format, args);
+        va_end(args);
+    }
+    return status;
+}
+
+/* The metadata entry `<arch>.<name>`, or -1. */
+static long long arch_key(const lm_source *src, const char *name) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", src->arch->name, name);
+    return kvc_gguf_find(src->gguf, key, strlen(key));
+}
+
+/* A size from `<arch>.<name>`: a whole number from 1 to 2^24 (no model needs
+ * more), or `fallback` when absent (0: required). */
+static kvc_status size_param(lm_source *src, const char *name, size_t fallback, size_t *out) {
+    const long long i = arch_key(src, name);
+    if (i < 0) {
+        if (fallback) {
+            *out = fallback;
+            return KVC_OK;
+        }
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
+    }
+    double value;
+    if (kvc_gguf_number(src->gguf, (size_t)i, 0, &value) != KVC_OK || !(value >= 1 && value <= (1 << 24)) ||
+        value != (double)(size_t)value) {
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a usable size", src->arch->name, name);
+    }
+    *out = (size_t)value;
+    return KVC_OK;
+}
+
+/* A positive finite number from `<arch>.<name>`, or `fallback` when absent
+ * (0: required). */
+static kvc_status real_param(lm_source *src, const char *name, float fallback, float *out) {
+    const long long i = arch_key(src, name);
+    if (i < 0) {
+        if (fallback > 0) {
+            *out = fallback;
+            return KVC_OK;
+        }
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
+    }
+    double value;
+    if (kvc_gguf_number(src->gguf, (size_t)i, 0, &value) != KVC_OK || !(value > 0 && value < 1e30)) {
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a positive number", src->arch->name, name);
+    }
+    *out = (float)value;
+    return KVC_OK;
+}
+
+/* Binds tensor `name` (dims innermost first: cols, rows; rows 0: a vector of
+ * cols) at its place in the weights, checking its shape and type.  An
+ * absent tensor is refused unless `optional`. */
+static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols, size_t rows, int optional,
+                       kvc_tensor *out) {
+    memset(out, 0, sizeof *out);
+    const long long t = kvc_gguf_tensor_find(src->gguf, name, strlen(name));
+    if (t < 0) return optional ? KVC_OK : refuse(src, KVC_E_MODEL_FILE, "tensor %s is missing", name);
+    uint64_t dims[4];
+    const size_t n_dims = kvc_gguf_tensor_dims(src->gguf, (size_t)t, dims);
+    const int vector = rows == 0;
+    if (n_dims != (vector ? 1u : 2u) || dims[0] != cols || (!vector && dims[1] != rows)) {
+        char shape[64];
+        size_t at = 0;
+        for (size_t i = 0; i < n_dims && at < sizeof shape; i++) {
+            at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
+        }
+        if (vector) return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu]", name, shape, cols);
+        return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu, %zu]", name, shape, cols, rows);
+    }
+    const uint32_t id = kvc_gguf_tensor_type(src->gguf, (size_t)t);
+    const kvc_weight_type *type = kvc_weight_type_of(id);
+    if (!type || (vector && id != 0)) {
+        char list[256];
+        kvc_weight_type_list(list, sizeof list);
+        const char *type_name = kvc_ggml_type_name(id);
+        if (vector) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; a vector must be F32", name, type_name ? type_name : "?");
+        if (type_name) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; this runner reads %s", name, type_name, list);
+        return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %u, which ggml does not define; this runner reads %s", name, id, list);
+    }
+    if (cols % type->block_values) {
+        return refuse(src, KVC_E_MODEL_FILE, "tensor %s: %zu values a row is not a whole number of %s blocks", name, cols, type->name);
+    }
+    out->type = type;
+    out->data = lm->weights + kvc_gguf_tensor_offset(src->gguf, (size_t)t);
+    out->cols = cols;
+    out->rows = vector ? 1 : rows;
+    out->row_bytes = cols / type->block_values * type->block_bytes;
+    return KVC_OK;
+}
+
+/* Binds the tensors of block l. */
+static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
+    kvc_block *b = &lm->blocks[l];
+    const size_t q_dim = lm->num_heads * lm->head_dim;
+    const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
+    const unsigned flags = lm->arch->flags;
+    const struct {
+        const char *name;
+        size_t cols, rows;
+        int present; /* 1 required, 0 absent for this architecture */
+        kvc_tensor *out;
+    } tensors[] = {
+        {"attn_norm.weight", lm->dim, 0, 1, &b->attn_norm},
+        {"attn_q.weight", lm->dim, q_dim, 1, &b->wq},
+        {"attn_k.weight", lm->dim, kv_dim, 1, &b->wk},
+        {"attn_v.weight", lm->dim, kv_dim, 1, &b->wv},
+        {"attn_output.weight", q_dim, lm->dim, 1, &b->wo},
+        {"attn_q.bias", q_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
+        {"attn_k.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
+        {"attn_v.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
+        {"attn_q_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
+        {"attn_k_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
+        {"ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
+        {"ffn_gate.weight", lm->dim, lm->ffn_dim, 1, &b->w_gate},
+        {"ffn_up.weight", lm->dim, lm->ffn_dim, 1, &b->w_up},
+        {"ffn_down.weight", lm->ffn_dim, lm->dim, 1, &b->w_down},
+    };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        if (!tensors[i].present) {
+            memset(tensors[i].out, 0, sizeof *tensors[i].out);
+            continue;
+        }
+        char name[96];
+        snprintf(name, sizeof name, "blk.%zu.%s", l, tensors[i].name);
+        kvc_status status = bind(src, lm, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
+        if (status != KVC_OK) return status;
+    }
+    return KVC_OK;
+}
+
+/* The architecture and hyperparameters. */
+static kvc_status read_params(lm_source *src, kvc_lm *lm) {
+    const long long a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
+    const char *name = NULL;
+    size_t len = 0;
+    if (a < 0 || kvc_gguf_string(src->gguf, (size_t)a, 0, &name, &len) != KVC_OK) {
+        return refuse(src, KVC_E_ARCH, "metadata general.architecture is missing");
+    }
+    src->arch = lm->arch = kvc_arch_of(name, len);
+    if (!lm->arch) {
+        size_t count;
+        const kvc_arch *archs = kvc_archs(&count);
+        char list[128] = "";
+        for (size_t i = 0; i < count; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, archs[i].name, sizeof list - strlen(list) - 1);
+        }
+        return refuse(src, KVC_E_ARCH, "architecture %.*s is not supported; this runner reads %s", (int)(len < 64 ? len : 64), name, list);
+    }
+    kvc_status status;
+    if ((status = size_param(src, "block_count", 0, &lm->num_layers)) ||
+        (status = size_param(src, "embedding_length", 0, &lm->dim)) ||
+        (status = size_param(src, "feed_forward_length", 0, &lm->ffn_dim)) ||
+        (status = size_param(src, "attention.head_count", 0, &lm->num_heads)) ||
+        (status = size_param(src, "attention.head_count_kv", lm->num_heads, &lm->num_kv_heads)) ||
+        (status = size_param(src, "context_length", 0, &lm->context_length)) ||
+        (status = real_param(src, "attention.layer_norm_rms_epsilon", 0, &lm->rms_eps)) ||
+        (status = real_param(src, "rope.freq_base", 10000.0f, &lm->rope_base))) {
+        return status;
+    }
+    if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") < 0) {
+        return refuse(src, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
+    }
+    size_t value_dim;
+    if ((status = size_param(src, "attention.key_length", lm->dim / lm->num_heads, &lm->head_dim)) ||
+        (status = size_param(src, "attention.value_length", lm->head_dim, &value_dim))) {
+        return status;
+    }
+    size_t rope_dims;
+    if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &rope_dims))) return status;
+    if (value_dim != lm->head_dim || rope_dims != lm->head_dim || lm->head_dim % 2 || lm->head_dim > KVC_MAX_HEAD_DIM ||
+        lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads) {
+        return refuse(src, KVC_E_MODEL_FILE,
+                      "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
+                      lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);
+    }
+    const long long scaling = arch_key(src, "rope.scaling.type");
+    if (scaling >= 0) {
+        const char *type = NULL;
+        size_t type_len = 0;
+        if (kvc_gguf_string(src->gguf, (size_t)scaling, 0, &type, &type_len) != KVC_OK ||
+            !(type_len == 4 && memcmp(type, "none", 4) == 0)) {
+            return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (Llama 3's comes as rope_freqs.weight, which is)",
+                          (int)(type_len < 32 ? type_len : 32), type ? type : "");
+        }
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len) {
+    if (message && message_len) message[0] = '\0';
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!gguf) return KVC_E_NULL_POINTER;
+    lm_source src = {.gguf = gguf, .message = message, .message_len = message_len};
+    kvc_lm *lm = kvc_malloc(sizeof *lm);
+    if (!lm) return KVC_E_NOMEM;
+    memset(lm, 0, sizeof *lm);
+    kvc_status status = read_params(&src, lm);
+    if (status == KVC_OK) {
+        lm->weights_bytes = kvc_gguf_data_bytes(gguf);
+        lm->blocks = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->blocks);
+        /* The weights region: written by the caller, so it only needs to
+         * exist; at least one byte, so that an empty model has a pointer. */
+        lm->weights = lm->blocks ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
+        if (!lm->weights) status = refuse(&src, KVC_E_NOMEM, "out of memory for %zu bytes of weights", lm->weights_bytes);
+    }
+    if (status == KVC_OK) {
+        /* The vocabulary is token_embd's rows. */
+        const long long t = kvc_gguf_tensor_find(gguf, "token_embd.weight", strlen("token_embd.weight"));
+        uint64_t dims[4] = {0, 0, 0, 0};
+        if (t >= 0) kvc_gguf_tensor_dims(gguf, (size_t)t, dims);
+        lm->vocab_size = dims[1] >= 1 && dims[1] <= (1u << 24) ? (size_t)dims[1] : 0;
+        status = lm->vocab_size ? bind(&src, lm, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
+                                : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
+    }
+    if (status == KVC_OK) status = bind(&src, lm, "output_norm.weight", lm->dim, 0, 0, &lm->output_norm);
+    if (status == KVC_OK) status = bind(&src, lm, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
+    if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
+    if (status == KVC_OK) status = bind(&src, lm, "rope_freqs.weight", lm->head_dim / 2, 0, 1, &lm->rope_freqs);
+    for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
+    if (status != KVC_OK) {
+        kvc_lm_free(lm);
+        return status;
+    }
+    *out = lm;
+    return KVC_OK;
+}
+
+void kvc_lm_free(kvc_lm *lm) {
+    if (!lm) return;
+    kvc_lm_scratch_free(&lm->scratch);
+    kvc_free(lm->pending.mass);
+    kvc_free(lm->pending.positions);
+    kvc_free(lm->blocks);
+    kvc_free(lm->weights);
+    kvc_free(lm);
+}
+
+uint8_t *kvc_lm_weights(kvc_lm *lm) {
+    return lm ? lm->weights : NULL;
+}
+
+size_t kvc_lm_weights_bytes(const kvc_lm *lm) {
+    return lm ? lm->weights_bytes : 0;
+}
+
+const char *kvc_lm_architecture(const kvc_lm *lm) {
+    return lm ? lm->arch->name : NULL;
+}
+
+size_t kvc_lm_num_layers(const kvc_lm *lm) { return lm ? lm->num_layers : 0; }
+size_t kvc_lm_dim(const kvc_lm *lm) { return lm ? lm->dim : 0; }
+size_t kvc_lm_num_heads(const kvc_lm *lm) { return lm ? lm->num_heads : 0; }
+size_t kvc_lm_num_kv_heads(const kvc_lm *lm) { return lm ? lm->num_kv_heads : 0; }
+size_t kvc_lm_head_dim(const kvc_lm *lm) { return lm ? lm->head_dim : 0; }
+size_t kvc_lm_ffn_dim(const kvc_lm *lm) { return lm ? lm->ffn_dim : 0; }
+size_t kvc_lm_vocab_size(const kvc_lm *lm) { return lm ? lm->vocab_size : 0; }
+size_t kvc_lm_context_length(const kvc_lm *lm) { return lm ? lm->context_length : 0; }
+float kvc_lm_rms_eps(const kvc_lm *lm) { return lm ? lm->rms_eps : 0.0f; }
+float kvc_lm_rope_base(const kvc_lm *lm) { return lm ? lm->rope_base : 0.0f; }
+size_t kvc_lm_scratch_bytes(const kvc_lm *lm) {
+    return lm ? lm->scratch.bytes + 4 * (lm->pending.capacity + lm->pending.position_capacity) : 0;
+}

@@ -1,0 +1,67 @@
+/*
+ * matmul.c -- products of weights with activations, on the thread pool.
+ *
+ * The activations are coded once per encoding their weights read (q8 blocks
+ * of 32 or 256, or f32), on the calling thread; then every weight's rows go
+ * to the pool in chunks of KVC_MATMUL_ROWS.  A weight kernel computes each
+ * (row, token) the same way whatever rows and tokens a call holds
+ * (kernels/weights.h), so which thread takes which chunk, how many threads
+ * there are and how many tokens the pass carries change no bit of a result.
+ */
+#include "../core/internal.h"
+#include "model.h"
+
+/* Rows of a weight per task: a few microseconds of work at decode, small
+ * beside the matrices (the smallest a model multiplies has hundreds of rows). */
+#define KVC_MATMUL_ROWS 32
+
+size_t kvc_matmul_codes_bytes(const kvc_weight_type *type, size_t n, size_t T) {
+    const kvc_act_encoding *encoding = kvc_act_encoding_of(type->act);
+    return T * (n / encoding->block_values) * encoding->block_bytes;
+}
+
+typedef struct matmul_job {
+    size_t count;
+    const kvc_product *products;
+    size_t T;
+    size_t cols;
+    const uint8_t *codes[KVC_ACT_KINDS]; /* the activations in each encoding in use */
+    size_t code_stride[KVC_ACT_KINDS];
+    size_t first_task[4];                /* product p's tasks start here; [count] = all */
+    kvc_weight_set set;
+} matmul_job;
+
+static void matmul_task(void *context, size_t task, size_t thread) {
+    (void)thread;
+    const matmul_job *job = context;
+    size_t p = 0;
+    while (task >= job->first_task[p + 1]) p++;
+    const kvc_product *product = &job->products[p];
+    const kvc_tensor *w = product->w;
+    const size_t r0 = (task - job->first_task[p]) * KVC_MATMUL_ROWS;
+    const size_t rows = w->rows - r0 < KVC_MATMUL_ROWS ? w->rows - r0 : KVC_MATMUL_ROWS;
+    const kvc_act_kind act = w->type->act;
+    w->type->gemm[job->set](job->cols, rows, job->T, w->data + r0 * w->row_bytes, w->row_bytes,
+                            job->codes[act], job->code_stride[act], product->y + r0, product->y_stride);
+}
+
+void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_t T, uint8_t *codes) {
+    matmul_job job = {.count = count, .products = products, .T = T, .cols = products[0].w->cols,
+                      .set = kvc_weight_set_active()};
+    size_t work = 0;
+    for (size_t p = 0; p < count; p++) {
+        const kvc_tensor *w = products[p].w;
+        const kvc_act_kind act = w->type->act;
+        if (!job.codes[act]) {
+            const kvc_act_encoding *encoding = kvc_act_encoding_of(act);
+            const size_t stride = (job.cols / encoding->block_values) * encoding->block_bytes;
+            for (size_t t = 0; t < T; t++) encoding->quantize[job.set](job.cols, x + t * job.cols, codes + t * stride);
+            job.codes[act] = codes;
+            job.code_stride[act] = stride;
+            codes += T * stride;
+        }
+        job.first_task[p + 1] = job.first_task[p] + (w->rows + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS;
+        work += w->rows * job.cols * T;
+    }
+    kvc_pool_run(matmul_task, &job, job.first_task[count], kvc_pool_threads(), work);
+}

@@ -1,0 +1,123 @@
+/*
+ * model.h -- the model runner's room: a language model read from a GGUF
+ * file, its weights left in their GGUF encoding, and its forward pass on a
+ * model cache (kvc_model).  It sits above the core: it uses the cache
+ * through the public API and the thread pool, and the weight kernels
+ * through their table (kernels/weights.h); nothing below knows a model.
+ */
+#ifndef KVC_MODEL_ROOM_H
+#define KVC_MODEL_ROOM_H
+
+#include "kvcache.h"
+#include "../kernels/weights.h"
+
+/* How an architecture pairs the channels of a head that RoPE rotates. */
+typedef enum kvc_rope_pairing {
+    KVC_ROPE_ADJACENT, /* (2i, 2i + 1): ggml's "normal" RoPE, llama's GGUF layout */
+    KVC_ROPE_HALVES    /* (i, i + head_dim / 2): NeoX's (qwen2, qwen3) */
+} kvc_rope_pairing;
+
+/* What a block of an architecture has beyond llama's. */
+enum {
+    KVC_ARCH_QKV_BIAS = 1u << 0, /* attn_{q,k,v}.bias (qwen2) */
+    KVC_ARCH_QK_NORM = 1u << 1   /* attn_{q,k}_norm: RMSNorm of each head of q and k (qwen3) */
+};
+
+/* One architecture: the data that tells its block from llama's. */
+typedef struct kvc_arch {
+    const char *name; /* general.architecture, and the prefix of its metadata keys */
+    kvc_rope_pairing rope;
+    unsigned flags;
+} kvc_arch;
+
+/* The architecture named `name` (length len), or NULL. */
+const kvc_arch *kvc_arch_of(const char *name, size_t len);
+/* The table, in order; *count its rows. */
+const kvc_arch *kvc_archs(size_t *count);
+
+/* A weight: rows x cols values in its GGUF encoding (a vector is one row),
+ * at `data` within the model's weights.  ggml lists dims innermost first:
+ * [cols, rows]. */
+typedef struct kvc_tensor {
+    const kvc_weight_type *type; /* NULL: the tensor is absent */
+    const uint8_t *data;
+    size_t cols;
+    size_t rows;
+    size_t row_bytes;
+} kvc_tensor;
+
+typedef struct kvc_block {
+    kvc_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+    kvc_tensor bq, bk, bv;     /* KVC_ARCH_QKV_BIAS */
+    kvc_tensor q_norm, k_norm; /* KVC_ARCH_QK_NORM: [head_dim] each */
+} kvc_block;
+
+/* What a forward pass works in, sized for `tokens` tokens and grown on
+ * demand (forward.c). */
+typedef struct kvc_lm_scratch {
+    size_t bytes;     /* what the arrays below take */
+    size_t tokens;    /* what the arrays below are sized for */
+    size_t positions; /* and the attention arrays for this many rows */
+    float *x, *xb, *q, *k, *v, *att, *gate, *up; /* activations */
+    float *rope;      /* [tokens x head_dim / 2] cos, then as many sin */
+    uint8_t *codes;   /* the activations coded for the weights' kernels */
+    float *qh, *oh;   /* one query head's queries and outputs [tokens x head_dim] */
+    float *probs;     /* a head's attention [tokens x positions] */
+    float *mass;      /* the attention each token gave each slot, summed over heads */
+} kvc_lm_scratch;
+
+/* The importance a verify's tokens gave, held until kvc_lm_keep: per layer,
+ * [tokens x slots] masses and the slots' positions. */
+typedef struct kvc_lm_pending {
+    size_t tokens; /* 0: none held */
+    size_t slots;  /* per layer */
+    float *mass;   /* [layers x tokens x slots] */
+    uint32_t *positions; /* [layers x slots] */
+    size_t capacity; /* floats mass holds */
+    size_t position_capacity;
+} kvc_lm_pending;
+
+struct kvc_lm {
+    const kvc_arch *arch;
+    size_t num_layers, dim, num_heads, num_kv_heads, head_dim, ffn_dim, vocab_size, context_length;
+    float rms_eps, rope_base;
+    uint8_t *weights; /* the file's tensor data, as it is in the file */
+    size_t weights_bytes;
+    kvc_tensor token_embd, output_norm, output, rope_freqs;
+    kvc_block *blocks;
+    kvc_lm_scratch scratch;
+    kvc_lm_pending pending;
+};
+
+/* Frees the scratch's arrays (forward.c). */
+void kvc_lm_scratch_free(kvc_lm_scratch *scratch);
+
+/* ---- ops.c: the block's element-wise arithmetic, on f32 rows ---- */
+/* out = x * (1 / sqrt(mean(x^2) + eps)) * weight, the mean summed in double. */
+void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float *out);
+/* cos and sin of position * theta_i, theta_i = base^(-2i / head_dim) / factor_i
+ * (factors NULL: all 1), for i < head_dim / 2: table[i], table[half + i]. */
+void kvc_rope_table(size_t head_dim, size_t position, float base, const float *factors, float *table);
+/* Rotates each of `heads` heads of x [heads x head_dim] by the table. */
+void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, const float *table, float *x);
+/* gate = silu(gate) * up */
+void kvc_swiglu(size_t n, float *gate, const float *up);
+/* x += y */
+void kvc_add(size_t n, float *x, const float *y);
+
+/* ---- matmul.c: products with weights, on the thread pool ---- */
+/* One product of a pass: y[t * y_stride + r] = dot(row r of w, x_t). */
+typedef struct kvc_product {
+    const kvc_tensor *w;
+    float *y;
+    size_t y_stride;
+} kvc_product;
+/* The products of `count` (<= 3) weights with the same T activation rows x
+ * [T x cols] (every w has `cols` columns), in one job: the activations are
+ * coded once per encoding into `codes`, then the rows of every weight go to
+ * the pool in chunks of fixed size. */
+void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_t T, uint8_t *codes);
+/* Bytes kvc_matmul's `codes` needs for T rows of n columns of `type`. */
+size_t kvc_matmul_codes_bytes(const kvc_weight_type *type, size_t n, size_t T);
+
+#endif /* KVC_MODEL_ROOM_H */

@@ -1,0 +1,54 @@
+/*
+ * ops.c -- the element-wise arithmetic of a transformer block, on f32 rows:
+ * RMSNorm, RoPE, SwiGLU and the residual add.  Each costs O(dim) per token
+ * against the O(dim^2) of the products around it, so they are plain C
+ * (llama.cpp's choices where they matter to agree with it: the RMS summed
+ * in double, RoPE's angles from powf).
+ */
+#include <math.h>
+
+#include "model.h"
+
+void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float *out) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (size_t i = 0; i < n; i++) out[i] = (x[i] * scale) * weight[i];
+}
+
+void kvc_rope_table(size_t head_dim, size_t position, float base, const float *factors, float *table) {
+    const size_t half = head_dim / 2;
+    for (size_t i = 0; i < half; i++) {
+        float theta = (float)position * powf(base, -2.0f * (float)i / (float)head_dim);
+        if (factors) theta /= factors[i];
+        table[i] = cosf(theta);
+        table[half + i] = sinf(theta);
+    }
+}
+
+void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, const float *table, float *x) {
+    const size_t half = head_dim / 2;
+    const float *c = table;
+    const float *s = table + half;
+    for (size_t h = 0; h < heads; h++) {
+        float *head = x + h * head_dim;
+        for (size_t i = 0; i < half; i++) {
+            /* ADJACENT rotates (2i, 2i + 1); HALVES (i, i + half). */
+            float *a = pairing == KVC_ROPE_ADJACENT ? &head[2 * i] : &head[i];
+            float *b = pairing == KVC_ROPE_ADJACENT ? &head[2 * i + 1] : &head[i + half];
+            const float x0 = *a;
+            const float x1 = *b;
+            *a = x0 * c[i] - x1 * s[i];
+            *b = x0 * s[i] + x1 * c[i];
+        }
+    }
+}
+
+void kvc_swiglu(size_t n, float *gate, const float *up) {
+    for (size_t i = 0; i < n; i++) gate[i] = (gate[i] / (1.0f + expf(-gate[i]))) * up[i];
+}
+
+void kvc_add(size_t n, float *x, const float *y) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
