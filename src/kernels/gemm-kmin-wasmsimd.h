@@ -38,27 +38,28 @@ static inline v128_t kmin_min_sums(v128_t scales_mins, const uint8_t *sums) {
                           wasm_i32x4_dot_i16x8(m_high, wasm_v128_load(sums + 16)));
 }
 
-/* The codes of super-block `block` ready for their dots, each sub-block's
- * times its scale: c[j] for sub-block j. */
-static inline void kmin_codes(const uint8_t *block, v128_t scales_mins, kvc_codes32 c[8]) {
+/* S[i] = lanes summing to sum_j sc_j dot_j of one super-block against
+ * block b of activation rows a[i], i < count (1, or a tile's 4): each 64
+ * codes unpacked and scaled once for every row, one chunk per loop turn
+ * (unrolled, the engine would load every chunk's activations at once and
+ * spill them). */
+static inline void kmin_dots(const uint8_t *block, v128_t scales_mins, const kvc_act_q8_row *a,
+                             size_t count, size_t b, v128_t *S) {
     uint8_t sc[16];
     wasm_v128_store(sc, scales_mins);
+    for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_const_splat(0);
+#pragma clang loop unroll(disable)
     for (size_t k = 0; k < 4; k++) {
         v128_t q[4];
         KVC_KMIN_CODES(block, k, q);
-        c[2 * k] = kvc_codes32_scaled(q[0], q[1], sc[2 * k]);
-        c[2 * k + 1] = kvc_codes32_scaled(q[2], q[3], sc[2 * k + 1]);
+        const kvc_codes32 even = kvc_codes32_scaled(q[0], q[1], sc[2 * k]);
+        const kvc_codes32 odd = kvc_codes32_scaled(q[2], q[3], sc[2 * k + 1]);
+        for (size_t i = 0; i < count; i++) {
+            const size_t at = 256 * b + 64 * k;
+            S[i] = wasm_i32x4_add(S[i], wasm_i32x4_add(kvc_dot32(&even, a[i].codes + at, a[i].codes16 + at),
+                                                       kvc_dot32(&odd, a[i].codes + at + 32, a[i].codes16 + at + 32)));
+        }
     }
-}
-
-/* Lanes summing to S = sum_j sc_j dot_j of prepared codes c against
- * activation block b of a. */
-static inline v128_t kmin_scaled_dots(const kvc_codes32 c[8], const kvc_act_q8_row *a, size_t b) {
-    v128_t s = kvc_dot32(&c[0], a->codes + 256 * b, a->codes16 + 256 * b);
-    for (size_t j = 1; j < 8; j++) {
-        s = wasm_i32x4_add(s, kvc_dot32(&c[j], a->codes + 256 * b + 32 * j, a->codes16 + 256 * b + 32 * j));
-    }
-    return s;
 }
 
 /* Lanes summing to S and to M of one super-block against activation block
@@ -66,9 +67,7 @@ static inline v128_t kmin_scaled_dots(const kvc_codes32 c[8], const kvc_act_q8_r
 static inline void kmin_partials(const uint8_t *block, const kvc_act_q8_row *a, size_t b, v128_t *S,
                                  v128_t *M) {
     const v128_t scales_mins = kmin_scales_mins(block + 4);
-    kvc_codes32 c[8];
-    kmin_codes(block, scales_mins, c);
-    *S = kmin_scaled_dots(c, a, b);
+    kmin_dots(block, scales_mins, a, 1, b, S);
     *M = kmin_min_sums(scales_mins, a->sums + 32 * b);
 }
 
@@ -80,9 +79,8 @@ static inline v128_t kmin_values(v128_t S, v128_t M, v128_t d, v128_t dmin, v128
 
 static v128_t kmin_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S[4], M[4];
-    for (size_t k = 0; k < 4; k++) {
-        kmin_partials(block + k * KVC_KMIN_BYTES, a, b + k, &S[k], &M[k]);
-    }
+    KVC_DECODE_GROUP_LOOP
+    for (size_t k = 0; k < 4; k++) kmin_partials(block + k * KVC_KMIN_BYTES, a, b + k, &S[k], &M[k]);
     return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_gather4(block, KVC_KMIN_BYTES),
                        kvc_f16_gather4(block + 2, KVC_KMIN_BYTES), wasm_v128_load(a->scales + 4 * b));
 }
@@ -98,13 +96,9 @@ static float kmin_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b
 static v128_t kmin_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
                               size_t n, size_t b) {
     const v128_t scales_mins = kmin_scales_mins(block + 4);
-    kvc_codes32 c[8];
-    kmin_codes(block, scales_mins, c);
     v128_t S[4], M[4];
-    for (size_t i = 0; i < 4; i++) {
-        S[i] = kmin_scaled_dots(c, &a[i], b);
-        M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);
-    }
+    kmin_dots(block, scales_mins, a, 4, b, S);
+    for (size_t i = 0; i < 4; i++) M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);
     return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_splat(block),
                        kvc_f16_splat(block + 2), kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
 }

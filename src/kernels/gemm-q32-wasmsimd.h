@@ -41,9 +41,9 @@ static inline v128_t q32_dot(const uint8_t *block, const kvc_act_q8_row *a, size
 }
 
 static v128_t q32_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    const v128_t dots[4] = {q32_dot(block, a, b), q32_dot(block + KVC_Q32_BYTES, a, b + 1),
-                            q32_dot(block + 2 * KVC_Q32_BYTES, a, b + 2),
-                            q32_dot(block + 3 * KVC_Q32_BYTES, a, b + 3)};
+    v128_t dots[4];
+    KVC_DECODE_GROUP_LOOP
+    for (size_t k = 0; k < 4; k++) dots[k] = q32_dot(block + k * KVC_Q32_BYTES, a, b + k);
     const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(a->sums + 4 * b));
     return q32_values(kvc_horizontal_sums4_i32(dots), A, kvc_f16_gather4(block, KVC_Q32_BYTES),
                       kvc_f16_gather4(block + 2, KVC_Q32_BYTES), wasm_v128_load(a->scales + 4 * b));

@@ -39,31 +39,31 @@ static inline v128_t q6_k_offset(const uint8_t *block, const uint8_t *sums) {
     return wasm_i32x4_shl(offset, 5);
 }
 
-/* The codes of a super-block ready for their dots, each sub-block of 16
- * times its scale: c[g] for sub-block g. */
-static inline void q6_k_prepared(const uint8_t *block, kvc_codes16 c[16]) {
+/* S[i] = lanes summing to S of one super-block against block b of
+ * activation rows a[i], i < count (1, or a tile's 4): each sub-block's
+ * codes scaled once for every row, one sub-block per loop turn (unrolled,
+ * the engine would load all the activations at once and spill them). */
+static inline void q6_k_dots(const uint8_t *block, const kvc_act_q8_row *a, size_t count, size_t b, v128_t *S) {
     const int8_t *sc = (const int8_t *)(block + 192);
+    for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_const_splat(0);
+#pragma clang loop unroll(disable)
     for (size_t h = 0; h < 2; h++) {
         v128_t q[8];
         q6_k_codes(block, h, q);
-        for (size_t g = 0; g < 8; g++) c[8 * h + g] = kvc_codes16_scaled(q[g], sc[8 * h + g]);
+#pragma clang loop unroll(disable)
+        for (size_t g = 0; g < 8; g++) {
+            const kvc_codes16 c = kvc_codes16_scaled(q[g], sc[8 * h + g]);
+            const size_t at = 256 * b + 128 * h + 16 * g;
+            for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_add(S[i], kvc_dot16(&c, a[i].codes + at, a[i].codes16 + at));
+        }
     }
-}
-
-/* Lanes summing to S of prepared codes c against activation block b of a. */
-static inline v128_t q6_k_partial(const uint8_t *block, const kvc_codes16 c[16], const kvc_act_q8_row *a,
-                                  size_t b) {
-    v128_t s = kvc_dot16(&c[0], a->codes + 256 * b, a->codes16 + 256 * b);
-    for (size_t g = 1; g < 16; g++) {
-        s = wasm_i32x4_add(s, kvc_dot16(&c[g], a->codes + 256 * b + 16 * g, a->codes16 + 256 * b + 16 * g));
-    }
-    return wasm_i32x4_sub(s, q6_k_offset(block, a->sums + 32 * b));
+    for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_sub(S[i], q6_k_offset(block, a[i].sums + 32 * b));
 }
 
 static inline v128_t q6_k_block_partial(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    kvc_codes16 c[16];
-    q6_k_prepared(block, c);
-    return q6_k_partial(block, c, a, b);
+    v128_t S;
+    q6_k_dots(block, a, 1, b, &S);
+    return S;
 }
 
 static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
@@ -72,9 +72,8 @@ static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
 
 static v128_t q6_k_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S[4];
-    for (size_t k = 0; k < 4; k++) {
-        S[k] = q6_k_block_partial(block + k * Q6_K_BYTES, a, b + k);
-    }
+    KVC_DECODE_GROUP_LOOP
+    for (size_t k = 0; k < 4; k++) S[k] = q6_k_block_partial(block + k * Q6_K_BYTES, a, b + k);
     return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_gather4(block + 208, Q6_K_BYTES),
                        wasm_v128_load(a->scales + 4 * b));
 }
@@ -87,10 +86,8 @@ static float q6_k_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b
 
 static v128_t q6_k_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
                               size_t n, size_t b) {
-    kvc_codes16 c[16];
-    q6_k_prepared(block, c);
     v128_t S[4];
-    for (size_t i = 0; i < 4; i++) S[i] = q6_k_partial(block, c, &a[i], b);
+    q6_k_dots(block, a, 4, b, S);
     return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_splat(block + 208),
                        kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
 }

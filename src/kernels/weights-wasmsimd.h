@@ -140,13 +140,10 @@ static inline v128_t kvc_tile_blocks(kvc_tile_value_fn *value, size_t B, size_t 
     for (size_t i = 0; i < 4; i++) a[i] = kvc_act_q8_row_at(tile->row[i], n, B);
     v128_t acc[4] = {wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f),
                      wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f)};
-    size_t b = 0;
-    for (; b + 4 <= nb; b += 4) {
-        for (size_t k = 0; k < 4; k++) {
-            acc[k] = wasm_f32x4_add(acc[k], value(row + (b + k) * block_bytes, a, tile, n, b + k));
-        }
-    }
-    for (size_t k = 0; b < nb; b++, k++) acc[k] = wasm_f32x4_add(acc[k], value(row + b * block_bytes, a, tile, n, b));
+    /* One block a loop turn: unrolled, the engine would load several blocks'
+     * activations at once and spill them. */
+#pragma clang loop unroll(disable)
+    for (size_t b = 0; b < nb; b++) acc[b & 3] = wasm_f32x4_add(acc[b & 3], value(row + b * block_bytes, a, tile, n, b));
     return kvc_combine_accumulators(acc);
 }
 

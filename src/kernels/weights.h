@@ -57,7 +57,10 @@ typedef enum kvc_act_kind {
     KVC_ACT_F32,
     /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; llama.cpp: q8_0/q8_1). */
     KVC_ACT_Q8_32,
-    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K; llama.cpp: q8_K). */
+    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K; llama.cpp: q8_K): one scale per
+     * super-block, so the scaled sub-block dots sum in integers.  With
+     * outlier activations it costs about twice q8x32's error
+     * (docs/weight-kernels.md has the figures). */
     KVC_ACT_Q8_256,
     KVC_ACT_KINDS
 } kvc_act_kind;
