@@ -1,0 +1,172 @@
+/*
+ * weights_bench.c -- the weight gemms on one thread, in the wasm build they
+ * are compiled into (SIMD128 under Node 20, relaxed SIMD under Node 22):
+ *   decode (T = 1): GB/s of weight bytes read, streaming through copies of
+ *     the matrix that together exceed the last-level cache ("stream"), and
+ *     on one matrix that stays in cache ("hot"); beside the floor, the
+ *     project's read probe (src/wasm/probe.c) over the same bytes, timed
+ *     in turn with each gemm;
+ *   prefill (T = 16): multiply-adds per second, streaming.
+ * One line per type and shape:  weights-bench.js [rows:n[:TYPE] ...]
+ * (default 2048:2048 576:1536, every type).  Best of ROUNDS runs each, in
+ * the process's CPU time (Node's process.cpuUsage).
+ */
+#include <emscripten.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/weights.h"
+
+#define ROUNDS 9
+#define STREAM_BYTES (192u << 20) /* six times a 32 MiB L3 */
+#define PREFILL_T 16
+
+float kvc_wasm_read_probe(const float *data, size_t count);
+
+static unsigned state = 12345;
+static unsigned next_random(void) {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+}
+static float uniform(void) { return (float)next_random() / 16777216.0f * 2.0f - 1.0f; }
+
+/* IEEE half of a value in [2^-10, 2) or its negative: a normal scale. */
+static uint16_t sane_half(void) {
+    return (uint16_t)((next_random() & 0x8000u) | ((5 + next_random() % 11) << 10) | (next_random() & 0x3ff));
+}
+
+/* A valid row: random codes, normal f16 scales (no subnormal floats, which
+ * some CPUs multiply slowly), normal float weights. */
+static void fill_row(const kvc_weight_type *type, size_t n, uint8_t *row) {
+    const size_t nb = n / type->block_values;
+    for (size_t i = 0; i < nb * type->block_bytes; i++) row[i] = (uint8_t)next_random();
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *block = row + b * type->block_bytes;
+        uint16_t halves[2] = {sane_half(), sane_half()};
+        switch (type->ggml_id) {
+        case 0: { const float v = uniform(); memcpy(block, &v, 4); break; }
+        case 1: case 30: memcpy(block, &halves[0], 2); if (type->ggml_id == 30) block[1] = (uint8_t)(0x3c + next_random() % 4); break;
+        case 14: memcpy(block + 208, &halves[0], 2); break;
+        case 3: case 7: case 12: case 13: memcpy(block, halves, 4); break;
+        default: memcpy(block, &halves[0], 2); break;
+        }
+    }
+}
+
+typedef struct shape {
+    size_t rows, n;
+    char type[16]; /* "" for every type */
+} shape;
+
+/* The process's CPU time in ms: on a machine other work shares, the time
+ * this thread ran, not the time it waited for a core (the wall clock's). */
+EM_JS(double, cpu_ms, (void), {
+    const used = process.cpuUsage();
+    return (used.user + used.system) / 1000;
+});
+
+static double best_ms(void (*run)(void *), void *ctx) {
+    double best = 1e30;
+    for (int round = 0; round <= ROUNDS; round++) {
+        const double t0 = cpu_ms();
+        run(ctx);
+        const double t = cpu_ms() - t0;
+        if (round > 0 && t < best) best = t;
+    }
+    return best;
+}
+
+typedef struct job {
+    const kvc_weight_type *type;
+    kvc_gemm_fn *gemm;
+    size_t n, rows, T, row_bytes, xa_stride, copies, matrix_bytes;
+    const uint8_t *w, *xa;
+    float *y;
+    volatile float sink;
+} job;
+
+/* Every copy once (or the first one `copies` times). */
+static void run_stream(void *ctx) {
+    job *j = ctx;
+    for (size_t c = 0; c < j->copies; c++) {
+        j->gemm(j->n, j->rows, j->T, j->w + c * j->matrix_bytes, j->row_bytes, j->xa, j->xa_stride, j->y, j->rows);
+    }
+    j->sink = j->y[0];
+}
+
+static void run_hot(void *ctx) {
+    job *j = ctx;
+    for (size_t c = 0; c < j->copies; c++) {
+        j->gemm(j->n, j->rows, j->T, j->w, j->row_bytes, j->xa, j->xa_stride, j->y, j->rows);
+    }
+    j->sink = j->y[0];
+}
+
+static void run_probe(void *ctx) {
+    job *j = ctx;
+    j->sink = kvc_wasm_read_probe((const float *)j->w, j->copies * j->matrix_bytes / 4 / 16 * 16);
+}
+
+static int bench(const kvc_weight_type *type, shape s, uint8_t *buffer) {
+    const kvc_weight_set set = kvc_weight_set_active();
+    const kvc_act_encoding *e = kvc_act_encoding_of(type->act);
+    job j = {type, type->gemm[set], s.n, s.rows, 1, 0, 0, 0, 0, buffer, NULL, NULL, 0.0f};
+    j.row_bytes = s.n / type->block_values * type->block_bytes;
+    j.matrix_bytes = j.row_bytes * s.rows;
+    j.copies = STREAM_BYTES / j.matrix_bytes;
+    j.xa_stride = s.n / e->block_values * e->block_bytes;
+    float *x = malloc(PREFILL_T * s.n * sizeof(float));
+    uint8_t *xa = malloc(PREFILL_T * j.xa_stride);
+    j.y = malloc(PREFILL_T * s.rows * sizeof(float));
+    if (!x || !xa || !j.y) return 1;
+    for (size_t i = 0; i < PREFILL_T * s.n; i++) x[i] = uniform();
+    for (size_t t = 0; t < PREFILL_T; t++) e->quantize[set](s.n, x + t * s.n, xa + t * j.xa_stride);
+    j.xa = xa;
+    for (size_t r = 0; r < s.rows; r++) fill_row(type, s.n, buffer + r * j.row_bytes);
+    for (size_t c = 1; c < j.copies; c++) memcpy(buffer + c * j.matrix_bytes, buffer, j.matrix_bytes);
+
+    const double bytes = (double)j.copies * (double)j.matrix_bytes;
+    /* The probe and the gemm in turn, each at its best. */
+    const double probe = best_ms(run_probe, &j);
+    const double stream = best_ms(run_stream, &j);
+    const double hot = best_ms(run_hot, &j);
+    j.T = PREFILL_T;
+    j.copies = j.copies / 8 ? j.copies / 8 : 1;
+    const double prefill = best_ms(run_stream, &j);
+    const double macs = (double)j.copies * (double)PREFILL_T * (double)s.n * (double)s.rows;
+    printf("{\"type\":\"%s\",\"set\":\"%s\",\"rows\":%zu,\"n\":%zu,\"floor_gbs\":%.2f,\"decode_gbs\":%.2f,"
+           "\"decode_hot_gbs\":%.2f,\"prefill_gmacs\":%.2f}\n",
+           type->name, kvc_weight_set_name(set), s.rows, s.n, bytes / probe / 1e6, bytes / stream / 1e6,
+           bytes / hot / 1e6, macs / prefill / 1e6);
+    fflush(stdout);
+    free(x), free(xa), free(j.y);
+    return 0;
+}
+
+/* Exported as "main" by name: clang 15+ would call main(argc, argv)
+ * __main_argc_argv, which emcc 3.1.6 never calls (the relaxed build). */
+__attribute__((export_name("main"), used)) int kvc_weights_bench_main(int argc, char **argv) {
+    shape shapes[8] = {{2048, 2048, ""}, {576, 1536, ""}};
+    size_t count = 2;
+    if (argc > 1) {
+        count = 0;
+        for (int i = 1; i < argc && count < 8; i++) {
+            shape *s = &shapes[count++];
+            s->type[0] = '\0';
+            if (sscanf(argv[i], "%zu:%zu:%15s", &s->rows, &s->n, s->type) < 2) return 1;
+        }
+    }
+    uint8_t *buffer = malloc(STREAM_BYTES + 64);
+    if (!buffer) return 1;
+    size_t type_count;
+    const kvc_weight_type *types = kvc_weight_types(&type_count);
+    for (size_t s = 0; s < count; s++) {
+        for (size_t t = 0; t < type_count; t++) {
+            if (shapes[s].type[0] && strcmp(shapes[s].type, types[t].name) != 0) continue;
+            if (shapes[s].n % types[t].block_values == 0 && bench(&types[t], shapes[s], buffer) != 0) return 1;
+        }
+    }
+    free(buffer);
+    return 0;
+}

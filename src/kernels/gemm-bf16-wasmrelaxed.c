@@ -1,0 +1,8 @@
+/* gemm-bf16-wasmrelaxed.c -- BF16 weights with f32x4.relaxed_madd: one rounding
+ * or two, as the engine does it, the same on every call (so every promise of
+ * weights.h holds within the set), equal to the other sets' to rounding. */
+#include <wasm_simd128.h>
+
+#define KVC_FLOAT_NAME kvc_gemm_bf16__wasmrelaxed
+#define KVC_FLOAT_MAC(acc, w, x) acc = wasm_f32x4_relaxed_madd(w, x, acc)
+#include "gemm-bf16-wasmsimd.c"

@@ -1,0 +1,73 @@
+/*
+ * gemm-q32-wasmsimd.h -- the gemm of a type with blocks of 32 (Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1), in SIMD128 or relaxed SIMD: a type's file defines
+ *   KVC_Q32_NAME              the function
+ *   KVC_Q32_BYTES             bytes per block (an f16 d at byte 0)
+ *   KVC_Q32_CODES(b)          block b's 32 codes as a kvc_codes32 (of the
+ *                             dot-codes header the file includes first)
+ *   KVC_Q32_OFFSET            0, 8 or 16: value = (q - offset) * d
+ *   KVC_Q32_MIN               1: value = q * d + m, an f16 m at byte 2
+ * and includes this file.  Each block's value is the scalar kernel's,
+ * lane for lane (weights.c):
+ *   decode (T == 1): a row's blocks four at a time, lane k holding block
+ *     4 i + k, so the four lanes are the accumulators b mod 4;
+ *   prefill (T > 1): one block of a row against four tokens, lane i
+ *     holding token i, in four accumulators by block index.
+ */
+#include "weights-wasmsimd.h"
+
+/* Blocks' values from their exact dots S, activation sums A, weight scales
+ * d (and mins m) and activation scales da, lane by lane. */
+static inline v128_t q32_values(v128_t S, v128_t A, v128_t d, v128_t m, v128_t da) {
+#if !KVC_Q32_OFFSET && !KVC_Q32_MIN
+    (void)A; /* Q8_0: no sums (nor their loads, left dead) */
+#endif
+#if KVC_Q32_OFFSET
+    S = wasm_i32x4_sub(S, wasm_i32x4_mul(A, wasm_i32x4_const_splat(KVC_Q32_OFFSET)));
+#endif
+    v128_t v = wasm_f32x4_mul(wasm_f32x4_mul(d, da), wasm_f32x4_convert_i32x4(S));
+#if KVC_Q32_MIN
+    v = wasm_f32x4_add(v, wasm_f32x4_mul(wasm_f32x4_mul(m, da), wasm_f32x4_convert_i32x4(A)));
+#else
+    (void)m;
+#endif
+    return v;
+}
+
+/* Block b's exact dot with its 32 activation codes, in lanes. */
+static inline v128_t q32_dot(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    const kvc_codes32 codes = KVC_Q32_CODES(block);
+    return kvc_dot32(&codes, a->codes + 32 * b, a->codes16 + 32 * b);
+}
+
+static v128_t q32_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    const v128_t dots[4] = {q32_dot(block, a, b), q32_dot(block + KVC_Q32_BYTES, a, b + 1),
+                            q32_dot(block + 2 * KVC_Q32_BYTES, a, b + 2),
+                            q32_dot(block + 3 * KVC_Q32_BYTES, a, b + 3)};
+    const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(a->sums + 4 * b));
+    return q32_values(kvc_horizontal_sums4_i32(dots), A, kvc_f16_gather4(block, KVC_Q32_BYTES),
+                      kvc_f16_gather4(block + 2, KVC_Q32_BYTES), wasm_v128_load(a->scales + 4 * b));
+}
+
+static float q32_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load32_splat(a->sums + 4 * b));
+    const v128_t v = q32_values(kvc_sum_i32x4(q32_dot(block, a, b)), A, kvc_f16_splat(block),
+                                kvc_f16_splat(block + 2), wasm_v128_load32_splat(a->scales + 4 * b));
+    return wasm_f32x4_extract_lane(v, 0);
+}
+
+static v128_t q32_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
+                             size_t n, size_t b) {
+    const kvc_codes32 codes = KVC_Q32_CODES(block);
+    v128_t dots[4];
+    for (size_t i = 0; i < 4; i++) dots[i] = kvc_dot32(&codes, a[i].codes + 32 * b, a[i].codes16 + 32 * b);
+    const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(kvc_gather32(tile->row, KVC_ACT_Q8_SUMS_AT(n, 32) + 4 * b));
+    return q32_values(kvc_horizontal_sums4_i32(dots), A, kvc_f16_splat(block), kvc_f16_splat(block + 2),
+                      kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
+}
+
+void KVC_Q32_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
+                  const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride) {
+    kvc_gemm_blocks(q32_values4, q32_value1, q32_tile_value, 32, KVC_Q32_BYTES, n, rows, T, w, row_bytes,
+                    xa, xa_stride, y, y_stride);
+}

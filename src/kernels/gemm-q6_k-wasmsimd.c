@@ -1,0 +1,102 @@
+/*
+ * gemm-q6_k-wasmsimd.c -- Q6_K weights in SIMD128 (gemm-q6_k-scalar.c has
+ * the layout): codes 0..63 put together from their nibble and their two
+ * high bits, each sub-block of 16 dotted and scaled exactly, the offset 32
+ * taken back with the activation sums.  Decode takes a row's super-blocks
+ * four at a time (lane k: super-block 4 i + k), prefill one against four
+ * tokens, in four accumulators by super-block index: the scalar kernel's
+ * values lane for lane.  The relaxed set compiles this file again with its
+ * dot (gemm-q6_k-wasmrelaxed.c).
+ */
+#ifndef KVC_Q6_K_NAME
+#include "dot-codes-wasmsimd.h"
+#define KVC_Q6_K_NAME kvc_gemm_q6_k__wasmsimd
+#endif
+#include "weights-wasmsimd.h"
+
+#define Q6_K_BYTES 210
+
+/* The codes of half h (sub-blocks 8 h .. 8 h + 7), 16 per vector. */
+static inline void q6_k_codes(const uint8_t *block, size_t h, v128_t q[8]) {
+    const uint8_t *ql = block + 64 * h, *qh = block + 128 + 32 * h;
+    const v128_t nibble = wasm_i8x16_const_splat(15), pair = wasm_i8x16_const_splat(0x30);
+    const v128_t low[4] = {wasm_v128_load(ql), wasm_v128_load(ql + 16), wasm_v128_load(ql + 32),
+                           wasm_v128_load(ql + 48)};
+    const v128_t high[2] = {wasm_v128_load(qh), wasm_v128_load(qh + 16)};
+    for (size_t i = 0; i < 2; i++) {
+        q[i] = wasm_v128_or(wasm_v128_and(low[i], nibble), wasm_v128_and(wasm_i8x16_shl(high[i], 4), pair));
+        q[2 + i] = wasm_v128_or(wasm_v128_and(low[2 + i], nibble), wasm_v128_and(wasm_i8x16_shl(high[i], 2), pair));
+        q[4 + i] = wasm_v128_or(wasm_u8x16_shr(low[i], 4), wasm_v128_and(high[i], pair));
+        q[6 + i] = wasm_v128_or(wasm_u8x16_shr(low[2 + i], 4), wasm_v128_and(wasm_u8x16_shr(high[i], 2), pair));
+    }
+}
+
+/* 32 sum_g sc_g A_g: the offset's share of S. */
+static inline v128_t q6_k_offset(const uint8_t *block, const uint8_t *sums) {
+    const v128_t sc = wasm_v128_load(block + 192);
+    const v128_t offset = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(sc), wasm_v128_load(sums)),
+                                         wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(sc), wasm_v128_load(sums + 16)));
+    return wasm_i32x4_shl(offset, 5);
+}
+
+/* The codes of a super-block ready for their dots, each sub-block of 16
+ * times its scale: c[g] for sub-block g. */
+static inline void q6_k_prepared(const uint8_t *block, kvc_codes16 c[16]) {
+    const int8_t *sc = (const int8_t *)(block + 192);
+    for (size_t h = 0; h < 2; h++) {
+        v128_t q[8];
+        q6_k_codes(block, h, q);
+        for (size_t g = 0; g < 8; g++) c[8 * h + g] = kvc_codes16_scaled(q[g], sc[8 * h + g]);
+    }
+}
+
+/* Lanes summing to S of prepared codes c against activation block b of a. */
+static inline v128_t q6_k_partial(const uint8_t *block, const kvc_codes16 c[16], const kvc_act_q8_row *a,
+                                  size_t b) {
+    v128_t s = kvc_dot16(&c[0], a->codes + 256 * b, a->codes16 + 256 * b);
+    for (size_t g = 1; g < 16; g++) {
+        s = wasm_i32x4_add(s, kvc_dot16(&c[g], a->codes + 256 * b + 16 * g, a->codes16 + 256 * b + 16 * g));
+    }
+    return wasm_i32x4_sub(s, q6_k_offset(block, a->sums + 32 * b));
+}
+
+static inline v128_t q6_k_block_partial(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    kvc_codes16 c[16];
+    q6_k_prepared(block, c);
+    return q6_k_partial(block, c, a, b);
+}
+
+static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
+    return wasm_f32x4_mul(wasm_f32x4_mul(d, da), wasm_f32x4_convert_i32x4(S));
+}
+
+static v128_t q6_k_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    v128_t S[4];
+    for (size_t k = 0; k < 4; k++) {
+        S[k] = q6_k_block_partial(block + k * Q6_K_BYTES, a, b + k);
+    }
+    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_gather4(block + 208, Q6_K_BYTES),
+                       wasm_v128_load(a->scales + 4 * b));
+}
+
+static float q6_k_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
+    const v128_t S = q6_k_block_partial(block, a, b);
+    const v128_t v = q6_k_values(kvc_sum_i32x4(S), kvc_f16_splat(block + 208), wasm_v128_load32_splat(a->scales + 4 * b));
+    return wasm_f32x4_extract_lane(v, 0);
+}
+
+static v128_t q6_k_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
+                              size_t n, size_t b) {
+    kvc_codes16 c[16];
+    q6_k_prepared(block, c);
+    v128_t S[4];
+    for (size_t i = 0; i < 4; i++) S[i] = q6_k_partial(block, c, &a[i], b);
+    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_splat(block + 208),
+                       kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
+}
+
+void KVC_Q6_K_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
+                   const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride) {
+    kvc_gemm_blocks(q6_k_values4, q6_k_value1, q6_k_tile_value, 256, Q6_K_BYTES, n, rows, T, w, row_bytes,
+                    xa, xa_stride, y, y_stride);
+}

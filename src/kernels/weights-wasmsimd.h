@@ -1,0 +1,180 @@
+/* weights-wasmsimd.h -- what the SIMD128 (and relaxed) weight kernels
+ * share: f16 scales read exactly in lanes, the lanes of four blocks or four
+ * tokens gathered, and the f32 sum that closes every dot. */
+#ifndef KVC_WEIGHTS_WASMSIMD_H
+#define KVC_WEIGHTS_WASMSIMD_H
+
+#include <wasm_simd128.h>
+
+#include "scores-i8-wasmsimd.h"
+#include "weights-scalar.h"
+
+/* The IEEE half in the low 16 bits of each i32 lane (the high bits zero) as
+ * f32, exactly: kvc_f16_to_f32 lane-wise. */
+static inline v128_t kvc_f16_lanes_to_f32x4(v128_t h) {
+    const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_const_splat(0x7fff)), 13);
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_const_splat(0x8000)), 16);
+    const v128_t finite = wasm_f32x4_mul(magnitude, wasm_f32x4_const_splat(0x1p112f));
+    /* Exponent 31: Inf or NaN.  (An equality: x86 has no unsigned compare,
+     * which a greater-than on these non-negative lanes would become.) */
+    const v128_t exponent = wasm_i32x4_const_splat(0x7c00);
+    const v128_t special = wasm_i32x4_eq(wasm_v128_and(h, exponent), exponent);
+    const v128_t inf_nan = wasm_v128_or(magnitude, wasm_i32x4_const_splat(0x7f800000));
+    return wasm_v128_or(wasm_v128_bitselect(inf_nan, finite, special), sign);
+}
+
+/* The half at p, in every lane. */
+static inline v128_t kvc_f16_splat(const uint8_t *p) {
+    return kvc_f16_lanes_to_f32x4(wasm_i32x4_splat(kvc_load_u16(p)));
+}
+
+/* The halves at p, p + stride, p + 2 stride, p + 3 stride (four blocks' scales). */
+static inline v128_t kvc_f16_gather4(const uint8_t *p, size_t stride) {
+    v128_t h = wasm_i32x4_const_splat(0);
+    h = wasm_v128_load16_lane(p, h, 0);
+    h = wasm_v128_load16_lane(p + stride, h, 2);
+    h = wasm_v128_load16_lane(p + 2 * stride, h, 4);
+    h = wasm_v128_load16_lane(p + 3 * stride, h, 6);
+    return kvc_f16_lanes_to_f32x4(h);
+}
+
+/* The 32-bit words at p[0..3] + offset, one per lane (four tokens' scales or sums). */
+static inline v128_t kvc_gather32(const uint8_t *const p[4], size_t offset) {
+    v128_t v = wasm_i32x4_const_splat(0);
+    v = wasm_v128_load32_lane(p[0] + offset, v, 0);
+    v = wasm_v128_load32_lane(p[1] + offset, v, 1);
+    v = wasm_v128_load32_lane(p[2] + offset, v, 2);
+    v = wasm_v128_load32_lane(p[3] + offset, v, 3);
+    return v;
+}
+
+/* ggml's 16 bytes of nibbles (weights-scalar.h) as codes 0..15: codes
+ * 0..15 in q0 (the low nibbles), 16..31 in q1 (the high ones). */
+static inline void kvc_nibbles_i8x16(v128_t packed, v128_t *q0, v128_t *q1) {
+    *q0 = wasm_v128_and(packed, wasm_i8x16_const_splat(15));
+    *q1 = wasm_u8x16_shr(packed, 4);
+}
+
+/* 16 in each byte of h that has its bit of mask set (one bit per byte), 0 elsewhere. */
+static inline v128_t kvc_bits_as_16(v128_t h, v128_t mask) {
+    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(h, mask), mask), wasm_i8x16_const_splat(16));
+}
+
+/* Q5_0 / Q5_1: bit i of the u32 at qh, as 16, added to code i. */
+static inline void kvc_fifth_bits_i8x16(const uint8_t *qh, v128_t *q0, v128_t *q1) {
+    /* Byte k of qh into lanes 8 k .. 8 k + 7, by unpacks (one instruction
+     * each where an arbitrary byte shuffle costs a pshufb and its mask). */
+    const v128_t bits = wasm_v128_load32_zero(qh);
+    const v128_t pairs = wasm_i8x16_shuffle(bits, bits, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const v128_t quads = wasm_i16x8_shuffle(pairs, pairs, 0, 8, 1, 9, 2, 10, 3, 11);
+    const v128_t low = wasm_i32x4_shuffle(quads, quads, 0, 4, 1, 5), high = wasm_i32x4_shuffle(quads, quads, 2, 6, 3, 7);
+    const v128_t mask = wasm_u8x16_const(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    *q0 = wasm_v128_or(*q0, kvc_bits_as_16(low, mask));
+    *q1 = wasm_v128_or(*q1, kvc_bits_as_16(high, mask));
+}
+
+/* (lane 0 + lane 1) + (lane 2 + lane 3): the four accumulators of one dot. */
+static inline float kvc_combine_lanes(v128_t acc) {
+    float lanes[4];
+    wasm_v128_store(lanes, acc);
+    return kvc_combine4(lanes);
+}
+
+/* The same for four dots at once, accumulator k of each in acc[k]. */
+static inline v128_t kvc_combine_accumulators(const v128_t acc[4]) {
+    return wasm_f32x4_add(wasm_f32x4_add(acc[0], acc[1]), wasm_f32x4_add(acc[2], acc[3]));
+}
+
+/* ---- tokens of a prefill tile: up to four activation rows, the last
+ * repeated into the lanes past T (computed, never stored) ---- */
+typedef struct kvc_token_tile {
+    size_t count;           /* 1..4 real tokens */
+    const uint8_t *row[4];  /* activation rows */
+} kvc_token_tile;
+
+static inline kvc_token_tile kvc_token_tile_at(const uint8_t *xa, size_t xa_stride, size_t t0,
+                                               size_t T) {
+    kvc_token_tile tile;
+    tile.count = T - t0 < 4 ? T - t0 : 4;
+    for (size_t i = 0; i < 4; i++) tile.row[i] = xa + (t0 + (i < tile.count ? i : tile.count - 1)) * xa_stride;
+    return tile;
+}
+
+/* y[(t0 + i) * y_stride + r] = lane i of v, for the tile's real tokens. */
+static inline void kvc_store_tile(const kvc_token_tile *tile, v128_t v, float *y, size_t t0,
+                                  size_t y_stride, size_t r) {
+    float lanes[4];
+    wasm_v128_store(lanes, v);
+    for (size_t i = 0; i < tile->count; i++) y[(t0 + i) * y_stride + r] = lanes[i];
+}
+
+/* ---- the gemm of a block type of B values, from a type's block values:
+ * v_b of blocks b..b + 3 of a row against one token (lane k: block b + k),
+ * of block b alone, and of block b against a tile's four tokens ---- */
+typedef v128_t kvc_values4_fn(const uint8_t *block, const kvc_act_q8_row *a, size_t b);
+typedef float kvc_value1_fn(const uint8_t *block, const kvc_act_q8_row *a, size_t b);
+typedef v128_t kvc_tile_value_fn(const uint8_t *block, const kvc_act_q8_row a[4],
+                                 const kvc_token_tile *tile, size_t n, size_t b);
+
+/* Decode: lane k of the sum is accumulator k, taking blocks 4 i + k; the
+ * last nb mod 4 blocks go to their accumulators one by one. */
+static inline float kvc_row_blocks(kvc_values4_fn *values4, kvc_value1_fn *value1, size_t B,
+                                   size_t block_bytes, size_t n, const uint8_t *row,
+                                   const uint8_t *xa) {
+    const size_t nb = n / B;
+    const kvc_act_q8_row a = kvc_act_q8_row_at(xa, n, B);
+    v128_t acc = wasm_f32x4_const_splat(0.0f);
+    size_t b = 0;
+    for (; b + 4 <= nb; b += 4) acc = wasm_f32x4_add(acc, values4(row + b * block_bytes, &a, b));
+    float lanes[4];
+    wasm_v128_store(lanes, acc);
+    for (; b < nb; b++) lanes[b & 3] += value1(row + b * block_bytes, &a, b);
+    return kvc_combine4(lanes);
+}
+
+/* Prefill: lane i is token i; the four accumulators vectors by block index. */
+static inline v128_t kvc_tile_blocks(kvc_tile_value_fn *value, size_t B, size_t block_bytes,
+                                     size_t n, const uint8_t *row, const kvc_token_tile *tile) {
+    const size_t nb = n / B;
+    kvc_act_q8_row a[4];
+    for (size_t i = 0; i < 4; i++) a[i] = kvc_act_q8_row_at(tile->row[i], n, B);
+    v128_t acc[4] = {wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f),
+                     wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f)};
+    size_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        for (size_t k = 0; k < 4; k++) {
+            acc[k] = wasm_f32x4_add(acc[k], value(row + (b + k) * block_bytes, a, tile, n, b + k));
+        }
+    }
+    for (size_t k = 0; b < nb; b++, k++) acc[k] = wasm_f32x4_add(acc[k], value(row + b * block_bytes, a, tile, n, b));
+    return kvc_combine_accumulators(acc);
+}
+
+/* The whole gemm: each tile of tokens against every row (one token alone
+ * takes the decode path). */
+static inline void kvc_gemm_blocks(kvc_values4_fn *values4, kvc_value1_fn *value1,
+                                   kvc_tile_value_fn *tile_value, size_t B, size_t block_bytes,
+                                   size_t n, size_t rows, size_t T, const uint8_t *w,
+                                   size_t row_bytes, const uint8_t *xa, size_t xa_stride, float *y,
+                                   size_t y_stride) {
+    for (size_t t0 = 0; t0 < T; t0 += 4) {
+        const kvc_token_tile tile = kvc_token_tile_at(xa, xa_stride, t0, T);
+        for (size_t r = 0; r < rows; r++) {
+            const uint8_t *row = w + r * row_bytes;
+            if (tile.count == 1) {
+                y[t0 * y_stride + r] = kvc_row_blocks(values4, value1, B, block_bytes, n, row, tile.row[0]);
+            } else {
+                kvc_store_tile(&tile, kvc_tile_blocks(tile_value, B, block_bytes, n, row, &tile), y, t0,
+                               y_stride, r);
+            }
+        }
+    }
+}
+
+/* The four copies of one block's integer partial: its exact sum in every lane. */
+static inline v128_t kvc_sum_i32x4(v128_t partial) {
+    const v128_t copies[4] = {partial, partial, partial, partial};
+    return kvc_horizontal_sums4_i32(copies);
+}
+
+#endif /* KVC_WEIGHTS_WASMSIMD_H */

@@ -1,0 +1,166 @@
+/*
+ * weights.h -- matrices multiplied in their GGUF encoding: one traits row per
+ * ggml tensor type (ggml's type_traits is the model), the activation
+ * encodings their kernels read, and the kernels.
+ *
+ * A weight matrix is `rows` rows of n values, each row nb = n / block_values
+ * blocks laid out exactly as ggml lays them out (F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).  A product with T activation rows
+ * first codes each activation row with its type's encoding (`quantize` of
+ * kvc_act_encoding_of(type->act)), then runs the type's gemm.  Kernels see
+ * plain arrays: they know no model, no cache, no file.
+ *
+ * Determinism.  The value for (row r, token t) depends on that row and that
+ * token's coded activations only -- never on `rows`, `T`, where r and t sit
+ * in the call, or how a caller splits the rows into chunks (thread pools,
+ * a verify batch of k tokens against k single steps).  Each gemm computes
+ * it as:
+ *   - integer types: per block b an exact integer dot (and the integer sums
+ *     an offset or a min needs), then the block's value v_b in f32 by the
+ *     formula beside the type's row in weights.c; v_b added to accumulator
+ *     b mod 4 (each starting at +0), in block order; y = (a0 + a1) + (a2 + a3).
+ *     Every set computes exactly this: scalar, SIMD128 and relaxed SIMD give
+ *     the same bits (the relaxed i8 x i7 dot product is exact and the same on
+ *     every engine, as its second operand is kept to 0..127).
+ *   - float types: acc_k accumulates w_j * x_j over j = k mod 4 in order of
+ *     j (w_j the weight's exact f32 value), from +0; y = (a0 + a1) + (a2 + a3).
+ *     Scalar and SIMD128 give the same bits (a multiply and an add each,
+ *     never fused); relaxed SIMD uses f32x4.relaxed_madd, fused or not as
+ *     the engine does it: within its own set the same bits whatever the
+ *     call's shape, against the others equal to rounding.
+ */
+#ifndef KVC_WEIGHTS_H
+#define KVC_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The kernel sets; a build has the sets up to the one it runs. */
+typedef enum kvc_weight_set {
+    KVC_WEIGHT_SCALAR,
+    KVC_WEIGHT_WASMSIMD,
+    KVC_WEIGHT_WASMRELAXED,
+    KVC_WEIGHT_SETS
+} kvc_weight_set;
+
+/* The set this build runs: relaxed SIMD or SIMD128 when compiled for it,
+ * else scalar. */
+kvc_weight_set kvc_weight_set_active(void);
+/* "scalar", "wasm-simd128", "wasm-relaxed-simd". */
+const char *kvc_weight_set_name(kvc_weight_set set);
+
+/* How a gemm reads its activations. */
+typedef enum kvc_act_kind {
+    /* The f32 values themselves (F32, F16 and BF16 weights: llama.cpp
+     * rounds such activations to f16 or bf16; kept f32 here, as accurate as
+     * the product can be, and the weights' own rounding dominates anyway). */
+    KVC_ACT_F32,
+    /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; llama.cpp: q8_0/q8_1). */
+    KVC_ACT_Q8_32,
+    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K; llama.cpp: q8_K). */
+    KVC_ACT_Q8_256,
+    KVC_ACT_KINDS
+} kvc_act_kind;
+
+/*
+ * A q8 activation row of n values in blocks of B (32 or 256), n a multiple
+ * of B -- ours, not a file format; laid out for the kernels' loads:
+ *   codes   [n]      i8, -127..127 (the relaxed dot products read these)
+ *   codes16 [n]      i16, the same codes (the SIMD128 ones read these,
+ *                    eight products to an i32x4.dot_i16x8_s, no widening)
+ *   scales  [n / B]  f32, block b's d_b
+ *   sums    [n / 16] i16, the sum of each 16 consecutive codes
+ * For each block: amax = the largest |x| (NaN if an x is NaN), d = amax / 127,
+ * code = clamp(round_half_even(x / d), -127, 127), and 0 where x / d is NaN
+ * (an all-zero block: d = 0 and zero codes).  f32 arithmetic, the same bytes
+ * from every set.  A NaN or infinite x makes its block's d NaN or infinite,
+ * so that every product it enters is NaN.
+ */
+#define KVC_ACT_Q8_CODES16_AT(n) (n)
+#define KVC_ACT_Q8_SCALES_AT(n) (3 * (n))
+#define KVC_ACT_Q8_SUMS_AT(n, B) (3 * (n) + 4 * ((n) / (B)))
+#define KVC_ACT_Q8_ROW_BYTES(n, B) (KVC_ACT_Q8_SUMS_AT(n, B) + 2 * ((n) / 16))
+
+/* Codes a row of n activations x into xa (encoding's row bytes). */
+typedef void kvc_quantize_act_fn(size_t n, const float *x, uint8_t *xa);
+
+typedef struct kvc_act_encoding {
+    kvc_act_kind kind;
+    const char *name;
+    uint32_t block_values; /* n must be a multiple of it */
+    uint32_t block_bytes;  /* a row of n values takes n / block_values * block_bytes */
+    kvc_quantize_act_fn *quantize[KVC_WEIGHT_SETS]; /* NULL: a set this build lacks */
+} kvc_act_encoding;
+
+const kvc_act_encoding *kvc_act_encoding_of(kvc_act_kind kind);
+
+/* out[i] = the f32 value of element first + i of a weight row, i < count
+ * (the reference: ggml's dequantize_row_* arithmetic, value for value). */
+typedef void kvc_dequantize_fn(const uint8_t *row, size_t first, size_t count, float *out);
+
+/* y[t * y_stride + r] = dot(weight row r, activation row t), r < rows,
+ * t < T: row r at w + r * row_bytes (n values), activation row t at
+ * xa + t * xa_stride, coded as the type's act encoding.  n a multiple of
+ * the type's block_values.  T == 1 (decode) streams each weight row once;
+ * T > 1 (prefill, verify) reads each weight block once for up to four
+ * tokens.  Results as the determinism paragraph above says. */
+typedef void kvc_gemm_fn(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
+                         const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride);
+
+typedef struct kvc_weight_type {
+    uint32_t ggml_id;      /* ggml_type */
+    const char *name;      /* "Q4_K" */
+    uint32_t block_values; /* values per block */
+    uint32_t block_bytes;  /* bytes per block */
+    kvc_act_kind act;      /* what its gemm reads */
+    kvc_dequantize_fn *dequantize;
+    kvc_gemm_fn *gemm[KVC_WEIGHT_SETS]; /* NULL: a set this build lacks */
+} kvc_weight_type;
+
+/* The row of ggml type `ggml_id`, or NULL when it is not supported. */
+const kvc_weight_type *kvc_weight_type_of(uint32_t ggml_id);
+/* The supported types, in table order; *count their number. */
+const kvc_weight_type *kvc_weight_types(size_t *count);
+/* ggml's name of any type it defines ("Q2_K", also for types not supported
+ * here), or NULL for an id ggml does not define. */
+const char *kvc_ggml_type_name(uint32_t ggml_id);
+/* Writes the supported names, "F32, F16, ...", NUL-terminated, to buf (at
+ * most size bytes, cut short when it does not fit; size 0 writes nothing).
+ * @return : the length the whole list takes, without the NUL. */
+size_t kvc_weight_type_list(char *buf, size_t size);
+
+/* ---- the kernels, named kvc_<op>_<type>__<set>, one file each:
+ * gemm-<type>-<set>.c (the scalar file also holds the type's dequantize);
+ * quantize-act-<encoding>-<set>.c ---- */
+
+#define KVC_WEIGHT_TYPE_LIST(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
+    X(q4_k) X(q5_k) X(q6_k)
+/* The types with a relaxed-SIMD gemm of their own (the others run their
+ * SIMD128 gemm in the relaxed set: Q8_0's codes are signed, where the
+ * i8 x i7 dot product is not exact). */
+#define KVC_WEIGHT_RELAXED_LIST(X) X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
+    X(q4_k) X(q5_k) X(q6_k)
+
+#define KVC_DECLARE_WEIGHT_SCALAR(t) kvc_dequantize_fn kvc_dequantize_##t; \
+    kvc_gemm_fn kvc_gemm_##t##__scalar;
+KVC_WEIGHT_TYPE_LIST(KVC_DECLARE_WEIGHT_SCALAR)
+#undef KVC_DECLARE_WEIGHT_SCALAR
+kvc_quantize_act_fn kvc_quantize_act_f32;
+kvc_quantize_act_fn kvc_quantize_act_q8_32__scalar;
+kvc_quantize_act_fn kvc_quantize_act_q8_256__scalar;
+
+#if defined(__wasm_simd128__)
+#define KVC_DECLARE_WEIGHT_WASMSIMD(t) kvc_gemm_fn kvc_gemm_##t##__wasmsimd;
+KVC_WEIGHT_TYPE_LIST(KVC_DECLARE_WEIGHT_WASMSIMD)
+#undef KVC_DECLARE_WEIGHT_WASMSIMD
+kvc_quantize_act_fn kvc_quantize_act_q8_32__wasmsimd;
+kvc_quantize_act_fn kvc_quantize_act_q8_256__wasmsimd;
+#endif
+
+#if defined(__wasm_relaxed_simd__)
+#define KVC_DECLARE_WEIGHT_WASMRELAXED(t) kvc_gemm_fn kvc_gemm_##t##__wasmrelaxed;
+KVC_WEIGHT_RELAXED_LIST(KVC_DECLARE_WEIGHT_WASMRELAXED)
+#undef KVC_DECLARE_WEIGHT_WASMRELAXED
+#endif
+
+#endif /* KVC_WEIGHTS_H */
