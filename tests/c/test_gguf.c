@@ -1,204 +1,18 @@
 /*
- * test_gguf.c -- the GGUF reader: files built here (versions 1, 2, 3; every
- * value type, arrays and arrays of arrays, alignment, tensors of known and
- * unknown types) read back through every accessor; every truncation of
- * them asks for more and makes progress; corruptions are refused with the
- * status and sentence that name them, leaving nothing allocated; every
- * allocation can fail; and the two real models of ../shared/data parse
- * with the facts their README gives.
+ * test_gguf.c -- the GGUF reader: files written by gguf_builder.c (versions
+ * 1 to 3; every value type, arrays and arrays of arrays, alignment, tensors
+ * of known and unknown types) read back through every accessor; every
+ * truncation of them asks for more and makes progress; corruptions are
+ * refused with the status and sentence that name them, leaving nothing
+ * allocated; every allocation can fail; and the two real models of
+ * ../shared/data parse with the facts their README gives.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_builder.h"
 #include "test.h"
-
-/* ---- building GGUF files ---- */
-
-typedef struct builder {
-    uint8_t *bytes;
-    size_t len, cap;
-    uint32_t version;
-} builder;
-
-static void put_bytes(builder *b, const void *src, size_t n) {
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2;
-        b->bytes = realloc(b->bytes, b->cap);
-        if (!b->bytes) {
-            printf("test harness: out of memory\n");
-            exit(3);
-        }
-    }
-    if (n) memcpy(b->bytes + b->len, src, n);
-    b->len += n;
-}
-
-static void put_le(builder *b, uint64_t x, int bytes) {
-    for (int i = 0; i < bytes; i++) {
-        const uint8_t byte = (uint8_t)(x >> (8 * i));
-        put_bytes(b, &byte, 1);
-    }
-}
-
-static void put_u32(builder *b, uint32_t x) {
-    put_le(b, x, 4);
-}
-
-static void put_u64(builder *b, uint64_t x) {
-    put_le(b, x, 8);
-}
-
-/* A count or string length: u32 in version 1, u64 after. */
-static void put_count(builder *b, uint64_t x) {
-    put_le(b, x, b->version == 1 ? 4 : 8);
-}
-
-static void put_string(builder *b, const char *s) {
-    put_count(b, strlen(s));
-    put_bytes(b, s, strlen(s));
-}
-
-static void put_key(builder *b, const char *key, uint32_t type) {
-    put_string(b, key);
-    put_u32(b, type);
-}
-
-static void put_f32(builder *b, float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    put_u32(b, bits);
-}
-
-static void put_f64(builder *b, double f) {
-    uint64_t bits;
-    memcpy(&bits, &f, 8);
-    put_u64(b, bits);
-}
-
-/* An array's item type and length. */
-static void put_array(builder *b, uint32_t item_type, uint64_t count) {
-    put_u32(b, item_type);
-    put_count(b, count);
-}
-
-/* A tensor info to write; offset AUTO: after the previous tensor's data,
- * aligned. */
-#define AUTO UINT64_MAX
-typedef struct tensor_spec {
-    const char *name;
-    uint32_t type, n_dims;
-    uint64_t dims[KVC_GGUF_MAX_DIMS + 1]; /* one more: a refused count of 5 */
-    uint64_t offset;
-    uint64_t bytes; /* the data to leave for it (written as a counting pattern) */
-} tensor_spec;
-
-/* Writes the metadata entries of a file; @return : how many. */
-typedef size_t metadata_fn(builder *b);
-
-static uint64_t align_up(uint64_t x, uint64_t a) {
-    return (x + a - 1) / a * a;
-}
-
-/* A whole GGUF file: header, metadata, tensor infos, then the data region.
- * *header_bytes receives where the tensor infos end. */
-static builder build_file(uint32_t version, metadata_fn *metadata, const tensor_spec *tensors,
-                          size_t tensor_count, uint64_t alignment, size_t *header_bytes) {
-    builder b = {NULL, 0, 0, version};
-    put_bytes(&b, "GGUF", 4);
-    put_u32(&b, version);
-    put_count(&b, tensor_count);
-    const size_t count_at = b.len;
-    put_count(&b, 0);
-    size_t entries = metadata ? metadata(&b) : 0;
-    if (alignment != KVC_GGUF_DEFAULT_ALIGNMENT) {
-        put_key(&b, "general.alignment", KVC_GGUF_UINT32);
-        put_u32(&b, (uint32_t)alignment);
-        entries++;
-    }
-    for (int i = 0; i < (version == 1 ? 4 : 8); i++) b.bytes[count_at + i] = (uint8_t)(entries >> (8 * i));
-    uint64_t next = 0, end = 0;
-    for (size_t t = 0; t < tensor_count; t++) {
-        const tensor_spec *s = &tensors[t];
-        put_string(&b, s->name);
-        put_u32(&b, s->n_dims);
-        for (uint32_t d = 0; d < s->n_dims; d++) put_count(&b, s->dims[d]);
-        put_u32(&b, s->type);
-        const uint64_t offset = s->offset == AUTO ? next : s->offset;
-        put_u64(&b, offset);
-        next = align_up(offset + s->bytes, alignment);
-        if (offset + s->bytes > end) end = offset + s->bytes;
-    }
-    *header_bytes = b.len;
-    const size_t data_at = (size_t)align_up(b.len, alignment);
-    while (b.len < data_at) put_le(&b, 0, 1);
-    /* The data (a file of far-off tensors gets none: the reader never reads it). */
-    if (end <= 1u << 20) {
-        for (uint64_t i = 0; i < align_up(end, alignment); i++) put_le(&b, i * 7 + 1, 1);
-    }
-    return b;
-}
-
-/* ---- the fixture: every value type, arrays, tensors of each kind ---- */
-
-#define U64_BIG ((1ull << 60) + 1) /* exact only as an integer: beyond 2^53 */
-#define I64_BIG (-(1ll << 62) - 3)
-#define SCORES 1000
-#define FIXTURE_ENTRIES 22
-
-static float score_of(size_t i) {
-    return (float)i * -0.25f + 0.5f;
-}
-
-static size_t every_type(builder *b) {
-    put_key(b, "general.architecture", KVC_GGUF_STRING), put_string(b, "llama");
-    put_key(b, "t.u8", KVC_GGUF_UINT8), put_le(b, 200, 1);
-    put_key(b, "t.i8", KVC_GGUF_INT8), put_le(b, (uint8_t)-100, 1);
-    put_key(b, "t.u16", KVC_GGUF_UINT16), put_le(b, 60000, 2);
-    put_key(b, "t.i16", KVC_GGUF_INT16), put_le(b, (uint16_t)-30000, 2);
-    put_key(b, "t.u32", KVC_GGUF_UINT32), put_u32(b, 4000000000u);
-    put_key(b, "t.i32", KVC_GGUF_INT32), put_u32(b, (uint32_t)-2000000000);
-    put_key(b, "t.f32", KVC_GGUF_FLOAT32), put_f32(b, 1.5f);
-    put_key(b, "t.bool", KVC_GGUF_BOOL), put_le(b, 1, 1);
-    put_key(b, "t.bool2", KVC_GGUF_BOOL), put_le(b, 2, 1); /* any nonzero byte is true */
-    put_key(b, "t.str", KVC_GGUF_STRING), put_string(b, "h\xc3\xa9llo");
-    put_key(b, "t.u64", KVC_GGUF_UINT64), put_u64(b, U64_BIG);
-    put_key(b, "t.i64", KVC_GGUF_INT64), put_u64(b, (uint64_t)I64_BIG);
-    put_key(b, "t.i64min", KVC_GGUF_INT64), put_u64(b, (uint64_t)INT64_MIN);
-    put_key(b, "t.f64", KVC_GGUF_FLOAT64), put_f64(b, 3.25);
-    put_key(b, "a.u8", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_UINT8, 3);
-    put_le(b, 1, 1), put_le(b, 2, 1), put_le(b, 255, 1);
-    put_key(b, "a.scores", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_FLOAT32, SCORES);
-    for (size_t i = 0; i < SCORES; i++) put_f32(b, score_of(i));
-    put_key(b, "a.str", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_STRING, 3);
-    put_string(b, ""), put_string(b, "a"), put_string(b, "<0x0A>");
-    put_key(b, "a.empty", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_UINT32, 0);
-    put_key(b, "a.i64", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_INT64, 2);
-    put_u64(b, (uint64_t)-1), put_u64(b, (uint64_t)INT64_MAX);
-    /* [[1, 2], [-3]] of i16, and [[["x"]]] */
-    put_key(b, "a.nested", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_ARRAY, 2);
-    put_array(b, KVC_GGUF_INT16, 2), put_le(b, 1, 2), put_le(b, 2, 2);
-    put_array(b, KVC_GGUF_INT16, 1), put_le(b, (uint16_t)-3, 2);
-    put_key(b, "a.deep", KVC_GGUF_ARRAY), put_array(b, KVC_GGUF_ARRAY, 1);
-    put_array(b, KVC_GGUF_ARRAY, 1), put_array(b, KVC_GGUF_STRING, 1), put_string(b, "x");
-    return FIXTURE_ENTRIES;
-}
-
-/* F32 8 x 3, Q8_0 64 x 2, Q4_K 256, F16 5, then two types the table lacks:
- * IQ2_XXS (ggml's 16) and 4 (a removed ggml type, no name). */
-static const tensor_spec fixture_tensors[] = {
-    {"token_embd.weight", 0, 2, {8, 3}, AUTO, 96},
-    {"blk.0.q8", 8, 2, {64, 2}, AUTO, 136},
-    {"blk.0.q4k", 12, 1, {256}, AUTO, 144},
-    {"blk.0.f16", 1, 1, {5}, AUTO, 10},
-    {"blk.0.iq2", 16, 3, {256, 2, 3}, AUTO, 0},
-    {"blk.0.removed", 4, 4, {32, 1, 1, 2}, AUTO, 0},
-};
-#define FIXTURE_TENSORS (sizeof fixture_tensors / sizeof fixture_tensors[0])
-
-static builder fixture(uint32_t version, uint64_t alignment, size_t *header_bytes) {
-    return build_file(version, every_type, fixture_tensors, FIXTURE_TENSORS, alignment, header_bytes);
-}
 
 /* ---- reading back ---- */
 
@@ -220,8 +34,8 @@ static void check_fixture(const kvc_gguf *g, uint32_t version, uint64_t alignmen
     CHECK(kvc_gguf_version(g) == version);
     CHECK(kvc_gguf_header_bytes(g) == header);
     CHECK(kvc_gguf_alignment(g) == alignment);
-    CHECK(kvc_gguf_data_offset(g) == align_up(header, alignment));
-    const size_t entries = FIXTURE_ENTRIES + (alignment != KVC_GGUF_DEFAULT_ALIGNMENT);
+    CHECK(kvc_gguf_data_offset(g) == gb_align_up(header, alignment));
+    const size_t entries = GB_FIXTURE_ENTRIES + (alignment != KVC_GGUF_DEFAULT_ALIGNMENT);
     CHECK(kvc_gguf_metadata_count(g) == entries);
     const char *key;
     size_t len;
@@ -248,15 +62,15 @@ static void check_fixture(const kvc_gguf *g, uint32_t version, uint64_t alignmen
     CHECK(number_is(g, "t.u32", 0, 4000000000.0) && number_is(g, "t.i32", 0, -2000000000.0));
     CHECK(number_is(g, "t.f32", 0, 1.5) && number_is(g, "t.f64", 0, 3.25));
     CHECK(number_is(g, "t.bool", 0, 1) && number_is(g, "t.bool2", 0, 1));
-    CHECK(number_is(g, "t.u64", 0, (double)U64_BIG) && number_is(g, "t.i64", 0, (double)I64_BIG));
+    CHECK(number_is(g, "t.u64", 0, (double)GB_U64_BIG) && number_is(g, "t.i64", 0, (double)GB_I64_BIG));
     uint64_t u = 0;
     int64_t i64 = 0;
     CHECK_OK(kvc_gguf_uint64(g, find(g, "t.u64"), 0, &u));
-    CHECK(u == U64_BIG);
+    CHECK(u == GB_U64_BIG);
     CHECK_STATUS(kvc_gguf_int64(g, find(g, "t.u64"), 0, &i64), KVC_OK); /* 2^60 + 1 fits */
-    CHECK(i64 == (int64_t)U64_BIG);
+    CHECK(i64 == (int64_t)GB_U64_BIG);
     CHECK_OK(kvc_gguf_int64(g, find(g, "t.i64"), 0, &i64));
-    CHECK(i64 == I64_BIG);
+    CHECK(i64 == GB_I64_BIG);
     CHECK_OK(kvc_gguf_int64(g, find(g, "t.i64min"), 0, &i64));
     CHECK(i64 == INT64_MIN);
     CHECK_OK(kvc_gguf_int64(g, find(g, "t.i8"), 0, &i64));
@@ -271,19 +85,19 @@ static void check_fixture(const kvc_gguf *g, uint32_t version, uint64_t alignmen
     /* arrays */
     const size_t scores = find(g, "a.scores");
     CHECK_OK(kvc_gguf_value(g, scores, &type, &item, &count));
-    CHECK(type == KVC_GGUF_ARRAY && item == KVC_GGUF_FLOAT32 && count == SCORES);
+    CHECK(type == KVC_GGUF_ARRAY && item == KVC_GGUF_FLOAT32 && count == GB_SCORES);
     const uint8_t *raw;
     size_t raw_bytes;
     CHECK_OK(kvc_gguf_raw(g, scores, &raw, &raw_bytes));
-    CHECK(raw_bytes == 4 * SCORES);
-    for (size_t j = 0; j < SCORES; j++) {
+    CHECK(raw_bytes == 4 * GB_SCORES);
+    for (size_t j = 0; j < GB_SCORES; j++) {
         float f;
         memcpy(&f, raw + 4 * j, 4);
         double x;
         CHECK_OK(kvc_gguf_number(g, scores, j, &x));
-        CHECK(f == score_of(j) && x == score_of(j));
+        CHECK(f == gb_score(j) && x == gb_score(j));
     }
-    CHECK_STATUS(kvc_gguf_number(g, scores, SCORES, &(double){0}), KVC_E_GGUF_INDEX);
+    CHECK_STATUS(kvc_gguf_number(g, scores, GB_SCORES, &(double){0}), KVC_E_GGUF_INDEX);
     CHECK(number_is(g, "a.u8", 2, 255));
     CHECK_OK(kvc_gguf_raw(g, find(g, "t.u16"), &raw, &raw_bytes));
     CHECK(raw_bytes == 2 && raw[0] == (60000 & 0xff) && raw[1] == 60000 >> 8);
@@ -329,10 +143,10 @@ static void check_fixture(const kvc_gguf *g, uint32_t version, uint64_t alignmen
     CHECK(string_is(s, len, "x"));
 
     /* tensors */
-    CHECK(kvc_gguf_tensor_count(g) == FIXTURE_TENSORS);
+    CHECK(kvc_gguf_tensor_count(g) == GB_FIXTURE_TENSORS);
     uint64_t expected_offset = 0, end = 0;
-    for (size_t t = 0; t < FIXTURE_TENSORS; t++) {
-        const tensor_spec *e = &fixture_tensors[t];
+    for (size_t t = 0; t < GB_FIXTURE_TENSORS; t++) {
+        const gb_tensor *e = &gb_fixture_tensors[t];
         const char *name;
         uint32_t ggml_type;
         size_t n_dims;
@@ -343,15 +157,15 @@ static void check_fixture(const kvc_gguf *g, uint32_t version, uint64_t alignmen
         CHECK(offset == expected_offset && bytes == e->bytes);
         CHECK(kvc_gguf_find_tensor(g, e->name, strlen(e->name)) == t);
         end = offset + bytes;
-        expected_offset = align_up(end, alignment);
+        expected_offset = gb_align_up(end, alignment);
     }
-    CHECK(kvc_gguf_data_bytes(g) == align_up(end, alignment));
+    CHECK(kvc_gguf_data_bytes(g) == gb_align_up(end, alignment));
     CHECK(strcmp(kvc_gguf_tensor_type_name(g, 0), "F32") == 0);
     CHECK(strcmp(kvc_gguf_tensor_type_name(g, 1), "Q8_0") == 0);
     CHECK(strcmp(kvc_gguf_tensor_type_name(g, 2), "Q4_K") == 0);
     CHECK(strcmp(kvc_gguf_tensor_type_name(g, 4), "IQ2_XXS") == 0);
     CHECK(kvc_gguf_tensor_type_name(g, 5) == NULL && kvc_gguf_tensor_type_name(g, 6) == NULL);
-    CHECK_STATUS(kvc_gguf_tensor(g, FIXTURE_TENSORS, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    CHECK_STATUS(kvc_gguf_tensor(g, GB_FIXTURE_TENSORS, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
                  KVC_E_GGUF_INDEX);
     CHECK(kvc_gguf_find_tensor(g, "blk.0", 5) == KVC_GGUF_NONE);
 }
@@ -362,7 +176,7 @@ TEST(every_value_type_and_tensor_should_read_back_in_each_version) {
     for (size_t v = 0; v < 3; v++) {
         for (uint64_t alignment = 32; alignment <= 64; alignment *= 2) {
             size_t header;
-            builder b = fixture(versions[v], alignment, &header);
+            gb_file b = gb_fixture(versions[v], alignment, &header);
             /* The reader keeps its own copy: the caller's bytes may go. */
             uint8_t *bytes = test_alloc(b.len);
             memcpy(bytes, b.bytes, b.len);
@@ -407,7 +221,7 @@ TEST(null_arguments_should_be_refused) {
 TEST(every_truncation_should_ask_for_more_bytes_that_make_progress) {
     for (size_t v = 0; v < 3; v++) {
         size_t header;
-        builder b = fixture(versions[v], 32, &header);
+        gb_file b = gb_fixture(versions[v], 32, &header);
         /* The last field, the last tensor's offset, decides the header's size. */
         const size_t last_field = header - 8;
         for (size_t len = 0; len < header; len++) {
@@ -452,7 +266,7 @@ TEST(explain_should_cut_its_sentence_to_the_buffer) {
 
 /* The bytes are refused with `expected`, nothing allocated is left, and
  * the sentence says `words`. */
-static int refused_with(const builder *b, kvc_status expected, const char *words) {
+static int refused_with(const gb_file *b, kvc_status expected, const char *words) {
     int ok = test_fault_install() == KVC_OK;
     kvc_gguf *g = (kvc_gguf *)b;
     const kvc_status status = kvc_gguf_parse(b->bytes, b->len, &g, NULL);
@@ -477,48 +291,48 @@ static int refused_with(const builder *b, kvc_status expected, const char *words
     } while (0)
 
 /* A file of one metadata entry written by `entry` and the tensors given. */
-static void (*entry_writer)(builder *b);
+static void (*entry_writer)(gb_file *b);
 
-static size_t one_entry(builder *b) {
+static size_t one_entry(gb_file *b) {
     entry_writer(b);
     return 1;
 }
 
-static builder with_entry(uint32_t version, void (*entry)(builder *b)) {
+static gb_file with_entry(uint32_t version, void (*entry)(gb_file *b)) {
     size_t header;
     entry_writer = entry;
-    return build_file(version, one_entry, fixture_tensors, 1, 32, &header);
+    return gb_build(version, one_entry, gb_fixture_tensors, 1, 32, &header);
 }
 
-static builder with_tensors(uint32_t version, const tensor_spec *tensors, size_t count, uint64_t alignment) {
+static gb_file with_tensors(uint32_t version, const gb_tensor *tensors, size_t count, uint64_t alignment) {
     size_t header;
-    return build_file(version, NULL, tensors, count, alignment, &header);
+    return gb_build(version, NULL, tensors, count, alignment, &header);
 }
 
-static void patch_u32(builder *b, size_t at, uint32_t x) {
+static void patch_u32(gb_file *b, size_t at, uint32_t x) {
     for (int i = 0; i < 4; i++) b->bytes[at + i] = (uint8_t)(x >> (8 * i));
 }
 
 TEST(wrong_magic_and_versions_should_be_refused) {
     size_t header;
-    builder b = fixture(3, 32, &header);
+    gb_file b = gb_fixture(3, 32, &header);
     b.bytes[3] = 'X';
     CHECK_REFUSES(b, KVC_E_GGUF_MAGIC, "not a GGUF file");
-    builder partial = {test_alloc(3), 3, 3, 3};
+    gb_file partial = {test_alloc(3), 3, 3, 3};
     memcpy(partial.bytes, "GGX", 3);
     CHECK_REFUSES(partial, KVC_E_GGUF_MAGIC, "not a GGUF file");
-    builder short_magic = {test_alloc(3), 3, 3, 3};
+    gb_file short_magic = {test_alloc(3), 3, 3, 3};
     memcpy(short_magic.bytes, "GGU", 3);
     CHECK_REFUSES(short_magic, KVC_E_GGUF_TRUNCATED, "truncated: the magic");
     const uint32_t bad[] = {0, 4, 9};
     for (size_t i = 0; i < 3; i++) {
-        b = fixture(3, 32, &header);
+        b = gb_fixture(3, 32, &header);
         patch_u32(&b, 4, bad[i]);
         char words[64];
         snprintf(words, sizeof words, "unsupported GGUF version %u (this reader knows 1 to 3)", bad[i]);
         CHECK_REFUSES(b, KVC_E_GGUF_VERSION, words);
     }
-    b = fixture(3, 32, &header);
+    b = gb_fixture(3, 32, &header);
     patch_u32(&b, 4, 0x03000000u);
     CHECK_REFUSES(b, KVC_E_GGUF_VERSION, "big-endian");
 }
@@ -526,21 +340,21 @@ TEST(wrong_magic_and_versions_should_be_refused) {
 TEST(counts_beyond_the_limits_or_the_bytes_should_be_refused) {
     for (size_t v = 0; v < 3; v++) {
         size_t header;
-        builder b = fixture(versions[v], 32, &header);
+        gb_file b = gb_fixture(versions[v], 32, &header);
         patch_u32(&b, 8, 0x7fffffff); /* the tensor count */
         CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "the tensor count is 2147483647, more than the 1048576");
-        b = fixture(versions[v], 32, &header);
+        b = gb_fixture(versions[v], 32, &header);
         patch_u32(&b, versions[v] == 1 ? 12 : 16, 1u << 17); /* the metadata count */
         CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "the metadata count is 131072");
         /* A count within the limits but past the bytes: a truncation. */
-        b = fixture(versions[v], 32, &header);
-        patch_u32(&b, 8, FIXTURE_TENSORS + 1);
+        b = gb_fixture(versions[v], 32, &header);
+        patch_u32(&b, 8, GB_FIXTURE_TENSORS + 1);
         b.len = header;
         CHECK_REFUSES(b, KVC_E_GGUF_TRUNCATED, "truncated: the name of tensor 6");
     }
     /* A v3 count in the high word. */
     size_t header;
-    builder b = fixture(3, 32, &header);
+    gb_file b = gb_fixture(3, 32, &header);
     b.bytes[12] = 1;
     CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "the tensor count is 4294967302");
 }
@@ -548,72 +362,72 @@ TEST(counts_beyond_the_limits_or_the_bytes_should_be_refused) {
 /* A u8 entry whose key is key_length bytes. */
 static size_t key_length;
 
-static void key_of_length(builder *b) {
+static void key_of_length(gb_file *b) {
     char *key = test_alloc(key_length + 1);
     memset(key, 'k', key_length);
-    put_key(b, key, KVC_GGUF_UINT8);
-    put_le(b, 0, 1);
+    gb_key(b, key, KVC_GGUF_UINT8);
+    gb_le(b, 0, 1);
     free(key);
 }
 
-static void huge_string(builder *b) {
-    put_key(b, "general.name", KVC_GGUF_STRING);
-    put_count(b, 0x7ffffff0u);
-    put_bytes(b, "abc", 3);
+static void huge_string(gb_file *b) {
+    gb_key(b, "general.name", KVC_GGUF_STRING);
+    gb_count(b, 0x7ffffff0u);
+    gb_bytes(b, "abc", 3);
 }
 
-static void short_string(builder *b) {
-    put_key(b, "general.name", KVC_GGUF_STRING);
-    put_count(b, 200);
-    put_bytes(b, "abc", 3);
+static void short_string(gb_file *b) {
+    gb_key(b, "general.name", KVC_GGUF_STRING);
+    gb_count(b, 200);
+    gb_bytes(b, "abc", 3);
 }
 
-static void bad_value_type(builder *b) {
-    put_key(b, "general.architecture", 13);
-    put_le(b, 0, 4);
+static void bad_value_type(gb_file *b) {
+    gb_key(b, "general.architecture", 13);
+    gb_le(b, 0, 4);
 }
 
-static void bad_item_type(builder *b) {
-    put_key(b, "tokenizer.ggml.tokens", KVC_GGUF_ARRAY);
-    put_array(b, 99, 1);
+static void bad_item_type(gb_file *b) {
+    gb_key(b, "tokenizer.ggml.tokens", KVC_GGUF_ARRAY);
+    gb_array(b, 99, 1);
 }
 
-static void huge_array(builder *b) {
-    put_key(b, "tokenizer.ggml.scores", KVC_GGUF_ARRAY);
-    put_array(b, KVC_GGUF_FLOAT32, 0x7fffffffu);
+static void huge_array(gb_file *b) {
+    gb_key(b, "tokenizer.ggml.scores", KVC_GGUF_ARRAY);
+    gb_array(b, KVC_GGUF_FLOAT32, 0x7fffffffu);
 }
 
-static void huge_string_array(builder *b) {
-    put_key(b, "tokenizer.ggml.tokens", KVC_GGUF_ARRAY);
-    put_array(b, KVC_GGUF_STRING, 0x7fffffffu);
+static void huge_string_array(gb_file *b) {
+    gb_key(b, "tokenizer.ggml.tokens", KVC_GGUF_ARRAY);
+    gb_array(b, KVC_GGUF_STRING, 0x7fffffffu);
 }
 
 /* Arrays nested `nesting_depth` deep around one u8. */
 static unsigned nesting_depth;
 
-static void nested_arrays(builder *b) {
-    put_key(b, "deep", KVC_GGUF_ARRAY);
-    for (unsigned d = 1; d < nesting_depth; d++) put_array(b, KVC_GGUF_ARRAY, 1);
-    put_array(b, KVC_GGUF_UINT8, 1);
-    put_le(b, 7, 1);
+static void nested_arrays(gb_file *b) {
+    gb_key(b, "deep", KVC_GGUF_ARRAY);
+    for (unsigned d = 1; d < nesting_depth; d++) gb_array(b, KVC_GGUF_ARRAY, 1);
+    gb_array(b, KVC_GGUF_UINT8, 1);
+    gb_le(b, 7, 1);
 }
 
-static void alignment_u64(builder *b) {
-    put_key(b, "general.alignment", KVC_GGUF_UINT64);
-    put_u64(b, 32);
+static void alignment_u64(gb_file *b) {
+    gb_key(b, "general.alignment", KVC_GGUF_UINT64);
+    gb_u64(b, 32);
 }
 
 static uint32_t alignment_value;
 
-static void alignment_of(builder *b) {
-    put_key(b, "general.alignment", KVC_GGUF_UINT32);
-    put_u32(b, alignment_value);
+static void alignment_of(gb_file *b) {
+    gb_key(b, "general.alignment", KVC_GGUF_UINT32);
+    gb_u32(b, alignment_value);
 }
 
-static size_t two_same_keys(builder *b) {
-    put_key(b, "llama.block_count", KVC_GGUF_UINT32), put_u32(b, 5);
-    put_key(b, "general.name", KVC_GGUF_STRING), put_string(b, "x");
-    put_key(b, "llama.block_count", KVC_GGUF_UINT32), put_u32(b, 6);
+static size_t two_same_keys(gb_file *b) {
+    gb_key(b, "llama.block_count", KVC_GGUF_UINT32), gb_u32(b, 5);
+    gb_key(b, "general.name", KVC_GGUF_STRING), gb_string(b, "x");
+    gb_key(b, "llama.block_count", KVC_GGUF_UINT32), gb_u32(b, 6);
     return 3;
 }
 
@@ -621,7 +435,7 @@ TEST(bad_metadata_should_be_refused_naming_the_key) {
     for (size_t v = 0; v < 3; v++) {
         const uint32_t version = versions[v];
         key_length = KVC_GGUF_MAX_KEY_BYTES + 1;
-        builder b = with_entry(version, key_of_length);
+        gb_file b = with_entry(version, key_of_length);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "the key of metadata entry 0 is 65536 bytes long, more than the 65535");
         key_length = KVC_GGUF_MAX_KEY_BYTES;
         b = with_entry(version, key_of_length);
@@ -665,7 +479,7 @@ TEST(bad_metadata_should_be_refused_naming_the_key) {
             CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, words);
         }
         size_t header;
-        b = build_file(version, two_same_keys, NULL, 0, 32, &header);
+        b = gb_build(version, two_same_keys, NULL, 0, 32, &header);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "metadata key llama.block_count appears twice (entries 0 and 2)");
     }
 }
@@ -673,22 +487,22 @@ TEST(bad_metadata_should_be_refused_naming_the_key) {
 TEST(bad_tensor_infos_should_be_refused_naming_the_tensor) {
     for (size_t v = 0; v < 3; v++) {
         const uint32_t version = versions[v];
-        const tensor_spec no_dims[] = {{"a", 0, 0, {1}, 0, 4}};
-        builder b = with_tensors(version, no_dims, 1, 32);
+        const gb_tensor no_dims[] = {{"a", 0, 0, {1}, 0, 4}};
+        gb_file b = with_tensors(version, no_dims, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor a has 0 dimensions (1 to 4 allowed)");
-        const tensor_spec five_dims[] = {{"token_embd.weight", 0, 5, {1, 1, 1, 1}, 0, 4}};
+        const gb_tensor five_dims[] = {{"token_embd.weight", 0, 5, {1, 1, 1, 1}, 0, 4}};
         b = with_tensors(version, five_dims, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor token_embd.weight has 5 dimensions");
-        const tensor_spec zero_dim[] = {{"a", 0, 3, {4, 0, 2}, 0, 0}};
+        const gb_tensor zero_dim[] = {{"a", 0, 3, {4, 0, 2}, 0, 0}};
         b = with_tensors(version, zero_dim, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "dimension 1 of tensor a is 0");
-        const tensor_spec huge_dims[] = {{"a", 16, 2, {1u << 30, 1u << 30}, 0, 0}};
+        const gb_tensor huge_dims[] = {{"a", 16, 2, {1u << 30, 1u << 30}, 0, 0}};
         b = with_tensors(version, huge_dims, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "the dims of tensor a make more than 281474976710656 elements");
-        const tensor_spec bad_row[] = {{"blk.0.ffn_up.weight", 12, 2, {100, 4}, 0, 0}};
+        const gb_tensor bad_row[] = {{"blk.0.ffn_up.weight", 12, 2, {100, 4}, 0, 0}};
         b = with_tensors(version, bad_row, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor blk.0.ffn_up.weight (Q4_K) has rows of 100 values, not a whole number of its blocks of 256");
-        const tensor_spec misaligned[] = {{"a", 0, 1, {4}, 16, 16}};
+        const gb_tensor misaligned[] = {{"a", 0, 1, {4}, 16, 16}};
         b = with_tensors(version, misaligned, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor a starts at data offset 16, off its 32-byte alignment");
         b = with_tensors(version, misaligned, 1, 16); /* the same offset, aligned to 16 */
@@ -696,34 +510,34 @@ TEST(bad_tensor_infos_should_be_refused_naming_the_tensor) {
         CHECK_OK(kvc_gguf_parse(b.bytes, b.len, &g, NULL));
         kvc_gguf_free(g);
         free(b.bytes);
-        const tensor_spec unknown_misaligned[] = {{"a", 16, 1, {256}, 40, 0}};
+        const gb_tensor unknown_misaligned[] = {{"a", 16, 1, {256}, 40, 0}};
         b = with_tensors(version, unknown_misaligned, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor a starts at data offset 40");
-        const tensor_spec far[] = {{"a", 0, 1, {4}, (1ull << 48) + 32, 0}};
+        const gb_tensor far[] = {{"a", 0, 1, {4}, (1ull << 48) + 32, 0}};
         b = with_tensors(version, far, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "the data offset of tensor a is 281474976710688");
-        const tensor_spec past_limit[] = {{"a", 0, 2, {1u << 24, 1u << 23}, 1ull << 47, 0}};
+        const gb_tensor past_limit[] = {{"a", 0, 2, {1u << 24, 1u << 23}, 1ull << 47, 0}};
         b = with_tensors(version, past_limit, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_TOO_LARGE, "tensor a ends at data byte 703687441776640");
-        const tensor_spec overlapping[] = {{"a", 0, 1, {16}, 0, 64}, {"b", 8, 1, {32}, 32, 0}};
+        const gb_tensor overlapping[] = {{"a", 0, 1, {16}, 0, 64}, {"b", 8, 1, {32}, 32, 0}};
         b = with_tensors(version, overlapping, 2, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor b starts at data byte 32, inside tensor a, which ends at 64");
         /* Touching is fine; an unknown type is not checked for overlaps. */
-        const tensor_spec touching[] = {{"a", 0, 1, {16}, 64, 64}, {"b", 8, 1, {32}, 0, 34},
+        const gb_tensor touching[] = {{"a", 0, 1, {16}, 64, 64}, {"b", 8, 1, {32}, 0, 34},
                                         {"c", 16, 1, {256}, 64, 0}};
         b = with_tensors(version, touching, 3, 32);
         CHECK_OK(kvc_gguf_parse(b.bytes, b.len, &g, NULL));
         CHECK(kvc_gguf_data_bytes(g) == 128);
         kvc_gguf_free(g);
         free(b.bytes);
-        const tensor_spec same_names[] = {{"a", 0, 1, {8}, AUTO, 32}, {"blk.1.attn_q.weight", 0, 1, {8}, AUTO, 32},
-                                          {"blk.1.attn_q.weight", 0, 1, {8}, AUTO, 32}};
+        const gb_tensor same_names[] = {{"a", 0, 1, {8}, GB_AUTO, 32}, {"blk.1.attn_q.weight", 0, 1, {8}, GB_AUTO, 32},
+                                          {"blk.1.attn_q.weight", 0, 1, {8}, GB_AUTO, 32}};
         b = with_tensors(version, same_names, 3, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "tensor blk.1.attn_q.weight appears twice (tensors 1 and 2)");
         char name[KVC_GGUF_MAX_NAME_BYTES + 2];
         memset(name, 'n', sizeof name - 1);
         name[sizeof name - 1] = '\0';
-        const tensor_spec long_name[] = {{name, 0, 1, {8}, 0, 32}};
+        const gb_tensor long_name[] = {{name, 0, 1, {8}, 0, 32}};
         b = with_tensors(version, long_name, 1, 32);
         CHECK_REFUSES(b, KVC_E_GGUF_CORRUPT, "the name of tensor 0 is 64 bytes long, more than the 63 ggml allows");
         name[KVC_GGUF_MAX_NAME_BYTES] = '\0';
@@ -738,7 +552,7 @@ TEST(random_corruptions_should_parse_or_be_refused_cleanly) {
     test_rng rng = test_rng_new(20);
     for (size_t v = 0; v < 3; v++) {
         size_t header;
-        builder b = fixture(versions[v], 32, &header);
+        gb_file b = gb_fixture(versions[v], 32, &header);
         for (int i = 0; i < 3000; i++) {
             uint8_t *copy = test_alloc(header);
             memcpy(copy, b.bytes, header);
@@ -765,7 +579,7 @@ TEST(random_corruptions_should_parse_or_be_refused_cleanly) {
 /* ---- running out of memory ---- */
 
 typedef struct parse_ctx {
-    const builder *b;
+    const gb_file *b;
     kvc_gguf *out;
     int explain;
 } parse_ctx;
@@ -784,7 +598,7 @@ static kvc_status op_parse(void *ctx) {
 TEST(parse_should_fail_cleanly_at_every_allocation) {
     for (size_t v = 0; v < 3; v++) {
         size_t header;
-        builder b = fixture(versions[v], 32, &header);
+        gb_file b = gb_fixture(versions[v], 32, &header);
         for (int explain = 0; explain < 2; explain++) {
             for (int persistent = 0; persistent < 2; persistent++) {
                 CHECK_OK(test_fault_install());
@@ -928,7 +742,7 @@ static void check_llama(const kvc_gguf *g, size_t file_bytes, uint64_t dim, uint
             CHECK(tensor_is(g, name, parts[p].n, parts[p].d0, parts[p].d1));
         }
     }
-    CHECK(kvc_gguf_data_offset(g) == align_up(kvc_gguf_header_bytes(g), 32));
+    CHECK(kvc_gguf_data_offset(g) == gb_align_up(kvc_gguf_header_bytes(g), 32));
     CHECK(kvc_gguf_data_offset(g) + kvc_gguf_data_bytes(g) == file_bytes);
 }
 
