@@ -151,10 +151,20 @@ typedef enum kvc_status {
                                    longer follow tokens) */
     KVC_E_RESIDUAL = 32,        /* residual rows above KVC_Q4_MAX_RESIDUAL_ROWS, or set on a
                                    layer that holds positions */
-    KVC_E_ARCH = 33,            /* a model of an architecture the runner does not read */
-    KVC_E_MODEL_FILE = 34,      /* a model file's metadata or tensors are missing or unusable */
-    KVC_E_WEIGHT_TYPE = 35,     /* a tensor of a type the runner does not read */
-    KVC_E_TOKEN = 36            /* a token id at or above the vocabulary's size */
+    KVC_E_GGUF_MAGIC = 33,      /* not a GGUF file (its first bytes are not "GGUF") */
+    KVC_E_GGUF_VERSION = 34,    /* a GGUF version other than 1, 2, 3 (or a big-endian file) */
+    KVC_E_GGUF_TRUNCATED = 35,  /* the bytes end before the GGUF header does */
+    KVC_E_GGUF_CORRUPT = 36,    /* a GGUF header no valid file has (unknown value type,
+                                   dims, duplicate or overlapping tensors, alignment, ...) */
+    KVC_E_GGUF_TOO_LARGE = 37,  /* GGUF counts or sizes beyond the reader's limits
+                                   (KVC_GGUF_MAX_*) */
+    KVC_E_GGUF_INDEX = 38,      /* no such metadata entry, value, element or tensor */
+    KVC_E_GGUF_TYPE = 39,       /* a GGUF value read as a type it is not (or an integer
+                                   outside the range read) */
+    KVC_E_WEIGHT_TYPE = 40,     /* a ggml tensor type this library does not read */
+    KVC_E_ARCH = 41,            /* a model of an architecture the runner does not read */
+    KVC_E_MODEL_FILE = 42,      /* a model file's metadata or tensors are missing or unusable */
+    KVC_E_TOKEN = 43            /* a token id at or above the vocabulary's size */
 } kvc_status;
 
 /* kvc_status_name():
@@ -838,6 +848,233 @@ size_t kvc_model_snapshot_size(const kvc_model *model);
 kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_len);
 kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out);
 
+/* ------------------------------------------------------------------------ */
+/* GGUF files                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A kvc_gguf is the header of a GGUF file (versions 1 to 3, little-endian):
+ * its metadata, its tensors' names, types, dims and places, and where the
+ * tensor data starts.  Parsing reads a prefix of the file -- the header
+ * alone, never the tensor data -- and keeps a copy of what it needs, so the
+ * caller's bytes may go as soon as it returns: a loader streams the file,
+ * parses the prefix it has, and puts the tensor data where it wants.
+ *
+ * The file is hostile until checked.  Every count and length is held to the
+ * bytes present and to the limits below before it is looped over, and
+ * nothing is allocated until the whole header has been read and found
+ * valid (then one block, about the header's size).  A refused header builds
+ * nothing; kvc_gguf_explain() says in a sentence what is wrong with it.
+ *
+ * Values: each metadata entry has a value, and entry i's value is value i.
+ * An array of arrays has a value per element too (kvc_gguf_array_item), so
+ * every value, however deep, is one index.  A scalar reads as element 0.
+ * Strings are bytes as the file has them (UTF-8 by the format, not checked),
+ * pointers into the kept copy, not NUL-terminated, valid until
+ * kvc_gguf_free.
+ *
+ * Tensors: dims innermost first, as ggml lists them (dims[0] is a row's
+ * length); offsets count from the data start (kvc_gguf_data_offset).  A
+ * tensor whose type the weight table has (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) is checked in full: rows a whole number of
+ * blocks, bytes without overflow, aligned, inside the data and overlapping
+ * no other such tensor.  One of another type is kept with its ggml type id
+ * so that a later step can refuse it by name; its name, dims and element
+ * count are checked, and its offset is aligned, but its size is unknown
+ * here: its bytes are reported as 0, and neither its extent nor overlaps
+ * with it are checked. */
+typedef struct kvc_gguf kvc_gguf;
+
+/* GGUF metadata value types (the file's ids). */
+typedef enum kvc_gguf_type {
+    KVC_GGUF_UINT8 = 0,
+    KVC_GGUF_INT8 = 1,
+    KVC_GGUF_UINT16 = 2,
+    KVC_GGUF_INT16 = 3,
+    KVC_GGUF_UINT32 = 4,
+    KVC_GGUF_INT32 = 5,
+    KVC_GGUF_FLOAT32 = 6,
+    KVC_GGUF_BOOL = 7,
+    KVC_GGUF_STRING = 8,
+    KVC_GGUF_ARRAY = 9,
+    KVC_GGUF_UINT64 = 10,
+    KVC_GGUF_INT64 = 11,
+    KVC_GGUF_FLOAT64 = 12
+} kvc_gguf_type;
+
+/* The reader's limits.  The header (magic to the last tensor info) may be
+ * at most 256 MiB: the largest vocabularies (~260k tokens with scores and
+ * merges) take ~10 MiB, and a streaming loader holds the header whole.
+ * The counts bound what a header of that size could declare to what real
+ * models use, with a wide margin (models have ~50 keys, at most ~50k
+ * tensors).  Keys are at most 65535 bytes (the GGUF spec), tensor names at
+ * most 63 (ggml's GGML_MAX_NAME of 64 holds the NUL).  Array nesting stops
+ * at 8 levels.  Tensors have 1 to 4 dims (ggml's GGML_MAX_DIMS), each >= 1,
+ * at most 2^48 elements, and the data at most 2^48 bytes: every count,
+ * offset and size exact in a double (JavaScript numbers), far beyond any
+ * model file. */
+#define KVC_GGUF_MAX_HEADER_BYTES ((size_t)1 << 28)
+#define KVC_GGUF_MAX_METADATA ((size_t)1 << 16)
+#define KVC_GGUF_MAX_TENSORS ((size_t)1 << 20)
+#define KVC_GGUF_MAX_KEY_BYTES 65535
+#define KVC_GGUF_MAX_NAME_BYTES 63
+#define KVC_GGUF_MAX_NESTING 8
+#define KVC_GGUF_MAX_DIMS 4
+#define KVC_GGUF_MAX_ELEMENTS ((uint64_t)1 << 48)
+#define KVC_GGUF_MAX_DATA_BYTES ((uint64_t)1 << 48)
+/* The data alignment when the file has no general.alignment (a u32, a
+ * power of two). */
+#define KVC_GGUF_DEFAULT_ALIGNMENT 32
+/* kvc_gguf_find / kvc_gguf_find_tensor: no such key or tensor. */
+#define KVC_GGUF_NONE ((size_t)-1)
+
+/* kvc_gguf_parse():
+ * Parses the GGUF header in the first `len` bytes of a file (bytes past the
+ * header are not read).  On success *out owns a new kvc_gguf (free it with
+ * kvc_gguf_free) and *needed (may be NULL) is 0.  When the header goes on
+ * past `len`, the status is KVC_E_GGUF_TRUNCATED and *needed is a length to
+ * call again with: at least len + 1, and no more than the header takes
+ * (exactly its size once the fields that decide it are in).  A loader
+ * holding a growing prefix calls again with max(*needed, 2 * len) or what
+ * it has, so that re-parsing stays linear in the header's size.  Checks
+ * that need the whole header (duplicate keys and names, overlapping
+ * tensors) run once it is all there.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (bytes with len > 0, or out),
+ *           KVC_E_GGUF_MAGIC, KVC_E_GGUF_VERSION, KVC_E_GGUF_TRUNCATED,
+ *           KVC_E_GGUF_CORRUPT, KVC_E_GGUF_TOO_LARGE or KVC_E_NOMEM; *out
+ *           is NULL on error. */
+kvc_status kvc_gguf_parse(const uint8_t *bytes, size_t len, kvc_gguf **out, size_t *needed);
+
+/* kvc_gguf_explain():
+ * Parses as kvc_gguf_parse does (keeping nothing) and writes one sentence,
+ * NUL-terminated, saying what is wrong: the field, where it is (the
+ * metadata key or tensor name it belongs to, its byte offset) and the
+ * value or bound at fault, e.g. "corrupt: tensor blk.0.attn_q.weight has
+ * 9 dimensions (1 to 4 allowed)"; "ok" for a header that parses.  At most
+ * `size` bytes are written, the sentence cut short when it does not fit
+ * (size 0 writes nothing).
+ * @return : what kvc_gguf_parse returns for these bytes (KVC_E_NULL_POINTER
+ *           also for buf NULL with size > 0). */
+kvc_status kvc_gguf_explain(const uint8_t *bytes, size_t len, char *buf, size_t size);
+
+/* kvc_gguf_free(): releases a kvc_gguf and every pointer read from it.
+ * NULL is a no-op. */
+void kvc_gguf_free(kvc_gguf *gguf);
+
+/* The file's GGUF version (1, 2 or 3); the header's bytes, from the magic to
+ * the end of the last tensor info; the data alignment; the byte offset of
+ * the tensor data in the file (the header's bytes rounded up to the
+ * alignment); the data's bytes: the end of its last tensor rounded up to
+ * the alignment (a tensor of an unknown type counts to its start).  The
+ * file holds all tensors when it has data_offset + data_bytes bytes (the
+ * last tensor's padding aside).  All 0 for NULL. */
+uint32_t kvc_gguf_version(const kvc_gguf *gguf);
+size_t kvc_gguf_header_bytes(const kvc_gguf *gguf);
+uint32_t kvc_gguf_alignment(const kvc_gguf *gguf);
+uint64_t kvc_gguf_data_offset(const kvc_gguf *gguf);
+uint64_t kvc_gguf_data_bytes(const kvc_gguf *gguf);
+
+/* kvc_gguf_metadata_count(): the metadata entries (0 for NULL). */
+size_t kvc_gguf_metadata_count(const kvc_gguf *gguf);
+
+/* kvc_gguf_key():
+ * Entry i's key: *key (not NUL-terminated) and *len bytes.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_GGUF_INDEX (i >=
+ *           kvc_gguf_metadata_count). */
+kvc_status kvc_gguf_key(const kvc_gguf *gguf, size_t i, const char **key, size_t *len);
+
+/* kvc_gguf_find():
+ * @return : the entry (and value) index of the key of these `len` bytes,
+ *           or KVC_GGUF_NONE when there is none (or gguf or key is NULL).
+ *           O(log entries). */
+size_t kvc_gguf_find(const kvc_gguf *gguf, const char *key, size_t len);
+
+/* kvc_gguf_value():
+ * Value v's type; for an array, its elements' type (*item_type) and number
+ * (*count); for a scalar, *item_type is its type and *count 1.  Any output
+ * may be NULL.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (gguf) or KVC_E_GGUF_INDEX (no value
+ *           v). */
+kvc_status kvc_gguf_value(const kvc_gguf *gguf, size_t v, kvc_gguf_type *type,
+                          kvc_gguf_type *item_type, size_t *count);
+
+/* kvc_gguf_number():
+ * Element j of value v, a number or bool (j = 0 for a scalar), as a double:
+ * exact for every type but u64 and i64 beyond 2^53 (rounded to nearest);
+ * a bool is 0 or 1 (any nonzero byte is true).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_GGUF_INDEX (no value v or
+ *           element j) or KVC_E_GGUF_TYPE (a string or an array of them,
+ *           or of arrays). */
+kvc_status kvc_gguf_number(const kvc_gguf *gguf, size_t v, size_t j, double *out);
+
+/* kvc_gguf_int64(), kvc_gguf_uint64():
+ * Element j of value v, an integer (or bool) of any width, exactly.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_GGUF_INDEX, or
+ *           KVC_E_GGUF_TYPE (not an integer type, or a value outside
+ *           int64 / uint64: a negative one for uint64, a u64 above
+ *           INT64_MAX for int64). */
+kvc_status kvc_gguf_int64(const kvc_gguf *gguf, size_t v, size_t j, int64_t *out);
+kvc_status kvc_gguf_uint64(const kvc_gguf *gguf, size_t v, size_t j, uint64_t *out);
+
+/* kvc_gguf_string():
+ * Element j of value v, a string or an array of strings: *str (not
+ * NUL-terminated) and *len bytes.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_GGUF_INDEX or
+ *           KVC_E_GGUF_TYPE (not a string). */
+kvc_status kvc_gguf_string(const kvc_gguf *gguf, size_t v, size_t j, const char **str,
+                           size_t *len);
+
+/* kvc_gguf_raw():
+ * The elements of value v, a number or bool or an array of them, as the
+ * file stores them: *bytes bytes of little-endian numbers (count x the
+ * type's size), at *data -- not aligned to the type's size (memcpy them).
+ * One call reads a 128k-entry array.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_GGUF_INDEX or
+ *           KVC_E_GGUF_TYPE (strings, arrays of strings or of arrays). */
+kvc_status kvc_gguf_raw(const kvc_gguf *gguf, size_t v, const uint8_t **data, size_t *bytes);
+
+/* kvc_gguf_array_item():
+ * The value index (*item) of element j of value v, an array of arrays.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_GGUF_INDEX or
+ *           KVC_E_GGUF_TYPE (not an array of arrays). */
+kvc_status kvc_gguf_array_item(const kvc_gguf *gguf, size_t v, size_t j, size_t *item);
+
+/* kvc_gguf_tensor_count(): the tensors (0 for NULL). */
+size_t kvc_gguf_tensor_count(const kvc_gguf *gguf);
+
+/* kvc_gguf_tensor():
+ * Tensor t, in the file's order: its name (*name, not NUL-terminated,
+ * *name_len bytes), ggml type id (*type), number of dims (*n_dims, 1 to 4)
+ * and dims (dims[0 .. n_dims), innermost first; dims needs room for
+ * KVC_GGUF_MAX_DIMS), its data's byte offset from kvc_gguf_data_offset
+ * (*offset) and bytes (*bytes: 0 when the weight table does not know the
+ * type).  Any output may be NULL.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (gguf) or KVC_E_GGUF_INDEX (t >=
+ *           kvc_gguf_tensor_count). */
+kvc_status kvc_gguf_tensor(const kvc_gguf *gguf, size_t t, const char **name, size_t *name_len,
+                           uint32_t *type, size_t *n_dims, uint64_t *dims, uint64_t *offset,
+                           uint64_t *bytes);
+
+/* kvc_gguf_tensor_type_name():
+ * @return : ggml's name of tensor t's type ("Q4_K"; also for types the
+ *           weight table does not have), or NULL for an id ggml does not
+ *           define, for t out of range or gguf NULL. */
+const char *kvc_gguf_tensor_type_name(const kvc_gguf *gguf, size_t t);
+
+/* kvc_gguf_find_tensor():
+ * @return : the index of the tensor named by these `len` bytes, or
+ *           KVC_GGUF_NONE (also for NULL arguments).  O(log tensors). */
+size_t kvc_gguf_find_tensor(const kvc_gguf *gguf, const char *name, size_t len);
+
+/* kvc_weight_dequantize():
+ * The f32 values of elements [first, first + count) of a tensor of ggml
+ * type `type` whose data starts at `src` (row after row, each a whole number
+ * of the type's blocks, as a GGUF file lays them out): ggml's dequantize
+ * arithmetic, value for value.  `src` must hold every block those elements
+ * lie in; `dst` receives count floats.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (src or dst with count > 0) or
+ *           KVC_E_WEIGHT_TYPE (a type the weight table does not have). */
+kvc_status kvc_weight_dequantize(uint32_t type, const uint8_t *src, size_t first, size_t count,
+                                 float *dst);
 
 /* ------------------------------------------------------------------------ */
 /* The model runner: a GGUF language model on a model cache                 */

@@ -1,6 +1,6 @@
-// Fuzzing the C core with libFuzzer (tests/fuzz): both harnesses built with
-// clang under ASan + UBSan into build-fuzz, then run side by side (one per
-// core) for a bounded time each. Each starts from a copy of the committed
+// Fuzzing the C core with libFuzzer (tests/fuzz): the harnesses built with
+// clang under ASan + UBSan into build-fuzz, then run side by side for a
+// bounded time each. Each starts from a copy of the committed
 // corpus in the OS temp dir (the repository's corpus stays small) and writes
 // crash inputs to a temp dir whose path is printed. Prints a table
 // (harness, seconds, executions, exec/s, corpus size, result) and fails on
@@ -9,7 +9,7 @@
 //   node scripts/fuzz.mjs [--seconds 60]   fuzz (npm run fuzz; --seconds 3600 for a long run)
 //   node scripts/fuzz.mjs --seeds          rewrite the generated seeds of tests/fuzz/corpus
 //
-// `await fuzz({ seconds })` is the step npm test runs: true when both harnesses ran clean.
+// `await fuzz({ seconds })` is the step npm test runs: true when every harness ran clean.
 import { spawn } from 'node:child_process';
 import { cpSync, createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,7 @@ const harnessDir = join(fuzzBuildDir, 'tests', 'fuzz');
 const harnesses = [
   { name: 'fuzz_ops', corpus: 'ops' },
   { name: 'fuzz_snapshot', corpus: 'snapshot' },
+  { name: 'fuzz_gguf', corpus: 'gguf' },
 ];
 
 // One input running this long is a hang (libFuzzer's -timeout, seconds).
@@ -96,7 +97,7 @@ function printTable(rows) {
   for (const c of cells) console.log(line(c));
 }
 
-/** Builds the harnesses and fuzzes both in parallel; true when both ran clean. */
+/** Builds the harnesses and fuzzes them in parallel; true when all ran clean. */
 export async function fuzz({ seconds = 60 } = {}) {
   try {
     buildFuzzers();
@@ -105,7 +106,7 @@ export async function fuzz({ seconds = 60 } = {}) {
     return false;
   }
   const workDir = mkdtempSync(join(tmpdir(), 'kvc-fuzz-'));
-  log(`fuzzing ${harnesses.map((h) => h.name).join(' and ')} for ${seconds} s each, in parallel`);
+  log(`fuzzing ${harnesses.map((h) => h.name).join(', ')} for ${seconds} s each, in parallel`);
   console.log(`work dir (corpus copies, logs, crash inputs): ${workDir}`);
   const rows = await Promise.all(harnesses.map((h) => runHarness(h, seconds, workDir)));
   printTable(rows);

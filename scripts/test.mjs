@@ -9,7 +9,7 @@
 //     in Node (ctest), and with relaxed SIMD in Node 22, the C tests and the
 //     fuzz corpora once more under
 //     AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-asan), the
-//     JavaScript tests (node --test), then both libFuzzer harnesses for
+//     JavaScript tests (node --test), then the libFuzzer harnesses for
 //     KVC_FUZZ_SECONDS (default 60) each, side by side.
 // Exits non-zero if any step fails; the closing lines sum up each suite.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

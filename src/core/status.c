@@ -36,9 +36,16 @@ const char *kvc_status_name(kvc_status status) {
     case KVC_E_THREADS: return "threads could not be started, or their count is out of range";
     case KVC_E_PREFIX: return "the cache does not fit the prefix cache (other geometry, mode or residual window, or evicted positions)";
     case KVC_E_RESIDUAL: return "residual rows out of range, or set on a layer that holds positions";
+    case KVC_E_GGUF_MAGIC: return "not a GGUF file (wrong magic bytes)";
+    case KVC_E_GGUF_VERSION: return "a GGUF version this library does not read (not 1 to 3, or big-endian)";
+    case KVC_E_GGUF_TRUNCATED: return "the GGUF header is truncated";
+    case KVC_E_GGUF_CORRUPT: return "the GGUF header holds fields no valid file has";
+    case KVC_E_GGUF_TOO_LARGE: return "the GGUF header's counts or sizes exceed the reader's limits";
+    case KVC_E_GGUF_INDEX: return "no such GGUF metadata entry, value, element or tensor";
+    case KVC_E_GGUF_TYPE: return "the GGUF value is not of the type read (or out of its range)";
+    case KVC_E_WEIGHT_TYPE: return "a tensor type this library does not convert";
     case KVC_E_ARCH: return "the model's architecture is not one this runner reads";
     case KVC_E_MODEL_FILE: return "the model file's metadata or tensors are missing or unusable";
-    case KVC_E_WEIGHT_TYPE: return "a tensor's type is not one this runner reads";
     case KVC_E_TOKEN: return "a token id is not below the vocabulary's size";
     }
     return "unknown status";

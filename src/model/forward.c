@@ -284,8 +284,10 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     }
     if (status != KVC_OK) {
         lm->pending.tokens = 0;
-        if (flags & KVC_LM_VERIFY) kvc_model_accept(cache, 0);
-        else if (done) kvc_model_truncate_last(cache, done);
+        /* A verify ends rejected, layer by layer (the layers hold different
+         * numbers of its drafts: kvc_model_accept would refuse). */
+        for (size_t l = 0; (flags & KVC_LM_VERIFY) && l < lm->num_layers; l++) kvc_layer_accept(kvc_model_layer(cache, l), 0);
+        if (!(flags & KVC_LM_VERIFY) && done) kvc_model_truncate_last(cache, done);
     }
     return status;
 }

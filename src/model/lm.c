@@ -34,8 +34,8 @@ static kvc_status refuse(lm_source *src, kvc_status status, const char *format, 
     return status;
 }
 
-/* The metadata entry `<arch>.<name>`, or -1. */
-static long long arch_key(const lm_source *src, const char *name) {
+/* The metadata entry `<arch>.<name>`, or KVC_GGUF_NONE. */
+static size_t arch_key(const lm_source *src, const char *name) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", src->arch->name, name);
     return kvc_gguf_find(src->gguf, key, strlen(key));
@@ -44,8 +44,8 @@ static long long arch_key(const lm_source *src, const char *name) {
 /* A size from `<arch>.<name>`: a whole number from 1 to 2^24 (no model needs
  * more), or `fallback` when absent (0: required). */
 static kvc_status size_param(lm_source *src, const char *name, size_t fallback, size_t *out) {
-    const long long i = arch_key(src, name);
-    if (i < 0) {
+    const size_t i = arch_key(src, name);
+    if (i == KVC_GGUF_NONE) {
         if (fallback) {
             *out = fallback;
             return KVC_OK;
@@ -53,7 +53,7 @@ static kvc_status size_param(lm_source *src, const char *name, size_t fallback, 
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
     }
     double value;
-    if (kvc_gguf_number(src->gguf, (size_t)i, 0, &value) != KVC_OK || !(value >= 1 && value <= (1 << 24)) ||
+    if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 1 && value <= (1 << 24)) ||
         value != (double)(size_t)value) {
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a usable size", src->arch->name, name);
     }
@@ -64,8 +64,8 @@ static kvc_status size_param(lm_source *src, const char *name, size_t fallback, 
 /* A positive finite number from `<arch>.<name>`, or `fallback` when absent
  * (0: required). */
 static kvc_status real_param(lm_source *src, const char *name, float fallback, float *out) {
-    const long long i = arch_key(src, name);
-    if (i < 0) {
+    const size_t i = arch_key(src, name);
+    if (i == KVC_GGUF_NONE) {
         if (fallback > 0) {
             *out = fallback;
             return KVC_OK;
@@ -73,7 +73,7 @@ static kvc_status real_param(lm_source *src, const char *name, float fallback, f
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
     }
     double value;
-    if (kvc_gguf_number(src->gguf, (size_t)i, 0, &value) != KVC_OK || !(value > 0 && value < 1e30)) {
+    if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value > 0 && value < 1e30)) {
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a positive number", src->arch->name, name);
     }
     *out = (float)value;
@@ -86,10 +86,13 @@ static kvc_status real_param(lm_source *src, const char *name, float fallback, f
 static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols, size_t rows, int optional,
                        kvc_tensor *out) {
     memset(out, 0, sizeof *out);
-    const long long t = kvc_gguf_tensor_find(src->gguf, name, strlen(name));
-    if (t < 0) return optional ? KVC_OK : refuse(src, KVC_E_MODEL_FILE, "tensor %s is missing", name);
-    uint64_t dims[4];
-    const size_t n_dims = kvc_gguf_tensor_dims(src->gguf, (size_t)t, dims);
+    const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
+    if (t == KVC_GGUF_NONE) return optional ? KVC_OK : refuse(src, KVC_E_MODEL_FILE, "tensor %s is missing", name);
+    uint64_t dims[KVC_GGUF_MAX_DIMS];
+    uint64_t offset;
+    uint32_t id;
+    size_t n_dims;
+    kvc_gguf_tensor(src->gguf, t, NULL, NULL, &id, &n_dims, dims, &offset, NULL);
     const int vector = rows == 0;
     if (n_dims != (vector ? 1u : 2u) || dims[0] != cols || (!vector && dims[1] != rows)) {
         char shape[64];
@@ -100,7 +103,6 @@ static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols
         if (vector) return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu]", name, shape, cols);
         return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu, %zu]", name, shape, cols, rows);
     }
-    const uint32_t id = kvc_gguf_tensor_type(src->gguf, (size_t)t);
     const kvc_weight_type *type = kvc_weight_type_of(id);
     if (!type || (vector && id != 0)) {
         char list[256];
@@ -110,11 +112,10 @@ static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols
         if (type_name) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; this runner reads %s", name, type_name, list);
         return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %u, which ggml does not define; this runner reads %s", name, id, list);
     }
-    if (cols % type->block_values) {
-        return refuse(src, KVC_E_MODEL_FILE, "tensor %s: %zu values a row is not a whole number of %s blocks", name, cols, type->name);
-    }
+    /* A row is a whole number of the type's blocks: the reader refuses any
+     * other tensor of a type the weight table knows. */
     out->type = type;
-    out->data = lm->weights + kvc_gguf_tensor_offset(src->gguf, (size_t)t);
+    out->data = lm->weights + offset;
     out->cols = cols;
     out->rows = vector ? 1 : rows;
     out->row_bytes = cols / type->block_values * type->block_bytes;
@@ -163,10 +164,10 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
 
 /* The architecture and hyperparameters. */
 static kvc_status read_params(lm_source *src, kvc_lm *lm) {
-    const long long a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
+    const size_t a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
     const char *name = NULL;
     size_t len = 0;
-    if (a < 0 || kvc_gguf_string(src->gguf, (size_t)a, 0, &name, &len) != KVC_OK) {
+    if (kvc_gguf_string(src->gguf, a, 0, &name, &len) != KVC_OK) {
         return refuse(src, KVC_E_ARCH, "metadata general.architecture is missing");
     }
     src->arch = lm->arch = kvc_arch_of(name, len);
@@ -191,7 +192,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         (status = real_param(src, "rope.freq_base", 10000.0f, &lm->rope_base))) {
         return status;
     }
-    if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") < 0) {
+    if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") == KVC_GGUF_NONE) {
         return refuse(src, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
     }
     size_t value_dim;
@@ -207,11 +208,11 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);
     }
-    const long long scaling = arch_key(src, "rope.scaling.type");
-    if (scaling >= 0) {
+    const size_t scaling = arch_key(src, "rope.scaling.type");
+    if (scaling != KVC_GGUF_NONE) {
         const char *type = NULL;
         size_t type_len = 0;
-        if (kvc_gguf_string(src->gguf, (size_t)scaling, 0, &type, &type_len) != KVC_OK ||
+        if (kvc_gguf_string(src->gguf, scaling, 0, &type, &type_len) != KVC_OK ||
             !(type_len == 4 && memcmp(type, "none", 4) == 0)) {
             return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (Llama 3's comes as rope_freqs.weight, which is)",
                           (int)(type_len < 32 ? type_len : 32), type ? type : "");
@@ -230,8 +231,12 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (!lm) return KVC_E_NOMEM;
     memset(lm, 0, sizeof *lm);
     kvc_status status = read_params(&src, lm);
+    const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
+    if (status == KVC_OK && data_bytes > SIZE_MAX / 2) {
+        status = refuse(&src, KVC_E_NOMEM, "%llu bytes of weights do not fit this build's memory", (unsigned long long)data_bytes);
+    }
     if (status == KVC_OK) {
-        lm->weights_bytes = kvc_gguf_data_bytes(gguf);
+        lm->weights_bytes = (size_t)data_bytes;
         lm->blocks = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->blocks);
         /* The weights region: written by the caller, so it only needs to
          * exist; at least one byte, so that an empty model has a pointer. */
@@ -240,9 +245,9 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     }
     if (status == KVC_OK) {
         /* The vocabulary is token_embd's rows. */
-        const long long t = kvc_gguf_tensor_find(gguf, "token_embd.weight", strlen("token_embd.weight"));
-        uint64_t dims[4] = {0, 0, 0, 0};
-        if (t >= 0) kvc_gguf_tensor_dims(gguf, (size_t)t, dims);
+        const size_t t = kvc_gguf_find_tensor(gguf, "token_embd.weight", strlen("token_embd.weight"));
+        uint64_t dims[KVC_GGUF_MAX_DIMS] = {0, 0, 0, 0};
+        if (t != KVC_GGUF_NONE) kvc_gguf_tensor(gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
         lm->vocab_size = dims[1] >= 1 && dims[1] <= (1u << 24) ? (size_t)dims[1] : 0;
         status = lm->vocab_size ? bind(&src, lm, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
                                 : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");

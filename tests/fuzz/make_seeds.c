@@ -4,7 +4,11 @@
  *                     mode, empty, field unfrozen and frozen, evicted under
  *                     max_rows, linear (plain and vmf_phase), hybrid models;
  *   corpus/ops/       scripted call sequences in the format of ops_format.h,
- *                     one story each (the file name says which).
+ *                     one story each (the file name says which);
+ *   corpus/gguf/      small GGUF files of each version (the C tests'
+ *                     fixture: every value type, arrays of arrays, tensors
+ *                     of known and unknown types, their data), one with a
+ *                     larger alignment, and empty ones.
  * Usage: kvc_fuzz_seeds <corpus directory>  (node scripts/fuzz.mjs --seeds).
  * It writes only its own files: the inputs the fuzzer found and the corpus
  * keeps (regress-*) stay as they are.
@@ -14,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_builder.h"
 #include "kvcache.h"
 #include "ops_format.h"
 
@@ -604,13 +609,33 @@ static void ops_seeds(void) {
     write_script("forks-sharing-pages", &s);
 }
 
+/* ---- GGUF seeds ---- */
+
+static void write_gguf(const char *name, gb_file file) {
+    write_file("gguf", name, file.bytes, file.len);
+    free(file.bytes);
+}
+
+static void gguf_seeds(void) {
+    size_t header;
+    for (uint32_t version = 1; version <= 3; version++) {
+        char name[32];
+        snprintf(name, sizeof name, "every-type-v%u", (unsigned)version);
+        write_gguf(name, gb_fixture(version, KVC_GGUF_DEFAULT_ALIGNMENT, &header));
+        snprintf(name, sizeof name, "empty-v%u", (unsigned)version);
+        write_gguf(name, gb_build(version, NULL, NULL, 0, KVC_GGUF_DEFAULT_ALIGNMENT, &header));
+    }
+    write_gguf("every-type-v3-aligned-64", gb_fixture(3, 64, &header));
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: kvc_fuzz_seeds <corpus directory (with ops/ and snapshot/)>\n");
+        fprintf(stderr, "usage: kvc_fuzz_seeds <corpus directory (with ops/, snapshot/ and gguf/)>\n");
         return 2;
     }
     corpus_dir = argv[1];
     snapshot_seeds();
     ops_seeds();
+    gguf_seeds();
     return 0;
 }

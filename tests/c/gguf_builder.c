@@ -1,0 +1,160 @@
+/* gguf_builder.c -- GGUF files for the tests and the fuzz seeds. */
+#include "gguf_builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gb_bytes(gb_file *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->bytes = realloc(b->bytes, b->cap);
+        if (!b->bytes) {
+            printf("test harness: out of memory\n");
+            exit(3);
+        }
+    }
+    if (n) memcpy(b->bytes + b->len, src, n);
+    b->len += n;
+}
+
+void gb_le(gb_file *b, uint64_t x, int bytes) {
+    for (int i = 0; i < bytes; i++) {
+        const uint8_t byte = (uint8_t)(x >> (8 * i));
+        gb_bytes(b, &byte, 1);
+    }
+}
+
+void gb_u32(gb_file *b, uint32_t x) {
+    gb_le(b, x, 4);
+}
+
+void gb_u64(gb_file *b, uint64_t x) {
+    gb_le(b, x, 8);
+}
+
+/* A count or string length: u32 in version 1, u64 after. */
+void gb_count(gb_file *b, uint64_t x) {
+    gb_le(b, x, b->version == 1 ? 4 : 8);
+}
+
+void gb_string(gb_file *b, const char *s) {
+    gb_count(b, strlen(s));
+    gb_bytes(b, s, strlen(s));
+}
+
+void gb_key(gb_file *b, const char *key, uint32_t type) {
+    gb_string(b, key);
+    gb_u32(b, type);
+}
+
+void gb_f32(gb_file *b, float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    gb_u32(b, bits);
+}
+
+void gb_f64(gb_file *b, double f) {
+    uint64_t bits;
+    memcpy(&bits, &f, 8);
+    gb_u64(b, bits);
+}
+
+void gb_array(gb_file *b, uint32_t item_type, uint64_t count) {
+    gb_u32(b, item_type);
+    gb_count(b, count);
+}
+
+uint64_t gb_align_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) / a * a;
+}
+
+gb_file gb_build(uint32_t version, gb_metadata_fn *metadata, const gb_tensor *tensors,
+                 size_t tensor_count, uint64_t alignment, size_t *header_bytes) {
+    gb_file b = {NULL, 0, 0, version};
+    gb_bytes(&b, "GGUF", 4);
+    gb_u32(&b, version);
+    gb_count(&b, tensor_count);
+    const size_t count_at = b.len;
+    gb_count(&b, 0);
+    size_t entries = metadata ? metadata(&b) : 0;
+    if (alignment != KVC_GGUF_DEFAULT_ALIGNMENT) {
+        gb_key(&b, "general.alignment", KVC_GGUF_UINT32);
+        gb_u32(&b, (uint32_t)alignment);
+        entries++;
+    }
+    for (int i = 0; i < (version == 1 ? 4 : 8); i++) b.bytes[count_at + i] = (uint8_t)(entries >> (8 * i));
+    uint64_t next = 0, end = 0;
+    for (size_t t = 0; t < tensor_count; t++) {
+        const gb_tensor *s = &tensors[t];
+        gb_string(&b, s->name);
+        gb_u32(&b, s->n_dims);
+        for (uint32_t d = 0; d < s->n_dims; d++) gb_count(&b, s->dims[d]);
+        gb_u32(&b, s->type);
+        const uint64_t offset = s->offset == GB_AUTO ? next : s->offset;
+        gb_u64(&b, offset);
+        next = gb_align_up(offset + s->bytes, alignment);
+        if (offset + s->bytes > end) end = offset + s->bytes;
+    }
+    *header_bytes = b.len;
+    const size_t data_at = (size_t)gb_align_up(b.len, alignment);
+    while (b.len < data_at) gb_le(&b, 0, 1);
+    /* The data (a file of far-off tensors gets none: the reader never reads it). */
+    if (end <= 1u << 20) {
+        for (uint64_t i = 0; i < gb_align_up(end, alignment); i++) gb_le(&b, i * 7 + 1, 1);
+    }
+    return b;
+}
+
+/* ---- the fixture ---- */
+
+float gb_score(size_t i) {
+    return (float)i * -0.25f + 0.5f;
+}
+
+size_t gb_every_type(gb_file *b) {
+    gb_key(b, "general.architecture", KVC_GGUF_STRING), gb_string(b, "llama");
+    gb_key(b, "t.u8", KVC_GGUF_UINT8), gb_le(b, 200, 1);
+    gb_key(b, "t.i8", KVC_GGUF_INT8), gb_le(b, (uint8_t)-100, 1);
+    gb_key(b, "t.u16", KVC_GGUF_UINT16), gb_le(b, 60000, 2);
+    gb_key(b, "t.i16", KVC_GGUF_INT16), gb_le(b, (uint16_t)-30000, 2);
+    gb_key(b, "t.u32", KVC_GGUF_UINT32), gb_u32(b, 4000000000u);
+    gb_key(b, "t.i32", KVC_GGUF_INT32), gb_u32(b, (uint32_t)-2000000000);
+    gb_key(b, "t.f32", KVC_GGUF_FLOAT32), gb_f32(b, 1.5f);
+    gb_key(b, "t.bool", KVC_GGUF_BOOL), gb_le(b, 1, 1);
+    gb_key(b, "t.bool2", KVC_GGUF_BOOL), gb_le(b, 2, 1); /* any nonzero byte is true */
+    gb_key(b, "t.str", KVC_GGUF_STRING), gb_string(b, "h\xc3\xa9llo");
+    gb_key(b, "t.u64", KVC_GGUF_UINT64), gb_u64(b, GB_U64_BIG);
+    gb_key(b, "t.i64", KVC_GGUF_INT64), gb_u64(b, (uint64_t)GB_I64_BIG);
+    gb_key(b, "t.i64min", KVC_GGUF_INT64), gb_u64(b, (uint64_t)INT64_MIN);
+    gb_key(b, "t.f64", KVC_GGUF_FLOAT64), gb_f64(b, 3.25);
+    gb_key(b, "a.u8", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_UINT8, 3);
+    gb_le(b, 1, 1), gb_le(b, 2, 1), gb_le(b, 255, 1);
+    gb_key(b, "a.scores", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_FLOAT32, GB_SCORES);
+    for (size_t i = 0; i < GB_SCORES; i++) gb_f32(b, gb_score(i));
+    gb_key(b, "a.str", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_STRING, 3);
+    gb_string(b, ""), gb_string(b, "a"), gb_string(b, "<0x0A>");
+    gb_key(b, "a.empty", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_UINT32, 0);
+    gb_key(b, "a.i64", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_INT64, 2);
+    gb_u64(b, (uint64_t)-1), gb_u64(b, (uint64_t)INT64_MAX);
+    /* [[1, 2], [-3]] of i16, and [[["x"]]] */
+    gb_key(b, "a.nested", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_ARRAY, 2);
+    gb_array(b, KVC_GGUF_INT16, 2), gb_le(b, 1, 2), gb_le(b, 2, 2);
+    gb_array(b, KVC_GGUF_INT16, 1), gb_le(b, (uint16_t)-3, 2);
+    gb_key(b, "a.deep", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_ARRAY, 1);
+    gb_array(b, KVC_GGUF_ARRAY, 1), gb_array(b, KVC_GGUF_STRING, 1), gb_string(b, "x");
+    return GB_FIXTURE_ENTRIES;
+}
+
+const gb_tensor gb_fixture_tensors[GB_FIXTURE_TENSORS] = {
+    {"token_embd.weight", 0, 2, {8, 3}, GB_AUTO, 96},
+    {"blk.0.q8", 8, 2, {64, 2}, GB_AUTO, 136},
+    {"blk.0.q4k", 12, 1, {256}, GB_AUTO, 144},
+    {"blk.0.f16", 1, 1, {5}, GB_AUTO, 10},
+    {"blk.0.iq2", 16, 3, {256, 2, 3}, GB_AUTO, 0},
+    {"blk.0.removed", 4, 4, {32, 1, 1, 2}, GB_AUTO, 0},
+};
+gb_file gb_fixture(uint32_t version, uint64_t alignment, size_t *header_bytes) {
+    return gb_build(version, gb_every_type, gb_fixture_tensors, GB_FIXTURE_TENSORS, alignment, header_bytes);
+}
+

@@ -1,0 +1,454 @@
+/*
+ * test_lm.c -- the model runner: a GGUF model's tensors bound where the
+ * weights will lie, refusals that name what is wrong, and the forward pass
+ * on a model cache: a token's logits the same bits alone, in a batch, in
+ * chunks and on any number of threads; a verify kept or rejected leaving
+ * the cache as plain decoding does; failures that change nothing.
+ *
+ * The models are small, written here (gguf_builder.c) and filled with
+ * random weights of sane scale after kvc_lm_create, as a loader streams a
+ * file's tensor data in.  What the arithmetic computes is held against a
+ * reference and against llama.cpp in the JS tests (tests/js/model.test.mjs).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "gguf_builder.h"
+#include "test.h"
+
+/* ---- a small model ---- */
+
+enum { DIM = 64, LAYERS = 2, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 16, FFN = 128, VOCAB = 96, CONTEXT = 2048 };
+#define GGML_F32 0
+#define GGML_Q8_0 8
+#define GGML_Q2_K 10
+
+/* What the metadata of the next model says (gb_metadata_fn takes no context). */
+static struct {
+    const char *arch;
+    int omit_head_count; /* leave llama.attention.head_count out */
+} spec = {"llama", 0};
+
+static size_t metadata(gb_file *b) {
+    char key[96];
+    size_t n = 0;
+    gb_key(b, "general.architecture", KVC_GGUF_STRING);
+    gb_string(b, spec.arch);
+    n++;
+    const struct { const char *name; uint32_t value; } sizes[] = {
+        {"block_count", LAYERS}, {"embedding_length", DIM}, {"feed_forward_length", FFN},
+        {"attention.head_count", HEADS}, {"attention.head_count_kv", KV_HEADS}, {"context_length", CONTEXT},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (spec.omit_head_count && strcmp(sizes[i].name, "attention.head_count") == 0) continue;
+        snprintf(key, sizeof key, "%s.%s", spec.arch, sizes[i].name);
+        gb_key(b, key, KVC_GGUF_UINT32);
+        gb_u32(b, sizes[i].value);
+        n++;
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", spec.arch);
+    gb_key(b, key, KVC_GGUF_FLOAT32);
+    gb_f32(b, 1e-5f);
+    return n + 1;
+}
+
+/* The model's tensors, matrices in `type`; `tied`: no output.weight. */
+typedef struct model_tensors {
+    gb_tensor t[2 + 9 * LAYERS + 1];
+    char names[9 * LAYERS][32];
+    size_t count;
+} model_tensors;
+
+static uint64_t tensor_bytes(uint32_t type, uint64_t values) {
+    return type == GGML_F32 ? 4 * values : values / 32 * 34; /* F32 or Q8_0 */
+}
+
+static void add_tensor(model_tensors *m, const char *name, uint32_t type, uint64_t cols, uint64_t rows) {
+    gb_tensor *t = &m->t[m->count++];
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->type = rows ? type : GGML_F32;
+    t->n_dims = rows ? 2 : 1;
+    t->dims[0] = cols;
+    t->dims[1] = rows;
+    t->offset = GB_AUTO;
+    t->bytes = tensor_bytes(t->type, cols * (rows ? rows : 1));
+}
+
+static void model_tensors_of(model_tensors *m, uint32_t type, int tied) {
+    static const struct { const char *name; int cols, rows; } block[] = {
+        {"attn_norm.weight", DIM, 0}, {"attn_q.weight", DIM, HEADS * HEAD_DIM},
+        {"attn_k.weight", DIM, KV_HEADS * HEAD_DIM}, {"attn_v.weight", DIM, KV_HEADS * HEAD_DIM},
+        {"attn_output.weight", HEADS * HEAD_DIM, DIM}, {"ffn_norm.weight", DIM, 0},
+        {"ffn_gate.weight", DIM, FFN}, {"ffn_up.weight", DIM, FFN}, {"ffn_down.weight", FFN, DIM},
+    };
+    m->count = 0;
+    add_tensor(m, "token_embd.weight", type, DIM, VOCAB);
+    add_tensor(m, "output_norm.weight", type, DIM, 0);
+    for (size_t l = 0; l < LAYERS; l++) {
+        for (size_t i = 0; i < 9; i++) {
+            char *name = m->names[l * 9 + i];
+            snprintf(name, sizeof m->names[0], "blk.%zu.%s", l, block[i].name);
+            add_tensor(m, name, type, (uint64_t)block[i].cols, (uint64_t)block[i].rows);
+        }
+    }
+    if (!tied) add_tensor(m, "output.weight", type, DIM, VOCAB);
+}
+
+static uint16_t f16_bits(float x) {
+    /* Normal values only (the scales here are). */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const int exponent = (int)((u >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (uint32_t)exponent << 10 | ((u >> 13) & 0x3ff));
+}
+
+/* Random weights of sane scale for tensor t of the parsed file: norms near 1,
+ * matrices ~N(0, 1/sqrt(cols)) (Q8_0: a block scale of that over 127, codes
+ * uniform). */
+static void fill_tensor(uint8_t *weights, const kvc_gguf *gguf, size_t t, test_rng *rng) {
+    const char *name;
+    size_t name_len, n_dims;
+    uint32_t type;
+    uint64_t dims[KVC_GGUF_MAX_DIMS], offset;
+    kvc_gguf_tensor(gguf, t, &name, &name_len, &type, &n_dims, dims, &offset, NULL);
+    uint8_t *at = weights + offset;
+    const size_t values = (size_t)(dims[0] * (n_dims > 1 ? dims[1] : 1));
+    const float scale = 1.0f / sqrtf((float)dims[0]);
+    if (type == GGML_F32) {
+        for (size_t i = 0; i < values; i++) {
+            const float x = n_dims == 1 ? 1.0f + 0.1f * test_rng_normal(rng) : scale * test_rng_normal(rng);
+            memcpy(at + 4 * i, &x, 4);
+        }
+        return;
+    }
+    for (size_t b = 0; b < values / 32; b++, at += 34) {
+        const uint16_t d = f16_bits(2.0f * scale / 127.0f);
+        memcpy(at, &d, 2);
+        for (size_t j = 0; j < 32; j++) at[2 + j] = (uint8_t)(int8_t)((int)(test_rng_u32(rng) % 255) - 127);
+    }
+}
+
+typedef struct test_model {
+    kvc_lm *lm;
+    gb_file file;
+} test_model;
+
+/* A model of `type` matrices, its weights random from `seed`. */
+static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model *out, char *message, size_t message_len) {
+    model_tensors m;
+    model_tensors_of(&m, type, tied);
+    size_t header;
+    out->file = gb_build(3, metadata, m.t, m.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+    out->lm = NULL;
+    kvc_gguf *gguf;
+    kvc_status status = kvc_gguf_parse(out->file.bytes, out->file.len, &gguf, NULL);
+    if (status != KVC_OK) return status;
+    status = kvc_lm_create(gguf, &out->lm, message, message_len);
+    if (status == KVC_OK) {
+        test_rng rng = test_rng_new(seed);
+        for (size_t t = 0; t < kvc_gguf_tensor_count(gguf); t++) fill_tensor(kvc_lm_weights(out->lm), gguf, t, &rng);
+    }
+    kvc_gguf_free(gguf);
+    return status;
+}
+
+static void free_model(test_model *m) {
+    kvc_lm_free(m->lm);
+    free(m->file.bytes);
+}
+
+/* A cache of LAYERS layers of KV_HEADS x HEAD_DIM in `mode`. */
+static kvc_model *make_cache(kvc_mode mode) {
+    kvc_layer *layers[LAYERS];
+    for (size_t l = 0; l < LAYERS; l++) {
+        if (kvc_layer_create(KV_HEADS, HEAD_DIM, mode, &layers[l]) != KVC_OK) return NULL;
+    }
+    kvc_model *cache;
+    return kvc_model_create(layers, LAYERS, &cache) == KVC_OK ? cache : NULL;
+}
+
+static void tokens_of(uint32_t *tokens, size_t n, uint64_t seed) {
+    test_rng rng = test_rng_new(seed);
+    for (size_t i = 0; i < n; i++) tokens[i] = test_rng_u32(&rng) % VOCAB;
+}
+
+static int same_bits(const float *a, const float *b, size_t n) {
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* ---- creation ---- */
+
+TEST(create_reads_the_shape_and_binds_every_tensor_of_the_file) {
+    test_model m;
+    char message[256];
+    CHECK_OK(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message));
+    CHECK(strcmp(kvc_lm_architecture(m.lm), "llama") == 0);
+    CHECK(kvc_lm_num_layers(m.lm) == LAYERS && kvc_lm_dim(m.lm) == DIM && kvc_lm_num_heads(m.lm) == HEADS);
+    CHECK(kvc_lm_num_kv_heads(m.lm) == KV_HEADS && kvc_lm_head_dim(m.lm) == HEAD_DIM && kvc_lm_ffn_dim(m.lm) == FFN);
+    CHECK(kvc_lm_vocab_size(m.lm) == VOCAB && kvc_lm_context_length(m.lm) == CONTEXT);
+    CHECK(kvc_lm_rms_eps(m.lm) == 1e-5f && kvc_lm_rope_base(m.lm) == 10000.0f);
+    CHECK(kvc_lm_weights_bytes(m.lm) > 0 && kvc_lm_weights(m.lm) != NULL && message[0] == '\0');
+    free_model(&m);
+}
+
+TEST(create_refuses_what_it_cannot_run_and_says_what) {
+    char message[256];
+    test_model m;
+    spec.arch = "mamba";
+    CHECK_STATUS(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message), KVC_E_ARCH);
+    CHECK(m.lm == NULL && strstr(message, "architecture mamba is not supported; this runner reads llama, qwen2, qwen3"));
+    free(m.file.bytes);
+    spec.arch = "llama";
+    spec.omit_head_count = 1;
+    CHECK_STATUS(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message), KVC_E_MODEL_FILE);
+    CHECK(strstr(message, "metadata llama.attention.head_count is missing"));
+    free(m.file.bytes);
+    spec.omit_head_count = 0;
+
+    /* A type the runner does not read, a wrong shape, a missing tensor. */
+    model_tensors t;
+    model_tensors_of(&t, GGML_Q8_0, 0);
+    struct { kvc_status status; const char *says; } cases[] = {
+        {KVC_E_WEIGHT_TYPE, "tensor blk.0.attn_q.weight has type Q2_K; this runner reads F32, F16, BF16, Q8_0"},
+        {KVC_E_MODEL_FILE, "tensor blk.1.ffn_up.weight is [64, 100], expected [64, 128]"},
+        {KVC_E_MODEL_FILE, "tensor output_norm.weight is missing"},
+    };
+    for (size_t c = 0; c < 3; c++) {
+        model_tensors_of(&t, GGML_Q8_0, 0);
+        for (size_t i = 0; i < t.count; i++) {
+            if (c == 0 && strcmp(t.t[i].name, "blk.0.attn_q.weight") == 0) {
+                t.t[i].type = GGML_Q2_K;
+                t.t[i].bytes = DIM * HEADS * HEAD_DIM / 256 * 84;
+            }
+            if (c == 1 && strcmp(t.t[i].name, "blk.1.ffn_up.weight") == 0) t.t[i].dims[1] = 100;
+            if (c == 2 && strcmp(t.t[i].name, "output_norm.weight") == 0) t.t[i].name = "output_norm.weights";
+        }
+        size_t header;
+        gb_file file = gb_build(3, metadata, t.t, t.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+        kvc_gguf *gguf;
+        CHECK_OK(kvc_gguf_parse(file.bytes, file.len, &gguf, NULL));
+        kvc_lm *lm = (kvc_lm *)1;
+        CHECK_STATUS(kvc_lm_create(gguf, &lm, message, sizeof message), cases[c].status);
+        CHECK(lm == NULL);
+        if (!strstr(message, cases[c].says)) {
+            test_fail(__FILE__, __LINE__, message);
+            return;
+        }
+        kvc_gguf_free(gguf);
+        free(file.bytes);
+    }
+}
+
+TEST(tied_embeddings_are_read_as_the_output) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 1, 1, &m, NULL, 0));
+    kvc_model *cache = make_cache(KVC_MODE_F32);
+    uint32_t tokens[3];
+    tokens_of(tokens, 3, 2);
+    float logits[VOCAB];
+    CHECK_OK(kvc_lm_forward(m.lm, cache, tokens, 3, logits, 1, 0));
+    for (size_t i = 0; i < VOCAB; i++) CHECK(isfinite(logits[i]));
+    kvc_model_free(cache);
+    free_model(&m);
+}
+
+/* ---- the forward pass ---- */
+
+/* Logits of `n` tokens through a fresh cache: `steps` tokens a call. */
+static int run(test_model *m, kvc_mode mode, const uint32_t *tokens, size_t n, size_t steps, uint32_t flags,
+               float *logits, kvc_model **kept) {
+    kvc_model *cache = make_cache(mode);
+    int ok = cache != NULL;
+    for (size_t at = 0; ok && at < n; at += steps) {
+        const size_t count = n - at < steps ? n - at : steps;
+        ok = kvc_lm_forward(m->lm, cache, tokens + at, count, logits + at * VOCAB, count, flags) == KVC_OK;
+    }
+    if (kept) *kept = cache;
+    else kvc_model_free(cache);
+    return ok;
+}
+
+TEST(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 3, &m, NULL, 0));
+    enum { N = 140 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 4);
+    float *one = test_alloc(N * VOCAB * sizeof(float));
+    float *batch = test_alloc(N * VOCAB * sizeof(float));
+    float *chunks = test_alloc(N * VOCAB * sizeof(float));
+    for (kvc_mode mode = 0; mode < KVC_MODE_COUNT; mode++) {
+        kvc_model *a, *b;
+        CHECK(run(&m, mode, tokens, N, 1, KVC_LM_IMPORTANCE, one, &a));
+        CHECK(run(&m, mode, tokens, N, N, KVC_LM_IMPORTANCE, batch, &b));
+        CHECK(run(&m, mode, tokens, N, 37, KVC_LM_IMPORTANCE, chunks, NULL));
+        CHECK(same_bits(one, batch, N * VOCAB) && same_bits(one, chunks, N * VOCAB));
+        CHECK(test_models_equal(a, b)); /* rows, imp, positions, memory */
+        kvc_model_free(a);
+        kvc_model_free(b);
+    }
+    for (size_t i = 0; i < N * VOCAB; i++) CHECK(isfinite(one[i]));
+    free(one), free(batch), free(chunks);
+    free_model(&m);
+}
+
+TEST(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 5, &m, NULL, 0));
+    const size_t n = KVC_LM_BATCH + 90;
+    uint32_t *tokens = test_alloc(n * sizeof(uint32_t));
+    tokens_of(tokens, n, 6);
+    float *all = test_alloc(n * VOCAB * sizeof(float));
+    CHECK(run(&m, KVC_MODE_Q8, tokens, n, 100, 0, all, NULL));
+    kvc_model *cache = make_cache(KVC_MODE_Q8);
+    float *last = test_alloc(120 * VOCAB * sizeof(float));
+    CHECK_OK(kvc_lm_forward(m.lm, cache, tokens, n, last, 120, 0));
+    CHECK(same_bits(last, all + (n - 120) * VOCAB, 120 * VOCAB)); /* rows from both chunks */
+    CHECK(kvc_model_seq_len(cache) == n);
+    kvc_model_free(cache);
+    free(tokens), free(all), free(last);
+    free_model(&m);
+}
+
+TEST(logits_do_not_depend_on_the_number_of_threads) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 7, &m, NULL, 0));
+    enum { N = 70 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 8);
+    float *one = test_alloc(N * VOCAB * sizeof(float));
+    float *many = test_alloc(N * VOCAB * sizeof(float));
+    CHECK(run(&m, KVC_MODE_Q8, tokens, N, 9, KVC_LM_IMPORTANCE, one, NULL));
+    if (kvc_set_threads(3) != KVC_OK) {
+        test_skip("this build runs no pool threads of its own (wasm: tests/js/model.test.mjs compares thread counts)");
+    } else {
+        const size_t min_work = kvc_pool_set_min_work(0); /* every product on the pool, small as they are */
+        CHECK(run(&m, KVC_MODE_Q8, tokens, N, 9, KVC_LM_IMPORTANCE, many, NULL));
+        kvc_pool_set_min_work(min_work);
+        kvc_set_threads(1);
+        CHECK(same_bits(one, many, N * VOCAB));
+    }
+    free(one), free(many);
+    free_model(&m);
+}
+
+TEST(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 9, &m, NULL, 0));
+    enum { PROMPT = 80, DRAFTS = 5 };
+    uint32_t tokens[PROMPT + DRAFTS];
+    tokens_of(tokens, PROMPT + DRAFTS, 10);
+    for (size_t keep = 0; keep <= DRAFTS; keep++) {
+        kvc_model *plain = make_cache(KVC_MODE_Q8);
+        kvc_model *spec_cache = make_cache(KVC_MODE_Q8);
+        float *expected = test_alloc((PROMPT + keep + 1) * VOCAB * sizeof(float));
+        float verified[DRAFTS * VOCAB];
+        CHECK_OK(kvc_lm_forward(m.lm, plain, tokens, PROMPT, expected, PROMPT, KVC_LM_IMPORTANCE));
+        for (size_t i = 0; i < keep; i++) {
+            CHECK_OK(kvc_lm_forward(m.lm, plain, tokens + PROMPT + i, 1, expected + (PROMPT + i) * VOCAB, 1, KVC_LM_IMPORTANCE));
+        }
+        CHECK_OK(kvc_lm_forward(m.lm, spec_cache, tokens, PROMPT, NULL, 0, KVC_LM_IMPORTANCE));
+        CHECK_OK(kvc_lm_forward(m.lm, spec_cache, tokens + PROMPT, DRAFTS, verified, DRAFTS,
+                                KVC_LM_IMPORTANCE | KVC_LM_VERIFY));
+        CHECK(kvc_model_verifying(spec_cache));
+        CHECK(same_bits(verified, expected + PROMPT * VOCAB, keep * VOCAB));
+        CHECK_OK(kvc_lm_keep(m.lm, spec_cache, keep));
+        CHECK(!kvc_model_verifying(spec_cache));
+        CHECK(test_models_equal(plain, spec_cache));
+        kvc_model_free(plain);
+        kvc_model_free(spec_cache);
+        free(expected);
+    }
+    free_model(&m);
+}
+
+TEST(forward_refuses_bad_arguments_and_changes_nothing) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 11, &m, NULL, 0));
+    kvc_model *cache = make_cache(KVC_MODE_Q8);
+    uint32_t tokens[4] = {1, 2, 3, 4};
+    float logits[4 * VOCAB];
+    CHECK_OK(kvc_lm_forward(m.lm, cache, tokens, 4, logits, 1, 0));
+    const uint32_t bad[2] = {5, VOCAB};
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, bad, 2, logits, 1, 0), KVC_E_TOKEN);
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 0, logits, 0, 0), KVC_E_LENGTH);
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, logits, 3, 0), KVC_E_LENGTH);
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, NULL, 1, 0), KVC_E_NULL_POINTER);
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, logits, 1, 8), KVC_E_LENGTH);
+    CHECK_MODEL_REFUSED(cache, kvc_lm_keep(m.lm, cache, 1), KVC_E_NOT_VERIFYING);
+    /* A cache of another geometry, and one whose layers stand apart. */
+    kvc_layer *other_layers[LAYERS];
+    for (size_t l = 0; l < LAYERS; l++) CHECK_OK(kvc_layer_create(KV_HEADS, HEAD_DIM * 2, KVC_MODE_Q8, &other_layers[l]));
+    kvc_model *other;
+    CHECK_OK(kvc_model_create(other_layers, LAYERS, &other));
+    CHECK_MODEL_REFUSED(other, kvc_lm_forward(m.lm, other, tokens, 2, logits, 1, 0), KVC_E_LAYERS);
+    float kv[KV_HEADS * HEAD_DIM] = {0};
+    CHECK_OK(kvc_layer_append(kvc_model_layer(cache, 0), kv, kv, NULL));
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, logits, 1, 0), KVC_E_LAYERS);
+    kvc_model_free(other);
+    kvc_model_free(cache);
+    free_model(&m);
+}
+
+static struct {
+    test_model *m;
+    kvc_model *cache;
+    const uint32_t *tokens;
+    size_t n;
+    uint32_t flags;
+    float *logits;
+} oom;
+
+static kvc_status forward_call(void *ctx) {
+    (void)ctx;
+    return kvc_lm_forward(oom.m->lm, oom.cache, oom.tokens, oom.n, oom.logits, 1, oom.flags);
+}
+
+TEST(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 13, &m, NULL, 0));
+    enum { PROMPT = 70, N = 9 };
+    uint32_t tokens[PROMPT + N];
+    tokens_of(tokens, PROMPT + N, 14);
+    float logits[VOCAB];
+    for (int verify = 0; verify < 2; verify++) {
+        kvc_model *cache = make_cache(KVC_MODE_Q8);
+        CHECK_OK(kvc_lm_forward(m.lm, cache, tokens, PROMPT, logits, 1, 0));
+        CHECK_OK(test_fault_install());
+        long calls = 0;
+        for (long fail_at = 1;; fail_at++) {
+            test_state **before = test_model_state_take(cache);
+            oom.m = &m, oom.cache = cache, oom.tokens = tokens + PROMPT, oom.n = N, oom.logits = logits;
+            oom.flags = verify ? KVC_LM_VERIFY : 0;
+            test_fault_arm(fail_at, 0);
+            const kvc_status status = forward_call(NULL);
+            test_fault_arm(0, 0);
+            const int same = status == KVC_OK || test_model_state_matches(cache, before);
+            test_model_state_free(before);
+            CHECK(status == KVC_OK || status == KVC_E_NOMEM);
+            CHECK(same);
+            if (status == KVC_OK) {
+                calls = fail_at;
+                break;
+            }
+        }
+        CHECK(calls > 1); /* some allocation was failed on the way */
+        test_fault_remove();
+        kvc_model_free(cache);
+    }
+    free_model(&m);
+}
+
+RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
+          CASE(create_refuses_what_it_cannot_run_and_says_what),
+          CASE(tied_embeddings_are_read_as_the_output),
+          CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
+          CASE(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for),
+          CASE(logits_do_not_depend_on_the_number_of_threads),
+          CASE(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding),
+          CASE(forward_refuses_bad_arguments_and_changes_nothing),
+          CASE(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was))
