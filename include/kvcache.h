@@ -483,6 +483,14 @@ size_t kvc_layer_shared_bytes(const kvc_layer *layer);
  * the pages it shares included; always >= kvc_layer_memory_bytes. */
 size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
 
+/* kvc_layer_bytes_for():
+ * What kvc_layer_memory_bytes says of a layer of this geometry and mode,
+ * with the default residual window, once `positions` positions are
+ * appended with every head alive: what a cache for a given context will
+ * take, known before it is filled (a model loader checks that it fits).
+ * @return : the bytes, or 0 for a geometry or mode no layer takes. */
+size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t positions);
+
 /* What every live layer holds, counting each page once. */
 typedef struct kvc_memory_usage {
     size_t cache_bytes; /* the sum of kvc_layer_memory_bytes over every live layer

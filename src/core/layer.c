@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../kernels/q8-rows.h"
 
 static const char *const mode_names[KVC_MODE_COUNT] = {"f32", "q8", "q8k", "q8v", "q4", "q4k",
                                                        "q4v", "q8k+q4v", "q4k+q8v"};
@@ -223,6 +224,31 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     }
     if (layer->field_frozen)
         bytes += kvc_quantized_components(layer->mode) * layer->num_kv_heads * d * sizeof(float);
+    return bytes;
+}
+
+/* What one component of one head holds at n positions (all alive). */
+static size_t component_bytes_for(kvc_component type, size_t d, size_t n, size_t residual_rows) {
+    if (type == KVC_COMPONENT_F32) return n * d * sizeof(float);
+    const size_t sinks = n < KVC_Q8_WINDOW ? n : KVC_Q8_WINDOW;
+    const size_t quantized = n - sinks;
+    const size_t row = type == KVC_COMPONENT_Q4 ? kvc_q4_row_bytes(d) : kvc_q8_row_bytes(d);
+    const size_t copies = type == KVC_COMPONENT_Q4 ? (quantized < residual_rows ? quantized : residual_rows) : 0;
+    return sinks * d * sizeof(float) + quantized * row + copies * d * sizeof(float);
+}
+
+size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t positions) {
+    if (num_kv_heads == 0 || num_kv_heads > KVC_MAX_KV_HEADS || head_dim == 0 || head_dim > KVC_MAX_HEAD_DIM ||
+        mode >= KVC_MODE_COUNT || positions > KVC_MAX_POSITIONS) {
+        return 0;
+    }
+    const size_t slot = sizeof(float) + sizeof(uint32_t) + (num_kv_heads + 7) / 8;
+    size_t bytes = positions * slot;
+    for (int values = 0; values < 2; values++) {
+        bytes += num_kv_heads * component_bytes_for(kvc_mode_component(mode, values), head_dim, positions,
+                                                    KVC_Q4_RESIDUAL_ROWS);
+    }
+    if (positions > KVC_Q8_WINDOW) bytes += kvc_quantized_components(mode) * num_kv_heads * head_dim * sizeof(float);
     return bytes;
 }
 

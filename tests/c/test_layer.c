@@ -382,6 +382,24 @@ TEST(memory_bytes_should_follow_the_formula_in_every_mode) {
     test_data_free(&data);
 }
 
+TEST(bytes_for_should_be_what_a_layer_of_live_heads_holds_at_each_length) {
+    const size_t H = 3, d = 12, len = 220;
+    test_data data = test_data_make(84, len, H, d, 0);
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
+        kvc_layer *layer;
+        CHECK_OK(kvc_layer_create(H, d, test_modes[mi], &layer));
+        CHECK(kvc_layer_bytes_for(H, d, test_modes[mi], 0) == 0);
+        for (size_t p = 0; p < len; p++) {
+            CHECK_OK(test_data_append(layer, &data, p, 1));
+            CHECK(kvc_layer_bytes_for(H, d, test_modes[mi], p + 1) == kvc_layer_memory_bytes(layer));
+        }
+        kvc_layer_free(layer);
+    }
+    CHECK(kvc_layer_bytes_for(0, d, KVC_MODE_Q8, 10) == 0 && kvc_layer_bytes_for(H, 0, KVC_MODE_Q8, 10) == 0);
+    CHECK(kvc_layer_bytes_for(H, d, (kvc_mode)KVC_MODE_COUNT, 10) == 0);
+    test_data_free(&data);
+}
+
 TEST(capacity_bytes_should_cover_memory_bytes) {
     const size_t H = 4, d = 16, len = 140;
     test_data data = test_data_make(83, len, H, d, 1);
@@ -720,6 +738,7 @@ TEST(describe_should_return_needed_length_when_buffer_is_short) {
 }
 
 RUN_TESTS(CASE(create_should_refuse_zero_and_too_many_heads),
+          CASE(bytes_for_should_be_what_a_layer_of_live_heads_holds_at_each_length),
           CASE(create_should_refuse_zero_and_too_large_head_dim),
           CASE(create_should_refuse_unknown_mode),
           CASE(create_should_refuse_null_out),

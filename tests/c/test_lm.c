@@ -146,7 +146,10 @@ static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model 
     out->lm = NULL;
     kvc_gguf *gguf;
     kvc_status status = kvc_gguf_parse(out->file.bytes, out->file.len, &gguf, NULL);
-    if (status != KVC_OK) return status;
+    if (status != KVC_OK) {
+        if (message) kvc_gguf_explain(out->file.bytes, out->file.len, message, message_len);
+        return status;
+    }
     status = kvc_lm_create(gguf, &out->lm, message, message_len);
     if (status == KVC_OK) {
         test_rng rng = test_rng_new(seed);
@@ -185,7 +188,9 @@ static int same_bits(const float *a, const float *b, size_t n) {
 TEST(create_reads_the_shape_and_binds_every_tensor_of_the_file) {
     test_model m;
     char message[256];
-    CHECK_OK(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message));
+    const kvc_status made = make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message);
+    if (made != KVC_OK) test_fail(__FILE__, __LINE__, message);
+    CHECK_OK(made);
     CHECK(strcmp(kvc_lm_architecture(m.lm), "llama") == 0);
     CHECK(kvc_lm_num_layers(m.lm) == LAYERS && kvc_lm_dim(m.lm) == DIM && kvc_lm_num_heads(m.lm) == HEADS);
     CHECK(kvc_lm_num_kv_heads(m.lm) == KV_HEADS && kvc_lm_head_dim(m.lm) == HEAD_DIM && kvc_lm_ffn_dim(m.lm) == FFN);
