@@ -83,7 +83,7 @@ gb_file gb_build(uint32_t version, gb_metadata_fn *metadata, const gb_tensor *te
         gb_u32(&b, (uint32_t)alignment);
         entries++;
     }
-    for (int i = 0; i < (version == 1 ? 4 : 8); i++) b.bytes[count_at + i] = (uint8_t)(entries >> (8 * i));
+    for (int i = 0; i < (version == 1 ? 4 : 8); i++) b.bytes[count_at + i] = (uint8_t)((uint64_t)entries >> (8 * i));
     uint64_t next = 0, end = 0;
     for (size_t t = 0; t < tensor_count; t++) {
         const gb_tensor *s = &tensors[t];
