@@ -24,8 +24,15 @@ const STATUS = [
   'KVC_E_NUM_FEATURES', 'KVC_E_VALUE_DIM', 'KVC_E_PHASE_MASS', 'KVC_E_NONFINITE_DECAY',
   'KVC_E_LAYERS', 'KVC_E_SNAPSHOT_MAGIC', 'KVC_E_SNAPSHOT_VERSION', 'KVC_E_SNAPSHOT_TRUNCATED',
   'KVC_E_SNAPSHOT_CHECKSUM', 'KVC_E_SNAPSHOT_CORRUPT', 'KVC_E_SNAPSHOT_TOO_LARGE', 'KVC_E_BUDGET',
-  'KVC_E_THREADS', 'KVC_E_PREFIX', 'KVC_E_RESIDUAL',
+  'KVC_E_THREADS', 'KVC_E_PREFIX', 'KVC_E_RESIDUAL', 'KVC_E_GGUF_MAGIC', 'KVC_E_GGUF_VERSION',
+  'KVC_E_GGUF_TRUNCATED', 'KVC_E_GGUF_CORRUPT', 'KVC_E_GGUF_TOO_LARGE', 'KVC_E_GGUF_INDEX',
+  'KVC_E_GGUF_TYPE', 'KVC_E_WEIGHT_TYPE',
 ];
+
+/** The C name of a status ("KVC_E_NOMEM"), or "status N" for one this list lacks. */
+export function statusName(status) {
+  return STATUS[status] ?? `status ${status}`;
+}
 
 export function checkObject(where, name, value) {
   if (value === null || typeof value !== 'object') {
@@ -120,7 +127,7 @@ function outOfMemory(where) {
  */
 export function checkStatus(where, status, names = {}) {
   if (status === 0) return;
-  const code = STATUS[status] ?? `status ${status}`;
+  const code = statusName(status);
   const nonFinite = (name) => new RangeError(`${where}: ${name} holds NaN or Infinity; nothing was changed`);
   switch (code) {
     case 'KVC_E_NONFINITE_KEY': throw nonFinite(names.k ?? 'k');

@@ -6,28 +6,34 @@ export class GgufError extends Error {}
 
 export interface GgufTensorInfo {
   name: string;
+  /** ggml's name of the type ("F32", "Q4_K"); null for an id ggml does not define. */
+  type: string | null;
+  /** The ggml type id. */
+  typeId: number;
   /** ggml order: innermost first. */
   dims: number[];
-  type: number;
-  typeName: string;
   /** Byte offset of the data in the file. */
   offset: number;
-  count: number;
+  /** Bytes of the data; 0 for a type this reader does not convert. */
+  bytes: number;
 }
 
 export class GgufFile {
   /** readGguf() makes them. */
   private constructor();
   readonly version: number;
+  /** Numbers (bigints where a 64-bit integer is beyond 2^53), booleans, strings, arrays of them. */
   readonly metadata: Map<string, unknown>;
   readonly tensors: Map<string, GgufTensorInfo>;
   /** A metadata value; throws GgufError when the key is missing. */
   get(key: string): unknown;
-  /** A tensor as f32 (F16 converted); throws GgufError when it is missing. */
+  /** A tensor as f32, dequantized from F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or
+   * Q6_K; throws GgufError when it is missing or of another type. */
   tensor(name: string): Float32Array;
 }
 
-/** Parses GGUF versions 1 to 3 (little-endian). */
+/** Parses GGUF versions 1 to 3 (little-endian); throws GgufError naming what is wrong. Needs
+ * `await init()` first (the reader is the C library's). */
 export function readGguf(bytes: Uint8Array | ArrayBuffer): GgufFile;
 
 export interface StreamingDecoder {

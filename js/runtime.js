@@ -4,7 +4,7 @@ import { fetchFile, locate, toUrl } from './files.js';
 import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
-const WASM_ABI = 7; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 8; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
 // in 64 KiB pages; tests/js/loader.test.mjs reads them off the built file.
 export const MEMORY_INITIAL_PAGES = 16;

@@ -9,7 +9,7 @@
 #include <emscripten.h>
 
 /* Bump when an exported signature or a status value changes. */
-#define KVC_WASM_ABI 7
+#define KVC_WASM_ABI 8
 
 EMSCRIPTEN_KEEPALIVE int kvc_wasm_abi(void) {
     return KVC_WASM_ABI;

@@ -1,6 +1,6 @@
 // A minimal GGUF writer for the tests: re-encodes a parsed file as another
-// version and tensor type, so that the reader is tested on v1, v3 and F16
-// from the one real model.
+// version and tensor type, so that the reader is tested on v1, v3, F16 and
+// Q8_0 from the one real model.
 
 const T_UINT32 = 4;
 const T_FLOAT32 = 6;
@@ -15,11 +15,34 @@ function floatToHalf(value) {
   const mantissa = bits & 0x7fffff;
   if (exponent <= 0) return sign | Math.round((mantissa | 0x800000) / 2 ** (14 - exponent));
   if (exponent >= 31) return sign | 0x7c00;
-  const half = sign | (exponent << 10) | Math.round(mantissa / 8192);
+  const half = sign | ((exponent << 10) + Math.round(mantissa / 8192));
   return half; // a mantissa rounding up carries into the exponent, as it should
 }
 
-/** Encodes `gguf` (a GgufFile) as GGUF `version` with `tensorType` 0 (F32) or 1 (F16) data. */
+/** Q8_0 blocks of a row-major tensor whose rows are multiples of 32 values:
+ * per block an f16 scale d (the largest |x| / 127, rounded to f16) and 32
+ * codes round(x / d), as ggml lays them out. */
+function toQ8(values) {
+  const blocks = values.length / 32;
+  const out = new Uint8Array(blocks * 34);
+  const view = new DataView(out.buffer);
+  for (let b = 0; b < blocks; b++) {
+    const block = values.subarray(32 * b, 32 * b + 32);
+    const half = floatToHalf(block.reduce((m, x) => Math.max(m, Math.abs(x)), 0) / 127);
+    const d = halfToFloat(half);
+    view.setUint16(34 * b, half, true);
+    for (let i = 0; i < 32; i++) view.setInt8(34 * b + 2 + i, d ? Math.max(-127, Math.min(127, Math.round(block[i] / d))) : 0);
+  }
+  return out;
+}
+
+function halfToFloat(h) {
+  const exponent = (h >> 10) & 0x1f;
+  const magnitude = exponent ? 2 ** (exponent - 15) * (1 + (h & 0x3ff) / 1024) : 2 ** -14 * ((h & 0x3ff) / 1024);
+  return h & 0x8000 ? -magnitude : magnitude;
+}
+
+/** Encodes `gguf` (a GgufFile) as GGUF `version` with `tensorType` 0 (F32), 1 (F16) or 8 (Q8_0) data. */
 export function writeGguf(gguf, { version = 3, tensorType = 0 } = {}) {
   const parts = [];
   const countBytes = version === 1 ? 4 : 8;
@@ -56,19 +79,21 @@ export function writeGguf(gguf, { version = 3, tensorType = 0 } = {}) {
     string(key);
     value(v);
   }
-  const elementBytes = tensorType === 0 ? 4 : 2;
   let offset = 0;
   const datas = [];
   for (const info of gguf.tensors.values()) {
     string(info.name);
     u32(info.dims.length);
     for (const dim of info.dims) count(dim);
-    u32(tensorType);
+    // Q8_0 needs rows of whole blocks: other tensors stay F32, as quantizers keep them.
+    const type = tensorType === 8 && info.dims[0] % 32 !== 0 ? 0 : tensorType;
+    u32(type);
     u64(offset);
     const values = gguf.tensor(info.name);
-    const data = tensorType === 0 ? new Uint8Array(values.buffer) : new Uint8Array(Uint16Array.from(values, floatToHalf).buffer);
+    const data = type === 0 ? new Uint8Array(values.buffer)
+      : type === 1 ? new Uint8Array(Uint16Array.from(values, floatToHalf).buffer) : toQ8(values);
     datas.push(data);
-    offset += Math.ceil((values.length * elementBytes) / 32) * 32;
+    offset += Math.ceil(data.length / 32) * 32;
   }
   const header = parts.reduce((n, p) => n + p.length, 0);
   const start = Math.ceil(header / 32) * 32;

@@ -265,6 +265,48 @@ modelTest('the GGUF reader reads versions 1 and 3 and F16 tensors', () => {
   assert.equal(half.tokenizer.decode(tokens), llama.tokenizer.decode(greedy.slice(0, 12)), 'F16 weights tell the same opening');
 });
 
+modelTest('the GGUF reader dequantizes Q8_0 tensors through the weight table, within half a step', () => {
+  const gguf = readGguf(bytes);
+  const q8 = readGguf(writeGguf(gguf, { version: 3, tensorType: 8 }));
+  assert.equal(q8.tensors.get('blk.1.ffn_down.weight').type, 'F32', 'rows of 172 stay F32');
+  for (const name of ['token_embd.weight', 'blk.1.ffn_up.weight', 'output_norm.weight']) {
+    const info = q8.tensors.get(name);
+    const exact = gguf.tensor(name);
+    assert.equal(info.type, 'Q8_0');
+    assert.equal(info.bytes, (exact.length / 32) * 34);
+    const values = q8.tensor(name);
+    assert.equal(values.length, exact.length);
+    for (let b = 0; b < exact.length / 32; b++) {
+      const block = exact.subarray(32 * b, 32 * b + 32);
+      const step = block.reduce((m, x) => Math.max(m, Math.abs(x)), 0) / 127;
+      for (let i = 32 * b; i < 32 * b + 32; i++) {
+        assert.ok(Math.abs(values[i] - exact[i]) <= 0.51 * step * (1 + 2 ** -10), `${name}[${i}]: ${values[i]} for ${exact[i]}`);
+      }
+    }
+  }
+});
+
+test('the GGUF reader reads a 128k-token vocabulary and every kind of value', () => {
+  const n = 128 * 1024;
+  const tokens = Array.from({ length: n }, (_, i) => (i % 7 === 0 ? `\u2581tok${i}` : `<${i.toString(36)}>`));
+  const scores = Array.from({ length: n }, (_, i) => Math.fround(-i / 8 - 0.5));
+  const file = {
+    metadata: new Map([['general.architecture', 'llama'], ['tokenizer.ggml.tokens', tokens], ['tokenizer.ggml.scores', scores],
+      ['llama.block_count', 5], ['llama.rope.freq_base', 0.5]]),
+    tensors: new Map([['w', { name: 'w', dims: [32, 2] }]]),
+    tensor: () => Float32Array.from({ length: 64 }, (_, i) => i - 32),
+  };
+  const started = performance.now();
+  const gguf = readGguf(writeGguf(file, { version: 3 }));
+  const seconds = (performance.now() - started) / 1000;
+  assert.deepEqual(gguf.get('tokenizer.ggml.tokens'), tokens);
+  assert.deepEqual(gguf.get('tokenizer.ggml.scores'), scores);
+  assert.equal(gguf.get('llama.block_count'), 5);
+  assert.equal(gguf.get('llama.rope.freq_base'), 0.5);
+  assert.deepEqual([...gguf.tensor('w')], Array.from({ length: 64 }, (_, i) => i - 32));
+  assert.ok(seconds < 10, `${seconds} s to read the header`);
+});
+
 /** Asserts that parsing (and loading) the bytes fails with a GgufError whose message matches. */
 function refuses(data, message) {
   assert.throws(() => Llama.fromGguf(data), (error) => error instanceof GgufError && message.test(error.message),
@@ -276,7 +318,7 @@ modelTest('the GGUF reader refuses truncated copies, naming what is cut', () => 
   const firstTensor = gguf.tensors.get('token_embd.weight').offset;
   const cuts = [0, 3, 7, 15, 100, 5000, firstTensor - 1, firstTensor + 100, bytes.length - 1];
   for (let i = 1; i < 40; i++) cuts.push(Math.floor((firstTensor * i) / 40));
-  for (const length of cuts) refuses(bytes.slice(0, length), length < 4 ? /wrong magic/ : /truncated/);
+  for (const length of cuts) refuses(bytes.slice(0, length), length < 4 ? /truncated: the magic/ : /truncated/);
 });
 
 modelTest('the GGUF reader refuses corrupted copies with a message naming the fault', () => {
@@ -285,20 +327,26 @@ modelTest('the GGUF reader refuses corrupted copies with a message naming the fa
     edit(copy, new DataView(copy.buffer));
     return copy;
   };
-  refuses(corrupt((b) => b.set([0x47, 0x47, 0x55, 0x47], 0)), /wrong magic/);
+  refuses(corrupt((b) => b.set([0x47, 0x47, 0x55, 0x47], 0)), /not a GGUF file/);
   refuses(corrupt((b, v) => v.setUint32(4, 9, true)), /unsupported GGUF version 9/);
   refuses(corrupt((b, v) => v.setUint32(4, 0x03000000, true)), /big-endian/);
   refuses(corrupt((b, v) => v.setUint32(8, 0x7fffffff, true)), /tensor count/);
-  // The first key's length, then its type.
-  refuses(corrupt((b, v) => v.setUint32(16, 0x7ffffff0, true)), /truncated/);
+  // The first key's length (past GGUF's 65535 bytes), then its type.
+  refuses(corrupt((b, v) => v.setUint32(16, 0x7ffffff0, true)), /key of metadata entry 0 is 2147483632 bytes long/);
   const typeAt = 16 + 4 + 'general.architecture'.length;
   refuses(corrupt((b, v) => v.setUint32(typeAt, 99, true)), /unknown value type 99/);
   // Tensor infos: the first one starts right after the metadata.
   const infoAt = findBytes(bytes, 'token_embd.weight') - 4;
   const nameLength = 'token_embd.weight'.length;
   refuses(corrupt((b, v) => v.setUint32(infoAt + 4 + nameLength, 9, true)), /9 dimensions/);
-  refuses(corrupt((b, v) => v.setUint32(infoAt + 4 + nameLength + 4 + 8, 2, true)), /token_embd\.weight has type Q4_0/);
-  refuses(corrupt((b, v) => v.setUint32(infoAt + 4 + nameLength + 4 + 8 + 4, 0x7ffffff0, true)), /truncated: tensor token_embd\.weight/);
+  const tensorTypeAt = infoAt + 4 + nameLength + 4 + 8;
+  refuses(corrupt((b, v) => v.setUint32(tensorTypeAt, 16, true)), /tensor token_embd\.weight has type IQ2_XXS, which this reader does not convert/);
+  refuses(corrupt((b, v) => v.setUint32(tensorTypeAt + 4, 0x7ffffff0, true)), /token_embd\.weight starts at data offset 2147483632, off its 32-byte alignment/);
+  refuses(corrupt((b, v) => v.setUint32(tensorTypeAt + 4, 0x7fffffe0, true)), /truncated: tensor token_embd\.weight \(64 x 512 F32\) needs bytes/);
+  // A type the weight table has reads (as what its bytes say): Q4_0's 18 bytes a block of 32.
+  const asQ4 = readGguf(corrupt((b, v) => v.setUint32(tensorTypeAt, 2, true)));
+  assert.deepEqual(asQ4.tensors.get('token_embd.weight'), { ...readGguf(bytes).tensors.get('token_embd.weight'), type: 'Q4_0', typeId: 2, bytes: 512 * 2 * 18 });
+  assert.equal(asQ4.tensor('token_embd.weight').length, 64 * 512);
   refuses(corrupt((b) => b.set(new TextEncoder().encode('blk.3.ffn_up.weighs'), findBytes(bytes, 'blk.3.ffn_up.weight'))), /missing tensor blk\.3\.ffn_up\.weight/);
   refuses(corrupt((b) => b.set(new TextEncoder().encode('gpt2'), findBytes(bytes, 'llama'))), /architecture is gpt2/);
 });

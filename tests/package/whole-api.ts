@@ -210,8 +210,9 @@ function useGguf(model: Uint8Array): Llama {
   check(gguf.version >= 1 && gguf.metadata.size > 0 && gguf.get('general.architecture') === 'llama', 'GgufFile');
   const info: GgufTensorInfo | undefined = gguf.tensors.get('token_embd.weight');
   if (info === undefined) throw new Error('whole-api: the model has no token_embd.weight');
-  check(gguf.tensor(info.name).length === info.count && info.dims.length === 2 && info.typeName.length > 0 &&
-    info.type >= 0 && info.offset > 0, 'tensor info');
+  const elements = info.dims.reduce((n, d) => n * d, 1);
+  check(gguf.tensor(info.name).length === elements && info.dims.length === 2 && info.type === 'F32' &&
+    info.typeId === 0 && info.bytes === 4 * elements && info.offset > 0, 'tensor info');
   check(Tokenizer.fromGguf(gguf).vocabSize === info.dims[1], 'Tokenizer.fromGguf');
   check(Llama.fromGguf(gguf).config.dim === Llama.fromGguf(model).config.dim, 'Llama.fromGguf of a GgufFile and of bytes');
   return Llama.fromGguf(model);
