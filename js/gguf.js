@@ -156,23 +156,77 @@ function readTensor(api, g, t, dataOffset, s, decoder) {
   };
 }
 
-/** Parses the header from a growing prefix of the file; the kvc_gguf's pointer. */
-function parseHeader(api, bytes) {
-  const where = 'readGguf';
-  let len = Math.min(bytes.length, FIRST_PREFIX);
-  for (;;) {
+/**
+ * One try at the header in `prefix` (the first bytes of a file; `more`:
+ * whether the file goes on past them): { g } (a kvc_gguf pointer, which
+ * the caller frees with kvc_gguf_free), or { needed } (the prefix length
+ * to try again with, when the header goes on past it); a file that cannot
+ * be read throws a GgufError with kvc_gguf_explain's sentence.
+ */
+export function parsePrefix(where, prefix, more) {
+  const api = lib();
+  const len = prefix.length;
+  try {
     const [src, out, needed, sentence] = staged(where, len, 4, 4, EXPLAIN_BYTES);
-    heap().u8.set(bytes.subarray(0, len), src);
+    heap().u8.set(prefix, src);
     const status = api.kvc_gguf_parse(src, len, out, needed);
-    if (status === 0) return u32At(out);
+    if (status === 0) return { g: u32At(out) };
     const code = statusName(status);
-    if (code === 'KVC_E_GGUF_TRUNCATED' && len < bytes.length) {
-      len = Math.min(bytes.length, Math.max(u32At(needed), 2 * len));
-      continue;
-    }
+    if (code === 'KVC_E_GGUF_TRUNCATED' && more) return { needed: Math.max(u32At(needed), 2 * len) };
     if (!code.startsWith('KVC_E_GGUF_')) checkStatus(where, status);
     api.kvc_gguf_explain(src, len, sentence, EXPLAIN_BYTES);
     throw new GgufError(readCString(sentence));
+  } finally {
+    unstage();
+  }
+}
+
+/**
+ * What the kvc_gguf at `g` holds, as JavaScript values: { version,
+ * metadata, tensors, dataOffset, dataBytes } (see GgufFile).
+ */
+export function describeGguf(where, g) {
+  const api = lib();
+  const decoder = new TextDecoder('utf-8', { fatal: false });
+  try {
+    const s = slots(where);
+    const metadata = new Map();
+    const entries = api.kvc_gguf_metadata_count(g) >>> 0;
+    for (let i = 0; i < entries; i++) {
+      checkStatus(where, api.kvc_gguf_key(g, i, s.a, s.b));
+      const key = text(decoder, u32At(s.a), u32At(s.b));
+      metadata.set(key, readValue(api, g, i, s, decoder));
+    }
+    const dataOffset = Number(api.kvc_gguf_data_offset(g));
+    const tensors = new Map();
+    const count = api.kvc_gguf_tensor_count(g) >>> 0;
+    for (let t = 0; t < count; t++) {
+      const info = readTensor(api, g, t, dataOffset, s, decoder);
+      tensors.set(info.name, info);
+    }
+    return { version: api.kvc_gguf_version(g), metadata, tensors, dataOffset, dataBytes: Number(api.kvc_gguf_data_bytes(g)) };
+  } finally {
+    unstage();
+  }
+}
+
+/** The kvc_gguf of a file held whole in memory, its header parsed from a growing prefix as a streaming loader does. */
+export function parseWhole(where, bytes) {
+  for (let len = Math.min(bytes.length, FIRST_PREFIX); ;) {
+    const { g, needed } = parsePrefix(where, bytes.subarray(0, len), len < bytes.length);
+    if (g) return g;
+    len = Math.min(bytes.length, needed);
+  }
+}
+
+/** A truncated file: the first tensor past its `length` bytes, named. */
+export function checkTensorsPresent(tensors, length) {
+  for (const info of tensors.values()) {
+    const end = info.offset + info.bytes;
+    if (end > length) {
+      throw new GgufError(`truncated: tensor ${info.name} (${info.dims.join(' x ')} ${typeLabel(info)}) needs bytes ` +
+        `${info.offset}..${end}, the file has ${length}`);
+    }
   }
 }
 
@@ -186,34 +240,12 @@ function parseHeader(api, bytes) {
 export function readGguf(input) {
   const bytes = input instanceof ArrayBuffer ? new Uint8Array(input) : input;
   if (!(bytes instanceof Uint8Array)) throw new TypeError('readGguf: the file must be a Uint8Array or an ArrayBuffer');
-  const api = lib();
-  const decoder = new TextDecoder('utf-8', { fatal: false });
-  let g = 0;
+  const g = parseWhole('readGguf', bytes);
   try {
-    g = parseHeader(api, bytes);
-    const s = slots('readGguf');
-    const metadata = new Map();
-    const entries = api.kvc_gguf_metadata_count(g) >>> 0;
-    for (let i = 0; i < entries; i++) {
-      checkStatus('readGguf', api.kvc_gguf_key(g, i, s.a, s.b));
-      const key = text(decoder, u32At(s.a), u32At(s.b));
-      metadata.set(key, readValue(api, g, i, s, decoder));
-    }
-    const dataOffset = Number(api.kvc_gguf_data_offset(g));
-    const tensors = new Map();
-    const count = api.kvc_gguf_tensor_count(g) >>> 0;
-    for (let t = 0; t < count; t++) {
-      const info = readTensor(api, g, t, dataOffset, s, decoder);
-      const end = info.offset + info.bytes;
-      if (end > bytes.length) {
-        throw new GgufError(`truncated: tensor ${info.name} (${info.dims.join(' x ')} ${typeLabel(info)}) needs bytes ` +
-          `${info.offset}..${end}, the file has ${bytes.length}`);
-      }
-      tensors.set(info.name, info);
-    }
-    return new GgufFile(api.kvc_gguf_version(g), metadata, tensors, bytes);
+    const { version, metadata, tensors } = describeGguf('readGguf', g);
+    checkTensorsPresent(tensors, bytes.length);
+    return new GgufFile(version, metadata, tensors, bytes);
   } finally {
-    if (g) api.kvc_gguf_free(g);
-    unstage();
+    lib().kvc_gguf_free(g);
   }
 }
