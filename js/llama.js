@@ -123,7 +123,7 @@ export class Llama {
     if (!Number.isInteger(headDim) || numHeads % numKvHeads !== 0 || headDim % 2 !== 0 || headDim > 4096) {
       throw new GgufError(`inconsistent llama shape: ${dim} channels, ${numHeads} heads, ${numKvHeads} KV heads`);
     }
-    const tokenizer = Tokenizer.fromGguf(gguf.metadata);
+    const tokenizer = Tokenizer.fromGguf(gguf);
     config.vocabSize = tokenizer.vocabSize;
     const kvDim = numKvHeads * headDim;
     // ggml lists dims innermost first: [in, out] is a row-major out × in matrix.

@@ -55,12 +55,14 @@ export class BytePairModel {
     this.pre = preTokenizer(pre);
     if (this.pre === undefined) throw new TypeError(`no pre-tokenizer named ${pre}`);
     if (merges.length >= 2 ** 21) throw new TypeError(`${merges.length} merges are more than this tokenizer ranks (2^21)`);
-    // "left right" -> rank; the first of a repeated merge counts, as in llama.cpp.
+    // "left right" -> rank; the first of a repeated merge counts, as in llama.cpp
+    // (set from the last merge back, so that the first one's rank is set last).
     this.ranks = new Map();
-    merges.forEach((merge, rank) => {
+    for (let rank = merges.length - 1; rank >= 0; rank--) {
+      const merge = merges[rank];
       if (merge.indexOf(' ', 1) < 0) throw new TypeError(`merge ${rank} (${JSON.stringify(merge)}) is not two symbols with a space between`);
-      if (!this.ranks.has(merge)) this.ranks.set(merge, rank);
-    });
+      this.ranks.set(merge, rank);
+    }
     this.cache = new Map();
   }
 

@@ -25,7 +25,6 @@ class VocabError extends TypeError {}
 
 const utf8 = new TextEncoder();
 const NO_BYTES = new Uint8Array(0);
-const escapeRegExp = (text) => text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 
 export class Tokenizer {
   /**
@@ -86,8 +85,8 @@ export class Tokenizer {
       if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new VocabError('a byte-level BPE vocabulary needs its merges, an array of strings');
       if (preTokenizer(pre) === undefined) throw new VocabError(`pre-tokenizer ${JSON.stringify(pre)} is not one of ${preTokenizerNames().join(', ')}`);
     }
-    this.scores = scores;
-    this.merges = merges;
+    this.scores = scores ?? [];
+    this.merges = merges ?? [];
     this.pre = model === 'gpt2' ? pre : null;
     try {
       this.#textCoder = new kind.Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix });
@@ -99,15 +98,17 @@ export class Tokenizer {
 
   #textCoder;
   #bytes; // per token, the bytes decoding gives it (filled as tokens are first decoded)
-  #specials = new Map(); // `special` -> the expression matching the tokens encode() takes whole
+  #whole = new Map(); // `special` -> the WholeTokens encode() takes
 
   /**
    * The tokenizer stored in a GGUF file's metadata (the tokenizer.* keys):
-   * `metadata.get(key)` returns a key's value (strings, numbers, booleans and
-   * arrays of those) or undefined when the file lacks it -- a Map, such as a
-   * GgufFile's `metadata`, will do. Throws a GgufError naming what is wrong.
+   * a GgufFile, or any `{ get(key) }` that returns a key's value (strings,
+   * numbers, booleans and arrays of those) or undefined when the file lacks
+   * it -- a Map will do. Throws a GgufError naming what is wrong.
    */
-  static fromGguf(metadata) {
+  static fromGguf(source) {
+    // A GgufFile's own get() throws on a missing key; its metadata map does not.
+    const metadata = source.metadata instanceof Map ? source.metadata : source;
     const get = (key, check, what) => {
       const value = metadata.get(key);
       if (value !== undefined && !check(value)) throw new GgufError(`${key} is ${describe(value)}, not ${what}`);
@@ -171,17 +172,14 @@ export class Tokenizer {
     if (typeof text !== 'string') throw new TypeError('Tokenizer.encode: text must be a string');
     const ids = [];
     if (bos) ids.push(this.#required(this.bosId, 'begin'));
-    const pattern = this.#specialPattern(special);
+    const whole = this.#wholeTokens(special);
     let at = 0;
     let startsSegment = true;
-    if (pattern !== null) {
-      pattern.lastIndex = 0;
-      for (let match; (match = pattern.exec(text)) !== null;) {
-        if (match.index > at) this.#textCoder.encodeText(text.slice(at, match.index), ids, startsSegment);
-        ids.push(this.ids.get(match[0]));
-        at = pattern.lastIndex;
-        startsSegment = true;
-      }
+    for (let match = whole.find(text, 0); match !== null; match = whole.find(text, at)) {
+      if (match.index > at) this.#textCoder.encodeText(text.slice(at, match.index), ids, startsSegment);
+      ids.push(match.id);
+      at = match.end;
+      startsSegment = true;
     }
     if (at < text.length) this.#textCoder.encodeText(at === 0 ? text : text.slice(at), ids, startsSegment);
     if (eos) ids.push(this.#required(this.eosId, 'end'));
@@ -254,26 +252,63 @@ export class Tokenizer {
     return Uint8Array.from(given, (type) => (type >= 1 && type <= 6 ? type : 0));
   }
 
-  // The expression matching the tokens taken whole, longest first so that the
-  // longest one starting at the leftmost place wins (Hugging Face's added
-  // tokens); null when there are none.
-  #specialPattern(special) {
-    if (!this.#specials.has(special)) {
-      const whole = [];
+  // The tokens encode() takes whole: user-defined ones, and with `special`
+  // control and unknown ones too.
+  #wholeTokens(special) {
+    let whole = this.#whole.get(special);
+    if (whole === undefined) {
+      whole = new WholeTokens();
       this.tokens.forEach((token, id) => {
         const type = this.tokenTypes[id];
         const taken = type === TokenType.USER_DEFINED || (special && (type === TokenType.CONTROL || type === TokenType.UNKNOWN));
-        if (taken && token !== '' && this.ids.get(token) === id) whole.push(token);
+        if (taken && token !== '') whole.add(token, id);
       });
-      whole.sort((a, b) => b.length - a.length);
-      this.#specials.set(special, whole.length > 0 ? new RegExp(whole.map(escapeRegExp).join('|'), 'gu') : null);
+      this.#whole.set(special, whole);
     }
-    return this.#specials.get(special);
+    return whole;
   }
 
   #required(id, what) {
     if (id === null) throw new RangeError(`Tokenizer.encode: this vocabulary has no ${what} token`);
     return id;
+  }
+}
+
+// Tokens found in text as Hugging Face finds its added tokens: the leftmost
+// place one starts at, the longest one starting there. A trie over UTF-16
+// units, entered only where some token's first unit is.
+class WholeTokens {
+  root = new Map();
+  firstUnits = new Set();
+  #starts = null;
+
+  add(token, id) {
+    let node = { next: this.root };
+    for (let i = 0; i < token.length; i++) {
+      let child = node.next.get(token[i]);
+      if (child === undefined) node.next.set(token[i], (child = { next: new Map(), id: -1 }));
+      node = child;
+    }
+    node.id = id;
+    this.firstUnits.add(token[0]);
+    this.#starts = null;
+  }
+
+  /** The first token found in `text` from `from` on: { index, end, id }, or null. */
+  find(text, from) {
+    if (this.firstUnits.size === 0) return null;
+    this.#starts ??= new RegExp(`[${[...this.firstUnits].map((unit) => (/[\\\]^-]/.test(unit) ? `\\${unit}` : unit)).join('')}]`, 'g');
+    const starts = this.#starts;
+    starts.lastIndex = from;
+    for (let start; (start = starts.exec(text)) !== null;) {
+      let node = { next: this.root };
+      let found = null;
+      for (let i = start.index; i < text.length && (node = node.next.get(text[i])) !== undefined; i++) {
+        if (node.id >= 0) found = { index: start.index, end: i + 1, id: node.id };
+      }
+      if (found !== null) return found;
+    }
+    return null;
   }
 }
 
