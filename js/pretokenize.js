@@ -48,13 +48,14 @@ export const preTokenizerNames = () => [...PRE_TOKENIZERS.keys()];
 
 /**
  * The pre-tokenizer `name`, or undefined when there is none of that name:
- * { split(text) -> words, ignoreMerges, normalize, addBos }.
+ * { name, split(text) -> words, ignoreMerges, normalize, addBos }.
  */
 export function preTokenizer(name) {
   const row = PRE_TOKENIZERS.get(name);
   if (row === undefined) return undefined;
   const expressions = row.splits.map((source) => new RegExp(source, 'gu'));
   return {
+    name,
     ignoreMerges: row.ignoreMerges ?? false,
     normalize: row.normalize ?? null,
     addBos: row.addBos ?? false,

@@ -6,7 +6,7 @@
 // is left. Decoding maps the alphabet back to bytes.
 
 import { MergeQueue } from './merge-queue.js';
-import { preTokenizer } from './pretokenize.js';
+import { preTokenizer, preTokenizerNames } from './pretokenize.js';
 
 // GPT-2's byte alphabet: the printable Latin-1 bytes stand for themselves,
 // the 68 others (controls, space, 0x7F-0xA0, 0xAD) for U+0100 onwards in
@@ -43,17 +43,31 @@ function spell(word) {
 }
 
 export class BytePairModel {
+  /** No unknown token unless the file names one; the begin token as llama.cpp adds it for the pre-tokenizer. */
+  static defaultUnkId = null;
+  static addsBos = (pre) => preTokenizer(pre)?.addBos ?? false;
+
+  /** Its keys of a GGUF file, through fromGguf's checked reader. */
+  static readGguf(read) {
+    return {
+      merges: read.required('tokenizer.ggml.merges', read.strings('tokenizer.ggml.merges')),
+      // llama.cpp reads a file without a pre-tokenizer with its default one.
+      pre: read.string('tokenizer.ggml.pre') ?? 'default',
+    };
+  }
+
   /**
    * @param {{ tokens: string[], ids: Map<string, number>, merges: string[], pre: string, unkId: number | null }} vocab
    *   merges are "left right" strings, the first the most frequent (rank 0);
    *   pre a name preTokenizer() knows.
    */
-  constructor({ tokens, ids, merges, pre, unkId }) {
+  constructor({ tokens, ids, merges, pre = 'default', unkId }) {
+    if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new TypeError('a byte-level BPE vocabulary needs its merges, an array of strings');
+    this.pre = preTokenizer(pre);
+    if (this.pre === undefined) throw new TypeError(`pre-tokenizer ${JSON.stringify(pre)} is not one of ${preTokenizerNames().join(', ')}`);
     this.tokens = tokens;
     this.ids = ids;
     this.unkId = unkId;
-    this.pre = preTokenizer(pre);
-    if (this.pre === undefined) throw new TypeError(`no pre-tokenizer named ${pre}`);
     if (merges.length >= 2 ** 21) throw new TypeError(`${merges.length} merges are more than this tokenizer ranks (2^21)`);
     // "left right" -> rank; the first of a repeated merge counts, as in llama.cpp
     // (set from the last merge back, so that the first one's rank is set last).

@@ -13,10 +13,25 @@ const utf8 = new TextEncoder();
 const bestFirst = (a, b) => a.score > b.score || (a.score === b.score && a.left < b.left);
 
 export class SentencePieceModel {
+  /** llama.cpp's unknown token of a file that names none, and its begin token rule: always. */
+  static defaultUnkId = 0;
+  static addsBos = () => true;
+
+  /** Its keys of a GGUF file, through fromGguf's checked reader. */
+  static readGguf(read, tokenCount) {
+    const scores = read.numbers('tokenizer.ggml.scores');
+    if (scores?.length !== tokenCount) read.refuse('tokenizer.ggml.tokens and tokenizer.ggml.scores must be a string array and a number array of one length');
+    return { scores, addSpacePrefix: read.boolean('tokenizer.ggml.add_space_prefix') };
+  }
+
   /**
    * @param {{ tokens: string[], ids: Map<string, number>, scores: number[], unkId: number | null, addSpacePrefix: boolean }} vocab
    */
-  constructor({ tokens, ids, scores, unkId, addSpacePrefix }) {
+  constructor({ tokens, ids, scores, unkId, addSpacePrefix = true }) {
+    if (!Array.isArray(scores) || scores.length !== tokens.length || !scores.every((s) => typeof s === 'number')) {
+      throw new TypeError('a SentencePiece vocabulary needs a number score per token');
+    }
+    if (unkId === null) throw new TypeError('a SentencePiece vocabulary needs an unknown token');
     this.tokens = tokens;
     this.ids = ids;
     this.scores = scores;

@@ -6,18 +6,18 @@
 // bytes, holding a character's first bytes until its last one comes.
 
 import { GgufError } from './gguf.js';
-import { preTokenizer, preTokenizerNames } from './pretokenize.js';
 import { BytePairModel } from './tokenizer-bpe.js';
 import { SentencePieceModel } from './tokenizer-spm.js';
 
 /** GGUF's token types (tokenizer.ggml.token_type), numbered as llama.cpp numbers them. */
 export const TokenType = Object.freeze({ NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 });
 
-// tokenizer.ggml.model -> the model that turns plain text into ids, and the
-// begin/end defaults llama.cpp has for it when the file says nothing.
+// tokenizer.ggml.model -> the model that turns plain text into ids. Each
+// model checks its own fields, reads its own keys (readGguf) and says whether
+// llama.cpp adds the begin token when the file does not say (addsBos).
 const MODELS = new Map([
-  ['llama', { Model: SentencePieceModel, addBos: () => true }],
-  ['gpt2', { Model: BytePairModel, addBos: (pre) => preTokenizer(pre)?.addBos ?? false }],
+  ['llama', SentencePieceModel],
+  ['gpt2', BytePairModel],
 ]);
 
 // A vocabulary that cannot be used; fromGguf reports it as the file's fault.
@@ -46,11 +46,11 @@ export class Tokenizer {
    */
   constructor({
     model = 'llama', tokens, tokenTypes, scores = null, merges = null, pre = 'default',
-    bosId = null, eosId = null, unkId = model === 'llama' ? 0 : null,
+    bosId = null, eosId = null, unkId = MODELS.get(model)?.defaultUnkId ?? null,
     addBos, addEos = false, addSpacePrefix = true, chatTemplate = null,
   }) {
-    const kind = MODELS.get(model);
-    if (kind === undefined) throw new VocabError(`tokenizer model ${JSON.stringify(model)} is not one of ${[...MODELS.keys()].join(', ')}`);
+    const Model = MODELS.get(model);
+    if (Model === undefined) throw new VocabError(`tokenizer model ${JSON.stringify(model)} is not one of ${[...MODELS.keys()].join(', ')}`);
     if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'string')) throw new VocabError('tokens must be an array of strings');
     const id = (name, value) => {
       if (value !== null && !(Number.isInteger(value) && value >= 0 && value < tokens.length)) {
@@ -63,7 +63,7 @@ export class Tokenizer {
     this.bosId = id('bosId', bosId);
     this.eosId = id('eosId', eosId);
     this.unkId = id('unkId', unkId);
-    this.addBos = addBos ?? kind.addBos(pre);
+    this.addBos = addBos ?? Model.addsBos(pre);
     this.addEos = addEos;
     if (this.addBos && this.bosId === null) throw new VocabError('the begin token is to be added but the vocabulary has none');
     if (this.addEos && this.eosId === null) throw new VocabError('the end token is to be added but the vocabulary has none');
@@ -76,23 +76,14 @@ export class Tokenizer {
       if (this.ids.has(token)) throw new VocabError(`tokens ${this.ids.get(token)} and ${i} are both ${JSON.stringify(token)}`);
       this.ids.set(token, i);
     });
-    if (model === 'llama') {
-      if (!Array.isArray(scores) || scores.length !== tokens.length || !scores.every((s) => typeof s === 'number')) {
-        throw new VocabError('a SentencePiece vocabulary needs a number score per token');
-      }
-      if (this.unkId === null) throw new VocabError('a SentencePiece vocabulary needs an unknown token');
-    } else {
-      if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new VocabError('a byte-level BPE vocabulary needs its merges, an array of strings');
-      if (preTokenizer(pre) === undefined) throw new VocabError(`pre-tokenizer ${JSON.stringify(pre)} is not one of ${preTokenizerNames().join(', ')}`);
-    }
-    this.scores = scores ?? [];
-    this.merges = merges ?? [];
-    this.pre = model === 'gpt2' ? pre : null;
     try {
-      this.#textCoder = new kind.Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix });
+      this.#textCoder = new Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix });
     } catch (error) {
       throw error instanceof TypeError ? new VocabError(error.message) : error;
     }
+    this.scores = scores ?? [];
+    this.merges = merges ?? [];
+    this.pre = this.#textCoder.pre?.name ?? null;
     this.#bytes = new Array(tokens.length);
   }
 
@@ -114,40 +105,39 @@ export class Tokenizer {
       if (value !== undefined && !check(value)) throw new GgufError(`${key} is ${describe(value)}, not ${what}`);
       return value;
     };
-    const string = (v) => typeof v === 'string';
-    const integer = (v) => Number.isInteger(v);
-    const boolean = (v) => typeof v === 'boolean';
-    const arrayOf = (check) => (v) => Array.isArray(v) && v.every(check);
-    const model = get('tokenizer.ggml.model', string, 'a string');
-    if (model === undefined) throw new GgufError('tokenizer.ggml.model is missing');
-    if (!MODELS.has(model)) throw new GgufError(`tokenizer.ggml.model is ${JSON.stringify(model)}; this package reads ${[...MODELS.keys()].join(' and ')}`);
-    const tokens = get('tokenizer.ggml.tokens', arrayOf(string), 'an array of strings');
-    if (tokens === undefined) throw new GgufError('tokenizer.ggml.tokens is missing');
-    const types = get('tokenizer.ggml.token_type', arrayOf(integer), 'an array of integers');
+    const read = {
+      string: (key) => get(key, (v) => typeof v === 'string', 'a string'),
+      boolean: (key) => get(key, (v) => typeof v === 'boolean', 'a boolean'),
+      id: (key) => get(key, Number.isInteger, 'a token id') ?? null,
+      strings: (key) => get(key, (v) => Array.isArray(v) && v.every((s) => typeof s === 'string'), 'an array of strings'),
+      integers: (key) => get(key, (v) => Array.isArray(v) && v.every(Number.isInteger), 'an array of integers'),
+      numbers: (key) => get(key, (v) => Array.isArray(v) && v.every((n) => typeof n === 'number'), 'an array of numbers'),
+      required: (key, value) => {
+        if (value === undefined) throw new GgufError(`${key} is missing`);
+        return value;
+      },
+      refuse: (message) => {
+        throw new GgufError(message);
+      },
+    };
+    const model = read.required('tokenizer.ggml.model', read.string('tokenizer.ggml.model'));
+    const Model = MODELS.get(model);
+    if (Model === undefined) throw new GgufError(`tokenizer.ggml.model is ${JSON.stringify(model)}; this package reads ${[...MODELS.keys()].join(' and ')}`);
+    const tokens = read.required('tokenizer.ggml.tokens', read.strings('tokenizer.ggml.tokens'));
+    const types = read.integers('tokenizer.ggml.token_type');
     if (types !== undefined && types.length < tokens.length) throw new GgufError(`tokenizer.ggml.token_type has ${types.length} entries for ${tokens.length} tokens`);
-    const idOf = (key) => get(key, integer, 'a token id') ?? null;
     const vocab = {
       model,
       tokens,
       tokenTypes: types?.slice(0, tokens.length),
-      bosId: idOf('tokenizer.ggml.bos_token_id'),
-      eosId: idOf('tokenizer.ggml.eos_token_id'),
-      unkId: idOf('tokenizer.ggml.unknown_token_id') ?? (model === 'llama' ? 0 : null),
-      addBos: get('tokenizer.ggml.add_bos_token', boolean, 'a boolean'),
-      addEos: get('tokenizer.ggml.add_eos_token', boolean, 'a boolean'),
-      chatTemplate: get('tokenizer.chat_template', string, 'a string') ?? null,
+      bosId: read.id('tokenizer.ggml.bos_token_id'),
+      eosId: read.id('tokenizer.ggml.eos_token_id'),
+      unkId: read.id('tokenizer.ggml.unknown_token_id') ?? Model.defaultUnkId,
+      addBos: read.boolean('tokenizer.ggml.add_bos_token'),
+      addEos: read.boolean('tokenizer.ggml.add_eos_token'),
+      chatTemplate: read.string('tokenizer.chat_template') ?? null,
+      ...Model.readGguf(read, tokens.length),
     };
-    if (model === 'llama') {
-      vocab.scores = get('tokenizer.ggml.scores', arrayOf((s) => typeof s === 'number'), 'an array of numbers');
-      if (vocab.scores?.length !== tokens.length) throw new GgufError('tokenizer.ggml.tokens and tokenizer.ggml.scores must be a string array and a number array of one length');
-      if (vocab.bosId === null || vocab.eosId === null) throw new GgufError('a SentencePiece vocabulary needs tokenizer.ggml.bos_token_id and tokenizer.ggml.eos_token_id');
-      vocab.addSpacePrefix = get('tokenizer.ggml.add_space_prefix', boolean, 'a boolean');
-    } else {
-      vocab.merges = get('tokenizer.ggml.merges', arrayOf(string), 'an array of strings');
-      if (vocab.merges === undefined) throw new GgufError('tokenizer.ggml.merges is missing');
-      // llama.cpp reads a file without a pre-tokenizer with its default one.
-      vocab.pre = get('tokenizer.ggml.pre', string, 'a string') ?? 'default';
-    }
     try {
       return new Tokenizer(vocab);
     } catch (error) {

@@ -14,6 +14,7 @@ import { GgufError, readGguf } from '../../js/gguf.js';
 import { preTokenizer } from '../../js/pretokenize.js';
 import { TokenType, Tokenizer } from '../../js/tokenizer.js';
 import { encodeGguf, hfVocabMetadata, metadataMap, preTokenizerName } from '../gguf/hf-vocab.mjs';
+import { rng } from './helpers.mjs';
 
 // Meta's Llama 3 tokenizer.json as published now puts <|begin_of_text|> first
 // (the copy in the package predates that, and the converter would name its
@@ -45,7 +46,9 @@ const PACKAGES = {
   llama3: { files: 'llama3', patch: { post_processor: LLAMA3_POST_PROCESSOR }, pre: 'llama-bpe' },
   qwen3: { files: 'qwen3', patch: {}, pre: 'qwen2' },
   gpt2: { files: 'gpt2', patch: {}, pre: 'gpt-2' },
-  'gpt2 vocabulary, SmolLM pre-tokenizer': { files: 'gpt2', patch: { pre_tokenizer: SMOLLM_PRE_TOKENIZER }, pre: 'smollm' },
+  // transformers.js's Digits isolates ASCII digits only; Hugging Face's tokenizers
+  // (char::is_numeric) and llama.cpp (\p{N}) isolate every number, as this package does.
+  'gpt2 vocabulary, SmolLM pre-tokenizer': { files: 'gpt2', patch: { pre_tokenizer: SMOLLM_PRE_TOKENIZER }, pre: 'smollm', notAscii: ['٣', '½', '①'] },
 };
 
 // The packages' tokenizer.json and tokenizer_config.json (read as JSON: their
@@ -72,6 +75,15 @@ const CORPUS = [
   '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|im_start|>assistant\n<think>\nhmm\n</think>\nHello<|im_end|>\n<|endoftext|>',
   '<|im_start <|begin_of_text <| |> <|endoftext|x',
 ];
+
+// Pieces of text to draw random strings from: letters of many scripts and
+// cases, marks, digits, symbols, contraction shapes, whitespace of every kind
+// both references call whitespace, and special token spellings. (U+0085 and
+// U+FEFF are left out: see the White_Space test.)
+const PIECES = ['a', 'b', 'Z', 'é', 'ß', 'İ', 'ſ', "'", "'s", "'S", "'ll", "'LL", "'ve", ' ', ' ', '  ', '\t', '\n', '\r', '\r\n',
+  '\u00a0', '\u2009', '\u3000', '\u2028', '1', '23', '456', '٣', '½', '①', '.', ',', '!', '?', '-', '_', '(', ')', '{', '}', '#', '$',
+  '…', '—', '“', '"', '😀', '🏽', '\u200d', '♀', '\ufe0f', '🇫', '中', '文', 'の', '한', 'ا', 'ل', 'न', '\u093f', '\u0301', 'x',
+  'hello', 'Hello', 'WORLD', ' the', '<|', '|>', '<|im_start|>', '<|endoftext|>', '<|begin_of_text|>', '<think>', '<|fim_prefix|>'];
 
 const loaded = new Map();
 /** The Hugging Face tokenizer of a package and ours from the converter's metadata for it. */
@@ -102,7 +114,21 @@ test('the converter\'s fingerprint names llama-bpe, qwen2 and gpt-2 for the Llam
 for (const name of Object.keys(PACKAGES)) {
   test(`${name}: ids equal Hugging Face's on the mixed corpus, special tokens in the text and the begin token included`, () => {
     const { hf, ours } = vocabulary(name);
+    let count = 0;
     for (const text of CORPUS) {
+      const ids = ours.encode(text, { special: true });
+      assert.deepEqual(ids, hf.encode(text), JSON.stringify(text));
+      count += ids.length;
+    }
+    console.log(`# ${name}: ${count} tokens over the corpus`);
+  });
+
+  test(`${name}: ids equal Hugging Face's on 300 random strings of mixed pieces`, () => {
+    const { hf, ours } = vocabulary(name);
+    const pieces = PIECES.filter((piece) => !PACKAGES[name].notAscii?.includes(piece));
+    const random = rng(300);
+    for (let i = 0; i < 300; i++) {
+      const text = Array.from({ length: 1 + random.int(20) }, () => pieces[random.int(pieces.length)]).join('');
       assert.deepEqual(ours.encode(text, { special: true }), hf.encode(text), JSON.stringify(text));
     }
   });
@@ -217,12 +243,16 @@ test('merges go by rank, the leftmost first when one pair repeats', () => {
 
 test('pre-tokenizers cut as their expressions say: smollm single digits, llama-bpe three, default punctuation apart', () => {
   assert.deepEqual(preTokenizer('smollm').split('x 2024'), ['x', ' ', '2', '0', '2', '4']);
+  assert.deepEqual(preTokenizer('smollm').split('½٣①'), ['½', '٣', '①'], 'every Unicode number, as char::is_numeric');
   assert.deepEqual(preTokenizer('llama-bpe').split('x 2024567'), ['x', ' ', '202', '456', '7']);
   assert.deepEqual(preTokenizer('qwen2').split('x 20'), ['x', ' ', '2', '0']);
   assert.deepEqual(preTokenizer('default').split('a+b=c!'), ['a', '+', 'b', '=', 'c', '!']);
   assert.deepEqual(preTokenizer('gpt-2').split("it's  ok"), ['it', "'s", ' ', ' ok']);
 });
 
+// Oniguruma's \\s (Hugging Face tokenizers' regex engine; its doc/RE) and
+// llama.cpp's whitespace table are White_Space; transformers.js uses
+// JavaScript's \\s, which differs on these two.
 test('whitespace is Unicode White_Space: U+0085 and U+3000 split like a space, U+FEFF does not', () => {
   const split = preTokenizer('gpt-2').split;
   assert.deepEqual(split('a\u0085b'), ['a', '\u0085', 'b']);
