@@ -1097,24 +1097,32 @@ kvc_status kvc_weight_dequantize(uint32_t type, const uint8_t *src, size_t first
 typedef struct kvc_lm kvc_lm;
 
 /* kvc_lm_create():
- * Reads the architecture and hyperparameters from `gguf`'s metadata, checks
- * every tensor the architecture uses (present, its shape, a supported type;
- * vectors F32) and allocates the weights region (kvc_gguf_data_bytes), whose
- * contents the caller then writes: the file's bytes from
- * kvc_gguf_data_offset on, kvc_lm_weights_bytes of them (any bytes are
- * valid weights).  `gguf` may be freed afterwards.  On a refusal `message`
+ * Reads the architecture and hyperparameters from `gguf`'s metadata and
+ * checks every tensor the architecture uses (present, its shape, a
+ * supported type).  The weights region (kvc_lm_weights_bytes: the file's
+ * tensor data, kvc_gguf_data_bytes) is not allocated yet: the caller checks
+ * that the model and its cache fit, then kvc_lm_alloc_weights, then writes
+ * the file's bytes from kvc_gguf_data_offset on into kvc_lm_weights (any
+ * bytes are valid weights).  `gguf` may be freed afterwards.  On a refusal `message`
  * (may be NULL; message_len bytes, NUL-terminated, cut to fit) says what is
  * wrong, naming the key, the tensor, its type and what is supported.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_ARCH (an architecture this
  *           runner does not read), KVC_E_MODEL_FILE (missing or unusable
  *           metadata, a tensor missing or of the wrong shape),
  *           KVC_E_WEIGHT_TYPE (a tensor of a type it does not read) or
- *           KVC_E_NOMEM (the weights do not fit); nothing is created. */
+ *           KVC_E_NOMEM; nothing is created. */
 kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len);
 /* kvc_lm_free(): frees the model (its weights and scratch).  NULL is a no-op. */
 void kvc_lm_free(kvc_lm *lm);
 
-/* The weights region (kvc_lm_weights_bytes bytes) the caller fills. */
+/* kvc_lm_alloc_weights():
+ * Allocates the weights region (once; a second call does nothing).
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (it does not fit the
+ *           memory: the model is as it was, still without weights). */
+kvc_status kvc_lm_alloc_weights(kvc_lm *lm);
+/* The weights region the caller fills (NULL before kvc_lm_alloc_weights),
+ * and its size: kvc_gguf_data_bytes of the file (SIZE_MAX when that is more
+ * than this build's address space). */
 uint8_t *kvc_lm_weights(kvc_lm *lm);
 size_t kvc_lm_weights_bytes(const kvc_lm *lm);
 /* The scratch a forward pass has allocated so far (it grows with the batch
@@ -1157,7 +1165,8 @@ float kvc_lm_rope_base(const kvc_lm *lm);
  * call go again (a q4 component's rows back past kvc_layer_exact_rollback
  * read through their codes), though imp may keep attention the call gave to
  * older positions.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (n = 0, logit_rows > n,
+ * @return : KVC_OK, KVC_E_NULL_POINTER (also: the weights are not allocated),
+ *           KVC_E_LENGTH (n = 0, logit_rows > n,
  *           unknown flags, a verify of more than KVC_LM_BATCH tokens),
  *           KVC_E_LAYERS (the cache is not of the model's geometry, or its
  *           layers stand at different positions), KVC_E_VERIFYING,

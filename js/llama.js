@@ -1,171 +1,289 @@
-// A reference llama runner on the cache: RMSNorm, RoPE in the interleaved
-// layout of llama GGUF files, grouped-query attention and SwiGLU, written to
-// be read. Its attention runs entirely on this package's KvCache: the prompt
-// is appended in one batch, a decode step attends a whole layer with
-// attendHeads and a batch with attendCausal, the attention probabilities
-// feed accumulateImp, and speculative decoding
-// (prompt-lookup drafts) verifies its drafts in one forward pass and rolls
-// back with beginVerify / accept.
+// The model runner: a GGUF language model (llama, qwen2, qwen3; weights in
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, left in
+// their encoding in the wasm heap) whose forward pass runs in C (src/model)
+// on this package's KvCache: the prompt in batches, each decode step a
+// whole layer's attention in one call, the attention fed to imp, and
+// speculative decoding (prompt-lookup drafts) verified in one forward pass
+// and rolled back with the cache's verify. JavaScript makes a few calls per
+// forward pass: tokens in, logits out.
 //
 //   import init from 'kvcache-wasm';
 //   import { Llama, generate } from 'kvcache-wasm/llama';
 //   await init();
-//   const llama = Llama.fromGguf(bytes);
+//   const llama = await Llama.load(await fetch(url), { onProgress });   // or Llama.fromGguf(bytes)
 //   const session = llama.session({ mode: 'q8' });
 //   const { tokens, stats } = generate(session, llama.tokenizer.encode('Once'), { steps: 100, draft: 4 });
-import { GgufError, GgufFile, readGguf } from './gguf.js';
+import {
+  GgufError, GgufFile, checkTensorsPresent, describeGguf, parsePrefix, parseWhole, readGguf,
+} from './gguf.js';
 import { Tokenizer } from './tokenizer.js';
-import { KvCache } from './model.js';
+import { KvCache, modelPointer } from './model.js';
 import { PrefixCache } from './prefix.js';
-import { checkObject } from './checks.js';
+import { MODES } from './layer.js';
+import { KvCacheError, checkBytes, checkInteger, checkObject, checkStatus, shown, staged } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
+import { finalizerOf, heap, heapLimitBytes, lib, readCString, unstage } from './runtime.js';
+import { aborted, sourceChunks } from './sources.js';
 
 export { GgufError, GgufFile, readGguf } from './gguf.js';
 export { Tokenizer } from './tokenizer.js';
 
-// ---------------------------------------------------------------------------
-// The arithmetic of one transformer block, on rows of Float32Arrays.
+const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'importance'];
+const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos'];
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode'];
+const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
+// kvc_lm_forward's flags (kvcache.h).
+const LM_IMPORTANCE = 1;
+const LM_VERIFY = 2;
+// The first header prefix tried; a longer one is asked for (kvc_gguf_parse's `needed`).
+const FIRST_PREFIX = 1 << 20;
+// Room for kvc_lm_create's sentence.
+const MESSAGE_BYTES = 512;
+// The context a load checks the heap for when not told: most chats stay within it.
+const DEFAULT_CONTEXT = 4096;
 
-/** out[r × outDim] = x[r × inDim] · wᵀ, w row-major [outDim × inDim]. */
-function matmul(out, x, w, rows, inDim, outDim) {
-  const in4 = inDim - (inDim % 4);
-  for (let r = 0; r < rows; r++) {
-    const xr = r * inDim;
-    for (let o = 0; o < outDim; o++) {
-      const wo = o * inDim;
-      // Four partial sums: the same products, fewer dependent additions.
-      let s0 = 0;
-      let s1 = 0;
-      let s2 = 0;
-      let s3 = 0;
-      let i = 0;
-      for (; i < in4; i += 4) {
-        s0 += w[wo + i] * x[xr + i];
-        s1 += w[wo + i + 1] * x[xr + i + 1];
-        s2 += w[wo + i + 2] * x[xr + i + 2];
-        s3 += w[wo + i + 3] * x[xr + i + 3];
-      }
-      for (; i < inDim; i++) s0 += w[wo + i] * x[xr + i];
-      out[r * outDim + o] = s0 + s1 + (s2 + s3);
+const finalizer = finalizerOf((ptr) => lib().kvc_lm_free(ptr));
+const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+const fromPointer = Symbol('fromPointer');
+
+/** A prefix of a file, grown by appends into one buffer that doubles. */
+class Prefix {
+  bytes = new Uint8Array(FIRST_PREFIX);
+  length = 0;
+
+  append(chunk) {
+    if (this.length + chunk.length > this.bytes.length) {
+      const grown = new Uint8Array(Math.max(2 * this.bytes.length, this.length + chunk.length));
+      grown.set(this.bytes.subarray(0, this.length));
+      this.bytes = grown;
     }
+    this.bytes.set(chunk, this.length);
+    this.length += chunk.length;
+  }
+
+  get view() {
+    return this.bytes.subarray(0, this.length);
   }
 }
 
-/** Each row of x, scaled to unit RMS and by the weight. */
-function rmsnorm(out, x, weight, rows, dim, eps) {
-  for (let r = 0; r < rows; r++) {
-    let ss = 0;
-    for (let i = 0; i < dim; i++) ss += x[r * dim + i] ** 2;
-    const scale = 1 / Math.sqrt(ss / dim + eps);
-    for (let i = 0; i < dim; i++) out[r * dim + i] = weight[i] * (scale * x[r * dim + i]);
-  }
-}
-
-/** Rotates the pairs (2i, 2i+1) of every head of row r by position × base^(−2i/headDim). */
-function rope(x, rows, width, headDim, firstPosition, base) {
-  for (let r = 0; r < rows; r++) {
-    const position = firstPosition + r;
-    for (let i = 0; i < width; i += 2) {
-      const angle = position * base ** (-(i % headDim) / headDim);
-      const [c, s] = [Math.cos(angle), Math.sin(angle)];
-      const [a, b] = [x[r * width + i], x[r * width + i + 1]];
-      x[r * width + i] = a * c - b * s;
-      x[r * width + i + 1] = a * s + b * c;
+/**
+ * A model being opened: the kvc_lm made from a parsed header, checked to
+ * fit the heap with a cache of `contextLength` positions in `cacheMode`,
+ * and its weights region filled from the file's bytes as they come
+ * (`take(chunk, at)`: the chunk's bytes at file offset `at`). `done()`
+ * checks that all of it came and gives the Llama; `fail()` frees
+ * everything.
+ */
+function opening(where, g, { contextLength, cacheMode = 'f32' }) {
+  const api = lib();
+  const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
+  const tokenizer = Tokenizer.fromGguf(metadata);
+  const [outPtr, message] = staged(where, 4, MESSAGE_BYTES);
+  let ptr;
+  try {
+    const status = api.kvc_lm_create(g, outPtr, message, MESSAGE_BYTES);
+    if (status !== 0) {
+      const why = readCString(message);
+      if (status === 12) throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
+      throw new GgufError(why || readCString(api.kvc_status_name(status) >>> 0));
     }
+    ptr = heap().u32[outPtr >>> 2];
+  } finally {
+    unstage();
   }
+  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
+  const weightsBytes = dataBytes;
+  try {
+    llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
+    const status = api.kvc_lm_alloc_weights(ptr);
+    if (status === 12) llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
+    checkStatus(where, status);
+  } catch (error) {
+    llama.free();
+    throw error;
+  }
+  const weights = api.kvc_lm_weights(ptr) >>> 0;
+  let filled = 0;
+  return {
+    llama,
+    weightsBytes,
+    take(chunk, at) {
+      // The part of [at, at + chunk.length) that is tensor data.
+      const from = Math.max(at, dataOffset);
+      const to = Math.min(at + chunk.length, dataOffset + weightsBytes);
+      if (from >= to) return;
+      heap().u8.set(chunk.subarray(from - at, to - at), weights + from - dataOffset);
+      filled += to - from;
+    },
+    done(fileLength) {
+      if (filled < weightsBytes) checkTensorsPresent(tensors, fileLength);
+      if (filled < weightsBytes) throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + weightsBytes}`);
+      return llama;
+    },
+    fail() {
+      llama.free();
+    },
+  };
 }
 
-/** SwiGLU: gate ← silu(gate) · up. */
-function swiglu(gate, up) {
-  for (let i = 0; i < gate.length; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-}
-
-function addInto(x, y) {
-  for (let i = 0; i < x.length; i++) x[i] += y[i];
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode }. */
+function loadOptions(where, options) {
+  checkObject(where, 'options', options);
+  checkKeys(where, options, LOAD_OPTIONS);
+  const { onProgress, signal, contextLength, cacheMode = 'f32' } = options;
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
+  if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
+    throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
+  }
+  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, 0x7fffffff);
+  if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
+    throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
+  }
+  return { onProgress, signal, contextLength, cacheMode };
 }
 
 // ---------------------------------------------------------------------------
 // The model
 
-const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache'];
-const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos'];
-
-/** A llama model's configuration, weights and tokenizer. */
+/** A language model in the wasm heap: its configuration, tokenizer and forward pass. */
 export class Llama {
+  #ptr = 0;
+  #cacheMode;
+
   /**
-   * Reads a llama GGUF (F32 or F16 tensors).
+   * Loads a GGUF file held whole in memory (bytes, or a GgufFile from
+   * readGguf), its tensor data copied into the heap once. For a file the
+   * size of a real model, Llama.load streams it instead.
    * @param {Uint8Array | ArrayBuffer | GgufFile} input
    */
   static fromGguf(input) {
-    const gguf = input instanceof GgufFile ? input : readGguf(input);
-    const architecture = gguf.get('general.architecture');
-    if (architecture !== 'llama') throw new GgufError(`general.architecture is ${architecture}; this runner reads llama models`);
-    // A size: a positive integer no model needs more than 2^24 of.
-    const size = (name, fallback) => {
-      const value = fallback === undefined ? gguf.get(`llama.${name}`) : gguf.metadata.get(`llama.${name}`) ?? fallback;
-      if (!Number.isInteger(value) || value < 1 || value > 1 << 24) throw new GgufError(`llama.${name} is ${value}, not a usable size`);
-      return value;
-    };
-    const positive = (name, fallback) => {
-      const value = fallback === undefined ? gguf.get(`llama.${name}`) : gguf.metadata.get(`llama.${name}`) ?? fallback;
-      if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value)) throw new GgufError(`llama.${name} is ${value}, not a positive number`);
-      return value;
-    };
-    const dim = size('embedding_length');
-    const numHeads = size('attention.head_count');
-    const config = {
-      dim,
-      numLayers: size('block_count'),
-      hiddenDim: size('feed_forward_length'),
-      numHeads,
-      numKvHeads: size('attention.head_count_kv', numHeads),
-      headDim: dim / numHeads,
-      eps: positive('attention.layer_norm_rms_epsilon'),
-      contextLength: size('context_length'),
-      ropeBase: positive('rope.freq_base', 10000),
-    };
-    const { numLayers, hiddenDim, numKvHeads, headDim } = config;
-    if (!Number.isInteger(headDim) || numHeads % numKvHeads !== 0 || headDim % 2 !== 0 || headDim > 4096) {
-      throw new GgufError(`inconsistent llama shape: ${dim} channels, ${numHeads} heads, ${numKvHeads} KV heads`);
+    const where = 'Llama.fromGguf';
+    lib();
+    const bytes = input instanceof GgufFile ? input.bytes : checkBytes(where, 'input', input);
+    const g = parseWhole(where, bytes);
+    let model;
+    try {
+      model = opening(where, g, {});
+    } finally {
+      lib().kvc_gguf_free(g);
     }
-    const tokenizer = Tokenizer.fromGguf(gguf);
-    config.vocabSize = tokenizer.vocabSize;
-    const kvDim = numKvHeads * headDim;
-    // ggml lists dims innermost first: [in, out] is a row-major out × in matrix.
-    const tensor = (name, ...dims) => {
-      const info = gguf.tensors.get(name);
-      if (!info) throw new GgufError(`missing tensor ${name}`);
-      if (info.dims.length !== dims.length || info.dims.some((d, i) => d !== dims[i])) {
-        throw new GgufError(`tensor ${name} is [${info.dims.join(', ')}], expected [${dims.join(', ')}]`);
-      }
-      return gguf.tensor(name);
-    };
-    const layers = Array.from({ length: numLayers }, (_, l) => ({
-      attnNorm: tensor(`blk.${l}.attn_norm.weight`, dim),
-      wq: tensor(`blk.${l}.attn_q.weight`, dim, dim),
-      wk: tensor(`blk.${l}.attn_k.weight`, dim, kvDim),
-      wv: tensor(`blk.${l}.attn_v.weight`, dim, kvDim),
-      wo: tensor(`blk.${l}.attn_output.weight`, dim, dim),
-      ffnNorm: tensor(`blk.${l}.ffn_norm.weight`, dim),
-      w1: tensor(`blk.${l}.ffn_gate.weight`, dim, hiddenDim),
-      w2: tensor(`blk.${l}.ffn_down.weight`, hiddenDim, dim),
-      w3: tensor(`blk.${l}.ffn_up.weight`, dim, hiddenDim),
-    }));
-    const embedding = tensor('token_embd.weight', dim, config.vocabSize);
-    const weights = {
-      embedding,
-      layers,
-      outputNorm: tensor('output_norm.weight', dim),
-      // Models with tied embeddings have no output.weight.
-      output: gguf.tensors.has('output.weight') ? tensor('output.weight', dim, config.vocabSize) : embedding,
-    };
-    return new Llama(config, weights, tokenizer);
+    try {
+      model.take(bytes, 0);
+      return model.done(bytes.length);
+    } catch (error) {
+      model.fail();
+      throw error;
+    }
   }
 
-  constructor(config, weights, tokenizer) {
-    this.config = config;
-    this.weights = weights;
+  /**
+   * Loads a GGUF file from bytes, a Blob or File, a Response, a
+   * ReadableStream or a URL, streamed into the wasm heap: JavaScript holds
+   * one chunk at a time, never the file. `onProgress({ loaded, total })`
+   * after every chunk (total null when unknown); `signal` aborts it, with
+   * nothing left behind. Before the tensor data comes in, the weights and a
+   * cache of `contextLength` positions (default: the file's context, at most
+   * 4096) in `cacheMode` (default 'f32'; also the sessions' default mode)
+   * are checked to fit the heap: a KvCacheError 'KVC_E_NOMEM' says how many
+   * bytes are missing.
+   */
+  static async load(source, options = {}) {
+    const where = 'Llama.load';
+    lib();
+    const { onProgress, signal, contextLength, cacheMode } = loadOptions(where, options);
+    if (signal?.aborted) throw aborted(signal);
+    const { total, chunks } = await sourceChunks(where, source, { signal });
+    const prefix = new Prefix();
+    let want = FIRST_PREFIX;
+    let model = null;
+    let loaded = 0;
+    const open = (more) => {
+      const { g, needed } = parsePrefix(where, prefix.view, more);
+      if (!g) {
+        want = needed;
+        return;
+      }
+      try {
+        model = opening(where, g, { contextLength, cacheMode }); // before the tensor data comes: fits, or not
+      } finally {
+        lib().kvc_gguf_free(g);
+      }
+      model.take(prefix.view, 0);
+    };
+    try {
+      for await (const chunk of chunks) {
+        if (signal?.aborted) throw aborted(signal);
+        if (model) model.take(chunk, loaded);
+        else {
+          prefix.append(chunk);
+          if (prefix.length >= want) open(true);
+        }
+        loaded += chunk.length;
+        onProgress?.({ loaded, total });
+      }
+      if (signal?.aborted) throw aborted(signal);
+      if (!model) open(false);
+      return model.done(loaded);
+    } catch (error) {
+      model?.fail();
+      throw error;
+    }
+  }
+
+  constructor(internal) {
+    const adopted = internal?.[fromPointer];
+    if (!adopted) throw new TypeError('new Llama: use Llama.load or Llama.fromGguf');
+    const { ptr, tokenizer, tensors, cacheMode } = adopted;
+    const api = lib();
+    this.#ptr = ptr;
+    this.#cacheMode = cacheMode ?? 'f32';
     this.tokenizer = tokenizer;
+    /** The file's tensors: { name, type, typeId, dims, offset, bytes } (GgufFile.tensors). */
+    this.tensors = tensors;
+    this.config = Object.freeze({
+      architecture: readCString(api.kvc_lm_architecture(ptr) >>> 0),
+      dim: api.kvc_lm_dim(ptr) >>> 0,
+      numLayers: api.kvc_lm_num_layers(ptr) >>> 0,
+      hiddenDim: api.kvc_lm_ffn_dim(ptr) >>> 0,
+      numHeads: api.kvc_lm_num_heads(ptr) >>> 0,
+      numKvHeads: api.kvc_lm_num_kv_heads(ptr) >>> 0,
+      headDim: api.kvc_lm_head_dim(ptr) >>> 0,
+      vocabSize: api.kvc_lm_vocab_size(ptr) >>> 0,
+      contextLength: api.kvc_lm_context_length(ptr) >>> 0,
+      eps: api.kvc_lm_rms_eps(ptr),
+      ropeBase: api.kvc_lm_rope_base(ptr),
+    });
+    finalizer.register(this, ptr, this);
+  }
+
+  #live(where) {
+    if (!this.#ptr) throw new TypeError(`Llama.${where}: the model was freed`);
+    return this.#ptr;
+  }
+
+  /** { weights, scratch }: the bytes the model holds in the heap (its caches count apart: KvCache#memoryBytes). */
+  get memoryBytes() {
+    const ptr = this.#live('memoryBytes');
+    return { weights: lib().kvc_lm_weights_bytes(ptr) >>> 0, scratch: lib().kvc_lm_scratch_bytes(ptr) >>> 0 };
+  }
+
+  /**
+   * Throws a KvCacheError 'KVC_E_NOMEM' saying how many bytes are missing
+   * when `extra` bytes (the weights, before they are allocated) and a cache
+   * of `positions` positions in `mode` do not fit what the heap holds free
+   * and can still grow by -- or, given `why`, always (an allocation that
+   * failed anyway).
+   */
+  checkFits(where, positions, mode, extra, why = null) {
+    const api = lib();
+    const { numLayers, numKvHeads, headDim } = this.config;
+    const cache = numLayers * (api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions) >>> 0);
+    const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
+    if (cache + extra > room || why) {
+      const context = positions ? ` and a ${positions}-position ${mode} cache (${cache} bytes)` : '';
+      throw new KvCacheError(`${where}: ${extra} bytes of weights${context} do not fit the wasm heap (at most ` +
+        `${heapLimitBytes()} bytes, room for ${room} more): ${why ?? `${cache + extra - room} bytes are missing`}`, 'KVC_E_NOMEM');
+    }
   }
 
   /**
@@ -177,188 +295,90 @@ export class Llama {
    * only the rest is computed; the prompt's cache is added to it afterwards.
    * With a `cache` (a KvCache of this model's geometry, say one restored
    * from a snapshot), the session continues it and owns it; its mode is the
-   * cache's.
+   * cache's. `importance` (default true): each token's attention goes to
+   * the cache's imp, which eviction reads.
    */
   session(options = {}) {
     const where = 'llama.session';
+    this.#live('session');
     checkObject(where, 'options', options);
     checkKeys(where, options, SESSION_OPTIONS);
     if (options.cache !== undefined) {
       for (const key of ['mode', 'residualRows']) checkUnused(where, options, key, 'a session given a cache stores as that cache does');
     }
-    const { mode = 'f32', residualRows, maxRows, sinks, recent, prefixCache, cache } = options;
-    return new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache });
+    const { mode = this.#cacheMode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance = true } = options;
+    if (typeof importance !== 'boolean') throw new TypeError(`${where}: options.importance must be a boolean (got ${shown(importance)})`);
+    return new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance });
   }
 
   /**
-   * The no-cache reference: computes every position of `tokens` from scratch,
-   * each query attending in f64 over the keys and values of all positions up
-   * to its own, and returns the logits of every position [m × vocab]. What
-   * the cache must match; a greedy run without a cache is this, called on a
-   * growing sequence.
+   * The forward pass on a cache: appends the tokens at the cache's next
+   * positions and returns their logits, [rows x vocab] for the last `rows`
+   * tokens: options.logits 'all' (default), 'last' or a count (0: none).
+   * importance (default true): their attention goes to imp. verify: the
+   * tokens are a speculative verify (the cache begins one; keep(cache, n)
+   * ends it, keeping the first n).
    */
-  referenceLogits(tokens) {
-    const { dim, numHeads, numKvHeads, headDim, eps, ropeBase } = this.config;
-    const m = tokens.length;
-    const kvDim = numKvHeads * headDim;
-    const group = numHeads / numKvHeads;
-    const x = this.#embed(tokens);
-    for (const layer of this.weights.layers) {
-      const xb = new Float32Array(m * dim);
-      rmsnorm(xb, x, layer.attnNorm, m, dim, eps);
-      const q = new Float32Array(m * dim);
-      const k = new Float32Array(m * kvDim);
-      const v = new Float32Array(m * kvDim);
-      matmul(q, xb, layer.wq, m, dim, dim);
-      matmul(k, xb, layer.wk, m, dim, kvDim);
-      matmul(v, xb, layer.wv, m, dim, kvDim);
-      rope(q, m, dim, headDim, 0, ropeBase);
-      rope(k, m, kvDim, headDim, 0, ropeBase);
-      const att = new Float32Array(m * dim);
-      for (let i = 0; i < m; i++) {
-        for (let h = 0; h < numHeads; h++) {
-          const g = Math.floor(h / group);
-          const scores = new Float64Array(i + 1);
-          for (let p = 0; p <= i; p++) {
-            let dot = 0;
-            for (let j = 0; j < headDim; j++) dot += q[i * dim + h * headDim + j] * k[p * kvDim + g * headDim + j];
-            scores[p] = dot / Math.sqrt(headDim);
-          }
-          const max = Math.max(...scores);
-          let sum = 0;
-          for (let p = 0; p <= i; p++) sum += (scores[p] = Math.exp(scores[p] - max));
-          for (let j = 0; j < headDim; j++) {
-            let acc = 0;
-            for (let p = 0; p <= i; p++) acc += (scores[p] / sum) * v[p * kvDim + g * headDim + j];
-            att[i * dim + h * headDim + j] = acc;
-          }
-        }
-      }
-      this.#finishBlock(x, att, layer, m);
-    }
-    return this.#logits(x, m);
-  }
-
-  #embed(tokens) {
-    const { dim, vocabSize } = this.config;
-    const x = new Float32Array(tokens.length * dim);
-    tokens.forEach((token, i) => {
+  forward(cache, tokens, options = {}) {
+    const where = 'Llama.forward';
+    const ptr = this.#live('forward');
+    checkObject(where, 'options', options);
+    checkKeys(where, options, FORWARD_OPTIONS);
+    const { logits = 'all', importance = true, verify = false } = options;
+    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
+    const { contextLength, vocabSize } = this.config;
+    if (!Array.isArray(tokens) || tokens.length === 0) throw new TypeError(`${where}: tokens must be a non-empty array of token ids`);
+    for (const token of tokens) {
       if (!Number.isInteger(token) || token < 0 || token >= vocabSize) {
-        throw new RangeError(`Llama: ${token} is not a token id (0 to ${vocabSize - 1})`);
+        throw new RangeError(`${where}: ${shown(token)} is not a token id (0 to ${vocabSize - 1})`);
       }
-      x.set(this.weights.embedding.subarray(token * dim, (token + 1) * dim), i * dim);
-    });
-    return x;
-  }
-
-  // x += att · Woᵀ, then x += SwiGLU feed-forward of the normalised x.
-  #finishBlock(x, att, layer, m) {
-    const { dim, hiddenDim, eps } = this.config;
-    const projected = new Float32Array(m * dim);
-    matmul(projected, att, layer.wo, m, dim, dim);
-    addInto(x, projected);
-    const xb = new Float32Array(m * dim);
-    rmsnorm(xb, x, layer.ffnNorm, m, dim, eps);
-    const gate = new Float32Array(m * hiddenDim);
-    const up = new Float32Array(m * hiddenDim);
-    matmul(gate, xb, layer.w1, m, dim, hiddenDim);
-    matmul(up, xb, layer.w3, m, dim, hiddenDim);
-    swiglu(gate, up);
-    matmul(projected, gate, layer.w2, m, hiddenDim, dim);
-    addInto(x, projected);
-  }
-
-  #logits(x, m) {
-    const { dim, eps, vocabSize } = this.config;
-    const xb = new Float32Array(m * dim);
-    rmsnorm(xb, x, this.weights.outputNorm, m, dim, eps);
-    const logits = new Float32Array(m * vocabSize);
-    matmul(logits, xb, this.weights.output, m, dim, vocabSize);
-    return logits;
-  }
-
-  /**
-   * The forward pass on a cache: appends the m tokens at the cache's next
-   * positions and returns their logits [m × vocab], with the attention
-   * probabilities of every query head of every layer ([m × rows] each) for
-   * the caller to add to imp.
-   */
-  forward(cache, tokens) {
-    const { dim, numHeads, numKvHeads, headDim, eps, ropeBase, contextLength } = this.config;
-    const m = tokens.length;
-    const first = cache.seqLen; // the absolute position: evicted positions still count
-    if (first + m > contextLength) {
-      throw new RangeError(`Llama.forward: ${first + m} positions exceed the model's context of ${contextLength}`);
     }
-    const kvDim = numKvHeads * headDim;
-    const group = numHeads / numKvHeads;
-    const x = this.#embed(tokens);
-    const attention = []; // per layer, per query head: { probs [m × rows], rows }
-    this.weights.layers.forEach((layer, l) => {
-      const layerCache = cache.layer(l);
-      const xb = new Float32Array(m * dim);
-      rmsnorm(xb, x, layer.attnNorm, m, dim, eps);
-      const q = new Float32Array(m * dim);
-      const k = new Float32Array(m * kvDim);
-      const v = new Float32Array(m * kvDim);
-      matmul(q, xb, layer.wq, m, dim, dim);
-      matmul(k, xb, layer.wk, m, dim, kvDim);
-      matmul(v, xb, layer.wv, m, dim, kvDim);
-      rope(q, m, dim, headDim, first, ropeBase);
-      rope(k, m, kvDim, headDim, first, ropeBase);
-      layerCache.appendBatch(k, v); // [m × kvHeads × headDim]: the cache's row layout
-      const att = new Float32Array(m * dim);
-      const heads = [];
-      if (m === 1) {
-        // One token: the whole layer's heads in one call, each KV row read once per group.
-        const rows = layerCache.seqLen; // slots held, after any eviction this append made
-        const probs = new Float32Array(numHeads * rows);
-        layerCache.attendHeads(q, { out: att, probs });
-        for (let h = 0; h < numHeads; h++) heads.push({ probs: probs.subarray(h * rows, (h + 1) * rows), rows });
-      } else {
-        // m tokens: each query head sees its own prefix.
-        const qh = new Float32Array(m * headDim);
-        for (let h = 0; h < numHeads; h++) {
-          const g = Math.floor(h / group);
-          for (let i = 0; i < m; i++) qh.set(q.subarray(i * dim + h * headDim, i * dim + (h + 1) * headDim), i * headDim);
-          const { out, probs } = layerCache.attendCausal(qh, g);
-          for (let i = 0; i < m; i++) att.set(out.subarray(i * headDim, (i + 1) * headDim), i * dim + h * headDim);
-          heads.push({ probs, rows: probs.length / m });
-        }
-      }
-      attention.push(heads);
-      this.#finishBlock(x, att, layer, m);
-    });
-    return { logits: this.#logits(x, m), attention };
-  }
-}
-
-/**
- * Adds to imp the attention of the first `keep` of the m queries a forward
- * pass made, summed over the query heads, one position at a time (the order
- * a plain run adds them in). Every head of a llama layer is alive, so a
- * head's rows are the layer's positions.
- */
-function accumulateAttention(cache, attention, keep) {
-  attention.forEach((heads, l) => {
-    const layerCache = cache.layer(l);
-    const seqLen = layerCache.seqLen;
-    const rows = heads[0].rows;
-    for (let i = 0; i < keep; i++) {
-      const mass = new Float32Array(seqLen);
-      for (const { probs } of heads) {
-        for (let p = 0; p < seqLen; p++) mass[p] += probs[i * rows + p];
-      }
-      layerCache.accumulateImp(mass);
+    const n = tokens.length;
+    const rows = logits === 'all' ? n : logits === 'last' ? 1 : logits;
+    checkInteger(where, 'options.logits', rows, 0, n);
+    const first = cache.nextPosition;
+    if (first + n > contextLength) {
+      throw new RangeError(`${where}: ${first + n} positions exceed the model's context of ${contextLength}`);
     }
-  });
+    const [tokensPtr, logitsPtr] = staged(where, 4 * n, 4 * rows * vocabSize);
+    try {
+      heap().u32.set(tokens, tokensPtr >>> 2);
+      const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
+      checkStatus(where, lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags));
+      return heap().f32.slice(logitsPtr >>> 2, (logitsPtr >>> 2) + rows * vocabSize);
+    } finally {
+      unstage();
+    }
+  }
+
+  /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */
+  keep(cache, n) {
+    const where = 'Llama.keep';
+    const ptr = this.#live('keep');
+    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
+    checkInteger(where, 'n', n, 0, 0x7fffffff);
+    checkStatus(where, lib().kvc_lm_keep(ptr, cachePtr, n));
+  }
+
+  /** Releases the model's weights (idempotent); later calls throw. */
+  free() {
+    if (!this.#ptr) return;
+    finalizer.unregister(this);
+    lib().kvc_lm_free(this.#ptr);
+    this.#ptr = 0;
+  }
+
+  [disposeSymbol]() {
+    this.free();
+  }
 }
 
 /** A model with its cache: what generate() drives. */
 export class LlamaSession {
   #bound;
+  #importance;
 
-  constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache }) {
+  constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
     const { numLayers, numKvHeads, headDim } = llama.config;
     if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
       throw new TypeError('llama.session: prefixCache must be a PrefixCache');
@@ -373,6 +393,7 @@ export class LlamaSession {
     this.prefixCache = prefixCache ?? null;
     this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
     this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
+    this.#importance = importance;
   }
 
   /**
@@ -382,13 +403,13 @@ export class LlamaSession {
    * then the prompt's cache goes into the prefix cache for the next sessions
    * (unless it evicted positions: its rows no longer follow the tokens). A
    * session that holds positions already just computes the tokens.
-   * The logits are those a session without a prefix cache computes; imp
+   * What comes next is what a session without a prefix cache computes; imp
    * differs only in that the matched positions keep the attention the
    * entry's later tokens gave them.
    */
   prefill(tokens) {
     let reused = 0;
-    const fresh = this.cache.seqLen === 0;
+    const fresh = this.cache.nextPosition === 0;
     if (this.prefixCache && fresh) {
       const hit = this.prefixCache.match(tokens);
       if (hit) {
@@ -399,7 +420,7 @@ export class LlamaSession {
         for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
       }
     }
-    if (reused < tokens.length) this.forward(tokens.slice(reused));
+    if (reused < tokens.length) this.llama.forward(this.cache, tokens.slice(reused), { logits: 0, importance: this.#importance });
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
     if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
@@ -412,9 +433,7 @@ export class LlamaSession {
 
   /** Appends the tokens and returns their logits [m × vocab]; their attention goes to imp. */
   forward(tokens) {
-    const { logits, attention } = this.llama.forward(this.cache, tokens);
-    accumulateAttention(this.cache, attention, tokens.length);
-    return logits;
+    return this.llama.forward(this.cache, tokens, { importance: this.#importance });
   }
 
   /**
@@ -423,21 +442,8 @@ export class LlamaSession {
    * then keeps the first n positions and rolls back the rest.
    */
   verify(tokens) {
-    this.cache.beginVerify();
-    let result;
-    try {
-      result = this.llama.forward(this.cache, tokens);
-    } catch (error) {
-      this.cache.reject();
-      throw error;
-    }
-    return {
-      logits: result.logits,
-      keep: (n) => {
-        this.cache.accept(n);
-        accumulateAttention(this.cache, result.attention, n);
-      },
-    };
+    const logits = this.llama.forward(this.cache, tokens, { importance: this.#importance, verify: true });
+    return { logits, keep: (n) => this.llama.keep(this.cache, n) };
   }
 
   free() {
@@ -530,7 +536,7 @@ export function* decode(session, prompt, options = {}) {
   const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0, stop: null };
   const started = performance.now();
   const history = [...prompt];
-  const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.seqLen);
+  const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.nextPosition);
   const stops = (token) => stopAtEos && (token === tokenizer.eosId || token === tokenizer.bosId);
   const emitted = (token) => {
     history.push(token);

@@ -117,6 +117,8 @@ export class KvCache {
   }
 
   /** Positions every layer holds (rows for full layers, steps for linear ones): the least of them. */
+  /** The least next position of its layers: where the next token goes (evictions do not move it). */
+  get nextPosition() { return lib().kvc_model_seq_len(this.#live('nextPosition')) >>> 0; }
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_model_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_model_capacity_bytes(this.#live('capacityBytes')) >>> 0; }

@@ -4,7 +4,7 @@ import { fetchFile, locate, toUrl } from './files.js';
 import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
-const WASM_ABI = 8; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 9; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
 // in 64 KiB pages; tests/js/loader.test.mjs reads them off the built file.
 export const MEMORY_INITIAL_PAGES = 16;
@@ -62,6 +62,7 @@ export function init(options = {}) {
 async function load(options, threads, maximumPages) {
   const { module, instance, memory } = await instantiate(options, maximumPages);
   wasm = adopt(instance, memory);
+  wasm.limitBytes = maximumPages * PAGE;
   await startThreads(wasm.exports, module, memory, threads, options);
 }
 
@@ -292,6 +293,12 @@ function adopt(instance, memory) {
   }
   exports._initialize?.();
   return { exports, memory, views: null, staging: 0, stagingBytes: 0 };
+}
+
+/** The most bytes the heap may grow to (init's maxMemory, default 4 GiB). */
+export function heapLimitBytes() {
+  lib();
+  return wasm.limitBytes;
 }
 
 /** The module's exports; throws until init() has resolved. */

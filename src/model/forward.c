@@ -55,6 +55,7 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             {(void **)&s->gate, T * lm->ffn_dim, 4}, {(void **)&s->up, T * lm->ffn_dim, 4},
             {(void **)&s->rope, T * lm->head_dim, 4}, {(void **)&s->codes, 3 * T * widest, 4},
             {(void **)&s->qh, T * lm->head_dim, 4}, {(void **)&s->oh, T * lm->head_dim, 4},
+            {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->head_dim / 2, 4},
         };
         size_t bytes = 0;
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0] && status == KVC_OK; i++) {
@@ -83,7 +84,7 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
 
 void kvc_lm_scratch_free(kvc_lm_scratch *s) {
     void *arrays[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->rope, s->codes,
-                      s->qh, s->oh, s->probs, s->mass};
+                      s->qh, s->oh, s->probs, s->mass, s->vector, s->rope_factors};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) kvc_free(arrays[i]);
     memset(s, 0, sizeof *s);
 }
@@ -117,19 +118,37 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t T, int importance)
     return KVC_OK;
 }
 
+/* A vector weight as f32: itself when it is F32 (every file llama.cpp's
+ * converter writes), else dequantized into `buffer`. */
+static const float *vector_into(const kvc_tensor *t, float *buffer) {
+    if (t->type->ggml_id == 0) return (const float *)t->data;
+    t->type->dequantize(t->data, 0, t->cols, buffer);
+    return buffer;
+}
+
+/* The same, into the scratch that the norms and biases take in turn. */
+static const float *vector_of(kvc_lm *lm, const kvc_tensor *t) {
+    return vector_into(t, lm->scratch.vector);
+}
+
 /* Each row of x [T x n] normalised by `weight` into out. */
-static void rmsnorm_rows(size_t T, size_t n, const float *x, const kvc_tensor *weight, float eps, float *out) {
-    for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, x + t * n, (const float *)weight->data, eps, out + t * n);
+static void rmsnorm_rows(kvc_lm *lm, size_t T, size_t n, const float *x, const kvc_tensor *weight, float *out) {
+    const float *w = vector_of(lm, weight);
+    for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, x + t * n, w, lm->rms_eps, out + t * n);
 }
 
 /* The rows of x [T x n], each + bias (absent: unchanged). */
-static void add_bias(size_t T, size_t n, float *x, const kvc_tensor *bias) {
-    for (size_t t = 0; bias->type && t < T; t++) kvc_add(n, x + t * n, (const float *)bias->data);
+static void add_bias(kvc_lm *lm, size_t T, size_t n, float *x, const kvc_tensor *bias) {
+    if (!bias->type) return;
+    const float *b = vector_of(lm, bias);
+    for (size_t t = 0; t < T; t++) kvc_add(n, x + t * n, b);
 }
 
 /* qwen3: every head of x [T x heads x hd] RMS-normalised by weight [hd]. */
-static void norm_heads(size_t T, size_t heads, size_t hd, float *x, const kvc_tensor *weight, float eps) {
-    for (size_t i = 0; weight->type && i < T * heads; i++) kvc_rmsnorm(hd, x + i * hd, (const float *)weight->data, eps, x + i * hd);
+static void norm_heads(kvc_lm *lm, size_t T, size_t heads, size_t hd, float *x, const kvc_tensor *weight) {
+    if (!weight->type) return;
+    const float *w = vector_of(lm, weight);
+    for (size_t i = 0; i < T * heads; i++) kvc_rmsnorm(hd, x + i * hd, w, lm->rms_eps, x + i * hd);
 }
 
 /* Block l on the T tokens in s->x at positions first..; k and v go to the
@@ -143,14 +162,14 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     const size_t kv_dim = lm->num_kv_heads * hd;
     kvc_layer *layer = kvc_model_layer(cache, l);
 
-    rmsnorm_rows(T, lm->dim, s->x, &b->attn_norm, lm->rms_eps, s->xb);
+    rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
     const kvc_product qkv[3] = {{&b->wq, s->q, q_dim}, {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
     kvc_matmul(3, qkv, s->xb, T, s->codes);
-    add_bias(T, q_dim, s->q, &b->bq);
-    add_bias(T, kv_dim, s->k, &b->bk);
-    add_bias(T, kv_dim, s->v, &b->bv);
-    norm_heads(T, lm->num_heads, hd, s->q, &b->q_norm, lm->rms_eps);
-    norm_heads(T, lm->num_kv_heads, hd, s->k, &b->k_norm, lm->rms_eps);
+    add_bias(lm, T, q_dim, s->q, &b->bq);
+    add_bias(lm, T, kv_dim, s->k, &b->bk);
+    add_bias(lm, T, kv_dim, s->v, &b->bv);
+    norm_heads(lm, T, lm->num_heads, hd, s->q, &b->q_norm);
+    norm_heads(lm, T, lm->num_kv_heads, hd, s->k, &b->k_norm);
     for (size_t t = 0; t < T; t++) {
         kvc_rope_apply(lm->num_heads, hd, lm->arch->rope, s->rope + t * hd, s->q + t * q_dim);
         kvc_rope_apply(lm->num_kv_heads, hd, lm->arch->rope, s->rope + t * hd, s->k + t * kv_dim);
@@ -180,7 +199,7 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     const kvc_product out = {&b->wo, s->xb, lm->dim};
     kvc_matmul(1, &out, s->att, T, s->codes);
     kvc_add(T * lm->dim, s->x, s->xb);
-    rmsnorm_rows(T, lm->dim, s->x, &b->ffn_norm, lm->rms_eps, s->xb);
+    rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
     const kvc_product ffn[2] = {{&b->w_gate, s->gate, lm->ffn_dim}, {&b->w_up, s->up, lm->ffn_dim}};
     kvc_matmul(2, ffn, s->xb, T, s->codes);
     kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
@@ -227,14 +246,14 @@ static kvc_status pending_reserve(kvc_lm *lm, size_t n, size_t slots) {
  * of `logits`. */
 static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
     kvc_lm_scratch *s = &lm->scratch;
-    rmsnorm_rows(count, lm->dim, s->x + from * lm->dim, &lm->output_norm, lm->rms_eps, s->xb);
+    rmsnorm_rows(lm, count, lm->dim, s->x + from * lm->dim, &lm->output_norm, s->xb);
     const kvc_product product = {&lm->output, logits, lm->vocab_size};
     kvc_matmul(1, &product, s->xb, count, s->codes);
 }
 
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
                           size_t logit_rows, uint32_t flags) {
-    if (!lm || !cache || !tokens || (logit_rows && !logits)) return KVC_E_NULL_POINTER;
+    if (!lm || !cache || !tokens || (logit_rows && !logits) || !lm->weights) return KVC_E_NULL_POINTER;
     if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY))) return KVC_E_LENGTH;
     if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH) return KVC_E_LENGTH;
     if (!cache_fits(lm, cache)) return KVC_E_LAYERS;
@@ -258,13 +277,15 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
 
     size_t done = 0; /* tokens of this call every layer holds */
     kvc_lm_scratch *s = &lm->scratch;
+    /* RoPE's frequency factors (Llama 3's rope_freqs), apart from the
+     * scratch the block's norms use. */
+    const float *factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
         const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
         for (size_t t = 0; t < T; t++) {
             lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim,
                                             s->x + t * lm->dim);
-            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base,
-                           lm->rope_freqs.type ? (const float *)lm->rope_freqs.data : NULL, s->rope + t * lm->head_dim);
+            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base, factors, s->rope + t * lm->head_dim);
         }
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;

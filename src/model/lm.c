@@ -83,7 +83,7 @@ static kvc_status real_param(lm_source *src, const char *name, float fallback, f
 /* Binds tensor `name` (dims innermost first: cols, rows; rows 0: a vector of
  * cols) at its place in the weights, checking its shape and type.  An
  * absent tensor is refused unless `optional`. */
-static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols, size_t rows, int optional,
+static kvc_status bind(lm_source *src, const char *name, size_t cols, size_t rows, int optional,
                        kvc_tensor *out) {
     memset(out, 0, sizeof *out);
     const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
@@ -104,18 +104,17 @@ static kvc_status bind(lm_source *src, kvc_lm *lm, const char *name, size_t cols
         return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu, %zu]", name, shape, cols, rows);
     }
     const kvc_weight_type *type = kvc_weight_type_of(id);
-    if (!type || (vector && id != 0)) {
+    if (!type) {
         char list[256];
         kvc_weight_type_list(list, sizeof list);
         const char *type_name = kvc_ggml_type_name(id);
-        if (vector) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; a vector must be F32", name, type_name ? type_name : "?");
         if (type_name) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; this runner reads %s", name, type_name, list);
         return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %u, which ggml does not define; this runner reads %s", name, id, list);
     }
     /* A row is a whole number of the type's blocks: the reader refuses any
      * other tensor of a type the weight table knows. */
     out->type = type;
-    out->data = lm->weights + offset;
+    out->offset = (size_t)offset;
     out->cols = cols;
     out->rows = vector ? 1 : rows;
     out->row_bytes = cols / type->block_values * type->block_bytes;
@@ -156,7 +155,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         }
         char name[96];
         snprintf(name, sizeof name, "blk.%zu.%s", l, tensors[i].name);
-        kvc_status status = bind(src, lm, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
+        kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
         if (status != KVC_OK) return status;
     }
     return KVC_OK;
@@ -232,16 +231,11 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     memset(lm, 0, sizeof *lm);
     kvc_status status = read_params(&src, lm);
     const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
-    if (status == KVC_OK && data_bytes > SIZE_MAX / 2) {
-        status = refuse(&src, KVC_E_NOMEM, "%llu bytes of weights do not fit this build's memory", (unsigned long long)data_bytes);
-    }
     if (status == KVC_OK) {
-        lm->weights_bytes = (size_t)data_bytes;
+        /* More than the address space: kvc_lm_alloc_weights refuses it. */
+        lm->weights_bytes = data_bytes > SIZE_MAX ? SIZE_MAX : (size_t)data_bytes;
         lm->blocks = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->blocks);
-        /* The weights region: written by the caller, so it only needs to
-         * exist; at least one byte, so that an empty model has a pointer. */
-        lm->weights = lm->blocks ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
-        if (!lm->weights) status = refuse(&src, KVC_E_NOMEM, "out of memory for %zu bytes of weights", lm->weights_bytes);
+        if (!lm->blocks) status = KVC_E_NOMEM;
     }
     if (status == KVC_OK) {
         /* The vocabulary is token_embd's rows. */
@@ -249,13 +243,13 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         uint64_t dims[KVC_GGUF_MAX_DIMS] = {0, 0, 0, 0};
         if (t != KVC_GGUF_NONE) kvc_gguf_tensor(gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
         lm->vocab_size = dims[1] >= 1 && dims[1] <= (1u << 24) ? (size_t)dims[1] : 0;
-        status = lm->vocab_size ? bind(&src, lm, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
+        status = lm->vocab_size ? bind(&src, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
                                 : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
     }
-    if (status == KVC_OK) status = bind(&src, lm, "output_norm.weight", lm->dim, 0, 0, &lm->output_norm);
-    if (status == KVC_OK) status = bind(&src, lm, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
+    if (status == KVC_OK) status = bind(&src, "output_norm.weight", lm->dim, 0, 0, &lm->output_norm);
+    if (status == KVC_OK) status = bind(&src, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
-    if (status == KVC_OK) status = bind(&src, lm, "rope_freqs.weight", lm->head_dim / 2, 0, 1, &lm->rope_freqs);
+    if (status == KVC_OK) status = bind(&src, "rope_freqs.weight", lm->head_dim / 2, 0, 1, &lm->rope_freqs);
     for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
     if (status != KVC_OK) {
         kvc_lm_free(lm);
@@ -273,6 +267,28 @@ void kvc_lm_free(kvc_lm *lm) {
     kvc_free(lm->blocks);
     kvc_free(lm->weights);
     kvc_free(lm);
+}
+
+/* A tensor's data, once the weights are there. */
+static void place(kvc_tensor *t, const uint8_t *weights) {
+    t->data = t->type ? weights + t->offset : NULL;
+}
+
+kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
+    if (!lm) return KVC_E_NULL_POINTER;
+    if (lm->weights) return KVC_OK;
+    /* At least a byte, so that a model of no tensor data has a pointer. */
+    lm->weights = lm->weights_bytes < SIZE_MAX ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
+    if (!lm->weights) return KVC_E_NOMEM;
+    kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs};
+    for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) place(model[i], lm->weights);
+    for (size_t l = 0; l < lm->num_layers; l++) {
+        kvc_block *b = &lm->blocks[l];
+        kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
+                               &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm};
+        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], lm->weights);
+    }
+    return KVC_OK;
 }
 
 uint8_t *kvc_lm_weights(kvc_lm *lm) {

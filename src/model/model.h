@@ -36,11 +36,12 @@ const kvc_arch *kvc_arch_of(const char *name, size_t len);
 const kvc_arch *kvc_archs(size_t *count);
 
 /* A weight: rows x cols values in its GGUF encoding (a vector is one row),
- * at `data` within the model's weights.  ggml lists dims innermost first:
- * [cols, rows]. */
+ * at `offset` within the model's weights, `data` once they are allocated.
+ * ggml lists dims innermost first: [cols, rows]. */
 typedef struct kvc_tensor {
     const kvc_weight_type *type; /* NULL: the tensor is absent */
     const uint8_t *data;
+    size_t offset;
     size_t cols;
     size_t rows;
     size_t row_bytes;
@@ -64,6 +65,8 @@ typedef struct kvc_lm_scratch {
     float *qh, *oh;   /* one query head's queries and outputs [tokens x head_dim] */
     float *probs;     /* a head's attention [tokens x positions] */
     float *mass;      /* the attention each token gave each slot, summed over heads */
+    float *vector;    /* a vector weight (norm, bias) of another type than F32, as f32 */
+    float *rope_factors; /* rope_freqs.weight, as f32 when it is not F32 */
 } kvc_lm_scratch;
 
 /* The importance a verify's tokens gave, held until kvc_lm_keep: per layer,

@@ -7,10 +7,19 @@
  * run together instead of misreading each other.
  */
 #include <emscripten.h>
+#include <malloc.h>
+#include <stddef.h>
 
 /* Bump when an exported signature or a status value changes. */
-#define KVC_WASM_ABI 8
+#define KVC_WASM_ABI 9
 
 EMSCRIPTEN_KEEPALIVE int kvc_wasm_abi(void) {
     return KVC_WASM_ABI;
+}
+
+/* Bytes the allocator holds free inside the heap: with what the memory can
+ * still grow by, the room a model loader checks a model and its cache
+ * against (js/llama.js). */
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_heap_free_bytes(void) {
+    return mallinfo().fordblks;
 }

@@ -151,6 +151,8 @@ static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model 
         return status;
     }
     status = kvc_lm_create(gguf, &out->lm, message, message_len);
+    if (status == KVC_OK && kvc_lm_weights(out->lm) != NULL) status = KVC_E_LENGTH; /* not allocated yet */
+    if (status == KVC_OK) status = kvc_lm_alloc_weights(out->lm);
     if (status == KVC_OK) {
         test_rng rng = test_rng_new(seed);
         for (size_t t = 0; t < kvc_gguf_tensor_count(gguf); t++) fill_tensor(kvc_lm_weights(out->lm), gguf, t, &rng);
