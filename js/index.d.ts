@@ -290,7 +290,9 @@ export class KvCache {
   constructor(config: KvCacheConfig);
 
   readonly numLayers: number;
-  /** The least nextPosition over the layers: the position the next token takes. */
+  /** The least nextPosition over the layers: the position the next token takes (evictions do not move it). */
+  readonly nextPosition: number;
+  /** The same as nextPosition (its earlier name). */
   readonly seqLen: number;
   readonly memoryBytes: number;
   readonly capacityBytes: number;

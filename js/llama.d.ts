@@ -124,11 +124,14 @@ export class Tokenizer {
 }
 
 export interface LlamaConfig {
+  /** general.architecture: 'llama', 'qwen2' or 'qwen3'. */
+  architecture: string;
   dim: number;
   numLayers: number;
   hiddenDim: number;
   numHeads: number;
   numKvHeads: number;
+  /** Per head (qwen3: not dim / numHeads). */
   headDim: number;
   eps: number;
   contextLength: number;
@@ -136,27 +139,57 @@ export interface LlamaConfig {
   vocabSize: number;
 }
 
+/** Where Llama.load reads a GGUF file from. */
+export type ModelSource = Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array> | URL | string;
+
+export interface LoadOptions {
+  /** Called after every chunk: bytes read so far, and the file's size where known (else null). */
+  onProgress?: (progress: { loaded: number; total: number | null }) => void;
+  /** Aborts the load (it rejects with the signal's reason); nothing is left in the heap. */
+  signal?: AbortSignal;
+  /** Positions the app will keep in a cache: checked to fit the heap with the weights before they load
+   * (default: the file's context, at most 4096). */
+  contextLength?: number;
+  /** The mode of that cache, and the sessions' default mode (default 'f32'). */
+  cacheMode?: KvMode;
+}
+
+export interface ForwardOptions {
+  /** The logits of which tokens: 'all' (default), 'last', or the last n (0: none). */
+  logits?: 'all' | 'last' | number;
+  /** Add the tokens' attention to the cache's imp (default true). */
+  importance?: boolean;
+  /** The tokens are a speculative verify: the cache begins one, and keep(cache, n) ends it. */
+  verify?: boolean;
+}
+
 export class Llama {
-  /** Llama.fromGguf() makes them. */
+  /** Llama.load() and Llama.fromGguf() make them. */
   private constructor();
-  /** Reads a llama GGUF with F32 or F16 tensors. */
+  /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K tensors) held whole in memory. */
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
+  /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
+   * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read. */
+  static load(source: ModelSource, options?: LoadOptions): Promise<Llama>;
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
+  readonly tensors: Map<string, GgufTensorInfo>;
+  /** What the model holds in the heap, its caches apart (KvCache#memoryBytes). */
+  readonly memoryBytes: { weights: number; scratch: number };
   /**
    * A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy).
    * With a prefixCache, a prompt starts from the longest prefix of it the prefix cache holds, and is added to it.
    * With a cache (say one restored from a snapshot), the session continues it and owns it.
    */
-  session(options?: { mode?: KvMode; maxRows?: number; sinks?: number; recent?: number; prefixCache?: PrefixCache; cache?: KvCache }): LlamaSession;
-  /** No-cache reference: logits of every position [m × vocab], computed from scratch. */
-  referenceLogits(tokens: readonly number[]): Float32Array;
-  /** Appends the tokens to the cache and returns their logits and attention probabilities. */
-  forward(cache: KvCache, tokens: readonly number[]): {
-    logits: Float32Array;
-    /** Per layer, per query head: probabilities [m × rows]. */
-    attention: { probs: Float32Array; rows: number }[][];
-  };
+  session(options?: { mode?: KvMode; residualRows?: number; maxRows?: number; sinks?: number; recent?: number;
+    prefixCache?: PrefixCache; cache?: KvCache; importance?: boolean }): LlamaSession;
+  /** Appends the tokens to the cache and returns the logits asked for, [rows × vocab]. */
+  forward(cache: KvCache, tokens: readonly number[], options?: ForwardOptions): Float32Array;
+  /** Ends a verify forward() began: keeps its first n tokens. */
+  keep(cache: KvCache, n: number): void;
+  /** Releases the weights (idempotent). */
+  free(): void;
+  [Symbol.dispose](): void;
 }
 
 export class LlamaSession {

@@ -15,7 +15,7 @@ import {
   GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom,
 } from 'kvcache-wasm/llama';
 import type {
-  DecodeEvent, GenerateOptions, GenerateStats, GgufTensorInfo, LlamaConfig, StreamingDecoder,
+  DecodeEvent, ForwardOptions, GenerateOptions, GenerateStats, GgufTensorInfo, LlamaConfig, LoadOptions, ModelSource, StreamingDecoder,
 } from 'kvcache-wasm/llama';
 
 function check(condition: boolean, what: string): void {
@@ -218,16 +218,43 @@ function useGguf(model: Uint8Array): Llama {
   return Llama.fromGguf(model);
 }
 
+async function useLoad(model: Uint8Array): Promise<void> {
+  const progress: number[] = [];
+  const options: LoadOptions = { onProgress: ({ loaded, total }) => progress.push(loaded / (total ?? loaded)), contextLength: 512, cacheMode: 'q8' };
+  const copy = new Uint8Array(model); // an ArrayBuffer's view, as Blob and Response take
+  const sources: ModelSource[] = [model, new Blob([copy]), new Response(copy)];
+  for (const source of sources) {
+    const loaded: Llama = await Llama.load(source, options);
+    check(loaded.config.vocabSize > 0 && progress.at(-1) === 1 && loaded.session().mode === 'q8', 'Llama.load');
+    loaded.free();
+  }
+  const controller = new AbortController();
+  controller.abort();
+  let refused = false;
+  try {
+    await Llama.load(model, { signal: controller.signal });
+  } catch {
+    refused = true;
+  }
+  check(refused, 'Llama.load with an aborted signal');
+}
+
 function useLlama(llama: Llama): GenerateStats {
   const config: LlamaConfig = llama.config;
   check(config.dim === config.numHeads * config.headDim && config.numLayers > 0 && config.hiddenDim > 0 &&
     config.numKvHeads > 0 && config.eps > 0 && config.contextLength > 0 && config.ropeBase > 0 && config.vocabSize > 0, 'LlamaConfig');
+  check(config.architecture === 'llama', 'LlamaConfig.architecture');
+  const memory: { weights: number; scratch: number } = llama.memoryBytes;
+  check(memory.weights > 0 && memory.scratch >= 0 && llama.tensors.has('token_embd.weight'), 'Llama.memoryBytes, tensors');
   const prompt = llama.tokenizer.encode('Once upon a time');
-  const reference = llama.referenceLogits(prompt);
   const cache = new KvCache({ numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim });
-  const { logits, attention } = llama.forward(cache, prompt);
-  check(logits.length === reference.length && attention.length === config.numLayers &&
-    attention[0].length === config.numHeads && attention[0][0].rows === prompt.length && attention[0][0].probs.length > 0, 'forward');
+  const forward: ForwardOptions = { logits: 'all', importance: true };
+  const logits: Float32Array = llama.forward(cache, prompt, forward);
+  const last = llama.forward(cache, [prompt[1]], { logits: 'last' });
+  const verified = llama.forward(cache, [prompt[2], prompt[3]], { logits: 2, verify: true });
+  llama.keep(cache, 1);
+  check(logits.length === prompt.length * config.vocabSize && last.length === config.vocabSize &&
+    verified.length === 2 * config.vocabSize && cache.nextPosition === prompt.length + 2, 'forward');
   cache.free();
 
   const session: LlamaSession = llama.session({ mode: 'q8', maxRows: 200, sinks: 4, recent: 100 });
@@ -273,6 +300,7 @@ export async function useWholeApi(model: Uint8Array | null): Promise<string[]> {
   const ran = ['init', 'attentionHead', 'LayerKvCache (full)', 'LayerKvCache (linear)', 'KvCache', 'Tokenizer'];
   if (model) {
     const stats = useLlama(useGguf(model));
+    await useLoad(model);
     check(stats.tokens === 40 && stats.forwardPasses > 0 && stats.drafted >= stats.accepted &&
       stats.verifies >= stats.rollbacks && stats.seconds >= 0, 'GenerateStats');
     ran.push('GGUF', 'Llama');
