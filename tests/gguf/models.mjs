@@ -16,9 +16,13 @@
 // does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does
 // not fit either (llama.cpp refuses such a file for the 32-blocks; F16 is its
 // own last resort).
+import { existsSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generate } from '../../js/llama.js';
 import { rng } from '../../support/synthetic.mjs';
 import { ggmlType, GGML_TYPES } from './types.mjs';
-import { gguf } from './writer.mjs';
+import { gguf, writeGgufFile } from './writer.mjs';
 
 /** Geometries: a tiny one for tests, and two of today's small models. */
 export const GEOMETRIES = {
@@ -316,3 +320,45 @@ export function typeCounts(spec) {
   for (const t of spec.tensors) counts[t.type] = (counts[t.type] ?? 0) + 1;
   return counts;
 }
+
+/**
+ * The path of spec's file in `dir` (named `name`.gguf), written there first
+ * unless it is there already (a file is only ever complete: it is written
+ * under a temporary name and renamed). For the benchmarks' large models.
+ */
+export function modelFile(dir, name, makeSpec) {
+  const path = join(dir, `${name}.gguf`);
+  if (!existsSync(path)) {
+    writeGgufFile(`${path}.partial`, makeSpec());
+    renameSync(`${path}.partial`, path);
+  }
+  return path;
+}
+
+// ---------------------------------------------------------------------------
+// The real models of ../shared/data, and real text for them.
+
+const GENESIS = 'In the beginning God created the heaven and the earth. And the earth was without form, and void; and '
+  + 'darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God said, '
+  + 'Let there be light: and there was light. And God saw the light, that it was good: and God divided the light from '
+  + 'the darkness. And God called the light Day, and the darkness he called Night. And the evening and the morning '
+  + 'were the first day. And God said, Let there be a firmament in the midst of the waters, and let it divide the '
+  + 'waters from the waters. And God made the firmament, and divided the waters which were under the firmament from '
+  + 'the waters which were above the firmament: and it was so. And God called the firmament Heaven. And the evening '
+  + 'and the morning were the second day.';
+
+/**
+ * The two real models, by file name: where each is, and `count` tokens of
+ * real text for it given its runner (a Llama): stories260K's greedy story from
+ * <s>, Genesis 1 in kjv-d512-h64's own tokens.
+ */
+export const REAL_MODELS = {
+  stories260k: {
+    path: fileURLToPath(new URL('../../../shared/data/stories260k.gguf', import.meta.url)),
+    tokens: (runner, count) => [1, ...generate(runner.session(), [1], { steps: count - 1, stopAtEos: false }).tokens],
+  },
+  'kjv-d512-h64': {
+    path: fileURLToPath(new URL('../../../shared/data/kjv-d512-h64.gguf', import.meta.url)),
+    tokens: (runner, count) => runner.tokenizer.encode(GENESIS).slice(0, count),
+  },
+};
