@@ -6,6 +6,9 @@
 //   --validate  the JS runner against llama.cpp over 128 teacher-forced
 //               positions (tiny random F32, stories260K as v3, kjv-d512-h64):
 //               mean KL, top-1, and the cost of an embedding per prefix;
+//   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
+//               llama.cpp, against the JS runner on the F32 original (16
+//               teacher-forced positions): what each encoder costs;
 //   --models    writes every model of tests/gguf/models.mjs (three geometries
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
 //               11 types) and loads each in llama.cpp: size, types, load time.
@@ -25,7 +28,7 @@ const args = process.argv.slice(2);
 const dirArg = args.indexOf('--dir');
 const keep = dirArg >= 0;
 const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'));
-const wanted = ['--timings', '--validate', '--models'].filter((f) => args.includes(f));
+const wanted = ['--timings', '--validate', '--quality', '--models'].filter((f) => args.includes(f));
 const run = (flag) => wanted.length === 0 || wanted.includes(flag);
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
@@ -63,6 +66,22 @@ async function validate() {
     }
   }
   console.log(`\n(load average after: ${load()})`);
+}
+
+async function quality() {
+  console.log(`\n## kjv-d512-h64 in each type (llama.cpp) against the F32 original (JS runner), 16 positions (load average ${load()})\n`);
+  console.log('| type | matrices | mean KL | max KL | top-1 |');
+  console.log('| --- | --- | --- | --- | --- |');
+  const file = readGguf(readFileSync(REAL_MODELS['kjv-d512-h64'].path));
+  const original = Llama.fromGguf(file);
+  const tokens = REAL_MODELS['kjv-d512-h64'].tokens(original, 128);
+  const positions = Array.from({ length: 16 }, (_, i) => 8 * i + 7);
+  for (const mix of Object.keys(GGML_TYPES)) {
+    const spec = reencodeLlama(file, { mix });
+    const r = await runnerAgreement(spec, tokens, positions, { warmup: false }, original);
+    const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
+    console.log(`| ${mix} | ${types} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${(100 * r.top1).toFixed(1)}% |`);
+  }
 }
 
 async function models() {
@@ -105,6 +124,7 @@ if (missing) {
 try {
   if (run('--validate')) await validate();
   if (run('--timings')) await timings();
+  if (run('--quality')) await quality();
   if (run('--models')) await models();
 } finally {
   await closeLlamaCpp();

@@ -325,16 +325,17 @@ export function compareLogits(p, q) {
 
 /**
  * How far this project's JS runner is from llama.cpp on the model `spec`
- * (tests/gguf/models.mjs; F32 or F16 matrices, which the runner reads): at
- * each of `positions`, teacher-forced on `tokens`, llama.cpp's hidden state
- * times output.weight (dequantized by the JS reference) in f64 against the
- * runner's referenceLogits. `options` are llamaCppLoad's. Resolves to {
- * meanKl, maxKl, top1 (the fraction of positions whose argmax agrees),
- * loadMs, hiddenMs (llama.cpp's time for all the prefixes) }.
+ * (tests/gguf/models.mjs): at each of `positions`, teacher-forced on
+ * `tokens`, llama.cpp's hidden state times output.weight (dequantized by the
+ * JS reference) in f64 against the runner's referenceLogits. The runner is
+ * `runner` (a Llama), or the spec's own model (F32 or F16 matrices, which the
+ * runner reads). `options` are llamaCppLoad's. Resolves to { meanKl, maxKl,
+ * top1 (the fraction of positions whose argmax agrees), loadMs, hiddenMs
+ * (llama.cpp's time for all the prefixes) }.
  */
-export async function runnerAgreement(spec, tokens, positions, options = {}) {
+export async function runnerAgreement(spec, tokens, positions, options = {}, runner = undefined) {
   const bytes = encodeGguf(spec);
-  const runner = Llama.fromGguf(bytes);
+  runner ??= Llama.fromGguf(bytes);
   const load = await llamaCppLoad(bytes, options, EMBEDDINGS);
   const started = performance.now();
   const hidden = await llamaCppHidden(bytes, tokens, positions, options);
