@@ -42,7 +42,7 @@ const QUICK = { warmup: false };
 test('llama.cpp with its defaults (f16 KV cache, flash attention) and the JS runner agree on a tiny random F32 model (KL below 1e-5)', async (t) => {
   if (missing) return t.skip(missing);
   const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), tinyTokens, spread(16), QUICK);
-  report('tiny, f16 cache', r);
+  report('tiny, llama.cpp defaults', r);
   assert.ok(r.meanKl < 1e-5, `mean KL ${r.meanKl}`);
   assert.ok(r.top1 >= 0.9, `top-1 ${r.top1}`);
 });

@@ -155,6 +155,11 @@ const LOAD = `async ({ base, model, params }) => {
   };
 }`;
 
+// What a page's blobs may hold in all: fetching a model of 2 GiB fails
+// ('Failed to fetch'), whole or in parts (the page is a Playwright context,
+// whose blobs live in memory).
+const BLOB_LIMIT = 2 ** 31;
+
 /**
  * wllama's load parameters for our options. flashAttention: undefined leaves
  * llama.cpp's default ('auto': on, on the CPU); false turns it off; true
@@ -186,6 +191,10 @@ function loadParams({ threads = 1, nCtx = 512, cacheTypeK = 'f16', cacheTypeV = 
  */
 export async function llamaCppLoad(file, options = {}, extra = {}) {
   const { isolated = true } = options;
+  const size = typeof file === 'string' ? statSync(file).size : file.length;
+  if (size >= BLOB_LIMIT) {
+    throw new RangeError(`llama.cpp: a model of ${size} bytes cannot load here: the page's blobs stop at 2 GiB (split the file)`);
+  }
   const e = await start(isolated);
   const model = modelPath(file);
   const params = loadParams(options, extra);
