@@ -1,0 +1,364 @@
+// Llama GGUF models for the tests and the benchmarks: random weights at a
+// given geometry and type mix, the real models of ../shared/data re-encoded
+// in another type, and probes that show one tensor's dequantization through
+// an engine's hidden state. Written to a temporary folder when used, never
+// committed.
+//
+//   const spec = randomLlama(GEOMETRIES.tiny, { mix: 'Q4_K_M', seed: 1 });
+//   writeGgufFile(path, spec);                      // or encodeGguf(spec)
+//   const w = tensorValues(spec, 'output.weight');  // dequantized, f32
+//   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
+//
+// A mix is one type for every matrix ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0',
+// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K'; norms stay F32, as
+// llama.cpp keeps them) or 'Q4_K_M', llama.cpp's mix of that name. A matrix
+// whose rows no block of its type divides falls back as llama.cpp's quantizer
+// does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does
+// not fit either (llama.cpp refuses such a file for the 32-blocks; F16 is its
+// own last resort).
+import { existsSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generate } from '../../js/llama.js';
+import { rng } from '../../support/synthetic.mjs';
+import { ggmlType, GGML_TYPES } from './types.mjs';
+import { gguf, writeGgufFile } from './writer.mjs';
+
+/** Geometries: a tiny one for tests, and two of today's small models. */
+export const GEOMETRIES = {
+  tiny: { name: 'tiny', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false },
+  'smollm2-135m': { name: 'smollm2-135m', dim: 576, numLayers: 30, numHeads: 9, numKvHeads: 3, hiddenDim: 1536, vocabSize: 49152, contextLength: 8192, ropeBase: 100000, eps: 1e-5, tied: true },
+  'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true },
+};
+
+/** Every mix by name. */
+export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
+
+// llama.cpp's llama_ftype of each mix (general.file_type).
+const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32 };
+
+// Where a K-quant goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
+const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0' };
+
+/** llama.cpp's use_more_bits: the layers its Q4_K_M gives Q6_K in attn_v and ffn_down. */
+const useMoreBits = (layer, numLayers) =>
+  layer < Math.floor(numLayers / 8) || layer >= Math.floor((7 * numLayers) / 8) || (layer - Math.floor(numLayers / 8)) % 3 === 2;
+
+/**
+ * The type name of tensor `name` ([dims], ggml order) of layer `layer` in `mix`,
+ * in a model of `numLayers` blocks whose output is tied to token_embd or not.
+ */
+export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
+  if (!MIXES.includes(mix)) throw new RangeError(`no mix ${mix} (known: ${MIXES.join(', ')})`);
+  if (dims.length === 1) return 'F32';
+  const rowLength = dims[0];
+  let want = mix;
+  if (mix === 'Q4_K_M') {
+    const isOutput = name === 'output.weight' || (tied && name === 'token_embd.weight');
+    if (isOutput) want = rowLength % 256 === 0 ? 'Q6_K' : 'Q8_0';
+    else if (/attn_v\.weight$|ffn_down\.weight$/.test(name) && useMoreBits(layer, numLayers)) want = 'Q6_K';
+    else want = 'Q4_K';
+  }
+  const fits = (type) => rowLength % GGML_TYPES[type].blockSize === 0;
+  if (fits(want)) return want;
+  const fallback = K_FALLBACK[want];
+  return fallback && fits(fallback) ? fallback : 'F16';
+}
+
+// ---------------------------------------------------------------------------
+// A vocabulary: SentencePiece-style, as llama.cpp's "llama" tokenizer needs.
+
+const SPACE = '\u2581';
+
+/**
+ * `size` pieces: <unk>, <s>, </s>, the 256 byte pieces <0x00>..<0xFF>, '▁',
+ * the digits, then every string of letters a–z by length, each bare and after
+ * '▁', until the size is reached. No piece holds a digit beside anything, so
+ * a string of n digits is exactly n + 1 tokens after <s> ('▁' and one per
+ * digit): what a benchmark needs for a prompt of a given length.
+ */
+export function syntheticVocab(size) {
+  const tokens = ['<unk>', '<s>', '</s>'];
+  const types = [2, 3, 3]; // unknown, control, control
+  for (let b = 0; b < 256; b++) {
+    tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+    types.push(6); // byte
+  }
+  const normal = (piece) => {
+    tokens.push(piece);
+    types.push(1);
+  };
+  normal(SPACE);
+  for (let d = 0; d < 10; d++) normal(String(d));
+  const letters = 'abcdefghijklmnopqrstuvwxyz';
+  let words = [''];
+  while (tokens.length < size) {
+    words = words.flatMap((w) => [...letters].map((c) => w + c));
+    for (const w of words) {
+      if (tokens.length < size) normal(w);
+      if (tokens.length < size) normal(SPACE + w);
+    }
+  }
+  tokens.length = size;
+  types.length = size;
+  // sentencepiece's scores: higher merges first; shorter pieces first here.
+  const scores = tokens.map((_, i) => (types[i] === 1 ? -i : 0));
+  return { tokens, scores, types, bosId: 1, eosId: 2, unkId: 0 };
+}
+
+/** A prompt text that the synthetic vocabulary makes exactly n tokens (<s> first), n ≥ 2. */
+export function digitPrompt(n) {
+  return Array.from({ length: n - 2 }, (_, i) => String(i % 10)).join('');
+}
+
+// ---------------------------------------------------------------------------
+// Metadata
+
+// The types llama.cpp reads these keys as (it refuses another).
+const KEY_TYPES = {
+  'general.file_type': 'u32', 'general.alignment': 'u32', 'general.quantization_version': 'u32',
+  'llama.context_length': 'u32', 'llama.embedding_length': 'u32', 'llama.block_count': 'u32',
+  'llama.feed_forward_length': 'u32', 'llama.rope.dimension_count': 'u32', 'llama.attention.head_count': 'u32',
+  'llama.attention.head_count_kv': 'u32', 'llama.vocab_size': 'u32',
+  'llama.attention.layer_norm_rms_epsilon': 'f32', 'llama.rope.freq_base': 'f32',
+  'tokenizer.ggml.bos_token_id': 'u32', 'tokenizer.ggml.eos_token_id': 'u32',
+  'tokenizer.ggml.unknown_token_id': 'u32', 'tokenizer.ggml.padding_token_id': 'u32',
+  'tokenizer.ggml.scores': ['f32'], 'tokenizer.ggml.token_type': ['i32'],
+};
+
+/**
+ * The metadata of a file read by js/gguf.js (which drops the value types)
+ * with the GGUF types llama.cpp reads them as, for the writer. Strings,
+ * booleans and string arrays type themselves; the writer refuses a number
+ * under a key this table does not know.
+ */
+export function retypedMetadata(file) {
+  return [...file.metadata].map(([key, value]) => {
+    const type = KEY_TYPES[key];
+    if (Array.isArray(type)) return [key, gguf.array(type[0], value)];
+    return [key, type ? gguf[type](value) : value];
+  });
+}
+
+function llamaMetadata(g, vocab, { name, mix }) {
+  return [
+    ['general.architecture', 'llama'],
+    ['general.name', name],
+    ['general.file_type', gguf.u32(FILE_TYPES[mix] ?? 0)],
+    ['general.quantization_version', gguf.u32(2)],
+    ['general.alignment', gguf.u32(32)],
+    ['llama.context_length', gguf.u32(g.contextLength)],
+    ['llama.embedding_length', gguf.u32(g.dim)],
+    ['llama.block_count', gguf.u32(g.numLayers)],
+    ['llama.feed_forward_length', gguf.u32(g.hiddenDim)],
+    ['llama.attention.head_count', gguf.u32(g.numHeads)],
+    ['llama.attention.head_count_kv', gguf.u32(g.numKvHeads)],
+    ['llama.rope.dimension_count', gguf.u32(g.dim / g.numHeads)],
+    ['llama.rope.freq_base', gguf.f32(g.ropeBase)],
+    ['llama.attention.layer_norm_rms_epsilon', gguf.f32(g.eps)],
+    ['llama.vocab_size', gguf.u32(vocab.tokens.length)],
+    ['tokenizer.ggml.model', 'llama'],
+    ['tokenizer.ggml.tokens', vocab.tokens],
+    ['tokenizer.ggml.scores', gguf.array('f32', vocab.scores)],
+    ['tokenizer.ggml.token_type', gguf.array('i32', vocab.types)],
+    ['tokenizer.ggml.bos_token_id', gguf.u32(vocab.bosId)],
+    ['tokenizer.ggml.eos_token_id', gguf.u32(vocab.eosId)],
+    ['tokenizer.ggml.unknown_token_id', gguf.u32(vocab.unkId)],
+    ['tokenizer.ggml.add_bos_token', true],
+    ['tokenizer.ggml.add_eos_token', false],
+    ['tokenizer.ggml.add_space_prefix', true],
+  ];
+}
+
+/** One key of every GGUF value type, and an array of each, under a name of our own. */
+export function everyValueType() {
+  const scalars = [['u8', 250], ['i8', -120], ['u16', 65000], ['i16', -32000], ['u32', 4000000000], ['i32', -2000000000],
+    ['f32', 1.5], ['bool', true], ['u64', 2n ** 53n + 2n], ['i64', -(2n ** 40n)], ['f64', Math.PI]];
+  return [
+    ...scalars.map(([type, value]) => [`kvcache_wasm.test.${type}`, gguf[type](value)]),
+    ['kvcache_wasm.test.string', 'ünïcode ▁ text'],
+    ...scalars.map(([type, value]) => [`kvcache_wasm.test.array_${type}`, gguf.array(type, [value, value])]),
+    ['kvcache_wasm.test.array_string', ['a', 'bc', '']],
+  ];
+}
+
+// ---------------------------------------------------------------------------
+// Tensors
+
+/** Tensor names and ggml dims of a llama model, in llama.cpp's order, with their layer. */
+function llamaTensors(g) {
+  const { dim, hiddenDim, vocabSize, numLayers } = g;
+  const kvDim = g.numKvHeads * (dim / g.numHeads);
+  const list = [{ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 }];
+  for (let l = 0; l < numLayers; l++) {
+    list.push(
+      { name: `blk.${l}.attn_norm.weight`, dims: [dim] },
+      { name: `blk.${l}.attn_q.weight`, dims: [dim, dim] },
+      { name: `blk.${l}.attn_k.weight`, dims: [dim, kvDim] },
+      { name: `blk.${l}.attn_v.weight`, dims: [dim, kvDim] },
+      { name: `blk.${l}.attn_output.weight`, dims: [dim, dim] },
+      { name: `blk.${l}.ffn_norm.weight`, dims: [dim] },
+      { name: `blk.${l}.ffn_gate.weight`, dims: [dim, hiddenDim] },
+      { name: `blk.${l}.ffn_down.weight`, dims: [hiddenDim, dim] },
+      { name: `blk.${l}.ffn_up.weight`, dims: [dim, hiddenDim] },
+    );
+    for (const t of list.slice(-9)) t.layer = l;
+  }
+  list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
+  return list;
+}
+
+/**
+ * The RMS of a random tensor's values: a norm's weights are about 1; a
+ * matrix's 1/√(its row length), so that each output has about the RMS of
+ * its input; the embedding (the output, when tied) and the output 2/√dim, so
+ * that logits have an RMS of about 2: broad, not saturated.
+ */
+function randomRms(name, dims) {
+  if (dims.length === 1) return 1;
+  if (name === 'token_embd.weight' || name === 'output.weight') return 2 / Math.sqrt(dims[0]);
+  return 1 / Math.sqrt(dims[0]);
+}
+
+/** Norm weights: 1 give or take 0.1, in f32. */
+function normWeights(count, random) {
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => 1 + 0.2 * (random.unit() - 0.5)));
+}
+
+/**
+ * A llama model of geometry `g` with random weights in `mix`: each tensor
+ * random valid blocks of its type (values of RMS randomRms), drawn from its
+ * own seed, so a tensor's data is the same however often it is asked for.
+ * `everyValue` adds one metadata key of every GGUF value type.
+ * Returns a spec for the writer, with `geometry` and `vocab` beside it.
+ */
+export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, name = `random-${g.name}-${mix}` } = {}) {
+  const vocab = syntheticVocab(g.vocabSize);
+  const tensors = llamaTensors(g).map((t, index) => {
+    const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
+    const count = t.dims.reduce((a, b) => a * b, 1);
+    const tensorSeed = (seed * 1000003 + index * 7919) >>> 0;
+    const data = t.dims.length === 1
+      ? () => normWeights(count, rng(tensorSeed))
+      : () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
+    return { ...t, type: typeName, data };
+  });
+  const metadata = [...llamaMetadata(g, vocab, { name, mix }), ...(everyValue ? everyValueType() : [])];
+  return { version: 3, metadata, tensors, geometry: g, vocab };
+}
+
+/** The geometry of a llama model read by js/gguf.js. */
+function geometryOf(file) {
+  const get = (key, fallback) => file.metadata.get(key) ?? fallback;
+  const dim = get('llama.embedding_length');
+  return {
+    name: get('general.name', 'model'), dim, numLayers: get('llama.block_count'), numHeads: get('llama.attention.head_count'),
+    numKvHeads: get('llama.attention.head_count_kv', get('llama.attention.head_count')), hiddenDim: get('llama.feed_forward_length'),
+    vocabSize: get('tokenizer.ggml.tokens').length, contextLength: get('llama.context_length'),
+    ropeBase: get('llama.rope.freq_base', 10000), eps: get('llama.attention.layer_norm_rms_epsilon'),
+    tied: !file.tensors.has('output.weight'),
+  };
+}
+
+/**
+ * A llama model read by js/gguf.js (an F32 or F16 file of any version),
+ * re-encoded as GGUF `version` with its matrices in `mix`: the same metadata
+ * with the types llama.cpp reads it as, general.file_type the mix's, each
+ * matrix encoded from f32 by its type's encoder.
+ */
+export function reencodeLlama(file, { mix = 'F32', version = 3 } = {}) {
+  const g = geometryOf(file);
+  const metadata = retypedMetadata(file).filter(([key]) => key !== 'general.file_type');
+  metadata.splice(1, 0, ['general.file_type', gguf.u32(FILE_TYPES[mix] ?? 0)]);
+  const tensors = [...file.tensors.values()].map((info) => {
+    const layer = Number(/^blk\.(\d+)\./.exec(info.name)?.[1] ?? -1);
+    const typeName = tensorType(mix, { name: info.name, dims: info.dims, layer, numLayers: g.numLayers, tied: g.tied });
+    return { name: info.name, dims: info.dims, layer, type: typeName, data: () => ggmlType(typeName).encode(file.tensor(info.name)) };
+  });
+  return { version, metadata, tensors, geometry: g };
+}
+
+/**
+ * A probe of type `typeName`'s dequantization: a one-block model whose
+ * token_embd.weight is random valid blocks of that type (values of RMS 1) and
+ * whose block adds nothing to the residual stream (attn_output and ffn_down
+ * all zero; every other tensor F32, norms all ones). An engine's final hidden
+ * state for a token is then rmsnorm(its embedding row): the row as the engine
+ * dequantized it, normalised.
+ */
+export function embeddingProbe(typeName, { dim = 512, vocabSize = 512, seed = 1 } = {}) {
+  const g = { name: `probe-${typeName}`, dim, numLayers: 1, numHeads: dim / 64, numKvHeads: 2, hiddenDim: 256, vocabSize, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false };
+  const spec = randomLlama(g, { mix: 'F32', seed });
+  const ones = (count) => GGML_TYPES.F32.encode(new Float32Array(count).fill(1));
+  for (const t of spec.tensors) {
+    const count = t.dims.reduce((a, b) => a * b, 1);
+    if (t.name === 'token_embd.weight') {
+      t.type = typeName;
+      t.data = () => ggmlType(typeName).random(count, rng(seed), 1);
+    } else if (/attn_output|ffn_down/.test(t.name)) {
+      t.data = () => new Uint8Array(4 * count);
+    } else if (t.dims.length === 1) {
+      t.data = () => ones(count);
+    }
+  }
+  spec.metadata = spec.metadata.map(([key, value]) => (key === 'general.name' ? [key, g.name] : [key, value]));
+  return spec;
+}
+
+/** Tensor `name` of a spec, dequantized to f32 by its type's reference decoder. */
+export function tensorValues(spec, name) {
+  const t = spec.tensors.find((x) => x.name === name);
+  if (!t) throw new RangeError(`no tensor ${name} in this model`);
+  const data = typeof t.data === 'function' ? t.data() : t.data;
+  return ggmlType(t.type).decode(data, t.dims.reduce((a, b) => a * b, 1));
+}
+
+/** How many matrices of each type a spec holds, e.g. { Q4_K: 150, Q6_K: 31, F32: 61 }. */
+export function typeCounts(spec) {
+  const counts = {};
+  for (const t of spec.tensors) counts[t.type] = (counts[t.type] ?? 0) + 1;
+  return counts;
+}
+
+/**
+ * The path of spec's file in `dir` (named `name`.gguf), written there first
+ * unless it is there already (a file is only ever complete: it is written
+ * under a temporary name and renamed). For the benchmarks' large models.
+ */
+export function modelFile(dir, name, makeSpec) {
+  const path = join(dir, `${name}.gguf`);
+  if (!existsSync(path)) {
+    writeGgufFile(`${path}.partial`, makeSpec());
+    renameSync(`${path}.partial`, path);
+  }
+  return path;
+}
+
+// ---------------------------------------------------------------------------
+// The real models of ../shared/data, and real text for them.
+
+const GENESIS = 'In the beginning God created the heaven and the earth. And the earth was without form, and void; and '
+  + 'darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God said, '
+  + 'Let there be light: and there was light. And God saw the light, that it was good: and God divided the light from '
+  + 'the darkness. And God called the light Day, and the darkness he called Night. And the evening and the morning '
+  + 'were the first day. And God said, Let there be a firmament in the midst of the waters, and let it divide the '
+  + 'waters from the waters. And God made the firmament, and divided the waters which were under the firmament from '
+  + 'the waters which were above the firmament: and it was so. And God called the firmament Heaven. And the evening '
+  + 'and the morning were the second day.';
+
+/**
+ * The two real models, by file name: where each is, and `count` tokens of
+ * real text for it given its runner (a Llama): stories260K's greedy story from
+ * <s>, Genesis 1 in kjv-d512-h64's own tokens.
+ */
+export const REAL_MODELS = {
+  stories260k: {
+    path: fileURLToPath(new URL('../../../shared/data/stories260k.gguf', import.meta.url)),
+    tokens: (runner, count) => [1, ...generate(runner.session(), [1], { steps: count - 1, stopAtEos: false }).tokens],
+  },
+  'kjv-d512-h64': {
+    path: fileURLToPath(new URL('../../../shared/data/kjv-d512-h64.gguf', import.meta.url)),
+    tokens: (runner, count) => runner.tokenizer.encode(GENESIS).slice(0, count),
+  },
+};

@@ -1,0 +1,110 @@
+// llama.cpp as the oracle (tests/runtimes/wllama.mjs: its wasm build in
+// headless Chromium). Two questions:
+//   - does this project's JS runner compute what llama.cpp computes? llama.cpp's
+//     final hidden state times output.weight (in f64) against referenceLogits,
+//     teacher-forced, on a tiny random F32 model, stories260K (re-encoded as
+//     v3: llama.cpp reads v2 and v3 only) and kjv-d512-h64;
+//   - do tests/gguf/types.mjs's dequantizers mean what ggml means? For each of
+//     the 11 types, a probe whose token_embd.weight is random blocks of the
+//     type and whose block adds nothing: llama.cpp's hidden state for a token
+//     is rmsnorm(its row as ggml dequantized it), against the JS reference's
+//     row put through ggml's rms_norm arithmetic.
+// Every test skips, saying why, where Chromium, playwright-core or
+// @wllama/wllama is missing (and the real-model tests where the model is).
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import init from '../../js/index.js';
+import { Llama, readGguf } from '../../js/llama.js';
+import { embeddingProbe, GEOMETRIES, randomLlama, REAL_MODELS, reencodeLlama, tensorValues } from '../gguf/models.mjs';
+import { GGML_TYPES } from '../gguf/types.mjs';
+import { encodeGguf } from '../gguf/writer.mjs';
+import { closeLlamaCpp, llamaCppHidden, llamaCppLoad, llamaCppMissing, runnerAgreement } from '../runtimes/wllama.mjs';
+
+let missing = null;
+before(async () => {
+  missing = await llamaCppMissing();
+  await init(); // stories260K's greedy story runs on the package's cache
+});
+after(() => closeLlamaCpp());
+
+const absent = (name) => (existsSync(REAL_MODELS[name].path) ? null : `the model file is absent: put ${name}.gguf at ${REAL_MODELS[name].path}`);
+
+// Teacher-forced prefixes cost llama.cpp the sum of their lengths: a few
+// positions spread over a 128-token sequence, fewer for the larger model.
+const spread = (count, length = 128) => Array.from({ length: count }, (_, i) => Math.round(((i + 1) * length) / count) - 1);
+const report = (name, r) => console.log(`# ${name}: mean KL(llama.cpp || runner) ${r.meanKl.toExponential(2)}, max ${r.maxKl.toExponential(2)}, top-1 ${(100 * r.top1).toFixed(1)}% (llama.cpp: load ${r.loadMs.toFixed(0)} ms, prefixes ${r.hiddenMs.toFixed(0)} ms)`);
+const tinyTokens = Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)));
+
+// No warm-up decode at load: an oracle has no use for it, and it costs a second.
+const QUICK = { warmup: false };
+
+test('llama.cpp with its defaults (f16 KV cache, flash attention) and the JS runner agree on a tiny random F32 model (KL below 1e-5)', async (t) => {
+  if (missing) return t.skip(missing);
+  const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), tinyTokens, spread(16), QUICK);
+  report('tiny, llama.cpp defaults', r);
+  assert.ok(r.meanKl < 1e-5, `mean KL ${r.meanKl}`);
+  assert.ok(r.top1 >= 0.9, `top-1 ${r.top1}`);
+});
+
+test('with an f32 KV cache and no flash attention llama.cpp matches the JS runner to float rounding (KL below 1e-9)', async (t) => {
+  if (missing) return t.skip(missing);
+  const exact = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
+  const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), tinyTokens, spread(8), exact);
+  report('tiny, f32 cache', r);
+  assert.ok(r.meanKl < 1e-9, `mean KL ${r.meanKl}: an f32 cache leaves only float rounding between the two`);
+  assert.equal(r.top1, 1);
+});
+
+for (const [name, positions] of [['stories260k', spread(16)], ['kjv-d512-h64', spread(4)]]) {
+  test(`llama.cpp and the JS runner agree on ${name} re-encoded as GGUF v3 F32, on real text`, async (t) => {
+    if (missing) return t.skip(missing);
+    if (absent(name)) return t.skip(absent(name));
+    const file = readGguf(readFileSync(REAL_MODELS[name].path));
+    const tokens = REAL_MODELS[name].tokens(Llama.fromGguf(file), 128);
+    assert.equal(tokens.length, 128);
+    const r = await runnerAgreement(reencodeLlama(file, { mix: 'F32' }), tokens, positions, QUICK);
+    report(name, r);
+    assert.ok(r.meanKl < 1e-5, `mean KL ${r.meanKl}`);
+    assert.ok(r.top1 >= 0.75, `top-1 ${r.top1}`);
+  });
+}
+
+test('llama.cpp refuses GGUF v1 (stories260K as shipped) and says it could not read the header', async (t) => {
+  if (missing) return t.skip(missing);
+  if (absent('stories260k')) return t.skip(absent('stories260k'));
+  await assert.rejects(llamaCppLoad(readFileSync(REAL_MODELS.stories260k.path), QUICK), /failed to read header/);
+});
+
+/** ggml's rms_norm of one row, f32 step by step: squares summed in f64, the scale in f32. */
+function ggmlRmsNorm(x, eps) {
+  const f = Math.fround;
+  let sum = 0;
+  for (const v of x) sum += f(v * v);
+  const scale = f(1 / f(Math.sqrt(f(f(sum / x.length) + f(eps)))));
+  return Float32Array.from(x, (v) => f(v * scale));
+}
+
+// Rows at the start, the middle and the end of the table: 512 values each,
+// two super-blocks of 256 and sixteen blocks of 32.
+const PROBE_ROWS = [0, 1, 300, 511];
+
+for (const name of Object.keys(GGML_TYPES)) {
+  test(`llama.cpp dequantizes ${name} rows as the JS reference does, bit for bit`, async (t) => {
+    if (missing) return t.skip(missing);
+    const dim = 512;
+    const spec = embeddingProbe(name, { dim, seed: 7 });
+    const bytes = encodeGguf(spec);
+    const table = tensorValues(spec, 'token_embd.weight');
+    const hidden = [];
+    const small = { ...QUICK, nCtx: 64, batch: 64, ubatch: 64 }; // one token at a time: small buffers load faster
+    for (const row of PROBE_ROWS) hidden.push(...await llamaCppHidden(bytes, [row], [0], small));
+    let differing = 0;
+    PROBE_ROWS.forEach((row, i) => {
+      const expected = ggmlRmsNorm(table.subarray(row * dim, (row + 1) * dim), 1e-5);
+      // === : the sign of a zero does not survive llama.cpp's JSON (−0 arrives as 0).
+      for (let j = 0; j < dim; j++) if (hidden[i][j] !== expected[j]) differing++;
+    });
+    assert.equal(differing, 0, `${differing} of ${PROBE_ROWS.length * dim} values differ from the JS reference`);
+  });
+}

@@ -1,0 +1,132 @@
+// Measures llama.cpp (tests/runtimes/wllama.mjs) once, for sizing the tests
+// and the benchmarks, and prints markdown tables:
+//   --timings   prefill (512-token prompt) and decode tokens/s of the
+//               SmolLM2-135M-geometry files in Q8_0, F16 and Q4_K_M, on 1 and
+//               2 threads, cross-origin isolated, with its load time;
+//   --validate  the JS runner against llama.cpp over 128 teacher-forced
+//               positions (tiny random F32, stories260K as v3, kjv-d512-h64):
+//               mean KL, top-1, and the cost of an embedding per prefix;
+//   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
+//               llama.cpp, against the JS runner on the F32 original (16
+//               teacher-forced positions): what each encoder costs;
+//   --models    writes every model of tests/gguf/models.mjs (three geometries
+//               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
+//               11 types) and loads each in llama.cpp: size, types, load time.
+// No flag: all three. --dir DIR keeps the model files there (default: a new
+// temporary folder, removed at the end). The machine may be shared: the load
+// average is printed beside the figures.
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import init from '../../js/index.js';
+import { Llama, readGguf } from '../../js/llama.js';
+import { GEOMETRIES, modelFile, randomLlama, REAL_MODELS, reencodeLlama, typeCounts } from '../gguf/models.mjs';
+import { GGML_TYPES } from '../gguf/types.mjs';
+import { closeLlamaCpp, llamaCppLoad, llamaCppMissing, llamaCppTimings, runnerAgreement } from './wllama.mjs';
+
+const args = process.argv.slice(2);
+const dirArg = args.indexOf('--dir');
+const keep = dirArg >= 0;
+const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'));
+const wanted = ['--timings', '--validate', '--quality', '--models'].filter((f) => args.includes(f));
+const run = (flag) => wanted.length === 0 || wanted.includes(flag);
+const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+async function timings() {
+  console.log(`\n## llama.cpp prefill and decode, SmolLM2-135M geometry (load average ${load()})\n`);
+  console.log('| file | threads | load ms | prefill tok/s (512) | decode tok/s (64 after 512) |');
+  console.log('| --- | --- | --- | --- | --- |');
+  const g = GEOMETRIES['smollm2-135m'];
+  for (const mix of ['Q8_0', 'F16', 'Q4_K_M']) {
+    const path = modelFile(dir, `${g.name}-${mix}`, () => randomLlama(g, { mix }));
+    for (const threads of [1, 2]) {
+      const t = await llamaCppTimings(path, { promptTokens: 512, decodeTokens: 64, threads, runs: 2 });
+      console.log(`| ${mix} (${mb(statSync(path).size)}) | ${t.load.threads}${t.load.multithread ? '' : ' (no pthreads)'} | ${t.load.loadMs.toFixed(0)} | ${t.prefillTokensPerSecond.toFixed(1)} | ${t.decodeTokensPerSecond.toFixed(1)} |`);
+    }
+  }
+  console.log(`\n(load average after: ${load()})`);
+}
+
+async function validate() {
+  await init(); // stories260K's greedy story runs on the package's cache
+  console.log(`\n## The JS runner against llama.cpp, 128 teacher-forced positions (load average ${load()})\n`);
+  console.log('| model | llama.cpp KV cache, flash attention | mean KL | max KL | top-1 | load ms | ms per prefix (mean length 64.5) |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
+  const cases = [['tiny random F32', randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))]];
+  for (const name of Object.keys(REAL_MODELS)) {
+    const file = readGguf(readFileSync(REAL_MODELS[name].path));
+    cases.push([`${name} (v3 F32)`, reencodeLlama(file, { mix: 'F32' }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
+  }
+  const settings = [['f16, on (llama.cpp\'s default)', {}], ['f16, off', { flashAttention: false }], ['f32, off', { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false }]];
+  for (const [name, spec, tokens] of cases) {
+    for (const [label, options] of settings) {
+      const r = await runnerAgreement(spec, tokens, tokens.map((_, i) => i), { ...options, warmup: false });
+      console.log(`| ${name} | ${label} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${(100 * r.top1).toFixed(1)}% | ${r.loadMs.toFixed(0)} | ${(r.hiddenMs / tokens.length).toFixed(0)} |`);
+    }
+  }
+  console.log(`\n(load average after: ${load()})`);
+}
+
+async function quality() {
+  console.log(`\n## kjv-d512-h64 in each type (llama.cpp) against the F32 original (JS runner), 16 positions (load average ${load()})\n`);
+  console.log('| type | matrices | mean KL | max KL | top-1 |');
+  console.log('| --- | --- | --- | --- | --- |');
+  const file = readGguf(readFileSync(REAL_MODELS['kjv-d512-h64'].path));
+  const original = Llama.fromGguf(file);
+  const tokens = REAL_MODELS['kjv-d512-h64'].tokens(original, 128);
+  const positions = Array.from({ length: 16 }, (_, i) => 8 * i + 7);
+  for (const mix of Object.keys(GGML_TYPES)) {
+    const spec = reencodeLlama(file, { mix });
+    const r = await runnerAgreement(spec, tokens, positions, { warmup: false }, original);
+    const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
+    console.log(`| ${mix} | ${types} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${(100 * r.top1).toFixed(1)}% |`);
+  }
+}
+
+async function models() {
+  console.log(`\n## Model files: written, then loaded by llama.cpp (load average ${load()})\n`);
+  console.log('| file | size | tensor types | write s | llama.cpp load ms |');
+  console.log('| --- | --- | --- | --- | --- |');
+  const entries = [];
+  for (const g of Object.values(GEOMETRIES)) {
+    for (const mix of ['Q8_0', 'F16', 'BF16', 'Q4_K_M']) entries.push([`${g.name}-${mix}`, () => randomLlama(g, { mix })]);
+  }
+  for (const source of Object.keys(REAL_MODELS)) {
+    const file = readGguf(readFileSync(REAL_MODELS[source].path));
+    for (const mix of Object.keys(GGML_TYPES)) entries.push([`${source}-${mix}`, () => reencodeLlama(file, { mix })]);
+  }
+  for (const [name, makeSpec] of entries) {
+    let counts;
+    const started = performance.now();
+    const path = modelFile(dir, name, () => {
+      const spec = makeSpec();
+      counts = typeCounts(spec);
+      return spec;
+    });
+    const seconds = (performance.now() - started) / 1000;
+    let loaded;
+    try {
+      loaded = `${(await llamaCppLoad(path, { nCtx: 512 })).loadMs.toFixed(0)}`;
+    } catch (error) {
+      loaded = `refused: ${error.message.slice(0, 160)}`;
+    }
+    const types = counts ? Object.entries(counts).map(([t, n]) => `${t} ${n}`).join(', ') : '(existing file)';
+    console.log(`| ${name} | ${mb(statSync(path).size)} | ${types} | ${seconds.toFixed(1)} | ${loaded} |`);
+  }
+}
+
+const missing = await llamaCppMissing();
+if (missing) {
+  console.log(`llama.cpp cannot run here: ${missing}`);
+  process.exit(1);
+}
+try {
+  if (run('--validate')) await validate();
+  if (run('--timings')) await timings();
+  if (run('--quality')) await quality();
+  if (run('--models')) await models();
+} finally {
+  await closeLlamaCpp();
+  if (!keep) rmSync(dir, { recursive: true, force: true });
+}
