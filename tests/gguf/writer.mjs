@@ -184,6 +184,11 @@ function dataOf({ tensor, size }) {
   return data;
 }
 
+/** The header of `spec`'s file alone, without its tensor data: what a loader reads first. */
+export function encodeGgufHeader(spec) {
+  return layout(spec).headerBytes;
+}
+
 /** The GGUF file of `spec` as bytes. */
 export function encodeGguf(spec) {
   const { headerBytes, dataStart, placed, total } = layout(spec);

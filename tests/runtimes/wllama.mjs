@@ -27,11 +27,12 @@ import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, extname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { KvCache } from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
 import { digitPrompt, tensorValues } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { browserMissing, launchBrowser } from './browsers.mjs';
-import { ISOLATION_HEADERS } from './smoke-page.mjs';
+import { ISOLATION_HEADERS } from './static-server.mjs';
 
 const MIME = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
@@ -333,12 +334,12 @@ export function compareLogits(p, q) {
 }
 
 /**
- * How far this project's JS runner is from llama.cpp on the model `spec`
+ * How far this project's runner is from llama.cpp on the model `spec`
  * (tests/gguf/models.mjs): at each of `positions`, teacher-forced on
  * `tokens`, llama.cpp's hidden state times output.weight (dequantized by the
- * JS reference) in f64 against the runner's referenceLogits. The runner is
- * `runner` (a Llama), or the spec's own model (F32 or F16 matrices, which the
- * runner reads). `options` are llamaCppLoad's. Resolves to { meanKl, maxKl,
+ * JS reference) in f64 against the runner's logits (one forward pass over
+ * `tokens`, its cache in options.runnerMode, default f32). The runner is
+ * `runner` (a Llama), or the spec's own model. `options` are llamaCppLoad's. Resolves to { meanKl, maxKl,
  * top1 (the fraction of positions whose argmax agrees), loadMs, hiddenMs
  * (llama.cpp's time for all the prefixes) }.
  */
@@ -349,8 +350,15 @@ export async function runnerAgreement(spec, tokens, positions, options = {}, run
   const started = performance.now();
   const hidden = await llamaCppHidden(bytes, tokens, positions, options);
   const hiddenMs = performance.now() - started;
-  const reference = runner.referenceLogits(tokens);
   const vocab = runner.config.vocabSize;
+  const { numLayers, numKvHeads, headDim } = runner.config;
+  const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: options.runnerMode ?? 'f32' });
+  let reference;
+  try {
+    reference = runner.forward(cache, tokens);
+  } finally {
+    cache.free();
+  }
   const output = tensorValues(spec, spec.tensors.some((t) => t.name === 'output.weight') ? 'output.weight' : 'token_embd.weight');
   let sum = 0;
   let maxKl = 0;
