@@ -22,6 +22,7 @@ const benchmarks = {
   snapshot: () => import('./snapshot.mjs'),
   generation: () => import('./generation.mjs'),
   sharing: () => import('./sharing.mjs'),
+  llm: () => import('./llm.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({

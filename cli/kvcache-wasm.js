@@ -2,8 +2,7 @@
 // kvcache-wasm generate: text from a llama GGUF, with this package's cache
 // doing the attention. Prints the text as it is produced, then (on stderr)
 // tokens/s, the cache's memory and the speculative statistics.
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { existsSync, openAsBlob, readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import init, { COMPONENTS, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
 import { GgufError, Llama, generate } from '../js/llama.js';
@@ -13,7 +12,8 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
          [--draft K] [--temperature T --seed S]
        kvcache-wasm --version | --help
 
-  --model PATH         a llama GGUF with F32 or F16 tensors (e.g. stories260k.gguf)
+  --model PATH         a GGUF model: llama, qwen2 or qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+                       Q5_1, Q4_K, Q5_K or Q6_K tensors (e.g. stories260k.gguf)
   --prompt TEXT        text to continue (default: none, start from <s>)
   --steps N            tokens to generate, at most (default 256)
   --mode M             how the cache stores keys and values (default f32):
@@ -129,7 +129,8 @@ async function main() {
     return 2;
   }
   await loadModule();
-  const llama = Llama.fromGguf(new Uint8Array(await readFile(options.model)));
+  // Streamed from disk into the heap: a model's file is never whole in memory.
+  const llama = await Llama.load(await openAsBlob(options.model));
   const { tokenizer } = llama;
   const session = llama.session({ mode: options.mode, residualRows: options.residualRows });
   const prompt = tokenizer.encode(options.prompt);

@@ -35,7 +35,7 @@ const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // kvc_lm_forward's flags (kvcache.h).
 const LM_IMPORTANCE = 1;
 const LM_VERIFY = 2;
-// The first header prefix tried; a longer one is asked for (kvc_gguf_parse's `needed`).
+// A header prefix's first buffer (it doubles as the header needs).
 const FIRST_PREFIX = 1 << 20;
 // Room for kvc_lm_create's sentence.
 const MESSAGE_BYTES = 512;
@@ -92,6 +92,10 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
     unstage();
   }
   const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
+  if (tokenizer.vocabSize !== llama.config.vocabSize) {
+    llama.free();
+    throw new GgufError(`tokenizer.ggml.tokens holds ${tokenizer.vocabSize} tokens and token_embd.weight ${llama.config.vocabSize} rows: they must be one vocabulary`);
+  }
   const weightsBytes = dataBytes;
   try {
     llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
@@ -194,7 +198,7 @@ export class Llama {
     if (signal?.aborted) throw aborted(signal);
     const { total, chunks } = await sourceChunks(where, source, { signal });
     const prefix = new Prefix();
-    let want = FIRST_PREFIX;
+    let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
     let model = null;
     let loaded = 0;
     const open = (more) => {

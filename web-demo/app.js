@@ -595,26 +595,39 @@ function pause() {
 // ---------------------------------------------------------------------------
 // Models: found beside the project, picked, or dropped
 
-async function useModel(bytes, name) {
+// A model streamed into the heap (a picked or dropped File, or a fetch's
+// Response), with its progress; the model running before keeps running
+// until the new one has loaded, and stays when it cannot.
+async function useModel(file, name) {
+  await window.demo.ready;
+  const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
   try {
-    llama = Llama.fromGguf(bytes);
+    const loaded = await Llama.load(file, {
+      onProgress: ({ loaded: done, total }) => setStatus(`loading ${name}: ${mib(done)}${total ? ` of ${mib(total)}` : ''}`),
+    });
+    pause();
+    source?.dispose(); // the sessions of the model going
+    source = null;
+    llama?.free();
+    llama = loaded;
     llama.name = name;
     $('source').value = 'model';
     reset();
   } catch (error) {
-    setStatus(error instanceof GgufError ? `${name} is not usable: ${error.message}` : `${name}: ${error.message}`, true);
+    const still = llama ? `; still running ${llama.name}` : '';
+    setStatus(error instanceof GgufError ? `${name} is not usable: ${error.message}${still}` : `${name}: ${error.message}${still}`, true);
   }
 }
 
 $('model-file').addEventListener('change', async (event) => {
   const file = event.target.files[0];
-  if (file) await useModel(new Uint8Array(await file.arrayBuffer()), file.name);
+  if (file) await useModel(file, file.name);
 });
 document.addEventListener('dragover', (event) => event.preventDefault());
 document.addEventListener('drop', async (event) => {
   event.preventDefault();
   const file = event.dataTransfer?.files[0];
-  if (file) await useModel(new Uint8Array(await file.arrayBuffer()), file.name);
+  if (file) await useModel(file, file.name);
 });
 
 $('start').addEventListener('click', () => (running ? pause() : start()));
@@ -641,8 +654,7 @@ window.demo = {
     await init();
     const found = await (await fetch('/api/models')).json();
     if (found['stories260k.gguf']) {
-      const response = await fetch('/models/stories260k.gguf');
-      llama = Llama.fromGguf(new Uint8Array(await response.arrayBuffer()));
+      llama = await Llama.load(await fetch('/models/stories260k.gguf'));
       llama.name = 'stories260K';
     } else {
       $('source').value = 'synthetic';

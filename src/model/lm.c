@@ -230,6 +230,12 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (!lm) return KVC_E_NOMEM;
     memset(lm, 0, sizeof *lm);
     kvc_status status = read_params(&src, lm);
+    /* Every block has nine tensors at least: a block count the file cannot
+     * hold is refused before the blocks are allocated. */
+    if (status == KVC_OK && lm->num_layers > kvc_gguf_tensor_count(gguf) / 9) {
+        status = refuse(&src, KVC_E_MODEL_FILE, "metadata %s.block_count is %zu, and the file holds %zu tensors: not enough for them",
+                        lm->arch->name, lm->num_layers, kvc_gguf_tensor_count(gguf));
+    }
     const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
     if (status == KVC_OK) {
         /* More than the address space: kvc_lm_alloc_weights refuses it. */

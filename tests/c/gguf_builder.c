@@ -158,3 +158,70 @@ gb_file gb_fixture(uint32_t version, uint64_t alignment, size_t *header_bytes) {
     return gb_build(version, gb_every_type, gb_fixture_tensors, GB_FIXTURE_TENSORS, alignment, header_bytes);
 }
 
+
+/* ---- a small llama model ---- */
+
+/* The spec gb_llama_build writes (gb_metadata_fn takes no context). */
+static const gb_llama_spec *llama_spec;
+
+static size_t llama_metadata(gb_file *b) {
+    char key[96];
+    size_t n = 0;
+    gb_key(b, "general.architecture", KVC_GGUF_STRING);
+    gb_string(b, llama_spec->arch);
+    n++;
+    const struct { const char *name; uint32_t value; } sizes[] = {
+        {"block_count", llama_spec->block_count ? llama_spec->block_count : GB_LAYERS}, {"embedding_length", GB_DIM}, {"feed_forward_length", GB_FFN},
+        {"attention.head_count", GB_HEADS}, {"attention.head_count_kv", GB_KV_HEADS}, {"context_length", GB_CONTEXT},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (llama_spec->omit_head_count && strcmp(sizes[i].name, "attention.head_count") == 0) continue;
+        snprintf(key, sizeof key, "%s.%s", llama_spec->arch, sizes[i].name);
+        gb_key(b, key, KVC_GGUF_UINT32);
+        gb_u32(b, sizes[i].value);
+        n++;
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", llama_spec->arch);
+    gb_key(b, key, KVC_GGUF_FLOAT32);
+    gb_f32(b, 1e-5f);
+    return n + 1;
+}
+
+static void add_tensor(gb_llama *m, const char *name, uint32_t type, uint64_t cols, uint64_t rows) {
+    gb_tensor *t = &m->t[m->count++];
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->type = rows ? type : 0;
+    t->n_dims = rows ? 2 : 1;
+    t->dims[0] = cols;
+    t->dims[1] = rows;
+    t->offset = GB_AUTO;
+    const uint64_t values = cols * (rows ? rows : 1);
+    t->bytes = t->type == 0 ? 4 * values : values / 32 * 34; /* F32 or Q8_0 */
+}
+
+void gb_llama_tensors(gb_llama *m, uint32_t matrix_type, int tied) {
+    static const struct { const char *name; int cols, rows; } block[] = {
+        {"attn_norm.weight", GB_DIM, 0}, {"attn_q.weight", GB_DIM, GB_HEADS * GB_HEAD_DIM},
+        {"attn_k.weight", GB_DIM, GB_KV_HEADS * GB_HEAD_DIM}, {"attn_v.weight", GB_DIM, GB_KV_HEADS * GB_HEAD_DIM},
+        {"attn_output.weight", GB_HEADS * GB_HEAD_DIM, GB_DIM}, {"ffn_norm.weight", GB_DIM, 0},
+        {"ffn_gate.weight", GB_DIM, GB_FFN}, {"ffn_up.weight", GB_DIM, GB_FFN}, {"ffn_down.weight", GB_FFN, GB_DIM},
+    };
+    m->count = 0;
+    add_tensor(m, "token_embd.weight", matrix_type, GB_DIM, GB_VOCAB);
+    add_tensor(m, "output_norm.weight", matrix_type, GB_DIM, 0);
+    for (size_t l = 0; l < GB_LAYERS; l++) {
+        for (size_t i = 0; i < 9; i++) {
+            char *name = m->names[l * 9 + i];
+            snprintf(name, sizeof m->names[0], "blk.%zu.%s", l, block[i].name);
+            add_tensor(m, name, matrix_type, (uint64_t)block[i].cols, (uint64_t)block[i].rows);
+        }
+    }
+    if (!tied) add_tensor(m, "output.weight", matrix_type, GB_DIM, GB_VOCAB);
+}
+
+gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m) {
+    llama_spec = spec;
+    size_t header;
+    return gb_build(3, llama_metadata, m->t, m->count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+}

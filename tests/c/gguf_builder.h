@@ -76,4 +76,29 @@ size_t gb_every_type(gb_file *b);
 extern const gb_tensor gb_fixture_tensors[GB_FIXTURE_TENSORS];
 gb_file gb_fixture(uint32_t version, uint64_t alignment, size_t *header_bytes);
 
+/* ---- a small llama model (test_lm.c, the fuzz seeds) ---- */
+
+enum { GB_DIM = 64, GB_LAYERS = 2, GB_HEADS = 4, GB_KV_HEADS = 2, GB_HEAD_DIM = 16, GB_FFN = 128, GB_VOCAB = 96,
+       GB_CONTEXT = 2048 };
+
+/* What its metadata says. */
+typedef struct gb_llama_spec {
+    const char *arch;    /* general.architecture, and its keys' prefix */
+    int omit_head_count; /* leave <arch>.attention.head_count out */
+    uint32_t block_count; /* <arch>.block_count to say (0: GB_LAYERS) */
+} gb_llama_spec;
+
+/* Its tensor infos (a test may change them before building). */
+typedef struct gb_llama {
+    gb_tensor t[2 + 9 * GB_LAYERS + 1];
+    char names[9 * GB_LAYERS][32];
+    size_t count;
+} gb_llama;
+
+/* The tensors of the model: matrices in `matrix_type` (F32 = 0 or Q8_0 = 8),
+ * vectors F32; `tied`: no output.weight. */
+void gb_llama_tensors(gb_llama *m, uint32_t matrix_type, int tied);
+/* The file, GGUF v3 (its data a counting pattern, as gb_build's). */
+gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m);
+
 #endif /* KVC_GGUF_BUILDER_H */

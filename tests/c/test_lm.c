@@ -18,84 +18,13 @@
 #include "gguf_builder.h"
 #include "test.h"
 
-/* ---- a small model ---- */
+/* ---- a small model (gguf_builder.h) ---- */
 
-enum { DIM = 64, LAYERS = 2, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 16, FFN = 128, VOCAB = 96, CONTEXT = 2048 };
+enum { DIM = GB_DIM, LAYERS = GB_LAYERS, HEADS = GB_HEADS, KV_HEADS = GB_KV_HEADS, HEAD_DIM = GB_HEAD_DIM, FFN = GB_FFN,
+       VOCAB = GB_VOCAB, CONTEXT = GB_CONTEXT };
 #define GGML_F32 0
 #define GGML_Q8_0 8
 #define GGML_Q2_K 10
-
-/* What the metadata of the next model says (gb_metadata_fn takes no context). */
-static struct {
-    const char *arch;
-    int omit_head_count; /* leave llama.attention.head_count out */
-} spec = {"llama", 0};
-
-static size_t metadata(gb_file *b) {
-    char key[96];
-    size_t n = 0;
-    gb_key(b, "general.architecture", KVC_GGUF_STRING);
-    gb_string(b, spec.arch);
-    n++;
-    const struct { const char *name; uint32_t value; } sizes[] = {
-        {"block_count", LAYERS}, {"embedding_length", DIM}, {"feed_forward_length", FFN},
-        {"attention.head_count", HEADS}, {"attention.head_count_kv", KV_HEADS}, {"context_length", CONTEXT},
-    };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (spec.omit_head_count && strcmp(sizes[i].name, "attention.head_count") == 0) continue;
-        snprintf(key, sizeof key, "%s.%s", spec.arch, sizes[i].name);
-        gb_key(b, key, KVC_GGUF_UINT32);
-        gb_u32(b, sizes[i].value);
-        n++;
-    }
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", spec.arch);
-    gb_key(b, key, KVC_GGUF_FLOAT32);
-    gb_f32(b, 1e-5f);
-    return n + 1;
-}
-
-/* The model's tensors, matrices in `type`; `tied`: no output.weight. */
-typedef struct model_tensors {
-    gb_tensor t[2 + 9 * LAYERS + 1];
-    char names[9 * LAYERS][32];
-    size_t count;
-} model_tensors;
-
-static uint64_t tensor_bytes(uint32_t type, uint64_t values) {
-    return type == GGML_F32 ? 4 * values : values / 32 * 34; /* F32 or Q8_0 */
-}
-
-static void add_tensor(model_tensors *m, const char *name, uint32_t type, uint64_t cols, uint64_t rows) {
-    gb_tensor *t = &m->t[m->count++];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    t->type = rows ? type : GGML_F32;
-    t->n_dims = rows ? 2 : 1;
-    t->dims[0] = cols;
-    t->dims[1] = rows;
-    t->offset = GB_AUTO;
-    t->bytes = tensor_bytes(t->type, cols * (rows ? rows : 1));
-}
-
-static void model_tensors_of(model_tensors *m, uint32_t type, int tied) {
-    static const struct { const char *name; int cols, rows; } block[] = {
-        {"attn_norm.weight", DIM, 0}, {"attn_q.weight", DIM, HEADS * HEAD_DIM},
-        {"attn_k.weight", DIM, KV_HEADS * HEAD_DIM}, {"attn_v.weight", DIM, KV_HEADS * HEAD_DIM},
-        {"attn_output.weight", HEADS * HEAD_DIM, DIM}, {"ffn_norm.weight", DIM, 0},
-        {"ffn_gate.weight", DIM, FFN}, {"ffn_up.weight", DIM, FFN}, {"ffn_down.weight", FFN, DIM},
-    };
-    m->count = 0;
-    add_tensor(m, "token_embd.weight", type, DIM, VOCAB);
-    add_tensor(m, "output_norm.weight", type, DIM, 0);
-    for (size_t l = 0; l < LAYERS; l++) {
-        for (size_t i = 0; i < 9; i++) {
-            char *name = m->names[l * 9 + i];
-            snprintf(name, sizeof m->names[0], "blk.%zu.%s", l, block[i].name);
-            add_tensor(m, name, type, (uint64_t)block[i].cols, (uint64_t)block[i].rows);
-        }
-    }
-    if (!tied) add_tensor(m, "output.weight", type, DIM, VOCAB);
-}
 
 static uint16_t f16_bits(float x) {
     /* Normal values only (the scales here are). */
@@ -138,11 +67,12 @@ typedef struct test_model {
 } test_model;
 
 /* A model of `type` matrices, its weights random from `seed`. */
+static gb_llama_spec spec = {"llama", 0, 0};
+
 static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model *out, char *message, size_t message_len) {
-    model_tensors m;
-    model_tensors_of(&m, type, tied);
-    size_t header;
-    out->file = gb_build(3, metadata, m.t, m.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+    gb_llama m;
+    gb_llama_tensors(&m, type, tied);
+    out->file = gb_llama_build(&spec, &m);
     out->lm = NULL;
     kvc_gguf *gguf;
     kvc_status status = kvc_gguf_parse(out->file.bytes, out->file.len, &gguf, NULL);
@@ -215,17 +145,22 @@ TEST(create_refuses_what_it_cannot_run_and_says_what) {
     CHECK(strstr(message, "metadata llama.attention.head_count is missing"));
     free(m.file.bytes);
     spec.omit_head_count = 0;
+    /* A block count no file of these tensors holds, refused before its blocks are allocated (the fuzzer's find). */
+    spec.block_count = 1u << 24;
+    CHECK_STATUS(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message), KVC_E_MODEL_FILE);
+    CHECK(strstr(message, "metadata llama.block_count is 16777216, and the file holds 21 tensors: not enough for them"));
+    free(m.file.bytes);
+    spec.block_count = 0;
 
     /* A type the runner does not read, a wrong shape, a missing tensor. */
-    model_tensors t;
-    model_tensors_of(&t, GGML_Q8_0, 0);
+    gb_llama t;
     struct { kvc_status status; const char *says; } cases[] = {
         {KVC_E_WEIGHT_TYPE, "tensor blk.0.attn_q.weight has type Q2_K; this runner reads F32, F16, BF16, Q8_0"},
         {KVC_E_MODEL_FILE, "tensor blk.1.ffn_up.weight is [64, 100], expected [64, 128]"},
         {KVC_E_MODEL_FILE, "tensor output_norm.weight is missing"},
     };
     for (size_t c = 0; c < 3; c++) {
-        model_tensors_of(&t, GGML_Q8_0, 0);
+        gb_llama_tensors(&t, GGML_Q8_0, 0);
         for (size_t i = 0; i < t.count; i++) {
             if (c == 0 && strcmp(t.t[i].name, "blk.0.attn_q.weight") == 0) {
                 t.t[i].type = GGML_Q2_K;
@@ -234,8 +169,7 @@ TEST(create_refuses_what_it_cannot_run_and_says_what) {
             if (c == 1 && strcmp(t.t[i].name, "blk.1.ffn_up.weight") == 0) t.t[i].dims[1] = 100;
             if (c == 2 && strcmp(t.t[i].name, "output_norm.weight") == 0) t.t[i].name = "output_norm.weights";
         }
-        size_t header;
-        gb_file file = gb_build(3, metadata, t.t, t.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+        gb_file file = gb_llama_build(&spec, &t);
         kvc_gguf *gguf;
         CHECK_OK(kvc_gguf_parse(file.bytes, file.len, &gguf, NULL));
         kvc_lm *lm = (kvc_lm *)1;

@@ -14,7 +14,10 @@
  * end refused); tensors have 1 to 4 dims of at least 1, aligned offsets,
  * bytes exactly when the weight table knows the type, lie within the data
  * and do not overlap; a tensor whose data the input holds dequantizes; and
- * a failed allocation is KVC_E_NOMEM with nothing left.
+ * a failed allocation is KVC_E_NOMEM with nothing left.  The runner then
+ * reads the accepted header as a model: refused with a model status and a
+ * message, or a model whose shape its accessors report, its weights region
+ * the data's size (allocated and freed when small), with nothing left.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -226,6 +229,28 @@ static void check_prefixes(const uint8_t *bytes, size_t header) {
     }
 }
 
+/* The accepted header as a model for the runner. */
+static void check_model(const kvc_gguf *g) {
+    fuzz_context("kvc_lm_create of an accepted header");
+    char message[160];
+    kvc_lm *lm = (kvc_lm *)1;
+    const kvc_status status = kvc_lm_create(g, &lm, message, sizeof message);
+    if (status != KVC_OK) {
+        FUZZ_REQUIRE(lm == NULL && message[0] != '\0');
+        FUZZ_REQUIRE(status == KVC_E_ARCH || status == KVC_E_MODEL_FILE || status == KVC_E_WEIGHT_TYPE || status == KVC_E_NOMEM);
+        return;
+    }
+    FUZZ_REQUIRE(kvc_lm_num_layers(lm) >= 1 && kvc_lm_num_heads(lm) % kvc_lm_num_kv_heads(lm) == 0);
+    FUZZ_REQUIRE(kvc_lm_head_dim(lm) % 2 == 0 && kvc_lm_vocab_size(lm) >= 1 && kvc_lm_weights(lm) == NULL);
+    FUZZ_REQUIRE(kvc_lm_weights_bytes(lm) == kvc_gguf_data_bytes(g) || kvc_gguf_data_bytes(g) > SIZE_MAX);
+    if (kvc_lm_weights_bytes(lm) <= (1u << 20)) {
+        const kvc_status allocated = kvc_lm_alloc_weights(lm);
+        FUZZ_REQUIRE(allocated == KVC_OK || allocated == KVC_E_NOMEM);
+        FUZZ_REQUIRE((kvc_lm_weights(lm) != NULL) == (allocated == KVC_OK));
+    }
+    kvc_lm_free(lm);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -242,6 +267,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_explained(bytes, size, status);
     if (status == KVC_OK) {
         check_accepted(g, bytes, size);
+        check_model(g);
         const size_t header = kvc_gguf_header_bytes(g);
         kvc_gguf_free(g);
         check_prefixes(bytes, header);

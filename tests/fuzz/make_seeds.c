@@ -626,6 +626,13 @@ static void gguf_seeds(void) {
         write_gguf(name, gb_build(version, NULL, NULL, 0, KVC_GGUF_DEFAULT_ALIGNMENT, &header));
     }
     write_gguf("every-type-v3-aligned-64", gb_fixture(3, 64, &header));
+    /* A model the runner reads (kvc_lm_create), in F32 and Q8_0. */
+    const gb_llama_spec llama = {"llama", 0, 0};
+    gb_llama model;
+    gb_llama_tensors(&model, 0, 0);
+    write_gguf("llama-f32", gb_llama_build(&llama, &model));
+    gb_llama_tensors(&model, 8, 1);
+    write_gguf("llama-q8_0-tied", gb_llama_build(&llama, &model));
 }
 
 int main(int argc, char **argv) {

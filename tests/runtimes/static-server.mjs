@@ -3,7 +3,7 @@
 // paths with generated HTML; cross-origin isolated (COOP + COEP: what
 // SharedArrayBuffer, and so threads, need) or not.
 import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { createReadStream, statSync } from 'node:fs';
 import { extname } from 'node:path';
 
 /** The headers that make a page cross-origin isolated. */
@@ -28,8 +28,9 @@ export function serveFiles(fileFor, { isolated, pages = {} }) {
       response.writeHead(404);
       return response.end();
     }
-    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', ...headers });
-    return response.end(readFileSync(file));
+    // Streamed, with its length: a model file may be gigabytes.
+    response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', 'content-length': statSync(file).size, ...headers });
+    return createReadStream(file).pipe(response);
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);

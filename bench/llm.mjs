@@ -1,0 +1,159 @@
+// The model runner against llama.cpp on the same GGUF files in the same
+// browser: this package (Llama.load, a session's forward passes) and
+// llama.cpp's wasm build (@wllama/wllama, tests/runtimes/wllama.mjs), each in
+// headless Chromium on a cross-origin isolated page, one after the other.
+// Files of two geometries (SmolLM2-135M's and Llama-3.2-1B's) with random
+// valid weights in three mixes (Q8_0, llama.cpp's Q4_K_M rules, F16): any
+// valid block is a valid weight for both engines (tests/gguf/models.mjs
+// writes them, into a folder kept between runs). Prefill: a prompt of the
+// context's length; decode: tokens after it. Both engines on 1 thread and on
+// every thread. Also: the JS heap while a 1.3 GB file loads.
+//
+// llama.cpp prefills a few tokens a second on this machine, so long contexts
+// take it minutes per file: the full run measures 512 everywhere, 4096 on the
+// small geometry and 16384 on its Q8_0 file with 8-bit caches (q8 against
+// q8_0); --quick one file at 128.
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { GEOMETRIES, modelFile, randomLlama } from '../tests/gguf/models.mjs';
+import { browserMissing, launchBrowser } from '../tests/runtimes/browsers.mjs';
+import { serveFiles } from '../tests/runtimes/static-server.mjs';
+import { closeLlamaCpp, llamaCppMissing, llamaCppTimings } from '../tests/runtimes/wllama.mjs';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
+const DECODE_TOKENS = 32;
+const THREADS = [1, 2];
+
+// The page: the package from the repository (its browser entry), a model by
+// URL; what it measures comes back as JSON.
+const PAGE = `<!doctype html><meta charset="utf-8"><title>kvcache-wasm runner bench</title><link rel="icon" href="data:,">
+<script type="importmap">{ "imports": { "kvcache-wasm": "/js/index.js", "kvcache-wasm/llama": "/js/llama.js" } }</script>`;
+
+// Runs in the page: loads the model once per URL (sampling the JS heap while
+// it streams), then a prefill of `context` tokens and `decode` greedy tokens.
+const RUN = `async ({ url, threads, context, decode, mode }) => {
+  const kv = await import('kvcache-wasm');
+  const { Llama } = await import('kvcache-wasm/llama');
+  await kv.init({ threads });
+  // One model loaded at a time: a page's heap holds one 1B model, not six.
+  if (window.model?.url !== url) {
+    window.model?.llama.free();
+    window.model = null;
+    let heapPeak = 0;
+    const started = performance.now();
+    const llama = await Llama.load(await fetch(url), {
+      contextLength: context + decode,
+      onProgress: () => { heapPeak = Math.max(heapPeak, performance.memory?.usedJSHeapSize ?? 0); },
+    });
+    window.model = { url, llama, loadMs: performance.now() - started, heapPeak };
+  }
+  const { llama, loadMs, heapPeak } = window.model;
+  const { numLayers, numKvHeads, headDim, vocabSize } = llama.config;
+  const cache = new kv.KvCache({ numLayers, numKvHeads, headDim, mode });
+  const prompt = Array.from({ length: context }, (_, i) => 3 + ((i * 7919) % (vocabSize - 3)));
+  let t = performance.now();
+  let logits = llama.forward(cache, prompt, { logits: 'last' });
+  const prefillMs = performance.now() - t;
+  const argmax = (z) => z.reduce((best, v, i) => (v > z[best] ? i : best), 0);
+  t = performance.now();
+  for (let i = 0; i < decode; i++) logits = llama.forward(cache, [argmax(logits)], { logits: 'last' });
+  const decodeMs = performance.now() - t;
+  cache.free();
+  return { threads: kv.threadCount(), isa: kv.kernelIsa(), loadMs, heapPeak,
+    prefillTokensPerSecond: context / (prefillMs / 1000), decodeTokensPerSecond: decode / (decodeMs / 1000) };
+}`;
+
+/** This package in Chromium: one page per thread count (init runs once a page). */
+async function ourEngine() {
+  const served = (pathname) => {
+    const path = posix.normalize(pathname).slice(1);
+    if (path.startsWith('models/')) return join(MODELS, path.slice('models/'.length));
+    const file = join(ROOT, path);
+    return (path.startsWith('js/') || path.startsWith('dist/')) && existsSync(file) && statSync(file).isFile() ? file : null;
+  };
+  const server = await serveFiles(served, { isolated: true, pages: { '/': () => PAGE } });
+  const browser = await launchBrowser('chromium');
+  const pages = new Map();
+  return {
+    version: browser.version,
+    async run(file, threads, context, decode, mode) {
+      if (!pages.has(threads)) pages.set(threads, await browser.open(`http://127.0.0.1:${server.address().port}/`));
+      return pages.get(threads).evaluate(RUN, { url: `/models/${posix.basename(file)}`, threads, context, decode, mode });
+    },
+    async close() {
+      await browser.close();
+      server.close();
+    },
+  };
+}
+
+/** The benchmark's files: { geometry, mix, path, bytes }. */
+function files(quick) {
+  mkdirSync(MODELS, { recursive: true });
+  const wanted = quick ? [['smollm2-135m', 'Q8_0']]
+    : ['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M', 'F16'].map((mix) => [g, mix]));
+  return wanted.map(([geometry, mix]) => {
+    const path = modelFile(MODELS, `${geometry}-${mix}`, () => randomLlama(GEOMETRIES[geometry], { mix, seed: 1 }));
+    return { geometry, mix, path, bytes: statSync(path).size };
+  });
+}
+
+/** What each file is measured at: [context, our mode, llama.cpp's cache type]. */
+function contexts(file, quick) {
+  if (quick) return [[128, 'f32', 'f16']];
+  const runs = [[512, 'f32', 'f16']];
+  if (file.geometry === 'smollm2-135m') runs.push([4096, 'f32', 'f16']);
+  if (file.geometry === 'smollm2-135m' && file.mix === 'Q8_0') runs.push([16384, 'q8', 'q8_0']);
+  return runs;
+}
+
+export async function run({ quick = false } = {}) {
+  const title = 'Decode and prefill: this package against llama.cpp (@wllama/wllama) on the same GGUF file, Chromium, tokens/s';
+  const columns = ['geometry', 'file', 'context', 'threads', 'KV (ours / llama.cpp)', 'decode', 'llama.cpp decode', 'decode ÷', 'prefill',
+    'llama.cpp prefill', 'prefill ÷'];
+  const missing = (await browserMissing('chromium')) ?? (await llamaCppMissing());
+  if (missing) return [{ name: 'llm', title, columns, rows: [], notes: [`skipped: ${missing}`] }];
+  const rows = [];
+  const loads = [];
+  const decode = quick ? 4 : DECODE_TOKENS;
+  const ours = await ourEngine();
+  const notes = [];
+  try {
+    for (const file of files(quick)) {
+      for (const [context, mode, cacheType] of contexts(file, quick)) {
+        for (const threads of quick ? [2] : THREADS) {
+          const mine = await ours.run(file.path, threads, context, decode, mode);
+          let theirs = null;
+          try {
+            theirs = await llamaCppTimings(file.path, { promptTokens: context, decodeTokens: decode, threads, nCtx: context + decode + 8,
+              cacheTypeK: cacheType, cacheTypeV: cacheType, warmup: true });
+          } catch (error) {
+            notes.push(`llama.cpp, ${file.geometry} ${file.mix} at ${context}: ${error.message.split('\n')[0]}`);
+          }
+          rows.push([file.geometry, file.mix, context, threads, `${mode} / ${cacheType}`,
+            mine.decodeTokensPerSecond, theirs?.decodeTokensPerSecond, theirs ? mine.decodeTokensPerSecond / theirs.decodeTokensPerSecond : null,
+            mine.prefillTokensPerSecond, theirs?.prefillTokensPerSecond, theirs ? mine.prefillTokensPerSecond / theirs.prefillTokensPerSecond : null]);
+          if (!loads.some((l) => l[1] === file.mix && l[0] === file.geometry)) {
+            loads.push([file.geometry, file.mix, file.bytes / 2 ** 20, mine.loadMs, mine.heapPeak / 2 ** 20, theirs?.load.loadMs]);
+          }
+        }
+      }
+    }
+  } finally {
+    await ours.close();
+    await closeLlamaCpp();
+  }
+  return [
+    { name: 'llm', title, columns, rows, notes: [
+      `${ours.version}, cross-origin isolated, ${decode} tokens decoded after a prompt of the context's length; ÷: ours over llama.cpp's. ` +
+      'llama.cpp: its own timings (prompt_per_second, predicted_per_second), flash attention as it defaults (on), its cache f16 unless said; ' +
+      'ours: its forward passes timed in the page, attention added to imp as a session does.', ...notes] },
+    { name: 'llm-load', title: 'Loading the same files (Chromium): MiB, ms, and the JS heap during our load (outside the wasm memory)',
+      columns: ['geometry', 'file', 'MiB', 'our load ms', 'our JS heap peak MiB', 'llama.cpp load ms'], rows: loads,
+      notes: ['Ours: Llama.load of the fetch Response, streamed into the heap; the heap peak is performance.memory.usedJSHeapSize sampled at every chunk. ' +
+        'llama.cpp: wllama\'s loadModel of the same file.'] },
+  ];
+}
