@@ -16,7 +16,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import init from '../../js/index.js';
 import { Llama, readGguf } from '../../js/llama.js';
-import { embeddingProbe, GEOMETRIES, randomLlama, REAL_MODELS, reencodeLlama, tensorValues } from '../gguf/models.mjs';
+import { embeddingProbe, GEOMETRIES, MIXES, randomLlama, REAL_MODELS, reencodeLlama, tensorValues } from '../gguf/models.mjs';
 import { GGML_TYPES } from '../gguf/types.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { closeLlamaCpp, llamaCppHidden, llamaCppLoad, llamaCppMissing, runnerAgreement } from '../runtimes/wllama.mjs';
@@ -106,5 +106,34 @@ for (const name of Object.keys(GGML_TYPES)) {
       for (let j = 0; j < dim; j++) if (hidden[i][j] !== expected[j]) differing++;
     });
     assert.equal(differing, 0, `${differing} of ${PROBE_ROWS.length * dim} values differ from the JS reference`);
+  });
+}
+
+// The package's runner (its forward pass in C, weights in their encoding)
+// against llama.cpp on the same file, every type: llama.cpp with an f32 KV
+// cache and no flash attention, so that what is compared is the weights'
+// arithmetic (both code the activations of integer types in q8 blocks the
+// same way: kernels/weights.h).
+const EXACT_CACHE = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
+for (const mix of MIXES) {
+  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below 1e-3, every top-1)`, async (t) => {
+    if (missing) return t.skip(missing);
+    const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), tinyTokens, spread(8), EXACT_CACHE);
+    report(`tiny ${mix}`, r);
+    assert.ok(r.meanKl < 1e-3, `mean KL ${r.meanKl}`);
+    assert.equal(r.top1, 1);
+  });
+}
+
+for (const [name, mix] of [['kjv-d512-h64', 'Q4_K_M'], ['kjv-d512-h64', 'Q8_0'], ['stories260k', 'Q8_0']]) {
+  test(`the runner and llama.cpp agree on ${name} re-encoded as ${mix}, on real text`, async (t) => {
+    if (missing) return t.skip(missing);
+    if (absent(name)) return t.skip(absent(name));
+    const file = readGguf(readFileSync(REAL_MODELS[name].path));
+    const tokens = REAL_MODELS[name].tokens(Llama.fromGguf(file), 128);
+    const r = await runnerAgreement(reencodeLlama(file, { mix }), tokens, spread(4), EXACT_CACHE);
+    report(`${name} ${mix}`, r);
+    assert.ok(r.meanKl < 1e-3, `mean KL ${r.meanKl}`);
+    assert.equal(r.top1, 1);
   });
 }

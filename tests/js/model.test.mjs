@@ -10,9 +10,10 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import init, { KvCache, KvCacheError, setThreadLimit, threadCount } from '../../js/index.js';
 import { setPoolMinWork } from '../../js/threads.js';
-import { GgufError, Llama } from '../../js/llama.js';
+import { GgufError, Llama, readGguf } from '../../js/llama.js';
 import { GEOMETRIES, MIXES, randomLlama, tensorValues } from '../gguf/models.mjs';
 import { encodeGguf, encodeGgufHeader } from '../gguf/writer.mjs';
+import { GGML_TYPES } from '../gguf/types.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
 import { compareLogits } from '../runtimes/wllama.mjs';
 
@@ -74,6 +75,18 @@ for (const mix of MIXES) {
     }
   });
 }
+
+test('every type dequantizes in the package as the JS reference does (which llama.cpp confirms), bit for bit', () => {
+  for (const name of Object.keys(GGML_TYPES)) {
+    const { spec, bytes } = model(name);
+    const file = readGguf(bytes);
+    for (const tensor of ['token_embd.weight', 'blk.1.ffn_down.weight']) {
+      const ours = file.tensor(tensor);
+      const reference = tensorValues(spec, tensor);
+      assert.deepEqual(new Uint32Array(ours.buffer), new Uint32Array(reference.buffer), `${name} ${tensor}`);
+    }
+  }
+});
 
 test('logits are the same bits on one thread and on every thread, in every type', () => {
   const previous = setPoolMinWork(0); // every product on the pool, small as the tiny model's are

@@ -1,4 +1,5 @@
-// The README's JavaScript examples run as written and print what their comments say;
+// The README's JavaScript examples (```js; ```javascript marks browser-only ones,
+// not run here) run as written and print what their comments say;
 // a Worker example (export default { fetch }) is imported and fetched, and
 // responds what its comment says.
 import { test } from 'node:test';
