@@ -24,12 +24,20 @@ import { KvCacheError, checkBytes, checkInteger, checkObject, checkStatus, shown
 import { checkKeys, checkUnused } from './options.js';
 import { finalizerOf, heap, heapLimitBytes, lib, readCString, unstage } from './runtime.js';
 import { aborted, sourceChunks } from './sources.js';
+import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
+import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 
 export { GgufError, GgufFile, readGguf } from './gguf.js';
 export { Tokenizer } from './tokenizer.js';
 
-const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'importance'];
-const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos'];
+const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'context', ...SAMPLING_OPTIONS];
+const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
+// A saved session: "KVSS" (a little-endian u32), the version, the token
+// count, the tokens (u32), then the cache's snapshot.
+const SAVED_MAGIC = 0x5353564b;
+const SAVED_VERSION = 1;
+const SAVED_HEADER_BYTES = 12;
 const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // kvc_lm_forward's flags (kvcache.h).
@@ -45,6 +53,8 @@ const DEFAULT_CONTEXT = 4096;
 const finalizer = finalizerOf((ptr) => lib().kvc_lm_free(ptr));
 const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
 const fromPointer = Symbol('fromPointer');
+// [restore](where, tokens): a session on a given cache takes up the tokens it was computed from.
+const restore = Symbol('restore');
 
 /** A prefix of a file, grown by appends into one buffer that doubles. */
 class Prefix {
@@ -299,8 +309,11 @@ export class Llama {
    * only the rest is computed; the prompt's cache is added to it afterwards.
    * With a `cache` (a KvCache of this model's geometry, say one restored
    * from a snapshot), the session continues it and owns it; its mode is the
-   * cache's. `importance` (default true): each token's attention goes to
-   * the cache's imp, which eviction reads.
+   * cache's; `tokens` (what the saved session's `tokens` said) are the
+   * tokens it was computed from -- one per position, and the pending one
+   * when there is one -- which a reply continues from. `importance`
+   * (default true): each token's attention goes to the cache's imp, which
+   * eviction reads.
    */
   session(options = {}) {
     const where = 'llama.session';
@@ -309,10 +322,41 @@ export class Llama {
     checkKeys(where, options, SESSION_OPTIONS);
     if (options.cache !== undefined) {
       for (const key of ['mode', 'residualRows']) checkUnused(where, options, key, 'a session given a cache stores as that cache does');
+    } else {
+      checkUnused(where, options, 'tokens', 'they are those of a cache given, and no cache is');
     }
-    const { mode = this.#cacheMode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance = true } = options;
+    const { mode = this.#cacheMode, residualRows, maxRows, sinks, recent, prefixCache, cache, tokens, importance = true } = options;
     if (typeof importance !== 'boolean') throw new TypeError(`${where}: options.importance must be a boolean (got ${shown(importance)})`);
-    return new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance });
+    const session = new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance });
+    if (tokens !== undefined) session[restore](where, tokens);
+    return session;
+  }
+
+  /**
+   * A session saved by LlamaSession#save, on this model: its cache and
+   * tokens back, to go on from. `options`: session()'s but mode,
+   * residualRows, cache and tokens (they are the saved session's).
+   */
+  restoreSession(bytes, options = {}) {
+    const where = 'llama.restoreSession';
+    this.#live('restoreSession');
+    const data = checkBytes(where, 'bytes', bytes);
+    checkObject(where, 'options', options);
+    for (const key of ['mode', 'residualRows', 'cache', 'tokens']) checkUnused(where, options, key, 'the saved session says it');
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+    if (data.length < SAVED_HEADER_BYTES || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved session`);
+    const version = view.getUint32(4, true);
+    if (version !== SAVED_VERSION) throw new TypeError(`${where}: a saved session of version ${version}, which this package does not read`);
+    const count = view.getUint32(8, true);
+    if (SAVED_HEADER_BYTES + 4 * count > data.length) throw new TypeError(`${where}: the saved session is truncated`);
+    const tokens = Array.from({ length: count }, (_, i) => view.getUint32(SAVED_HEADER_BYTES + 4 * i, true));
+    const cache = KvCache.deserialize(data.subarray(SAVED_HEADER_BYTES + 4 * count));
+    try {
+      return this.session({ ...options, cache, tokens });
+    } catch (error) {
+      cache.free();
+      throw error;
+    }
   }
 
   /**
@@ -340,9 +384,10 @@ export class Llama {
     const n = tokens.length;
     const rows = logits === 'all' ? n : logits === 'last' ? 1 : logits;
     checkInteger(where, 'options.logits', rows, 0, n);
-    const first = cache.nextPosition;
-    if (first + n > contextLength) {
-      throw new RangeError(`${where}: ${first + n} positions exceed the model's context of ${contextLength}`);
+    // The context bounds what attention reads: the rows a cache holds (a
+    // sliding window's positions go on past it).
+    if (cache.rows + n > contextLength) {
+      throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
     }
     const [tokensPtr, logitsPtr] = staged(where, 4 * n, 4 * rows * vocabSize);
     try {
@@ -381,6 +426,8 @@ export class Llama {
 export class LlamaSession {
   #bound;
   #importance;
+  #history = []; // every token taken in or emitted, in order: the cache's, then the pending one
+  #pending = null; // the last token emitted (or given), not in the cache yet
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
     const { numLayers, numKvHeads, headDim } = llama.config;
@@ -401,21 +448,23 @@ export class LlamaSession {
   }
 
   /**
-   * Takes in a prompt's tokens and returns how many came from the prefix
-   * cache: on a fresh session, the longest prefix it holds (at least 64
-   * tokens) becomes the cache, a fork of it, and only the rest is computed;
-   * then the prompt's cache goes into the prefix cache for the next sessions
-   * (unless it evicted positions: its rows no longer follow the tokens). A
-   * session that holds positions already just computes the tokens.
+   * Takes in a prompt's tokens: on a fresh session, the longest prefix of
+   * them the prefix cache holds (at least 64 tokens) becomes the cache, a
+   * fork of it, and only the rest is computed; then the prompt's cache goes
+   * into the prefix cache for the next sessions (unless it evicted
+   * positions: its rows no longer follow the tokens). A session that holds
+   * positions already just computes the tokens. Returns how many came from
+   * the prefix cache -- or, with options.logits, { reused, logits }: the
+   * last token's logits, which is then always computed.
    * What comes next is what a session without a prefix cache computes; imp
    * differs only in that the matched positions keep the attention the
    * entry's later tokens gave them.
    */
-  prefill(tokens) {
+  prefill(tokens, { logits = false } = {}) {
     let reused = 0;
     const fresh = this.cache.nextPosition === 0;
     if (this.prefixCache && fresh) {
-      const hit = this.prefixCache.match(tokens);
+      const hit = this.prefixCache.match(logits ? tokens.slice(0, -1) : tokens);
       if (hit) {
         this.cache.free();
         this.cache = hit.cache;
@@ -424,15 +473,65 @@ export class LlamaSession {
         for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
       }
     }
-    if (reused < tokens.length) this.llama.forward(this.cache, tokens.slice(reused), { logits: 0, importance: this.#importance });
+    const last = reused < tokens.length
+      ? this.llama.forward(this.cache, tokens.slice(reused), { logits: logits ? 'last' : 0, importance: this.#importance })
+      : null;
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
     if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
-    return reused;
+    return logits ? { reused, logits: last } : reused;
   }
 
   get mode() {
     return this.cache.layer(0).mode;
+  }
+
+  /** Every token the session has taken in or emitted, in order (a copy). */
+  get tokens() {
+    return this.#history.slice();
+  }
+
+  /** The last token emitted (or given), which the next forward pass takes in first; null when none. */
+  get pending() {
+    return this.#pending;
+  }
+
+  [hold](prompt, pending) {
+    this.#history.push(...prompt);
+    this.#pending = pending;
+  }
+
+  [take](token) {
+    this.#history.push(token);
+    this.#pending = token;
+  }
+
+  [rewind](n) {
+    const cached = this.#history.length - (this.#pending === null ? 0 : 1);
+    if (n >= this.#history.length) return;
+    if (n < cached) this.cache.truncateLast(cached - n);
+    this.#history.length = n;
+    this.#pending = null;
+  }
+
+  [restore](where, tokens) {
+    const positions = this.cache.nextPosition;
+    const { vocabSize } = this.llama.config;
+    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
+      throw new TypeError(`${where}: options.tokens must be an array of token ids (0 to ${vocabSize - 1})`);
+    }
+    if (tokens.length !== positions && tokens.length !== positions + 1) {
+      throw new RangeError(`${where}: options.tokens must hold the cache's ${positions} positions' tokens, and the pending one if any (got ${tokens.length})`);
+    }
+    this.#history = tokens.slice();
+    this.#pending = tokens.length > positions ? tokens.at(-1) : null;
+  }
+
+  [taken](tokens) {
+    // The pending token and these are in the cache now; a token sampled
+    // after them will be pending (decode's [take]), or none when a draft ended it.
+    this.#history.push(...tokens);
+    this.#pending = null;
   }
 
   /** Appends the tokens and returns their logits [m × vocab]; their attention goes to imp. */
@@ -450,168 +549,233 @@ export class LlamaSession {
     return { logits, keep: (n) => this.llama.keep(this.cache, n) };
   }
 
+  /**
+   * Generates a reply, streamed: an async generator of pieces { text,
+   * tokens, stop, stats } -- text the tokens completed (a character split
+   * over tokens comes whole, with its last token), stop null until the last
+   * piece, which says why it stopped: 'end' (an end-of-generation token),
+   * 'stop' (a stop string: the text stops before it), 'maxTokens',
+   * 'context' (the model's context is full), 'abort' (options.signal);
+   * stats (decode()'s, on the last piece) how it went.
+   * `prompt` is text (encoded with <s> first on a fresh session; special
+   * tokens in it taken as such with options.special) or token ids; it
+   * follows what the session holds. Options: maxTokens (default 256),
+   * temperature, topK, topP, minP, repeatPenalty, repeatLastN, seed
+   * (sampling.js, llama.cpp's defaults), stop (strings), draft and minNgram
+   * (speculative decoding), context: 'stop' (default: a reply that finds
+   * the context full ends, and one that finds no room for its prompt takes
+   * nothing in) or 'slide' (keep the first 4 positions and the newest,
+   * half the context: positions then go on past the model's context, which
+   * RoPE models read less well), signal. A prompt longer than the model's
+   * context is a RangeError. An abort takes effect between tokens and
+   * leaves the session as after the last whole token emitted; a stop
+   * string, after the token that completed it.
+   */
+  async *generate(prompt, options = {}) {
+    const where = 'LlamaSession.generate';
+    const plan = this.#plan(where, options, GENERATE_OPTIONS);
+    if (typeof prompt !== 'string') checkUnused(where, options, 'special', 'it says how text is encoded, and the prompt is token ids');
+    const ids = typeof prompt === 'string'
+      ? this.llama.tokenizer.encode(prompt, { special: plan.special, ...(this.#history.length > 0 ? { bos: false } : {}) })
+      : checkIds(where, 'prompt', prompt, this.llama.config.vocabSize);
+    yield* this.#stream(ids, plan);
+  }
+
+  /**
+   * Generates what follows `conversation` -- the whole of it so far: text
+   * (a chat template's rendering; special tokens in it are taken as such
+   * and no <s> is added) or token ids -- streamed as generate()'s pieces,
+   * with its options. Only what the session does not hold yet is computed:
+   * the session goes back to where its tokens and the conversation's part,
+   * and takes in the rest. What Chat#send runs.
+   */
+  async *respond(conversation, options = {}) {
+    const where = 'LlamaSession.respond';
+    const plan = this.#plan(where, options, RESPOND_OPTIONS);
+    const ids = typeof conversation === 'string'
+      ? this.llama.tokenizer.encode(conversation, { special: true, bos: false })
+      : checkIds(where, 'conversation', conversation, this.llama.config.vocabSize);
+    if (ids.length === 0) throw new TypeError(`${where}: conversation must hold a token`);
+    const common = commonPrefix(this.#history, ids);
+    const { contextLength } = this.llama.config;
+    if (ids.length - common > contextLength) {
+      throw new RangeError(`${where}: the conversation's ${ids.length - common} new tokens exceed the model's context of ${contextLength}`);
+    }
+    this[rewind](common);
+    yield* this.#stream(ids.slice(common), plan);
+  }
+
+  // generate()'s options, checked.
+  #plan(where, options, keys) {
+    checkObject(where, 'options', options);
+    checkKeys(where, options, keys);
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, context = 'stop', special = false, ...sampling } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
+    checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
+    if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
+      throw new TypeError(`${where}: options.stop must be an array of non-empty strings`);
+    }
+    if (context !== 'stop' && context !== 'slide') throw new RangeError(`${where}: options.context must be 'stop' or 'slide' (got ${shown(context)})`);
+    if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
+    return { signal, maxTokens, stop, draft, minNgram, context, special, sampler: createSampler(where, sampling) };
+  }
+
+  // The pieces of a reply to `ids`, which follow what the session holds.
+  // However it ends -- its end, a stop string, an abort, the caller's break
+  // -- the session is left as far as the pieces went (a stop string: up to
+  // the token that completed it).
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, context, sampler }) {
+    const { tokenizer } = this.llama;
+    const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
+    const stats = decodeStats();
+    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, stop: tokenizer.eogIds, sampler, makeRoom, stats });
+    const decoder = tokenizer.decoder();
+    const text = new StopText(stop);
+    let streamed = this.#history.length + ids.length; // the session's tokens as far as the pieces went
+    let open = true;
+    const close = () => {
+      // Drafts a verify kept beyond the last piece go back.
+      open = false;
+      events.return();
+      this[rewind](streamed);
+    };
+    try {
+      for (;;) {
+        if (signal?.aborted) {
+          close();
+          yield { text: text.flush(decoder.flush()), tokens: [], stop: 'abort', stats: endStats(stats, 'abort') };
+          return;
+        }
+        const { value, done } = events.next();
+        if (done) {
+          open = false;
+          const reason = { end: 'end', steps: 'maxTokens', context: 'context' }[value.stop];
+          yield { text: text.flush(decoder.flush()), tokens: [], stop: reason, stats: { ...value, stop: reason } };
+          return;
+        }
+        if (value.type !== 'token') continue;
+        streamed++;
+        const piece = text.push(decoder.push(value.token));
+        if (piece.stopped) {
+          close();
+          yield { text: piece.text, tokens: [value.token], stop: 'stop', stats: endStats(stats, 'stop') };
+          return;
+        }
+        yield { text: piece.text, tokens: [value.token], stop: null, stats: null };
+        await nextTask(); // the caller's page, its abort, other work: between tokens
+      }
+    } finally {
+      if (open) close();
+    }
+  }
+
+  /**
+   * The session as bytes: its tokens and its cache's snapshot (the same
+   * bytes from every build). Llama#restoreSession takes them back, in
+   * another tab, worker or edge isolate. Not during a verify.
+   */
+  save() {
+    const tokens = Uint32Array.from(this.#history);
+    const snapshot = this.cache.serialize();
+    const out = new Uint8Array(SAVED_HEADER_BYTES + tokens.byteLength + snapshot.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, SAVED_MAGIC, true);
+    view.setUint32(4, SAVED_VERSION, true);
+    view.setUint32(8, tokens.length, true);
+    for (let i = 0; i < tokens.length; i++) view.setUint32(SAVED_HEADER_BYTES + 4 * i, tokens[i], true);
+    out.set(snapshot, SAVED_HEADER_BYTES + tokens.byteLength);
+    return out;
+  }
+
+  // 'slide': when `needed` more rows do not fit, the first positions (the
+  // attention sinks) and the newest stay -- half the context, or less for a
+  // long prompt. Returns the rows the cache has room for then.
+  #slide(needed) {
+    const { contextLength } = this.llama.config;
+    if (this.cache.rows + needed > contextLength) {
+      const keep = Math.max(0, Math.min(Math.floor(contextLength / 2), contextLength - needed));
+      const sinks = Math.min(SLIDE_SINKS, keep);
+      this.cache.evict({ budget: keep, sinks, recent: keep - sinks });
+    }
+    return contextLength - this.cache.rows;
+  }
+
   free() {
     this.cache.free();
   }
 }
 
-// ---------------------------------------------------------------------------
-// Generation
+// A sliding window keeps this many first positions (the attention sinks).
+const SLIDE_SINKS = 4;
 
-/** A seeded generator (mulberry32) of uniforms in [0, 1). */
-export function seededRandom(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Streamed text with stop strings: holds back what may be the start of one, and ends before one. */
+class StopText {
+  #stops;
+  #held = '';
 
-/** The next token from logits: argmax (lowest id on ties) when temperature is 0, else a sample. */
-function sampler(temperature, random) {
-  return (logits) => {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    if (temperature === 0) return best;
-    const weights = Array.from(logits, (z) => Math.exp((z - logits[best]) / temperature));
-    let u = random() * weights.reduce((a, b) => a + b, 0);
-    for (let i = 0; i < weights.length; i++) {
-      u -= weights[i];
-      if (u < 0) return i;
-    }
-    return best;
-  };
-}
+  constructor(stops) {
+    this.#stops = stops;
+  }
 
-/**
- * Prompt lookup: finds the latest earlier occurrence of the longest suffix
- * n-gram (minNgram ≤ n ≤ maxNgram) of `history` and proposes up to k tokens
- * that followed it. A one-token match drafts too eagerly: on stories260K at
- * k = 4 it is accepted 22% of the time against 43% from two tokens on.
- */
-export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
-  for (let n = Math.min(maxNgram, history.length - 1); n >= minNgram; n--) {
-    const suffix = history.length - n;
-    for (let start = suffix - 1; start >= 0; start--) {
-      let match = true;
-      for (let i = 0; i < n && match; i++) match = history[start + i] === history[suffix + i];
-      if (match) {
-        const next = history.slice(start + n, start + n + k);
-        if (next.length > 0) return next;
+  /** { text: what may be shown now, stopped: whether a stop string came (text ends before it) } */
+  push(piece) {
+    const text = this.#held + piece;
+    for (const stop of this.#stops) {
+      const at = text.indexOf(stop);
+      if (at >= 0) {
+        this.#held = '';
+        return { text: text.slice(0, at), stopped: true };
       }
     }
+    // Hold back the longest end of the text that begins a stop string.
+    let hold = 0;
+    for (const stop of this.#stops) {
+      for (let n = Math.min(stop.length - 1, text.length); n > hold; n--) {
+        if (text.endsWith(stop.slice(0, n))) {
+          hold = n;
+          break;
+        }
+      }
+    }
+    this.#held = text.slice(text.length - hold);
+    return { text: text.slice(0, text.length - hold), stopped: false };
   }
-  return [];
+
+  /** The text held back, with the decoder's last (incomplete) characters. */
+  flush(rest) {
+    const text = this.#held + rest;
+    this.#held = '';
+    return text;
+  }
 }
 
-/**
- * Decodes up to `steps` tokens after `prompt` (ids, <s> first), one forward
- * pass at a time, as a generator of events -- what a UI animates:
- *   { type: 'token', token }                 a token is emitted
- *   { type: 'verify', drafts, accepted }     drafts are in the cache (seqLen at its peak)
- *   { type: 'accept', accepted, rejected }   the rejected drafts are rolled back
- * and returns the statistics { tokens, forwardPasses, drafted, accepted,
- * verifies, rollbacks, prefixTokens (prompt tokens taken from the session's
- * prefix cache), seconds, stop } -- stop: why it stopped, 'steps' (as many
- * tokens as asked), 'end' (the end of the text: </s>, or a new <s>) or
- * 'context' (the model's context is full).
- *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
- *     least minNgram tokens, default 2) and verifies them in one forward
- *     pass; the emitted tokens are exactly those of draft = 0 (greedy, or
- *     sampled with the same seed: a draft is kept only when it equals the
- *     token sampled at its place).
- *   temperature: 0 (default) is greedy. seed: for sampling.
- *   stopAtEos: stop after </s> or a new <s> (default true).
- */
-export function* decode(session, prompt, options = {}) {
-  checkObject('decode', 'options', options);
-  checkKeys('decode', options, DECODE_OPTIONS);
-  if (!options.draft) checkUnused('decode', options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
-  const { steps = 256, draft = 0, minNgram = 2, temperature = 0, seed = 1, stopAtEos = true } = options;
-  const { tokenizer, config } = session.llama;
-  if (!Array.isArray(prompt) || prompt.length === 0) throw new TypeError('decode: prompt must be a non-empty array of token ids');
-  if (!Number.isInteger(steps) || steps < 0) throw new RangeError(`decode: steps must be an integer >= 0 (got ${steps})`);
-  if (!Number.isInteger(draft) || draft < 0) throw new RangeError(`decode: draft must be an integer >= 0 (got ${draft})`);
-  if (typeof temperature !== 'number' || !(temperature >= 0)) throw new RangeError(`decode: temperature must be a number >= 0 (got ${temperature})`);
-  const next = sampler(temperature, seededRandom(seed));
-  const stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0, stop: null };
-  const started = performance.now();
-  const history = [...prompt];
-  const room = () => Math.min(steps - stats.tokens, config.contextLength - session.cache.nextPosition);
-  const stops = (token) => stopAtEos && (token === tokenizer.eosId || token === tokenizer.bosId);
-  const emitted = (token) => {
-    history.push(token);
-    stats.tokens++;
-    return { type: 'token', token };
-  };
-
-  // The prompt but its last token goes in as one batch (or from the prefix
-  // cache); the last token is the first "pending" one: sampled or given, but
-  // not yet in the cache.
-  if (prompt.length > 1) {
-    stats.prefixTokens = session.prefill(prompt.slice(0, -1));
-    if (stats.prefixTokens < prompt.length - 1) stats.forwardPasses++;
-  }
-  let pending = prompt[prompt.length - 1];
-  let done = false;
-  while (!done && room() > 0) {
-    // Drafts must fit the steps left (the bonus token is one more) and the context.
-    const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), 3, minNgram) : [];
-    stats.forwardPasses++;
-    if (drafts.length === 0) {
-      pending = next(session.forward([pending]));
-      done = stops(pending);
-      yield emitted(pending);
-      continue;
-    }
-    const { logits, keep } = session.verify([pending, ...drafts]);
-    const row = (i) => logits.subarray(i * config.vocabSize, (i + 1) * config.vocabSize);
-    // A draft is kept while it equals the token sampled at its place.
-    let accepted = 0;
-    let token = next(row(0));
-    while (accepted < drafts.length && token === drafts[accepted] && !done) {
-      accepted++;
-      done = stops(token);
-      if (!done) token = next(row(accepted));
-    }
-    yield { type: 'verify', drafts, accepted };
-    keep(1 + accepted);
-    stats.verifies++;
-    stats.drafted += drafts.length;
-    stats.accepted += accepted;
-    if (accepted < drafts.length) stats.rollbacks++;
-    yield { type: 'accept', accepted, rejected: drafts.length - accepted };
-    for (const kept of drafts.slice(0, accepted)) yield emitted(kept);
-    if (!done) {
-      pending = token;
-      done = stops(token);
-      yield emitted(token);
-    }
-  }
-  stats.seconds = (performance.now() - started) / 1000;
-  stats.stop = done ? 'end' : stats.tokens >= steps ? 'steps' : 'context';
-  return stats;
+/** The length of the longest common prefix of two token arrays. */
+function commonPrefix(a, b) {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
 }
 
-/**
- * decode() run to the end: returns { tokens, stats }, calling onToken(id)
- * for every emitted token, in order.
- */
-export function generate(session, prompt, options = {}) {
-  checkObject('generate', 'options', options);
-  checkKeys('generate', options, [...DECODE_OPTIONS, 'onToken']);
-  const { onToken, ...rest } = options;
-  const events = decode(session, prompt, rest);
-  const tokens = [];
-  for (;;) {
-    const { value, done } = events.next();
-    if (done) return { tokens, stats: value };
-    if (value.type === 'token') {
-      tokens.push(value.token);
-      onToken?.(value.token);
-    }
+/** `ids` checked: an array of token ids below vocabSize. */
+function checkIds(where, name, ids, vocabSize) {
+  if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
+    throw new TypeError(`${where}: ${name} must be text or an array of token ids (0 to ${vocabSize - 1})`);
   }
+  return ids;
 }
+
+/** Resolves after the current task: timers and messages (an abort) get their turn. */
+function nextTask() {
+  if (typeof globalThis.setImmediate === 'function') return new Promise((done) => globalThis.setImmediate(done));
+  return new Promise((done) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => {
+      channel.port1.close();
+      done();
+    };
+    channel.port2.postMessage(null);
+  });
+}
+
+export { decode, generate, promptLookup } from './decode.js';
+export { seededRandom } from './sampling.js';

@@ -120,6 +120,11 @@ export class KvCache {
   /** The least next position of its layers: where the next token goes (evictions do not move it). */
   get nextPosition() { return lib().kvc_model_seq_len(this.#live('nextPosition')) >>> 0; }
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
+  /** The most rows a layer holds: what a forward pass's attention reads (below nextPosition once a layer evicts). */
+  get rows() {
+    this.#live('rows');
+    return this.#layers.reduce((most, layer) => Math.max(most, layer.kind === 'full' ? layer.seqLen : 0), 0);
+  }
   get memoryBytes() { return lib().kvc_model_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_model_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
   /** The part of memoryBytes held in pages shared with forks (clone, PrefixCache). */

@@ -23,6 +23,10 @@ const MODELS = new Map([
 // A vocabulary that cannot be used; fromGguf reports it as the file's fault.
 class VocabError extends TypeError {}
 
+// The end-of-turn markers llama.cpp takes as ends of generation where the
+// vocabulary has them as control tokens (src/llama-vocab.cpp).
+const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>'];
+
 const utf8 = new TextEncoder();
 const NO_BYTES = new Uint8Array(0);
 
@@ -43,11 +47,12 @@ export class Tokenizer {
    * @param {boolean} [vocab.addEos] whether encode() puts the end token last (default false)
    * @param {boolean} [vocab.addSpacePrefix] SentencePiece: whether text gets a '▁' first (default true)
    * @param {string | null} [vocab.chatTemplate]
+   * @param {number[]} [vocab.eogIds] more tokens that end a generation (tokenizer.ggml.eot_token_id, eom_token_id)
    */
   constructor({
     model = 'llama', tokens, tokenTypes, scores = null, merges = null, pre = 'default',
     bosId = null, eosId = null, unkId = MODELS.get(model)?.defaultUnkId ?? null,
-    addBos, addEos = false, addSpacePrefix = true, chatTemplate = null,
+    addBos, addEos = false, addSpacePrefix = true, chatTemplate = null, eogIds = [],
   }) {
     const Model = MODELS.get(model);
     if (Model === undefined) throw new VocabError(`tokenizer model ${JSON.stringify(model)} is not one of ${[...MODELS.keys()].join(', ')}`);
@@ -83,8 +88,24 @@ export class Tokenizer {
     }
     this.scores = scores ?? [];
     this.merges = merges ?? [];
+    this.eogIds = this.#endsOfGeneration(eogIds.map((eog, i) => id(`eogIds[${i}]`, eog)));
     this.pre = this.#textCoder.pre?.name ?? null;
     this.#bytes = new Array(tokens.length);
+  }
+
+  /**
+   * The tokens that end a generation, as llama.cpp gathers them: the end
+   * token, those the file names (end of turn, end of message), and the
+   * control tokens spelled as the end markers of the chat formats it knows
+   * (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...).
+   */
+  #endsOfGeneration(named) {
+    const eog = new Set([this.eosId, ...named].filter((t) => t !== null));
+    for (const marker of END_MARKERS) {
+      const t = this.ids.get(marker);
+      if (t !== undefined && this.tokenTypes[t] === TokenType.CONTROL) eog.add(t);
+    }
+    return eog;
   }
 
   #textCoder;
@@ -136,6 +157,7 @@ export class Tokenizer {
       addBos: read.boolean('tokenizer.ggml.add_bos_token'),
       addEos: read.boolean('tokenizer.ggml.add_eos_token'),
       chatTemplate: read.string('tokenizer.chat_template') ?? null,
+      eogIds: ['tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id'].map(read.id).filter((t) => t !== null),
       ...Model.readGguf(read, tokens.length),
     };
     try {
@@ -147,6 +169,16 @@ export class Tokenizer {
 
   get vocabSize() {
     return this.tokens.length;
+  }
+
+  /** The begin token's text (a chat template's bos_token); null when the vocabulary has none. */
+  get bosToken() {
+    return this.bosId === null ? null : this.tokens[this.bosId];
+  }
+
+  /** The end token's text (a chat template's eos_token); null when the vocabulary has none. */
+  get eosToken() {
+    return this.eosId === null ? null : this.tokens[this.eosId];
   }
 
   /**

@@ -49,7 +49,6 @@ export class Conversation {
     this.ctx = ctx;
     this.env = env;
     this.session = null;
-    this.pending = 0; // the last token of the last reply: given to the model with the next message
   }
 
   /** The session, from memory, else from storage; null for a new conversation. */
@@ -64,14 +63,14 @@ export class Conversation {
       bytes.set(chunk, at);
       at += chunk.length;
     }
-    this.session = llama.session({ cache: KvCache.deserialize(bytes) });
-    this.pending = meta.pending;
+    this.session = llama.session({ cache: KvCache.deserialize(bytes), tokens: meta.tokens });
     return true;
   }
 
   async #save() {
     const bytes = this.session.cache.serialize();
-    const entries = { meta: { bytes: bytes.length, chunks: Math.ceil(bytes.length / CHUNK_BYTES), pending: this.pending } };
+    const meta = { bytes: bytes.length, chunks: Math.ceil(bytes.length / CHUNK_BYTES), tokens: this.session.tokens };
+    const entries = { meta };
     for (let i = 0; i < entries.meta.chunks; i++) entries[`snapshot:${i}`] = bytes.slice(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
     await this.ctx.storage.put(entries);
   }
@@ -85,18 +84,15 @@ export class Conversation {
       return Response.json({ error: `bad request: ${error.message}` }, { status: 400 });
     }
     const restored = await this.#restore(llama);
-    let prompt;
-    if (this.session) {
-      prompt = [this.pending, ...words];
-    } else {
+    let prompt = words; // a session goes on from its last reply's last token
+    if (!this.session) {
       this.session = llama.session({ mode: MODE, prefixCache });
       prompt = [...system, ...words];
     }
-    if (this.session.cache.seqLen + prompt.length + REPLY_TOKENS > llama.config.contextLength) {
+    if (this.session.cache.rows + 1 + prompt.length + REPLY_TOKENS > llama.config.contextLength) {
       return Response.json({ error: 'the conversation is as long as the model can read' }, { status: 413 });
     }
     const { tokens, stats } = generate(this.session, prompt, { steps: REPLY_TOKENS, stopAtEos: false });
-    this.pending = tokens[tokens.length - 1];
     await this.#save();
     return Response.json({
       reply: llama.tokenizer.decode(tokens),

@@ -1,4 +1,4 @@
-// The command line: npx kvcache-wasm generate ...
+// The command line: npx kvcache-wasm generate | chat ...
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -10,6 +10,8 @@ import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const cli = fileURLToPath(new URL('../../cli/kvcache-wasm.js', import.meta.url));
 const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+/** The CLI with `input` on stdin (not a terminal: no prompt marks). */
+const runWith = (input, ...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', input });
 
 function modelTest(name, fn) {
   test(name, (t) => (MODEL_MISSING ? t.skip(MODEL_MISSING) : fn(t)));
@@ -85,6 +87,17 @@ test('every bad flag value or command exits 2 with one line naming it', () => {
       [['generate', '--model', 'x', '--mode', 'q3'], /--mode must be one of f32, q8, q8k, q8v, q4, q4k, q4v, q8k\+q4v, q4k\+q8v/],
       [['generate', '--model', 'x', '--temperature', 'warm'], /--temperature must be a number/],
       [['generate', '--model', 'x', '--bogus'], /Unknown option '--bogus'/],
+      [['generate', '--model', 'x', '--top-k', '1.5'], /--top-k must be an integer from 0 up \(got 1\.5\)/],
+      [['generate', '--model', 'x', '--top-p', '1.2'], /--top-p must be a number from 0 to 1 \(got 1\.2\)/],
+      [['generate', '--model', 'x', '--min-p', 'x'], /--min-p must be a number from 0 to 1/],
+      [['generate', '--model', 'x', '--repeat-penalty=-1'], /--repeat-penalty must be a number from 0 to 100/],
+      [['generate', '--model', 'x', '--context', 'wrap'], /--context must be stop or slide \(got wrap\)/],
+      [['generate', '--model', 'x', '--stop', ''], /--stop must be a non-empty text/],
+      [['generate', '--model', 'x', '--threads', '0'], /--threads must be an integer from 1 to 64/],
+      [['generate', '--model', 'x', '--system', 'hi'], /--system goes with chat, not generate/],
+      [['chat', '--model', 'x', '--prompt', 'hi'], /--prompt goes with generate, not chat/],
+      [['chat', '--model', 'x', '--steps', '3'], /--steps goes with generate, not chat/],
+      [['chat', 'model.gguf'], /chat takes the model as --model model\.gguf/],
       [['speak'], /unknown command speak/],
       [[], /missing command/],
     ]) {
@@ -133,4 +146,39 @@ modelTest('a truncated model file is refused with the reader\'s reason', () => {
   } finally {
     rmSync(dir, { recursive: true });
   }
+});
+
+modelTest('generate --stop ends the text before the stop string and says so', () => {
+  const plain = run('generate', '--model', MODEL_PATH, '--steps', '40');
+  const stopped = run('generate', '--model', MODEL_PATH, '--steps', '40', '--stop', 'Lily');
+  assert.equal(stopped.status, 0, stopped.stderr);
+  assert.equal(stopped.stdout, `${plain.stdout.slice(0, plain.stdout.indexOf('Lily'))}\n`);
+  assert.match(stopped.stderr, /stopped at a stop string, after \d+ of 40 tokens/);
+});
+
+modelTest('generate --context slide goes on past a full context', () => {
+  const result = run('generate', '--model', MODEL_PATH, '--prompt', 'Once upon a time '.repeat(100), '--steps', '200', '--context', 'slide',
+    '--temperature', '0.8', '--seed', '2', '--repeat-penalty', '1.1');
+  assert.equal(result.status, 0, result.stderr);
+  assert.doesNotMatch(result.stderr, /full context/);
+  const stop = run('generate', '--model', MODEL_PATH, '--prompt', 'Once upon a time '.repeat(100), '--steps', '200',
+    '--temperature', '0.8', '--seed', '2', '--repeat-penalty', '1.1');
+  assert.match(stop.stderr, /stopped at a full context/);
+});
+
+modelTest('chat answers each line of stdin in turn, through one cache, and reports it at the end', () => {
+  const result = runWith('Tom had a red ball.\nThen it rained.\n', 'chat', '--model', MODEL_PATH, '--temperature', '0', '--max-tokens', '30');
+  assert.equal(result.status, 0, result.stderr);
+  const replies = result.stdout.split('\n').filter((line) => line.trim() !== '');
+  assert.ok(replies.length >= 2, result.stdout);
+  assert.match(result.stderr, /cache: f32, 5 layers, \d+ positions/);
+  const positions = Number(/(\d+) positions/.exec(result.stderr)[1]);
+  assert.ok(positions > 60, `both turns are in the cache: ${positions} positions`);
+});
+
+modelTest('chat /reset starts a new conversation and /exit ends the program', () => {
+  const once = runWith('Tom had a red ball.\n', 'chat', '--model', MODEL_PATH, '--temperature', '0', '--max-tokens', '20');
+  const reset = runWith('Tom had a red ball.\n/reset\nTom had a red ball.\n/exit\nnever read\n', 'chat', '--model', MODEL_PATH, '--temperature', '0', '--max-tokens', '20');
+  assert.equal(reset.status, 0, reset.stderr);
+  assert.equal(reset.stdout, once.stdout.repeat(2), 'after /reset, the same reply to the same message');
 });

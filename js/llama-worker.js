@@ -1,0 +1,111 @@
+// The model runner in a dedicated worker (worker.js starts it): the package,
+// the models, their prefix caches and sessions live here, and the page talks
+// to them by messages, so that no forward pass ever runs on the page's
+// thread. One message a call: { id, op, args }; answered { id, result } or
+// { id, error }; a stream sends { id, piece } ... before its { id, result },
+// a load { id, progress }; { id, op: 'abort' } aborts call `id`. Objects
+// are named by handles. Chat templates render on the page (kvcache-wasm/chat),
+// so this module imports nothing but the package's own files: it runs
+// unbundled too, where a worker has no import map.
+import * as kv from './index.js';
+import { Llama } from './llama.js';
+import { PrefixCache } from './prefix.js';
+
+const objects = new Map(); // handle -> { kind, object }
+const calls = new Map(); // call id -> the AbortController of a load or a stream
+let nextHandle = 1;
+
+function keep(kind, object) {
+  const handle = nextHandle++;
+  objects.set(handle, { kind, object });
+  return handle;
+}
+
+function target(kind, handle) {
+  const entry = objects.get(handle);
+  if (!entry || entry.kind !== kind) throw new TypeError(`the ${kind} was freed`);
+  return entry.object;
+}
+
+/** What the page sees of a model: its handle, configuration and what a chat template reads. */
+function describeModel(handle, llama) {
+  const { tokenizer } = llama;
+  return {
+    handle,
+    config: llama.config,
+    tokenizer: {
+      vocabSize: tokenizer.vocabSize, bosId: tokenizer.bosId, eosId: tokenizer.eosId, eogIds: [...tokenizer.eogIds],
+      bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken, chatTemplate: tokenizer.chatTemplate,
+    },
+  };
+}
+
+/** Session options from the page: a prefix cache goes by its handle. */
+function sessionOptions(options = {}) {
+  const { prefixCache, ...rest } = options;
+  return prefixCache === undefined ? rest : { ...rest, prefixCache: target('prefixCache', prefixCache) };
+}
+
+// An error as a message can carry it (the page makes the same kind again).
+function errorOf(error) {
+  return { name: error?.name ?? 'Error', message: error?.message ?? String(error), code: error?.code };
+}
+
+const OPS = {
+  async init(options) {
+    await kv.init(options);
+    return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo() };
+  },
+  async load(source, options, signal, id) {
+    const llama = await Llama.load(source, { ...options, signal, onProgress: (progress) => postMessage({ id, progress }) });
+    return describeModel(keep('model', llama), llama);
+  },
+  encode: (model, text, options) => target('model', model).tokenizer.encode(text, options),
+  decode: (model, ids, options) => target('model', model).tokenizer.decode(ids, options),
+  memoryBytes: (model) => target('model', model).memoryBytes,
+  prefixCache: (options) => keep('prefixCache', new PrefixCache(options)),
+  session: (model, options) => keep('session', target('model', model).session(sessionOptions(options))),
+  restoreSession: (model, bytes, options) => keep('session', target('model', model).restoreSession(bytes, sessionOptions(options))),
+  tokens: (session) => target('session', session).tokens,
+  cacheStats(session) {
+    const { cache } = target('session', session);
+    return { nextPosition: cache.nextPosition, rows: cache.rows, memoryBytes: cache.memoryBytes, capacityBytes: cache.capacityBytes };
+  },
+  save: (session) => target('session', session).save(),
+  free(kind, handle) {
+    const entry = objects.get(handle);
+    if (entry?.kind !== kind) return;
+    entry.object.free();
+    objects.delete(handle);
+  },
+};
+
+// Calls that stream pieces back, and run with an AbortController of their own.
+const STREAMS = {
+  generate: (session, prompt, options, signal) => target('session', session).generate(prompt, { ...options, signal }),
+  respond: (session, conversation, options, signal) => target('session', session).respond(conversation, { ...options, signal }),
+};
+
+globalThis.onmessage = async ({ data }) => {
+  const { id, op, args = [] } = data;
+  if (op === 'abort') return calls.get(id)?.abort();
+  const controller = new AbortController();
+  calls.set(id, controller);
+  try {
+    let result;
+    if (STREAMS[op]) {
+      for await (const piece of STREAMS[op](...args, controller.signal)) postMessage({ id, piece });
+    } else if (op === 'load') {
+      result = await OPS.load(...args, controller.signal, id);
+    } else if (OPS[op]) {
+      result = await OPS[op](...args);
+    } else {
+      throw new TypeError(`no operation ${op}`);
+    }
+    postMessage({ id, result }, result instanceof Uint8Array ? [result.buffer] : []);
+  } catch (error) {
+    postMessage({ id, error: errorOf(error) });
+  } finally {
+    calls.delete(id);
+  }
+};
