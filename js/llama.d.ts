@@ -123,6 +123,43 @@ export class Tokenizer {
   decoder(options?: DecodeOptions): StreamingDecoder;
 }
 
+/** A turn of a conversation. Templates read role and content; some read more (tool_calls, reasoning_content). */
+export interface ChatMessage {
+  role: string;
+  /** Text as a rule; some templates take null (a tool call's turn) or a list of parts. */
+  content?: unknown;
+  [key: string]: unknown;
+}
+
+export interface ChatRenderOptions {
+  /** End with the opening of the assistant's turn, for the model to write (default true). */
+  addGenerationPrompt?: boolean;
+  /** Any other key is a template variable (tools, documents, date_string, enable_thinking, ...), set over render's own. */
+  [variable: string]: unknown;
+}
+
+/** A chat template that does not parse, raises an exception (raise_exception) or fails to render; `cause` is the engine's error. */
+export class ChatTemplateError extends Error {}
+
+/**
+ * A chat template (Jinja) rendered with @huggingface/jinja from the variables transformers.js
+ * gives it: messages, add_generation_prompt, tools and documents (null unless given),
+ * bos_token and eos_token (when set), then the caller's. The text is byte for byte
+ * transformers.js's tokenizer.apply_chat_template(messages, { tokenize: false }).
+ */
+export class ChatTemplate {
+  /** Throws a ChatTemplateError when the source does not parse. */
+  constructor(source: string, tokens?: { bosToken?: string | null; eosToken?: string | null });
+  /** The GGUF file's tokenizer.chat_template with the text of its begin and end tokens; a ChatTemplateError when it has none. */
+  static fromTokenizer(tokenizer: Tokenizer): ChatTemplate;
+  /** The template's Jinja text. */
+  readonly source: string;
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+  /** The conversation as the model's prompt text; a ChatTemplateError naming what the template raised or why it failed. */
+  render(messages: readonly ChatMessage[], options?: ChatRenderOptions): string;
+}
+
 export interface LlamaConfig {
   /** general.architecture: 'llama', 'qwen2' or 'qwen3'. */
   architecture: string;

@@ -140,7 +140,7 @@ export function retypedMetadata(file) {
   });
 }
 
-function llamaMetadata(g, vocab, { name, mix }) {
+function llamaMetadata(g, { name, mix }) {
   return [
     ['general.architecture', 'llama'],
     ['general.name', name],
@@ -156,7 +156,12 @@ function llamaMetadata(g, vocab, { name, mix }) {
     ['llama.rope.dimension_count', gguf.u32(g.dim / g.numHeads)],
     ['llama.rope.freq_base', gguf.f32(g.ropeBase)],
     ['llama.attention.layer_norm_rms_epsilon', gguf.f32(g.eps)],
-    ['llama.vocab_size', gguf.u32(vocab.tokens.length)],
+    ['llama.vocab_size', gguf.u32(g.vocabSize)],
+  ];
+}
+
+function syntheticVocabMetadata(vocab) {
+  return [
     ['tokenizer.ggml.model', 'llama'],
     ['tokenizer.ggml.tokens', vocab.tokens],
     ['tokenizer.ggml.scores', gguf.array('f32', vocab.scores)],
@@ -168,6 +173,15 @@ function llamaMetadata(g, vocab, { name, mix }) {
     ['tokenizer.ggml.add_eos_token', false],
     ['tokenizer.ggml.add_space_prefix', true],
   ];
+}
+
+// hf-vocab.mjs's GGUF type names -> the writer's.
+const HF_VOCAB_TYPES = { uint32: 'u32', int32: 'i32', float32: 'f32' };
+
+/** An hfVocabMetadata entry ({ key, type, itemType, value }) as a writer metadata entry. */
+function writerEntry({ key, type, itemType, value }) {
+  if (type === 'array') return [key, itemType === 'string' ? value : gguf.array(HF_VOCAB_TYPES[itemType], value)];
+  return [key, HF_VOCAB_TYPES[type] ? gguf[HF_VOCAB_TYPES[type]](value) : value];
 }
 
 /** One key of every GGUF value type, and an array of each, under a name of our own. */
@@ -230,11 +244,15 @@ function normWeights(count, random) {
  * A llama model of geometry `g` with random weights in `mix`: each tensor
  * random valid blocks of its type (values of RMS randomRms), drawn from its
  * own seed, so a tensor's data is the same however often it is asked for.
- * `everyValue` adds one metadata key of every GGUF value type.
+ * `everyValue` adds one metadata key of every GGUF value type. `tokenizer`
+ * (entries as hf-vocab.mjs's hfVocabMetadata gives them) replaces the
+ * synthetic vocabulary's tokenizer keys, the vocabulary size becoming its
+ * token count.
  * Returns a spec for the writer, with `geometry` and `vocab` beside it.
  */
-export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, name = `random-${g.name}-${mix}` } = {}) {
-  const vocab = syntheticVocab(g.vocabSize);
+export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, name = `random-${g.name}-${mix}` } = {}) {
+  if (tokenizer) g = { ...g, vocabSize: tokenizer.find((e) => e.key === 'tokenizer.ggml.tokens').value.length };
+  const vocab = tokenizer ? null : syntheticVocab(g.vocabSize);
   const tensors = llamaTensors(g).map((t, index) => {
     const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
     const count = t.dims.reduce((a, b) => a * b, 1);
@@ -244,7 +262,8 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, name
       : () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
     return { ...t, type: typeName, data };
   });
-  const metadata = [...llamaMetadata(g, vocab, { name, mix }), ...(everyValue ? everyValueType() : [])];
+  const metadata = [...llamaMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab)),
+    ...(everyValue ? everyValueType() : [])];
   return { version: 3, metadata, tensors, geometry: g, vocab };
 }
 

@@ -4,36 +4,18 @@
 // vocabulary carried as llama.cpp's converter writes it into GGUF metadata;
 // SentencePiece ids against what this package's tokenizer gave before byte-level
 // BPE came (tests/fixtures/sentencepiece-ids.json); streaming decoding; refusals.
-import { test } from 'node:test';
+import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { TokenizerLoader } from '@lenml/tokenizers';
 import { GgufError, readGguf } from '../../js/gguf.js';
 import { preTokenizer } from '../../js/pretokenize.js';
 import { TokenType, Tokenizer } from '../../js/tokenizer.js';
-import { encodeGguf, hfVocabMetadata, metadataMap, preTokenizerName } from '../gguf/hf-vocab.mjs';
-import { rng } from './helpers.mjs';
+import { encodeGguf, metadataMap, preTokenizerName } from '../gguf/hf-vocab.mjs';
+import { ready, rng } from './helpers.mjs';
+import { CORPUS, VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 
-// Meta's Llama 3 tokenizer.json as published now puts <|begin_of_text|> first
-// (the copy in the package predates that, and the converter would name its
-// pre-tokenizer smaug-bpe); with it the converter says llama-bpe and add_bos.
-const LLAMA3_POST_PROCESSOR = {
-  type: 'Sequence',
-  processors: [
-    { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
-    {
-      type: 'TemplateProcessing',
-      single: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-      pair: [
-        { SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '<|begin_of_text|>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } },
-      ],
-      special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000], tokens: ['<|begin_of_text|>'] } },
-    },
-  ],
-};
+before(ready); // readGguf parses in wasm
 
 // SmolLM's tokenizer.json pre-tokenizer, run by transformers.js over GPT-2's
 // vocabulary to check the smollm pre-tokenizer (no SmolLM vocabulary is packaged).
@@ -43,38 +25,11 @@ const SMOLLM_PRE_TOKENIZER = {
 };
 
 const PACKAGES = {
-  llama3: { files: 'llama3', patch: { post_processor: LLAMA3_POST_PROCESSOR }, pre: 'llama-bpe' },
-  qwen3: { files: 'qwen3', patch: {}, pre: 'qwen2' },
-  gpt2: { files: 'gpt2', patch: {}, pre: 'gpt-2' },
+  ...VOCABULARIES,
   // transformers.js's Digits isolates ASCII digits only; Hugging Face's tokenizers
   // (char::is_numeric) and llama.cpp (\p{N}) isolate every number, as this package does.
   'gpt2 vocabulary, SmolLM pre-tokenizer': { files: 'gpt2', patch: { pre_tokenizer: SMOLLM_PRE_TOKENIZER }, pre: 'smollm', notAscii: ['٣', '½', '①'] },
 };
-
-// The packages' tokenizer.json and tokenizer_config.json (read as JSON: their
-// modules hold the same data as far slower JavaScript).
-const require = createRequire(import.meta.url);
-const hfFiles = (name) => {
-  const read = (file) => JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-${name}/models/${file}`), 'utf8'));
-  return { json: read('tokenizer.json'), config: read('tokenizer_config.json') };
-};
-const filesOf = new Map();
-
-const CORPUS = [
-  "The quick brown fox jumps over the lazy dog. It's nine o'clock; they'll say we'd've known.",
-  "I'M SURE YOU'RE RIGHT, DON'T YOU THINK? We'Ve a'lL seen 'em.",
-  'function add(a, b) {\n\treturn a + b;\n}\n\nclass Stack:\n    def push(self, x):\n        self.items.append(x)  # O(1)\n\t\t# tabs\tand\tspaces\n',
-  '0 7 42 123 1234 12345 123456 1234567 3.14159265358979 -273.15 1e-10 0xDEADBEEF 1,000,000 2024-05-17T12:34:56Z 99999999999999999999999',
-  'I ❤️ emoji 😀😃 👍🏻👍🏼👍🏽👍🏾👍🏿 👨‍👩‍👧‍👦 🧑🏽‍💻 🏳️‍🌈 🇫🇷🇯🇵 🤷🏽‍♀️',
-  '日本語のテキストと中文文本，还有한국어 문장도 있습니다。東京都渋谷区',
-  'مرحبا بالعالم، كيف حالك؟ नमस्ते दुनिया, आप कैसे हैं? Привет, мир! Γειά σου κόσμε. สวัสดีชาวโลก',
-  '   leading spaces\n\n\nthree newlines\r\nCRLF\t\ttabs    four spaces   \n \n  trailing   ',
-  '\n',
-  ' ',
-  '',
-  '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|im_start|>assistant\n<think>\nhmm\n</think>\nHello<|im_end|>\n<|endoftext|>',
-  '<|im_start <|begin_of_text <| |> <|endoftext|x',
-];
 
 // Pieces of text to draw random strings from: letters of many scripts and
 // cases, marks, digits, symbols, contraction shapes, whitespace of every kind
@@ -88,15 +43,7 @@ const PIECES = ['a', 'b', 'Z', 'é', 'ß', 'İ', 'ſ', "'", "'s", "'S", "'ll", "
 const loaded = new Map();
 /** The Hugging Face tokenizer of a package and ours from the converter's metadata for it. */
 function vocabulary(name) {
-  if (!loaded.has(name)) {
-    const { files, patch, pre } = PACKAGES[name];
-    if (!filesOf.has(files)) filesOf.set(files, hfFiles(files));
-    const { json, config } = filesOf.get(files);
-    const tokenizerJson = { ...json, ...patch };
-    const hf = TokenizerLoader.fromPreTrained({ tokenizerJSON: tokenizerJson, tokenizerConfig: config });
-    const entries = hfVocabMetadata(tokenizerJson, config, { pre });
-    loaded.set(name, { hf, entries, config, ours: Tokenizer.fromGguf(metadataMap(entries)) });
-  }
+  if (!loaded.has(name)) loaded.set(name, hfVocabulary(PACKAGES[name]));
   return loaded.get(name);
 }
 

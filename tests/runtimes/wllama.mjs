@@ -7,6 +7,7 @@
 //   const [h] = await llamaCppHidden(path, tokens, [tokens.length - 1]);
 //   const logits = logitsFromHidden(h, outputWeight);  // llama.cpp's logits, in f64
 //   const t = await llamaCppTimings(path, { promptTokens: 512, decodeTokens: 64, threads: 2 });
+//   const r = await llamaCppCompletion(path, 'text', { maxTokens: 8, request: { n_probs: 1 } });
 //   await closeLlamaCpp();
 //
 // wllama speaks llama-server's OpenAI-style API and shows no logits. Loaded
@@ -16,7 +17,14 @@
 // given, no <s> added. One call per prefix is teacher forcing. Completions
 // take text only (a token array crashes the module), so a prompt of n tokens
 // is text that tokenizes to n (digitPrompt for the synthetic vocabulary),
-// checked against llama.cpp's own count (timings.prompt_n).
+// checked against llama.cpp's own count (timings.prompt_n). llama-server
+// reads special tokens written in a prompt as those tokens and puts the begin
+// token first when the file's add_bos_token says so (a second one before a
+// text that starts with it). A completion whose text is not valid UTF-8 fails
+// (wllama's JSON writer throws): a random model's greedy text often is not,
+// so logit_bias can keep it to tokens of whole characters; n_probs with
+// post_sampling_probs then names the ids it picked (without
+// post_sampling_probs, the candidates before logit_bias).
 //
 // One browser and one page serve every call; a model stays loaded while calls
 // ask for the same file and load options. A static server on 127.0.0.1
@@ -257,13 +265,41 @@ export async function llamaCppHidden(file, tokens, positions, options = {}) {
   return states.map((s) => Float32Array.from(s));
 }
 
-// Runs in the page: one completion, greedy, for exactly maxTokens tokens.
-const COMPLETE = `async ({ prompt, maxTokens }) => {
-  const response = await window.llama.createCompletion({
-    prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, cache_prompt: false,
+// Runs in the page: one completion, greedy, for exactly maxTokens tokens
+// (`request` adds to llama-server's completion request).
+const COMPLETE = `async ({ prompt, maxTokens, request }) => {
+  return window.llama.createCompletion({
+    prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, cache_prompt: false, ...request,
   });
-  return response.timings;
 }`;
+
+/**
+ * llama.cpp's greedy completion of the text `prompt` for exactly
+ * `maxTokens` tokens, as llama-server answers it (text in, text out:
+ * wllama's completions take no token ids); `request` adds to the request
+ * (llama-server's own fields, e.g. n_probs). `options` are llamaCppLoad's
+ * (nCtx defaults to 2048). Resolves to the response: { choices: [{ text,
+ * logprobs, ... }], usage, timings, ... }.
+ */
+export async function llamaCppCompletion(file, prompt, { maxTokens = 16, request = {}, ...options } = {}) {
+  await llamaCppLoad(file, { nCtx: 2048, ...options });
+  return complete(prompt, maxTokens, request);
+}
+
+// One completion on the loaded model. A completion whose text is not valid
+// UTF-8 (a random model's bytes) fails inside wllama: its JSON writer throws
+// ([json.exception.type_error.316]) and the page sees a garbage length; the
+// error carries what llama.cpp said.
+async function complete(prompt, maxTokens, request) {
+  const seen = engine.page.problems().length;
+  try {
+    return await engine.page.evaluate(COMPLETE, { prompt, maxTokens, request });
+  } catch (error) {
+    const said = engine.page.problems().slice(seen);
+    await closeLlamaCpp(); // a failed action leaves wllama unusable
+    throw new Error(`llama.cpp's completion failed: ${error.message.split('\n')[0]}${said.length ? ` (it said: ${said.slice(0, 8).join(' | ')})` : ''}`);
+  }
+}
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -284,7 +320,7 @@ export async function llamaCppTimings(file, { promptTokens, decodeTokens = 64, p
   const load = await llamaCppLoad(file, { nCtx: wanted === undefined ? 2048 : wanted + decodeTokens, ...options });
   const all = [];
   for (let r = 0; r < runs; r++) {
-    const timings = await engine.page.evaluate(COMPLETE, { prompt: text, maxTokens: decodeTokens });
+    const { timings } = await complete(text, decodeTokens, {});
     if (wanted !== undefined && timings.prompt_n !== wanted) {
       throw new Error(`llama.cpp made ${timings.prompt_n} tokens of the prompt, not ${wanted}: give a prompt of that many tokens`);
     }
