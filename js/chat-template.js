@@ -81,17 +81,16 @@ export class ChatTemplate {
 
   /**
    * The chat template of a tokenizer read from a GGUF file (Tokenizer.fromGguf,
-   * or a Llama's tokenizer): its tokenizer.chat_template, with the text of
-   * its begin and end tokens. Throws a ChatTemplateError when the file has
-   * no template, or it does not parse.
+   * a Llama's tokenizer, or a RemoteLlama's): its tokenizer.chat_template,
+   * with the text of its begin and end tokens. Throws a ChatTemplateError
+   * when the file has no template, or it does not parse.
    */
   static fromTokenizer(tokenizer) {
     checkObject('ChatTemplate.fromTokenizer', 'tokenizer', tokenizer);
     if (typeof tokenizer.chatTemplate !== 'string') {
       throw new ChatTemplateError('the model has no chat template (its GGUF file has no tokenizer.chat_template)');
     }
-    const text = (id) => (id === null ? null : tokenizer.decode([id], { special: true }) || null);
-    return new ChatTemplate(tokenizer.chatTemplate, { bosToken: text(tokenizer.bosId), eosToken: text(tokenizer.eosId) });
+    return new ChatTemplate(tokenizer.chatTemplate, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
   }
 
   /**

@@ -14,6 +14,10 @@ import { checkBytes, checkObject, shown } from './checks.js';
 import { checkKeys } from './options.js';
 import { ChatTemplate } from './chat-template.js';
 
+// A file without a chat template (a base model, like stories260K) chats as
+// plain text: the begin token, then each message's text on a line of its own.
+export const PLAIN_TEMPLATE = '{{ bos_token }}{% for message in messages %}{{ message.content }}\n{% endfor %}';
+
 const CHAT_OPTIONS = ['system', 'template'];
 const ROLES = ['system', 'user', 'assistant', 'tool'];
 // A saved chat: "KVCH" (a little-endian u32), the version, the length of
@@ -42,7 +46,7 @@ export class Chat {
    * A chat in `session` (a LlamaSession, or a RemoteSession from
    * kvcache-wasm/worker), which it then owns. options.system: a system
    * prompt; options.template: a Jinja chat template in place of the
-   * file's (a file without one chats through ChatTemplate's plain one).
+   * file's (a file without one chats through PLAIN_TEMPLATE).
    */
   constructor(session, options = {}, internal = null) {
     const where = 'new Chat';
@@ -55,7 +59,8 @@ export class Chat {
     if (system !== undefined && typeof system !== 'string') throw new TypeError(`${where}: options.system must be a string (got ${shown(system)})`);
     if (system !== undefined && internal) throw new TypeError('Chat.restore: options.system is the saved chat\'s');
     const { tokenizer } = session.llama;
-    this.#template = template === undefined ? ChatTemplate.fromTokenizer(tokenizer) : new ChatTemplate(template, tokenizer);
+    const source = template ?? tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
+    this.#template = new ChatTemplate(source, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
     this.#session = session;
     this.#messages = internal?.[restored] ?? (system === undefined ? [] : [{ role: 'system', content: system }]);
   }
@@ -149,4 +154,4 @@ export class Chat {
   }
 }
 
-export { ChatTemplate };
+export { ChatTemplate, ChatTemplateError } from './chat-template.js';

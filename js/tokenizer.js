@@ -173,12 +173,12 @@ export class Tokenizer {
 
   /** The begin token's text (a chat template's bos_token); null when the vocabulary has none. */
   get bosToken() {
-    return this.bosId === null ? null : this.tokens[this.bosId];
+    return this.bosId === null ? null : this.decode([this.bosId], { special: true }) || null;
   }
 
   /** The end token's text (a chat template's eos_token); null when the vocabulary has none. */
   get eosToken() {
-    return this.eosId === null ? null : this.tokens[this.eosId];
+    return this.eosId === null ? null : this.decode([this.eosId], { special: true }) || null;
   }
 
   /**
