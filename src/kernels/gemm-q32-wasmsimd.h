@@ -7,6 +7,7 @@
  *                             dot-codes header the file includes first)
  *   KVC_Q32_OFFSET            0, 8 or 16: value = (q - offset) * d
  *   KVC_Q32_MIN               1: value = q * d + m, an f16 m at byte 2
+ *                             (its mins meet the activations' s_b)
  * and includes this file.  Each block's value is the scalar kernel's,
  * lane for lane (weights.c):
  *   decode (T == 1): a row's blocks four at a time, lane k holding block
@@ -16,20 +17,22 @@
  */
 #include "weights-wasmsimd.h"
 
-/* Blocks' values from their exact dots S, activation sums A, weight scales
- * d (and mins m) and activation scales da, lane by lane. */
-static inline v128_t q32_values(v128_t S, v128_t A, v128_t d, v128_t m, v128_t da) {
-#if !KVC_Q32_OFFSET && !KVC_Q32_MIN
-    (void)A; /* Q8_0: no sums (nor their loads, left dead) */
-#endif
+/* Blocks' values from their exact dots S, activation code sums A, weight
+ * scales d (and mins m), activation scales da (and value sums s), lane by
+ * lane.  What a type does not use is left dead, and its loads with it: the
+ * code sums where there is no offset, the mins and value sums where there
+ * is no min. */
+static inline v128_t q32_values(v128_t S, v128_t A, v128_t d, v128_t m, v128_t da, v128_t s) {
 #if KVC_Q32_OFFSET
     S = wasm_i32x4_sub(S, wasm_i32x4_mul(A, wasm_i32x4_const_splat(KVC_Q32_OFFSET)));
+#else
+    (void)A;
 #endif
     v128_t v = wasm_f32x4_mul(wasm_f32x4_mul(d, da), wasm_f32x4_convert_i32x4(S));
 #if KVC_Q32_MIN
-    v = wasm_f32x4_add(v, wasm_f32x4_mul(wasm_f32x4_mul(m, da), wasm_f32x4_convert_i32x4(A)));
+    v = wasm_f32x4_add(v, wasm_f32x4_mul(m, s));
 #else
-    (void)m;
+    (void)m, (void)s;
 #endif
     return v;
 }
@@ -46,13 +49,15 @@ static v128_t q32_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t 
     for (size_t k = 0; k < 4; k++) dots[k] = q32_dot(block + k * KVC_Q32_BYTES, a, b + k);
     const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load(a->sums + 4 * b));
     return q32_values(kvc_horizontal_sums4_i32(dots), A, kvc_f16_gather4(block, KVC_Q32_BYTES),
-                      kvc_f16_gather4(block + 2, KVC_Q32_BYTES), wasm_v128_load(a->scales + 4 * b));
+                      kvc_f16_gather4(block + 2, KVC_Q32_BYTES), wasm_v128_load(a->scales + 4 * b),
+                      wasm_v128_load(a->value_sums + 4 * b));
 }
 
 static float q32_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(wasm_v128_load32_splat(a->sums + 4 * b));
     const v128_t v = q32_values(kvc_sum_i32x4(q32_dot(block, a, b)), A, kvc_f16_splat(block),
-                                kvc_f16_splat(block + 2), wasm_v128_load32_splat(a->scales + 4 * b));
+                                kvc_f16_splat(block + 2), wasm_v128_load32_splat(a->scales + 4 * b),
+                                wasm_v128_load32_splat(a->value_sums + 4 * b));
     return wasm_f32x4_extract_lane(v, 0);
 }
 
@@ -63,7 +68,8 @@ static v128_t q32_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], co
     for (size_t i = 0; i < 4; i++) dots[i] = kvc_dot32(&codes, a[i].codes + 32 * b, a[i].codes16 + 32 * b);
     const v128_t A = wasm_i32x4_extadd_pairwise_i16x8(kvc_gather32(tile->row, KVC_ACT_Q8_SUMS_AT(n, 32) + 4 * b));
     return q32_values(kvc_horizontal_sums4_i32(dots), A, kvc_f16_splat(block), kvc_f16_splat(block + 2),
-                      kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
+                      kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b),
+                      kvc_gather32(tile->row, KVC_ACT_Q8_VALUE_SUMS_AT(n) + 4 * b));
 }
 
 void KVC_Q32_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,

@@ -1,6 +1,6 @@
 /* gemm-q4_1-wasmsimd.c -- Q4_1 weights in SIMD128 (gemm-q4_1-scalar.c has
- * the layout): the nibbles as codes 0..15, the mins through the activation
- * sums.  The relaxed set compiles this file again with its
+ * the layout): the nibbles as codes 0..15, the mins times the activations'
+ * value sums.  The relaxed set compiles this file again with its
  * dot (gemm-q4_1-wasmrelaxed.c). */
 #ifndef KVC_Q32_NAME
 #include "dot-codes-wasmsimd.h"

@@ -1,6 +1,6 @@
 /* gemm-q5_1-wasmsimd.c -- Q5_1 weights in SIMD128 (gemm-q5_1-scalar.c has
- * the layout): codes 0..31, the mins through the activation sums.  The
- * relaxed set compiles this file again with its dot
+ * the layout): codes 0..31, the mins times the activations' value sums.
+ * The relaxed set compiles this file again with its dot
  * (gemm-q5_1-wasmrelaxed.c). */
 #ifndef KVC_Q32_NAME
 #include "dot-codes-wasmsimd.h"

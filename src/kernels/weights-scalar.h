@@ -1,10 +1,12 @@
 /* weights-scalar.h -- what the scalar weight kernels share: exact f16 and
- * bf16 reads, unaligned little-endian loads, the q8 activation row's parts,
- * and the two loops every scalar gemm is (block types and float types),
- * each the definition of its types' arithmetic (weights.h). */
+ * bf16 reads, f32 rounded to f16, unaligned little-endian loads, the q8
+ * activation row's parts (and what both quantizers write of a block), and
+ * the two loops every scalar gemm is (block types and float types), each
+ * the definition of its types' arithmetic (weights.h). */
 #ifndef KVC_WEIGHTS_SCALAR_H
 #define KVC_WEIGHTS_SCALAR_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -52,22 +54,65 @@ static inline float kvc_load_f16(const uint8_t *p) {
     return kvc_f16_to_f32(kvc_load_u16(p));
 }
 
+/* f32 to the nearest IEEE half, ties to even, as ggml's GGML_FP32_TO_FP16:
+ * subnormal halves kept, 65520 and up (the tie above 65504) Inf; a NaN to
+ * the quiet NaN 0x7e00, whatever its sign and payload (which wasm leaves
+ * to the engine). */
+static inline uint16_t kvc_f32_to_f16(float f) {
+    const uint32_t bits = kvc_bits_of_f32(f), magnitude = bits & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    if (magnitude > 0x7f800000u) return 0x7e00;
+    if (magnitude >= 0x477ff000u) return sign | 0x7c00;
+    /* below 2^-14: a subnormal half, the value in units of 2^-24 rounded
+     * (exact: a power-of-two scaling; 1024 is the smallest normal's bits) */
+    if (magnitude < 0x38800000u) return sign | (uint16_t)rintf(kvc_f32_of_bits(magnitude) * 0x1p24f);
+    /* a normal half: the 13 dropped bits rounded, ties to even, a carry
+     * moving into the exponent; the exponent rebiased from 127 to 15 */
+    return sign | (uint16_t)((magnitude + 0xfffu + ((magnitude >> 13) & 1u) - (112u << 23)) >> 13);
+}
+
+/* f rounded to f16 and read back. */
+static inline float kvc_f16_round(float f) {
+    return kvc_f16_to_f32(kvc_f32_to_f16(f));
+}
+
 /* ---- a q8 activation row (weights.h) ---- */
 typedef struct kvc_act_q8_row {
     const int8_t *codes;
-    const int16_t *codes16; /* the SIMD128 kernels' (wasm: any alignment loads) */
-    const uint8_t *scales;  /* f32, unaligned */
-    const uint8_t *sums;    /* i16, unaligned */
+    const int16_t *codes16;    /* the SIMD128 kernels' (wasm: any alignment loads) */
+    const uint8_t *scales;     /* f32, unaligned */
+    const uint8_t *sums;       /* i16, unaligned */
+    const uint8_t *value_sums; /* f32, unaligned; NULL in blocks of 256 */
 } kvc_act_q8_row;
 
 static inline kvc_act_q8_row kvc_act_q8_row_at(const uint8_t *xa, size_t n, size_t B) {
     kvc_act_q8_row row = {(const int8_t *)xa, (const int16_t *)(const void *)(xa + KVC_ACT_Q8_CODES16_AT(n)),
-                          xa + KVC_ACT_Q8_SCALES_AT(n), xa + KVC_ACT_Q8_SUMS_AT(n, B)};
+                          xa + KVC_ACT_Q8_SCALES_AT(n), xa + KVC_ACT_Q8_SUMS_AT(n, B),
+                          B == 32 ? xa + KVC_ACT_Q8_VALUE_SUMS_AT(n) : NULL};
     return row;
 }
 
 static inline float kvc_act_scale(const kvc_act_q8_row *a, size_t b) {
     return kvc_load_f32(a->scales + 4 * b);
+}
+
+/* Block b's s_b (blocks of 32). */
+static inline float kvc_act_value_sum(const kvc_act_q8_row *a, size_t b) {
+    return kvc_load_f32(a->value_sums + 4 * b);
+}
+
+/* What each quantizer writes of block b besides its codes: a q8x32 block's
+ * d_b and s_b from its unrounded d and the sum of its codes; a q8x256
+ * block's d_b (a NaN as 0x7fc00000: the same bytes from every set). */
+static inline void kvc_put_act_q8_32_block(uint8_t *xa, size_t n, size_t b, float d, int32_t code_sum) {
+    const float scale = kvc_f16_round(d), value_sum = kvc_f16_round(d * (float)code_sum);
+    memcpy(xa + KVC_ACT_Q8_SCALES_AT(n) + 4 * b, &scale, sizeof scale);
+    memcpy(xa + KVC_ACT_Q8_VALUE_SUMS_AT(n) + 4 * b, &value_sum, sizeof value_sum);
+}
+
+static inline void kvc_put_act_q8_256_block(uint8_t *xa, size_t n, size_t b, float d) {
+    const float scale = d == d ? d : kvc_f32_of_bits(0x7fc00000u);
+    memcpy(xa + KVC_ACT_Q8_SCALES_AT(n) + 4 * b, &scale, sizeof scale);
 }
 
 /* The sum of codes 16 g .. 16 g + 15. */
@@ -124,12 +169,11 @@ static inline float kvc_value_offset32(const uint8_t *block, const uint8_t q[32]
     return (kvc_load_f16(block) * kvc_act_scale(a, b)) * (float)(S - offset * kvc_act_sum32(a, b));
 }
 
-/* (d * d_a) * S + (m * d_a) * A */
+/* (d * d_a) * S + m * s_a */
 static inline float kvc_value_min32(const uint8_t *block, const uint8_t q[32],
                                     const kvc_act_q8_row *a, size_t b) {
-    const float S = (float)kvc_dot_codes(32, q, a->codes + 32 * b), A = (float)kvc_act_sum32(a, b);
-    const float da = kvc_act_scale(a, b);
-    return (kvc_load_f16(block) * da) * S + (kvc_load_f16(block + 2) * da) * A;
+    const float S = (float)kvc_dot_codes(32, q, a->codes + 32 * b);
+    return (kvc_load_f16(block) * kvc_act_scale(a, b)) * S + kvc_load_f16(block + 2) * kvc_act_value_sum(a, b);
 }
 
 /* ---- Q4_K and Q5_K: super-blocks of 256, f16 d and dmin, 12 bytes of

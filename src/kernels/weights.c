@@ -21,11 +21,12 @@
 
 /*
  * Each integer type's block value v_b, from its weight block (ggml's fields,
- * f16 read exactly as f32) and the activation block (d_a, codes a_i, sums):
+ * f16 read exactly as f32) and the activation block (d_a, codes a_i, sums,
+ * s_a; weights.h):
  *   Q8_0  (d * d_a) * S,                  S = sum w_i a_i
  *   Q4_0  (d * d_a) * (S - 8 A),          S = sum q_i a_i, q the 4-bit code, A = sum a_i
  *   Q5_0  (d * d_a) * (S - 16 A),         q the 5-bit code
- *   Q4_1, Q5_1  (d * d_a) * S + (m * d_a) * A
+ *   Q4_1, Q5_1  (d * d_a) * S + m * s_a   (llama.cpp's, with q8_1's s)
  *   Q4_K, Q5_K  (d * d_a) * S - (dmin * d_a) * M,
  *               S = sum_j sc_j sum_{i in j} q_i a_i, M = sum_j m_j A_j over the
  *               eight sub-blocks j of 32 (6-bit sc_j and m_j)

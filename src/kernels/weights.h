@@ -16,8 +16,8 @@
  * a verify batch of k tokens against k single steps).  Each gemm computes
  * it as:
  *   - integer types: per block b an exact integer dot (and the integer sums
- *     an offset or a min needs), then the block's value v_b in f32 by the
- *     formula beside the type's row in weights.c; v_b added to accumulator
+ *     an offset or a k-quant's mins need), then the block's value v_b in f32
+ *     by the formula beside the type's row in weights.c; v_b added to accumulator
  *     b mod 4 (each starting at +0), in block order; y = (a0 + a1) + (a2 + a3).
  *     Every set computes exactly this: scalar, SIMD128 and relaxed SIMD give
  *     the same bits (the relaxed i8 x i7 dot product is exact and the same on
@@ -67,22 +67,45 @@ typedef enum kvc_act_kind {
 
 /*
  * A q8 activation row of n values in blocks of B (32 or 256), n a multiple
- * of B -- ours, not a file format; laid out for the kernels' loads:
- *   codes   [n]      i8, -127..127 (the relaxed dot products read these)
- *   codes16 [n]      i16, the same codes (the SIMD128 ones read these,
- *                    eight products to an i32x4.dot_i16x8_s, no widening)
- *   scales  [n / B]  f32, block b's d_b
- *   sums    [n / 16] i16, the sum of each 16 consecutive codes
- * For each block: amax = the largest |x| (NaN if an x is NaN), d = amax / 127,
- * code = clamp(round_half_even(x / d), -127, 127), and 0 where x / d is NaN
- * (an all-zero block: d = 0 and zero codes).  f32 arithmetic, the same bytes
- * from every set.  A NaN or infinite x makes its block's d NaN or infinite,
- * so that every product it enters is NaN.
+ * of B -- ours, not a file format; laid out for the kernels' loads, and
+ * carrying exactly the values llama.cpp's CPU code gives its q8_0 / q8_1
+ * (B = 32) and q8_K (B = 256) blocks (ggml's quantize_row_q8_0_ref,
+ * q8_1_ref and q8_K_ref):
+ *   codes       [n]      i8, -127..127 (the relaxed dot products read these)
+ *   codes16     [n]      i16, the same codes (the SIMD128 ones read these,
+ *                        eight products to an i32x4.dot_i16x8_s, no widening)
+ *   scales      [n / B]  f32, block b's d_b
+ *   sums        [n / 16] i16, the sum of each 16 consecutive codes
+ *   value_sums  [n / 32] f32, B = 32 only: block b's s_b, what Q4_1's and
+ *                        Q5_1's mins multiply (q8_1's s)
+ * q8x32, per block: amax = the largest |x| (NaN if an x is NaN), d = amax /
+ *   127, id = d != 0 ? 1 / d : 0, code = clamp(round_half_away(x * id),
+ *   -127, 127) (C's roundf), 0 where x * id is NaN; d_b = d rounded to f16
+ *   (nearest, ties to even, subnormal halves kept; 65520 and up Inf), read
+ *   back as f32; s_b = d * (the sum of the block's codes) rounded to f16 the
+ *   same way (the unrounded d).
+ * q8x256, per block: m = the x of largest |x|, with its sign (max x, or min
+ *   x where -min x > max x; NaN if an x is NaN), iscale = m != 0 ? -127 / m
+ *   : 0, code = clamp(round_half_even(x * iscale), -127, 127), 0 where
+ *   x * iscale is NaN, d_b = m != 0 ? 1 / iscale : 0 (f32, not rounded):
+ *   negative where m is positive, the codes negated alike.  (ggml takes the
+ *   first x of largest |x|: on a tie of +a and -a the sign of d_b and of the
+ *   codes may differ from its, every value d_b * code and every product the
+ *   same.)
+ * f32 arithmetic in exactly those orders, the same bytes from every set (a
+ * NaN d_b or s_b stored as the quiet NaN 0x7fc00000).  A NaN or infinite x
+ * makes its block's d_b NaN or infinite (and s_b NaN), so that every
+ * product it enters is NaN (ggml's maxima pass over a NaN, which then
+ * vanishes as a zero code: ours keep it, so that it shows).  As in
+ * llama.cpp, a q8x32 d or s of 65520 or more gets an infinite d_b or s_b:
+ * then the block's products, or its Q4_1 and Q5_1 ones, are Inf or NaN.
  */
 #define KVC_ACT_Q8_CODES16_AT(n) (n)
 #define KVC_ACT_Q8_SCALES_AT(n) (3 * (n))
 #define KVC_ACT_Q8_SUMS_AT(n, B) (3 * (n) + 4 * ((n) / (B)))
-#define KVC_ACT_Q8_ROW_BYTES(n, B) (KVC_ACT_Q8_SUMS_AT(n, B) + 2 * ((n) / 16))
+#define KVC_ACT_Q8_VALUE_SUMS_AT(n) (KVC_ACT_Q8_SUMS_AT(n, 32) + 2 * ((n) / 16))
+#define KVC_ACT_Q8_ROW_BYTES(n, B) \
+    (KVC_ACT_Q8_SUMS_AT(n, B) + 2 * ((n) / 16) + ((B) == 32 ? 4 * ((n) / 32) : 0))
 
 /* Codes a row of n activations x into xa (encoding's row bytes). */
 typedef void kvc_quantize_act_fn(size_t n, const float *x, uint8_t *xa);

@@ -361,8 +361,8 @@ TEST(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest) {
     CHECK(strcmp(short_list, "F32, F16") == 0);
     CHECK(kvc_weight_type_list(NULL, 0) == strlen(all));
 
-    /* f32; i8 and i16 codes, an f32 scale and i16 sums of 16 */
-    const uint32_t act_values[KVC_ACT_KINDS] = {1, 32, 256}, act_bytes[KVC_ACT_KINDS] = {4, 104, 804};
+    /* f32; i8 and i16 codes, an f32 scale, i16 sums of 16 (and q8x32's f32 value sum) */
+    const uint32_t act_values[KVC_ACT_KINDS] = {1, 32, 256}, act_bytes[KVC_ACT_KINDS] = {4, 108, 804};
     for (int k = 0; k < KVC_ACT_KINDS; k++) {
         const kvc_act_encoding *e = kvc_act_encoding_of((kvc_act_kind)k);
         CHECK(e->kind == (kvc_act_kind)k && e->block_values == act_values[k] && e->block_bytes == act_bytes[k]);
@@ -458,22 +458,51 @@ TEST(f16_and_bf16_gemms_should_read_every_half_exactly_in_every_set) {
 
 /* ---- activation quantizers ---- */
 
-/* The encoding's definition (weights.h), written plainly. */
+/* The encodings' definitions (weights.h), written plainly: ggml's
+ * quantize_row_q8_0_ref and q8_1_ref (B = 32) and q8_K_ref (B = 256, m by
+ * max and min), with ours for a NaN x (its block's d NaN, stored as
+ * 0x7fc00000), and our layout. */
+static float quiet_nan(void) {
+    const uint32_t bits = 0x7fc00000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float f16_rounded(float v) { return v != v ? quiet_nan() : plain_f16(f16_of(v)); }
+
+static void put_f32(uint8_t *p, float v) { memcpy(p, &v, sizeof v); }
+
+static int clamped_code(float r) { return r != r ? 0 : r > 127 ? 127 : r < -127 ? -127 : (int)r; }
+
 static void plain_quantize(size_t B, size_t n, const float *x, uint8_t *xa) {
     for (size_t b = 0; b < n / B; b++) {
-        double amax = 0.0;
-        int nan = 0;
-        for (size_t i = B * b; i < B * b + B; i++) {
-            if (x[i] != x[i]) nan = 1;
-            if (fabs(x[i]) > amax) amax = fabs(x[i]);
+        const float *v = x + B * b;
+        int nan = 0, code[256], sum = 0;
+        float amax = 0.0f, max = 0.0f, min = 0.0f, d;
+        for (size_t i = 0; i < B; i++) {
+            nan |= v[i] != v[i];
+            amax = fmaxf(amax, fabsf(v[i])), max = fmaxf(max, v[i]), min = fminf(min, v[i]);
         }
-        const float d = nan ? NAN : (float)amax / 127.0f;
-        memcpy(xa + 3 * n + 4 * b, &d, 4);
-        for (size_t i = B * b; i < B * b + B; i++) {
-            float r = nearbyintf(x[i] / d);
-            const int code = r != r ? 0 : r > 127 ? 127 : r < -127 ? -127 : (int)r;
-            xa[i] = (uint8_t)(int8_t)code;
-            put_u16(xa + n + 2 * i, (uint16_t)(int16_t)code);
+        if (B == 32) {
+            d = nan ? NAN : amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (size_t i = 0; i < B; i++) code[i] = clamped_code(roundf(v[i] * id));
+        } else {
+            const float m = nan ? NAN : -min > max ? min : max, iscale = m != 0.0f ? -127.0f / m : 0.0f;
+            for (size_t i = 0; i < B; i++) code[i] = clamped_code(nearbyintf(v[i] * iscale));
+            d = m != 0.0f ? 1.0f / iscale : 0.0f;
+        }
+        for (size_t i = 0; i < B; i++) {
+            xa[B * b + i] = (uint8_t)(int8_t)code[i];
+            put_u16(xa + n + 2 * (B * b + i), (uint16_t)(int16_t)code[i]);
+            sum += code[i];
+        }
+        if (B == 32) {
+            put_f32(xa + 3 * n + 4 * b, f16_rounded(d));
+            put_f32(xa + 3 * n + 4 * (n / 32) + 2 * (n / 16) + 4 * b, f16_rounded(d * (float)sum));
+        } else {
+            put_f32(xa + 3 * n + 4 * b, d != d ? quiet_nan() : d);
         }
     }
     for (size_t g = 0; g < n / 16; g++) {
@@ -483,18 +512,44 @@ static void plain_quantize(size_t B, size_t n, const float *x, uint8_t *xa) {
     }
 }
 
-/* Rows that stress the quantizer: normal, outliers, ties at scale one, a
- * wide range of magnitudes, tiny (subnormal) blocks, a zero block. */
+/* A block of 32 whose d = amax / 127 falls on, or an f32 step or two
+ * beside, the midpoint of two halves: normal and subnormal ones, 65504's
+ * (65520, where d turns infinite), the largest subnormal's. */
+static void fill_f16_boundary_block(test_rng *rng, float *x) {
+    const uint32_t pick = test_rng_u32(rng) % 8;
+    const uint16_t h = pick == 0 ? 0x7bff : pick == 1 ? 0x03ff : (uint16_t)(test_rng_u32(rng) % 0x7bff);
+    const float next = h == 0x7bff ? 65536.0f : plain_f16((uint16_t)(h + 1));
+    const float midpoint = (plain_f16(h) + next) / 2.0f; /* exact: 12 bits */
+    float amax = midpoint * 127.0f;
+    for (int step = (int)(test_rng_u32(rng) % 5) - 2; step != 0; step += step < 0 ? 1 : -1) {
+        amax = nextafterf(amax, step < 0 ? 0.0f : INFINITY);
+    }
+    for (size_t i = 0; i < 32; i++) x[i] = amax * fminf(fmaxf(test_rng_normal(rng) / 3.0f, -1.0f), 1.0f);
+    x[test_rng_u32(rng) % 32] = test_rng_u32(rng) & 1 ? amax : -amax;
+}
+
+/* Rows that stress the quantizers: normal, outliers, ties (x * id or
+ * x * iscale = k + 1/2, +-127 in every block: a tie of max and -min for
+ * q8x256), a wide range of magnitudes, tiny blocks (a subnormal d and an
+ * infinite id or iscale), blocks about where 1 / d overflows, a zero block,
+ * f16 rounding boundaries of d, NaN and infinite blocks. */
+#define ACTIVATION_CASES 9
 static void fill_activation_case(test_rng *rng, int which, size_t n, float *x) {
     for (size_t i = 0; i < n; i++) {
         const float g = test_rng_normal(rng);
         switch (which) {
         case 0: x[i] = g; break;
         case 1: x[i] = (i % 37 == 5) ? 300.0f * g : g; break;
-        case 2: x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(test_rng_u32(rng) % 255) - 127) + 0.5f; break;
+        case 2: x[i] = i % 32 == 0 ? ((i / 32) % 3 ? 127.0f : -127.0f) : (float)((int)(test_rng_u32(rng) % 253) - 127) + 0.5f; break;
         case 3: x[i] = ldexpf(g, (int)(test_rng_u32(rng) % 80) - 40); break;
         case 4: x[i] = ldexpf(g, -140); break;
-        default: x[i] = i < 256 ? 0.0f : g; break;
+        case 5: x[i] = i < 256 ? 0.0f : g; break;
+        case 6: x[i] = ldexpf(g, -116 - (int)((i / 32) % 12)); break;
+        case 7: if (i % 32 == 0) fill_f16_boundary_block(rng, x + i); break;
+        default: /* NaN in some blocks of 32 (of even blocks of 256), +-Inf in others */
+            x[i] = (i / 32) % 5 == 1 && (i / 256) % 2 == 0 && i % 7 == 3 ? NAN
+                   : (i / 32) % 5 == 3 && i % 11 == 4 ? (g < 0 ? -INFINITY : INFINITY) : g;
+            break;
         }
     }
 }
@@ -509,7 +564,7 @@ TEST(act_quantizers_should_give_the_bytes_of_their_definition_in_every_set) {
     for (size_t k = 0; k < 2; k++) {
         const kvc_act_encoding *e = kvc_act_encoding_of(kinds[k]);
         const size_t B = e->block_values;
-        for (int which = 0; which < 6; which++) {
+        for (int which = 0; which < ACTIVATION_CASES; which++) {
             for (size_t n = B; n <= MAX_N; n *= 4) {
                 fill_activation_case(&rng, which, n, x);
                 const size_t bytes = KVC_ACT_Q8_ROW_BYTES(n, B);
@@ -525,40 +580,75 @@ TEST(act_quantizers_should_give_the_bytes_of_their_definition_in_every_set) {
             }
         }
     }
-    /* Ties at scale one round to even: 2.5 -> 2, 3.5 -> 4, -2.5 -> -2. */
-    float ties[32] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f};
-    kvc_quantize_act_q8_32__scalar(32, ties, got);
-    const int8_t expect[8] = {127, 2, 4, -2, -4, 0, 0, 2};
-    CHECK(memcmp(got, expect, 8) == 0);
+    /* At scale one (amax 127): q8x32 rounds half away from zero (2.5 -> 3,
+     * -2.5 -> -3; 0.5 - 2^-25 -> 0), q8x256 half to even, its codes negated
+     * (m = +127: iscale = -1, d = -1); in every set. */
+    float ties[256] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 0x1.fffffep-2f, -0x1.fffffep-2f, 0x1.000002p-1f};
+    const int8_t away[11] = {127, 3, 4, -3, -4, 1, -1, 2, 0, 0, 1}, even[11] = {-127, -2, -4, 2, 4, 0, 0, -2, 0, 0, -1};
+    float unit[32] = {1.0f};
+    for (size_t s = 0; s <= simd; s++) {
+        const kvc_weight_set set = s == 0 ? KVC_WEIGHT_SCALAR : sets[s - 1];
+        float d, value_sum;
+        kvc_act_encoding_of(KVC_ACT_Q8_32)->quantize[set](32, ties, got);
+        memcpy(&d, got + KVC_ACT_Q8_SCALES_AT(32), 4), memcpy(&value_sum, got + KVC_ACT_Q8_VALUE_SUMS_AT(32), 4);
+        CHECK(memcmp(got, away, 11) == 0 && d == 1.0f && value_sum == 130.0f);
+        kvc_act_encoding_of(KVC_ACT_Q8_256)->quantize[set](256, ties, got);
+        memcpy(&d, got + KVC_ACT_Q8_SCALES_AT(256), 4);
+        CHECK(memcmp(got, even, 11) == 0 && d == -1.0f);
+        /* d = 1 / 127 to the half 0x1.02p-7; s = d * 127 to the half 1 */
+        kvc_act_encoding_of(KVC_ACT_Q8_32)->quantize[set](32, unit, got);
+        memcpy(&d, got + KVC_ACT_Q8_SCALES_AT(32), 4), memcpy(&value_sum, got + KVC_ACT_Q8_VALUE_SUMS_AT(32), 4);
+        CHECK(got[0] == 127 && d == 0x1.02p-7f && value_sum == 1.0f);
+    }
 }
 
+/* A NaN or an Inf in a block: a NaN or infinite d_b (q8x32: s_b NaN), zero
+ * codes, and a NaN product (Q4_1, Q4_K), in every set. */
 TEST(act_quantizers_should_make_nan_and_inf_blocks_poison_their_products) {
-    kvc_weight_set sets[2];
-    const size_t simd = simd_sets(sets);
-    float x[64];
-    for (size_t i = 0; i < 64; i++) x[i] = (float)i - 20.0f;
-    x[3] = NAN;
-    x[40] = INFINITY;
-    uint8_t xa[KVC_ACT_Q8_ROW_BYTES(64, 32)];
-    for (size_t s = 0; s <= simd; s++) {
-        kvc_act_encoding_of(KVC_ACT_Q8_32)->quantize[s == 0 ? KVC_WEIGHT_SCALAR : sets[s - 1]](64, x, xa);
-        float d0, d1;
-        memcpy(&d0, xa + 3 * 64, 4);
-        memcpy(&d1, xa + 3 * 64 + 4, 4);
-        CHECK(d0 != d0 && isinf(d1));
-        for (size_t i = 0; i < 3 * 64; i++) CHECK(xa[i] == 0); /* x / NaN and x / Inf: code 0 */
+    kvc_weight_set sets[3] = {KVC_WEIGHT_SCALAR};
+    const size_t count = 1 + simd_sets(sets + 1);
+    test_rng rng = test_rng_new(23);
+    const kvc_act_kind kinds[2] = {KVC_ACT_Q8_32, KVC_ACT_Q8_256};
+    const uint32_t type_ids[2] = {3, 12};
+    for (size_t k = 0; k < 2; k++) {
+        const kvc_act_encoding *e = kvc_act_encoding_of(kinds[k]);
+        const kvc_weight_type *type = kvc_weight_type_of(type_ids[k]);
+        const size_t B = e->block_values;
+        uint8_t *w = random_matrix(type, B, 1, &rng, 0);
+        for (int special = 0; special < 3; special++) {
+            float x[256];
+            for (size_t i = 0; i < B; i++) x[i] = (float)(i % 64) - 20.0f;
+            x[3] = special == 0 ? NAN : special == 1 ? INFINITY : -INFINITY;
+            uint8_t xa[KVC_ACT_Q8_ROW_BYTES(256, 256)];
+            for (size_t s = 0; s < count; s++) {
+                e->quantize[sets[s]](B, x, xa);
+                float d, value_sum, y;
+                memcpy(&d, xa + KVC_ACT_Q8_SCALES_AT(B), 4);
+                CHECK(special == 0 ? d != d : isinf(d));
+                if (B == 32) {
+                    memcpy(&value_sum, xa + KVC_ACT_Q8_VALUE_SUMS_AT(B), 4);
+                    CHECK(value_sum != value_sum);
+                }
+                for (size_t i = 0; i < 3 * B; i++) CHECK(xa[i] == 0); /* x * NaN, x * 0 (id of an Inf d): code 0 */
+                type->gemm[sets[s]](B, 1, 1, w, type->block_bytes, xa, e->block_bytes, &y, 1);
+                CHECK(y != y);
+            }
+        }
+        free(w);
     }
 }
 
 /* ---- gemm ---- */
 
 /* 1 if y [T x rows] is the double dot of what the gemm reads (the weights
- * dequantized, the activations as their codes times their scales) to 1e-5
- * of sum |w a|: only the f32 roundings of the block values and of their
- * sum lie between. */
+ * dequantized, the activations as their codes times their scales; for Q4_1
+ * and Q5_1 each block's min m times the activations' s_b in place of m
+ * times the sum of the block's coded values) to 1e-5 of sum |w a|: only the
+ * f32 roundings of the block values and of their sum lie between. */
 static int near_plain_dot(const kvc_weight_type *type, const uint8_t *w, size_t n, size_t rows,
                           const uint8_t *xa, size_t T, const float *y) {
     const size_t row_bytes = n / type->block_values * type->block_bytes, stride = act_row_bytes(type, n);
+    const int value_sums = type->block_values == 32 && fact_of(type->ggml_id)->m_at >= 0;
     float wr[MAX_N];
     double a[MAX_N];
     for (size_t t = 0; t < T; t++) {
@@ -567,6 +657,14 @@ static int near_plain_dot(const kvc_weight_type *type, const uint8_t *w, size_t 
             type->dequantize(w + r * row_bytes, 0, n, wr);
             double dot = 0.0, size = 0.0;
             for (size_t j = 0; j < n; j++) dot += wr[j] * a[j], size += fabs(wr[j] * a[j]);
+            for (size_t b = 0; value_sums && b < n / 32; b++) {
+                const double m = f16_at(w + r * row_bytes + b * type->block_bytes + 2);
+                float s;
+                memcpy(&s, xa + t * stride + KVC_ACT_Q8_VALUE_SUMS_AT(n) + 4 * b, 4);
+                double coded = 0.0;
+                for (size_t j = 32 * b; j < 32 * b + 32; j++) coded += a[j];
+                dot += m * (s - coded), size += fabs(m * s);
+            }
             if (!(fabs(y[t * rows + r] - dot) <= 1e-5 * size + 1e-30)) {
                 printf("  %s: y[%zu][%zu] = %.9g, the plain dot %.9g\n", type->name, t, r, y[t * rows + r], dot);
                 return 0;

@@ -15,6 +15,7 @@ import { GEOMETRIES, MIXES, randomLlama, tensorValues } from '../gguf/models.mjs
 import { encodeGguf, encodeGgufHeader } from '../gguf/writer.mjs';
 import { GGML_TYPES } from '../gguf/types.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
+import { codedActivations } from '../gguf/activations.mjs';
 import { compareLogits } from '../runtimes/wllama.mjs';
 
 before(() => init());
@@ -54,17 +55,19 @@ function agreement(reference, ours, vocab, positions) {
 }
 
 for (const mix of MIXES) {
-  test(`a ${mix} file runs as the plain-JS transformer computes on its weights (mean KL below 1e-3, top-1 above 95%)`, () => {
+  test(`a ${mix} file runs as the plain-JS transformer computes on its weights and on its activations coded as llama.cpp codes them (mean KL below 1e-3, top-1 above 95%)`, () => {
     const { spec, bytes } = model(mix);
     const llama = Llama.fromGguf(bytes);
     try {
       const counts = {};
       for (const info of llama.tensors.values()) counts[info.type] = (counts[info.type] ?? 0) + 1;
       if (mix !== 'Q4_K_M') assert.ok(counts[mix] > 0, `the file holds ${mix} tensors: ${JSON.stringify(counts)}`);
+      const typeOf = (name) => spec.tensors.find((t) => t.name === name).type;
       const reference = referenceLogits({
         config: llama.config,
         tensor: (name) => tensorValues(spec, name),
         has: (name) => spec.tensors.some((t) => t.name === name),
+        input: (name, x, rows, cols) => codedActivations(typeOf(name), x, rows, cols),
       }, TOKENS);
       const { kl, top1 } = agreement(reference, logitsOf(llama, TOKENS), llama.config.vocabSize, TOKENS.length);
       console.log(`# ${mix}: mean KL(reference || ours) ${kl.toExponential(2)}, top-1 ${(100 * top1).toFixed(1)}%`);

@@ -39,6 +39,7 @@ import { KvCache } from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
 import { digitPrompt, tensorValues } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
+import { codedActivations } from '../gguf/activations.mjs';
 import { browserMissing, launchBrowser } from './browsers.mjs';
 import { ISOLATION_HEADERS } from './static-server.mjs';
 
@@ -372,8 +373,9 @@ export function compareLogits(p, q) {
 /**
  * How far this project's runner is from llama.cpp on the model `spec`
  * (tests/gguf/models.mjs): at each of `positions`, teacher-forced on
- * `tokens`, llama.cpp's hidden state times output.weight (dequantized by the
- * JS reference) in f64 against the runner's logits (one forward pass over
+ * `tokens`, llama.cpp's hidden state (coded as llama.cpp codes it for
+ * output.weight's type: tests/gguf/activations.mjs) times output.weight
+ * (dequantized by the JS reference) in f64 against the runner's logits (one forward pass over
  * `tokens`, its cache in options.runnerMode, default f32). The runner is
  * `runner` (a Llama), or the spec's own model. `options` are llamaCppLoad's. Resolves to { meanKl, maxKl,
  * top1 (the fraction of positions whose argmax agrees), loadMs, hiddenMs
@@ -395,12 +397,16 @@ export async function runnerAgreement(spec, tokens, positions, options = {}, run
   } finally {
     cache.free();
   }
-  const output = tensorValues(spec, spec.tensors.some((t) => t.name === 'output.weight') ? 'output.weight' : 'token_embd.weight');
+  const outputName = spec.tensors.some((t) => t.name === 'output.weight') ? 'output.weight' : 'token_embd.weight';
+  const output = tensorValues(spec, outputName);
+  // llama.cpp's product codes the hidden state as its vec_dot_type first: so does this one.
+  const outputType = spec.tensors.find((t) => t.name === outputName).type;
   let sum = 0;
   let maxKl = 0;
   let agree = 0;
   positions.forEach((p, i) => {
-    const { kl, top1Agrees } = compareLogits(logitsFromHidden(hidden[i], output), reference.subarray(p * vocab, (p + 1) * vocab));
+    const coded = codedActivations(outputType, hidden[i], 1, hidden[i].length);
+    const { kl, top1Agrees } = compareLogits(logitsFromHidden(coded, output), reference.subarray(p * vocab, (p + 1) * vocab));
     sum += kl;
     maxKl = Math.max(maxKl, kl);
     agree += top1Agrees;

@@ -9,7 +9,10 @@
 //
 // `model`: { config: { architecture, dim, numLayers, numHeads, numKvHeads,
 // headDim, hiddenDim, vocabSize, eps, ropeBase }, tensor(name) -> Float32Array
-// (row-major [rows x cols], ggml dims [cols, rows]), has(name) }.
+// (row-major [rows x cols], ggml dims [cols, rows]), has(name), and
+// optionally input(name, x, rows, cols) -> what a product with weight `name`
+// reads of its input x (say, x coded as llama.cpp codes it for that weight's
+// type: tests/gguf/activations.mjs) }.
 
 // Per architecture, as llama.cpp computes it: RoPE pairs adjacent channels
 // (llama's GGUF layout) or halves (NeoX: qwen2, qwen3), biases on q, k, v
@@ -75,14 +78,17 @@ export function referenceLogits(model, tokens) {
   const group = numHeads / numKvHeads;
   const embedding = model.tensor('token_embd.weight');
   const factors = model.has('rope_freqs.weight') ? model.tensor('rope_freqs.weight') : null;
+  // x [m × inDim] times weight `name` [outDim × inDim], transposed.
+  const linear = (name, x, inDim, outDim) => matmul(model.input?.(name, x, m, inDim) ?? x, model.tensor(name), m, inDim, outDim);
   const x = new Float32Array(m * dim);
   tokens.forEach((token, i) => x.set(embedding.subarray(token * dim, (token + 1) * dim), i * dim));
   for (let l = 0; l < numLayers; l++) {
     const w = (name) => model.tensor(`blk.${l}.${name}`);
+    const project = (name, input, inDim, outDim) => linear(`blk.${l}.${name}`, input, inDim, outDim);
     const xb = rmsnorm(x, w('attn_norm.weight'), m, dim, eps);
-    const q = matmul(xb, w('attn_q.weight'), m, dim, qDim);
-    const k = matmul(xb, w('attn_k.weight'), m, dim, kvDim);
-    const v = matmul(xb, w('attn_v.weight'), m, dim, kvDim);
+    const q = project('attn_q.weight', xb, dim, qDim);
+    const k = project('attn_k.weight', xb, dim, kvDim);
+    const v = project('attn_v.weight', xb, dim, kvDim);
     if (arch.bias) {
       addBias(q, w('attn_q.bias'), m, qDim);
       addBias(k, w('attn_k.bias'), m, kvDim);
@@ -114,16 +120,15 @@ export function referenceLogits(model, tokens) {
         }
       }
     }
-    const projected = matmul(att, w('attn_output.weight'), m, qDim, dim);
+    const projected = project('attn_output.weight', att, qDim, dim);
     for (let i = 0; i < x.length; i++) x[i] += projected[i];
     const xf = rmsnorm(x, w('ffn_norm.weight'), m, dim, eps);
-    const gate = matmul(xf, w('ffn_gate.weight'), m, dim, hiddenDim);
-    const up = matmul(xf, w('ffn_up.weight'), m, dim, hiddenDim);
+    const gate = project('ffn_gate.weight', xf, dim, hiddenDim);
+    const up = project('ffn_up.weight', xf, dim, hiddenDim);
     for (let i = 0; i < gate.length; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-    const down = matmul(gate, w('ffn_down.weight'), m, hiddenDim, dim);
+    const down = project('ffn_down.weight', gate, hiddenDim, dim);
     for (let i = 0; i < x.length; i++) x[i] += down[i];
   }
   const final = rmsnorm(x, model.tensor('output_norm.weight'), m, dim, eps);
-  const output = model.has('output.weight') ? model.tensor('output.weight') : embedding;
-  return matmul(final, output, m, dim, vocabSize);
+  return linear(model.has('output.weight') ? 'output.weight' : 'token_embd.weight', final, dim, vocabSize);
 }
