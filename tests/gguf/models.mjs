@@ -1,10 +1,12 @@
-// Llama GGUF models for the tests and the benchmarks: random weights at a
-// given geometry and type mix, the real models of ../shared/data re-encoded
-// in another type, and probes that show one tensor's dequantization through
-// an engine's hidden state. Written to a temporary folder when used, never
-// committed.
+// GGUF models for the tests and the benchmarks: random weights at a given
+// geometry and type mix -- llama (with or without Llama 3's RoPE scaling),
+// qwen2 or qwen3, the files llama.cpp's converter (convert_hf_to_gguf.py)
+// writes for them -- the real models of ../shared/data re-encoded in another
+// type, and probes that show one tensor's dequantization through an engine's
+// hidden state. Written to a temporary folder when used, never committed.
 //
 //   const spec = randomLlama(GEOMETRIES.tiny, { mix: 'Q4_K_M', seed: 1 });
+//   const qwen = randomLlama(GEOMETRIES['qwen3-0.6b'], { mix: 'Q8_0' });
 //   writeGgufFile(path, spec);                      // or encodeGguf(spec)
 //   const w = tensorValues(spec, 'output.weight');  // dequantized, f32
 //   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
@@ -24,12 +26,45 @@ import { rng } from '../../support/synthetic.mjs';
 import { ggmlType, GGML_TYPES } from './types.mjs';
 import { gguf, writeGgufFile } from './writer.mjs';
 
-/** Geometries: a tiny one for tests, and two of today's small models. */
+// Llama 3.x's rope_scaling (config.json's rope_type llama3), as Llama 3.2 has it.
+const LLAMA3_ROPE_SCALING = { type: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalContextLength: 8192 };
+
+/**
+ * Geometries: tiny ones for tests (one per architecture, the llama3 one
+ * with Llama 3's RoPE scaling) and today's small models. `architecture`
+ * defaults to llama; `headDim`, when given, is config.json's head_dim, which
+ * the converter writes as attention.key_length and value_length (else a
+ * head is dim / numHeads and no key says so); `ropeScaling` is a
+ * rope_scaling of type llama3, which the converter turns into
+ * rope_freqs.weight; `tied` drops output.weight (tie_word_embeddings).
+ */
 export const GEOMETRIES = {
   tiny: { name: 'tiny', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false },
+  'tiny-llama3': { name: 'tiny-llama3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
+  'tiny-qwen2': { name: 'tiny-qwen2', architecture: 'qwen2', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true },
+  'tiny-qwen3': { name: 'tiny-qwen3', architecture: 'qwen3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: false },
   'smollm2-135m': { name: 'smollm2-135m', dim: 576, numLayers: 30, numHeads: 9, numKvHeads: 3, hiddenDim: 1536, vocabSize: 49152, contextLength: 8192, ropeBase: 100000, eps: 1e-5, tied: true },
-  'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true },
+  'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, headDim: 64, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
+  'qwen2.5-0.5b': { name: 'qwen2.5-0.5b', architecture: 'qwen2', dim: 896, numLayers: 24, numHeads: 14, numKvHeads: 2, hiddenDim: 4864, vocabSize: 151936, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true },
+  'qwen3-0.6b': { name: 'qwen3-0.6b', architecture: 'qwen3', dim: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, hiddenDim: 3072, vocabSize: 151936, contextLength: 40960, ropeBase: 1000000, eps: 1e-6, tied: true },
 };
+
+/**
+ * What llama.cpp's converter does per architecture beyond TextModel's keys:
+ * LlamaModel adds rope.dimension_count and vocab_size; Qwen2Model and
+ * Qwen3Model (its subclass) add nothing. And what a block holds beyond
+ * llama's: q/k/v biases (qwen2), an RMSNorm weight per head of q and k
+ * (qwen3). RoPE's pairing is the loader's (adjacent for llama, NeoX halves
+ * for both Qwens), not the file's.
+ */
+const ARCHITECTURES = {
+  llama: { llamaKeys: true, qkvBias: false, qkNorm: false },
+  qwen2: { llamaKeys: false, qkvBias: true, qkNorm: false },
+  qwen3: { llamaKeys: false, qkvBias: false, qkNorm: true },
+};
+
+const architectureOf = (g) => g.architecture ?? 'llama';
+const headDimOf = (g) => g.headDim ?? g.dim / g.numHeads;
 
 /** Every mix by name. */
 export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
@@ -114,52 +149,61 @@ export function digitPrompt(n) {
 // ---------------------------------------------------------------------------
 // Metadata
 
-// The types llama.cpp reads these keys as (it refuses another).
+// The types llama.cpp reads these keys as (it refuses another): the
+// general and tokenizer ones, and those under the architecture's prefix.
 const KEY_TYPES = {
   'general.file_type': 'u32', 'general.alignment': 'u32', 'general.quantization_version': 'u32',
-  'llama.context_length': 'u32', 'llama.embedding_length': 'u32', 'llama.block_count': 'u32',
-  'llama.feed_forward_length': 'u32', 'llama.rope.dimension_count': 'u32', 'llama.attention.head_count': 'u32',
-  'llama.attention.head_count_kv': 'u32', 'llama.vocab_size': 'u32',
-  'llama.attention.layer_norm_rms_epsilon': 'f32', 'llama.rope.freq_base': 'f32',
   'tokenizer.ggml.bos_token_id': 'u32', 'tokenizer.ggml.eos_token_id': 'u32',
   'tokenizer.ggml.unknown_token_id': 'u32', 'tokenizer.ggml.padding_token_id': 'u32',
   'tokenizer.ggml.scores': ['f32'], 'tokenizer.ggml.token_type': ['i32'],
+};
+const ARCH_KEY_TYPES = {
+  context_length: 'u32', embedding_length: 'u32', block_count: 'u32', feed_forward_length: 'u32',
+  'rope.dimension_count': 'u32', 'attention.head_count': 'u32', 'attention.head_count_kv': 'u32',
+  'attention.key_length': 'u32', 'attention.value_length': 'u32', vocab_size: 'u32',
+  'attention.layer_norm_rms_epsilon': 'f32', 'rope.freq_base': 'f32',
 };
 
 /**
  * The metadata of a file read by js/gguf.js (which drops the value types)
  * with the GGUF types llama.cpp reads them as, for the writer. Strings,
  * booleans and string arrays type themselves; the writer refuses a number
- * under a key this table does not know.
+ * under a key these tables do not know.
  */
 export function retypedMetadata(file) {
+  const prefix = `${file.metadata.get('general.architecture')}.`;
   return [...file.metadata].map(([key, value]) => {
-    const type = KEY_TYPES[key];
+    const type = KEY_TYPES[key] ?? (key.startsWith(prefix) ? ARCH_KEY_TYPES[key.slice(prefix.length)] : undefined);
     if (Array.isArray(type)) return [key, gguf.array(type[0], value)];
     return [key, type ? gguf[type](value) : value];
   });
 }
 
-function llamaMetadata(g, { name, mix }) {
+/** The metadata the converter writes for geometry g (in its order), before the tokenizer's. */
+function modelMetadata(g, { name, mix }) {
+  const arch = architectureOf(g);
+  const key = (suffix) => `${arch}.${suffix}`;
+  const { llamaKeys } = ARCHITECTURES[arch];
   return [
-    ['general.architecture', 'llama'],
+    ['general.architecture', arch],
     ['general.name', name],
     ['general.file_type', gguf.u32(FILE_TYPES[mix] ?? 0)],
     ['general.quantization_version', gguf.u32(2)],
     ['general.alignment', gguf.u32(32)],
-    ['llama.context_length', gguf.u32(g.contextLength)],
-    ['llama.embedding_length', gguf.u32(g.dim)],
-    ['llama.block_count', gguf.u32(g.numLayers)],
-    ['llama.feed_forward_length', gguf.u32(g.hiddenDim)],
-    ['llama.attention.head_count', gguf.u32(g.numHeads)],
-    ['llama.attention.head_count_kv', gguf.u32(g.numKvHeads)],
-    ['llama.rope.dimension_count', gguf.u32(g.dim / g.numHeads)],
-    ['llama.rope.freq_base', gguf.f32(g.ropeBase)],
-    ['llama.attention.layer_norm_rms_epsilon', gguf.f32(g.eps)],
-    ['llama.vocab_size', gguf.u32(g.vocabSize)],
+    [key('block_count'), gguf.u32(g.numLayers)],
+    [key('context_length'), gguf.u32(g.contextLength)],
+    [key('embedding_length'), gguf.u32(g.dim)],
+    [key('feed_forward_length'), gguf.u32(g.hiddenDim)],
+    [key('attention.head_count'), gguf.u32(g.numHeads)],
+    [key('attention.head_count_kv'), gguf.u32(g.numKvHeads)],
+    [key('rope.freq_base'), gguf.f32(g.ropeBase)],
+    [key('attention.layer_norm_rms_epsilon'), gguf.f32(g.eps)],
+    ...(g.headDim ? [[key('attention.key_length'), gguf.u32(g.headDim)], [key('attention.value_length'), gguf.u32(g.headDim)]] : []),
+    ...(llamaKeys ? [[key('vocab_size'), gguf.u32(g.vocabSize)], [key('rope.dimension_count'), gguf.u32(headDimOf(g))]] : []),
   ];
 }
 
+/** The synthetic SentencePiece vocabulary's tokenizer keys. */
 function syntheticVocabMetadata(vocab) {
   return [
     ['tokenizer.ggml.model', 'llama'],
@@ -199,24 +243,38 @@ export function everyValueType() {
 // ---------------------------------------------------------------------------
 // Tensors
 
-/** Tensor names and ggml dims of a llama model, in llama.cpp's order, with their layer. */
-function llamaTensors(g) {
+/**
+ * Tensor names and ggml dims of a model of geometry g, in llama.cpp's order
+ * (rope_freqs.weight first, as the converter yields its generated tensors
+ * before the model's), each with its layer (-1: none).
+ */
+function modelTensors(g) {
   const { dim, hiddenDim, vocabSize, numLayers } = g;
-  const kvDim = g.numKvHeads * (dim / g.numHeads);
-  const list = [{ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 }];
+  const { qkvBias, qkNorm } = ARCHITECTURES[architectureOf(g)];
+  const headDim = headDimOf(g);
+  const qDim = g.numHeads * headDim;
+  const kvDim = g.numKvHeads * headDim;
+  const list = [];
+  if (g.ropeScaling) list.push({ name: 'rope_freqs.weight', dims: [headDim / 2], layer: -1 });
+  list.push({ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 });
   for (let l = 0; l < numLayers; l++) {
+    const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
     list.push(
-      { name: `blk.${l}.attn_norm.weight`, dims: [dim] },
-      { name: `blk.${l}.attn_q.weight`, dims: [dim, dim] },
-      { name: `blk.${l}.attn_k.weight`, dims: [dim, kvDim] },
-      { name: `blk.${l}.attn_v.weight`, dims: [dim, kvDim] },
-      { name: `blk.${l}.attn_output.weight`, dims: [dim, dim] },
-      { name: `blk.${l}.ffn_norm.weight`, dims: [dim] },
-      { name: `blk.${l}.ffn_gate.weight`, dims: [dim, hiddenDim] },
-      { name: `blk.${l}.ffn_down.weight`, dims: [hiddenDim, dim] },
-      { name: `blk.${l}.ffn_up.weight`, dims: [dim, hiddenDim] },
+      ...block('attn_norm.weight', [dim]),
+      ...block('attn_q.weight', [dim, qDim]),
+      ...block('attn_q.bias', [qDim], qkvBias),
+      ...block('attn_k.weight', [dim, kvDim]),
+      ...block('attn_k.bias', [kvDim], qkvBias),
+      ...block('attn_v.weight', [dim, kvDim]),
+      ...block('attn_v.bias', [kvDim], qkvBias),
+      ...block('attn_q_norm.weight', [headDim], qkNorm),
+      ...block('attn_k_norm.weight', [headDim], qkNorm),
+      ...block('attn_output.weight', [qDim, dim]),
+      ...block('ffn_norm.weight', [dim]),
+      ...block('ffn_gate.weight', [dim, hiddenDim]),
+      ...block('ffn_down.weight', [hiddenDim, dim]),
+      ...block('ffn_up.weight', [dim, hiddenDim]),
     );
-    for (const t of list.slice(-9)) t.layer = l;
   }
   list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
   if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
@@ -224,64 +282,106 @@ function llamaTensors(g) {
 }
 
 /**
- * The RMS of a random tensor's values: a norm's weights are about 1; a
- * matrix's 1/√(its row length), so that each output has about the RMS of
- * its input; the embedding (the output, when tied) and the output 2/√dim, so
- * that logits have an RMS of about 2: broad, not saturated.
+ * rope_freqs.weight as the converter computes it from a rope_scaling of
+ * type llama3 (LlamaModel.generate_extra_tensors), in torch's float32 step
+ * by step: each RoPE frequency base^(-2i/headDim) whose wavelength is
+ * shorter than originalContextLength / highFreqFactor keeps a factor of 1,
+ * one longer than originalContextLength / lowFreqFactor gets `factor`, and
+ * those between 1 / ((1 - smooth) / factor + smooth). ggml divides the
+ * angle of pair i by factor i. (The converter reads
+ * original_max_position_embeddings from the top level of config.json, not
+ * from rope_scaling where Llama 3 keeps it: 8192 by default, which is Llama
+ * 3's value anyway. torch's powf may differ from Math.pow in the last bit.)
+ */
+export function llama3RopeFactors(headDim, base, { factor, lowFreqFactor, highFreqFactor, originalContextLength }) {
+  const f = Math.fround;
+  const lowFreqWavelen = originalContextLength / lowFreqFactor;
+  const highFreqWavelen = originalContextLength / highFreqFactor;
+  return Float32Array.from({ length: headDim / 2 }, (_, i) => {
+    const freq = f(1 / f(base ** f((2 * i) / headDim)));
+    const wavelen = f(f(2 * Math.PI) / freq);
+    if (wavelen < highFreqWavelen) return 1;
+    if (wavelen > lowFreqWavelen) return factor;
+    const smooth = f(f(f(originalContextLength / wavelen) - lowFreqFactor) / (highFreqFactor - lowFreqFactor));
+    return f(1 / f(f(f(1 - smooth) / factor) + smooth));
+  });
+}
+
+/**
+ * The RMS of a random matrix's values: 1/√(its row length), so that each
+ * output has about the RMS of its input; the embedding (the output, when
+ * tied) and the output 2/√dim, so that logits have an RMS of about 2:
+ * broad, not saturated.
  */
 function randomRms(name, dims) {
-  if (dims.length === 1) return 1;
   if (name === 'token_embd.weight' || name === 'output.weight') return 2 / Math.sqrt(dims[0]);
   return 1 / Math.sqrt(dims[0]);
 }
 
-/** Norm weights: 1 give or take 0.1, in f32. */
+/** Norm weights (output_norm, a block's and qwen3's per-head ones): 1 give or take 0.1, in f32. */
 function normWeights(count, random) {
   return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => 1 + 0.2 * (random.unit() - 0.5)));
 }
 
 /**
- * A llama model of geometry `g` with random weights in `mix`: each tensor
- * random valid blocks of its type (values of RMS randomRms), drawn from its
- * own seed, so a tensor's data is the same however often it is asked for.
- * `everyValue` adds one metadata key of every GGUF value type. `tokenizer`
- * (entries as hf-vocab.mjs's hfVocabMetadata gives them) replaces the
- * synthetic vocabulary's tokenizer keys, the vocabulary size becoming its
- * token count.
- * Returns a spec for the writer, with `geometry` and `vocab` beside it.
+ * Biases (qwen2's q, k and v): uniform in [-1, 1], in f32 -- an RMS of
+ * 0.58 beside projections of RMS about 1, so that they move the attention.
+ */
+function biasValues(count, random) {
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => 2 * random.unit() - 1));
+}
+
+/**
+ * A model of geometry `g` (its architecture: llama, qwen2 or qwen3) with
+ * random weights in `mix`, as llama.cpp's converter lays it out: each
+ * drawn tensor random valid blocks of its type (values of RMS randomRms),
+ * norms and biases in F32, drawn from its own seed, so a tensor's data is
+ * the same however often it is asked for (rope_freqs.weight is computed,
+ * llama3RopeFactors, and draws no seed: the other tensors' data does not
+ * depend on whether it is there). `everyValue` adds one metadata key of
+ * every GGUF value type. `tokenizer` (entries as hf-vocab.mjs's
+ * hfVocabMetadata gives them) replaces the synthetic vocabulary's tokenizer
+ * keys, the vocabulary size becoming its token count. Returns a spec for
+ * the writer, with `geometry` and `vocab` beside it.
  */
 export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, name = `random-${g.name}-${mix}` } = {}) {
   if (tokenizer) g = { ...g, vocabSize: tokenizer.find((e) => e.key === 'tokenizer.ggml.tokens').value.length };
   const vocab = tokenizer ? null : syntheticVocab(g.vocabSize);
-  const tensors = llamaTensors(g).map((t, index) => {
+  let drawn = 0;
+  const tensors = modelTensors(g).map((t) => {
     const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
     const count = t.dims.reduce((a, b) => a * b, 1);
-    const tensorSeed = (seed * 1000003 + index * 7919) >>> 0;
-    const data = t.dims.length === 1
-      ? () => normWeights(count, rng(tensorSeed))
-      : () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
+    if (t.name === 'rope_freqs.weight') {
+      return { ...t, type: typeName, data: () => GGML_TYPES.F32.encode(llama3RopeFactors(headDimOf(g), g.ropeBase, g.ropeScaling)) };
+    }
+    const tensorSeed = (seed * 1000003 + drawn++ * 7919) >>> 0;
+    let data;
+    if (t.dims.length > 1) data = () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
+    else if (t.name.endsWith('.bias')) data = () => biasValues(count, rng(tensorSeed));
+    else data = () => normWeights(count, rng(tensorSeed));
     return { ...t, type: typeName, data };
   });
-  const metadata = [...llamaMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab)),
+  const metadata = [...modelMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab)),
     ...(everyValue ? everyValueType() : [])];
   return { version: 3, metadata, tensors, geometry: g, vocab };
 }
 
-/** The geometry of a llama model read by js/gguf.js. */
+/** The geometry of a model read by js/gguf.js (llama, qwen2 or qwen3). */
 function geometryOf(file) {
-  const get = (key, fallback) => file.metadata.get(key) ?? fallback;
-  const dim = get('llama.embedding_length');
+  const architecture = file.metadata.get('general.architecture');
+  const get = (key, fallback) => file.metadata.get(`${architecture}.${key}`) ?? fallback;
   return {
-    name: get('general.name', 'model'), dim, numLayers: get('llama.block_count'), numHeads: get('llama.attention.head_count'),
-    numKvHeads: get('llama.attention.head_count_kv', get('llama.attention.head_count')), hiddenDim: get('llama.feed_forward_length'),
-    vocabSize: get('tokenizer.ggml.tokens').length, contextLength: get('llama.context_length'),
-    ropeBase: get('llama.rope.freq_base', 10000), eps: get('llama.attention.layer_norm_rms_epsilon'),
+    name: file.metadata.get('general.name') ?? 'model', architecture, dim: get('embedding_length'), numLayers: get('block_count'),
+    numHeads: get('attention.head_count'), numKvHeads: get('attention.head_count_kv', get('attention.head_count')),
+    headDim: get('attention.key_length'), hiddenDim: get('feed_forward_length'),
+    vocabSize: file.metadata.get('tokenizer.ggml.tokens').length, contextLength: get('context_length'),
+    ropeBase: get('rope.freq_base', 10000), eps: get('attention.layer_norm_rms_epsilon'),
     tied: !file.tensors.has('output.weight'),
   };
 }
 
 /**
- * A llama model read by js/gguf.js (an F32 or F16 file of any version),
+ * A model read by js/gguf.js (llama, qwen2 or qwen3; an F32 or F16 file of any version),
  * re-encoded as GGUF `version` with its matrices in `mix`: the same metadata
  * with the types llama.cpp reads it as, general.file_type the mix's, each
  * matrix encoded from f32 by its type's encoder.

@@ -124,7 +124,7 @@ test('the Q4_K_M mix puts Q6_K where llama.cpp does and falls back where 256 doe
   assert.equal(type('token_embd.weight'), 'Q8_0', 'the tied embedding is the output: Q6_K, and Q8_0 at 576');
   assert.equal(type('blk.0.attn_norm.weight'), 'F32');
   const llama = randomLlama(GEOMETRIES['llama-3.2-1b'], { mix: 'Q4_K_M' });
-  assert.deepEqual(typeCounts(llama), { Q6_K: 1 + 2 * 8, Q4_K: 16 * 7 - 2 * 8, F32: 16 * 2 + 1 });
+  assert.deepEqual(typeCounts(llama), { Q6_K: 1 + 2 * 8, Q4_K: 16 * 7 - 2 * 8, F32: 16 * 2 + 2 }, 'norms, and rope_freqs.weight');
   assert.equal(tensorType('Q4_0', { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', 'no 32-block divides 172');
   assert.equal(tensorType('Q6_K', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'Q8_0');
 });

@@ -9,27 +9,34 @@
 //   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
 //               llama.cpp, against the JS runner on the F32 original (16
 //               teacher-forced positions): what each encoder costs;
-//   --models    writes every model of tests/gguf/models.mjs (three geometries
+//   --models    writes every model of tests/gguf/models.mjs (every geometry
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
-//               11 types) and loads each in llama.cpp: size, types, load time.
-// No flag: all three. --dir DIR keeps the model files there (default: a new
-// temporary folder, removed at the end). The machine may be shared: the load
-// average is printed beside the figures.
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+//               11 types) and loads each in llama.cpp: size, types, load time;
+//   --architectures  the package's runner against llama.cpp at real
+//               geometries, random weights in Q8_0 -- Qwen2.5-0.5B (qwen2),
+//               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
+//               over 128 teacher-forced positions, both with f32 KV caches
+//               and llama.cpp without flash attention: mean KL, top-1, times.
+//               2.5 GB of files and several minutes: not part of the no-flag
+//               run.
+// No flag: the first four. --dir DIR keeps the model files there (default: a
+// new temporary folder, removed at the end). The machine may be shared: the
+// load average is printed beside the figures.
+import { mkdtempSync, openAsBlob, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import init from '../../js/index.js';
+import init, { KvCache } from '../../js/index.js';
 import { Llama, readGguf } from '../../js/llama.js';
 import { GEOMETRIES, modelFile, randomLlama, REAL_MODELS, reencodeLlama, typeCounts } from '../gguf/models.mjs';
-import { GGML_TYPES } from '../gguf/types.mjs';
-import { closeLlamaCpp, llamaCppLoad, llamaCppMissing, llamaCppTimings, runnerAgreement } from './wllama.mjs';
+import { GGML_TYPES, ggmlType, tensorBytes } from '../gguf/types.mjs';
+import { closeLlamaCpp, compareLogits, llamaCppHidden, llamaCppLoad, llamaCppMissing, llamaCppTimings, runnerAgreement, summarizeComparisons } from './wllama.mjs';
 
 const args = process.argv.slice(2);
 const dirArg = args.indexOf('--dir');
 const keep = dirArg >= 0;
 const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'));
-const wanted = ['--timings', '--validate', '--quality', '--models'].filter((f) => args.includes(f));
-const run = (flag) => wanted.length === 0 || wanted.includes(flag);
+const wanted = ['--timings', '--validate', '--quality', '--models', '--architectures'].filter((f) => args.includes(f));
+const run = (flag) => (wanted.length === 0 ? flag !== '--architectures' : wanted.includes(flag));
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
@@ -116,6 +123,70 @@ async function models() {
   }
 }
 
+/**
+ * Logits [positions x vocab] = hidden states times spec's output matrix (the
+ * embedding when tied) dequantized by the JS reference, in f64, a chunk of
+ * rows at a time: a 128k vocabulary's matrix in f32 would be a gigabyte.
+ */
+function logitsFromStates(spec, states) {
+  const t = spec.tensors.find((x) => x.name === 'output.weight') ?? spec.tensors.find((x) => x.name === 'token_embd.weight');
+  const [dim, vocab] = t.dims;
+  const type = ggmlType(t.type);
+  const rowBytes = tensorBytes(type, dim);
+  const bytes = t.data();
+  const logits = new Float64Array(states.length * vocab);
+  const CHUNK = 1024;
+  for (let r0 = 0; r0 < vocab; r0 += CHUNK) {
+    const rows = Math.min(CHUNK, vocab - r0);
+    const w = type.decode(bytes.subarray(r0 * rowBytes, (r0 + rows) * rowBytes), rows * dim);
+    states.forEach((h, p) => {
+      for (let r = 0; r < rows; r++) {
+        let sum = 0;
+        for (let i = 0; i < dim; i++) sum += w[r * dim + i] * h[i];
+        logits[p * vocab + r0 + r] = sum;
+      }
+    });
+  }
+  return logits;
+}
+
+async function architectures() {
+  await init();
+  console.log(`\n## The runner against llama.cpp at real geometries, random Q8_0 weights, 128 teacher-forced positions (load average ${load()})\n`);
+  console.log('| geometry | file | write s | runner load s | runner forward s | llama.cpp load s | llama.cpp prefixes s | mean KL | max KL | top-1 | largest top-1 gap |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  const exact = { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false, threads: 2, warmup: false };
+  const seconds = (from) => ((performance.now() - from) / 1000).toFixed(1);
+  for (const name of ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b']) {
+    const g = GEOMETRIES[name];
+    const spec = randomLlama(g, { mix: 'Q8_0' });
+    let started = performance.now();
+    const path = modelFile(dir, `${name}-Q8_0`, () => spec);
+    const write = seconds(started);
+    const tokens = Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % (g.vocabSize - 3))));
+    started = performance.now();
+    const runner = await Llama.load(await openAsBlob(path), { contextLength: 128 });
+    const runnerLoad = seconds(started);
+    const { numLayers, numKvHeads, headDim, vocabSize } = runner.config;
+    const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
+    started = performance.now();
+    const ours = runner.forward(cache, tokens);
+    const runnerForward = seconds(started);
+    cache.free();
+    runner.free();
+    const loaded = await llamaCppLoad(path, exact, { embeddings: true, pooling_type: 'last' });
+    started = performance.now();
+    const hidden = await llamaCppHidden(path, tokens, tokens.map((_, i) => i), exact);
+    const prefixes = seconds(started);
+    const theirs = logitsFromStates(spec, hidden);
+    const r = summarizeComparisons(tokens.map((_, p) =>
+      compareLogits(theirs.subarray(p * vocabSize, (p + 1) * vocabSize), ours.subarray(p * vocabSize, (p + 1) * vocabSize))));
+    const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
+    console.log(`| ${name} (${g.architecture ?? 'llama'}) | ${mb(statSync(path).size)}, ${types} | ${write} | ${runnerLoad} | ${runnerForward} | ${(loaded.loadMs / 1000).toFixed(1)} | ${prefixes} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${Math.round(r.top1 * tokens.length)}/${tokens.length} | ${r.top1Gap.toFixed(3)} |`);
+  }
+  console.log(`\n(load average after: ${load()})`);
+}
+
 const missing = await llamaCppMissing();
 if (missing) {
   console.log(`llama.cpp cannot run here: ${missing}`);
@@ -126,6 +197,7 @@ try {
   if (run('--timings')) await timings();
   if (run('--quality')) await quality();
   if (run('--models')) await models();
+  if (run('--architectures')) await architectures();
 } finally {
   await closeLlamaCpp();
   if (!keep) rmSync(dir, { recursive: true, force: true });

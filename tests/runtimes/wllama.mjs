@@ -352,7 +352,12 @@ export function logitsFromHidden(hidden, output) {
   return logits;
 }
 
-/** KL(p ‖ q) of the softmaxes of two logit vectors, in nats, and whether their argmaxes agree. */
+/**
+ * KL(p ‖ q) of the softmaxes of two logit vectors, in nats; whether their
+ * argmaxes agree; and top1Gap, how far below p's best logit p puts q's
+ * argmax (0 when they agree): small where p's two best are a near tie that
+ * the two computations' rounding may settle either way.
+ */
 export function compareLogits(p, q) {
   const logSoftmax = (z) => {
     let max = -Infinity;
@@ -367,7 +372,22 @@ export function compareLogits(p, q) {
   let kl = 0;
   for (let i = 0; i < lp.length; i++) kl += Math.exp(lp[i]) * (lp[i] - lq[i]);
   const argmax = (z) => z.reduce((best, v, i) => (v > z[best] ? i : best), 0);
-  return { kl: Math.max(0, kl), top1Agrees: argmax(p) === argmax(q) };
+  const [bestP, bestQ] = [argmax(p), argmax(q)];
+  return { kl: Math.max(0, kl), top1Agrees: bestP === bestQ, top1Gap: p[bestP] - p[bestQ] };
+}
+
+/**
+ * compareLogits' results over a model's positions, summed up: { meanKl,
+ * maxKl, top1 (the fraction of positions whose argmax agrees), top1Gap (the
+ * largest) }.
+ */
+export function summarizeComparisons(comparisons) {
+  return {
+    meanKl: comparisons.reduce((sum, c) => sum + c.kl, 0) / comparisons.length,
+    maxKl: Math.max(...comparisons.map((c) => c.kl)),
+    top1: comparisons.filter((c) => c.top1Agrees).length / comparisons.length,
+    top1Gap: Math.max(...comparisons.map((c) => c.top1Gap)),
+  };
 }
 
 /**
@@ -377,9 +397,9 @@ export function compareLogits(p, q) {
  * output.weight's type: tests/gguf/activations.mjs) times output.weight
  * (dequantized by the JS reference) in f64 against the runner's logits (one forward pass over
  * `tokens`, its cache in options.runnerMode, default f32). The runner is
- * `runner` (a Llama), or the spec's own model. `options` are llamaCppLoad's. Resolves to { meanKl, maxKl,
- * top1 (the fraction of positions whose argmax agrees), loadMs, hiddenMs
- * (llama.cpp's time for all the prefixes) }.
+ * `runner` (a Llama), or the spec's own model. `options` are llamaCppLoad's. Resolves to
+ * summarizeComparisons' { meanKl, maxKl, top1, top1Gap } and loadMs, hiddenMs
+ * (llama.cpp's time for all the prefixes).
  */
 export async function runnerAgreement(spec, tokens, positions, options = {}, runner = undefined) {
   const bytes = encodeGguf(spec);
@@ -401,15 +421,7 @@ export async function runnerAgreement(spec, tokens, positions, options = {}, run
   const output = tensorValues(spec, outputName);
   // llama.cpp's product codes the hidden state as its vec_dot_type first: so does this one.
   const outputType = spec.tensors.find((t) => t.name === outputName).type;
-  let sum = 0;
-  let maxKl = 0;
-  let agree = 0;
-  positions.forEach((p, i) => {
-    const coded = codedActivations(outputType, hidden[i], 1, hidden[i].length);
-    const { kl, top1Agrees } = compareLogits(logitsFromHidden(coded, output), reference.subarray(p * vocab, (p + 1) * vocab));
-    sum += kl;
-    maxKl = Math.max(maxKl, kl);
-    agree += top1Agrees;
-  });
-  return { meanKl: sum / positions.length, maxKl, top1: agree / positions.length, loadMs: load.loadMs, hiddenMs };
+  const comparisons = positions.map((p, i) => compareLogits(
+    logitsFromHidden(codedActivations(outputType, hidden[i], 1, hidden[i].length), output), reference.subarray(p * vocab, (p + 1) * vocab)));
+  return { ...summarizeComparisons(comparisons), loadMs: load.loadMs, hiddenMs };
 }
