@@ -10,9 +10,9 @@
 // every thread. Also: the JS heap while a 1.3 GB file loads.
 //
 // llama.cpp prefills a few tokens a second on this machine, so long contexts
-// take it minutes per file: the full run measures 512 everywhere, 4096 on the
-// small geometry and 16384 on its Q8_0 file with 8-bit caches (q8 against
-// q8_0); --quick one file at 128.
+// take it most of an hour per file: the full run measures 512 everywhere on 1
+// thread and on 2, and 16384 on the small geometry's Q8_0 file with 8-bit
+// caches (q8 against q8_0) on 2; --quick one file at 128.
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
@@ -101,12 +101,11 @@ function files(quick) {
   });
 }
 
-/** What each file is measured at: [context, our mode, llama.cpp's cache type]. */
+/** What each file is measured at: [context, our mode, llama.cpp's cache type, thread counts]. */
 function contexts(file, quick) {
-  if (quick) return [[128, 'f32', 'f16']];
-  const runs = [[512, 'f32', 'f16']];
-  if (file.geometry === 'smollm2-135m') runs.push([4096, 'f32', 'f16']);
-  if (file.geometry === 'smollm2-135m' && file.mix === 'Q8_0') runs.push([16384, 'q8', 'q8_0']);
+  if (quick) return [[128, 'f32', 'f16', [2]]];
+  const runs = [[512, 'f32', 'f16', THREADS]];
+  if (file.geometry === 'smollm2-135m' && file.mix === 'Q8_0') runs.push([16384, 'q8', 'q8_0', [THREADS.at(-1)]]);
   return runs;
 }
 
@@ -123,8 +122,8 @@ export async function run({ quick = false } = {}) {
   const notes = [];
   try {
     for (const file of files(quick)) {
-      for (const [context, mode, cacheType] of contexts(file, quick)) {
-        for (const threads of quick ? [2] : THREADS) {
+      for (const [context, mode, cacheType, threadCounts] of contexts(file, quick)) {
+        for (const threads of threadCounts) {
           const mine = await ours.run(file.path, threads, context, decode, mode);
           let theirs = null;
           try {
