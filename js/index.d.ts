@@ -294,6 +294,8 @@ export class KvCache {
   readonly nextPosition: number;
   /** The same as nextPosition (its earlier name). */
   readonly seqLen: number;
+  /** The most rows a full layer holds: what a forward pass's attention reads (below nextPosition once a layer evicts). */
+  readonly rows: number;
   readonly memoryBytes: number;
   readonly capacityBytes: number;
   /** The part of memoryBytes held in pages shared with forks (clone, PrefixCache). */

@@ -74,6 +74,8 @@ export interface TokenizerVocab {
   /** SentencePiece: whether text gets a '▁' before it (default true). */
   addSpacePrefix?: boolean;
   chatTemplate?: string | null;
+  /** More tokens that end a generation (tokenizer.ggml.eot_token_id, eom_token_id). */
+  eogIds?: number[];
 }
 
 export interface EncodeOptions {
@@ -116,48 +118,17 @@ export class Tokenizer {
   readonly addEos: boolean;
   /** tokenizer.chat_template, or null. */
   readonly chatTemplate: string | null;
+  /** The text of the begin and end tokens (what a chat template calls bos_token and eos_token), or null. */
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+  /** The tokens that end a generation: the end token, tokenizer.ggml.eot_token_id / eom_token_id, and the control
+   * tokens llama.cpp also takes as ends (<|eot_id|>, <|im_end|>, <|endoftext|>, ...). */
+  readonly eogIds: ReadonlySet<number>;
   readonly vocabSize: number;
   /** Text to ids: special tokens in the text matched whole (see EncodeOptions), the rest by the model; <s> first unless bos is false. */
   encode(text: string, options?: EncodeOptions): number[];
   decode(ids: readonly number[], options?: DecodeOptions): string;
   decoder(options?: DecodeOptions): StreamingDecoder;
-}
-
-/** A turn of a conversation. Templates read role and content; some read more (tool_calls, reasoning_content). */
-export interface ChatMessage {
-  role: string;
-  /** Text as a rule; some templates take null (a tool call's turn) or a list of parts. */
-  content?: unknown;
-  [key: string]: unknown;
-}
-
-export interface ChatRenderOptions {
-  /** End with the opening of the assistant's turn, for the model to write (default true). */
-  addGenerationPrompt?: boolean;
-  /** Any other key is a template variable (tools, documents, date_string, enable_thinking, ...), set over render's own. */
-  [variable: string]: unknown;
-}
-
-/** A chat template that does not parse, raises an exception (raise_exception) or fails to render; `cause` is the engine's error. */
-export class ChatTemplateError extends Error {}
-
-/**
- * A chat template (Jinja) rendered with @huggingface/jinja from the variables transformers.js
- * gives it: messages, add_generation_prompt, tools and documents (null unless given),
- * bos_token and eos_token (when set), then the caller's. The text is byte for byte
- * transformers.js's tokenizer.apply_chat_template(messages, { tokenize: false }).
- */
-export class ChatTemplate {
-  /** Throws a ChatTemplateError when the source does not parse. */
-  constructor(source: string, tokens?: { bosToken?: string | null; eosToken?: string | null });
-  /** The GGUF file's tokenizer.chat_template with the text of its begin and end tokens; a ChatTemplateError when it has none. */
-  static fromTokenizer(tokenizer: Tokenizer): ChatTemplate;
-  /** The template's Jinja text. */
-  readonly source: string;
-  readonly bosToken: string | null;
-  readonly eosToken: string | null;
-  /** The conversation as the model's prompt text; a ChatTemplateError naming what the template raised or why it failed. */
-  render(messages: readonly ChatMessage[], options?: ChatRenderOptions): string;
 }
 
 export interface LlamaConfig {
@@ -216,10 +187,12 @@ export class Llama {
   /**
    * A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy).
    * With a prefixCache, a prompt starts from the longest prefix of it the prefix cache holds, and is added to it.
-   * With a cache (say one restored from a snapshot), the session continues it and owns it.
+   * With a cache (say one restored from a snapshot), the session continues it and owns it; `tokens` are the
+   * tokens it was computed from (one per position, and the pending one if any), which a reply continues from.
    */
-  session(options?: { mode?: KvMode; residualRows?: number; maxRows?: number; sinks?: number; recent?: number;
-    prefixCache?: PrefixCache; cache?: KvCache; importance?: boolean }): LlamaSession;
+  session(options?: SessionOptions): LlamaSession;
+  /** A session LlamaSession#save() saved, on this model: its cache and tokens back. */
+  restoreSession(bytes: Uint8Array | ArrayBuffer, options?: Omit<SessionOptions, 'mode' | 'residualRows' | 'cache' | 'tokens'>): LlamaSession;
   /** Appends the tokens to the cache and returns the logits asked for, [rows × vocab]. */
   forward(cache: KvCache, tokens: readonly number[], options?: ForwardOptions): Float32Array;
   /** Ends a verify forward() began: keeps its first n tokens. */
@@ -229,6 +202,78 @@ export class Llama {
   [Symbol.dispose](): void;
 }
 
+export interface SessionOptions {
+  mode?: KvMode;
+  residualRows?: number;
+  maxRows?: number;
+  sinks?: number;
+  recent?: number;
+  prefixCache?: PrefixCache;
+  cache?: KvCache;
+  /** With a cache: the tokens it holds, and the pending one if any (a saved session's `tokens`). */
+  tokens?: readonly number[];
+  /** Add each token's attention to the cache's imp, which eviction reads (default true). */
+  importance?: boolean;
+}
+
+/** llama.cpp's sampler chain (its defaults): repeat penalty, top-k, top-p, min-p, temperature, a seeded draw. */
+export interface SamplingOptions {
+  /** Default 0.8; 0 is greedy. */
+  temperature?: number;
+  /** Default 40; 0 keeps every token. */
+  topK?: number;
+  /** Default 0.95; 1 keeps every token. */
+  topP?: number;
+  /** Default 0.05; 0 keeps every token. */
+  minP?: number;
+  /** Default 1 (none). */
+  repeatPenalty?: number;
+  /** The recent tokens the penalty looks at (default 64). */
+  repeatLastN?: number;
+  /** The same seed, the same text (default: a random one). */
+  seed?: number;
+}
+
+/** What LlamaSession#respond takes (and generate, with `special`). */
+export interface ReplyOptions extends SamplingOptions {
+  /** Aborts the reply between tokens: its last piece then has stop 'abort'. */
+  signal?: AbortSignal;
+  /** Tokens to generate, at most (default 256). */
+  maxTokens?: number;
+  /** Strings that end the reply; its text stops before one. */
+  stop?: string[];
+  /** Up to k prompt-lookup drafts per forward pass (default 0); the same text as without. */
+  draft?: number;
+  /** The shortest n-gram a draft may come from (default 2; with draft only). */
+  minNgram?: number;
+  /** When the model's context fills: 'stop' (default: the reply ends, stop 'context') or 'slide' (keep the first 4 positions
+   * and the newest, half the context, and go on). */
+  context?: 'stop' | 'slide';
+}
+
+export interface GenerateTextOptions extends ReplyOptions {
+  /** A text prompt: take special tokens written in it as such (default false). */
+  special?: boolean;
+}
+
+/** Why a reply ended. */
+export type StopReason = 'end' | 'stop' | 'maxTokens' | 'context' | 'abort';
+
+/** How a reply went: decode()'s statistics, with its stop reason. */
+export type ReplyStats = Omit<GenerateStats, 'stop'> & { stop: StopReason };
+
+/** A piece of a streamed reply. */
+export interface GeneratePiece {
+  /** The text its tokens completed (a character split over tokens comes whole, with its last token). */
+  text: string;
+  /** The tokens it took (the last piece: none, or the one that completed a stop string). */
+  tokens: number[];
+  /** null until the last piece, which says why the reply ended. */
+  stop: StopReason | null;
+  /** The last piece's: how the reply went. */
+  stats: ReplyStats | null;
+}
+
 export class LlamaSession {
   /** Llama#session() makes them. */
   private constructor();
@@ -236,8 +281,25 @@ export class LlamaSession {
   readonly cache: KvCache;
   readonly mode: KvMode;
   readonly prefixCache: PrefixCache | null;
-  /** Takes in a prompt's tokens, from the prefix cache as far as it holds them; returns how many came from it. */
+  /** Every token the session has taken in or emitted, in order (a copy). */
+  readonly tokens: number[];
+  /** The last token emitted (or given), which the next forward pass takes in first; null when none. */
+  readonly pending: number | null;
+  /** Takes in a prompt's tokens, from the prefix cache as far as it holds them; returns how many came from it
+   * (with options.logits, also the last token's logits). */
   prefill(tokens: readonly number[]): number;
+  prefill(tokens: readonly number[], options: { logits: true }): { reused: number; logits: Float32Array };
+  /**
+   * Generates after `prompt` (text, <s> first on a fresh session; or token ids), following what the session holds,
+   * streamed as pieces. A prompt longer than the model's context is a RangeError; a full context ends the reply
+   * (or slides, with context 'slide'); an abort or a loop's break leaves the session at the last whole token.
+   */
+  generate(prompt: string | readonly number[], options?: GenerateTextOptions): AsyncGenerator<GeneratePiece, void, undefined>;
+  /** What follows `conversation` (a chat template's whole rendering, or token ids), computing only what the session
+   * does not hold yet: what Chat#send runs. */
+  respond(conversation: string | readonly number[], options?: ReplyOptions): AsyncGenerator<GeneratePiece, void, undefined>;
+  /** The session as bytes (its tokens and its cache's snapshot); Llama#restoreSession takes them back. */
+  save(): Uint8Array;
   /** Appends the tokens, adds their attention to imp, returns logits [m × vocab]. */
   forward(tokens: readonly number[]): Float32Array;
   /** Appends tokens inside a verify; keep(n) keeps the first n positions and rolls back the rest. */

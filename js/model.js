@@ -116,7 +116,6 @@ export class KvCache {
     return this.layer(index).attendHeads(q, into);
   }
 
-  /** Positions every layer holds (rows for full layers, steps for linear ones): the least of them. */
   /** The least next position of its layers: where the next token goes (evictions do not move it). */
   get nextPosition() { return lib().kvc_model_seq_len(this.#live('nextPosition')) >>> 0; }
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }

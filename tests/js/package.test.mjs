@@ -1,8 +1,10 @@
 // The npm package as a user gets it: `npm pack` ships only what a user needs,
-// the tarball installs offline into a fresh project (it has no runtime
-// dependencies), plain JavaScript there uses both entries and the bin, and
-// TypeScript (--strict; node16, nodenext and bundler resolution) accepts a
-// file that uses the whole API of both entries, which, compiled, also runs.
+// the tarball installs offline into a fresh project (its one runtime
+// dependency, @huggingface/jinja -- kvcache-wasm/chat's template engine --
+// from npm's cache, where this repository's install put it), plain
+// JavaScript there uses its entries and the bin, and TypeScript (--strict;
+// node16, nodenext and bundler resolution) accepts a file that uses the
+// whole API of its four entries, which, compiled, also runs.
 // A Worker bundled as wrangler bundles one (esbuild, run by workerd's own
 // wrangler.json support) loads it with init() alone. Prints the tarball's and
 // the .wasm's sizes.
@@ -103,8 +105,7 @@ test('the README states the sizes npm pack gives: packed, unpacked, files, and e
 
 test('the exports map gives TypeScript its types first, workerd the Worker entry and every other runtime index.js', () => {
   const pkg = JSON.parse(readFileSync(join(project, 'node_modules', 'kvcache-wasm', 'package.json'), 'utf8'));
-  assert.equal(Object.keys(pkg.exports['.'])[0], 'types');
-  assert.equal(Object.keys(pkg.exports['./llama'])[0], 'types');
+  for (const entry of ['.', './llama', './chat', './worker']) assert.equal(Object.keys(pkg.exports[entry])[0], 'types', entry);
   const runtimes = {
     node: ['node', 'import', 'default'],
     deno: ['deno', 'node', 'import', 'default'],
@@ -114,26 +115,32 @@ test('the exports map gives TypeScript its types first, workerd the Worker entry
   for (const [runtime, conditions] of Object.entries(runtimes)) {
     assert.equal(resolveExport(pkg, '.', conditions), './js/index.js', runtime);
     assert.equal(resolveExport(pkg, './llama', conditions), './js/llama.js', runtime);
+    assert.equal(resolveExport(pkg, './chat', conditions), './js/chat.js', runtime);
+    assert.equal(resolveExport(pkg, './worker', conditions), './js/worker.js', runtime);
   }
   const wrangler = ['workerd', 'worker', 'browser', 'import', 'default'];
   assert.equal(resolveExport(pkg, '.', wrangler), './js/workerd.js');
   assert.equal(resolveExport(pkg, './llama', wrangler), './js/llama.js', 'the llama runner shares the main entry\'s runtime.js');
   assert.equal(resolveExport(pkg, '.', ['types', 'import']), './js/index.d.ts');
   assert.equal(resolveExport(pkg, './llama', ['types', 'import']), './js/llama.d.ts');
+  assert.equal(resolveExport(pkg, './chat', ['types', 'import']), './js/chat.d.ts');
+  assert.equal(resolveExport(pkg, './worker', ['types', 'import']), './js/worker.d.ts');
   assert.equal(resolveExport(pkg, './kvcache.wasm', []), './dist/kvcache.wasm');
   assert.equal(resolveExport(pkg, './kvcache-relaxed.wasm', []), './dist/kvcache-relaxed.wasm');
 });
 
-test('no node: module is reachable from the browser condition: esbuild bundles both entries for a browser', async (t) => {
+test('no node: module is reachable from the browser condition: esbuild bundles every entry for a browser', async (t) => {
   const esbuild = findBinary('esbuild');
   if (esbuild.missing) return t.skip(esbuild.missing);
-  writeFileSync(join(project, 'browser-entry.mjs'), "export * from 'kvcache-wasm';\nexport * as llama from 'kvcache-wasm/llama';\n");
+  writeFileSync(join(project, 'browser-entry.mjs'), "export * from 'kvcache-wasm';\nexport * as llama from 'kvcache-wasm/llama';\n" +
+    "export * as chat from 'kvcache-wasm/chat';\nexport * as worker from 'kvcache-wasm/worker';\n");
   const meta = join(project, 'browser-meta.json');
   await run(esbuild.path, ['browser-entry.mjs', '--bundle', '--format=esm', '--platform=browser', '--log-level=warning',
     `--metafile=${meta}`, '--outfile=browser-bundle.js'], project);
   const inputs = Object.keys(JSON.parse(readFileSync(meta, 'utf8')).inputs);
   assert.ok(inputs.some((file) => file.endsWith('kvcache-wasm/js/runtime.js')), inputs.join(', '));
-  assert.deepEqual(inputs.filter((file) => file.startsWith('node:') || !file.includes('kvcache-wasm/js/') && file !== 'browser-entry.mjs'), []);
+  const ours = (file) => file.includes('kvcache-wasm/js/') || file.includes('@huggingface/jinja/') || file === 'browser-entry.mjs';
+  assert.deepEqual(inputs.filter((file) => file.startsWith('node:') || !ours(file)), []);
 });
 
 test('the installed package loads the relaxed-SIMD build where the engine runs it, and the SIMD128 one on request', async (t) => {
@@ -144,7 +151,7 @@ test('the installed package loads the relaxed-SIMD build where the engine runs i
   assert.equal(await isa({ isa: 'wasm-simd128' }), 'wasm-simd128');
 });
 
-test('plain JavaScript in a fresh project imports both entries of the installed tarball and uses them', async (t) => {
+test('plain JavaScript in a fresh project imports the entries of the installed tarball by name and uses them', async (t) => {
   const seen = JSON.parse(await run(process.execPath, ['plain.mjs', ...MODEL_ARGS], project));
   assert.equal(seen.kernelIsa, 'wasm-simd128');
   assert.equal(seen.seqLen, 100);
@@ -154,6 +161,7 @@ test('plain JavaScript in a fresh project imports both entries of the installed 
   assert.deepEqual(seen.lookup, [7]);
   if (MODEL_MISSING) return t.diagnostic(`no text generated: ${MODEL_MISSING}`);
   assert.match(seen.text, /^, there was a little girl named Lily/);
+  assert.ok(typeof seen.reply === 'string' && seen.reply.length > 0, `a chat reply: ${JSON.stringify(seen.reply)}`);
 });
 
 test('the installed bin generates text: npx kvcache-wasm generate', async (t) => {
@@ -164,7 +172,7 @@ test('the installed bin generates text: npx kvcache-wasm generate', async (t) =>
 });
 
 for (const [resolution, flags] of Object.entries(RESOLUTIONS)) {
-  test(`tsc --noEmit --strict (${resolution} resolution) accepts a file that uses the whole API of both entries`, { timeout: TIMEOUT_MS }, async (t) => {
+  test(`tsc --noEmit --strict (${resolution} resolution) accepts a file that uses the whole API of every entry`, { timeout: TIMEOUT_MS }, async (t) => {
     if (!tsc) return t.skip('typescript is not installed (npm ci)');
     await run(process.execPath, [tsc, '--noEmit', '--strict', ...flags, 'whole-api.ts'], project);
   });

@@ -1,9 +1,11 @@
-// A plain JavaScript user of the installed package: both entries by name,
+// A plain JavaScript user of the installed package: its entries by name,
 // as the README shows them. With a llama GGUF named on the command line it
-// also generates text; prints what it saw as JSON.
+// also generates text and chats (kvcache-wasm/chat, whose template engine is
+// the package's one dependency); prints what it saw as JSON.
 import { readFileSync } from 'node:fs';
 import init, { KvCache, LayerKvCache, kernelIsa } from 'kvcache-wasm';
 import { Llama, generate, promptLookup, seededRandom } from 'kvcache-wasm/llama';
+import { Chat } from 'kvcache-wasm/chat';
 
 await init();
 const random = seededRandom(1);
@@ -20,6 +22,7 @@ cache.appendLayerBatch(1, numbers(10 * 4 * 32), numbers(10 * 4 * 32));
 const copy = KvCache.deserialize(cache.serialize());
 
 let text = null;
+let reply = null;
 const [modelPath] = process.argv.slice(2);
 if (modelPath) {
   const llama = Llama.fromGguf(readFileSync(modelPath));
@@ -27,6 +30,10 @@ if (modelPath) {
   const { tokens } = generate(session, llama.tokenizer.encode('Once upon a time'), { steps: 30, draft: 4 });
   text = llama.tokenizer.decode(tokens);
   session.free();
+  const chat = new Chat(llama.session());
+  reply = '';
+  for await (const piece of chat.send('Once upon a time', { maxTokens: 20, temperature: 0 })) reply += piece.text;
+  chat.free();
 }
 
 console.log(JSON.stringify({
@@ -37,5 +44,6 @@ console.log(JSON.stringify({
   modelSeqLen: copy.seqLen,
   lookup: promptLookup([5, 6, 7, 5, 6], 1),
   text,
+  reply,
 }));
 for (const owner of [layer, restored, cache, copy]) owner.free();

@@ -1,8 +1,12 @@
-// Every export, class, method, getter and option of the two entries,
-// 'kvcache-wasm' and 'kvcache-wasm/llama', as a TypeScript user writes them:
-// package.test.mjs checks this file with `tsc --noEmit --strict` against the
-// installed tarball's .d.ts files, then compiles and runs it, so each
-// declaration is used at least once and matches what the JavaScript does.
+// Every export, class, method, getter and option of the four entries,
+// 'kvcache-wasm', 'kvcache-wasm/llama', 'kvcache-wasm/chat' and
+// 'kvcache-wasm/worker', as a TypeScript user writes them: package.test.mjs
+// checks this file with `tsc --noEmit --strict` against the installed
+// tarball's .d.ts files, then compiles and runs it, so each declaration is
+// used at least once and matches what the JavaScript does -- but the
+// worker's, which Node cannot start (it has no Worker): useWorker is
+// type-checked only, and tests/runtimes/worker-smoke.mjs runs the same calls
+// in browsers.
 import init, {
   init as namedInit, kernelIsa, kernelInfo, version, attentionHead, KvCacheError, LayerKvCache, KvCache,
   Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS, threadCount, threadInfo, setThreadLimit, shutdown,
@@ -15,8 +19,13 @@ import {
   GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom,
 } from 'kvcache-wasm/llama';
 import type {
-  DecodeEvent, ForwardOptions, GenerateOptions, GenerateStats, GgufTensorInfo, LlamaConfig, LoadOptions, ModelSource, StreamingDecoder,
+  DecodeEvent, ForwardOptions, GenerateOptions, GeneratePiece, GenerateStats, GenerateTextOptions, GgufTensorInfo, LlamaConfig, LoadOptions,
+  ModelSource, ReplyOptions, ReplyStats, SamplingOptions, SessionOptions, StopReason, StreamingDecoder,
 } from 'kvcache-wasm/llama';
+import { Chat, ChatTemplate, ChatTemplateError, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
+import type { ChatMessage, ChatOptions, ChatRenderOptions } from 'kvcache-wasm/chat';
+import { LlamaWorker, RemoteLlama, RemotePrefixCache, RemoteSession } from 'kvcache-wasm/worker';
+import type { LlamaWorkerOptions, RemoteModelSource, RemoteSessionOptions, RemoteTokenizer } from 'kvcache-wasm/worker';
 
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`whole-api: ${what}`);
@@ -287,6 +296,82 @@ function useLlama(llama: Llama): GenerateStats {
   return stats;
 }
 
+/** The text of a reply's pieces, and its last piece. */
+async function collect(pieces: AsyncIterable<GeneratePiece>): Promise<{ text: string; last: GeneratePiece }> {
+  let text = '';
+  let last: GeneratePiece | null = null;
+  for await (const piece of pieces) {
+    text += piece.text;
+    last = piece;
+  }
+  if (last === null) throw new Error('whole-api: a reply without pieces');
+  return { text, last };
+}
+
+async function useGeneration(llama: Llama): Promise<void> {
+  const sampling: SamplingOptions = { temperature: 0, topK: 40, topP: 0.95, minP: 0.05, repeatPenalty: 1.1, repeatLastN: 64, seed: 3 };
+  const options: GenerateTextOptions = { ...sampling, maxTokens: 12, stop: ['\n\n'], context: 'stop', special: false };
+  const sessionOptions: SessionOptions = { mode: 'f32', importance: true };
+  const session: LlamaSession = llama.session(sessionOptions);
+  const { text, last } = await collect(session.generate('Once upon a time', options));
+  const stop: StopReason | null = last.stop;
+  const stats: ReplyStats | null = last.stats;
+  check(text.length > 0 && stop !== null && stats !== null && stats.stop === stop && session.tokens.length > 0, 'LlamaSession#generate');
+  const controller = new AbortController();
+  controller.abort();
+  const aborted = await collect(session.generate(' and', { signal: controller.signal }));
+  check(aborted.last.stop === 'abort', 'an aborted generate');
+  const { reused, logits } = llama.session().prefill(llama.tokenizer.encode('Once'), { logits: true });
+  check(reused === 0 && logits.length === llama.config.vocabSize, 'prefill with logits');
+  const reply: ReplyOptions = { maxTokens: 4, temperature: 0, draft: 2, minNgram: 2 };
+  const responded = await collect(session.respond(session.tokens, reply));
+  check(responded.last.stats !== null && session.pending !== undefined, 'LlamaSession#respond');
+  const saved: Uint8Array = session.save();
+  const restored = llama.restoreSession(saved, { maxRows: 0 });
+  check(restored.tokens.join() === session.tokens.join() && restored.cache.rows === session.cache.rows, 'restoreSession');
+  restored.free();
+  session.free();
+
+  const chatOptions: ChatOptions = { system: 'A story.', template: PLAIN_TEMPLATE };
+  const chat = new Chat(llama.session(), chatOptions);
+  const answer = await collect(chat.send('Once upon a time', { maxTokens: 8, temperature: 0 }));
+  const messages: ChatMessage[] = chat.messages;
+  check(messages.length === 3 && messages[2].content === answer.text && chat.session instanceof LlamaSession, 'Chat#send');
+  const again: Chat = await Chat.restore(llama, await chat.save());
+  check(again.messages.length === 3, 'Chat.restore');
+  await again.free();
+  await chat.free();
+  const render: ChatRenderOptions = { addGenerationPrompt: false };
+  const template = new ChatTemplate('{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}', { bosToken: '<s>' });
+  check(template.render([{ role: 'user', content: 'hi' }], render) === '<s>user: hi\n' && template.source.length > 0, 'ChatTemplate');
+  expectThrow(() => new ChatTemplate('{% if %}'), ChatTemplateError, 'a template that does not parse');
+  expectThrow(() => ChatTemplate.fromTokenizer(llama.tokenizer), ChatTemplateError, 'a vocabulary without a template');
+}
+
+/** The worker's API as an app in a browser writes it: type-checked, never called here (Node has no Worker). */
+export async function useWorker(source: RemoteModelSource, signal: AbortSignal): Promise<string> {
+  const options: LlamaWorkerOptions = { init: { threads: 2 } };
+  const worker = new LlamaWorker(options);
+  const { kernelInfo: kernel, threadInfo: threads } = await worker.ready();
+  const model: RemoteLlama = await worker.load(source, { onProgress: ({ loaded }) => loaded, signal, contextLength: 1024 });
+  const tokenizer: RemoteTokenizer = model.tokenizer;
+  const prefixCache: RemotePrefixCache = await worker.prefixCache({ budgetBytes: 2 ** 24 });
+  const sessionOptions: RemoteSessionOptions = { prefixCache, maxRows: 512 };
+  const session: RemoteSession = await model.session(sessionOptions);
+  const chat = new Chat(session, { system: 'You are concise.' });
+  const { text } = await collect(chat.send('Hello!', { signal, maxTokens: 32 }));
+  const stats = await session.cacheStats();
+  const ids = await model.encode(text, { bos: false });
+  const restored = await model.restoreSession(await session.save());
+  const more = await collect(restored.generate(await restored.tokens(), { maxTokens: 4 }));
+  await restored.free();
+  await chat.free();
+  await prefixCache.free();
+  await model.free();
+  worker.terminate();
+  return `${kernel.isa} ${threads.threads} ${tokenizer.vocabSize} ${stats.rows} ${ids.length} ${(await model.memoryBytes()).weights} ${more.text}`;
+}
+
 /** Runs every part; the llama parts need a model's GGUF bytes. Returns what ran. */
 export async function useWholeApi(model: Uint8Array | null): Promise<string[]> {
   await useInit();
@@ -299,11 +384,13 @@ export async function useWholeApi(model: Uint8Array | null): Promise<string[]> {
   useTokenizer();
   const ran = ['init', 'attentionHead', 'LayerKvCache (full)', 'LayerKvCache (linear)', 'KvCache', 'Tokenizer'];
   if (model) {
-    const stats = useLlama(useGguf(model));
+    const llama = useGguf(model);
+    const stats = useLlama(llama);
+    await useGeneration(llama);
     await useLoad(model);
     check(stats.tokens === 40 && stats.forwardPasses > 0 && stats.drafted >= stats.accepted &&
       stats.verifies >= stats.rollbacks && stats.seconds >= 0, 'GenerateStats');
-    ran.push('GGUF', 'Llama');
+    ran.push('GGUF', 'Llama', 'generation', 'Chat');
   }
   await shutdown();
   check(threadCount() === 1, 'shutdown');

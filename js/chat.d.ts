@@ -1,0 +1,72 @@
+// kvcache-wasm/chat: a conversation rendered by the model's chat template, in a local or a worker's session.
+import type { GeneratePiece, Llama, LlamaSession, ReplyOptions, SessionOptions, Tokenizer } from './llama.js';
+import type { RemoteLlama, RemoteSession } from './worker.js';
+
+/** A turn of a conversation. Templates read role and content; some read more (tool_calls, reasoning_content). */
+export interface ChatMessage {
+  role: string;
+  /** Text as a rule; some templates take null (a tool call's turn) or a list of parts. */
+  content?: unknown;
+  [key: string]: unknown;
+}
+
+export interface ChatRenderOptions {
+  /** End with the opening of the assistant's turn, for the model to write (default true). */
+  addGenerationPrompt?: boolean;
+  /** Any other key is a template variable (tools, documents, date_string, enable_thinking, ...), set over render's own. */
+  [variable: string]: unknown;
+}
+
+/** A chat template that does not parse, raises an exception (raise_exception) or fails to render; `cause` is the engine's error. */
+export class ChatTemplateError extends Error {}
+
+/**
+ * A chat template (Jinja) rendered with @huggingface/jinja from the variables transformers.js
+ * gives it: messages, add_generation_prompt, tools and documents (null unless given),
+ * bos_token and eos_token (when set), then the caller's. The text is byte for byte
+ * transformers.js's tokenizer.apply_chat_template(messages, { tokenize: false }).
+ */
+export class ChatTemplate {
+  /** Throws a ChatTemplateError when the source does not parse. */
+  constructor(source: string, tokens?: { bosToken?: string | null; eosToken?: string | null });
+  /** The GGUF file's tokenizer.chat_template with the text of its begin and end tokens; a ChatTemplateError when it has none. */
+  static fromTokenizer(tokenizer: Pick<Tokenizer, 'chatTemplate' | 'bosToken' | 'eosToken'>): ChatTemplate;
+  /** The template's Jinja text. */
+  readonly source: string;
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+  /** The conversation as the model's prompt text; a ChatTemplateError naming what the template raised or why it failed. */
+  render(messages: readonly ChatMessage[], options?: ChatRenderOptions): string;
+}
+
+/** The template of a file without one (a base model): the begin token, then each message's text on a line of its own. */
+export const PLAIN_TEMPLATE: string;
+
+export interface ChatOptions {
+  /** A system prompt: the conversation's first message. */
+  system?: string;
+  /** A Jinja chat template in place of the file's (a file without one chats through PLAIN_TEMPLATE). */
+  template?: string;
+}
+
+export class Chat {
+  /** A chat in `session`, which it then owns. */
+  constructor(session: LlamaSession | RemoteSession, options?: ChatOptions);
+  /** The conversation so far (a copy). */
+  readonly messages: { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[];
+  readonly session: LlamaSession | RemoteSession;
+  /**
+   * Sends a user message (text) -- or takes an array of messages as the conversation to answer (an edited or
+   * regenerated turn) -- and streams the reply; only what the session's cache does not hold is computed. The reply,
+   * whole or as far as an abort let it come, joins the messages.
+   */
+  send(input: string | readonly { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[], options?: ReplyOptions):
+    AsyncGenerator<GeneratePiece, void, undefined>;
+  /** The conversation as bytes: its messages and its session. */
+  save(): Promise<Uint8Array>;
+  /** A chat save() saved, on a Llama or RemoteLlama of the same model. */
+  static restore(llama: Llama | RemoteLlama, bytes: Uint8Array | ArrayBuffer,
+    options?: { template?: string } & Omit<SessionOptions, 'mode' | 'residualRows' | 'cache' | 'tokens'>): Promise<Chat>;
+  /** Frees the session (idempotent). */
+  free(): void | Promise<void>;
+}

@@ -1,0 +1,79 @@
+// kvcache-wasm/worker: the model runner in a dedicated worker, its API made asynchronous for the page.
+import type { InitOptions, KernelInfo, ThreadInfo } from './index.js';
+import type {
+  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, LlamaConfig, LoadOptions, ReplyOptions, SessionOptions,
+} from './llama.js';
+
+export interface LlamaWorkerOptions {
+  /** A worker the app started itself from the package's js/llama-worker.js (as a module worker): for bundlers that do
+   * not follow `new Worker(new URL(...))` (esbuild). Default: the package's own. */
+  worker?: Worker;
+  /** init()'s options in the worker (threads, isa, maxMemory, wasm; locateFile as a function is not sent). */
+  init?: Omit<InitOptions, 'locateFile'>;
+}
+
+/** What a model source may be from the page: a URL (relative to the page), bytes (a copy is transferred), a Blob or
+ * File, a Response or a ReadableStream (transferred). */
+export type RemoteModelSource = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array>;
+
+export class LlamaWorker {
+  constructor(options?: LlamaWorkerOptions);
+  /** What init() gave in the worker; rejects when the worker cannot start. */
+  ready(): Promise<{ kernelInfo: KernelInfo; threadInfo: ThreadInfo }>;
+  /** Llama.load in the worker: onProgress, signal and the rest of its options. */
+  load(source: RemoteModelSource, options?: LoadOptions): Promise<RemoteLlama>;
+  /** A PrefixCache in the worker, for its sessions to share (options as PrefixCache's). */
+  prefixCache(options: { budgetBytes: number }): Promise<RemotePrefixCache>;
+  /** Stops the worker: every model and cache in it goes; pending calls reject. */
+  terminate(): void;
+}
+
+/** A prefix cache in the worker: passed as a remote session's options.prefixCache. */
+export class RemotePrefixCache {
+  private constructor();
+  readonly handle: number;
+  free(): Promise<void>;
+}
+
+/** What a chat template reads of a remote model's vocabulary. */
+export interface RemoteTokenizer {
+  readonly vocabSize: number;
+  readonly bosId: number | null;
+  readonly eosId: number | null;
+  readonly eogIds: ReadonlySet<number>;
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+  readonly chatTemplate: string | null;
+}
+
+export type RemoteSessionOptions = Omit<SessionOptions, 'prefixCache' | 'cache' | 'tokens'> & { prefixCache?: RemotePrefixCache };
+
+/** A model in the worker: Llama's API, made asynchronous. */
+export class RemoteLlama {
+  private constructor();
+  readonly config: LlamaConfig;
+  readonly tokenizer: RemoteTokenizer;
+  encode(text: string, options?: EncodeOptions): Promise<number[]>;
+  decode(ids: readonly number[], options?: DecodeOptions): Promise<string>;
+  memoryBytes(): Promise<{ weights: number; scratch: number }>;
+  session(options?: RemoteSessionOptions): Promise<RemoteSession>;
+  /** Llama#restoreSession in the worker (the bytes are copied over). */
+  restoreSession(bytes: Uint8Array | ArrayBuffer, options?: Omit<RemoteSessionOptions, 'mode' | 'residualRows'>): Promise<RemoteSession>;
+  free(): Promise<void>;
+}
+
+/** A session in the worker: generate() and respond() stream pieces as LlamaSession's do; a signal or a loop's break
+ * aborts in the worker. */
+export class RemoteSession {
+  private constructor();
+  readonly llama: RemoteLlama;
+  generate(prompt: string | readonly number[], options?: GenerateTextOptions): AsyncIterableIterator<GeneratePiece>;
+  respond(conversation: string | readonly number[], options?: ReplyOptions): AsyncIterableIterator<GeneratePiece>;
+  /** LlamaSession#tokens. */
+  tokens(): Promise<number[]>;
+  /** Its cache as it stands. */
+  cacheStats(): Promise<{ nextPosition: number; rows: number; memoryBytes: number; capacityBytes: number }>;
+  /** LlamaSession#save: the session as bytes. */
+  save(): Promise<Uint8Array>;
+  free(): Promise<void>;
+}
