@@ -2,6 +2,12 @@
 // where init({ locateFile }) says), and reading it in any runtime.
 import { shown } from './options.js';
 
+/**
+ * The files the package loads at run time, by the names locateFile(name) is
+ * asked for: the two builds of the module and the thread pool's worker.
+ */
+export const RUNTIME_FILES = Object.freeze({ simd128: 'kvcache.wasm', relaxed: 'kvcache-relaxed.wasm', poolWorker: 'pool-worker.js' });
+
 /** Where a file of the package is: locateFile's answer, else `packaged()` (its place in the package). */
 export function locate(options, name, packaged) {
   if (options.locateFile === undefined) return packaged();

@@ -53,7 +53,9 @@ function errorOf(error) {
 
 const OPS = {
   async init(options) {
-    await kv.init(options);
+    // The page sent locateFile's answers, by file name.
+    const { locateFile: located } = options;
+    await kv.init(located ? { ...options, locateFile: (name) => located[name] } : options);
     return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo() };
   },
   async load(source, options, signal, id) {

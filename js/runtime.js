@@ -1,6 +1,6 @@
 // The wasm module and its heap: loading (init), typed-array views that are
 // never stale, and staging memory for the arrays a call passes to C.
-import { fetchFile, locate, toUrl } from './files.js';
+import { RUNTIME_FILES, fetchFile, locate, toUrl } from './files.js';
 import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
@@ -88,8 +88,8 @@ export function initWithModules(modules, options = {}) {
 // file and emit it beside the bundle.
 const ISAS = ['wasm-simd128', 'wasm-relaxed-simd'];
 const BUILDS = {
-  'wasm-simd128': { file: 'kvcache.wasm', url: () => new URL('../dist/kvcache.wasm', import.meta.url) },
-  'wasm-relaxed-simd': { file: 'kvcache-relaxed.wasm', url: () => new URL('../dist/kvcache-relaxed.wasm', import.meta.url) },
+  'wasm-simd128': { file: RUNTIME_FILES.simd128, url: () => new URL('../dist/kvcache.wasm', import.meta.url) },
+  'wasm-relaxed-simd': { file: RUNTIME_FILES.relaxed, url: () => new URL('../dist/kvcache-relaxed.wasm', import.meta.url) },
 };
 
 function checkIsa(options) {

@@ -5,7 +5,7 @@
 // calling thread allocates. Which thread runs which task never changes a
 // result, so a worker that fails to start, or dies, costs speed, not answers.
 
-import { builtin, locate } from './files.js';
+import { RUNTIME_FILES, builtin, locate } from './files.js';
 
 const MAX_THREADS = 64; // KVC_MAX_THREADS in src/core/internal.h
 const DEFAULT_MAX_THREADS = 8; // memory bandwidth, not cores, bounds a step beyond this
@@ -124,7 +124,7 @@ export async function startThreads(exports, module, memory, requested, options) 
   const count = wanted - 1;
   if (exports.kvc_wasm_pool_open(count) !== 0) throw new Error('init: the thread pool is already open');
   const script = options[workerScriptOption] ??
-    (options.locateFile ? locate(options, 'pool-worker.js') : null);
+    (options.locateFile ? locate(options, RUNTIME_FILES.poolWorker) : null);
   const stackBytes = exports.kvc_wasm_worker_stack_bytes() >>> 0;
   const started = [];
   for (let index = 1; index <= count; index++) {

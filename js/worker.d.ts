@@ -8,8 +8,9 @@ export interface LlamaWorkerOptions {
   /** A worker the app started itself from the package's js/llama-worker.js (as a module worker): for bundlers that do
    * not follow `new Worker(new URL(...))` (esbuild). Default: the package's own. */
   worker?: Worker;
-  /** init()'s options in the worker (threads, isa, maxMemory, wasm; locateFile as a function is not sent). */
-  init?: Omit<InitOptions, 'locateFile'>;
+  /** init()'s options in the worker (threads, isa, maxMemory, wasm as a URL); locateFile is asked on the page for each
+   * file the package loads, and the worker gets its answers. */
+  init?: Omit<InitOptions, 'module'>;
 }
 
 /** What a model source may be from the page: a URL (relative to the page), bytes (a copy is transferred), a Blob or

@@ -12,6 +12,7 @@
 //   const chat = new Chat(await model.session(), { system: 'You are concise.' });
 //   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
 import { KvCacheError, checkObject, shown } from './checks.js';
+import { RUNTIME_FILES, locate } from './files.js';
 import { GgufError } from './gguf.js';
 import { checkKeys } from './options.js';
 
@@ -43,8 +44,9 @@ export class LlamaWorker {
    * bundlers emit), or options.worker, one the app started itself from the
    * package's js/llama-worker.js (esbuild, which does not follow workers:
    * the README says how). options.init: init()'s options in the worker
-   * (threads, isa, maxMemory; locateFile as a function is not sent: give
-   * the worker's own URLs), sent before the first call.
+   * (threads, isa, maxMemory, wasm as a URL, locateFile), sent before the
+   * first call; locateFile is asked here for each file the package loads
+   * (RUNTIME_FILES), and the worker is sent its answers as URLs.
    */
   constructor(options = {}) {
     const where = 'new LlamaWorker';
@@ -53,13 +55,18 @@ export class LlamaWorker {
     const { worker, init = {} } = options;
     if (worker !== undefined && typeof worker?.postMessage !== 'function') throw new TypeError(`${where}: options.worker must be a Worker (got ${shown(worker)})`);
     checkObject(where, 'options.init', init);
+    const { locateFile } = init;
+    if (locateFile !== undefined && typeof locateFile !== 'function') {
+      throw new TypeError(`${where}: options.init.locateFile must be a function (name) => URL or string (got ${shown(locateFile)})`);
+    }
+    const located = locateFile && Object.fromEntries(Object.values(RUNTIME_FILES).map((name) => [name, locate(init, name).href]));
     this.#worker = worker ?? new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' });
     this.#worker.onmessage = ({ data }) => this.#receive(data);
     this.#worker.onerror = (event) => {
       event.preventDefault?.();
       this.#fail(new Error(`the kvcache-wasm worker failed: ${event.message || 'its script did not load'}`));
     };
-    this.#ready = this.#send('init', [init]).done;
+    this.#ready = this.#send('init', [locateFile ? { ...init, locateFile: located } : init]).done;
   }
 
   #fail(error) {

@@ -30,6 +30,7 @@ import { BUNDLER_NAMES, buildApps, serveStatic, wranglerDev } from '../runtimes/
 import { smokeInBrowser } from '../runtimes/smoke-page.mjs';
 import { llamaSmoke } from '../runtimes/llama-smoke.mjs';
 import { startWorkerd } from '../runtimes/workerd.mjs';
+import { assertWorkerResult, workerExpected } from '../runtimes/worker-expected.mjs';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -202,8 +203,15 @@ function packed() {
 }
 
 function builtApps() {
-  apps ??= packed().then((file) => buildApps(file, join(appsWork, 'apps')));
+  apps ??= packed().then((file) => buildApps(file, join(appsWork, 'apps'), MODEL_MISSING ? null : MODEL_PATH));
   return apps;
+}
+
+let workerExpectation = null;
+/** What the bundled apps' model worker must give: the same calls in Node. */
+function expectedFromWorker() {
+  workerExpectation ??= init().then(() => workerExpected(MODEL_PATH));
+  return workerExpectation;
 }
 
 // One browser per engine for every bundled app's pages, each in a page of its own.
@@ -220,12 +228,15 @@ async function bundledInBrowser(name, dir, isolated) {
   let page;
   try {
     page = await browser.open(`http://127.0.0.1:${server.address().port}/`);
-    const outcome = await page.evaluate(`async () => {
-      while (!globalThis.smokeDone) await new Promise((resolve) => setTimeout(resolve, 20));
-      return globalThis.smokeDone;
-    }`);
+    const wait = (name) => `async () => {
+      while (globalThis.${name} === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+      return globalThis.${name};
+    }`;
+    const outcome = await page.evaluate(wait('smokeDone'));
     if (outcome.error) throw new Error(outcome.error);
-    return { ...outcome, version: browser.version, problems: [...page.problems(), ...page.warnings()] };
+    const worker = await page.evaluate(wait('workerDone'));
+    if (worker?.error) throw new Error(`the model worker: ${worker.error}`);
+    return { ...outcome.result, worker: worker?.result ?? null, version: browser.version, problems: [...page.problems(), ...page.warnings()] };
   } finally {
     await page?.close();
     server.close();
@@ -240,15 +251,18 @@ for (const bundler of BUNDLER_NAMES) {
       assert.deepEqual(app.warnings, [], `${app.version} warned about the package:\n${app.output}`);
       const plain = await bundledInBrowser(name, app.dir, false);
       const isolated = await bundledInBrowser(name, app.dir, true);
+      const expected = MODEL_MISSING ? null : await expectedFromWorker();
       for (const run of [plain, isolated]) {
         assert.deepEqual(run.problems, [], 'the page said nothing');
         assert.equal(run.kernel.reason, null, 'the build init() aimed for runs');
         agrees(run.summary);
+        if (expected) assertWorkerResult(run.worker, expected);
       }
       assert.equal(plain.summary.threads, 1, 'a page that is not isolated runs one thread');
       assert.ok(isolated.summary.threads > 1 || DEFAULT_THREADS === 1, `an isolated page runs threaded (${isolated.summary.threads})`);
       return { summary: isolated.summary, version: `${app.version}, ${isolated.version}`,
-        note: `isolated: ${isolated.summary.threads} threads; not isolated: 1, the same results` };
+        note: `isolated: ${isolated.summary.threads} threads; not isolated: 1, the same results; ` +
+          (MODEL_MISSING ? `the model worker not run: ${MODEL_MISSING}` : `the model worker: Node's tokens and chat, first piece after ${isolated.worker.firstPieceMs.toFixed(0)} ms`) };
     });
   }
 }

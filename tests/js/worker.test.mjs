@@ -6,15 +6,14 @@
 // (tests/js/runtimes.test.mjs). Every result against the same calls in Node.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Llama, generate } from '../../js/llama.js';
-import { Chat } from '../../js/chat.js';
 import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
 import { serveFiles } from '../runtimes/static-server.mjs';
 import { PACKAGE, resolveExport } from '../runtimes/exports.mjs';
-import { ABORT_AFTER, CHAT_SYSTEM, CHAT_TOKENS, CHAT_TURNS, WORKER_PROMPT, WORKER_TOKENS } from '../runtimes/worker-smoke.mjs';
+import { WORKER_TOKENS } from '../runtimes/worker-smoke.mjs';
+import { assertWorkerResult, workerExpected } from '../runtimes/worker-expected.mjs';
 import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -48,20 +47,7 @@ let expected = null; // the same calls in Node
 before(async () => {
   if (MODEL_MISSING) return;
   await ready();
-  const llama = Llama.fromGguf(new Uint8Array(readFileSync(MODEL_PATH)));
-  const session = llama.session();
-  const tokens = generate(session, llama.tokenizer.encode(WORKER_PROMPT), { steps: WORKER_TOKENS, stopAtEos: false }).tokens;
-  session.free();
-  const chat = new Chat(llama.session(), { system: CHAT_SYSTEM });
-  const replies = [];
-  for (const turn of CHAT_TURNS) {
-    let text = '';
-    for await (const piece of chat.send(turn, { temperature: 0, maxTokens: CHAT_TOKENS })) text += piece.text;
-    replies.push(text);
-  }
-  expected = { tokens, text: llama.tokenizer.decode(tokens), promptTokens: llama.tokenizer.encode(WORKER_PROMPT).length, replies };
-  chat.free();
-  llama.free();
+  expected = await workerExpected(MODEL_PATH);
 });
 
 for (const isolated of [false, true]) {
@@ -87,19 +73,8 @@ for (const isolated of [false, true]) {
             `${WORKER_TOKENS} tokens in ${result.generateMs.toFixed(0)} ms; the page's longest stall ${result.maxGapMs.toFixed(1)} ms` +
             `${result.longTasks ? `, long tasks ${JSON.stringify(result.longTasks)}` : ''}; abort took ${result.abort.abortMs.toFixed(1)} ms, ` +
             `${result.abort.piecesAfterAbort} pieces after it`);
-          assert.deepEqual(result.tokens, expected.tokens, 'the tokens Node generates');
-          assert.equal(result.text, expected.text);
-          assert.equal(result.stop, 'maxTokens');
-          assert.ok(result.progress.at(-1) === statSync(MODEL_PATH).size, 'the load reported its progress to the end');
           if (result.longTasks) assert.deepEqual(result.longTasks, [], `no task over ${MAX_BLOCK_MS} ms on the page's thread`);
-          assert.equal(result.abort.stop, 'abort');
-          // Pieces the worker sent before the abort reached it still come (stories260K makes one in
-          // 2 ms); the worker checks the signal before every token (generate.test.mjs: none after it).
-          assert.equal(result.abort.sessionTokens, expected.promptTokens + ABORT_AFTER + result.abort.piecesAfterAbort,
-            'the session holds the prompt and the pieces that came');
-          assert.deepEqual([result.chat.first, result.chat.second], expected.replies, 'the chat Node has');
-          assert.equal(result.chat.restoredSecond, result.chat.second, 'the restored chat goes on as the original');
-          assert.deepEqual(result.chat.messages.map((m) => m.role), ['system', 'user', 'assistant', 'user', 'assistant']);
+          assertWorkerResult(result, expected);
         } finally {
           await browser.close();
         }

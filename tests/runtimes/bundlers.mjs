@@ -1,12 +1,14 @@
 // A tiny app per bundler, built from the packed tarball by the real tool, as
-// a web developer builds one: `import * as kv from 'kvcache-wasm'`, the smoke
-// test (smoke.mjs) over it, nothing else. Each bundler must find the two
-// .wasm files and the pool's worker script by itself from the package's
-// literal `new URL('…', import.meta.url)` references -- except esbuild, which
-// emits no such files (evanw/esbuild#795): its app copies them beside the
-// bundle and says where with init({ locateFile }), as the README tells.
+// a web developer builds one: `import * as kv from 'kvcache-wasm'` and the
+// smoke test (smoke.mjs) over it; and, given a model, kvcache-wasm/worker
+// and kvcache-wasm/chat running it in a worker (worker-smoke.mjs). Each
+// bundler must find the two .wasm files and the two worker scripts by itself
+// from the package's literal `new URL('…', import.meta.url)` references --
+// except esbuild, which follows none of them (evanw/esbuild#795): its app
+// builds the model worker as a second entry, copies the rest beside the
+// bundle and says where with locateFile, as the README tells.
 //
-//   const apps = await buildApps(tarball, work);   // { name: { dir, version, warnings } | { skip } }
+//   const apps = await buildApps(tarball, work, model);   // { name: { dir, version, warnings } | { skip } }
 //   const server = await serveStatic(apps.Vite.dir, { isolated: true });
 import { execFile, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -22,16 +24,29 @@ const BUILD_TIMEOUT_MS = 240000;
 
 // The smoke modules, copied into each app with their imports made local.
 const SMOKE = [['tests/runtimes/smoke.mjs', 'smoke.mjs'], ['tests/runtimes/parallel.mjs', 'parallel.mjs'],
-  ['support/synthetic.mjs', 'synthetic.mjs']];
+  ['support/synthetic.mjs', 'synthetic.mjs'], ['tests/runtimes/worker-smoke.mjs', 'worker-smoke.mjs']];
+// The model the worker runs, beside the app's page.
+const MODEL_FILE = 'model.gguf';
 
-/** The app's entry: runs the smoke test and leaves its outcome in globalThis.smokeDone. */
-function main(locateFile) {
+/**
+ * The app's entry: runs the smoke test, then the worker's, and leaves their
+ * outcomes in globalThis.smokeDone and globalThis.workerDone (null without
+ * a model). `ownWorker`: the app starts the model worker from its own
+ * bundle of it (a bundler that does not bundle the package's); `locateFile`:
+ * it says where the package's files are (a bundler that emits none).
+ */
+function main({ ownWorker = false, locateFile = false }, withModel) {
+  const init = locateFile ? ', init: { locateFile }' : '';
+  const worker = ownWorker ? `, { worker: new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module' })${init} }` : '';
   return `import * as kv from 'kvcache-wasm';
+import { LlamaWorker } from 'kvcache-wasm/worker';
+import { Chat } from 'kvcache-wasm/chat';
 import { smoke } from './smoke.mjs';
-${locateFile ? "const options = { locateFile: (name) => new URL(`./${name}`, import.meta.url) };" : 'const options = undefined;'}
-globalThis.smokeDone = smoke(kv, options).then(
-  (summary) => ({ summary, kernel: kv.kernelInfo() }),
-  (error) => ({ error: String(error?.stack ?? error) }));
+import { workerSmoke } from './worker-smoke.mjs';
+${locateFile ? 'const locateFile = (name) => new URL(`./${name}`, import.meta.url);' : ''}
+const outcome = (run) => run.then((result) => ({ result }), (error) => ({ error: String(error?.stack ?? error) }));
+globalThis.smokeDone = outcome(smoke(kv, ${locateFile ? '{ locateFile }' : 'undefined'}).then((summary) => ({ summary, kernel: kv.kernelInfo() })));
+globalThis.workerDone = ${withModel ? `globalThis.smokeDone.then(() => outcome(workerSmoke({ LlamaWorker, Chat }, './${MODEL_FILE}'${worker})))` : 'null'};
 `;
 }
 
@@ -54,8 +69,10 @@ const BUNDLERS = [
   {
     name: 'webpack', pkg: 'webpack',
     files: {
+      // Each .wasm (the model runner's kernels among them) is above webpack's 244 KiB hint for an asset.
       'webpack.config.mjs': `export default { mode: 'production', entry: './main.js', target: 'web', devtool: false,
-  output: { path: new URL('./out/', import.meta.url).pathname, filename: 'main.js', clean: true } };
+  output: { path: new URL('./out/', import.meta.url).pathname, filename: 'main.js', clean: true },
+  performance: { maxAssetSize: 512 * 1024 } };
 `,
       'out.html': page('./main.js'),
     },
@@ -63,19 +80,27 @@ const BUNDLERS = [
     page: 'out.html',
   },
   {
-    name: 'esbuild', pkg: 'esbuild', locateFile: true,
+    name: 'esbuild', pkg: 'esbuild', ownWorker: true, locateFile: true,
     files: { 'out.html': page('./main.js') },
-    args: ['esbuild', 'main.js', '--bundle', '--format=esm', '--platform=browser', '--outdir=out', '--log-level=warning'],
+    // The model worker is an entry of its own: esbuild bundles no worker it finds in the code.
+    args: ['esbuild', 'main.js', 'node_modules/kvcache-wasm/js/llama-worker.js', '--bundle', '--format=esm', '--platform=browser',
+      '--outdir=out', '--entry-names=[name]', '--log-level=warning'],
     page: 'out.html',
     // esbuild emits no files for new URL(…, import.meta.url): the app copies them.
     copy: ['dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'js/pool-worker.js'],
   },
   {
-    name: 'Rollup', pkg: 'rollup',
+    name: 'Rollup', pkg: 'rollup', ownWorker: true,
     files: {
       'rollup.config.mjs': `import { nodeResolve } from ${JSON.stringify(join(ROOT, 'node_modules', '@rollup', 'plugin-node-resolve', 'dist', 'es', 'index.js'))};
 import { importMetaAssets } from ${JSON.stringify(join(ROOT, 'node_modules', '@web', 'rollup-plugin-import-meta-assets', 'index.mjs'))};
-export default { input: 'main.js', output: { dir: 'out', format: 'es' }, plugins: [nodeResolve({ browser: true }), importMetaAssets()] };
+// The model worker is an entry of its own (the plugin copies a worker's script, unbundled); the app's
+// own reference to it is to that entry's output, not to a file of its folder.
+export default {
+  input: { main: 'main.js', 'llama-worker': 'node_modules/kvcache-wasm/js/llama-worker.js' },
+  output: { dir: 'out', format: 'es', entryFileNames: '[name].js' },
+  plugins: [nodeResolve({ browser: true }), importMetaAssets({ exclude: 'main.js' })],
+};
 `,
       'out.html': page('./main.js'),
     },
@@ -84,6 +109,8 @@ export default { input: 'main.js', output: { dir: 'out', format: 'es' }, plugins
   },
   {
     name: 'Parcel', pkg: 'parcel',
+    // Parcel reads a package's "exports" (kvcache-wasm/chat, /worker) only when the app asks it to.
+    packageJson: { '@parcel/resolver-default': { packageExports: true } },
     files: { 'index.html': page('./main.js') },
     args: ['parcel', 'build', 'index.html', '--dist-dir', 'out', '--no-cache', '--no-source-maps', '--public-url', './'],
   },
@@ -108,12 +135,13 @@ async function run(command, args, cwd) {
 }
 
 /**
- * Builds one app per bundler under `work`, each with the tarball installed:
+ * Builds one app per bundler under `work`, each with the tarball installed
+ * (and `model`, a GGUF file's path, copied beside its page, if given):
  * { [name]: { dir, version, warnings, output } } (`warnings`: the lines
  * of the build's output that warn), or { skip } where the bundler is not
  * installed.
  */
-export async function buildApps(tarball, work) {
+export async function buildApps(tarball, work, model = null) {
   const apps = {};
   for (const bundler of BUNDLERS) {
     if (!existsSync(join(ROOT, 'node_modules', bundler.pkg, 'package.json'))) {
@@ -122,18 +150,19 @@ export async function buildApps(tarball, work) {
     }
     const dir = join(work, bundler.name.toLowerCase());
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: `${bundler.pkg}-app`, private: true, type: 'module' })}\n`);
+    writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: `${bundler.pkg}-app`, private: true, type: 'module', ...bundler.packageJson })}\n`);
     await run('npm', ['install', tarball, '--offline', '--no-audit', '--no-fund', '--ignore-scripts'], dir);
     for (const [from, to] of SMOKE) {
       writeFileSync(join(dir, to), readFileSync(join(ROOT, from), 'utf8').replace(/'(\.\.\/)+support\/synthetic\.mjs'/g, "'./synthetic.mjs'"));
     }
-    writeFileSync(join(dir, 'main.js'), main(bundler.locateFile));
+    writeFileSync(join(dir, 'main.js'), main(bundler, model !== null));
     for (const [file, text] of Object.entries(bundler.files)) writeFileSync(join(dir, file), text);
     const [command, ...args] = bundler.args;
     const { output } = await run(join(BIN, command), args, dir);
     const out = join(dir, 'out');
     if (bundler.page) copyFileSync(join(dir, bundler.page), join(out, 'index.html'));
     for (const file of bundler.copy ?? []) copyFileSync(join(dir, 'node_modules', 'kvcache-wasm', file), join(out, posix.basename(file)));
+    if (model) copyFileSync(model, join(out, MODEL_FILE));
     // The app is the package and the smoke test: any warning is about the package.
     const warnings = output.split('\n').filter((line) => /warn|\(!\)|\u26a0/i.test(line));
     apps[bundler.name] = { dir: out, version: `${bundler.name} ${pkgVersion(bundler.pkg)}`, warnings, output };

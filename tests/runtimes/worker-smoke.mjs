@@ -6,6 +6,7 @@
 // same calls in Node.
 //
 //   const result = await workerSmoke({ LlamaWorker, Chat }, '/model.gguf');
+//   const bundled = await workerSmoke({ LlamaWorker, Chat }, './model.gguf', { worker, init: { locateFile } });
 
 export const WORKER_PROMPT = 'Once upon a time';
 export const WORKER_TOKENS = 24;
@@ -48,8 +49,8 @@ async function reply(chat, text) {
   return out;
 }
 
-export async function workerSmoke({ LlamaWorker, Chat }, modelUrl) {
-  const worker = new LlamaWorker();
+export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions = {}) {
+  const worker = new LlamaWorker(workerOptions);
   try {
     const { kernelInfo, threadInfo } = await worker.ready();
     const progress = [];
