@@ -12,6 +12,7 @@ const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8
 const examples = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((match) => match[1]);
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
+const chatUrl = new URL('../../js/chat.js', import.meta.url).href;
 
 /** Runs an example as a module: the lines it printed, and the module. */
 async function run(example, n) {
@@ -22,6 +23,7 @@ async function run(example, n) {
   const source = example
     .replace("from 'kvcache-wasm'", `from '${indexUrl}'`)
     .replace("from 'kvcache-wasm/llama'", `from '${llamaUrl}'`)
+    .replace("from 'kvcache-wasm/chat'", `from '${chatUrl}'`)
     .replace("'../shared/data/stories260k.gguf'", JSON.stringify(MODEL_PATH));
   await writeFile(file, source);
   try {
@@ -41,7 +43,7 @@ function promised(example) {
 }
 
 test('the README has its examples', () => {
-  assert.equal(examples.length, 7);
+  assert.equal(examples.length, 8);
 });
 
 examples.forEach((example, n) => {
