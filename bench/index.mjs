@@ -23,6 +23,7 @@ const benchmarks = {
   generation: () => import('./generation.mjs'),
   sharing: () => import('./sharing.mjs'),
   llm: () => import('./llm.mjs'),
+  chat: () => import('./chat.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({
