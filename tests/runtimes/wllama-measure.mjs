@@ -9,6 +9,11 @@
 //   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
 //               llama.cpp, against the JS runner on the F32 original (16
 //               teacher-forced positions): what each encoder costs;
+//   --runner    the package's runner against llama.cpp over 128 teacher-forced
+//               positions, every mix: the tiny random model and the real models
+//               re-encoded; llama.cpp with an f32 KV cache and no flash
+//               attention, and on F32, Q8_0 and Q4_K_M also with its defaults
+//               (f16 KV, flash attention) against the runner's f32 cache;
 //   --models    writes every model of tests/gguf/models.mjs (every geometry
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
 //               11 types) and loads each in llama.cpp: size, types, load time;
@@ -17,17 +22,17 @@
 //               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
 //               over 128 teacher-forced positions, both with f32 KV caches
 //               and llama.cpp without flash attention: mean KL, top-1, times.
-//               2.5 GB of files and several minutes: not part of the no-flag
-//               run.
-// No flag: the first four. --dir DIR keeps the model files there (default: a
-// new temporary folder, removed at the end). The machine may be shared: the
-// load average is printed beside the figures.
+//               2.5 GB of files and several minutes.
+// No flag: all but --runner and --architectures (several minutes each).
+// --dir DIR keeps the model files there (default: a new temporary folder,
+// removed at the end). The machine may be shared: the load average is
+// printed beside the figures.
 import { mkdtempSync, openAsBlob, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import init, { KvCache } from '../../js/index.js';
 import { Llama, readGguf } from '../../js/llama.js';
-import { GEOMETRIES, modelFile, randomLlama, REAL_MODELS, reencodeLlama, typeCounts } from '../gguf/models.mjs';
+import { GEOMETRIES, MIXES, modelFile, randomLlama, REAL_MODELS, reencodeLlama, typeCounts } from '../gguf/models.mjs';
 import { GGML_TYPES, ggmlType, tensorBytes } from '../gguf/types.mjs';
 import { closeLlamaCpp, compareLogits, llamaCppHidden, llamaCppLoad, llamaCppMissing, llamaCppTimings, runnerAgreement, summarizeComparisons } from './wllama.mjs';
 
@@ -35,8 +40,9 @@ const args = process.argv.slice(2);
 const dirArg = args.indexOf('--dir');
 const keep = dirArg >= 0;
 const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'));
-const wanted = ['--timings', '--validate', '--quality', '--models', '--architectures'].filter((f) => args.includes(f));
-const run = (flag) => (wanted.length === 0 ? flag !== '--architectures' : wanted.includes(flag));
+const wanted = ['--timings', '--validate', '--quality', '--models', '--runner', '--architectures'].filter((f) => args.includes(f));
+const LONG = ['--runner', '--architectures'];
+const run = (flag) => (wanted.length === 0 ? !LONG.includes(flag) : wanted.includes(flag));
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
@@ -89,6 +95,34 @@ async function quality() {
     const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
     console.log(`| ${mix} | ${types} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${(100 * r.top1).toFixed(1)}% |`);
   }
+}
+
+async function runner() {
+  await init();
+  console.log(`\n## The package's runner against llama.cpp, 128 teacher-forced positions, every mix (load average ${load()})\n`);
+  console.log('| model | mix | matrices | llama.cpp KV cache | mean KL | max KL | top-1 | largest top-1 gap |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  const exact = { warmup: false, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
+  const defaults = { warmup: false };
+  const positions = Array.from({ length: 128 }, (_, i) => i);
+  const sources = [['tiny random', (mix) => randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }),
+    Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))]];
+  for (const name of Object.keys(REAL_MODELS)) {
+    const file = readGguf(readFileSync(REAL_MODELS[name].path));
+    sources.push([name, (mix) => reencodeLlama(file, { mix }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
+  }
+  for (const [name, make, tokens] of sources) {
+    for (const mix of MIXES) {
+      const spec = make(mix);
+      const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
+      for (const [cache, options] of [['f32, no flash', exact], ['f16, flash (defaults)', defaults]]) {
+        if (options === defaults && !['F32', 'Q8_0', 'Q4_K_M'].includes(mix)) continue;
+        const r = await runnerAgreement(spec, tokens, positions, options);
+        console.log(`| ${name} | ${mix} | ${types} | ${cache} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${(100 * r.top1).toFixed(1)}% | ${r.top1Gap.toFixed(3)} |`);
+      }
+    }
+  }
+  console.log(`\n(load average after: ${load()})`);
 }
 
 async function models() {
@@ -197,6 +231,7 @@ try {
   if (run('--timings')) await timings();
   if (run('--quality')) await quality();
   if (run('--models')) await models();
+  if (run('--runner')) await runner();
   if (run('--architectures')) await architectures();
 } finally {
   await closeLlamaCpp();
