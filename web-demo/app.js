@@ -89,15 +89,22 @@ function chart(element, name, { series, xLabel, yLabel, yValues, log = false, ba
     }))],
   };
   const plot = new uPlot(options, [[], ...series.map(() => [])], element);
-  const observer = new ResizeObserver(() => plot.setSize({ width: width(), height: 220 }));
+  // Only a new width resizes the plot, on the next frame: resizing within
+  // the observer's callback would change what it observes (a loop).
+  let drawnWidth = options.width;
+  const observer = new ResizeObserver(() => {
+    if (width() === drawnWidth) return;
+    drawnWidth = width();
+    requestAnimationFrame(() => plot.setSize({ width: drawnWidth, height: 220 }));
+  });
   observer.observe(element);
   return { plot, observer };
 }
 
 // The accuracy axis names its metric, which depends on the source: made again when the source changes.
 const ACCURACY_METRIC = {
-  model: 'KL divergence from f32 (nats)',
-  synthetic: 'relative error vs f32',
+  model: 'KL vs f32 (nats)',
+  synthetic: 'rel. error vs f32',
 };
 const charts = {
   memory: chart($('memory-chart'), 'memory', { series: MODES, xLabel: 'tokens', yLabel: 'bytes held', yValues: byteTicks }).plot,
@@ -972,6 +979,7 @@ window.demo = {
     const width = document.documentElement;
     return {
       source: source?.kind ?? null,
+      synthetic: source?.kind === 'synthetic' ? { heads: source.heads, headDim: source.headDim, batch: source.batch, draft: source.draft } : null,
       running,
       replying: reply !== null,
       tokens: source?.stats.tokens ?? 0,
