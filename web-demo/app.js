@@ -121,7 +121,7 @@ function makeAccuracyChart(kind) {
 }
 makeAccuracyChart('model');
 
-// Series data, appended per step and drawn once per animation frame.
+// Series data, appended per step, drawn with the page's numbers once per animation frame.
 const series = { memory: emptySeries(MODES.length), accuracy: emptySeries(QUANTIZED.length) };
 let drawPending = false;
 function draw() {
@@ -129,6 +129,7 @@ function draw() {
   drawPending = true;
   requestAnimationFrame(() => {
     drawPending = false;
+    render();
     charts.memory.setData(series.memory);
     charts.accuracy.setData(series.accuracy);
     drawImportance();
@@ -625,7 +626,7 @@ async function send() {
       const ids = model.local.tokenizer.encode(rendered, { special: true, bos: false });
       source.setContextPolicy(context);
       pushPoint(source.beginTurn(ids, { maxTokens: maxTokens.value }));
-      addSpan(`${text}\n`, 'prompt');
+      addSpan(`${stream.childElementCount ? '\n' : ''}${text}\n`, 'prompt');
       replayDecoder = model.local.tokenizer.decoder();
     }
     let stats = null;
@@ -635,7 +636,6 @@ async function send() {
       body.textContent = shown.text;
       if (source?.kind === 'model') for (const id of piece.tokens) pushPoint(source.token(id, replayEvents));
       if (piece.stop) ({ stop: shown.stop, stats } = piece);
-      render();
       draw();
     }
     if (source?.kind === 'model') {
