@@ -8,7 +8,7 @@
 // index.html). The chat runs in a worker (LlamaWorker, a Chat over its
 // RemoteSession); the panels read a replica of it on this page (replica.js).
 import init, { LayerKvCache, kernelIsa, memoryStats, setThreadLimit, threadInfo } from 'kvcache-wasm';
-import { Llama, generate } from 'kvcache-wasm/llama';
+import { Llama } from 'kvcache-wasm/llama';
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat, ChatTemplate, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
 import uPlot from 'uplot';
@@ -27,6 +27,7 @@ const MAX_STREAM_TOKENS = 600;
 // A model file up to this size also loads on this page, for the panels' replica; a larger one only chats.
 const REPLICA_MAX_BYTES = 32 * 2 ** 20;
 const DEFAULT_MODEL_URL = '/models/stories260k.gguf';
+const FRAME_MS = 16;
 
 const $ = (id) => document.getElementById(id);
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 3 : 2)} MiB`;
@@ -486,11 +487,11 @@ function settings(kind) {
 
 /** What runs now, in words: the status line's text. */
 function runningNow() {
-  if (!source) return model ? `Chat: ${model.name}, no chat open.` : 'Nothing runs.';
-  if (source.kind === 'synthetic') {
+  if (source?.kind === 'synthetic') {
     return `Running: synthetic, ${source.heads} KV heads × head_dim ${source.headDim}, ${source.mode}, draft k ${source.draft}, batch ${source.batch}.`;
   }
-  return `Chat: ${model.name}, ${source.mode} cache, draft k ${source.draft}.`;
+  if (!chat) return model ? `Chat: ${model.name}, no chat open.` : 'Nothing runs.';
+  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : ' (no replica: the panels are off)'}.`;
 }
 
 // ---------------------------------------------------------------------------
@@ -501,6 +502,7 @@ let worker = null;
 let workerInfo = null; // what init() gave in the worker: { kernelInfo, threadInfo }
 let model = null; // { name, remote: RemoteLlama, local: Llama | null, template: { source, plain } }
 let chat = null;
+let chatSettings = null; // the open chat's { mode, draft }
 let reply = null; // the reply under way: { controller, done }
 const chatLog = $('chat-log');
 const chatView = { replies: [], notices: [] }; // what the transcript shows, for the browser test
@@ -610,7 +612,7 @@ async function send() {
   const controller = new AbortController();
   const context = contextPolicy();
   const options = { signal: controller.signal, maxTokens: maxTokens.value, temperature: temperature.value, seed: chatView.replies.length + 1, context };
-  if (source?.draft) options.draft = source.draft;
+  if (chatSettings.draft > 0) options.draft = chatSettings.draft;
   let done;
   reply = { controller, done: new Promise((resolve) => { done = resolve; }) };
   chatControls();
@@ -630,6 +632,7 @@ async function send() {
       replayDecoder = model.local.tokenizer.decoder();
     }
     let stats = null;
+    let yielded = performance.now();
     for await (const piece of chat.send(messages, options)) {
       shown.pieces++;
       shown.text += piece.text;
@@ -637,6 +640,12 @@ async function send() {
       if (source?.kind === 'model') for (const id of piece.tokens) pushPoint(source.token(id, replayEvents));
       if (piece.stop) ({ stop: shown.stop, stats } = piece);
       draw();
+      // Pieces the worker sent while the replica worked come as one backlog, which the loop
+      // would take without letting the page paint or see a click: a task's turn once a frame.
+      if (performance.now() - yielded > FRAME_MS) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        yielded = performance.now();
+      }
     }
     if (source?.kind === 'model') {
       source.endTurn(replayEvents);
@@ -647,7 +656,7 @@ async function send() {
     await showWorkerCache();
   } catch (error) {
     // A turn refused before its first piece (a message longer than the context) leaves the chat as it was.
-    if (error instanceof RangeError || error instanceof TypeError) {
+    if (shown.pieces === 0 && (error instanceof RangeError || error instanceof TypeError)) {
       addNotice(`Refused: ${error.message}`, 'refused');
       if (source?.kind === 'model') source.syncTo(await chat.session.tokens());
     } else {
@@ -686,6 +695,7 @@ async function newChat() {
   chatView.notices = [];
   showReplyStats(null);
   const { mode, draft } = chosen.values;
+  chatSettings = { mode, draft };
   chat = new Chat(await model.remote.session({ mode }));
   source = model.local ? new ChatReplica(model.local, { mode, modes: MODES, draft, context: contextPolicy() }) : null;
   if (source) applyBound();

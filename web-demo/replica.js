@@ -59,6 +59,7 @@ class Mirror {
     const input = this.pending ? [this.history.at(-1), ...tokens] : tokens;
     this.history.push(...tokens);
     this.pending = false;
+    if (input.length === 0) return null;
     return this.llama.forward(this.cache, input, { logits: last ? 'last' : 0 });
   }
 
@@ -262,7 +263,7 @@ export class ChatReplica {
   }
 }
 
-export function logSoftmax(logits) {
+function logSoftmax(logits) {
   let max = -Infinity;
   for (const z of logits) max = Math.max(max, z);
   let sum = 0;
@@ -272,7 +273,7 @@ export function logSoftmax(logits) {
 }
 
 /** KL(p || q) in nats; null when there is no difference at all (no point on a log axis). */
-export function klDivergence(p, q) {
+function klDivergence(p, q) {
   let kl = 0;
   for (let i = 0; i < p.length; i++) kl += Math.exp(p[i]) * (p[i] - q[i]);
   return kl > 0 ? kl : null;

@@ -192,15 +192,16 @@ for (const name of BROWSERS) {
       if (skipWhy) return t.skip(skipWhy);
       if (MODEL_MISSING) return t.skip(MODEL_MISSING);
       const MESSAGE = 'Tom saw a dog.';
+      const MAX_TOKENS = 200; // stories260K goes on to the context's end after it
       const newChat = async () => {
         await page.click('#new-chat');
         await waitFor((s) => s.chat.open && s.chat.replies.length === 0, 'a new chat');
       };
       // The reply let run: a new chat samples its first reply with the same seed.
       await newChat();
-      const { reply: whole } = await chatTurn(MESSAGE, { maxTokens: 100000 });
+      const { reply: whole } = await chatTurn(MESSAGE, { maxTokens: MAX_TOKENS });
       await newChat();
-      await page.fill('#max-tokens', '100000');
+      await page.fill('#max-tokens', String(MAX_TOKENS));
       await page.fill('#chat-input', MESSAGE);
       // Stop, clicked from the page as soon as three pieces have shown.
       await page.evaluate(`async () => {
