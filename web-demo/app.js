@@ -649,7 +649,7 @@ async function send() {
     }
     if (source?.kind === 'model') {
       source.endTurn(replayEvents);
-      source.syncTo(await chat.session.tokens());
+      await syncReplica();
     }
     addNotice(endText(shown.stop, stats), shown.stop === 'context' ? 'policy' : 'end');
     showReplyStats(stats);
@@ -658,7 +658,7 @@ async function send() {
     // A turn refused before its first piece (a message longer than the context) leaves the chat as it was.
     if (shown.pieces === 0 && (error instanceof RangeError || error instanceof TypeError)) {
       addNotice(`Refused: ${error.message}`, 'refused');
-      if (source?.kind === 'model') source.syncTo(await chat.session.tokens());
+      if (source?.kind === 'model') await syncReplica();
     } else {
       addNotice(`The reply failed: ${error.message}`, 'failed');
       pageErrors.push(`reply: ${error.message}`);
@@ -670,6 +670,12 @@ async function send() {
     render();
     draw();
   }
+}
+
+/** The replica set to the worker's session: its tokens, and how many of them its cache holds. */
+async function syncReplica() {
+  const [tokens, { nextPosition }] = await Promise.all([chat.session.tokens(), chat.session.cacheStats()]);
+  source.syncTo(tokens, nextPosition);
 }
 
 /** Aborts the reply under way, if any, and waits for it to end. */

@@ -77,16 +77,19 @@ class Mirror {
     return this.forward(rest);
   }
 
-  /** Sets the cache to hold `tokens` as the worker's session does: every one but the last, which is pending. */
-  syncTo(tokens) {
-    this.rewindTo(commonPrefix(this.history, tokens));
-    if (this.history.length === tokens.length && (this.pending || tokens.length === 0)) return;
-    if (this.history.length === tokens.length) this.rewindTo(tokens.length - 1);
-    const rest = tokens.slice(this.history.length);
-    this.roomFor(rest.length);
-    this.forward(rest.slice(0, -1), { last: false });
-    this.history.push(rest.at(-1));
-    this.pending = true;
+  /**
+   * Sets the cache to hold `tokens` as the worker's session does: its first
+   * `positions` (the session cache's nextPosition) in the cache, the one
+   * after them, if any, pending. (An abort inside a verify leaves none pending.)
+   */
+  syncTo(tokens, positions) {
+    this.rewindTo(Math.min(commonPrefix(this.history, tokens), positions));
+    if (positions > this.cached) {
+      this.roomFor(positions - this.cached);
+      this.forward(tokens.slice(this.history.length, positions), { last: false });
+    }
+    this.history.push(...tokens.slice(this.history.length));
+    this.pending = tokens.length > positions;
   }
 }
 
@@ -196,9 +199,9 @@ export class ChatReplica {
     this.reply = null;
   }
 
-  /** Every mirror set to the worker's session's tokens (after a stop string or an abort rewound it). */
-  syncTo(tokens) {
-    for (const mirror of [this.replay, ...Object.values(this.shadows)]) mirror.syncTo(tokens);
+  /** Every mirror set to the worker's session: its tokens, `positions` of them cached (after a stop string or an abort rewound it). */
+  syncTo(tokens, positions) {
+    for (const mirror of [this.replay, ...Object.values(this.shadows)]) mirror.syncTo(tokens, positions);
   }
 
   // decodeWith's loop (js/decode.js) on the replay's cache, with the

@@ -203,12 +203,12 @@ for (const name of BROWSERS) {
       await newChat();
       await page.fill('#max-tokens', String(MAX_TOKENS));
       await page.fill('#chat-input', MESSAGE);
-      // Stop, clicked from the page as soon as three pieces have shown.
+      // Stop, clicked from the page as soon as a few characters of the reply have shown.
       await page.evaluate(`async () => {
         document.getElementById('send').click();
         await new Promise((resolve) => {
           const poll = setInterval(() => {
-            if ((window.demo.snapshot().chat.replies[0]?.pieces ?? 0) >= 3) {
+            if ((document.querySelector('#chat-log .message.assistant .text')?.textContent.length ?? 0) >= 8) {
               clearInterval(poll);
               document.getElementById('stop').click();
               resolve();
