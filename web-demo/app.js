@@ -712,7 +712,9 @@ async function newChat() {
   $('replica-note').textContent = model.local
     ? 'The panels below read a replica on this page, not the worker: the same model with a cache per mode, fed the tokens ' +
       'the worker streams (teacher-forced), and the worker\'s speculative decoding replayed on a cache in the chosen mode ' +
-      '(the same prompt-lookup drafts, kept while they equal the tokens the worker emitted). The worker\'s own figures: its cacheStats and each reply\'s stats.'
+      '(the same prompt-lookup drafts, kept while they equal the tokens the worker emitted). The worker\'s own figures: its cacheStats and each reply\'s stats. ' +
+      'The replica computes every token in seven caches, the worker in one: on a slow machine it falls behind, and a reply stopped by Stop ' +
+      'still shows what the worker had sent before the abort reached it.'
     : `${model.name} is over ${REPLICA_MAX_BYTES / 2 ** 20} MiB: it runs in the worker only, and the panels stay empty ` +
       '(only the worker\'s cacheStats and reply stats show).';
   setStatus(runningNow());
