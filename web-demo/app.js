@@ -1,13 +1,19 @@
-// The live demo: a source of keys and values (the stories260K model, or a
-// synthetic stream of model-sized shapes) drives this package's caches in
-// every mode, and the panels show what they hold and cost as it runs, and
-// what branches forked from them share.
-// It imports the package as any app would: 'kvcache-wasm' and
-// 'kvcache-wasm/llama' (see the import map in index.html).
+// The live demo: a chat with a GGUF model (stories260K when it is found
+// beside the project, or a file picked or dropped), or a synthetic stream of
+// model-sized shapes, drives this package's caches in every mode, and the
+// panels show what they hold and cost as it runs, and what branches forked
+// from them share.
+// It imports the package as any app would: 'kvcache-wasm', 'kvcache-wasm/llama',
+// 'kvcache-wasm/worker' and 'kvcache-wasm/chat' (see the import map in
+// index.html). The chat runs in a worker (LlamaWorker, a Chat over its
+// RemoteSession); the panels read a replica of it on this page (replica.js).
 import init, { LayerKvCache, kernelIsa, memoryStats, setThreadLimit, threadInfo } from 'kvcache-wasm';
-import { GgufError, Llama, decode, generate } from 'kvcache-wasm/llama';
+import { Llama } from 'kvcache-wasm/llama';
+import { LlamaWorker } from 'kvcache-wasm/worker';
+import { Chat, ChatTemplate, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
 import uPlot from 'uplot';
 import { normals, outlierKeys, rng } from '/support/synthetic.mjs';
+import { ChatReplica } from './replica.js';
 
 // The modes drawn side by side: f32, the q8 ones, 4-bit both, and 8-bit keys with 4-bit values.
 const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
@@ -18,45 +24,105 @@ const COLORS = {
 const emptySeries = (count) => Array.from({ length: count + 1 }, () => []);
 const SINKS = 4; // eviction keeps the first positions: attention sinks
 const MAX_STREAM_TOKENS = 600;
+// A model file up to this size also loads on this page, for the panels' replica; a larger one only chats.
+const REPLICA_MAX_BYTES = 32 * 2 ** 20;
+const DEFAULT_MODEL_URL = '/models/stories260k.gguf';
+const FRAME_MS = 16;
 
 const $ = (id) => document.getElementById(id);
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 3 : 2)} MiB`;
-// An axis label for a byte count: KiB below a MiB, MiB above.
 const byteLabel = (bytes) => (bytes < 2 ** 20 ? `${(bytes / 1024).toFixed(0)} KiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`);
 
 // ---------------------------------------------------------------------------
 // Charts (uPlot)
 
-function chart(element, { series, yLabel, yValues, log = false, bars = false }) {
+// Whole-number steps for axes that count tokens or positions (uPlot's own include fractions).
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
+// What each axis last labelled its ticks with, for the browser test.
+const tickLabels = {};
+
+const hasData = (u) => u.data[0].length > 0;
+
+/** Axis labels for byte counts: one unit for the axis (the largest tick's), as many decimals as tell the ticks apart. */
+function byteTicks(u, ticks) {
+  if (!hasData(u)) return ticks.map(() => '');
+  const top = Math.max(...ticks.map((v) => Math.abs(v)));
+  const [unit, name] = top >= 2 ** 20 ? [2 ** 20, 'MiB'] : top >= 1024 ? [1024, 'KiB'] : [1, 'B'];
+  const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : top;
+  const decimals = step > 0 && unit > 1 ? Math.max(0, Math.min(3, Math.ceil(-Math.log10(step / unit)))) : 0;
+  return ticks.map((v) => `${(v / unit).toFixed(decimals)} ${name}`);
+}
+
+// A log axis leaves some ticks out (null).
+const expTicks = (u, ticks) => (hasData(u) ? ticks.map((v) => (v == null ? '' : v.toExponential(0))) : ticks.map(() => ''));
+const wholeTicks = (u, ticks) => (hasData(u) ? ticks.map((v) => String(Math.round(v))) : ticks.map(() => ''));
+
+function recorded(name, format) {
+  return (u, ticks, ...rest) => {
+    const labels = format(u, ticks, ...rest);
+    tickLabels[name] = labels.filter((label) => label !== '');
+    return labels;
+  };
+}
+
+// No data: an x range of its own, not the last run's.
+const xRange = (u, min, max) => (min == null || !hasData(u) ? [0, 1] : [min, max > min ? max : min + 1]);
+
+function chart(element, name, { series, xLabel, yLabel, yValues, log = false, bars = false }) {
+  const width = () => Math.max(200, element.clientWidth);
   const options = {
-    width: Math.max(320, element.clientWidth),
+    width: width(),
     height: 220,
     legend: { live: false },
-    scales: { x: { time: false }, y: log ? { distr: 3 } : { range: (u, min, max) => [0, max > 0 ? max * 1.05 : 1] } },
-    axes: [{ label: bars ? 'position' : 'tokens' }, { label: yLabel, values: yValues, size: 70 }],
-    series: [{ label: bars ? 'position' : 'tokens' }, ...series.map((name) => ({
-      label: name,
-      stroke: COLORS[name],
-      dash: name === 'q8v' ? [6, 4] : undefined, // q8k and q8v often coincide
-      fill: bars ? COLORS[name] : undefined,
+    scales: { x: { time: false, range: xRange }, y: log ? { distr: 3 } : { range: (u, min, max) => [0, max > 0 ? max * 1.05 : 1] } },
+    axes: [
+      { label: xLabel, incrs: WHOLE_STEPS, values: recorded(`${name}.x`, wholeTicks) },
+      { label: yLabel, values: recorded(`${name}.y`, yValues), size: 70 },
+    ],
+    series: [{ label: xLabel }, ...series.map((label) => ({
+      label,
+      stroke: COLORS[label],
+      dash: label === 'q8v' ? [6, 4] : undefined, // q8k and q8v often coincide
+      fill: bars ? COLORS[label] : undefined,
       width: bars ? 0 : 2,
       points: { show: false },
       paths: bars ? uPlot.paths.bars({ size: [1, Infinity], gap: 0 }) : undefined,
     }))],
   };
   const plot = new uPlot(options, [[], ...series.map(() => [])], element);
-  new ResizeObserver(() => plot.setSize({ width: Math.max(320, element.clientWidth), height: 220 })).observe(element);
-  return plot;
+  // Only a new width resizes the plot, on the next frame: resizing within
+  // the observer's callback would change what it observes (a loop).
+  let drawnWidth = options.width;
+  const observer = new ResizeObserver(() => {
+    if (width() === drawnWidth) return;
+    drawnWidth = width();
+    requestAnimationFrame(() => plot.setSize({ width: drawnWidth, height: 220 }));
+  });
+  observer.observe(element);
+  return { plot, observer };
 }
 
-const charts = {
-  memory: chart($('memory-chart'), { series: MODES, yLabel: 'bytes held', yValues: (u, ticks) => ticks.map(byteLabel) }),
-  // A log axis leaves some ticks out (null).
-  accuracy: chart($('accuracy-chart'), { series: QUANTIZED, yLabel: 'vs f32', log: true, yValues: (u, ticks) => ticks.map((v) => (v == null ? '' : v.toExponential(0))) }),
-  importance: chart($('importance-chart'), { series: ['imp', 'kept'], yLabel: 'attention received', bars: true }),
+// The accuracy axis names its metric, which depends on the source: made again when the source changes.
+const ACCURACY_METRIC = {
+  model: 'KL vs f32 (nats)',
+  synthetic: 'rel. error vs f32',
 };
+const charts = {
+  memory: chart($('memory-chart'), 'memory', { series: MODES, xLabel: 'tokens', yLabel: 'bytes held', yValues: byteTicks }).plot,
+  importance: chart($('importance-chart'), 'importance', { series: ['imp', 'kept'], xLabel: 'position', yLabel: 'attention received', yValues: (u, t) => (hasData(u) ? t.map(String) : t.map(() => '')), bars: true }).plot,
+  accuracy: null,
+};
+let accuracyChart = null;
+function makeAccuracyChart(kind) {
+  if (accuracyChart?.kind === kind) return;
+  accuracyChart?.observer.disconnect();
+  accuracyChart?.plot.destroy();
+  accuracyChart = { kind, ...chart($('accuracy-chart'), 'accuracy', { series: QUANTIZED, xLabel: 'tokens', yLabel: ACCURACY_METRIC[kind], log: true, yValues: expTicks }) };
+  charts.accuracy = accuracyChart.plot;
+}
+makeAccuracyChart('model');
 
-// Series data, appended per step and drawn once per animation frame.
+// Series data, appended per step, drawn with the page's numbers once per animation frame.
 const series = { memory: emptySeries(MODES.length), accuracy: emptySeries(QUANTIZED.length) };
 let drawPending = false;
 function draw() {
@@ -64,10 +130,21 @@ function draw() {
   drawPending = true;
   requestAnimationFrame(() => {
     drawPending = false;
+    render();
     charts.memory.setData(series.memory);
     charts.accuracy.setData(series.accuracy);
     drawImportance();
   });
+}
+
+/** A point for the charts: x, the memory of every mode now, the accuracy of each quantized mode (or none). */
+function pushPoint(point) {
+  if (!point || !source) return;
+  const memory = source.memory();
+  series.memory[0].push(point.x);
+  MODES.forEach((m, i) => series.memory[i + 1].push(memory[m] ?? null));
+  series.accuracy[0].push(point.x);
+  QUANTIZED.forEach((m, i) => series.accuracy[i + 1].push(point.accuracy?.[i] ?? null));
 }
 
 // ---------------------------------------------------------------------------
@@ -104,113 +181,7 @@ function resolveDrafts(accepted) {
 }
 
 // ---------------------------------------------------------------------------
-// Sources: each step() does one step of work and reports what to show.
-
-/** One running story on a llama model: a driving session (the chosen mode,
- * speculative when k > 0) and one teacher-forced session per mode, which give
- * the memory and next-token KL curves over the very same tokens. */
-class ModelSource {
-  constructor(llama, { mode, draft, prompt }) {
-    this.llama = llama;
-    this.kind = 'model';
-    this.driver = llama.session({ mode });
-    this.shadows = Object.fromEntries(MODES.map((m) => [m, llama.session({ mode: m })]));
-    const ids = llama.tokenizer.encode(prompt);
-    this.events = decode(this.driver, ids, { steps: llama.config.contextLength, draft, stopAtEos: false });
-    this.lastLogits = Object.fromEntries(MODES.map((m) => {
-      const logits = this.shadows[m].forward(ids);
-      return [m, logits.subarray(logits.length - llama.config.vocabSize)];
-    }));
-    this.stats = { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, rollbacks: 0 };
-    this.fromVerify = 0; // tokens still to come from the last verify
-    this.decoder = llama.tokenizer.decoder();
-    addSpan(ids.map((id) => this.decoder.push(id)).join(''), 'prompt');
-    this.lastToken = ids[ids.length - 1]; // emitted, not yet in the driving cache
-  }
-
-  /** Branch i: a fork of the driving cache that goes on with `tokens` sampled tokens of its own. */
-  branch(i, tokens) {
-    const session = this.llama.session({ cache: this.driver.cache.clone() });
-    const { tokens: ids } = generate(session, [this.lastToken], { steps: tokens, temperature: 1, seed: i + 1, stopAtEos: false });
-    const decoder = this.llama.tokenizer.decoder();
-    return { cache: session.cache, text: `…${ids.map((id) => decoder.push(id)).join("")}` };
-  }
-
-  get seqLen() { return this.driver.cache.layer(0).seqLen; }
-
-  get position() { return this.driver.cache.seqLen; }
-
-  memory() {
-    return Object.fromEntries(MODES.map((m) => [m, this.shadows[m].cache.memoryBytes]));
-  }
-
-  /** The layer the importance panel shows: layer 0 of the driving cache (each layer evicts by its own imp). */
-  shownLayer() { return this.driver.cache.layer(0); }
-
-  caches() { return [this.driver.cache, ...Object.values(this.shadows).map((s) => s.cache)]; }
-
-  layers() { return this.caches().flatMap((cache) => Array.from({ length: cache.numLayers }, (_, l) => cache.layer(l))); }
-
-  /** The real eviction on every cache, each layer by its own imp; false while a verify is open. */
-  evict(policy) {
-    if (this.driver.cache.verifying) return false;
-    for (const cache of this.caches()) cache.evict(policy);
-    return true;
-  }
-
-  piece(id) {
-    return this.llama.tokenizer.tokens[id].replaceAll('\u2581', ' ').replace(/^<0x0A>$/, '\n');
-  }
-
-  step() {
-    const { value, done } = this.events.next();
-    if (done) return { finished: 'the context is full' };
-    if (value.type === 'verify') {
-      this.stats.forwardPasses++;
-      this.stats.drafted += value.drafts.length;
-      showDrafts(value.drafts.map((id) => this.piece(id)));
-      return {};
-    }
-    if (value.type === 'accept') {
-      this.stats.accepted += value.accepted;
-      if (value.rejected > 0) this.stats.rollbacks++;
-      this.fromVerify = value.accepted + 1;
-      resolveDrafts(value.accepted);
-      return {};
-    }
-    // A token: from the last verify, or a plain forward pass of its own.
-    if (this.fromVerify > 0) this.fromVerify--;
-    else this.stats.forwardPasses++;
-    this.stats.tokens++;
-    this.lastToken = value.token;
-    addSpan(this.decoder.push(value.token));
-    // The teacher-forced sessions: the KL of what they predicted for this token, then the token.
-    const reference = logSoftmax(this.lastLogits.f32);
-    const kl = QUANTIZED.map((m) => klDivergence(reference, logSoftmax(this.lastLogits[m])));
-    for (const m of MODES) this.lastLogits[m] = this.shadows[m].forward([value.token]);
-    return { point: { x: this.shadows.f32.cache.seqLen - 1, accuracy: kl } };
-  }
-
-  dispose() {
-    this.driver.free();
-    for (const session of Object.values(this.shadows)) session.free();
-  }
-}
-
-function logSoftmax(logits) {
-  let max = -Infinity;
-  for (const z of logits) max = Math.max(max, z);
-  let sum = 0;
-  for (const z of logits) sum += Math.exp(z - max);
-  const logSum = max + Math.log(sum);
-  return Array.from(logits, (z) => z - logSum);
-}
-
-function klDivergence(p, q) {
-  let kl = 0;
-  for (let i = 0; i < p.length; i++) kl += Math.exp(p[i]) * (p[i] - q[i]);
-  return kl > 0 ? kl : null; // no error at all (every row still f32): no point on a log axis
-}
+// The synthetic source: each step() does one step of work and reports what to show.
 
 /** Keys with outlier channels and a RoPE-like rotation, in every mode at once.
  * With k > 0, every other step is a verify: k draft positions, a random
@@ -318,34 +289,14 @@ class SyntheticSource {
     return { x: this.position - 1, accuracy: errors };
   }
 
-  // One whole-layer step of the shown cache on every thread and on one
-  // (setThreadLimit(1)): the best of a few of each, interleaved.
   timeStep() {
-    const cache = this.caches[this.mode];
-    const q = normals(this.random, QUERY_HEADS_PER_KV * this.heads * this.headDim);
-    const into = { out: new Float32Array(q.length) };
-    const all = threadInfo().threads;
-    const best = { all: Infinity, one: Infinity };
-    for (let round = 0; round < 3; round++) {
-      for (const [key, limit] of [['all', all], ['one', 1]]) {
-        setThreadLimit(limit);
-        const t0 = performance.now();
-        cache.attendHeads(q, into);
-        best[key] = Math.min(best[key], performance.now() - t0);
-      }
-    }
-    setThreadLimit(all);
-    timing.all = best.all;
-    timing.one = best.one;
-    timing.rows = cache.seqLen;
+    timeLayerStep(this.caches[this.mode], QUERY_HEADS_PER_KV * this.heads * this.headDim, this.random);
   }
 
   dispose() {
     for (const cache of Object.values(this.caches)) cache.free();
   }
 }
-
-// ---------------------------------------------------------------------------
 // The importance panel: imp, and what the cache's own eviction would keep
 
 /** The eviction policy of the budget slider: the first SINKS positions, the
@@ -360,7 +311,11 @@ function policy() {
 const shownImportance = { positions: [], kept: [] };
 
 function drawImportance() {
-  if (!source) return;
+  if (!source) {
+    Object.assign(shownImportance, { positions: [], kept: [] });
+    charts.importance.setData([[], [], []]);
+    return;
+  }
   const layer = source.shownLayer();
   const imp = layer.imp;
   const positions = layer.positions();
@@ -406,16 +361,23 @@ function dropBranches() {
 /** Forks the running cache into branches that each go on by themselves; shows what they hold. */
 function branchNow() {
   if (!source) return;
-  pause();
-  // A cache mid-verify cannot fork: close the verify first.
-  for (let i = 0; i < 20 && source.shownLayer().verifying; i++) stepOnce();
+  const count = readInteger('branch-count');
+  const tokens = readInteger('branch-tokens');
+  const refused = [count, tokens].filter((x) => x.error);
+  if (refused.length > 0) return refuse(refused.map((x) => x.error));
+  refuse([]);
+  if (source.kind === 'synthetic') {
+    pause();
+    // A cache mid-verify cannot fork: close the verify first.
+    for (let i = 0; i < 20 && source.shownLayer().verifying; i++) stepOnce();
+  } else if (source.lastToken === null) {
+    return;
+  }
   dropBranches();
-  const count = Math.max(1, Math.min(32, Number($('branch-count').value) || 1));
-  const tokens = Math.max(1, Math.min(64, Number($('branch-tokens').value) || 1));
   const before = memoryStats().cacheBytes;
-  for (let i = 0; i < count; i++) branches.push(source.branch(i, tokens));
+  for (let i = 0; i < count.value; i++) branches.push(source.branch(i, tokens.value));
   Object.assign(branchView, {
-    count,
+    count: count.value,
     sharedBytes: memoryStats().cacheBytes - before,
     deepBytes: branches.reduce((sum, { cache }) => sum + cache.memoryBytes, 0),
     texts: branches.map(({ text }) => text),
@@ -445,6 +407,28 @@ const TIMING_EVERY = 16; // forward passes between two timings of a step
 const QUERY_HEADS_PER_KV = 4;
 const timing = { all: null, one: null, rows: 0 };
 
+/**
+ * One whole-layer step (attendHeads, `queryLength` query floats) of `layer`
+ * on every thread and on one (setThreadLimit(1)): the best of a few of
+ * each, interleaved.
+ */
+function timeLayerStep(layer, queryLength, random) {
+  const q = normals(random, queryLength);
+  const into = { out: new Float32Array(q.length) };
+  const all = threadInfo().threads;
+  const best = { all: Infinity, one: Infinity };
+  for (let round = 0; round < 3; round++) {
+    for (const [key, limit] of [['all', all], ['one', 1]]) {
+      setThreadLimit(limit);
+      const t0 = performance.now();
+      layer.attendHeads(q, into);
+      best[key] = Math.min(best[key], performance.now() - t0);
+    }
+  }
+  setThreadLimit(all);
+  Object.assign(timing, { all: best.all, one: best.one, rows: layer.seqLen });
+}
+
 function renderThreads() {
   const info = threadInfo();
   $('threads').textContent = String(info.threads);
@@ -453,29 +437,366 @@ function renderThreads() {
   $('step-all').textContent = timing.all === null ? '–' : `${ms(timing.all)} (${timing.rows} rows)`;
   $('step-one').textContent = ms(timing.one);
   $('speedup').textContent = timing.all ? `${(timing.one / timing.all).toFixed(2)}×` : '–';
+  $('threads-worker').textContent = workerInfo ? `${workerInfo.threadInfo.threads} (${workerInfo.kernelInfo.isa})` : '–';
 }
+
+// ---------------------------------------------------------------------------
+// Inputs: read as given, or refused (never clamped to something else)
+
+/** The integer an input holds, within its min, max and step; or { error } saying why not. */
+function readInteger(id) {
+  const input = $(id);
+  const name = input.closest('label')?.firstChild?.textContent.trim() || id;
+  const value = Number(input.value);
+  if (input.value === '' || !input.checkValidity() || !Number.isInteger(value)) {
+    const { min, max } = input;
+    return { error: `${name} must be a whole number from ${min} to ${max} (got ${input.value === '' ? 'nothing' : JSON.stringify(input.value)})` };
+  }
+  return { value };
+}
+
+/** A number input within its min and max; or { error }. */
+function readNumber(id) {
+  const input = $(id);
+  const name = input.closest('label')?.firstChild?.textContent.trim() || id;
+  const value = Number(input.value);
+  if (input.value === '' || !Number.isFinite(value) || value < Number(input.min) || value > Number(input.max)) {
+    return { error: `${name} must be a number from ${input.min} to ${input.max} (got ${input.value === '' ? 'nothing' : JSON.stringify(input.value)})` };
+  }
+  return { value };
+}
+
+/** Shows what was refused, and what runs instead, in the one place for it (empty: nothing refused). */
+function refuse(errors) {
+  const note = $('input-note');
+  note.textContent = errors.length ? `Refused: ${errors.join('; ')}. ${runningNow()}` : '';
+  note.hidden = errors.length === 0;
+  observed.refused = errors.slice();
+}
+
+/** The settings a new run takes: { values } or { errors }. */
+function settings(kind) {
+  const fields = kind === 'synthetic'
+    ? { draft: readInteger('draft'), heads: readInteger('heads'), headDim: readInteger('head-dim'), batch: readInteger('batch') }
+    : { draft: readInteger('draft') };
+  const errors = Object.values(fields).filter((f) => f.error).map((f) => f.error);
+  if (errors.length) return { errors };
+  const values = Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, f.value]));
+  return { values: { ...values, mode: $('mode').value, context: Number($('context').value) } };
+}
+
+/** What runs now, in words: the status line's text. */
+function runningNow() {
+  if (source?.kind === 'synthetic') {
+    return `Running: synthetic, ${source.heads} KV heads × head_dim ${source.headDim}, ${source.mode}, draft k ${source.draft}, batch ${source.batch}.`;
+  }
+  if (!chat) return model ? `Chat: ${model.name}, no chat open.` : 'Nothing runs.';
+  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : ' (no replica: the panels are off)'}.`;
+}
+
+// ---------------------------------------------------------------------------
+// The chat: a Chat over a RemoteSession of the worker's model; the replica
+// (replica.js) follows it on this page for the panels.
+
+let worker = null;
+let workerInfo = null; // what init() gave in the worker: { kernelInfo, threadInfo }
+let model = null; // { name, remote: RemoteLlama, local: Llama | null, template: { source, plain } }
+let chat = null;
+let chatSettings = null; // the open chat's { mode, draft }
+let reply = null; // the reply under way: { controller, done }
+const chatLog = $('chat-log');
+const chatView = { replies: [], notices: [] }; // what the transcript shows, for the browser test
+
+function addMessage(role, text) {
+  const item = document.createElement('div');
+  item.className = `message ${role}`;
+  const who = document.createElement('span');
+  who.className = 'who';
+  who.textContent = role === 'user' ? 'you' : model.name;
+  const body = document.createElement('span');
+  body.className = 'text';
+  body.textContent = text;
+  item.append(who, body);
+  chatLog.append(item);
+  chatLog.scrollTop = chatLog.scrollHeight;
+  return body;
+}
+
+/** A line in the transcript saying how a reply ended, or what was refused. */
+function addNotice(text, kind) {
+  const item = document.createElement('p');
+  item.className = `notice ${kind}`;
+  item.textContent = text;
+  chatLog.append(item);
+  chatLog.scrollTop = chatLog.scrollHeight;
+  chatView.notices.push({ kind, text });
+}
+
+function contextPolicy() {
+  return $('context-policy').value;
+}
+
+/** Why a reply ended, in words; the context's end says the policy that ended it. */
+function endText(stop, stats) {
+  const { contextLength } = model.remote.config;
+  switch (stop) {
+    case 'context': return `The context is full: ${contextLength} of ${contextLength} positions. Policy "stop": the reply ends here. ` +
+      'New chat starts over; the policy "slide" keeps the first 4 positions and the newest instead.';
+    case 'abort': return `Stopped: the reply is kept as far as it came (${stats.tokens} tokens).`;
+    case 'end': return `The model ended its reply (${stats.tokens} tokens).`;
+    case 'maxTokens': return `Max tokens reached (${stats.tokens}).`;
+    default: return `Stopped at a stop string (${stats.tokens} tokens).`;
+  }
+}
+
+/** The worker's own figures for the session: its cacheStats, and the last reply's stats. */
+async function showWorkerCache() {
+  if (!chat) return;
+  const stats = await chat.session.cacheStats();
+  const { contextLength } = model.remote.config;
+  observed.workerCache = stats;
+  const slid = stats.rows < stats.nextPosition;
+  $('context-meter').textContent = `worker's cache: ${stats.rows} of ${contextLength} rows held, ${stats.nextPosition} positions taken in` +
+    `${slid ? ' (slid: the first 4 and the newest kept)' : ''}, ${byteLabel(stats.memoryBytes)}`;
+}
+
+function showReplyStats(stats) {
+  observed.workerStats = stats;
+  $('worker-stats').textContent = stats
+    ? `The worker's last reply: ${stats.tokens} tokens in ${stats.forwardPasses} forward passes, ` +
+      `${stats.accepted}/${stats.drafted} drafts kept, ${stats.rollbacks} rollbacks, ${stats.seconds.toFixed(2)} s.`
+    : '';
+}
+
+function chatControls() {
+  const busy = reply !== null;
+  $('send').disabled = busy || !chat;
+  $('stop').disabled = !busy;
+  $('chat-input').disabled = !chat;
+}
+
+// What the replay shows of the worker's speculative decoding (replica.js advance()).
+let replayDecoder = null;
+let replayPeak = 0;
+const replayEvents = {
+  onDrafts(drafts) {
+    replayPeak = source.seqLen;
+    showDrafts(drafts.map((id) => draftLabel(id)));
+  },
+  onAccept(accepted) {
+    if (source.seqLen < replayPeak) observed.seqLenWentDown = true;
+    resolveDrafts(accepted);
+  },
+  onToken(id) {
+    addSpan(replayDecoder.push(id));
+    if (source.stats.forwardPasses % TIMING_EVERY === 1) timeLayerStep(source.shownLayer(), model.local.config.numHeads * model.local.config.headDim, timingRandom);
+  },
+};
+const timingRandom = rng(2027);
+
+function draftLabel(id) {
+  const decoder = model.local.tokenizer.decoder();
+  return decoder.push(id) + decoder.flush();
+}
+
+/** Sends the input's text and streams the reply into the transcript; the replica follows each token. */
+async function send() {
+  if (reply || !chat) return;
+  const text = $('chat-input').value;
+  const maxTokens = readInteger('max-tokens');
+  const temperature = readNumber('temperature');
+  const refused = [maxTokens, temperature].filter((x) => x.error);
+  if (refused.length) return refuse(refused.map((x) => x.error));
+  refuse([]);
+  $('chat-input').value = '';
+  const controller = new AbortController();
+  const context = contextPolicy();
+  const options = { signal: controller.signal, maxTokens: maxTokens.value, temperature: temperature.value, seed: chatView.replies.length + 1, context };
+  if (chatSettings.draft > 0) options.draft = chatSettings.draft;
+  let done;
+  reply = { controller, done: new Promise((resolve) => { done = resolve; }) };
+  chatControls();
+  const messages = [...chat.messages, { role: 'user', content: text }];
+  addMessage('user', text);
+  const body = addMessage('assistant', '');
+  const shown = { text: '', pieces: 0, stop: null };
+  chatView.replies.push(shown);
+  try {
+    if (source?.kind === 'model') {
+      // The conversation's ids as the worker's session takes them (LlamaSession#respond).
+      const rendered = model.template.engine.render(messages, { addGenerationPrompt: true });
+      const ids = model.local.tokenizer.encode(rendered, { special: true, bos: false });
+      source.setContextPolicy(context);
+      pushPoint(source.beginTurn(ids, { maxTokens: maxTokens.value }));
+      addSpan(`${stream.childElementCount ? '\n' : ''}${text}\n`, 'prompt');
+      replayDecoder = model.local.tokenizer.decoder();
+    }
+    let stats = null;
+    let yielded = performance.now();
+    for await (const piece of chat.send(messages, options)) {
+      shown.pieces++;
+      shown.text += piece.text;
+      body.textContent = shown.text;
+      if (source?.kind === 'model') for (const id of piece.tokens) pushPoint(source.token(id, replayEvents));
+      if (piece.stop) ({ stop: shown.stop, stats } = piece);
+      draw();
+      // Pieces the worker sent while the replica worked come as one backlog, which the loop
+      // would take without letting the page paint or see a click: a task's turn once a frame.
+      if (performance.now() - yielded > FRAME_MS) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        yielded = performance.now();
+      }
+    }
+    if (source?.kind === 'model') {
+      source.endTurn(replayEvents);
+      await syncReplica();
+    }
+    addNotice(endText(shown.stop, stats), shown.stop === 'context' ? 'policy' : 'end');
+    showReplyStats(stats);
+    await showWorkerCache();
+  } catch (error) {
+    // A turn refused before its first piece (a message longer than the context) leaves the chat as it was.
+    if (shown.pieces === 0 && (error instanceof RangeError || error instanceof TypeError)) {
+      addNotice(`Refused: ${error.message}`, 'refused');
+      if (source?.kind === 'model') await syncReplica();
+    } else {
+      addNotice(`The reply failed: ${error.message}`, 'failed');
+      pageErrors.push(`reply: ${error.message}`);
+    }
+  } finally {
+    reply = null;
+    done();
+    chatControls();
+    render();
+    draw();
+  }
+}
+
+/** The replica set to the worker's session: its tokens, and how many of them its cache holds. */
+async function syncReplica() {
+  const [tokens, { nextPosition }] = await Promise.all([chat.session.tokens(), chat.session.cacheStats()]);
+  source.syncTo(tokens, nextPosition);
+}
+
+/** Aborts the reply under way, if any, and waits for it to end. */
+async function stopReply() {
+  if (!reply) return;
+  const { controller, done } = reply;
+  controller.abort();
+  await done;
+}
+
+/** A new chat on the model: a fresh worker session, and a fresh replica beside it. */
+async function newChat() {
+  await stopReply();
+  const chosen = settings('model');
+  if (chosen.errors) return refuse(chosen.errors);
+  refuse([]);
+  const closing = chat;
+  chat = null;
+  await closing?.free();
+  clearPanels();
+  chatLog.replaceChildren();
+  chatView.replies = [];
+  chatView.notices = [];
+  showReplyStats(null);
+  const { mode, draft } = chosen.values;
+  chatSettings = { mode, draft };
+  chat = new Chat(await model.remote.session({ mode }));
+  source = model.local ? new ChatReplica(model.local, { mode, modes: MODES, draft, context: contextPolicy() }) : null;
+  if (source) applyBound();
+  $('template-note').textContent = model.template.plain
+    ? `${model.name} has no chat template (a base model): the chat uses the package's plain template, PLAIN_TEMPLATE — ` +
+      `the begin token, then each message on a line of its own: ${PLAIN_TEMPLATE}`
+    : `${model.name}'s own chat template (tokenizer.chat_template), rendered with @huggingface/jinja.`;
+  $('replica-note').textContent = model.local
+    ? 'The panels below read a replica on this page, not the worker: the same model with a cache per mode, fed the tokens ' +
+      'the worker streams (teacher-forced), and the worker\'s speculative decoding replayed on a cache in the chosen mode ' +
+      '(the same prompt-lookup drafts, kept while they equal the tokens the worker emitted). The worker\'s own figures: its cacheStats and each reply\'s stats. ' +
+      'The replica computes every token in seven caches, the worker in one: on a slow machine it falls behind, and a reply stopped by Stop ' +
+      'still shows what the worker had sent before the abort reached it.'
+    : `${model.name} is over ${REPLICA_MAX_BYTES / 2 ** 20} MiB: it runs in the worker only, and the panels stay empty ` +
+      '(only the worker\'s cacheStats and reply stats show).';
+  setStatus(runningNow());
+  await showWorkerCache();
+  chatControls();
+  render();
+  draw();
+}
+
+// ---------------------------------------------------------------------------
+// Models: found beside the project, picked, or dropped
+
+/**
+ * Loads a model (a URL, or a picked or dropped File) in the worker, and on
+ * this page for the replica when it is small enough. The chat before keeps
+ * running until both have loaded, and stays when either fails: the load
+ * note says why, in that one place.
+ */
+async function useModel(input, name, bytes) {
+  await started;
+  const note = (text, kind) => {
+    $('load-note').textContent = text;
+    $('load-note').className = kind;
+    observed.loadNote = { text, kind };
+  };
+  const size = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+  note(`loading ${name}…`, 'loading');
+  let remote = null;
+  let local = null;
+  try {
+    remote = await worker.load(input, {
+      onProgress: ({ loaded, total }) => note(`loading ${name}: ${size(loaded)}${total ? ` of ${size(total)}` : ''}`, 'loading'),
+    });
+    if (bytes === null || bytes <= REPLICA_MAX_BYTES) local = await Llama.load(input);
+    const { tokenizer } = remote;
+    const templateSource = tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
+    const engine = new ChatTemplate(templateSource, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
+    await stopReply();
+    const before = model;
+    model = { name, remote, local, template: { source: templateSource, plain: tokenizer.chatTemplate == null, engine } };
+    remote = null;
+    local = null;
+    await chat?.free();
+    chat = null;
+    clearPanels();
+    await before?.remote.free();
+    before?.local?.free();
+    const { config } = model.remote;
+    note(`${name}: ${config.numLayers} layers, ${config.numKvHeads} KV heads × ${config.headDim}, context ${config.contextLength}`, 'loaded');
+    $('model-name').textContent = name;
+    $('source').value = 'model';
+    showSource('model');
+    await newChat();
+  } catch (error) {
+    await remote?.free();
+    local?.free();
+    note(`${name} was not loaded: ${error.message}.${model ? ` Still chatting with ${model.name}.` : ''}`, 'refused');
+  }
+}
+
+$('model-file').addEventListener('change', async (event) => {
+  const file = event.target.files[0];
+  if (file) await useModel(file, file.name, file.size);
+  event.target.value = '';
+});
+document.addEventListener('dragover', (event) => event.preventDefault());
+document.addEventListener('drop', async (event) => {
+  event.preventDefault();
+  const file = event.dataTransfer?.files[0];
+  if (file) await useModel(file, file.name, file.size);
+});
 
 // ---------------------------------------------------------------------------
 // Running
 
-let llama = null; // the loaded model, if any
-let source = null;
+let source = null; // what the panels read: the chat's replica, or the synthetic stream
 let running = false;
 let timer = null;
 let lastSeqLen = 0;
-const observed = { seqLenWentDown: false, finished: null, evictions: 0 };
-
-function settings() {
-  return {
-    mode: $('mode').value,
-    draft: Math.max(0, Math.min(8, Number($('draft').value) || 0)),
-    prompt: $('prompt').value,
-    heads: Math.max(1, Number($('heads').value) || 8),
-    headDim: Math.max(8, Number($('head-dim').value) || 128),
-    context: Number($('context').value),
-    batch: Math.max(1, Number($('batch').value) || 1),
-  };
-}
+const observed = {
+  seqLenWentDown: false, finished: null, evictions: 0, refused: [], loadNote: null, workerCache: null, workerStats: null,
+};
 
 // Every error the page met, as well as shown: the browser test reads this
 // where the browser's own console is out of its reach (WebKitWebDriver).
@@ -489,7 +810,8 @@ function setStatus(text, isError = false) {
   if (isError) pageErrors.push(`status: ${text}`);
 }
 
-function reset() {
+/** Empties the panels: no source, no points, no branches, no timing. */
+function clearPanels() {
   pause();
   dropBranches();
   renderBranches();
@@ -499,37 +821,71 @@ function reset() {
   draftSpans = [];
   series.memory = emptySeries(MODES.length);
   series.accuracy = emptySeries(QUANTIZED.length);
-  observed.seqLenWentDown = false;
-  observed.finished = null;
-  observed.evictions = 0;
+  Object.assign(observed, { seqLenWentDown: false, finished: null, evictions: 0 });
   evictPending = false;
   lastSeqLen = 0;
   Object.assign(timing, { all: null, one: null, rows: 0 });
-  const kind = $('source').value;
+}
+
+function showSource(kind) {
   $('source-model').hidden = kind !== 'model';
   $('source-synthetic').hidden = kind !== 'synthetic';
+  $('run-controls').hidden = kind !== 'synthetic';
+  makeAccuracyChart(kind);
   $('accuracy-explain').textContent = kind === 'model'
-    ? 'What 8- and 4-bit storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token.'
+    ? 'What 8- and 4-bit storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token of the chat.'
     : 'What 8- and 4-bit storage costs: max |out − out_f32| / max |out_f32| of one attention query per step.';
-  if (kind === 'model' && !llama) {
-    setStatus('No model loaded: pick or drop a llama GGUF, or use the synthetic stream.');
-  } else {
-    source = kind === 'model' ? new ModelSource(llama, settings()) : new SyntheticSource(settings());
-    setStatus(kind === 'model' ? `model: ${llama.name}` : `synthetic: ${settings().heads} KV heads × ${settings().headDim}`);
-    applyBound();
+}
+
+/** Starts the chosen source over: a new chat on the model, or a new synthetic stream. A refused setting changes nothing. */
+async function reset() {
+  const kind = $('source').value;
+  if (kind === 'model') {
+    if (!model) {
+      showSource(kind);
+      clearPanels();
+      setStatus('No model loaded: pick or drop a GGUF, or use the synthetic stream.');
+      render();
+      draw();
+      return;
+    }
+    if (source?.kind !== 'model') clearPanels();
+    showSource(kind);
+    await newChat();
+    return;
   }
+  const chosen = settings(kind);
+  if (chosen.errors) {
+    refuse(chosen.errors);
+    return;
+  }
+  let next;
+  try {
+    next = new SyntheticSource(chosen.values);
+  } catch (error) {
+    refuse([error.message]);
+    return;
+  }
+  refuse([]);
+  await stopReply();
+  clearPanels();
+  showSource(kind);
+  source = next;
+  applyBound();
+  setStatus(runningNow());
   render();
   draw();
 }
 
 function render() {
   renderThreads();
-  const memory = source ? source.memory() : Object.fromEntries(MODES.map((m) => [m, 0]));
+  const memory = source ? source.memory() : {};
   for (const m of MODES) {
     const cell = document.querySelector(`[data-memory-mode="${m}"]`);
-    cell.dataset.bytes = String(memory[m]);
-    cell.textContent = `${mib(memory[m])} (${memory[m].toLocaleString('en')} B)`;
-    document.querySelector(`[data-ratio-mode="${m}"]`).textContent = memory[m] ? `${(memory.f32 / memory[m]).toFixed(2)}×` : '–';
+    const bytes = memory[m] ?? 0;
+    cell.dataset.bytes = String(bytes);
+    cell.textContent = source ? `${mib(bytes)} (${bytes.toLocaleString('en')} B)` : '–';
+    document.querySelector(`[data-ratio-mode="${m}"]`).textContent = bytes ? `${(memory.f32 / bytes).toFixed(2)}×` : '–';
   }
   const seqLen = source ? source.seqLen : 0;
   if (seqLen < lastSeqLen && source) observed.seqLenWentDown = true;
@@ -545,7 +901,7 @@ function render() {
 }
 
 function stepOnce() {
-  if (!source) return;
+  if (source?.kind !== 'synthetic') return;
   let result;
   try {
     result = source.step();
@@ -554,13 +910,7 @@ function stepOnce() {
     setStatus(`stopped: ${error.message}`, true);
     return;
   }
-  if (result.point) {
-    const memory = source.memory();
-    series.memory[0].push(result.point.x);
-    MODES.forEach((m, i) => series.memory[i + 1].push(memory[m]));
-    series.accuracy[0].push(result.point.x);
-    result.point.accuracy.forEach((v, i) => series.accuracy[i + 1].push(v));
-  }
+  pushPoint(result.point);
   if (evictPending) evictNow();
   if (result.finished) {
     observed.finished = result.finished;
@@ -579,7 +929,7 @@ function tick() {
 }
 
 function start() {
-  if (!source || running) return;
+  if (source?.kind !== 'synthetic' || running) return;
   running = true;
   render();
   tick();
@@ -592,44 +942,6 @@ function pause() {
   render();
 }
 
-// ---------------------------------------------------------------------------
-// Models: found beside the project, picked, or dropped
-
-// A model streamed into the heap (a picked or dropped File, or a fetch's
-// Response), with its progress; the model running before keeps running
-// until the new one has loaded, and stays when it cannot.
-async function useModel(file, name) {
-  await window.demo.ready;
-  const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-  try {
-    const loaded = await Llama.load(file, {
-      onProgress: ({ loaded: done, total }) => setStatus(`loading ${name}: ${mib(done)}${total ? ` of ${mib(total)}` : ''}`),
-    });
-    pause();
-    source?.dispose(); // the sessions of the model going
-    source = null;
-    llama?.free();
-    llama = loaded;
-    llama.name = name;
-    $('source').value = 'model';
-    reset();
-  } catch (error) {
-    const still = llama ? `; still running ${llama.name}` : '';
-    setStatus(error instanceof GgufError ? `${name} is not usable: ${error.message}${still}` : `${name}: ${error.message}${still}`, true);
-  }
-}
-
-$('model-file').addEventListener('change', async (event) => {
-  const file = event.target.files[0];
-  if (file) await useModel(file, file.name);
-});
-document.addEventListener('dragover', (event) => event.preventDefault());
-document.addEventListener('drop', async (event) => {
-  event.preventDefault();
-  const file = event.dataTransfer?.files[0];
-  if (file) await useModel(file, file.name);
-});
-
 $('start').addEventListener('click', () => (running ? pause() : start()));
 $('step').addEventListener('click', () => {
   pause();
@@ -637,7 +949,18 @@ $('step').addEventListener('click', () => {
 });
 $('reset').addEventListener('click', reset);
 for (const id of ['source', 'mode', 'draft', 'heads', 'head-dim', 'context', 'batch']) $(id).addEventListener('change', reset);
-$('prompt').addEventListener('change', reset);
+$('chat-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  send();
+});
+$('chat-input').addEventListener('keydown', (event) => {
+  if (event.key === 'Enter' && !event.shiftKey) {
+    event.preventDefault();
+    send();
+  }
+});
+$('stop').addEventListener('click', () => reply?.controller.abort());
+$('new-chat').addEventListener('click', () => newChat());
 $('speed').addEventListener('input', () => { $('speed-value').textContent = `${$('speed').value}/s`; });
 $('budget').addEventListener('input', () => {
   $('budget-value').textContent = $('budget').value;
@@ -648,26 +971,35 @@ $('bound').addEventListener('change', applyBound);
 $('evict').addEventListener('click', evictNow);
 $('branch').addEventListener('click', branchNow);
 
+// The package on this page, and the chat's worker.
+const started = (async () => {
+  await init();
+  worker = new LlamaWorker();
+  workerInfo = await worker.ready();
+  document.body.dataset.kernels = kernelIsa();
+})();
+
 // What the browser test reads: the live state next to what the page shows.
 window.demo = {
   ready: (async () => {
-    await init();
+    await started;
     const found = await (await fetch('/api/models')).json();
     if (found['stories260k.gguf']) {
-      llama = await Llama.load(await fetch('/models/stories260k.gguf'));
-      llama.name = 'stories260K';
+      await useModel(DEFAULT_MODEL_URL, 'stories260K', null);
     } else {
       $('source').value = 'synthetic';
+      await reset();
     }
-    reset();
-    document.body.dataset.kernels = kernelIsa();
-    return { model: Boolean(llama) };
+    return { model: Boolean(model) };
   })(),
   snapshot() {
     const memory = source ? source.memory() : {};
+    const width = document.documentElement;
     return {
       source: source?.kind ?? null,
+      synthetic: source?.kind === 'synthetic' ? { heads: source.heads, headDim: source.headDim, batch: source.batch, draft: source.draft } : null,
       running,
+      replying: reply !== null,
       tokens: source?.stats.tokens ?? 0,
       seqLen: source?.seqLen ?? 0,
       stats: source ? { ...source.stats } : null,
@@ -676,17 +1008,38 @@ window.demo = {
       memoryBytes: memory,
       displayedBytes: Object.fromEntries(MODES.map((m) => [m, Number(document.querySelector(`[data-memory-mode="${m}"]`).dataset.bytes)])),
       chartPoints: Object.fromEntries(MODES.map((m, i) => [m, charts.memory.data[i + 1].filter((v) => v != null).length])),
+      accuracyPoints: charts.accuracy.data.slice(1).reduce((n, s) => n + s.filter((v) => v != null).length, 0),
+      xRange: { memory: [charts.memory.scales.x.min, charts.memory.scales.x.max], accuracy: [charts.accuracy.scales.x.min, charts.accuracy.scales.x.max] },
+      tickLabels: JSON.parse(JSON.stringify(tickLabels)),
+      accuracyMetric: accuracyChart.plot.axes[1].label,
       position: source?.position ?? 0,
-      verifying: source ? source.shownLayer().verifying : false,
+      verifying: source ? Boolean(source.shownLayer().verifying) : false,
       evictions: observed.evictions,
       // Rows held per layer and the positions each holds, as the caches report them.
       rows: source ? source.layers().map((layer) => layer.seqLen) : [],
       shownPositions: source ? Array.from(source.shownLayer().positions()) : [],
       importance: { ...shownImportance },
       threads: threadInfo(),
+      workerThreads: workerInfo?.threadInfo ?? null,
       timing: { ...timing },
       errors: pageErrors.slice(),
       branches: { ...branchView, texts: branchView.texts.slice() },
+      status: $('status').textContent,
+      statusIsError: $('status').classList.contains('error'),
+      refused: observed.refused.slice(),
+      inputNote: $('input-note').hidden ? '' : $('input-note').textContent,
+      model: model?.name ?? null,
+      loadNote: observed.loadNote,
+      chat: {
+        open: chat !== null,
+        messages: chat ? chat.messages : [],
+        replies: chatView.replies.map((r) => ({ ...r })),
+        notices: chatView.notices.slice(),
+        templateNote: $('template-note').textContent,
+        workerCache: observed.workerCache,
+        workerStats: observed.workerStats,
+      },
+      overflow: { scrollWidth: width.scrollWidth, clientWidth: width.clientWidth },
     };
   },
 };

@@ -1,5 +1,6 @@
 // The demo's static server: the page, the package as a user's app would load
-// it (its built ESM and .wasm, under /pkg/), uPlot, the synthetic K/V
+// it (its built ESM and .wasm, under /pkg/), uPlot, @huggingface/jinja (the
+// chat templates' engine), the synthetic K/V
 // generator, and the stories260K model when it is found beside the project.
 // Every response carries the headers that make the page cross-origin
 // isolated (COOP same-origin, COEP require-corp), so that the browser lets
@@ -38,6 +39,7 @@ function routes(modelPath) {
     ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
     ['/pkg/dist/kvcache-relaxed.wasm', join(root, 'dist', 'kvcache-relaxed.wasm')],
     ['/vendor/uplot/', join(root, 'node_modules', 'uplot', 'dist')],
+    ['/vendor/jinja/', join(root, 'node_modules', '@huggingface', 'jinja', 'dist')],
     ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],
     ['/', join(root, 'web-demo')],
