@@ -20,7 +20,7 @@
 //   --architectures  the package's runner against llama.cpp at real
 //               geometries, random weights in Q8_0 -- Qwen2.5-0.5B (qwen2),
 //               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
-//               over 128 teacher-forced positions, both with f32 KV caches
+//               over 128 teacher-forced positions (4 sequences of 32), both with f32 KV caches
 //               and llama.cpp without flash attention: mean KL, top-1, times.
 //               2.5 GB of files and several minutes.
 // No flag: all but --runner and --architectures (several minutes each).
@@ -33,6 +33,7 @@ import { join } from 'node:path';
 import init, { KvCache } from '../../js/index.js';
 import { Llama, readGguf } from '../../js/llama.js';
 import { GEOMETRIES, MIXES, modelFile, randomLlama, REAL_MODELS, reencodeLlama, typeCounts } from '../gguf/models.mjs';
+import { codedActivations } from '../gguf/activations.mjs';
 import { GGML_TYPES, ggmlType, tensorBytes } from '../gguf/types.mjs';
 import { closeLlamaCpp, compareLogits, llamaCppHidden, llamaCppLoad, llamaCppMissing, llamaCppTimings, runnerAgreement, summarizeComparisons } from './wllama.mjs';
 
@@ -168,6 +169,8 @@ function logitsFromStates(spec, states) {
   const type = ggmlType(t.type);
   const rowBytes = tensorBytes(type, dim);
   const bytes = t.data();
+  // llama.cpp's product codes the hidden state as the matrix type's activations first.
+  states = states.map((h) => codedActivations(t.type, h, 1, dim));
   const logits = new Float64Array(states.length * vocab);
   const CHUNK = 1024;
   for (let r0 = 0; r0 < vocab; r0 += CHUNK) {
@@ -184,6 +187,8 @@ function logitsFromStates(spec, states) {
   return logits;
 }
 
+const SEQUENCES = 4;
+
 async function architectures() {
   await init();
   console.log(`\n## The runner against llama.cpp at real geometries, random Q8_0 weights, 128 teacher-forced positions (load average ${load()})\n`);
@@ -197,26 +202,36 @@ async function architectures() {
     let started = performance.now();
     const path = modelFile(dir, `${name}-Q8_0`, () => spec);
     const write = seconds(started);
-    const tokens = Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % (g.vocabSize - 3))));
+    // 128 positions as 4 sequences of 32: llama.cpp computes one prefix per position.
+    const sequences = Array.from({ length: SEQUENCES }, (_, s) => Array.from({ length: 128 / SEQUENCES },
+      (_, i) => (i === 0 ? 1 : 3 + (((s * 1000 + i) * 7919) % (g.vocabSize - 3)))));
     started = performance.now();
     const runner = await Llama.load(await openAsBlob(path), { contextLength: 128 });
     const runnerLoad = seconds(started);
     const { numLayers, numKvHeads, headDim, vocabSize } = runner.config;
-    const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
     started = performance.now();
-    const ours = runner.forward(cache, tokens);
+    const ours = sequences.map((tokens) => {
+      const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
+      const logits = runner.forward(cache, tokens);
+      cache.free();
+      return logits;
+    });
     const runnerForward = seconds(started);
-    cache.free();
     runner.free();
     const loaded = await llamaCppLoad(path, exact, { embeddings: true, pooling_type: 'last' });
     started = performance.now();
-    const hidden = await llamaCppHidden(path, tokens, tokens.map((_, i) => i), exact);
+    const comparisons = [];
+    for (const [s, tokens] of sequences.entries()) {
+      const hidden = await llamaCppHidden(path, tokens, tokens.map((_, i) => i), exact);
+      const theirs = logitsFromStates(spec, hidden);
+      for (let p = 0; p < tokens.length; p++) {
+        comparisons.push(compareLogits(theirs.subarray(p * vocabSize, (p + 1) * vocabSize), ours[s].subarray(p * vocabSize, (p + 1) * vocabSize)));
+      }
+    }
     const prefixes = seconds(started);
-    const theirs = logitsFromStates(spec, hidden);
-    const r = summarizeComparisons(tokens.map((_, p) =>
-      compareLogits(theirs.subarray(p * vocabSize, (p + 1) * vocabSize), ours.subarray(p * vocabSize, (p + 1) * vocabSize))));
+    const r = summarizeComparisons(comparisons);
     const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
-    console.log(`| ${name} (${g.architecture ?? 'llama'}) | ${mb(statSync(path).size)}, ${types} | ${write} | ${runnerLoad} | ${runnerForward} | ${(loaded.loadMs / 1000).toFixed(1)} | ${prefixes} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${Math.round(r.top1 * tokens.length)}/${tokens.length} | ${r.top1Gap.toFixed(3)} |`);
+    console.log(`| ${name} (${g.architecture ?? 'llama'}) | ${mb(statSync(path).size)}, ${types} | ${write} | ${runnerLoad} | ${runnerForward} | ${(loaded.loadMs / 1000).toFixed(1)} | ${prefixes} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${Math.round(r.top1 * comparisons.length)}/${comparisons.length} | ${r.top1Gap.toFixed(3)} |`);
   }
   console.log(`\n(load average after: ${load()})`);
 }
