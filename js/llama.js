@@ -20,9 +20,11 @@ import { Tokenizer } from './tokenizer.js';
 import { KvCache, modelPointer } from './model.js';
 import { PrefixCache } from './prefix.js';
 import { MODES } from './layer.js';
-import { KvCacheError, checkBytes, checkInteger, checkObject, checkStatus, shown, staged } from './checks.js';
+import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
-import { finalizerOf, heap, heapLimitBytes, lib, readCString, unstage } from './runtime.js';
+import {
+  callC, checkStatus, copyOut, finalizerOf, heap, heapLimitBytes, lib, readCString, statusName, u32At, withStaging,
+} from './runtime.js';
 import { aborted, sourceChunks } from './sources.js';
 import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
@@ -88,19 +90,15 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
   const api = lib();
   const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
   const tokenizer = Tokenizer.fromGguf(metadata);
-  const [outPtr, message] = staged(where, 4, MESSAGE_BYTES);
-  let ptr;
-  try {
+  const ptr = withStaging(where, [4, MESSAGE_BYTES], ([outPtr, message]) => {
     const status = api.kvc_lm_create(g, outPtr, message, MESSAGE_BYTES);
     if (status !== 0) {
       const why = readCString(message);
-      if (status === 12) throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
+      if (statusName(status) === 'KVC_E_NOMEM') throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
       throw new GgufError(why || readCString(api.kvc_status_name(status) >>> 0));
     }
-    ptr = heap().u32[outPtr >>> 2];
-  } finally {
-    unstage();
-  }
+    return u32At(outPtr);
+  });
   const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();
@@ -110,7 +108,7 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
   try {
     llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
     const status = api.kvc_lm_alloc_weights(ptr);
-    if (status === 12) llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
+    if (statusName(status) === 'KVC_E_NOMEM') llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
     checkStatus(where, status);
   } catch (error) {
     llama.free();
@@ -389,15 +387,10 @@ export class Llama {
     if (cache.rows + n > contextLength) {
       throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
     }
-    const [tokensPtr, logitsPtr] = staged(where, 4 * n, 4 * rows * vocabSize);
-    try {
-      heap().u32.set(tokens, tokensPtr >>> 2);
-      const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
-      checkStatus(where, lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags));
-      return heap().f32.slice(logitsPtr >>> 2, (logitsPtr >>> 2) + rows * vocabSize);
-    } finally {
-      unstage();
-    }
+    const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
+    return callC(where, [Uint32Array.from(tokens), 4 * rows * vocabSize],
+      (tokensPtr, logitsPtr) => lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags),
+      ([, logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
   }
 
   /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */

@@ -1,7 +1,7 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { finalizerOf, heap, lib, unstage } from './runtime.js';
-import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, shown, staged } from './checks.js';
+import { callC, checkStatus, finalizerOf, lib, u32At } from './runtime.js';
+import { KvCacheError, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
@@ -52,15 +52,11 @@ export class KvCache {
       const layerPtrs = [];
       try {
         specs.forEach((spec, i) => layerPtrs.push(createLayer(`${where}: layers[${i}]`, spec)));
-        const [listPtr, outPtr] = staged(where, 4 * layerPtrs.length, 4);
-        heap().u32.set(layerPtrs, listPtr >>> 2);
-        checkStatus(where, lib().kvc_model_create(listPtr, layerPtrs.length, outPtr));
-        ptr = heap().u32[outPtr >>> 2];
+        ptr = callC(where, [Uint32Array.from(layerPtrs), 4],
+          (listPtr, outPtr) => lib().kvc_model_create(listPtr, layerPtrs.length, outPtr), ([, outPtr]) => u32At(outPtr));
       } catch (error) {
         for (const layerPtr of layerPtrs) lib().kvc_layer_free(layerPtr);
         throw error;
-      } finally {
-        unstage();
       }
     }
     this.#ptr = ptr;
@@ -118,6 +114,11 @@ export class KvCache {
 
   /** The least next position of its layers: where the next token goes (evictions do not move it). */
   get nextPosition() { return lib().kvc_model_seq_len(this.#live('nextPosition')) >>> 0; }
+  /**
+   * nextPosition under its earlier name, kept for one release.
+   * @deprecated Use nextPosition: a layer's seqLen is another thing, the
+   * slots it holds (fewer once it evicts); see rows for the most of those.
+   */
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
   /** The most rows a layer holds: what a forward pass's attention reads (below nextPosition once a layer evicts). */
   get rows() {
@@ -219,9 +220,7 @@ export class KvCache {
   clone() {
     const where = 'KvCache.clone';
     const ptr = this.#live('clone');
-    const [outPtr] = staged(where, 4);
-    checkStatus(where, lib().kvc_model_clone(ptr, outPtr));
-    return new KvCache({ [adoptPointer]: heap().u32[outPtr >>> 2] });
+    return new KvCache({ [adoptPointer]: callC(where, [4], (outPtr) => lib().kvc_model_clone(ptr, outPtr), ([outPtr]) => u32At(outPtr)) });
   }
 
   /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */
@@ -238,7 +237,7 @@ export class KvCache {
 
   toString() {
     if (!this.#ptr) return 'KvCache{freed}';
-    return `KvCache{layers=${this.#layers.length} seq_len=${this.seqLen} memory_bytes=${this.memoryBytes}}`;
+    return `KvCache{layers=${this.#layers.length} seq_len=${this.nextPosition} memory_bytes=${this.memoryBytes}}`;
   }
 
   [Symbol.for('nodejs.util.inspect.custom')]() {
