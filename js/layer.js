@@ -1,7 +1,7 @@
 // LayerKvCache: one layer's cache, full attention (rows of keys and values)
 // or linear attention (a recurrent f64 state). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
-import { callC, checkStatus, copyOut, finalizerOf, heapView, lib, readCString, u32At } from './runtime.js';
+import { callC, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
 import {
   checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
@@ -19,8 +19,7 @@ export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = 1;
 
 const adoptPointer = Symbol('adoptPointer');
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_layer_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_layer_free(ptr));
 
 const quoted = (names) => names.map((name) => `'${name}'`).join(', ');
 
@@ -128,7 +127,7 @@ export class LayerKvCache {
     this.#linear = exports.kvc_layer_kind(ptr) === KIND_LINEAR;
     this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
     this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
-    if (!this.#owner) finalizer.register(this, ptr, this);
+    if (!this.#owner) owned.adopt(this, ptr);
   }
 
   // The live pointer, or a TypeError naming the method once freed.
@@ -292,12 +291,7 @@ export class LayerKvCache {
   attendGroup(q, kvHead, into) {
     const where = 'LayerKvCache.attendGroup';
     const ptr = this.#full('attendGroup');
-    const d = this.#headDim;
-    checkFloat32(where, 'q', q);
-    if (q.length === 0 || q.length % d !== 0) {
-      throw new RangeError(`${where}: q must hold G ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
-    }
-    const G = q.length / d;
+    const G = this.#queryCount(where, q, 'G');
     return this.#attendQueries(where, ptr, q, G, kvHead, into,
       (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend_group(ptr, qPtr, G, kvHead, outPtr, probsPtr));
   }
@@ -332,18 +326,24 @@ export class LayerKvCache {
   attendCausal(q, kvHead, into) {
     const where = 'LayerKvCache.attendCausal';
     const ptr = this.#full('attendCausal');
-    const d = this.#headDim;
-    checkFloat32(where, 'q', q);
-    if (q.length === 0 || q.length % d !== 0) {
-      throw new RangeError(`${where}: q must hold m ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
-    }
-    const m = q.length / d;
+    const m = this.#queryCount(where, q, 'm');
     const seqLen = this.seqLen;
     if (m > seqLen) {
       throw new RangeError(`${where}: q holds ${m} queries but the cache has only ${seqLen} positions`);
     }
     return this.#attendQueries(where, ptr, q, m, kvHead, into,
       (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend_causal(ptr, qPtr, m, kvHead, outPtr, probsPtr));
+  }
+
+  // How many queries of headDim values q holds, at least one (`count` is
+  // what the message calls them).
+  #queryCount(where, q, count) {
+    const d = this.#headDim;
+    checkFloat32(where, 'q', q);
+    if (q.length === 0 || q.length % d !== 0) {
+      throw new RangeError(`${where}: q must hold ${count} ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
+    }
+    return q.length / d;
   }
 
   #attendQueries(where, ptr, q, m, kvHead, into, call) {
@@ -609,15 +609,10 @@ export class LayerKvCache {
     if (this.#owner) {
       throw new TypeError('LayerKvCache.free: this layer belongs to a KvCache; free the KvCache instead');
     }
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_layer_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     if (!this.#ptr || (this.#owner && !this.#owner.isLive())) return 'LayerKvCache{freed}';

@@ -23,7 +23,7 @@ import { MODES } from './layer.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
 import {
-  callC, checkStatus, copyOut, finalizerOf, heap, heapLimitBytes, lib, readCString, statusName, u32At, withStaging,
+  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, statusName, u32At, withStaging,
 } from './runtime.js';
 import { aborted, sourceChunks } from './sources.js';
 import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
@@ -52,8 +52,7 @@ const MESSAGE_BYTES = 512;
 // The context a load checks the heap for when not told: most chats stay within it.
 const DEFAULT_CONTEXT = 4096;
 
-const finalizer = finalizerOf((ptr) => lib().kvc_lm_free(ptr));
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+const owned = ownedObjects((ptr) => lib().kvc_lm_free(ptr));
 const fromPointer = Symbol('fromPointer');
 // [restore](where, tokens): a session on a given cache takes up the tokens it was computed from.
 const restore = Symbol('restore');
@@ -265,7 +264,7 @@ export class Llama {
       eps: api.kvc_lm_rms_eps(ptr),
       ropeBase: api.kvc_lm_rope_base(ptr),
     });
-    finalizer.register(this, ptr, this);
+    owned.adopt(this, ptr);
   }
 
   #live(where) {
@@ -404,15 +403,10 @@ export class Llama {
 
   /** Releases the model's weights (idempotent); later calls throw. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_lm_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 }
 
 /** A model with its cache: what generate() drives. */

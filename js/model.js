@@ -1,6 +1,6 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { callC, checkStatus, finalizerOf, lib, u32At } from './runtime.js';
+import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { KvCacheError, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from './options.js';
@@ -10,8 +10,7 @@ const adoptPointer = Symbol('adoptPointer');
 /** KvCache[modelPointer](where, name, cache) and KvCache[adoptModel](ptr): for PrefixCache. */
 export const modelPointer = Symbol('modelPointer');
 export const adoptModel = Symbol('adoptModel');
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_model_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_model_free(ptr));
 const MAX_LAYERS = 4096;
 
 // The layer specs of a config: { layers: [...] } or a uniform one.
@@ -63,7 +62,7 @@ export class KvCache {
     const owner = { isLive: () => this.#ptr !== 0 };
     const count = lib().kvc_model_num_layers(ptr) >>> 0;
     this.#layers = Array.from({ length: count }, (_, i) => wrapLayer(lib().kvc_model_layer(ptr, i) >>> 0, owner));
-    finalizer.register(this, ptr, this);
+    owned.adopt(this, ptr);
   }
 
   #live(where) {
@@ -225,15 +224,10 @@ export class KvCache {
 
   /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_model_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     if (!this.#ptr) return 'KvCache{freed}';

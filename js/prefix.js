@@ -1,12 +1,11 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
-import { callC, finalizerOf, lib, u32At } from './runtime.js';
+import { callC, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { checkKeys } from './options.js';
 import { KvCacheError, checkInteger, checkObject, shown } from './checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
 
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_prefix_cache_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_prefix_cache_free(ptr));
 const MAX_TOKEN = 0xffffffff;
 const MAX_BUDGET = 0xffffffff; // size_t in wasm32: more than the heap can hold
 
@@ -48,7 +47,7 @@ export class PrefixCache {
     this.#budgetBytes = budget;
     this.#ptr = callC(where, [4], (outPtr) => lib().kvc_prefix_cache_create(Math.min(budget, MAX_BUDGET), outPtr),
       ([outPtr]) => u32At(outPtr));
-    finalizer.register(this, this.#ptr, this);
+    owned.adopt(this, this.#ptr);
   }
 
   #live(where) {
@@ -120,15 +119,10 @@ export class PrefixCache {
 
   /** Releases the entries now (caches forked from them keep their pages). Idempotent. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_prefix_cache_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     return this.#ptr ? `PrefixCache{size=${this.size} bytes=${this.bytes} budget=${this.#budgetBytes}}` : 'PrefixCache{freed}';

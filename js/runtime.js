@@ -325,17 +325,35 @@ export function lib() {
   return wasm.exports;
 }
 
+/** The symbol of `using` declarations (Symbol.dispose, where the runtime has it). */
+export const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+
 /**
- * A FinalizationRegistry that releases a collected object's pointer with
- * release(ptr) once the module is loaded (a finalizer must not throw). Where
- * the runtime has none (workerd before compatibility date 2025-05-05), one
- * that does nothing: the finalizer is a safety net, free() is the plan.
+ * The C objects of one class, each owned by an instance: released by the
+ * instance's free() -- release(owner, ptr) -- or, if the instance is
+ * collected first, by a FinalizationRegistry once the module is loaded (a
+ * finalizer must not throw). Where the runtime has none (workerd before
+ * compatibility date 2025-05-05), only free() releases: the finalizer is a
+ * safety net, free() is the plan.
  */
-export function finalizerOf(release) {
-  if (typeof FinalizationRegistry !== 'function') return { register() {}, unregister() {} };
-  return new FinalizationRegistry((ptr) => {
-    if (wasm !== null) release(ptr);
-  });
+export function ownedObjects(free) {
+  const registry = typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry((ptr) => { if (wasm !== null) free(ptr); })
+    : null;
+  return {
+    /** `owner` owns `ptr` from now on. */
+    adopt(owner, ptr) {
+      registry?.register(owner, ptr, owner);
+    },
+    /** Frees `owner`'s `ptr` (0: freed already); returns 0, the owner's pointer from now on. */
+    release(owner, ptr) {
+      if (ptr) {
+        registry?.unregister(owner);
+        free(ptr);
+      }
+      return 0;
+    },
+  };
 }
 
 /**
