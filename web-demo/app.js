@@ -138,7 +138,7 @@ class ModelSource {
 
   get seqLen() { return this.driver.cache.layer(0).seqLen; }
 
-  get position() { return this.driver.cache.seqLen; }
+  get position() { return this.driver.cache.nextPosition; }
 
   memory() {
     return Object.fromEntries(MODES.map((m) => [m, this.shadows[m].cache.memoryBytes]));
@@ -188,7 +188,7 @@ class ModelSource {
     const reference = logSoftmax(this.lastLogits.f32);
     const kl = QUANTIZED.map((m) => klDivergence(reference, logSoftmax(this.lastLogits[m])));
     for (const m of MODES) this.lastLogits[m] = this.shadows[m].forward([value.token]);
-    return { point: { x: this.shadows.f32.cache.seqLen - 1, accuracy: kl } };
+    return { point: { x: this.shadows.f32.cache.nextPosition - 1, accuracy: kl } };
   }
 
   dispose() {
