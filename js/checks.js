@@ -1,6 +1,7 @@
 // Argument checks and errors. Each check names the parameter and runs before
 // anything changes; C status codes that checks cannot rule out become errors
 // with the same names (runtime.js, checkStatus).
+import { C_LIMITS } from './constants.js';
 import { checkKeys, shown } from './options.js';
 
 export { shown };
@@ -85,7 +86,7 @@ export function checkBytes(where, name, value) {
 export function checkPolicy(where, name, policy) {
   checkObject(where, name, policy);
   checkKeys(where, policy, ['budget', 'sinks', 'recent'], name);
-  const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, 0x7fffffff);
+  const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, C_LIMITS.KVC_MAX_POSITIONS);
   const sinks = checkInteger(where, `${name}.sinks`, policy.sinks ?? Math.min(4, budget), 0, budget);
   const recent = checkInteger(where, `${name}.recent`, policy.recent ?? Math.floor((budget - sinks) / 2), 0, budget - sinks);
   return { budget, sinks, recent };

@@ -19,7 +19,7 @@ import {
 import { Tokenizer } from './tokenizer.js';
 import { KvCache, modelPointer } from './model.js';
 import { PrefixCache } from './prefix.js';
-import { MODES } from './layer.js';
+import { MAX_POSITIONS, MODES } from './layer.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
 import {
@@ -146,7 +146,7 @@ function loadOptions(where, options) {
   if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
   }
-  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, 0x7fffffff);
+  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, MAX_POSITIONS);
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
@@ -397,7 +397,7 @@ export class Llama {
     const where = 'Llama.keep';
     const ptr = this.#live('keep');
     const cachePtr = KvCache[modelPointer](where, 'cache', cache);
-    checkInteger(where, 'n', n, 0, 0x7fffffff);
+    checkInteger(where, 'n', n, 0, MAX_POSITIONS);
     checkStatus(where, lib().kvc_lm_keep(ptr, cachePtr, n));
   }
 
