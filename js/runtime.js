@@ -10,7 +10,7 @@ import { checkThreads, startThreads } from './threads.js';
 
 const WASM_ABI = 10; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
-// in 64 KiB pages; tests/js/loader.test.mjs reads them off the built file.
+// in 64 KiB pages; tests/js/constants.test.mjs reads them off the built files.
 export const MEMORY_INITIAL_PAGES = 16;
 export const MEMORY_MAXIMUM_PAGES = 65536;
 const PAGE = 65536;
@@ -282,8 +282,12 @@ export function unsharedMemoryImport(source) {
     const end = at + size;
     if (id === 2) { // imports
       for (let count = leb(); count > 0; count--) {
-        at += leb(); // module name
-        at += leb(); // field name
+        // The module and field names, skipped: their length read first
+        // (`at += leb()` would add it to `at` as it was before the length).
+        for (let names = 2; names > 0; names--) {
+          const length = leb();
+          at += length;
+        }
         const kind = bytes[at++];
         if (kind === 0) leb(); // a function: its type
         else if (kind === 2) { // a memory: flags (bit 1 = shared), limits

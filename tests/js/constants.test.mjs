@@ -11,7 +11,9 @@ import init, {
   Q4_RESIDUAL_ROWS, Q8_WINDOW, memoryStats,
 } from '../../js/index.js';
 import { C_LIMITS, checkNames } from '../../js/constants.js';
-import { lib, readCString, statusName } from '../../js/runtime.js';
+import {
+  MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, importsFor, lib, readCString, statusName, unsharedMemoryImport,
+} from '../../js/runtime.js';
 
 const HEADER = readFileSync(new URL('../../include/kvcache.h', import.meta.url), 'utf8');
 
@@ -108,3 +110,64 @@ test('memoryStats reads kvc_memory_usage through the module\'s accessors', () =>
   cache.free();
   assert.deepEqual({ ...memoryStats(), heapBytes: 0 }, { ...before, heapBytes: 0 });
 });
+
+/** The limits, in 64 KiB pages, of the memory a module's bytes import: { initial, maximum }. */
+function memoryImport(bytes) {
+  let at = 8; // magic and version
+  const leb = () => {
+    let value = 0;
+    for (let shift = 0; ; shift += 7) {
+      const byte = bytes[at++];
+      value += (byte & 0x7f) * 2 ** shift;
+      if (!(byte & 0x80)) return value;
+    }
+  };
+  const name = () => {
+    const length = leb();
+    at += length;
+  };
+  while (at < bytes.length) {
+    const id = bytes[at++];
+    const end = leb() + at;
+    if (id === 2) { // imports
+      for (let count = leb(); count > 0; count--) {
+        name();
+        name();
+        const kind = bytes[at++];
+        assert.equal(kind, kind === 0 ? 0 : 2, 'the module imports functions and one memory');
+        if (kind === 0) leb();
+        else {
+          const flags = bytes[at++];
+          const initial = leb();
+          return { initial, maximum: flags & 1 ? leb() : null };
+        }
+      }
+    }
+    at = end;
+  }
+  return null;
+}
+
+test('the loader\'s memory is the one both builds import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY)', () => {
+  for (const file of ['kvcache.wasm', 'kvcache-relaxed.wasm']) {
+    const limits = memoryImport(readFileSync(new URL(`../../dist/${file}`, import.meta.url)));
+    assert.deepEqual(limits, { initial: MEMORY_INITIAL_PAGES, maximum: MEMORY_MAXIMUM_PAGES }, file);
+  }
+});
+
+test('where no shared memory can be made, the module compiles with its memory import unshared and runs on one', async () => {
+  const bytes = readFileSync(new URL('../../dist/kvcache.wasm', import.meta.url));
+  const unshared = unsharedMemoryImport(bytes);
+  assert.deepEqual(memoryImport(unshared), memoryImport(bytes), 'the same limits');
+  assert.equal(unshared.filter((byte, i) => byte !== bytes[i]).length, 1, 'one byte changed: the flags');
+  const memory = new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: MEMORY_MAXIMUM_PAGES });
+  const { exports } = await WebAssembly.instantiate(await WebAssembly.compile(unshared), importsFor(memory));
+  exports._initialize?.();
+  assert.equal(readCStringIn(memory, exports.kvc_status_symbol(12) >>> 0), 'KVC_E_NOMEM');
+});
+
+/** A NUL-terminated string at `ptr` of `memory`. */
+function readCStringIn(memory, ptr) {
+  const u8 = new Uint8Array(memory.buffer);
+  return new TextDecoder().decode(u8.slice(ptr, u8.indexOf(0, ptr)));
+}
