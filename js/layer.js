@@ -1,7 +1,7 @@
 // LayerKvCache: one layer's cache, full attention (rows of keys and values)
 // or linear attention (a recurrent f64 state). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
-import { callC, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
+import { callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
 import {
   checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
@@ -43,7 +43,7 @@ export function modeOf(where, mode) {
     return code;
   };
   const keys = component('keys'), values = component('values');
-  return callC(where, [4], (outPtr) => lib().kvc_mode_of(keys, values, outPtr), ([outPtr]) => u32At(outPtr));
+  return callOut(where, (outPtr) => lib().kvc_mode_of(keys, values, outPtr));
 }
 
 const COMPONENT_Q4 = COMPONENTS.indexOf('q4');
@@ -63,7 +63,6 @@ export function createLayer(where, options) {
   const exports = lib();
   const kind = options.kind ?? 'full';
   if (kind === 'full' || kind === 'linear') checkKeys(where, options, kind === 'full' ? FULL_OPTIONS : LINEAR_OPTIONS);
-  const created = ([outPtr]) => u32At(outPtr);
   if (kind === 'full') {
     const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
     const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
@@ -77,7 +76,7 @@ export function createLayer(where, options) {
     }
     const policy = options.maxRows === undefined ? null
       : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
-    const ptr = callC(where, [4], (outPtr) => exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr), created);
+    const ptr = callOut(where, (outPtr) => exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
     try {
       if (residualRows !== null) checkStatus(where, exports.kvc_layer_set_residual_rows(ptr, residualRows));
       if (policy) checkStatus(where, exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
@@ -94,7 +93,7 @@ export function createLayer(where, options) {
     if (typeof phaseMass !== 'number' || !(phaseMass >= 0) || !Number.isFinite(phaseMass)) {
       throw new RangeError(`${where}: phaseMass must be a finite number >= 0 (got ${shown(phaseMass)})`);
     }
-    return callC(where, [4], (outPtr) => exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr), created);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
   }
   throw new RangeError(`${where}: kind must be 'full' or 'linear' (got ${shown(kind)})`);
 }
@@ -601,7 +600,7 @@ export class LayerKvCache {
   clone() {
     const where = 'LayerKvCache.clone';
     const ptr = this.#live('clone');
-    return wrapLayer(callC(where, [4], (outPtr) => lib().kvc_layer_clone(ptr, outPtr), ([outPtr]) => u32At(outPtr)));
+    return wrapLayer(callOut(where, (outPtr) => lib().kvc_layer_clone(ptr, outPtr)));
   }
 
   /** Releases the cache's memory now. Idempotent; any later call throws. */

@@ -1,6 +1,6 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
+import { callC, callOut, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { KvCacheError, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from './options.js';
@@ -219,7 +219,7 @@ export class KvCache {
   clone() {
     const where = 'KvCache.clone';
     const ptr = this.#live('clone');
-    return new KvCache({ [adoptPointer]: callC(where, [4], (outPtr) => lib().kvc_model_clone(ptr, outPtr), ([outPtr]) => u32At(outPtr)) });
+    return new KvCache({ [adoptPointer]: callOut(where, (outPtr) => lib().kvc_model_clone(ptr, outPtr)) });
   }
 
   /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */

@@ -1,6 +1,6 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
-import { callC, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
+import { callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { checkKeys } from './options.js';
 import { KvCacheError, checkInteger, checkObject, shown } from './checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
@@ -45,8 +45,7 @@ export class PrefixCache {
     const budget = options.budgetBytes;
     if (budget !== Infinity) checkInteger(where, 'options.budgetBytes', budget, 0, Number.MAX_SAFE_INTEGER);
     this.#budgetBytes = budget;
-    this.#ptr = callC(where, [4], (outPtr) => lib().kvc_prefix_cache_create(Math.min(budget, MAX_BUDGET), outPtr),
-      ([outPtr]) => u32At(outPtr));
+    this.#ptr = callOut(where, (outPtr) => lib().kvc_prefix_cache_create(Math.min(budget, MAX_BUDGET), outPtr));
     owned.adopt(this, this.#ptr);
   }
 

@@ -448,6 +448,11 @@ export function callC(where, args, call, read, names) {
   });
 }
 
+/** callC of a call whose one array is a uint32 out-parameter (a new object's pointer, a mode): call(outPtr); returns its value. */
+export function callOut(where, call) {
+  return callC(where, [4], call, ([outPtr]) => u32At(outPtr));
+}
+
 /**
  * What callC is made of, for the few places that make several calls over
  * one set of out-parameters or read a status in their own way (the GGUF
