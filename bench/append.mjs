@@ -3,17 +3,9 @@
 // the int8 modes -- which quantize every row past position 64 and freeze the
 // field when they reach it.
 import { LayerKvCache } from '../js/index.js';
+import { fill } from './attention-shared.mjs';
 
 const NUM_KV_HEADS = 8;
-
-function fill(array, seed) {
-  let state = seed >>> 0;
-  for (let i = 0; i < array.length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    array[i] = state / 2147483648 - 1;
-  }
-  return array;
-}
 
 /** Best positions per second of `append` over `rounds` fresh caches. */
 function rate(mode, d, positions, batch, rounds) {

@@ -13,13 +13,15 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
-import { LayerKvCache, MODES as MODE_NAMES, setThreadLimit, threadCount } from '../js/index.js';
-import { MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, heap, lib } from '../js/runtime.js';
+import { MODES as MODE_NAMES, threadCount } from '../js/index.js';
+// The memory probe measures this package's own module, on its threads: only
+// the loader has its exports (see readBandwidth).
+import { heap, lib } from '../js/runtime.js';
 import { relaxedNode } from '../scripts/toolchain.mjs';
+import {
+  GROUP, NUM_KV_HEADS, NUM_Q_HEADS, onnxContender, onnxSession, ours, race, shapeData,
+} from './attention-shared.mjs';
 
-const NUM_KV_HEADS = 8;
-const NUM_Q_HEADS = 32;
-const GROUP = NUM_Q_HEADS / NUM_KV_HEADS;
 // The modes timed side by side (every q8 one, q4, and 8-bit keys with 4-bit values).
 const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
 const root = new URL('..', import.meta.url);
@@ -34,24 +36,13 @@ const FILES = {
   relaxedProfile: path('build-relaxed/bench/kernel-profile.js'),
 };
 
-/** A fast generator of uniforms in [-1, 1): timing does not care about statistics. */
-function fill(array, seed) {
-  let state = seed >>> 0;
-  for (let i = 0; i < array.length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    array[i] = state / 2147483648 - 1;
-  }
-  return array;
-}
-
 /** Instantiates a standalone module of this build, without the package's
  * loader: over a memory of its own when it imports one (single-threaded). */
 async function rawModule(file) {
   const module = await WebAssembly.compile(readFileSync(file));
   const importsMemory = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
-  const memory = importsMemory
-    ? new WebAssembly.Memory({ initial: MEMORY_INITIAL_PAGES, maximum: MEMORY_MAXIMUM_PAGES, shared: true })
-    : null;
+  // 16 MiB to start (above the 1 MiB these modules ask for), growing to wasm32's 4 GiB.
+  const memory = importsMemory ? new WebAssembly.Memory({ initial: 256, maximum: 65536, shared: true }) : null;
   const instance = await WebAssembly.instantiate(module, {
     env: { memory, emscripten_notify_memory_growth() {} },
   });
@@ -66,16 +57,6 @@ async function rawModule(file) {
     },
     f32: () => new Float32Array((memory ?? e.memory).buffer),
   };
-}
-
-/** Runs fn on the calling thread alone: the single-threaded package. */
-function oneThread(fn) {
-  setThreadLimit(1);
-  try {
-    return fn();
-  } finally {
-    setThreadLimit(threadCount());
-  }
 }
 
 /** Bytes per second this package's module streams from the probe, on one thread and on all (best of several passes). */
@@ -100,15 +81,6 @@ function readBandwidth(bytes) {
 }
 
 // ---- the contenders: each gives a step() for one shape, and a cleanup
-
-export function ours(mode, d, n, kRows, vRows, q, { single = false } = {}) {
-  const cache = new LayerKvCache({ numKvHeads: NUM_KV_HEADS, headDim: d, mode });
-  const chunk = 1024 * NUM_KV_HEADS * d;
-  for (let at = 0; at < kRows.length; at += chunk) cache.appendBatch(kRows.subarray(at, at + chunk), vRows.subarray(at, at + chunk));
-  const into = { out: new Float32Array(NUM_Q_HEADS * d) };
-  const step = single ? () => oneThread(() => cache.attendHeads(q, into)) : () => cache.attendHeads(q, into);
-  return { step, bytes: cache.memoryBytes, free: () => cache.free() };
-}
 
 /** A layer of `mode` in a module instantiated raw (one thread), filled with the rows. */
 function oursRaw(module, mode, d, n, kRows, vRows, q) {
@@ -183,47 +155,6 @@ function plainJs(d, n, kHeads, vHeads, q) {
   };
 }
 
-/** onnxruntime-web, wasm backend, `threads` threads: Q·Kᵀ, scale, softmax, ·V, with K and V fed each call. */
-export async function onnxSession(d, threads = 1) {
-  const ort = await import('onnxruntime-web');
-  const { onnx } = (await import('onnx-proto')).default;
-  ort.env.wasm.numThreads = threads;
-  const tensorType = (dims) => ({
-    tensorType: { elemType: onnx.TensorProto.DataType.FLOAT, shape: { dim: dims.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) } },
-  });
-  const graph = onnx.GraphProto.create({
-    name: 'gqa_decode',
-    node: [
-      onnx.NodeProto.create({ opType: 'Transpose', input: ['k'], output: ['kt'], attribute: [{ name: 'perm', type: onnx.AttributeProto.AttributeType.INTS, ints: [0, 2, 1] }] }),
-      onnx.NodeProto.create({ opType: 'MatMul', input: ['q', 'kt'], output: ['s'] }),
-      onnx.NodeProto.create({ opType: 'Mul', input: ['s', 'scale'], output: ['z'] }),
-      onnx.NodeProto.create({ opType: 'Softmax', input: ['z'], output: ['p'], attribute: [{ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: -1 }] }),
-      onnx.NodeProto.create({ opType: 'MatMul', input: ['p', 'v'], output: ['out'] }),
-    ],
-    initializer: [onnx.TensorProto.create({ name: 'scale', dataType: onnx.TensorProto.DataType.FLOAT, dims: [], floatData: [1 / Math.sqrt(d)] })],
-    input: [
-      { name: 'q', type: tensorType([NUM_KV_HEADS, GROUP, d]) },
-      { name: 'k', type: tensorType([NUM_KV_HEADS, 'n', d]) },
-      { name: 'v', type: tensorType([NUM_KV_HEADS, 'n', d]) },
-    ],
-    output: [{ name: 'out', type: tensorType([NUM_KV_HEADS, GROUP, d]) }],
-  });
-  const model = onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 17 }], producerName: 'kvcache-wasm bench', graph });
-  const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish(), { executionProviders: ['wasm'] });
-  return { ort, session, version: ort.env.versions.web };
-}
-
-export function onnxContender({ ort, session }, d, n, kHeads, vHeads, q) {
-  return {
-    step: () => session.run({
-      q: new ort.Tensor('float32', q, [NUM_KV_HEADS, GROUP, d]),
-      k: new ort.Tensor('float32', kHeads, [NUM_KV_HEADS, n, d]),
-      v: new ort.Tensor('float32', vHeads, [NUM_KV_HEADS, n, d]),
-    }),
-    free: () => {},
-  };
-}
-
 /** The native build's numbers for every shape at once ({ 'd:n:mode': ms }), or null. */
 function nativeTimes(shapes, reps) {
   if (!existsSync(FILES.native)) return null;
@@ -251,36 +182,6 @@ function kernelProfile(shapes, file = FILES.profile, node = process.execPath) {
   const run = spawnSync(node, [file, ...shapes.map(([d, n]) => `${d}:${n}`)], { encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`kernel-profile failed: ${run.stderr}`);
   return run.stdout.trim().split('\n').map((line) => JSON.parse(line));
-}
-
-/** Best time of each contender over `rounds` rounds, the contenders interleaved so that machine noise hits all alike. */
-export async function race(contenders, rounds) {
-  const best = Object.fromEntries(Object.keys(contenders).map((name) => [name, Infinity]));
-  for (const contender of Object.values(contenders)) await contender.step(); // warm: JIT tiers, caches
-  for (let round = 0; round < rounds; round++) {
-    for (const [name, contender] of Object.entries(contenders)) {
-      if (contender.skipAfter !== undefined && round >= contender.skipAfter) continue;
-      const t0 = performance.now();
-      await contender.step();
-      best[name] = Math.min(best[name], performance.now() - t0);
-    }
-  }
-  return best;
-}
-
-/** The data of one shape: K and V rows as appended ([n][head][d]) and head-major ([head][n][d]), and the queries. */
-export function shapeData(d, n) {
-  const kRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 1);
-  const vRows = fill(new Float32Array(n * NUM_KV_HEADS * d), 2);
-  const q = fill(new Float32Array(NUM_Q_HEADS * d), 3);
-  const toHeads = (rowsMajor) => {
-    const heads = new Float32Array(rowsMajor.length);
-    for (let p = 0; p < n; p++) {
-      for (let h = 0; h < NUM_KV_HEADS; h++) heads.set(rowsMajor.subarray((p * NUM_KV_HEADS + h) * d, (p * NUM_KV_HEADS + h + 1) * d), (h * n + p) * d);
-    }
-    return heads;
-  };
-  return { kRows, vRows, q, kHeads: toHeads(kRows), vHeads: toHeads(vRows) };
 }
 
 /** onnxruntime-web on `threads` threads, in a process of its own (bench/onnx-threads.mjs): { 'd:n': ms }. */

@@ -3,7 +3,7 @@
 // in a process of its own, on the same data and graph as attention.mjs.
 //   node bench/onnx-threads.mjs THREADS ROUNDS d:n [d:n ...]
 // prints { "d:n": best ms per step } as one line of JSON.
-import { onnxContender, onnxSession, shapeData } from './attention.mjs';
+import { onnxContender, onnxSession, shapeData } from './attention-shared.mjs';
 
 const [threads, rounds, ...shapes] = process.argv.slice(2);
 const sessions = {};

@@ -5,7 +5,7 @@
 //   node22 bench/relaxed.mjs ROUNDS d:n [d:n ...]
 // prints { "d:n": { f32, f32One, q8, q8One, q4, q4One } } (best ms per step) as one line of JSON.
 import init, { kernelIsa } from '../js/index.js';
-import { ours, race, shapeData } from './attention.mjs';
+import { ours, race, shapeData } from './attention-shared.mjs';
 
 const [rounds, ...shapes] = process.argv.slice(2);
 await init({ isa: 'wasm-relaxed-simd' });

@@ -42,6 +42,9 @@ extern "C" {
 #define KVC_MAX_KV_HEADS 4096
 #define KVC_MAX_HEAD_DIM 4096
 #define KVC_MAX_POSITIONS 0x7fffffffu
+/* The most threads a call runs on, the calling thread included
+ * (kvc_set_threads, and the loader's workers in WebAssembly). */
+#define KVC_MAX_THREADS 64
 
 /* Storage of keys (K) and values (V), chosen per component: f32, q8 or q4.
  *
@@ -96,6 +99,14 @@ typedef enum kvc_mode {
  * How `mode` stores keys (is_values 0) or values (1); KVC_COMPONENT_F32 for
  * a value that is not a kvc_mode. */
 kvc_component kvc_mode_component(kvc_mode mode, int is_values);
+
+/* kvc_mode_name(), kvc_component_name():
+ * @return : the name of a mode ("f32", "q8", "q8k", "q8v", "q4", "q4k",
+ *           "q4v", "q8k+q4v", "q4k+q8v", in kvc_mode order) or of a
+ *           component ("f32", "q8", "q4"), or NULL for a value not in the
+ *           enum. */
+const char *kvc_mode_name(kvc_mode mode);
+const char *kvc_component_name(kvc_component component);
 
 /* Residual window of q4 components: the newest rows kept in f32. */
 #define KVC_Q4_RESIDUAL_ROWS 64
@@ -171,6 +182,27 @@ typedef enum kvc_status {
  * @return : a static, NUL-terminated description of `status` ("out of
  *           memory", ...); "unknown status" for a value not in kvc_status. */
 const char *kvc_status_name(kvc_status status);
+
+/* Names and values for bindings.
+ *
+ * A binding in another language (the JS package) takes the names and limits
+ * below from the library when it loads, instead of writing them out again:
+ * they then cannot drift from this header.
+ *
+ * kvc_status_symbol():
+ * @return : the C name of `status` ("KVC_E_NOMEM"), or NULL for a value not
+ *           in kvc_status. */
+const char *kvc_status_symbol(kvc_status status);
+
+/* kvc_constant_name(), kvc_constant_value():
+ * The header's limits and sizes by index 0, 1, ...: the name of the macro
+ * ("KVC_MAX_KV_HEADS") and its value.  The macros listed: KVC_Q8_WINDOW,
+ * KVC_MAX_KV_HEADS, KVC_MAX_HEAD_DIM, KVC_MAX_POSITIONS, KVC_MAX_THREADS,
+ * KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS, KVC_Q4_MAX_RESIDUAL_ROWS,
+ * KVC_Q4_ROLLBACK_ROWS; their order is not part of the API.
+ * @return : the name, or NULL past the last; the value, or 0 past the last. */
+const char *kvc_constant_name(size_t index);
+uint32_t kvc_constant_value(size_t index);
 
 /* kvc_mode_of():
  * Sets *mode to the mode that stores keys as `keys` and values as `values`.

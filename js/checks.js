@@ -1,7 +1,7 @@
 // Argument checks and errors. Each check names the parameter and runs before
 // anything changes; C status codes that checks cannot rule out become errors
-// here, with the same names.
-import { lib, readCString, stage } from './runtime.js';
+// with the same names (runtime.js, checkStatus).
+import { C_LIMITS } from './constants.js';
 import { checkKeys, shown } from './options.js';
 
 export { shown };
@@ -14,24 +14,6 @@ export class KvCacheError extends Error {
     this.name = 'KvCacheError';
     this.code = code;
   }
-}
-
-const STATUS = [
-  'KVC_OK', 'KVC_E_NULL_POINTER', 'KVC_E_MODE', 'KVC_E_NUM_KV_HEADS', 'KVC_E_HEAD_DIM',
-  'KVC_E_KV_HEAD', 'KVC_E_LENGTH', 'KVC_E_NONFINITE_KEY', 'KVC_E_NONFINITE_VALUE',
-  'KVC_E_NONFINITE_QUERY', 'KVC_E_PROBS', 'KVC_E_TOO_LONG', 'KVC_E_NOMEM', 'KVC_E_KIND',
-  'KVC_E_VERIFYING', 'KVC_E_NOT_VERIFYING', 'KVC_E_ACCEPT', 'KVC_E_NUM_HEADS',
-  'KVC_E_NUM_FEATURES', 'KVC_E_VALUE_DIM', 'KVC_E_PHASE_MASS', 'KVC_E_NONFINITE_DECAY',
-  'KVC_E_LAYERS', 'KVC_E_SNAPSHOT_MAGIC', 'KVC_E_SNAPSHOT_VERSION', 'KVC_E_SNAPSHOT_TRUNCATED',
-  'KVC_E_SNAPSHOT_CHECKSUM', 'KVC_E_SNAPSHOT_CORRUPT', 'KVC_E_SNAPSHOT_TOO_LARGE', 'KVC_E_BUDGET',
-  'KVC_E_THREADS', 'KVC_E_PREFIX', 'KVC_E_RESIDUAL', 'KVC_E_GGUF_MAGIC', 'KVC_E_GGUF_VERSION',
-  'KVC_E_GGUF_TRUNCATED', 'KVC_E_GGUF_CORRUPT', 'KVC_E_GGUF_TOO_LARGE', 'KVC_E_GGUF_INDEX',
-  'KVC_E_GGUF_TYPE', 'KVC_E_WEIGHT_TYPE', 'KVC_E_ARCH', 'KVC_E_MODEL_FILE', 'KVC_E_TOKEN',
-];
-
-/** The C name of a status ("KVC_E_NOMEM"), or "status N" for one this list lacks. */
-export function statusName(status) {
-  return STATUS[status] ?? `status ${status}`;
 }
 
 export function checkObject(where, name, value) {
@@ -104,53 +86,8 @@ export function checkBytes(where, name, value) {
 export function checkPolicy(where, name, policy) {
   checkObject(where, name, policy);
   checkKeys(where, policy, ['budget', 'sinks', 'recent'], name);
-  const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, 0x7fffffff);
+  const budget = checkInteger(where, `${name}.budget`, policy.budget, 1, C_LIMITS.KVC_MAX_POSITIONS);
   const sinks = checkInteger(where, `${name}.sinks`, policy.sinks ?? Math.min(4, budget), 0, budget);
   const recent = checkInteger(where, `${name}.recent`, policy.recent ?? Math.floor((budget - sinks) / 2), 0, budget - sinks);
   return { budget, sinks, recent };
-}
-
-/** stage() or a KvCacheError when the wasm heap cannot grow. */
-export function staged(where, ...sizes) {
-  const pointers = stage(...sizes);
-  if (!pointers) throw outOfMemory(where);
-  return pointers;
-}
-
-function outOfMemory(where) {
-  return new KvCacheError(`${where}: out of memory (the wasm heap cannot grow further); nothing was changed`, 'KVC_E_NOMEM');
-}
-
-/**
- * Turns a C status into an error. `names` renames the arrays a message
- * mentions (k, v, q, decay) to the caller's parameter names.
- */
-export function checkStatus(where, status, names = {}) {
-  if (status === 0) return;
-  const code = statusName(status);
-  const nonFinite = (name) => new RangeError(`${where}: ${name} holds NaN or Infinity; nothing was changed`);
-  switch (code) {
-    case 'KVC_E_NONFINITE_KEY': throw nonFinite(names.k ?? 'k');
-    case 'KVC_E_NONFINITE_VALUE': throw nonFinite(names.v ?? 'v');
-    case 'KVC_E_NONFINITE_QUERY': throw nonFinite(names.q ?? 'q');
-    case 'KVC_E_NONFINITE_DECAY': throw nonFinite('decay');
-    case 'KVC_E_PROBS':
-      throw new RangeError(`${where}: probs holds a negative, NaN or infinite value; imp is unchanged`);
-    case 'KVC_E_TOO_LONG':
-      throw new RangeError(`${where}: the cache would exceed ${0x7fffffff} positions`);
-    case 'KVC_E_NOMEM': throw outOfMemory(where);
-    case 'KVC_E_VERIFYING':
-      throw new KvCacheError(`${where}: not allowed during a speculative verify; accept() or reject() first`, code);
-    case 'KVC_E_NOT_VERIFYING':
-      throw new KvCacheError(`${where}: no verify is open; call beginVerify() first`, code);
-    case 'KVC_E_SNAPSHOT_MAGIC':
-    case 'KVC_E_SNAPSHOT_VERSION':
-    case 'KVC_E_SNAPSHOT_TRUNCATED':
-    case 'KVC_E_SNAPSHOT_CHECKSUM':
-    case 'KVC_E_SNAPSHOT_CORRUPT':
-    case 'KVC_E_SNAPSHOT_TOO_LARGE':
-      throw new KvCacheError(`${where}: bytes refused: ${readCString(lib().kvc_status_name(status) >>> 0)}; nothing was created`, code);
-    default:
-      throw new KvCacheError(`${where}: ${readCString(lib().kvc_status_name(status) >>> 0)}`, code);
-  }
 }

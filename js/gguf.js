@@ -3,8 +3,7 @@
 // and length bounded before anything is allocated, a refusal worded by
 // kvc_gguf_explain -- and read from there into JavaScript values once.
 // Tensors become f32 on demand through the weight table's dequantize, in C.
-import { heap, lib, readCString, unstage } from './runtime.js';
-import { checkStatus, staged, statusName } from './checks.js';
+import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, withStaging } from './runtime.js';
 
 /** A file that is not a GGUF this reader can use; the message says why. */
 export class GgufError extends Error {
@@ -63,24 +62,15 @@ export class GgufFile {
     }
     const where = 'GgufFile.tensor';
     const count = info.dims.reduce((n, d) => n * d, 1);
-    const [src, dst] = staged(where, info.bytes, 4 * count);
-    try {
-      heap().u8.set(this.bytes.subarray(info.offset, info.offset + info.bytes), src);
-      checkStatus(where, lib().kvc_weight_dequantize(info.typeId, src, 0, count, dst));
-      return heap().f32.slice(dst >>> 2, (dst >>> 2) + count);
-    } finally {
-      unstage();
-    }
+    return callC(where, [this.bytes.subarray(info.offset, info.offset + info.bytes), 4 * count],
+      (src, dst) => lib().kvc_weight_dequantize(info.typeId, src, 0, count, dst), ([, dst]) => copyOut('f32', dst, count));
   }
 }
 
-/** The out-parameter slots the accessors write (staged together). */
-function slots(where) {
-  const [a, b, c, dims, offset, bytes, d] = staged(where, 8, 8, 8, 8 * 4, 8, 8, 8);
-  return { a, b, c, d, dims, offset, bytes };
-}
+// The out-parameter slots the accessors write, staged together: a, b, c,
+// dims, offset, bytes, d.
+const SLOT_BYTES = [8, 8, 8, 8 * 4, 8, 8, 8];
 
-const u32At = (ptr) => heap().u32[ptr >>> 2];
 const u64At = (ptr) => new DataView(heap().buffer).getBigUint64(ptr, true);
 
 /** Bytes [ptr, ptr + len) of the heap as text (a copy: TextDecoder refuses
@@ -166,8 +156,7 @@ function readTensor(api, g, t, dataOffset, s, decoder) {
 export function parsePrefix(where, prefix, more) {
   const api = lib();
   const len = prefix.length;
-  try {
-    const [src, out, needed, sentence] = staged(where, len, 4, 4, EXPLAIN_BYTES);
+  return withStaging(where, [len, 4, 4, EXPLAIN_BYTES], ([src, out, needed, sentence]) => {
     heap().u8.set(prefix, src);
     const status = api.kvc_gguf_parse(src, len, out, needed);
     if (status === 0) return { g: u32At(out) };
@@ -176,9 +165,7 @@ export function parsePrefix(where, prefix, more) {
     if (!code.startsWith('KVC_E_GGUF_')) checkStatus(where, status);
     api.kvc_gguf_explain(src, len, sentence, EXPLAIN_BYTES);
     throw new GgufError(readCString(sentence));
-  } finally {
-    unstage();
-  }
+  });
 }
 
 /**
@@ -188,8 +175,8 @@ export function parsePrefix(where, prefix, more) {
 export function describeGguf(where, g) {
   const api = lib();
   const decoder = new TextDecoder('utf-8', { fatal: false });
-  try {
-    const s = slots(where);
+  return withStaging(where, SLOT_BYTES, ([a, b, c, dims, offset, bytes, d]) => {
+    const s = { a, b, c, d, dims, offset, bytes };
     const metadata = new Map();
     const entries = api.kvc_gguf_metadata_count(g) >>> 0;
     for (let i = 0; i < entries; i++) {
@@ -205,9 +192,7 @@ export function describeGguf(where, g) {
       tensors.set(info.name, info);
     }
     return { version: api.kvc_gguf_version(g), metadata, tensors, dataOffset, dataBytes: Number(api.kvc_gguf_data_bytes(g)) };
-  } finally {
-    unstage();
-  }
+  });
 }
 
 /** The kvc_gguf of a file held whole in memory, its header parsed from a growing prefix as a streaming loader does. */

@@ -292,7 +292,10 @@ export class KvCache {
   readonly numLayers: number;
   /** The least nextPosition over the layers: the position the next token takes (evictions do not move it). */
   readonly nextPosition: number;
-  /** The same as nextPosition (its earlier name). */
+  /**
+   * nextPosition under its earlier name, kept for one release.
+   * @deprecated Use nextPosition: a layer's seqLen is another thing, the slots it holds (fewer once it evicts).
+   */
   readonly seqLen: number;
   /** The most rows a full layer holds: what a forward pass's attention reads (below nextPosition once a layer evicts). */
   readonly rows: number;

@@ -4,8 +4,8 @@
 // argument checks (checks.js) and one class per C object (layer.js,
 // model.js). Every rule about the cache itself lives in C
 // (include/kvcache.h).
-import { heap, init, lib, readCString, unstage } from './runtime.js';
-import { checkFloat32, checkInteger, checkStatus, staged } from './checks.js';
+import { callC, copyOut, heap, init, lib, readCString } from './runtime.js';
+import { checkFloat32, checkInteger } from './checks.js';
 import { MAX_HEAD_DIM, MAX_POSITIONS } from './layer.js';
 
 export default init;
@@ -31,17 +31,16 @@ export function kernelIsa() {
  * live C layers and pages.
  */
 export function memoryStats() {
-  const where = 'memoryStats';
   const exports = lib();
-  try {
-    const [usagePtr] = staged(where, 12); // kvc_memory_usage: three size_t
-    exports.kvc_memory_stats(usagePtr);
-    const { u32 } = heap();
-    const at = usagePtr >>> 2;
-    return { cacheBytes: u32[at], heapBytes: u32.buffer.byteLength, layers: u32[at + 1], pages: u32[at + 2] };
-  } finally {
-    unstage();
-  }
+  return callC('memoryStats', [exports.kvc_wasm_memory_usage_bytes() >>> 0], (usage) => {
+    exports.kvc_memory_stats(usage);
+    return 0; // it returns nothing: it cannot fail
+  }, ([usage]) => ({
+    cacheBytes: exports.kvc_wasm_memory_usage_cache_bytes(usage) >>> 0,
+    heapBytes: heap().buffer.byteLength,
+    layers: exports.kvc_wasm_memory_usage_layers(usage) >>> 0,
+    pages: exports.kvc_wasm_memory_usage_pages(usage) >>> 0,
+  }));
 }
 
 /** The C library's version string. */
@@ -61,20 +60,7 @@ export function attentionHead(q, keys, values, n, d) {
   checkFloat32(where, 'q', q, d);
   checkFloat32(where, 'keys', keys, n * d);
   checkFloat32(where, 'values', values, n * d);
-  const [qPtr, kPtr, vPtr, outPtr, probsPtr] = staged(where, q.byteLength, keys.byteLength,
-    values.byteLength, d * 4, n * 4);
-  try {
-    const { f32 } = heap();
-    f32.set(q, qPtr >>> 2);
-    f32.set(keys, kPtr >>> 2);
-    f32.set(values, vPtr >>> 2);
-    checkStatus(where, exports.kvc_attention_head(qPtr, kPtr, vPtr, n, d, outPtr, probsPtr));
-    const views = heap();
-    return {
-      out: views.f32.slice(outPtr >>> 2, (outPtr >>> 2) + d),
-      probs: views.f32.slice(probsPtr >>> 2, (probsPtr >>> 2) + n),
-    };
-  } finally {
-    unstage();
-  }
+  return callC(where, [q, keys, values, d * 4, n * 4],
+    (qPtr, kPtr, vPtr, outPtr, probsPtr) => exports.kvc_attention_head(qPtr, kPtr, vPtr, n, d, outPtr, probsPtr),
+    ([, , , outPtr, probsPtr]) => ({ out: copyOut('f32', outPtr, d), probs: copyOut('f32', probsPtr, n) }));
 }

@@ -1,28 +1,25 @@
 // LayerKvCache: one layer's cache, full attention (rows of keys and values)
 // or linear attention (a recurrent f64 state). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
-import { finalizerOf, heap, lib, readCString, unstage } from './runtime.js';
+import { callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
 import {
-  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, checkStatus, shown, staged,
+  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
+import { COMPONENTS, C_LIMITS, MODES } from './constants.js';
 import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
-// A mode's name by its kvc_mode value; each is also a string `mode` takes.
-export const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q4k', 'q4v', 'q8k+q4v', 'q4k+q8v'];
-// A component's storage by its kvc_component value.
-export const COMPONENTS = ['f32', 'q8', 'q4'];
-export const Q8_WINDOW = 64;
-export const Q4_RESIDUAL_ROWS = 64;
-export const Q4_MAX_RESIDUAL_ROWS = 4096;
-export const MAX_KV_HEADS = 4096;
-export const MAX_HEAD_DIM = 4096;
-export const MAX_POSITIONS = 0x7fffffff;
+export { COMPONENTS, MODES };
+export const Q8_WINDOW = C_LIMITS.KVC_Q8_WINDOW;
+export const Q4_RESIDUAL_ROWS = C_LIMITS.KVC_Q4_RESIDUAL_ROWS;
+export const Q4_MAX_RESIDUAL_ROWS = C_LIMITS.KVC_Q4_MAX_RESIDUAL_ROWS;
+export const MAX_KV_HEADS = C_LIMITS.KVC_MAX_KV_HEADS;
+export const MAX_HEAD_DIM = C_LIMITS.KVC_MAX_HEAD_DIM;
+export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = 1;
 
 const adoptPointer = Symbol('adoptPointer');
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_layer_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_layer_free(ptr));
 
 const quoted = (names) => names.map((name) => `'${name}'`).join(', ');
 
@@ -46,16 +43,10 @@ export function modeOf(where, mode) {
     return code;
   };
   const keys = component('keys'), values = component('values');
-  const [outPtr] = staged(where, 4);
-  try {
-    checkStatus(where, lib().kvc_mode_of(keys, values, outPtr));
-    return heap().u32[outPtr >>> 2];
-  } finally {
-    unstage();
-  }
+  return callOut(where, (outPtr) => lib().kvc_mode_of(keys, values, outPtr));
 }
 
-const COMPONENT_Q4 = 2;
+const COMPONENT_Q4 = COMPONENTS.indexOf('q4');
 /** Whether a kvc_mode has a 4-bit component (the ones residualRows sizes). */
 function hasQ4(mode) {
   const exports = lib();
@@ -72,7 +63,6 @@ export function createLayer(where, options) {
   const exports = lib();
   const kind = options.kind ?? 'full';
   if (kind === 'full' || kind === 'linear') checkKeys(where, options, kind === 'full' ? FULL_OPTIONS : LINEAR_OPTIONS);
-  const [outPtr] = staged(where, 4);
   if (kind === 'full') {
     const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
     const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
@@ -86,10 +76,14 @@ export function createLayer(where, options) {
     }
     const policy = options.maxRows === undefined ? null
       : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
-    checkStatus(where, exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
-    const ptr = heap().u32[outPtr >>> 2];
-    if (residualRows !== null) exports.kvc_layer_set_residual_rows(ptr, residualRows);
-    if (policy) exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent);
+    const ptr = callOut(where, (outPtr) => exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
+    try {
+      if (residualRows !== null) checkStatus(where, exports.kvc_layer_set_residual_rows(ptr, residualRows));
+      if (policy) checkStatus(where, exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
+    } catch (error) {
+      exports.kvc_layer_free(ptr);
+      throw error;
+    }
     return ptr;
   } else if (kind === 'linear') {
     const numHeads = checkInteger(where, 'numHeads', options.numHeads, 1, MAX_KV_HEADS);
@@ -99,11 +93,9 @@ export function createLayer(where, options) {
     if (typeof phaseMass !== 'number' || !(phaseMass >= 0) || !Number.isFinite(phaseMass)) {
       throw new RangeError(`${where}: phaseMass must be a finite number >= 0 (got ${shown(phaseMass)})`);
     }
-    checkStatus(where, exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
-  } else {
-    throw new RangeError(`${where}: kind must be 'full' or 'linear' (got ${shown(kind)})`);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
   }
-  return heap().u32[outPtr >>> 2];
+  throw new RangeError(`${where}: kind must be 'full' or 'linear' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -134,7 +126,7 @@ export class LayerKvCache {
     this.#linear = exports.kvc_layer_kind(ptr) === KIND_LINEAR;
     this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
     this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
-    if (!this.#owner) finalizer.register(this, ptr, this);
+    if (!this.#owner) owned.adopt(this, ptr);
   }
 
   // The live pointer, or a TypeError naming the method once freed.
@@ -195,6 +187,7 @@ export class LayerKvCache {
     const n = lib().kvc_layer_exact_rollback(ptr) >>> 0;
     return n === 0xffffffff ? Infinity : n;
   }
+  /** Positions held, one slot each: appended (dead heads included) minus truncated and evicted. */
   get seqLen() { return lib().kvc_layer_seq_len(this.#live('seqLen')) >>> 0; }
   get memoryBytes() { return lib().kvc_layer_memory_bytes(this.#live('memoryBytes')) >>> 0; }
   get capacityBytes() { return lib().kvc_layer_capacity_bytes(this.#live('capacityBytes')) >>> 0; }
@@ -244,14 +237,7 @@ export class LayerKvCache {
   // Runs `copy(dst)` into staging memory and returns a copy of `count` elements.
   #read(method, view, count, copy) {
     const bytes = view === 'f64' ? 8 : 4;
-    const [dst] = staged(`LayerKvCache.${method}`, count * bytes);
-    try {
-      checkStatus(`LayerKvCache.${method}`, copy(dst));
-      const start = dst / bytes;
-      return heap()[view].slice(start, start + count);
-    } finally {
-      unstage();
-    }
+    return callC(`LayerKvCache.${method}`, [count * bytes], copy, ([dst]) => copyOut(view, dst, count));
   }
 
   /** Appends one position: k and v are [numKvHeads × headDim]. */
@@ -280,16 +266,7 @@ export class LayerKvCache {
     const mask = checkAlive(where, alive, n * this.#numKvHeads);
     this.#stillLive(method, ptr); // a proxy for alive may have freed the cache
     if (n === 0) return;
-    const [kPtr, vPtr, maskPtr] = staged(where, k.byteLength, v.byteLength, mask ? mask.length : 0);
-    try {
-      const { f32, u8 } = heap();
-      f32.set(k, kPtr >>> 2);
-      f32.set(v, vPtr >>> 2);
-      if (mask) u8.set(mask, maskPtr);
-      checkStatus(where, lib().kvc_layer_append_n(ptr, n, kPtr, vPtr, mask ? maskPtr : 0));
-    } finally {
-      unstage();
-    }
+    callC(where, [k, v, mask], (kPtr, vPtr, maskPtr) => lib().kvc_layer_append_n(ptr, n, kPtr, vPtr, maskPtr));
   }
 
   /**
@@ -301,7 +278,8 @@ export class LayerKvCache {
     const where = 'LayerKvCache.attend';
     const ptr = this.#full('attend');
     checkFloat32(where, 'q', q, this.#headDim);
-    return this.#attendQueries(where, ptr, q, 1, kvHead, into, lib().kvc_layer_attend);
+    return this.#attendQueries(where, ptr, q, 1, kvHead, into,
+      (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend(ptr, qPtr, kvHead, outPtr, probsPtr));
   }
 
   /**
@@ -312,14 +290,9 @@ export class LayerKvCache {
   attendGroup(q, kvHead, into) {
     const where = 'LayerKvCache.attendGroup';
     const ptr = this.#full('attendGroup');
-    const d = this.#headDim;
-    checkFloat32(where, 'q', q);
-    if (q.length === 0 || q.length % d !== 0) {
-      throw new RangeError(`${where}: q must hold G ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
-    }
-    const G = q.length / d;
+    const G = this.#queryCount(where, q, 'G');
     return this.#attendQueries(where, ptr, q, G, kvHead, into,
-      (layer, qPtr, head, outPtr, probsPtr) => lib().kvc_layer_attend_group(layer, qPtr, G, head, outPtr, probsPtr));
+      (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend_group(ptr, qPtr, G, kvHead, outPtr, probsPtr));
   }
 
   /**
@@ -339,31 +312,8 @@ export class LayerKvCache {
       throw new RangeError(`${where}: q must hold a multiple of numKvHeads = ${H} queries of headDim = ${d} values (got length ${q.length})`);
     }
     const numQueryHeads = q.length / d;
-    const positions = this.seqLen;
-    if (into !== undefined) checkObject(where, 'into', into);
-    let out = into?.out === undefined ? undefined : checkInto(where, into, 'out', numQueryHeads * d);
-    if (out && out.length !== numQueryHeads * d) {
-      throw new RangeError(`${where}: into.out must have length ${numQueryHeads * d} (got ${out.length})`);
-    }
-    let probs = into?.probs === undefined ? null : checkInto(where, into, 'probs', numQueryHeads * positions);
-    const probsLength = probs ? numQueryHeads * positions : 0;
-    this.#stillLive('attendHeads', ptr); // into's getters may have freed the cache
-    const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, numQueryHeads * d * 4, probsLength * 4);
-    try {
-      heap().f32.set(q, qPtr >>> 2);
-      checkStatus(where, lib().kvc_layer_attend_heads(ptr, qPtr, numQueryHeads, outPtr, probs ? probsPtr : 0));
-      const { f32 } = heap();
-      const outView = f32.subarray(outPtr >>> 2, (outPtr >>> 2) + numQueryHeads * d);
-      if (out) out.set(outView);
-      else out = outView.slice();
-      if (probs) {
-        probs.set(f32.subarray(probsPtr >>> 2, (probsPtr >>> 2) + probsLength));
-        if (probs.length !== probsLength) probs = probs.subarray(0, probsLength);
-      }
-      return { out, probs };
-    } finally {
-      unstage();
-    }
+    return this.#attendInto(where, ptr, q, numQueryHeads, numQueryHeads * this.seqLen, into, true,
+      (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend_heads(ptr, qPtr, numQueryHeads, outPtr, probsPtr));
   }
 
   /**
@@ -375,41 +325,50 @@ export class LayerKvCache {
   attendCausal(q, kvHead, into) {
     const where = 'LayerKvCache.attendCausal';
     const ptr = this.#full('attendCausal');
-    const d = this.#headDim;
-    checkFloat32(where, 'q', q);
-    if (q.length === 0 || q.length % d !== 0) {
-      throw new RangeError(`${where}: q must hold m ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
-    }
-    const m = q.length / d;
+    const m = this.#queryCount(where, q, 'm');
     const seqLen = this.seqLen;
     if (m > seqLen) {
       throw new RangeError(`${where}: q holds ${m} queries but the cache has only ${seqLen} positions`);
     }
     return this.#attendQueries(where, ptr, q, m, kvHead, into,
-      (layer, qPtr, head, outPtr, probsPtr) => lib().kvc_layer_attend_causal(layer, qPtr, m, head, outPtr, probsPtr));
+      (qPtr, outPtr, probsPtr) => lib().kvc_layer_attend_causal(ptr, qPtr, m, kvHead, outPtr, probsPtr));
+  }
+
+  // How many queries of headDim values q holds, at least one (`count` is
+  // what the message calls them).
+  #queryCount(where, q, count) {
+    const d = this.#headDim;
+    checkFloat32(where, 'q', q);
+    if (q.length === 0 || q.length % d !== 0) {
+      throw new RangeError(`${where}: q must hold ${count} ≥ 1 queries of headDim = ${d} values (got length ${q.length})`);
+    }
+    return q.length / d;
   }
 
   #attendQueries(where, ptr, q, m, kvHead, into, call) {
-    const method = where.slice('LayerKvCache.'.length);
-    this.#checkHead(method, kvHead);
-    const d = this.#headDim;
-    const rows = m * this.headLen(kvHead);
+    this.#checkHead(where.slice('LayerKvCache.'.length), kvHead);
+    return this.#attendInto(where, ptr, q, m, m * this.headLen(kvHead), into, false, call);
+  }
+
+  // call(qPtr, outPtr, probsPtr) for `queries` queries whose probs take
+  // `rows` floats, into `into`'s arrays where given. probs are computed
+  // always, or (optionalProbs) only when into.probs is given, else null.
+  #attendInto(where, ptr, q, queries, rows, into, optionalProbs, call) {
+    const length = queries * this.#headDim;
     if (into !== undefined) checkObject(where, 'into', into);
-    let out = into?.out === undefined ? undefined : checkInto(where, into, 'out', m * d);
-    if (out && out.length !== m * d) {
-      throw new RangeError(`${where}: into.out must have length ${m * d} (got ${out.length})`);
+    let out = into?.out === undefined ? undefined : checkInto(where, into, 'out', length);
+    if (out && out.length !== length) {
+      throw new RangeError(`${where}: into.out must have length ${length} (got ${out.length})`);
     }
     let probs = into?.probs === undefined ? undefined : checkInto(where, into, 'probs', rows);
-    this.#stillLive(method, ptr); // into's getters may have freed the cache
-    const [qPtr, outPtr, probsPtr] = staged(where, q.byteLength, m * d * 4, rows * 4);
-    try {
-      heap().f32.set(q, qPtr >>> 2);
-      checkStatus(where, call(ptr, qPtr, kvHead, outPtr, probsPtr));
-      const { f32 } = heap();
-      const outView = f32.subarray(outPtr >>> 2, (outPtr >>> 2) + m * d);
-      const probsView = f32.subarray(probsPtr >>> 2, (probsPtr >>> 2) + rows);
+    const withProbs = probs !== undefined || !optionalProbs;
+    this.#stillLive(where.slice('LayerKvCache.'.length), ptr); // into's getters may have freed the cache
+    return callC(where, [q, length * 4, withProbs ? rows * 4 : null], call, ([, outPtr, probsPtr]) => {
+      const outView = heapView('f32', outPtr, length);
       if (out) out.set(outView);
       else out = outView.slice();
+      if (!withProbs) return { out, probs: null };
+      const probsView = heapView('f32', probsPtr, rows);
       if (probs) {
         probs.set(probsView);
         if (probs.length !== rows) probs = probs.subarray(0, rows);
@@ -417,9 +376,7 @@ export class LayerKvCache {
         probs = probsView.slice();
       }
       return { out, probs };
-    } finally {
-      unstage();
-    }
+    });
   }
 
   /** Rewinds the last n positions: nextPosition goes back by n (to 0 at most) and the rows at or after it go; before any eviction, the last min(n, seqLen) rows. Not during a verify: use accept. */
@@ -440,7 +397,7 @@ export class LayerKvCache {
     const where = 'LayerKvCache.accumulateImp';
     const ptr = this.#full('accumulateImp');
     checkFloat32(where, 'probs', probs, this.seqLen);
-    this.#withProbs(where, probs, (probsPtr) => lib().kvc_layer_accumulate_imp(ptr, probsPtr, probs.length));
+    callC(where, [probs], (probsPtr) => lib().kvc_layer_accumulate_imp(ptr, probsPtr, probs.length));
   }
 
   /** Adds one head's row probabilities (as attend returns them) at that head's positions. */
@@ -449,17 +406,7 @@ export class LayerKvCache {
     const ptr = this.#full('accumulateImpHead');
     this.#checkHead('accumulateImpHead', kvHead);
     checkFloat32(where, 'probs', probs, this.headLen(kvHead));
-    this.#withProbs(where, probs, (probsPtr) => lib().kvc_layer_accumulate_imp_head(ptr, kvHead, probsPtr, probs.length));
-  }
-
-  #withProbs(where, probs, call) {
-    const [probsPtr] = staged(where, probs.byteLength);
-    try {
-      heap().f32.set(probs, probsPtr >>> 2);
-      checkStatus(where, call(probsPtr));
-    } finally {
-      unstage();
-    }
+    callC(where, [probs], (probsPtr) => lib().kvc_layer_accumulate_imp_head(ptr, kvHead, probsPtr, probs.length));
   }
 
   /** Rows stored for kvHead (0 for a head that was never alive). */
@@ -529,26 +476,15 @@ export class LayerKvCache {
     checkFloat32(where, 'v', v, H * dv);
     if (decay !== undefined && decay !== null) checkFloat32(where, 'decay', decay, H * F);
     if (out !== undefined) checkFloat32(where, 'out', out, H * dv);
-    const hasDecay = decay !== undefined && decay !== null;
-    const [kPtr, qPtr, vPtr, decayPtr, outPtr] = staged(where, keyIn.byteLength, queryIn.byteLength,
-      v.byteLength, hasDecay ? decay.byteLength : 0, H * dv * 4);
-    try {
-      const { f32 } = heap();
-      f32.set(keyIn, kPtr >>> 2);
-      f32.set(queryIn, qPtr >>> 2);
-      f32.set(v, vPtr >>> 2);
-      if (hasDecay) f32.set(decay, decayPtr >>> 2);
-      checkStatus(where, lib()[cFunction](ptr, hasDecay ? decayPtr : 0, kPtr, qPtr, vPtr, outPtr),
-        { k: keyName, q: queryName, v: 'v' });
-      const result = heap().f32.subarray(outPtr >>> 2, (outPtr >>> 2) + H * dv);
-      if (out) {
+    return callC(where, [keyIn, queryIn, v, decay ?? null, H * dv * 4],
+      (kPtr, qPtr, vPtr, decayPtr, outPtr) => lib()[cFunction](ptr, decayPtr, kPtr, qPtr, vPtr, outPtr),
+      ([, , , , outPtr]) => {
+        const result = heapView('f32', outPtr, H * dv);
+        if (!out) return result.slice();
         out.set(result);
         return out;
-      }
-      return result.slice();
-    } finally {
-      unstage();
-    }
+      },
+      { k: keyName, q: queryName, v: 'v' });
   }
 
   /** Opens a speculative verify: appends (or linear steps) from now on are drafts. */
@@ -614,14 +550,8 @@ export class LayerKvCache {
     const { budget, sinks, recent } = checkPolicy(where, 'policy', policy);
     this.#stillLive('evictionPlan', ptr);
     const n = Math.min(this.seqLen, budget);
-    const [dst, countPtr] = staged(where, n * 4, 4);
-    try {
-      checkStatus(where, lib().kvc_layer_eviction_plan(ptr, budget, sinks, recent, dst, n, countPtr));
-      const count = heap().u32[countPtr >>> 2];
-      return heap().u32.slice(dst >>> 2, (dst >>> 2) + count);
-    } finally {
-      unstage();
-    }
+    return callC(where, [n * 4, 4], (dst, countPtr) => lib().kvc_layer_eviction_plan(ptr, budget, sinks, recent, dst, n, countPtr),
+      ([dst, countPtr]) => copyOut('u32', dst, u32At(countPtr)));
   }
 
   /**
@@ -670,9 +600,7 @@ export class LayerKvCache {
   clone() {
     const where = 'LayerKvCache.clone';
     const ptr = this.#live('clone');
-    const [outPtr] = staged(where, 4);
-    checkStatus(where, lib().kvc_layer_clone(ptr, outPtr));
-    return wrapLayer(heap().u32[outPtr >>> 2]);
+    return wrapLayer(callOut(where, (outPtr) => lib().kvc_layer_clone(ptr, outPtr)));
   }
 
   /** Releases the cache's memory now. Idempotent; any later call throws. */
@@ -680,23 +608,19 @@ export class LayerKvCache {
     if (this.#owner) {
       throw new TypeError('LayerKvCache.free: this layer belongs to a KvCache; free the KvCache instead');
     }
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_layer_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     if (!this.#ptr || (this.#owner && !this.#owner.isLive())) return 'LayerKvCache{freed}';
-    const exports = lib();
-    const length = exports.kvc_layer_describe(this.#ptr, 0, 0) >>> 0;
-    const [buf] = staged('LayerKvCache.toString', length + 1);
-    exports.kvc_layer_describe(this.#ptr, buf, length + 1);
-    return readCString(buf);
+    const ptr = this.#ptr;
+    const length = lib().kvc_layer_describe(ptr, 0, 0) >>> 0;
+    return callC('LayerKvCache.toString', [length + 1], (buf) => {
+      lib().kvc_layer_describe(ptr, buf, length + 1);
+      return 0; // a length, not a status
+    }, ([buf]) => readCString(buf));
   }
 
   [Symbol.for('nodejs.util.inspect.custom')]() {

@@ -19,10 +19,12 @@ import {
 import { Tokenizer } from './tokenizer.js';
 import { KvCache, modelPointer } from './model.js';
 import { PrefixCache } from './prefix.js';
-import { MODES } from './layer.js';
-import { KvCacheError, checkBytes, checkInteger, checkObject, checkStatus, shown, staged } from './checks.js';
+import { MAX_POSITIONS, MODES } from './layer.js';
+import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
-import { finalizerOf, heap, heapLimitBytes, lib, readCString, unstage } from './runtime.js';
+import {
+  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, statusName, u32At, withStaging,
+} from './runtime.js';
 import { aborted, sourceChunks } from './sources.js';
 import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
@@ -50,8 +52,7 @@ const MESSAGE_BYTES = 512;
 // The context a load checks the heap for when not told: most chats stay within it.
 const DEFAULT_CONTEXT = 4096;
 
-const finalizer = finalizerOf((ptr) => lib().kvc_lm_free(ptr));
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+const owned = ownedObjects((ptr) => lib().kvc_lm_free(ptr));
 const fromPointer = Symbol('fromPointer');
 // [restore](where, tokens): a session on a given cache takes up the tokens it was computed from.
 const restore = Symbol('restore');
@@ -88,19 +89,15 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
   const api = lib();
   const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
   const tokenizer = Tokenizer.fromGguf(metadata);
-  const [outPtr, message] = staged(where, 4, MESSAGE_BYTES);
-  let ptr;
-  try {
+  const ptr = withStaging(where, [4, MESSAGE_BYTES], ([outPtr, message]) => {
     const status = api.kvc_lm_create(g, outPtr, message, MESSAGE_BYTES);
     if (status !== 0) {
       const why = readCString(message);
-      if (status === 12) throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
+      if (statusName(status) === 'KVC_E_NOMEM') throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
       throw new GgufError(why || readCString(api.kvc_status_name(status) >>> 0));
     }
-    ptr = heap().u32[outPtr >>> 2];
-  } finally {
-    unstage();
-  }
+    return u32At(outPtr);
+  });
   const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();
@@ -110,7 +107,7 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
   try {
     llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
     const status = api.kvc_lm_alloc_weights(ptr);
-    if (status === 12) llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
+    if (statusName(status) === 'KVC_E_NOMEM') llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
     checkStatus(where, status);
   } catch (error) {
     llama.free();
@@ -149,7 +146,7 @@ function loadOptions(where, options) {
   if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
   }
-  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, 0x7fffffff);
+  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, MAX_POSITIONS);
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
@@ -267,7 +264,7 @@ export class Llama {
       eps: api.kvc_lm_rms_eps(ptr),
       ropeBase: api.kvc_lm_rope_base(ptr),
     });
-    finalizer.register(this, ptr, this);
+    owned.adopt(this, ptr);
   }
 
   #live(where) {
@@ -389,15 +386,10 @@ export class Llama {
     if (cache.rows + n > contextLength) {
       throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
     }
-    const [tokensPtr, logitsPtr] = staged(where, 4 * n, 4 * rows * vocabSize);
-    try {
-      heap().u32.set(tokens, tokensPtr >>> 2);
-      const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
-      checkStatus(where, lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags));
-      return heap().f32.slice(logitsPtr >>> 2, (logitsPtr >>> 2) + rows * vocabSize);
-    } finally {
-      unstage();
-    }
+    const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
+    return callC(where, [Uint32Array.from(tokens), 4 * rows * vocabSize],
+      (tokensPtr, logitsPtr) => lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags),
+      ([, logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
   }
 
   /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */
@@ -405,21 +397,16 @@ export class Llama {
     const where = 'Llama.keep';
     const ptr = this.#live('keep');
     const cachePtr = KvCache[modelPointer](where, 'cache', cache);
-    checkInteger(where, 'n', n, 0, 0x7fffffff);
+    checkInteger(where, 'n', n, 0, MAX_POSITIONS);
     checkStatus(where, lib().kvc_lm_keep(ptr, cachePtr, n));
   }
 
   /** Releases the model's weights (idempotent); later calls throw. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_lm_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 }
 
 /** A model with its cache: what generate() drives. */

@@ -1,7 +1,7 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { finalizerOf, heap, lib, unstage } from './runtime.js';
-import { KvCacheError, checkInteger, checkObject, checkPolicy, checkStatus, shown, staged } from './checks.js';
+import { callC, callOut, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
+import { KvCacheError, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
@@ -10,8 +10,7 @@ const adoptPointer = Symbol('adoptPointer');
 /** KvCache[modelPointer](where, name, cache) and KvCache[adoptModel](ptr): for PrefixCache. */
 export const modelPointer = Symbol('modelPointer');
 export const adoptModel = Symbol('adoptModel');
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_model_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_model_free(ptr));
 const MAX_LAYERS = 4096;
 
 // The layer specs of a config: { layers: [...] } or a uniform one.
@@ -52,22 +51,18 @@ export class KvCache {
       const layerPtrs = [];
       try {
         specs.forEach((spec, i) => layerPtrs.push(createLayer(`${where}: layers[${i}]`, spec)));
-        const [listPtr, outPtr] = staged(where, 4 * layerPtrs.length, 4);
-        heap().u32.set(layerPtrs, listPtr >>> 2);
-        checkStatus(where, lib().kvc_model_create(listPtr, layerPtrs.length, outPtr));
-        ptr = heap().u32[outPtr >>> 2];
+        ptr = callC(where, [Uint32Array.from(layerPtrs), 4],
+          (listPtr, outPtr) => lib().kvc_model_create(listPtr, layerPtrs.length, outPtr), ([, outPtr]) => u32At(outPtr));
       } catch (error) {
         for (const layerPtr of layerPtrs) lib().kvc_layer_free(layerPtr);
         throw error;
-      } finally {
-        unstage();
       }
     }
     this.#ptr = ptr;
     const owner = { isLive: () => this.#ptr !== 0 };
     const count = lib().kvc_model_num_layers(ptr) >>> 0;
     this.#layers = Array.from({ length: count }, (_, i) => wrapLayer(lib().kvc_model_layer(ptr, i) >>> 0, owner));
-    finalizer.register(this, ptr, this);
+    owned.adopt(this, ptr);
   }
 
   #live(where) {
@@ -118,6 +113,11 @@ export class KvCache {
 
   /** The least next position of its layers: where the next token goes (evictions do not move it). */
   get nextPosition() { return lib().kvc_model_seq_len(this.#live('nextPosition')) >>> 0; }
+  /**
+   * nextPosition under its earlier name, kept for one release.
+   * @deprecated Use nextPosition: a layer's seqLen is another thing, the
+   * slots it holds (fewer once it evicts); see rows for the most of those.
+   */
   get seqLen() { return lib().kvc_model_seq_len(this.#live('seqLen')) >>> 0; }
   /** The most rows a layer holds: what a forward pass's attention reads (below nextPosition once a layer evicts). */
   get rows() {
@@ -219,26 +219,19 @@ export class KvCache {
   clone() {
     const where = 'KvCache.clone';
     const ptr = this.#live('clone');
-    const [outPtr] = staged(where, 4);
-    checkStatus(where, lib().kvc_model_clone(ptr, outPtr));
-    return new KvCache({ [adoptPointer]: heap().u32[outPtr >>> 2] });
+    return new KvCache({ [adoptPointer]: callOut(where, (outPtr) => lib().kvc_model_clone(ptr, outPtr)) });
   }
 
   /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_model_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     if (!this.#ptr) return 'KvCache{freed}';
-    return `KvCache{layers=${this.#layers.length} seq_len=${this.seqLen} memory_bytes=${this.memoryBytes}}`;
+    return `KvCache{layers=${this.#layers.length} seq_len=${this.nextPosition} memory_bytes=${this.memoryBytes}}`;
   }
 
   [Symbol.for('nodejs.util.inspect.custom')]() {

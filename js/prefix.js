@@ -1,12 +1,11 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
-import { finalizerOf, heap, lib, unstage } from './runtime.js';
+import { callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { checkKeys } from './options.js';
-import { KvCacheError, checkInteger, checkObject, checkStatus, shown, staged } from './checks.js';
+import { KvCacheError, checkInteger, checkObject, shown } from './checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
 
-const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
-const finalizer = finalizerOf((ptr) => lib().kvc_prefix_cache_free(ptr));
+const owned = ownedObjects((ptr) => lib().kvc_prefix_cache_free(ptr));
 const MAX_TOKEN = 0xffffffff;
 const MAX_BUDGET = 0xffffffff; // size_t in wasm32: more than the heap can hold
 
@@ -46,14 +45,8 @@ export class PrefixCache {
     const budget = options.budgetBytes;
     if (budget !== Infinity) checkInteger(where, 'options.budgetBytes', budget, 0, Number.MAX_SAFE_INTEGER);
     this.#budgetBytes = budget;
-    try {
-      const [outPtr] = staged(where, 4);
-      checkStatus(where, lib().kvc_prefix_cache_create(Math.min(budget, MAX_BUDGET), outPtr));
-      this.#ptr = heap().u32[outPtr >>> 2];
-    } finally {
-      unstage();
-    }
-    finalizer.register(this, this.#ptr, this);
+    this.#ptr = callOut(where, (outPtr) => lib().kvc_prefix_cache_create(Math.min(budget, MAX_BUDGET), outPtr));
+    owned.adopt(this, this.#ptr);
   }
 
   #live(where) {
@@ -70,7 +63,7 @@ export class PrefixCache {
 
   /**
    * Keeps a fork of `cache` under `tokens`, the token ids its positions
-   * hold (tokens.length === cache.seqLen); the caller keeps its cache. An
+   * hold (tokens.length === cache.nextPosition); the caller keeps its cache. An
    * entry of the same tokens is replaced. Returns whether the entry stayed
    * within the budget (false: it alone exceeds it). Refused, changing
    * nothing: a cache with linear layers, that evicted positions, of another
@@ -81,22 +74,16 @@ export class PrefixCache {
     const ptr = this.#live('add');
     const ids = checkTokens(where, tokens);
     const model = KvCache[modelPointer](where, 'cache', cache);
-    if (ids.length !== cache.seqLen) {
-      throw new RangeError(`${where}: tokens must hold one id per position of the cache (${cache.seqLen}; got ${ids.length})`);
+    if (ids.length !== cache.nextPosition) {
+      throw new RangeError(`${where}: tokens must hold one id per position of the cache (${cache.nextPosition}; got ${ids.length})`);
     }
     for (let i = 0; i < cache.numLayers; i++) {
       if (cache.layer(i).kind === 'linear') {
         throw new KvCacheError(`${where}: layer ${i} of the cache is linear: a prefix of its state cannot be taken; nothing was changed`, 'KVC_E_KIND');
       }
     }
-    try {
-      const [tokensPtr, keptPtr] = staged(where, ids.byteLength, 4);
-      heap().u32.set(ids, tokensPtr >>> 2);
-      checkStatus(where, lib().kvc_prefix_cache_add(ptr, tokensPtr, ids.length, model, keptPtr));
-      return heap().u32[keptPtr >>> 2] !== 0;
-    } finally {
-      unstage();
-    }
+    return callC(where, [ids, 4], (tokensPtr, keptPtr) => lib().kvc_prefix_cache_add(ptr, tokensPtr, ids.length, model, keptPtr),
+      ([, keptPtr]) => u32At(keptPtr) !== 0);
   }
 
   /**
@@ -109,17 +96,9 @@ export class PrefixCache {
     const where = 'PrefixCache.match';
     const ptr = this.#live('match');
     const ids = checkTokens(where, tokens);
-    let adopted = 0;
-    let length = 0;
-    try {
-      const [tokensPtr, lengthPtr, outPtr] = staged(where, ids.byteLength, 4, 4);
-      heap().u32.set(ids, tokensPtr >>> 2);
-      checkStatus(where, lib().kvc_prefix_cache_match(ptr, tokensPtr, ids.length, lengthPtr, outPtr));
-      length = heap().u32[lengthPtr >>> 2];
-      adopted = heap().u32[outPtr >>> 2];
-    } finally {
-      unstage();
-    }
+    const { length, adopted } = callC(where, [ids, 4, 4],
+      (tokensPtr, lengthPtr, outPtr) => lib().kvc_prefix_cache_match(ptr, tokensPtr, ids.length, lengthPtr, outPtr),
+      ([, lengthPtr, outPtr]) => ({ length: u32At(lengthPtr), adopted: u32At(outPtr) }));
     return adopted ? { length, cache: KvCache[adoptModel](adopted) } : null;
   }
 
@@ -128,14 +107,8 @@ export class PrefixCache {
     const where = 'PrefixCache.delete';
     const ptr = this.#live('delete');
     const ids = checkTokens(where, tokens);
-    try {
-      const [tokensPtr, deletedPtr] = staged(where, ids.byteLength, 4);
-      heap().u32.set(ids, tokensPtr >>> 2);
-      checkStatus(where, lib().kvc_prefix_cache_delete(ptr, tokensPtr, ids.length, deletedPtr));
-      return heap().u32[deletedPtr >>> 2] !== 0;
-    } finally {
-      unstage();
-    }
+    return callC(where, [ids, 4], (tokensPtr, deletedPtr) => lib().kvc_prefix_cache_delete(ptr, tokensPtr, ids.length, deletedPtr),
+      ([, deletedPtr]) => u32At(deletedPtr) !== 0);
   }
 
   /** Drops every entry. */
@@ -145,15 +118,10 @@ export class PrefixCache {
 
   /** Releases the entries now (caches forked from them keep their pages). Idempotent. */
   free() {
-    if (!this.#ptr) return;
-    finalizer.unregister(this);
-    lib().kvc_prefix_cache_free(this.#ptr);
-    this.#ptr = 0;
+    this.#ptr = owned.release(this, this.#ptr);
   }
 
-  [disposeSymbol]() {
-    this.free();
-  }
+  [disposeSymbol]() { this.free(); }
 
   toString() {
     return this.#ptr ? `PrefixCache{size=${this.size} bytes=${this.bytes} budget=${this.#budgetBytes}}` : 'PrefixCache{freed}';

@@ -1,12 +1,16 @@
 // The wasm module and its heap: loading (init), typed-array views that are
-// never stale, and staging memory for the arrays a call passes to C.
+// never stale, and the one way the package calls C with arrays (callC):
+// staging memory, the call, its status turned into an error, the outputs
+// copied out.
+import { KvCacheError } from './checks.js';
+import { C_LIMITS, checkNames } from './constants.js';
 import { RUNTIME_FILES, fetchFile, locate, toUrl } from './files.js';
 import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
-const WASM_ABI = 9; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 10; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
-// in 64 KiB pages; tests/js/loader.test.mjs reads them off the built file.
+// in 64 KiB pages; tests/js/constants.test.mjs reads them off the built files.
 export const MEMORY_INITIAL_PAGES = 16;
 export const MEMORY_MAXIMUM_PAGES = 65536;
 const PAGE = 65536;
@@ -63,6 +67,13 @@ async function load(options, threads, maximumPages) {
   const { module, instance, memory } = await instantiate(options, maximumPages);
   wasm = adopt(instance, memory);
   wasm.limitBytes = maximumPages * PAGE;
+  wasm.statuses = namesOf(wasm.exports.kvc_status_symbol);
+  checkNames({
+    constants: Object.fromEntries(namesOf(wasm.exports.kvc_constant_name)
+      .map((name, index) => [name, wasm.exports.kvc_constant_value(index) >>> 0])),
+    modes: namesOf(wasm.exports.kvc_mode_name),
+    components: namesOf(wasm.exports.kvc_component_name),
+  });
   await startThreads(wasm.exports, module, memory, threads, options);
 }
 
@@ -271,8 +282,12 @@ export function unsharedMemoryImport(source) {
     const end = at + size;
     if (id === 2) { // imports
       for (let count = leb(); count > 0; count--) {
-        at += leb(); // module name
-        at += leb(); // field name
+        // The module and field names, skipped: their length read first
+        // (`at += leb()` would add it to `at` as it was before the length).
+        for (let names = 2; names > 0; names--) {
+          const length = leb();
+          at += length;
+        }
         const kind = bytes[at++];
         if (kind === 0) leb(); // a function: its type
         else if (kind === 2) { // a memory: flags (bit 1 = shared), limits
@@ -295,6 +310,13 @@ function adopt(instance, memory) {
   return { exports, memory, views: null, staging: 0, stagingBytes: 0 };
 }
 
+// The strings nameOf(0), nameOf(1), ... up to the first NULL.
+function namesOf(nameOf) {
+  const names = [];
+  for (let ptr; (ptr = nameOf(names.length) >>> 0) !== 0;) names.push(readCString(ptr));
+  return names;
+}
+
 /** The most bytes the heap may grow to (init's maxMemory, default 4 GiB). */
 export function heapLimitBytes() {
   lib();
@@ -307,17 +329,35 @@ export function lib() {
   return wasm.exports;
 }
 
+/** The symbol of `using` declarations (Symbol.dispose, where the runtime has it). */
+export const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+
 /**
- * A FinalizationRegistry that releases a collected object's pointer with
- * release(ptr) once the module is loaded (a finalizer must not throw). Where
- * the runtime has none (workerd before compatibility date 2025-05-05), one
- * that does nothing: the finalizer is a safety net, free() is the plan.
+ * The C objects of one class, each owned by an instance: released by the
+ * instance's free() -- release(owner, ptr) -- or, if the instance is
+ * collected first, by a FinalizationRegistry once the module is loaded (a
+ * finalizer must not throw). Where the runtime has none (workerd before
+ * compatibility date 2025-05-05), only free() releases: the finalizer is a
+ * safety net, free() is the plan.
  */
-export function finalizerOf(release) {
-  if (typeof FinalizationRegistry !== 'function') return { register() {}, unregister() {} };
-  return new FinalizationRegistry((ptr) => {
-    if (wasm !== null) release(ptr);
-  });
+export function ownedObjects(free) {
+  const registry = typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry((ptr) => { if (wasm !== null) free(ptr); })
+    : null;
+  return {
+    /** `owner` owns `ptr` from now on. */
+    adopt(owner, ptr) {
+      registry?.register(owner, ptr, owner);
+    },
+    /** Frees `owner`'s `ptr` (0: freed already); returns 0, the owner's pointer from now on. */
+    release(owner, ptr) {
+      if (ptr) {
+        registry?.unregister(owner);
+        free(ptr);
+      }
+      return 0;
+    },
+  };
 }
 
 /**
@@ -353,7 +393,7 @@ export function readCString(ptr) {
  * (each 16-byte aligned). Valid until the next call to stage().
  * Returns null when the heap cannot grow.
  */
-export function stage(...sizes) {
+function stage(...sizes) {
   const offsets = [];
   let total = 0;
   for (const bytes of sizes) {
@@ -375,11 +415,122 @@ export function stage(...sizes) {
 }
 
 /** Releases an oversized staging buffer once the call that needed it is done. */
-export function unstage() {
+function unstage() {
   const w = wasm;
   if (w && w.stagingBytes > KEEP_STAGING_BYTES) {
     w.exports.free(w.staging);
     w.staging = 0;
     w.stagingBytes = 0;
+  }
+}
+
+// ---- calls into C
+
+/**
+ * Calls C with arrays on the heap: every call of the package that passes or
+ * gets back an array goes through here. Each of `args` becomes a pointer: a
+ * typed array is copied in, a number reserves that many bytes for an output,
+ * null passes NULL. `call(...pointers)` returns the C status, which
+ * checkStatus(where, status, names) turns into an error; then
+ * `read(pointers)` copies the outputs out (copyOut, u32At) and is what
+ * callC returns. The staging memory is released however the call ends.
+ */
+export function callC(where, args, call, read, names) {
+  const sizes = args.map((arg) => (arg === null ? 0 : typeof arg === 'number' ? arg : arg.byteLength));
+  return withStaging(where, sizes, (pointers) => {
+    const { u8 } = heap();
+    args.forEach((arg, i) => {
+      if (arg === null) pointers[i] = 0;
+      else if (typeof arg !== 'number') u8.set(new Uint8Array(arg.buffer, arg.byteOffset, arg.byteLength), pointers[i]);
+    });
+    checkStatus(where, call(...pointers), names);
+    return read?.(pointers);
+  });
+}
+
+/** callC of a call whose one array is a uint32 out-parameter (a new object's pointer, a mode): call(outPtr); returns its value. */
+export function callOut(where, call) {
+  return callC(where, [4], call, ([outPtr]) => u32At(outPtr));
+}
+
+/**
+ * What callC is made of, for the few places that make several calls over
+ * one set of out-parameters or read a status in their own way (the GGUF
+ * reader): `body(pointers)` over staging memory of `sizes` bytes, released
+ * however it ends.
+ */
+export function withStaging(where, sizes, body) {
+  const pointers = staged(where, ...sizes);
+  try {
+    return body(pointers);
+  } finally {
+    unstage();
+  }
+}
+
+/** A view of `count` elements of heap view `view` ('u8', 'u32', 'f32', 'f64') at `ptr`; valid until the next call into C. */
+export function heapView(view, ptr, count) {
+  const array = heap()[view];
+  const at = ptr / array.BYTES_PER_ELEMENT;
+  return array.subarray(at, at + count);
+}
+
+/** A copy of `count` elements of heap view `view` at `ptr`. */
+export function copyOut(view, ptr, count) {
+  return heapView(view, ptr, count).slice();
+}
+
+/** The uint32 at `ptr`: an out-parameter (a count, a flag, a pointer). */
+export function u32At(ptr) {
+  return heap().u32[ptr >>> 2];
+}
+
+/** The C name of a status ("KVC_E_NOMEM", from the module), or "status N" for one it does not name. */
+export function statusName(status) {
+  return wasm?.statuses[status] ?? `status ${status}`;
+}
+
+/** stage() or a KvCacheError when the wasm heap cannot grow. */
+function staged(where, ...sizes) {
+  const pointers = stage(...sizes);
+  if (!pointers) throw outOfMemory(where);
+  return pointers;
+}
+
+function outOfMemory(where) {
+  return new KvCacheError(`${where}: out of memory (the wasm heap cannot grow further); nothing was changed`, 'KVC_E_NOMEM');
+}
+
+/**
+ * Turns a C status into an error. `names` renames the arrays a message
+ * mentions (k, v, q, decay) to the caller's parameter names.
+ */
+export function checkStatus(where, status, names = {}) {
+  if (status === 0) return;
+  const code = statusName(status);
+  const nonFinite = (name) => new RangeError(`${where}: ${name} holds NaN or Infinity; nothing was changed`);
+  switch (code) {
+    case 'KVC_E_NONFINITE_KEY': throw nonFinite(names.k ?? 'k');
+    case 'KVC_E_NONFINITE_VALUE': throw nonFinite(names.v ?? 'v');
+    case 'KVC_E_NONFINITE_QUERY': throw nonFinite(names.q ?? 'q');
+    case 'KVC_E_NONFINITE_DECAY': throw nonFinite('decay');
+    case 'KVC_E_PROBS':
+      throw new RangeError(`${where}: probs holds a negative, NaN or infinite value; imp is unchanged`);
+    case 'KVC_E_TOO_LONG':
+      throw new RangeError(`${where}: the cache would exceed ${C_LIMITS.KVC_MAX_POSITIONS} positions`);
+    case 'KVC_E_NOMEM': throw outOfMemory(where);
+    case 'KVC_E_VERIFYING':
+      throw new KvCacheError(`${where}: not allowed during a speculative verify; accept() or reject() first`, code);
+    case 'KVC_E_NOT_VERIFYING':
+      throw new KvCacheError(`${where}: no verify is open; call beginVerify() first`, code);
+    case 'KVC_E_SNAPSHOT_MAGIC':
+    case 'KVC_E_SNAPSHOT_VERSION':
+    case 'KVC_E_SNAPSHOT_TRUNCATED':
+    case 'KVC_E_SNAPSHOT_CHECKSUM':
+    case 'KVC_E_SNAPSHOT_CORRUPT':
+    case 'KVC_E_SNAPSHOT_TOO_LARGE':
+      throw new KvCacheError(`${where}: bytes refused: ${readCString(lib().kvc_status_name(status) >>> 0)}; nothing was created`, code);
+    default:
+      throw new KvCacheError(`${where}: ${readCString(lib().kvc_status_name(status) >>> 0)}`, code);
   }
 }

@@ -5,9 +5,10 @@
 // calling thread allocates. Which thread runs which task never changes a
 // result, so a worker that fails to start, or dies, costs speed, not answers.
 
+import { C_LIMITS } from './constants.js';
 import { RUNTIME_FILES, builtin, locate } from './files.js';
 
-const MAX_THREADS = 64; // KVC_MAX_THREADS in src/core/internal.h
+const MAX_THREADS = C_LIMITS.KVC_MAX_THREADS;
 const DEFAULT_MAX_THREADS = 8; // memory bandwidth, not cores, bounds a step beyond this
 const START_TIMEOUT_MS = 30000;
 // The worker's script beside this file, for worker_threads. (Web Workers name

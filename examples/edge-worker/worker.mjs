@@ -99,7 +99,7 @@ export class Conversation {
       tokens,
       prefixTokens: stats.prefixTokens,
       restored,
-      seqLen: this.session.cache.seqLen,
+      nextPosition: this.session.cache.nextPosition,
       memoryBytes: this.session.cache.memoryBytes,
     });
   }

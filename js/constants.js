@@ -1,0 +1,40 @@
+// The limits and names of include/kvcache.h that the package exports and
+// checks arguments against. C is their source; they are written here too
+// because options are checked, and the constants exported, before init()
+// has loaded anything. init() compares each with the module's own
+// (kvc_constant_name/_value, kvc_mode_name, kvc_component_name) and refuses
+// a module that disagrees, as it refuses one of another ABI: the two cannot
+// drift apart unnoticed. (Status names need no copy: they are read from the
+// module, runtime.js statusName.)
+
+/** The header's macros the package uses, by their C names. */
+export const C_LIMITS = Object.freeze({
+  KVC_Q8_WINDOW: 64,
+  KVC_MAX_KV_HEADS: 4096,
+  KVC_MAX_HEAD_DIM: 4096,
+  KVC_MAX_POSITIONS: 0x7fffffff,
+  KVC_MAX_THREADS: 64,
+  KVC_Q4_RESIDUAL_ROWS: 64,
+  KVC_Q4_MAX_RESIDUAL_ROWS: 4096,
+});
+
+// A mode's name by its kvc_mode value; each is also a string `mode` takes.
+export const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q4k', 'q4v', 'q8k+q4v', 'q4k+q8v'];
+// A component's storage by its kvc_component value.
+export const COMPONENTS = ['f32', 'q8', 'q4'];
+
+/**
+ * Throws unless `module` -- { constants: { name: value }, modes, components },
+ * as the wasm module reports them -- has every limit and name above.
+ */
+export function checkNames(module) {
+  const differ = (what, ours, theirs) => {
+    throw new Error(`init: this kvcache.wasm does not match the loader (its ${what} is ${theirs}, the loader's ${ours}); rebuild both`);
+  };
+  for (const [name, value] of Object.entries(C_LIMITS)) {
+    if (module.constants[name] !== value) differ(name, value, module.constants[name] ?? 'missing');
+  }
+  const list = (names) => JSON.stringify(names);
+  if (list(module.modes) !== list(MODES)) differ('list of modes', list(MODES), list(module.modes));
+  if (list(module.components) !== list(COMPONENTS)) differ('list of components', list(COMPONENTS), list(module.components));
+}
