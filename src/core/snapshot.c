@@ -249,9 +249,9 @@ static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, 
     if (r.failed || payload_len > kvc_left(&r) || kvc_left(&r) - payload_len < TRAILER_BYTES)
         return KVC_E_SNAPSHOT_TRUNCATED;
     if (kvc_left(&r) - payload_len != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after it */
-    kvc_reader crc = {r.at + payload_len, r.end, 0};
-    if (kvc_get_u32(&crc) != kvc_crc32(src, (size_t)(crc.at - src) - TRAILER_BYTES))
-        return KVC_E_SNAPSHOT_CHECKSUM;
+    const uint8_t *payload_end = r.at + payload_len;
+    kvc_reader crc = {payload_end, r.end, 0};
+    if (kvc_get_u32(&crc) != kvc_crc32(src, (size_t)(payload_end - src))) return KVC_E_SNAPSHOT_CHECKSUM;
     *payload = (kvc_reader){r.at, r.at + payload_len, 0};
     *version = (uint32_t)frame[FRAME_VERSION];
     return KVC_OK;
