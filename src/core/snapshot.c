@@ -263,6 +263,26 @@ static uint8_t unused_shift_bits(size_t d) {
     return used ? (uint8_t)(0xFF << (2 * used)) : 0;
 }
 
+/* 1 if one of the fields (nibbles or bytes) of the n bytes at p holds its
+ * most negative code: only its top bit set, a q4 code of -8 or a q8 code of
+ * -128, for fields of 4 or 8 bits.  Eight bytes at a time as one word, the
+ * zero-field test of x ^ the top bits, exact as to whether a word has such a
+ * field: fast in plain C, which the core is (SIMD flags go on the kernel
+ * files only).  The last word is padded with zeros, which never match. */
+static int any_most_negative(const uint8_t *p, size_t n, unsigned field_bits) {
+    const uint64_t ones = field_bits == 4 ? 0x1111111111111111ull : 0x0101010101010101ull;
+    const uint64_t tops = ones << (field_bits - 1);
+    uint64_t found = 0;
+    for (size_t j = 0; j < n; j += 8) {
+        uint64_t x = 0;
+        if (n - j >= 8) memcpy(&x, p + j, 8);
+        else memcpy(&x, p + j, n - j);
+        const uint64_t y = x ^ tops; /* such a field becomes 0 */
+        found |= (y - ones) & ~y & tops;
+    }
+    return found != 0;
+}
+
 /* Reads n quantized rows: each scale finite and positive, codes within
  * +-127 (q8), or within +-7 with unused shift bits and a pad nibble 0 (q4). */
 static kvc_status read_quantized_rows(kvc_reader *r, kvc_store *store, size_t first, size_t n, size_t d) {
@@ -279,14 +299,14 @@ static kvc_status read_quantized_rows(kvc_reader *r, kvc_store *store, size_t fi
         memcpy(qrow + sizeof(float), r->at + sizeof(float), code_bytes);
         const float scale = kvc_q8_row_scale(qrow);
         if (!isfinite(scale) || !(scale > 0.0f)) return KVC_E_SNAPSHOT_CORRUPT;
-        int below = 0; /* no branch per code: a loop the compiler vectorizes */
+        int below = 0; /* no branch per code */
         const uint8_t *codes = qrow + sizeof(float);
         if (q4) {
             below |= (codes[shift_bytes - 1] & unused) != 0;
-            for (size_t j = shift_bytes; j < code_bytes; j++) below |= (codes[j] & 0x0F) == 8 || (codes[j] >> 4) == 8;
+            below |= any_most_negative(codes + shift_bytes, code_bytes - shift_bytes, 4);
             if (pad_byte != SIZE_MAX) below |= (codes[pad_byte] >> 4) != 0;
         } else {
-            for (size_t j = 0; j < d; j++) below |= (int8_t)codes[j] == -128;
+            below |= any_most_negative(codes, d, 8);
         }
         if (below) return KVC_E_SNAPSHOT_CORRUPT;
     }

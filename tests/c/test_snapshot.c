@@ -9,12 +9,13 @@
  * version, a checksum mismatch, every truncation, and -- forged with a valid
  * CRC-32 -- counts, geometry and values that no cache holds; a sweep over
  * every byte of small snapshots (none accepted, none crashing); running out
- * of memory while reading.
+ * of memory while reading.  And the bytes of today's format, pinned.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/q4-pack.h"
 #include "test.h"
 
 #define W KVC_Q8_WINDOW
@@ -1245,6 +1246,60 @@ TEST(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits) {
     test_data_free(&data);
 }
 
+TEST(a_snapshot_should_refuse_the_most_negative_code_at_every_place_of_a_long_row) {
+    /* q4 at d = 72 (36 bytes of codes: words of eight, a tail of four, no
+     * pad) and q8 at d = 75 (a tail of three): every nibble (q4) or byte
+     * (q8) in turn set to -8 or -128 is refused; rows of the values beside
+     * them (7 and -7, 0 and -1; 127 and -127: a word's borrows) are read. */
+    static const struct {
+        kvc_mode mode;
+        size_t d, code_bytes, field_bits;
+        uint8_t valid[8];
+    } cases[] = {
+        {KVC_MODE_Q4K, 72, 36, 4, {0x97, 0x79, 0x0F, 0xF0, 0x00, 0xFF, 0x77, 0x99}},
+        {KVC_MODE_Q8K, 75, 75, 8, {0x7F, 0x81, 0x00, 0xFF, 0x7F, 0x7F, 0x81, 0x81}},
+    };
+    const size_t H = 1, len = 66;
+    for (size_t ci = 0; ci < 2; ci++) {
+        const size_t d = cases[ci].d, code_bytes = cases[ci].code_bytes;
+        test_data data = test_data_make(4010 + ci, len, H, d, 0);
+        kvc_layer *layer, *copy = NULL;
+        CHECK_OK(kvc_layer_create(H, d, cases[ci].mode, &layer));
+        CHECK_OK(kvc_layer_set_residual_rows(layer, 0));
+        CHECK_OK(test_data_append(layer, &data, 0, len));
+        const size_t size = kvc_layer_snapshot_size(layer);
+        uint8_t *bytes = test_alloc(size), *bad = test_alloc(size);
+        CHECK_OK(kvc_layer_serialize(layer, bytes, size));
+        /* Head 0's first quantized key row (as in the case above), past its
+         * scale and a q4 row's shifts. */
+        const size_t shifts = cases[ci].field_bits == 4 ? kvc_q4_shift_bytes(d) : 0;
+        const size_t codes_at = AT_IMP + len * 9 + 16 + KVC_Q8_WINDOW * d * 4 + 4 + shifts;
+        const size_t fields = code_bytes * 8 / cases[ci].field_bits;
+        for (size_t f = 0; f < fields; f++) {
+            memcpy(bad, bytes, size);
+            uint8_t *at = bad + codes_at + f * cases[ci].field_bits / 8;
+            if (cases[ci].field_bits == 8) *at = 0x80;
+            else *at = f % 2 ? (uint8_t)((*at & 0x0F) | 0x80) : (uint8_t)((*at & 0xF0) | 0x08);
+            reframe(bad, size);
+            const kvc_status status = kvc_layer_deserialize(bad, size, &copy);
+            if (status != KVC_E_SNAPSHOT_CORRUPT) printf("  mode %d, field %zu: %s\n", (int)cases[ci].mode, f, kvc_status_name(status));
+            CHECK(status == KVC_E_SNAPSHOT_CORRUPT);
+        }
+        for (size_t v = 0; v < 8; v++) {
+            memcpy(bad, bytes, size);
+            for (size_t j = 0; j < code_bytes; j++) bad[codes_at + j] = cases[ci].valid[(v + j) % 8];
+            reframe(bad, size);
+            CHECK_OK(kvc_layer_deserialize(bad, size, &copy));
+            kvc_layer_free(copy);
+            copy = NULL;
+        }
+        free(bad);
+        free(bytes);
+        kvc_layer_free(layer);
+        test_data_free(&data);
+    }
+}
+
 /* ---- the bytes of today's format ---- */
 
 /* FNV-1a, 64 bits: a digest of snapshot bytes that shares no code with the
@@ -1354,6 +1409,7 @@ RUN_TESTS(CASE(layer_round_trip_should_be_bit_identical_in_every_mode_and_state)
           CASE(snapshots_should_keep_the_bytes_of_format_version_2),
           CASE(a_version_1_snapshot_should_still_load),
           CASE(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits),
+          CASE(a_snapshot_should_refuse_the_most_negative_code_at_every_place_of_a_long_row),
           CASE(layer_round_trip_should_keep_the_field_frozen_or_not),
           CASE(layer_round_trip_should_keep_max_rows_off_whatever_policy_came_with_zero),
           CASE(layer_snapshot_should_be_refused_during_a_verify),
