@@ -282,7 +282,7 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
         for (size_t g = 0; g < G; g++) {
             float *w = scratch->tile_w + g * tile;
             const float *pi_g = pi + g * pi_stride + first;
-            for (size_t t = 0; t < rows; t++) w[t] = pi_g[t] * scales[t];
+            kernels->mul_f32(rows, pi_g, scales, w);
             /* A tile of tiny weights (rows of tiny values) would meet the
              * codes' scale floor: coded then at a power-of-two scale, as the
              * queries are, it keeps its 16 bits. */
