@@ -16,10 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { buildSanitized, ensureClang, sanitizerEnv } from './sanitize.mjs';
-import { ensureToolchain, log, root, runOrThrow } from './toolchain.mjs';
+import { ensureClang, sanitizerEnv } from './sanitize.mjs';
+import { buildPreset, ensureToolchain, log, presetBuildDir, root, runOrThrow } from './toolchain.mjs';
 
-export const fuzzBuildDir = join(root, 'build-fuzz');
+export const fuzzBuildDir = presetBuildDir('fuzz');
 const corpusDir = join(root, 'tests', 'fuzz', 'corpus');
 const harnessDir = join(fuzzBuildDir, 'tests', 'fuzz');
 const harnesses = [
@@ -35,7 +35,7 @@ function buildFuzzers() {
   ensureToolchain({ wasm: false });
   ensureClang('fuzzer,address,undefined');
   log('fuzz build (clang, libFuzzer + ASan + UBSan)');
-  buildSanitized(fuzzBuildDir, 'address,undefined', ['-DKVC_BUILD_TESTS=OFF', '-DKVC_BUILD_FUZZERS=ON']);
+  buildPreset('fuzz');
 }
 
 /** What libFuzzer's log says about the run. */

@@ -7,24 +7,17 @@
 // it alone.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { aptInstall, ensureToolchain, have, log, root, run, runOrThrow } from './toolchain.mjs';
+import { aptInstall, buildPreset, ensureToolchain, have, log, presetTestEnv, testPreset } from './toolchain.mjs';
 
-export const asanBuildDir = join(root, 'build-asan');
-export const tsanBuildDir = join(root, 'build-tsan');
 // Every C case on the pool's threads too (tests/c/test.c).
 const TEST_THREADS = '3';
 
-const jobs = String(Math.max(1, availableParallelism()));
-
-// Reports stop the program; a leak is a failure too.
-export const sanitizerEnv = {
-  ASAN_OPTIONS: 'detect_leaks=1',
-  UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
-  TSAN_OPTIONS: 'halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0',
-};
+// Reports stop the program; a leak is a failure too (the asan and tsan test
+// presets' environments, for the fuzz harnesses run outside ctest too).
+export const sanitizerEnv = { ...presetTestEnv('asan'), ...presetTestEnv('tsan') };
 
 // A program each sanitizer set must compile and link: libFuzzer brings its own main.
 const probes = {
@@ -68,13 +61,6 @@ export function ensureClang(sanitizers) {
   }
 }
 
-/** Configures and builds `dir` with clang under `sanitizers`, with extra CMake options. */
-export function buildSanitized(dir, sanitizers, options) {
-  runOrThrow('cmake', ['-S', '.', '-B', dir, '-DCMAKE_C_COMPILER=clang', '-DCMAKE_BUILD_TYPE=RelWithDebInfo',
-    `-DKVC_SANITIZE=${sanitizers}`, '-DKVC_BUILD_BENCH=OFF', ...options]);
-  runOrThrow('cmake', ['--build', dir, '--parallel', jobs]);
-}
-
 /** Builds build-asan and build-tsan and runs their ctest (ASan's twice: on forks too); true when every test passed. */
 export function sanitizedTests() {
   try {
@@ -82,26 +68,22 @@ export function sanitizedTests() {
     ensureClang('fuzzer,address,undefined');
     ensureClang('thread');
     log('sanitized build (clang, ASan + UBSan): library, C tests, fuzz harnesses');
-    buildSanitized(asanBuildDir, 'address,undefined', ['-DKVC_BUILD_TESTS=ON', '-DKVC_BUILD_FUZZERS=ON']);
+    buildPreset('asan');
     log('sanitized build (clang, ThreadSanitizer): library, C tests');
-    buildSanitized(tsanBuildDir, 'thread', ['-DKVC_BUILD_TESTS=ON']);
+    buildPreset('tsan');
   } catch (error) {
     console.error(`sanitized build: ${error.message}`);
     return false;
   }
   log(`C tests and fuzz corpora under ASan + UBSan, on ${TEST_THREADS} threads`);
-  const asan = run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs],
-    { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
+  const asan = testPreset('asan', [], { KVC_TEST_THREADS: TEST_THREADS });
   // Once more with every appended layer forked (tests/c/test.c): all their
   // later writes meet shared pages. Not the cases that count allocations or
   // pages themselves.
   log('C tests under ASan + UBSan on forks (KVC_TEST_FORKS)');
-  const forks = run('ctest', ['--test-dir', asanBuildDir, '--output-on-failure', '--parallel', jobs,
-    '-R', '^test_', '-E', '^test_(alloc|pages|prefix)\\.'],
-  { env: { ...sanitizerEnv, KVC_TEST_FORKS: '1' } }) === 0;
+  const forks = testPreset('asan', ['-R', '^test_', '-E', '^test_(alloc|pages|prefix)\\.'], { KVC_TEST_FORKS: '1' });
   log(`C tests under ThreadSanitizer, on ${TEST_THREADS} threads`);
-  const tsan = run('ctest', ['--test-dir', tsanBuildDir, '--output-on-failure', '--parallel', jobs],
-    { env: { ...sanitizerEnv, KVC_TEST_THREADS: TEST_THREADS } }) === 0;
+  const tsan = testPreset('tsan', [], { KVC_TEST_THREADS: TEST_THREADS });
   return asan && forks && tsan;
 }
 

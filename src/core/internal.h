@@ -82,8 +82,6 @@ size_t kvc_paged_capacity_bytes(const kvc_paged *a);
  * of them holds in it); walks do not run concurrently (kvc_registry_lock). */
 size_t kvc_paged_count_bytes(const kvc_paged *a, size_t first, uint32_t walk);
 void kvc_paged_read(const kvc_paged *a, size_t first, size_t count, void *dst);
-/* Into writable elements. */
-void kvc_paged_write(kvc_paged *a, size_t first, size_t count, const void *src);
 /* Pages allocated and not yet freed, over every sequence. */
 size_t kvc_live_pages(void);
 

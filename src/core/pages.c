@@ -243,13 +243,3 @@ void kvc_paged_read(const kvc_paged *a, size_t first, size_t count, void *dst) {
     }
 }
 
-void kvc_paged_write(kvc_paged *a, size_t first, size_t count, const void *src) {
-    const uint8_t *from = src;
-    while (count) {
-        const size_t run = kvc_paged_run(a, first, count);
-        memcpy(kvc_paged_at(a, first), from, run * a->elem_bytes);
-        from += run * a->elem_bytes;
-        first += run;
-        count -= run;
-    }
-}

@@ -6,7 +6,7 @@
  * KVC_SEGMENT_ROWS, whatever the number of threads (attend.c), and runs this
  * on each segment, in three passes over its rows: the scores of every query
  * against every row (each key row read once for the group), the exponentials
- * of each query's scores less the segment's max (softmax_partial), and the
+ * of each query's scores less the segment's max (the set's softmax), and the
  * weighted sum of the value rows by them (each value row read once for the
  * group).  What a segment leaves -- per query its max, the sum of its
  * exponentials, and that unnormalised sum of values -- is merged in segment
@@ -116,8 +116,9 @@ static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
 }
 
 /* For quantized keys, each query q goes to the integer dots as q~ = q * c_K,
- * coded by the kernel set (code_query: two i16 vectors in the SIMD128 set,
- * a 21-bit code in the relaxed one) with its scales.
+ * coded by the kernel set's code_query as two i16 vectors, hi and lo, each
+ * with its scale (code-query-hilo.h: the same bytes from every set, the
+ * relaxed one using the SIMD128 set's).
  *
  * q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and the
  * code scales are taken back by the same power: the codes are q~'s own, but
@@ -281,7 +282,7 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
         for (size_t g = 0; g < G; g++) {
             float *w = scratch->tile_w + g * tile;
             const float *pi_g = pi + g * pi_stride + first;
-            for (size_t t = 0; t < rows; t++) w[t] = pi_g[t] * scales[t];
+            kernels->mul_f32(rows, pi_g, scales, w);
             /* A tile of tiny weights (rows of tiny values) would meet the
              * codes' scale floor: coded then at a power-of-two scale, as the
              * queries are, it keeps its 16 bits. */

@@ -7,172 +7,105 @@
  * allocated (so a short snapshot cannot ask for a large allocation), then
  * every invariant the layer keeps (rows per head against the alive map, the
  * f32/int8 split against the window, codes in range, finite values), and a
- * layer is only built once the whole snapshot has passed.
+ * layer is only built once the whole snapshot has passed.  The bytes go out
+ * and come in through bytes.c; the size of a snapshot is what its writer
+ * counts.
  */
 #include <math.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "internal.h"
 #include "../kernels/q4-pack.h"
 #include "../kernels/q8-rows.h"
 
 #define LAYER_MAGIC "KVCL"
 #define MODEL_MAGIC "KVCM"
+#define MAGIC_BYTES 4u
 /* Version 2 added the q4 components: the modes after KVC_MODE_Q8V, the
  * residual window (in what was a reserved word) and a q4 store's window
  * rows.  Version 1 snapshots still load. */
 #define SNAPSHOT_VERSION 2u
 #define SNAPSHOT_OLDEST_VERSION 1u
-/* magic, version, payload length; the CRC-32 after the payload */
-#define HEADER_BYTES 16u
+/* The CRC-32 after the payload. */
 #define TRAILER_BYTES 4u
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define HOST_BIG_ENDIAN 1
-#else
-#define HOST_BIG_ENDIAN 0
-#endif
-
-/* ---- CRC-32 (IEEE 802.3, reflected, as zlib's crc32) ----
+/* ---- the fixed fields, each run of them listed once ----
  *
- * Slicing-by-8: eight bytes per step through eight tables, about five times
- * the speed of the byte-at-a-time loop, which alone cost most of a
- * serialize.  table[0] is the classic table; table[k][i] is the CRC of byte
- * i followed by k zero bytes.  The tables (8 KiB) are built per call: cheap
- * next to the megabytes a snapshot holds, and no shared state to race on. */
+ * The writer puts and the reader gets every fixed field through these lists
+ * (bytes.h); the arrays between them are the writer's put_* and the
+ * reader's get_* of the same element sizes.  Sizes are what the writer
+ * counts (a NULL destination), so there is no third copy of the layout. */
 
-static uint32_t crc32_bytes(const uint8_t *data, size_t n) {
-    uint32_t table[8][256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++) {
-        for (int k = 1; k < 8; k++) table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xFF];
-    }
-    uint32_t crc = 0xFFFFFFFFu;
-    for (; n >= 8; n -= 8, data += 8) {
-        const uint32_t lo = crc ^ ((uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24);
-        const uint32_t hi = (uint32_t)data[4] | (uint32_t)data[5] << 8 | (uint32_t)data[6] << 16 | (uint32_t)data[7] << 24;
-        crc = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^
-              table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
-    }
-    for (; n > 0; n--, data++) crc = table[0][(crc ^ *data) & 0xFF] ^ (crc >> 8);
-    return crc ^ 0xFFFFFFFFu;
+/* After the magic: the version, the payload's length. */
+enum { FRAME_VERSION, FRAME_PAYLOAD_LEN, FRAME_FIELDS };
+static const uint8_t frame_widths[FRAME_FIELDS] = {4, 8};
+
+/* The magic and the frame's fields: what precedes the payload. */
+static size_t header_bytes(void) {
+    return MAGIC_BYTES + kvc_fields_bytes(frame_widths, FRAME_FIELDS);
 }
 
-/* ---- writing ---- */
+/* A full layer, after its kind: geometry, counts and the eviction policy. */
+enum { FULL_MODE, FULL_H, FULL_D, FULL_L, FULL_NEXT_POSITION, FULL_FROZEN, FULL_RESIDUAL_ROWS,
+       FULL_MAX_ROWS, FULL_SINKS, FULL_RECENT, FULL_FIELDS };
+static const uint8_t full_widths[FULL_FIELDS] = {4, 4, 4, 8, 8, 4, 4, 8, 8, 8};
 
-typedef struct writer {
-    uint8_t *at;
-} writer;
+/* A store: its f32 rows and quantized rows (then those rows); a q4 store's
+ * f32 copies of its window (then those); whether its field follows. */
+enum { STORE_ROWS, STORE_QROWS, STORE_COUNTS };
+static const uint8_t store_count_widths[STORE_COUNTS] = {8, 8};
+static const uint8_t window_count_width[1] = {8};
+static const uint8_t field_flag_width[1] = {4};
 
-static void put_bytes(writer *w, const void *src, size_t n) {
-    if (n) memcpy(w->at, src, n);
-    w->at += n;
+/* A linear layer, after its kind (phase_mass: the f64's bits). */
+enum { LINEAR_H, LINEAR_F, LINEAR_DV, LINEAR_PHASE_MASS, LINEAR_STEPS, LINEAR_FIELDS };
+static const uint8_t linear_widths[LINEAR_FIELDS] = {4, 4, 4, 8, 8};
+
+/* A layer's kind; a model's count of layers; the length of each layer's
+ * snapshot before it. */
+static const uint8_t kind_width[1] = {4};
+static const uint8_t layer_count_width[1] = {4};
+static const uint8_t layer_length_width[1] = {8};
+
+/* A slot's importance (f32) and position (u32), before its alive map. */
+#define SLOT_NUMBER_BYTES (sizeof(float) + sizeof(uint32_t))
+
+static void put_field(kvc_writer *w, const uint8_t *width, uint64_t value) {
+    kvc_put_fields(w, width, 1, &value);
 }
 
-static void put_u32(writer *w, uint32_t x) {
-    const uint8_t b[4] = {(uint8_t)x, (uint8_t)(x >> 8), (uint8_t)(x >> 16), (uint8_t)(x >> 24)};
-    put_bytes(w, b, 4);
+static uint64_t get_field(kvc_reader *r, const uint8_t *width) {
+    uint64_t value;
+    kvc_get_fields(r, width, 1, &value);
+    return value;
 }
 
-static void put_u64(writer *w, uint64_t x) {
-    put_u32(w, (uint32_t)x);
-    put_u32(w, (uint32_t)(x >> 32));
-}
-
-/* Arrays of n numbers of `size` bytes (u32, f32, f64) in little-endian
- * order: one copy on a little-endian host, which every build target is (wasm
- * by definition); reversed element by element on a big-endian one. */
-static void copy_little_endian(uint8_t *dst, const uint8_t *src, size_t n, size_t size) {
-    if (!HOST_BIG_ENDIAN) {
-        if (n) memcpy(dst, src, n * size);
-        return;
-    }
-    for (size_t i = 0; i < n * size; i += size) {
-        for (size_t b = 0; b < size; b++) dst[i + b] = src[i + size - 1 - b];
-    }
-}
-
-static void put_array(writer *w, const void *src, size_t n, size_t size) {
-    copy_little_endian(w->at, src, n, size);
-    w->at += n * size;
-}
+/* ---- writing arrays ---- */
 
 /* A paged sequence whose elements are numbers of `size` bytes, page by page. */
-static void put_paged(writer *w, const kvc_paged *a, size_t size) {
+static void put_paged(kvc_writer *w, const kvc_paged *a, size_t size) {
     for (size_t i = 0; i < a->len;) {
         const size_t run = kvc_paged_run(a, i, a->len - i);
-        put_array(w, kvc_paged_at(a, i), run * a->elem_bytes / size, size);
+        kvc_put_array(w, kvc_paged_at(a, i), run * a->elem_bytes / size, size);
         i += run;
     }
 }
 
 /* Quantized rows of row_bytes, each its f32 scale then its codes: the
  * layout in memory too. */
-static void put_quantized_rows(writer *w, const uint8_t *qrows, size_t n, size_t row_bytes) {
-    if (!HOST_BIG_ENDIAN) {
-        put_bytes(w, qrows, n * row_bytes);
+static void put_quantized_rows(kvc_writer *w, const uint8_t *qrows, size_t n, size_t row_bytes) {
+    if (!KVC_HOST_BIG_ENDIAN) {
+        kvc_put_bytes(w, qrows, n * row_bytes);
         return;
     }
     for (size_t r = 0; r < n; r++) {
-        put_array(w, qrows + r * row_bytes, 1, sizeof(float));
-        put_bytes(w, qrows + r * row_bytes + sizeof(float), row_bytes - sizeof(float));
+        kvc_put_array(w, qrows + r * row_bytes, 1, sizeof(float));
+        kvc_put_bytes(w, qrows + r * row_bytes + sizeof(float), row_bytes - sizeof(float));
     }
 }
 
-/* ---- reading ---- */
-
-typedef struct reader {
-    const uint8_t *at, *end;
-    int failed;       /* KVC_E_SNAPSHOT_TRUNCATED once a read went past the end */
-    uint32_t version; /* of the format */
-} reader;
-
-static int has(reader *r, size_t n) {
-    if (r->failed || (size_t)(r->end - r->at) < n) {
-        r->failed = 1;
-        return 0;
-    }
-    return 1;
-}
-
-static uint32_t get_u32(reader *r) {
-    if (!has(r, 4)) return 0;
-    const uint8_t *b = r->at;
-    r->at += 4;
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-static uint64_t get_u64(reader *r) {
-    const uint64_t lo = get_u32(r);
-    return lo | (uint64_t)get_u32(r) << 32;
-}
-
-static double get_f64(reader *r) {
-    const uint64_t bits = get_u64(r);
-    double x;
-    memcpy(&x, &bits, 8);
-    return x;
-}
-
-/* n numbers of `size` bytes into dst (as put_array wrote them); 0 when the
- * bytes run out. */
-static int get_array(reader *r, void *dst, size_t n, size_t size) {
-    if (!has(r, n * size)) return 0;
-    copy_little_endian(dst, r->at, n, size);
-    r->at += n * size;
-    return 1;
-}
-
-/* Bytes left, for checking counts before anything is allocated. */
-static size_t left(const reader *r) {
-    return (size_t)(r->end - r->at);
-}
-
-/* ---- the layer payload ---- */
+/* ---- writing a layer ---- */
 
 static const kvc_store *store_of(const kvc_layer *layer, size_t h, int is_values) {
     return is_values ? &layer->heads[h].values : &layer->heads[h].keys;
@@ -185,130 +118,142 @@ static size_t window_rows(const kvc_layer *layer, const kvc_store *store) {
     return store->qrows.len - kvc_store_window_first(store, layer->residual_rows);
 }
 
-static size_t full_payload_bytes(const kvc_layer *layer) {
-    const size_t d = layer->head_dim, L = layer->seq_len;
-    size_t bytes = 4 * 4 + 8 * 2 + 4 * 2 + 8 * 3 + L * (4 + 4 + layer->map_bytes);
-    for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        for (int is_values = 0; is_values < 2; is_values++) {
-            const kvc_store *store = store_of(layer, h, is_values);
-            bytes += 8 * 2 + store->rows.len * d * 4 + store->qrows.len * store->qrows.elem_bytes + 4;
-            if (store->type == KVC_COMPONENT_Q4) bytes += 8 + window_rows(layer, store) * d * 4;
-            if (layer->field_frozen && kvc_component_quantized(layer->mode, is_values)) bytes += d * 4;
+static void write_store(kvc_writer *w, const kvc_layer *layer, size_t h, int is_values) {
+    const kvc_store *store = store_of(layer, h, is_values);
+    const size_t d = layer->head_dim;
+    const int has_field = layer->field_frozen && kvc_component_quantized(layer->mode, is_values);
+    const uint64_t counts[STORE_COUNTS] = {[STORE_ROWS] = store->rows.len, [STORE_QROWS] = store->qrows.len};
+    kvc_put_fields(w, store_count_widths, STORE_COUNTS, counts);
+    put_paged(w, &store->rows, sizeof(float));
+    for (size_t i = 0; i < store->qrows.len;) {
+        const size_t run = kvc_paged_run(&store->qrows, i, store->qrows.len - i);
+        put_quantized_rows(w, kvc_paged_at(&store->qrows, i), run, store->qrows.elem_bytes);
+        i += run;
+    }
+    if (store->type == KVC_COMPONENT_Q4) {
+        const size_t count = window_rows(layer, store);
+        const size_t first = store->qrows.len - count - store->recent_base;
+        put_field(w, window_count_width, count);
+        for (size_t i = first; i < first + count;) {
+            const size_t run = kvc_paged_run(&store->recent, i, first + count - i);
+            kvc_put_array(w, kvc_paged_at(&store->recent, i), run * d, sizeof(float));
+            i += run;
         }
     }
-    return bytes;
+    put_field(w, field_flag_width, (uint64_t)has_field);
+    if (has_field) put_paged(w, &store->field, sizeof(float));
 }
 
-static size_t linear_payload_bytes(const kvc_linear *linear) {
-    return 4 * 4 + 8 + 8 + kvc_linear_state_len(linear) * 8;
-}
-
-static size_t layer_payload_bytes(const kvc_layer *layer) {
-    return layer->linear ? linear_payload_bytes(layer->linear) : full_payload_bytes(layer);
-}
-
-static void write_full(writer *w, const kvc_layer *layer) {
-    const size_t d = layer->head_dim, L = layer->seq_len;
-    put_u32(w, KVC_KIND_FULL);
-    put_u32(w, (uint32_t)layer->mode);
-    put_u32(w, (uint32_t)layer->num_kv_heads);
-    put_u32(w, (uint32_t)d);
-    put_u64(w, L);
-    put_u64(w, layer->next_position);
-    put_u32(w, (uint32_t)layer->field_frozen);
-    put_u32(w, (uint32_t)layer->residual_rows);
-    put_u64(w, layer->max_rows);
-    put_u64(w, layer->evict_sinks);
-    put_u64(w, layer->evict_recent);
+static void write_full(kvc_writer *w, const kvc_layer *layer) {
+    const uint64_t header[FULL_FIELDS] = {
+        [FULL_MODE] = (uint32_t)layer->mode,
+        [FULL_H] = layer->num_kv_heads,
+        [FULL_D] = layer->head_dim,
+        [FULL_L] = layer->seq_len,
+        [FULL_NEXT_POSITION] = layer->next_position,
+        [FULL_FROZEN] = (uint32_t)layer->field_frozen,
+        [FULL_RESIDUAL_ROWS] = layer->residual_rows,
+        [FULL_MAX_ROWS] = layer->max_rows,
+        [FULL_SINKS] = layer->evict_sinks,
+        [FULL_RECENT] = layer->evict_recent,
+    };
+    put_field(w, kind_width, KVC_KIND_FULL);
+    kvc_put_fields(w, full_widths, FULL_FIELDS, header);
     put_paged(w, &layer->imp, sizeof(float));
     put_paged(w, &layer->positions, sizeof(uint32_t));
     put_paged(w, &layer->alive, 1);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        for (int is_values = 0; is_values < 2; is_values++) {
-            const kvc_store *store = store_of(layer, h, is_values);
-            const int has_field = layer->field_frozen && kvc_component_quantized(layer->mode, is_values);
-            put_u64(w, store->rows.len);
-            put_u64(w, store->qrows.len);
-            put_paged(w, &store->rows, sizeof(float));
-            for (size_t i = 0; i < store->qrows.len;) {
-                const size_t run = kvc_paged_run(&store->qrows, i, store->qrows.len - i);
-                put_quantized_rows(w, kvc_paged_at(&store->qrows, i), run, store->qrows.elem_bytes);
-                i += run;
-            }
-            if (store->type == KVC_COMPONENT_Q4) {
-                const size_t count = window_rows(layer, store);
-                const size_t first = store->qrows.len - count - store->recent_base;
-                put_u64(w, count);
-                for (size_t i = first; i < first + count;) {
-                    const size_t run = kvc_paged_run(&store->recent, i, first + count - i);
-                    put_array(w, kvc_paged_at(&store->recent, i), run * d, sizeof(float));
-                    i += run;
-                }
-            }
-            put_u32(w, (uint32_t)has_field);
-            if (has_field) put_paged(w, &store->field, sizeof(float));
-        }
+        write_store(w, layer, h, 0);
+        write_store(w, layer, h, 1);
     }
 }
 
-static void write_linear(writer *w, const kvc_linear *linear) {
-    put_u32(w, KVC_KIND_LINEAR);
-    put_u32(w, (uint32_t)linear->num_heads);
-    put_u32(w, (uint32_t)linear->num_features);
-    put_u32(w, (uint32_t)linear->value_dim);
-    put_array(w, &linear->phase_mass, 1, sizeof(double));
-    put_u64(w, linear->steps);
-    put_array(w, linear->state, kvc_linear_state_len(linear), sizeof(double));
+static void write_linear(kvc_writer *w, const kvc_linear *linear) {
+    uint64_t phase_bits;
+    memcpy(&phase_bits, &linear->phase_mass, sizeof phase_bits);
+    const uint64_t header[LINEAR_FIELDS] = {
+        [LINEAR_H] = linear->num_heads,
+        [LINEAR_F] = linear->num_features,
+        [LINEAR_DV] = linear->value_dim,
+        [LINEAR_PHASE_MASS] = phase_bits,
+        [LINEAR_STEPS] = linear->steps,
+    };
+    put_field(w, kind_width, KVC_KIND_LINEAR);
+    kvc_put_fields(w, linear_widths, LINEAR_FIELDS, header);
+    kvc_put_array(w, linear->state, kvc_linear_state_len(linear), sizeof(double));
 }
 
-/* magic, version, payload length, payload (by `write`), CRC-32. */
-static void write_framed(uint8_t *dst, const char *magic, size_t payload, void (*write)(writer *, const void *),
-                         const void *what) {
-    writer w = {dst};
-    put_bytes(&w, magic, 4);
-    put_u32(&w, SNAPSHOT_VERSION);
-    put_u64(&w, payload);
-    write(&w, what);
-    put_u32(&w, crc32_bytes(dst, HEADER_BYTES + payload));
-}
-
-static void write_layer(writer *w, const void *what) {
+static void write_layer(kvc_writer *w, const void *what) {
     const kvc_layer *layer = what;
     if (layer->linear) write_linear(w, layer->linear);
     else write_full(w, layer);
 }
 
+typedef void write_payload_fn(kvc_writer *w, const void *what);
+
+/* magic, version, payload length, payload (by `write`), CRC-32 of all
+ * before it.  The payload is counted first: its length precedes it. */
+static void write_framed(kvc_writer *w, const char *magic, write_payload_fn *write, const void *what) {
+    kvc_writer payload = {NULL, 0};
+    write(&payload, what);
+    uint8_t *start = w->at;
+    const uint64_t frame[FRAME_FIELDS] = {[FRAME_VERSION] = SNAPSHOT_VERSION, [FRAME_PAYLOAD_LEN] = payload.bytes};
+    kvc_put_bytes(w, magic, MAGIC_BYTES);
+    kvc_put_fields(w, frame_widths, FRAME_FIELDS, frame);
+    write(w, what);
+    kvc_put_u32(w, start ? kvc_crc32(start, (size_t)(w->at - start)) : 0);
+}
+
+/* The bytes write_framed writes: it counted. */
+static size_t framed_bytes(const char *magic, write_payload_fn *write, const void *what) {
+    kvc_writer count = {NULL, 0};
+    write_framed(&count, magic, write, what);
+    return count.bytes;
+}
+
+/* Writes a snapshot into dst if it has room for all of it. */
+static kvc_status serialize_framed(const char *magic, write_payload_fn *write, const void *what, uint8_t *dst,
+                                   size_t dst_len) {
+    if (dst_len < framed_bytes(magic, write, what)) return KVC_E_LENGTH;
+    kvc_writer w = {dst, 0};
+    write_framed(&w, magic, write, what);
+    return KVC_OK;
+}
+
 size_t kvc_layer_snapshot_size(const kvc_layer *layer) {
     if (!layer || layer->verifying) return 0;
-    return HEADER_BYTES + layer_payload_bytes(layer) + TRAILER_BYTES;
+    return framed_bytes(LAYER_MAGIC, write_layer, layer);
 }
 
 kvc_status kvc_layer_serialize(const kvc_layer *layer, uint8_t *dst, size_t dst_len) {
     if (!layer || !dst) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
-    const size_t payload = layer_payload_bytes(layer);
-    if (dst_len < HEADER_BYTES + payload + TRAILER_BYTES) return KVC_E_LENGTH;
-    write_framed(dst, LAYER_MAGIC, payload, write_layer, layer);
-    return KVC_OK;
+    return serialize_framed(LAYER_MAGIC, write_layer, layer, dst, dst_len);
 }
 
 /* ---- reading a layer ---- */
 
 /* Checks the frame (magic, version, length, CRC) and returns a reader over
  * the payload. */
-static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, reader *payload) {
-    if (len < 4 || memcmp(src, magic, 4) != 0) return KVC_E_SNAPSHOT_MAGIC;
-    reader r = {src + 4, src + len, 0, 0};
-    const uint32_t version = get_u32(&r);
+static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, kvc_reader *payload,
+                             uint32_t *version) {
+    if (len < MAGIC_BYTES || memcmp(src, magic, MAGIC_BYTES) != 0) return KVC_E_SNAPSHOT_MAGIC;
+    kvc_reader r = {src + MAGIC_BYTES, src + len, 0};
+    uint64_t frame[FRAME_FIELDS];
+    kvc_get_fields(&r, frame_widths, 1, &frame[FRAME_VERSION]); /* a version is judged before the rest */
     if (r.failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    if (version < SNAPSHOT_OLDEST_VERSION || version > SNAPSHOT_VERSION) return KVC_E_SNAPSHOT_VERSION;
-    const uint64_t payload_len = get_u64(&r);
-    if (r.failed || payload_len > left(&r) || left(&r) - payload_len < TRAILER_BYTES)
+    if (frame[FRAME_VERSION] < SNAPSHOT_OLDEST_VERSION || frame[FRAME_VERSION] > SNAPSHOT_VERSION)
+        return KVC_E_SNAPSHOT_VERSION;
+    kvc_get_fields(&r, frame_widths + 1, FRAME_FIELDS - 1, &frame[FRAME_PAYLOAD_LEN]);
+    const uint64_t payload_len = frame[FRAME_PAYLOAD_LEN];
+    if (r.failed || payload_len > kvc_left(&r) || kvc_left(&r) - payload_len < TRAILER_BYTES)
         return KVC_E_SNAPSHOT_TRUNCATED;
-    if (left(&r) - payload_len != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after it */
-    reader crc = {r.at + payload_len, r.end, 0, 0};
-    if (get_u32(&crc) != crc32_bytes(src, HEADER_BYTES + (size_t)payload_len)) return KVC_E_SNAPSHOT_CHECKSUM;
-    *payload = (reader){r.at, r.at + payload_len, 0, version};
+    if (kvc_left(&r) - payload_len != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after it */
+    const uint8_t *payload_end = r.at + payload_len;
+    kvc_reader crc = {payload_end, r.end, 0};
+    if (kvc_get_u32(&crc) != kvc_crc32(src, (size_t)(payload_end - src))) return KVC_E_SNAPSHOT_CHECKSUM;
+    *payload = (kvc_reader){r.at, r.at + payload_len, 0};
+    *version = (uint32_t)frame[FRAME_VERSION];
     return KVC_OK;
 }
 
@@ -318,30 +263,50 @@ static uint8_t unused_shift_bits(size_t d) {
     return used ? (uint8_t)(0xFF << (2 * used)) : 0;
 }
 
+/* 1 if one of the fields (nibbles or bytes) of the n bytes at p holds its
+ * most negative code: only its top bit set, a q4 code of -8 or a q8 code of
+ * -128, for fields of 4 or 8 bits.  Eight bytes at a time as one word, the
+ * zero-field test of x ^ the top bits, exact as to whether a word has such a
+ * field: fast in plain C, which the core is (SIMD flags go on the kernel
+ * files only).  The last word is padded with zeros, which never match. */
+static int any_most_negative(const uint8_t *p, size_t n, unsigned field_bits) {
+    const uint64_t ones = field_bits == 4 ? 0x1111111111111111ull : 0x0101010101010101ull;
+    const uint64_t tops = ones << (field_bits - 1);
+    uint64_t found = 0;
+    for (size_t j = 0; j < n; j += 8) {
+        uint64_t x = 0;
+        if (n - j >= 8) memcpy(&x, p + j, 8);
+        else memcpy(&x, p + j, n - j);
+        const uint64_t y = x ^ tops; /* such a field becomes 0 */
+        found |= (y - ones) & ~y & tops;
+    }
+    return found != 0;
+}
+
 /* Reads n quantized rows: each scale finite and positive, codes within
  * +-127 (q8), or within +-7 with unused shift bits and a pad nibble 0 (q4). */
-static kvc_status read_quantized_rows(reader *r, kvc_store *store, size_t first, size_t n, size_t d) {
+static kvc_status read_quantized_rows(kvc_reader *r, kvc_store *store, size_t first, size_t n, size_t d) {
     const size_t row_bytes = store->qrows.elem_bytes, code_bytes = row_bytes - sizeof(float);
     const int q4 = store->type == KVC_COMPONENT_Q4;
     const size_t shift_bytes = q4 ? kvc_q4_shift_bytes(d) : 0;
     const uint8_t unused = q4 ? unused_shift_bits(d) : 0;
     /* The byte of a q4 row whose high nibble pads an odd last block. */
     const size_t pad_byte = (d % KVC_Q4_BLOCK) % 2 ? code_bytes - 1 : SIZE_MAX;
-    if (!has(r, n * row_bytes)) return KVC_E_SNAPSHOT_TRUNCATED;
+    if (!kvc_has(r, n * row_bytes)) return KVC_E_SNAPSHOT_TRUNCATED;
     for (size_t q = 0; q < n; q++, r->at += row_bytes) {
         uint8_t *qrow = kvc_paged_at(&store->qrows, first + q);
-        copy_little_endian(qrow, r->at, 1, sizeof(float));
+        kvc_copy_little_endian(qrow, r->at, 1, sizeof(float));
         memcpy(qrow + sizeof(float), r->at + sizeof(float), code_bytes);
         const float scale = kvc_q8_row_scale(qrow);
         if (!isfinite(scale) || !(scale > 0.0f)) return KVC_E_SNAPSHOT_CORRUPT;
-        int below = 0; /* no branch per code: a loop the compiler vectorizes */
+        int below = 0; /* no branch per code */
         const uint8_t *codes = qrow + sizeof(float);
         if (q4) {
             below |= (codes[shift_bytes - 1] & unused) != 0;
-            for (size_t j = shift_bytes; j < code_bytes; j++) below |= (codes[j] & 0x0F) == 8 || (codes[j] >> 4) == 8;
+            below |= any_most_negative(codes + shift_bytes, code_bytes - shift_bytes, 4);
             if (pad_byte != SIZE_MAX) below |= (codes[pad_byte] >> 4) != 0;
         } else {
-            for (size_t j = 0; j < d; j++) below |= (int8_t)codes[j] == -128;
+            below |= any_most_negative(codes, d, 8);
         }
         if (below) return KVC_E_SNAPSHOT_CORRUPT;
     }
@@ -353,24 +318,26 @@ typedef struct full_header {
     size_t mode, H, d, L, next_position, frozen, residual_rows, max_rows, sinks, recent;
 } full_header;
 
-static kvc_status read_full_header(reader *r, full_header *f) {
-    f->mode = get_u32(r);
-    f->H = get_u32(r);
-    f->d = get_u32(r);
+static kvc_status read_full_header(kvc_reader *r, uint32_t version, full_header *f) {
+    uint64_t field[FULL_FIELDS];
+    kvc_get_fields(r, full_widths, FULL_FIELDS, field);
+    if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    f->mode = (size_t)field[FULL_MODE];
+    f->H = (size_t)field[FULL_H];
+    f->d = (size_t)field[FULL_D];
+    f->frozen = (size_t)field[FULL_FROZEN];
     /* 64-bit fields are checked before they become a size_t, which may be
      * 32 bits (wasm): no high word may be dropped unseen. */
-    const uint64_t L = get_u64(r), next_position = get_u64(r);
-    f->frozen = get_u32(r);
+    const uint64_t L = field[FULL_L], next_position = field[FULL_NEXT_POSITION];
     /* Reserved (0) in version 1, whose modes had no q4 component. */
-    const uint32_t residual_rows = get_u32(r);
-    const uint64_t max_rows = get_u64(r), sinks = get_u64(r), recent = get_u64(r);
-    if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    const size_t modes = r->version == 1 ? KVC_MODE_Q8V + 1 : KVC_MODE_COUNT;
+    const uint64_t residual_rows = field[FULL_RESIDUAL_ROWS];
+    const uint64_t max_rows = field[FULL_MAX_ROWS], sinks = field[FULL_SINKS], recent = field[FULL_RECENT];
+    const size_t modes = version == 1 ? KVC_MODE_Q8V + 1 : KVC_MODE_COUNT;
     if (f->mode >= modes || f->H == 0 || f->H > KVC_MAX_KV_HEADS || f->d == 0 ||
         f->d > KVC_MAX_HEAD_DIM || f->frozen > 1 || next_position > KVC_MAX_POSITIONS ||
-        L > next_position || (r->version == 1 ? residual_rows != 0 : residual_rows > KVC_Q4_MAX_RESIDUAL_ROWS))
+        L > next_position || (version == 1 ? residual_rows != 0 : residual_rows > KVC_Q4_MAX_RESIDUAL_ROWS))
         return KVC_E_SNAPSHOT_CORRUPT;
-    f->residual_rows = r->version == 1 ? KVC_Q4_RESIDUAL_ROWS : residual_rows;
+    f->residual_rows = version == 1 ? KVC_Q4_RESIDUAL_ROWS : (size_t)residual_rows;
     /* kvc_layer_set_max_rows keeps max_rows within KVC_MAX_POSITIONS, so a
      * snapshot from any build restores in every other. */
     if (max_rows > KVC_MAX_POSITIONS || sinks > max_rows || recent > max_rows)
@@ -388,18 +355,20 @@ static kvc_status read_full_header(reader *r, full_header *f) {
     if (!f->max_rows && (f->sinks || f->recent)) return KVC_E_SNAPSHOT_CORRUPT;
     /* The per-slot arrays and the stores' fixed fields (rows_len, qrows_len,
      * has_field) must fit in what is left, before the heads are allocated. */
-    const size_t map_bytes = (f->H + 7) / 8, store_bytes = 2 * (8 + 8 + 4);
-    if (f->L > left(r) / (8 + map_bytes)) return KVC_E_SNAPSHOT_TOO_LARGE;
-    if (f->H > (left(r) - f->L * (8 + map_bytes)) / store_bytes) return KVC_E_SNAPSHOT_TOO_LARGE;
+    const size_t map_bytes = (f->H + 7) / 8, slot_bytes = SLOT_NUMBER_BYTES + map_bytes;
+    const size_t store_bytes = 2 * (kvc_fields_bytes(store_count_widths, STORE_COUNTS) +
+                                    kvc_fields_bytes(field_flag_width, 1));
+    if (f->L > kvc_left(r) / slot_bytes) return KVC_E_SNAPSHOT_TOO_LARGE;
+    if (f->H > (kvc_left(r) - f->L * slot_bytes) / store_bytes) return KVC_E_SNAPSHOT_TOO_LARGE;
     return KVC_OK;
 }
 
 /* Reads n elements of numbers of `size` bytes into a reserved sequence
  * from element `first` on, page by page; 0 when the bytes run out. */
-static int get_paged(reader *r, kvc_paged *a, size_t first, size_t n, size_t size) {
+static int get_paged(kvc_reader *r, kvc_paged *a, size_t first, size_t n, size_t size) {
     for (size_t done = 0; done < n;) {
         const size_t run = kvc_paged_run(a, first + done, n - done);
-        if (!get_array(r, kvc_paged_at(a, first + done), run * a->elem_bytes / size, size)) return 0;
+        if (!kvc_get_array(r, kvc_paged_at(a, first + done), run * a->elem_bytes / size, size)) return 0;
         done += run;
     }
     return 1;
@@ -408,7 +377,7 @@ static int get_paged(reader *r, kvc_paged *a, size_t first, size_t n, size_t siz
 /* Reads n rows of f32 values that must be finite (and positive when
  * `positive`) into a reserved sequence: the elements [len, len + n) become
  * its own. */
-static kvc_status read_f32_rows(reader *r, kvc_paged *a, size_t n, int positive) {
+static kvc_status read_f32_rows(kvc_reader *r, kvc_paged *a, size_t n, int positive) {
     const size_t first = a->len, d = a->elem_bytes / sizeof(float);
     if (!get_paged(r, a, first, n, sizeof(float))) return KVC_E_SNAPSHOT_TRUNCATED;
     for (size_t i = 0; i < n; i++) {
@@ -423,12 +392,14 @@ static kvc_status read_f32_rows(reader *r, kvc_paged *a, size_t n, int positive)
 
 /* Reads one store after its slot arrays are in place; its rows must be
  * exactly head h's rows, split at the window as the mode wants. */
-static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_values) {
+static kvc_status read_store(kvc_reader *r, kvc_layer *layer, size_t h, int is_values) {
     kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
     const size_t d = layer->head_dim;
     const int quantized = store->type != KVC_COMPONENT_F32;
-    const uint64_t rows_count = get_u64(r), qrows_count = get_u64(r);
+    uint64_t counts[STORE_COUNTS];
+    kvc_get_fields(r, store_count_widths, STORE_COUNTS, counts);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    const uint64_t rows_count = counts[STORE_ROWS], qrows_count = counts[STORE_QROWS];
     const size_t split = kvc_first_slot_from(layer, 0, layer->seq_len, KVC_Q8_WINDOW);
     const size_t below = kvc_head_rows_between(layer, h, 0, split);
     const size_t from = kvc_head_rows_between(layer, h, split, layer->seq_len);
@@ -437,7 +408,7 @@ static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_value
                   : rows_count != below + from || qrows_count != 0)
         return KVC_E_SNAPSHOT_CORRUPT;
     const size_t rows_len = (size_t)rows_count, qrows_len = (size_t)qrows_count;
-    if (rows_len > left(r) / (d * 4) || qrows_len > left(r) / store->qrows.elem_bytes)
+    if (rows_len > kvc_left(r) / (d * sizeof(float)) || qrows_len > kvc_left(r) / store->qrows.elem_bytes)
         return KVC_E_SNAPSHOT_TRUNCATED;
     if (kvc_paged_reserve(&store->rows, rows_len) != KVC_OK ||
         kvc_paged_reserve(&store->qrows, qrows_len) != KVC_OK)
@@ -448,18 +419,18 @@ static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_value
     kvc_paged_set_len(&store->qrows, qrows_len);
     if (store->type == KVC_COMPONENT_Q4) {
         /* The window's f32 copies: at most residual_rows, the newest rows'. */
-        const uint64_t copies = get_u64(r);
+        const uint64_t copies = get_field(r, window_count_width);
         if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
         if (copies > qrows_len || copies > layer->residual_rows) return KVC_E_SNAPSHOT_CORRUPT;
-        if ((size_t)copies > left(r) / (d * 4)) return KVC_E_SNAPSHOT_TRUNCATED;
+        if ((size_t)copies > kvc_left(r) / (d * sizeof(float))) return KVC_E_SNAPSHOT_TRUNCATED;
         store->recent_base = qrows_len - (size_t)copies;
         if (kvc_paged_reserve(&store->recent, (size_t)copies) != KVC_OK) return KVC_E_NOMEM;
         status = read_f32_rows(r, &store->recent, (size_t)copies, 0);
         if (status != KVC_OK) return status;
     }
-    const uint32_t has_field = get_u32(r);
+    const uint64_t has_field = get_field(r, field_flag_width);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    if (has_field != (uint32_t)(layer->field_frozen && quantized)) return KVC_E_SNAPSHOT_CORRUPT;
+    if (has_field != (uint64_t)(layer->field_frozen && quantized)) return KVC_E_SNAPSHOT_CORRUPT;
     if (has_field) {
         if (kvc_paged_reserve(&store->field, 1) != KVC_OK) return KVC_E_NOMEM;
         return read_f32_rows(r, &store->field, 1, 1);
@@ -467,9 +438,9 @@ static kvc_status read_store(reader *r, kvc_layer *layer, size_t h, int is_value
     return KVC_OK;
 }
 
-static kvc_status read_full(reader *r, kvc_layer **out) {
+static kvc_status read_full(kvc_reader *r, uint32_t version, kvc_layer **out) {
     full_header f;
-    kvc_status status = read_full_header(r, &f);
+    kvc_status status = read_full_header(r, version, &f);
     if (status != KVC_OK) return status;
     kvc_layer *layer;
     if (kvc_layer_create(f.H, f.d, (kvc_mode)f.mode, &layer) != KVC_OK) return KVC_E_NOMEM;
@@ -509,7 +480,7 @@ static kvc_status read_full(reader *r, kvc_layer **out) {
         status = read_store(r, layer, h, 0);
         if (status == KVC_OK) status = read_store(r, layer, h, 1);
     }
-    if (status == KVC_OK && left(r) != 0) status = KVC_E_SNAPSHOT_CORRUPT;
+    if (status == KVC_OK && kvc_left(r) != 0) status = KVC_E_SNAPSHOT_CORRUPT;
     if (status != KVC_OK) {
         kvc_layer_free(layer);
         return status;
@@ -518,31 +489,34 @@ static kvc_status read_full(reader *r, kvc_layer **out) {
     return KVC_OK;
 }
 
-static kvc_status read_linear(reader *r, kvc_layer **out) {
-    const size_t H = get_u32(r), F = get_u32(r), dv = get_u32(r);
-    const double phase_mass = get_f64(r);
-    const uint64_t steps = get_u64(r);
+static kvc_status read_linear(kvc_reader *r, kvc_layer **out) {
+    uint64_t field[LINEAR_FIELDS];
+    kvc_get_fields(r, linear_widths, LINEAR_FIELDS, field);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    const size_t H = (size_t)field[LINEAR_H], F = (size_t)field[LINEAR_F], dv = (size_t)field[LINEAR_DV];
+    double phase_mass;
+    memcpy(&phase_mass, &field[LINEAR_PHASE_MASS], sizeof phase_mass);
+    const uint64_t steps = field[LINEAR_STEPS];
     if (H == 0 || H > KVC_MAX_KV_HEADS || F == 0 || F > KVC_MAX_HEAD_DIM || dv == 0 ||
         dv > KVC_MAX_HEAD_DIM || !(phase_mass >= 0.0) || !isfinite(phase_mass) ||
         steps > KVC_MAX_POSITIONS)
         return KVC_E_SNAPSHOT_CORRUPT;
-    if (H * F > left(r) / 8 / dv) return KVC_E_SNAPSHOT_TOO_LARGE;
-    if (left(r) != H * F * dv * 8) return KVC_E_SNAPSHOT_CORRUPT;
+    if (H * F > kvc_left(r) / sizeof(double) / dv) return KVC_E_SNAPSHOT_TOO_LARGE;
+    if (kvc_left(r) != H * F * dv * sizeof(double)) return KVC_E_SNAPSHOT_CORRUPT;
     kvc_layer *layer;
     if (kvc_layer_create_linear(H, F, dv, phase_mass, &layer) != KVC_OK) return KVC_E_NOMEM;
     kvc_linear *linear = layer->linear;
     /* Any f64: a state that overflowed (a decay above 1, say) restores as it was. */
-    (void)get_array(r, linear->state, H * F * dv, sizeof(double)); /* its length is checked above */
+    (void)kvc_get_array(r, linear->state, H * F * dv, sizeof(double)); /* its length is checked above */
     linear->steps = (size_t)steps;
     *out = layer;
     return KVC_OK;
 }
 
-static kvc_status read_layer(reader *r, kvc_layer **out) {
-    const uint32_t kind = get_u32(r);
+static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
+    const uint64_t kind = get_field(r, kind_width);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
-    if (kind == KVC_KIND_FULL) return read_full(r, out);
+    if (kind == KVC_KIND_FULL) return read_full(r, version, out);
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }
@@ -551,37 +525,29 @@ kvc_status kvc_layer_deserialize(const uint8_t *src, size_t len, kvc_layer **out
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!src) return KVC_E_NULL_POINTER;
-    reader payload;
-    kvc_status status = open_frame(src, len, LAYER_MAGIC, &payload);
+    kvc_reader payload;
+    uint32_t version;
+    kvc_status status = open_frame(src, len, LAYER_MAGIC, &payload, &version);
     if (status != KVC_OK) return status;
-    return read_layer(&payload, out);
+    return read_layer(&payload, version, out);
 }
 
 /* ---- models: the layers' own snapshots, one after another ---- */
 
-static void write_model(writer *w, const void *what) {
+static void write_model(kvc_writer *w, const void *what) {
     const kvc_model *model = what;
     const size_t count = kvc_model_num_layers(model);
-    put_u32(w, (uint32_t)count);
+    put_field(w, layer_count_width, count);
     for (size_t i = 0; i < count; i++) {
         const kvc_layer *layer = kvc_model_layer(model, i);
-        const size_t payload = layer_payload_bytes(layer);
-        put_u64(w, HEADER_BYTES + payload + TRAILER_BYTES);
-        write_framed(w->at, LAYER_MAGIC, payload, write_layer, layer);
-        w->at += HEADER_BYTES + payload + TRAILER_BYTES;
+        put_field(w, layer_length_width, framed_bytes(LAYER_MAGIC, write_layer, layer));
+        write_framed(w, LAYER_MAGIC, write_layer, layer);
     }
-}
-
-static size_t model_payload_bytes(const kvc_model *model) {
-    size_t bytes = 4;
-    for (size_t i = 0; i < kvc_model_num_layers(model); i++)
-        bytes += 8 + HEADER_BYTES + layer_payload_bytes(kvc_model_layer(model, i)) + TRAILER_BYTES;
-    return bytes;
 }
 
 size_t kvc_model_snapshot_size(const kvc_model *model) {
     if (!model || kvc_model_verifying(model)) return 0;
-    return HEADER_BYTES + model_payload_bytes(model) + TRAILER_BYTES;
+    return framed_bytes(MODEL_MAGIC, write_model, model);
 }
 
 kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_len) {
@@ -594,38 +560,38 @@ kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_
             kvc_layer_positions_taken(kvc_model_layer(model, 0)))
             return KVC_E_LAYERS;
     }
-    const size_t payload = model_payload_bytes(model);
-    if (dst_len < HEADER_BYTES + payload + TRAILER_BYTES) return KVC_E_LENGTH;
-    write_framed(dst, MODEL_MAGIC, payload, write_model, model);
-    return KVC_OK;
+    return serialize_framed(MODEL_MAGIC, write_model, model, dst, dst_len);
 }
 
 kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!src) return KVC_E_NULL_POINTER;
-    reader r;
-    kvc_status status = open_frame(src, len, MODEL_MAGIC, &r);
+    kvc_reader r;
+    uint32_t version; /* the layers carry their own */
+    kvc_status status = open_frame(src, len, MODEL_MAGIC, &r, &version);
     if (status != KVC_OK) return status;
-    const size_t count = get_u32(&r);
+    const uint64_t count = get_field(&r, layer_count_width);
     if (r.failed) return KVC_E_SNAPSHOT_TRUNCATED;
     if (count == 0) return KVC_E_SNAPSHOT_CORRUPT;
-    if (count > left(&r) / (8 + HEADER_BYTES + TRAILER_BYTES)) return KVC_E_SNAPSHOT_TOO_LARGE;
-    kvc_layer **layers = kvc_realloc_array(NULL, count, sizeof(kvc_layer *));
+    /* Each layer: its length, then at least a frame. */
+    const size_t least_layer_bytes = kvc_fields_bytes(layer_length_width, 1) + header_bytes() + TRAILER_BYTES;
+    if (count > kvc_left(&r) / least_layer_bytes) return KVC_E_SNAPSHOT_TOO_LARGE;
+    kvc_layer **layers = kvc_realloc_array(NULL, (size_t)count, sizeof(kvc_layer *));
     if (!layers) return KVC_E_NOMEM;
     size_t built = 0;
     while (built < count && status == KVC_OK) {
-        const uint64_t bytes = get_u64(&r);
-        if (r.failed || bytes > left(&r)) status = KVC_E_SNAPSHOT_TRUNCATED;
+        const uint64_t bytes = get_field(&r, layer_length_width);
+        if (r.failed || bytes > kvc_left(&r)) status = KVC_E_SNAPSHOT_TRUNCATED;
         else status = kvc_layer_deserialize(r.at, (size_t)bytes, &layers[built]);
         if (status == KVC_OK) {
             r.at += bytes;
             built++;
         }
     }
-    if (status == KVC_OK && left(&r) != 0) status = KVC_E_SNAPSHOT_CORRUPT;
+    if (status == KVC_OK && kvc_left(&r) != 0) status = KVC_E_SNAPSHOT_CORRUPT;
     if (status == KVC_OK) {
-        status = kvc_model_create(layers, count, out);
+        status = kvc_model_create(layers, (size_t)count, out);
         if (status == KVC_E_LAYERS) status = KVC_E_SNAPSHOT_CORRUPT; /* layers at different positions */
     }
     if (status != KVC_OK) {

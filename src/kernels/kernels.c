@@ -7,7 +7,7 @@ const kvc_kernels kvc_kernels_scalar = {
     KVC_KERNEL_OPS(KVC_SCALAR_ENTRY)
 };
 
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
 #define KVC_WASMSIMD_ENTRY(op) .op = kvc_##op##__wasmsimd,
 const kvc_kernels kvc_kernels_wasmsimd = {
     .isa = "wasm-simd128",
@@ -15,7 +15,7 @@ const kvc_kernels kvc_kernels_wasmsimd = {
 };
 #endif
 
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
 /* The SIMD128 table with the relaxed kernels in place of theirs. */
 #pragma clang diagnostic ignored "-Winitializer-overrides"
 const kvc_kernels kvc_kernels_wasmrelaxed = {
@@ -27,9 +27,9 @@ const kvc_kernels kvc_kernels_wasmrelaxed = {
 #endif
 
 const kvc_kernels *kvc_kernels_active(void) {
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     return &kvc_kernels_wasmrelaxed;
-#elif defined(__wasm_simd128__)
+#elif defined(KVC_WITH_WASMSIMD)
     return &kvc_kernels_wasmsimd;
 #else
     return &kvc_kernels_scalar;

@@ -166,8 +166,9 @@ typedef struct kvc_kernels {
 } kvc_kernels;
 #undef KVC_KERNEL_MEMBER
 
-/* The set this build runs: wasm relaxed SIMD or SIMD128 when compiled for
- * it, else scalar. */
+/* The set this build runs: wasm relaxed SIMD or SIMD128 when the library
+ * holds it (KVC_WITH_WASMRELAXED, KVC_WITH_WASMSIMD: CMakeLists.txt sets
+ * them, the ISA flags being on the kernel files only), else scalar. */
 const kvc_kernels *kvc_kernels_active(void);
 
 
@@ -178,7 +179,7 @@ KVC_KERNEL_OPS(KVC_KERNEL_DECLARE_SCALAR)
 #undef KVC_KERNEL_DECLARE_SCALAR
 extern const kvc_kernels kvc_kernels_scalar;
 
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
 #define KVC_KERNEL_DECLARE_WASMSIMD(op) kvc_##op##_fn kvc_##op##__wasmsimd;
 KVC_KERNEL_OPS(KVC_KERNEL_DECLARE_WASMSIMD)
 #undef KVC_KERNEL_DECLARE_WASMSIMD
@@ -191,7 +192,7 @@ extern const kvc_kernels kvc_kernels_wasmsimd;
  * one here: four 7-bit digits of a query, as its precision needs, cost more
  * instructions than hi and lo -- the closing note of issue 12 has the
  * profile.) */
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
 kvc_scores_f32_fn kvc_scores_f32__wasmrelaxed;
 kvc_weighted_sum_f32_fn kvc_weighted_sum_f32__wasmrelaxed;
 extern const kvc_kernels kvc_kernels_wasmrelaxed;

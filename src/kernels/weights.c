@@ -4,12 +4,12 @@
 
 #include "weights.h"
 
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
 #define KVC_WASMSIMD(op) op##__wasmsimd
 #else
 #define KVC_WASMSIMD(op) NULL
 #endif
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
 #define KVC_WASMRELAXED(op) op##__wasmrelaxed
 #define KVC_WASMRELAXED_AS_SIMD(op) op##__wasmsimd
 #else
@@ -73,9 +73,9 @@ static const char *const ggml_names[] = {
 };
 
 kvc_weight_set kvc_weight_set_active(void) {
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     return KVC_WEIGHT_WASMRELAXED;
-#elif defined(__wasm_simd128__)
+#elif defined(KVC_WITH_WASMSIMD)
     return KVC_WEIGHT_WASMSIMD;
 #else
     return KVC_WEIGHT_SCALAR;

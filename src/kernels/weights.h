@@ -175,7 +175,7 @@ kvc_quantize_act_fn kvc_quantize_act_f32;
 kvc_quantize_act_fn kvc_quantize_act_q8_32__scalar;
 kvc_quantize_act_fn kvc_quantize_act_q8_256__scalar;
 
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
 #define KVC_DECLARE_WEIGHT_WASMSIMD(t) kvc_gemm_fn kvc_gemm_##t##__wasmsimd;
 KVC_WEIGHT_TYPE_LIST(KVC_DECLARE_WEIGHT_WASMSIMD)
 #undef KVC_DECLARE_WEIGHT_WASMSIMD
@@ -183,7 +183,7 @@ kvc_quantize_act_fn kvc_quantize_act_q8_32__wasmsimd;
 kvc_quantize_act_fn kvc_quantize_act_q8_256__wasmsimd;
 #endif
 
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
 #define KVC_DECLARE_WEIGHT_WASMRELAXED(t) kvc_gemm_fn kvc_gemm_##t##__wasmrelaxed;
 KVC_WEIGHT_RELAXED_LIST(KVC_DECLARE_WEIGHT_WASMRELAXED)
 #undef KVC_DECLARE_WEIGHT_WASMRELAXED

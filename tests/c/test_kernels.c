@@ -23,7 +23,7 @@ static const size_t dims[] = {1, 3, 4, 15, 16, 17, 64, 80, 128, 256};
 
 /* The set held against kvc_kernels_scalar: wasm SIMD128 in a wasm build. */
 static const kvc_kernels *simd_set(void) {
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
     return &kvc_kernels_wasmsimd;
 #else
     test_skip("native build: the active kernel set is scalar, no SIMD set to compare with; "
@@ -35,7 +35,7 @@ static const kvc_kernels *simd_set(void) {
 /* The relaxed-SIMD set in a relaxed build (run under an engine that has
  * relaxed SIMD), else NULL after saying so. */
 static const kvc_kernels *relaxed_set(void) {
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     return &kvc_kernels_wasmrelaxed;
 #else
     test_skip("not a relaxed-SIMD build: the relaxed kernels are checked in build-relaxed "
@@ -255,10 +255,10 @@ static void fill_q16(test_rng *rng, int16_t *q16, size_t G, size_t d, int extrem
 /* ---- the set this build runs ---- */
 
 TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     CHECK(strcmp(kvc_kernel_isa(), "wasm-relaxed-simd") == 0);
     CHECK(kvc_kernels_active() == &kvc_kernels_wasmrelaxed);
-#elif defined(__wasm_simd128__)
+#elif defined(KVC_WITH_WASMSIMD)
     CHECK(strcmp(kvc_kernel_isa(), "wasm-simd128") == 0);
     CHECK(kvc_kernels_active() == &kvc_kernels_wasmsimd);
 #else
@@ -268,17 +268,14 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
     CHECK(strcmp(kvc_kernels_scalar.isa, "scalar") == 0);
 }
 
-#ifdef KVC_KERNEL_OPS
 /* This file has a case for each of the eighteen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
 _Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 18,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
-#endif
 
 TEST(kernel_tables_should_fill_every_operation) {
-#ifdef KVC_KERNEL_OPS
     const kernel_sets sets = kernels_to_check();
     for (size_t s = 0; s < sets.count; s++) {
 #define CHECK_FILLED(op) CHECK(sets.set[s]->op != NULL);
@@ -289,9 +286,6 @@ TEST(kernel_tables_should_fill_every_operation) {
 #define CHECK_ACTIVE_FILLED(op) CHECK(active->op != NULL);
     KVC_KERNEL_OPS(CHECK_ACTIVE_FILLED)
 #undef CHECK_ACTIVE_FILLED
-#else
-    test_skip("kernels.h has no KVC_KERNEL_OPS list to walk");
-#endif
 }
 
 /* ---- bit-identical kernels ---- */
@@ -576,7 +570,7 @@ static void check_scores_f32_to_rounding(const kvc_kernels *simd, uint64_t seed)
  * queries from the second on, and every split of the rows in two calls. */
 TEST(scores_f32_should_give_each_query_the_same_bits_whatever_g_and_n) {
     kernel_sets sets = kernels_to_check();
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     sets.set[sets.count++] = &kvc_kernels_wasmrelaxed; /* within its own build, the same contract */
 #endif
     test_rng rng = test_rng_new(20);

@@ -9,12 +9,13 @@
  * version, a checksum mismatch, every truncation, and -- forged with a valid
  * CRC-32 -- counts, geometry and values that no cache holds; a sweep over
  * every byte of small snapshots (none accepted, none crashing); running out
- * of memory while reading.
+ * of memory while reading.  And the bytes of today's format, pinned.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/q4-pack.h"
 #include "test.h"
 
 #define W KVC_Q8_WINDOW
@@ -1245,9 +1246,170 @@ TEST(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits) {
     test_data_free(&data);
 }
 
+TEST(a_snapshot_should_refuse_the_most_negative_code_at_every_place_of_a_long_row) {
+    /* q4 at d = 72 (36 bytes of codes: words of eight, a tail of four, no
+     * pad) and q8 at d = 75 (a tail of three): every nibble (q4) or byte
+     * (q8) in turn set to -8 or -128 is refused; rows of the values beside
+     * them (7 and -7, 0 and -1; 127 and -127: a word's borrows) are read. */
+    static const struct {
+        kvc_mode mode;
+        size_t d, code_bytes, field_bits;
+        uint8_t valid[8];
+    } cases[] = {
+        {KVC_MODE_Q4K, 72, 36, 4, {0x97, 0x79, 0x0F, 0xF0, 0x00, 0xFF, 0x77, 0x99}},
+        {KVC_MODE_Q8K, 75, 75, 8, {0x7F, 0x81, 0x00, 0xFF, 0x7F, 0x7F, 0x81, 0x81}},
+    };
+    const size_t H = 1, len = 66;
+    for (size_t ci = 0; ci < 2; ci++) {
+        const size_t d = cases[ci].d, code_bytes = cases[ci].code_bytes;
+        test_data data = test_data_make(4010 + ci, len, H, d, 0);
+        kvc_layer *layer, *copy = NULL;
+        CHECK_OK(kvc_layer_create(H, d, cases[ci].mode, &layer));
+        CHECK_OK(kvc_layer_set_residual_rows(layer, 0));
+        CHECK_OK(test_data_append(layer, &data, 0, len));
+        const size_t size = kvc_layer_snapshot_size(layer);
+        uint8_t *bytes = test_alloc(size), *bad = test_alloc(size);
+        CHECK_OK(kvc_layer_serialize(layer, bytes, size));
+        /* Head 0's first quantized key row (as in the case above), past its
+         * scale and a q4 row's shifts. */
+        const size_t shifts = cases[ci].field_bits == 4 ? kvc_q4_shift_bytes(d) : 0;
+        const size_t codes_at = AT_IMP + len * 9 + 16 + KVC_Q8_WINDOW * d * 4 + 4 + shifts;
+        const size_t fields = code_bytes * 8 / cases[ci].field_bits;
+        for (size_t f = 0; f < fields; f++) {
+            memcpy(bad, bytes, size);
+            uint8_t *at = bad + codes_at + f * cases[ci].field_bits / 8;
+            if (cases[ci].field_bits == 8) *at = 0x80;
+            else *at = f % 2 ? (uint8_t)((*at & 0x0F) | 0x80) : (uint8_t)((*at & 0xF0) | 0x08);
+            reframe(bad, size);
+            const kvc_status status = kvc_layer_deserialize(bad, size, &copy);
+            if (status != KVC_E_SNAPSHOT_CORRUPT) printf("  mode %d, field %zu: %s\n", (int)cases[ci].mode, f, kvc_status_name(status));
+            CHECK(status == KVC_E_SNAPSHOT_CORRUPT);
+        }
+        for (size_t v = 0; v < 8; v++) {
+            memcpy(bad, bytes, size);
+            for (size_t j = 0; j < code_bytes; j++) bad[codes_at + j] = cases[ci].valid[(v + j) % 8];
+            reframe(bad, size);
+            CHECK_OK(kvc_layer_deserialize(bad, size, &copy));
+            kvc_layer_free(copy);
+            copy = NULL;
+        }
+        free(bad);
+        free(bytes);
+        kvc_layer_free(layer);
+        test_data_free(&data);
+    }
+}
+
+/* ---- the bytes of today's format ---- */
+
+/* FNV-1a, 64 bits: a digest of snapshot bytes that shares no code with the
+ * library's CRC-32. */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* Folds the length and bytes of the snapshot of `layer` (or, NULL, of
+ * `model`) into *digest; 0 if it could not be taken. */
+static int fold_snapshot(uint64_t *digest, const kvc_layer *layer, const kvc_model *model) {
+    size_t len = 0;
+    uint8_t *snap = take_snapshot(layer, model, &len);
+    if (!snap) return 0;
+    uint8_t len_bytes[8];
+    put64(len_bytes, len);
+    *digest = fnv1a(fnv1a(*digest, len_bytes, 8), snap, len);
+    free(snap);
+    return 1;
+}
+
+/* A value of sixty-fourths in [-4, 4) from integers alone: the same float
+ * on every build (no libm between the seed and the bytes). */
+static float golden_value(uint32_t i) {
+    i = (i ^ 0x9E3779B9u) * 0x85EBCA6Bu;
+    i ^= i >> 13;
+    return (float)((int)((i >> 8) % 512u) - 256) / 64.0f;
+}
+
+/* Appends positions [at, at + n) of H heads of d: head 1 dead at every
+ * third position, importance (s % 7) / 8 on every slot after. */
+static kvc_status golden_append(kvc_layer *layer, size_t at, size_t n, size_t H, size_t d) {
+    kvc_status status = KVC_OK;
+    float k[3 * 5], v[3 * 5];
+    uint8_t alive[3];
+    for (size_t p = at; p < at + n && status == KVC_OK; p++) {
+        for (size_t i = 0; i < H * d; i++) {
+            k[i] = golden_value((uint32_t)(p * 64 + i));
+            v[i] = golden_value((uint32_t)(p * 64 + i + 32));
+        }
+        for (size_t h = 0; h < H; h++) alive[h] = !(h == 1 && p % 3 == 0);
+        status = kvc_layer_append(layer, k, v, alive);
+    }
+    const size_t L = kvc_layer_seq_len(layer);
+    float probs[200];
+    for (size_t s = 0; s < L; s++) probs[s] = (float)(s % 7) / 8.0f;
+    return status == KVC_OK ? kvc_layer_accumulate_imp(layer, probs, L) : status;
+}
+
+TEST(snapshots_should_keep_the_bytes_of_format_version_2) {
+    /* Digests of snapshots of fixed data, taken before the writer was
+     * rewritten: the format is public, today's files must stay the same
+     * bytes.  Per mode: empty; below the window; the field frozen; evicted;
+     * under max_rows (3 KV heads of 5: spare map bits, an odd q4 block). */
+    static const uint64_t layers[TEST_MODE_COUNT] = {
+        0x1FC967128178CA5Cull, 0x1FE7A93814A409C3ull, 0x4DB71CD6CF799D16ull,
+        0x069975B7459BD0DAull, 0xAD29EE795AB2A478ull, 0xF0132278700B32BAull,
+        0xCB82CFB7BC67C706ull, 0x07223EB487D70699ull, 0x5545E47D697D15A2ull};
+    static const uint64_t linear_digest = 0x87C9B66EA16D60F8ull, model_digest = 0xECC3825FEB275FC5ull;
+    const size_t H = 3, d = 5;
+    for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
+        uint64_t digest = 0xCBF29CE484222325ull;
+        static const size_t lengths[] = {0, 30, 130, 150, 120};
+        for (size_t ci = 0; ci < 5; ci++) {
+            kvc_layer *layer;
+            CHECK_OK(kvc_layer_create(H, d, test_modes[mi], &layer));
+            if (ci == 4) CHECK_OK(kvc_layer_set_max_rows(layer, 16, 2, 3));
+            CHECK_OK(golden_append(layer, 0, lengths[ci], H, d));
+            if (ci == 3) CHECK_OK(kvc_layer_evict(layer, 40, 4, 8));
+            CHECK(fold_snapshot(&digest, layer, NULL));
+            kvc_layer_free(layer);
+        }
+        if (digest != layers[mi]) printf("  mode %d: 0x%016llX\n", (int)test_modes[mi], (unsigned long long)digest);
+        CHECK(digest == layers[mi]);
+    }
+    /* A linear layer after 50 steps, and a model of it beside a q8 layer. */
+    kvc_layer *linear, *full;
+    CHECK_OK(kvc_layer_create_linear(2, 3, 4, 0.5, &linear));
+    for (uint32_t t = 0; t < 50; t++) {
+        float decay[6], phi_k[6], phi_q[6], v[8], out[8];
+        for (uint32_t i = 0; i < 6; i++) {
+            decay[i] = 0.5f + (float)((t + i) % 8) / 16.0f;
+            phi_k[i] = golden_value(t * 32 + i);
+            phi_q[i] = golden_value(t * 32 + i + 8);
+        }
+        for (uint32_t i = 0; i < 8; i++) v[i] = golden_value(t * 32 + i + 16);
+        CHECK_OK(kvc_layer_linear_step(linear, decay, phi_k, phi_q, v, out));
+    }
+    uint64_t digest = 0xCBF29CE484222325ull;
+    CHECK(fold_snapshot(&digest, linear, NULL));
+    if (digest != linear_digest) printf("  linear: 0x%016llX\n", (unsigned long long)digest);
+    CHECK(digest == linear_digest);
+    CHECK_OK(kvc_layer_create(H, d, KVC_MODE_Q8, &full));
+    CHECK_OK(golden_append(full, 0, 50, H, d));
+    kvc_model *model;
+    kvc_layer *both[2] = {full, linear};
+    CHECK_OK(kvc_model_create(both, 2, &model));
+    digest = 0xCBF29CE484222325ull;
+    CHECK(fold_snapshot(&digest, NULL, model));
+    if (digest != model_digest) printf("  model: 0x%016llX\n", (unsigned long long)digest);
+    CHECK(digest == model_digest);
+    kvc_model_free(model);
+}
+
 RUN_TESTS(CASE(layer_round_trip_should_be_bit_identical_in_every_mode_and_state),
+          CASE(snapshots_should_keep_the_bytes_of_format_version_2),
           CASE(a_version_1_snapshot_should_still_load),
           CASE(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits),
+          CASE(a_snapshot_should_refuse_the_most_negative_code_at_every_place_of_a_long_row),
           CASE(layer_round_trip_should_keep_the_field_frozen_or_not),
           CASE(layer_round_trip_should_keep_max_rows_off_whatever_policy_came_with_zero),
           CASE(layer_snapshot_should_be_refused_during_a_verify),

@@ -198,15 +198,15 @@ static int is_float_type(const kvc_weight_type *type) { return type->act == KVC_
 static size_t simd_sets(kvc_weight_set sets[2]) {
     size_t count = 0;
     (void)sets;
-#if defined(__wasm_simd128__)
+#if defined(KVC_WITH_WASMSIMD)
     sets[count++] = KVC_WEIGHT_WASMSIMD;
 #endif
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     sets[count++] = KVC_WEIGHT_WASMRELAXED;
 #else
     test_skip("not a relaxed-SIMD build: the relaxed kernels are checked in build-relaxed (Node 22)");
 #endif
-#if !defined(__wasm_simd128__)
+#if !defined(KVC_WITH_WASMSIMD)
     test_skip("native build: the scalar set only, no SIMD set to compare with");
 #endif
     return count;
@@ -369,9 +369,9 @@ TEST(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest) {
         for (int s = 0; s <= (int)kvc_weight_set_active(); s++) CHECK(e->quantize[s] != NULL);
     }
     CHECK(kvc_act_encoding_of(KVC_ACT_KINDS) == NULL);
-#if defined(__wasm_relaxed_simd__)
+#if defined(KVC_WITH_WASMRELAXED)
     CHECK(kvc_weight_set_active() == KVC_WEIGHT_WASMRELAXED);
-#elif defined(__wasm_simd128__)
+#elif defined(KVC_WITH_WASMSIMD)
     CHECK(kvc_weight_set_active() == KVC_WEIGHT_WASMSIMD);
 #else
     CHECK(kvc_weight_set_active() == KVC_WEIGHT_SCALAR);
