@@ -63,7 +63,7 @@ static int profile(size_t d, size_t n) {
     /* The queries coded as attend codes them (segment.c): one code vector each. */
     for (size_t g = 0; g < G; g++)
         q_scales[g] = k->quantize_query(d, q + g * d, KVC_QUERY_CODE_MAX, q_codes + g * d) / 11.3137f;
-    const size_t tile_rows = 120;
+    const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
     const uint8_t *row_at[KVC_Q8_SUM_ROWS];
     float w_scales[GROUP];

@@ -369,11 +369,21 @@ done:
  * tail); 300 positions (236 quantized rows, 64 of them q4's window). */
 TEST(attend_quantized_should_add_at_most_5_percent_to_the_error_of_exact_q_against_f32) {
     static const size_t dims[] = {128, 64, 600};
-    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V, KVC_MODE_Q4, KVC_MODE_Q4K};
-    static const char *const names[] = {"q8", "q8k", "q8v", "q4", "q4k"};
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V, KVC_MODE_Q4, KVC_MODE_Q4K,
+                                     KVC_MODE_Q4V, KVC_MODE_Q8K_Q4V};
+    static const char *const names[] = {"q8", "q8k", "q8v", "q4", "q4k", "q4v", "q8k+q4v"};
+    double q8_mean = 0.0;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
             const coding_error e = measure_coding_error(modes[mi], dims[di], 300, 900 + di * 8 + mi);
+            /* 4-bit keys against 8-bit ones at d = 128, what README says to
+             * expect: measured 13.6x (issue 23 hoped for 4x; a 4-bit code's
+             * steps are 18x an 8-bit one's). */
+            if (dims[di] == 128 && modes[mi] == KVC_MODE_Q8) q8_mean = e.mode_mean;
+            if (dims[di] == 128 && modes[mi] == KVC_MODE_Q4) {
+                printf("  d=128 q4 mean error / q8's: %.3g\n", e.mode_mean / q8_mean);
+                CHECK(e.mode_mean <= 16.0 * q8_mean);
+            }
             printf("  d=%zu %s vs f32, mean / worst: %.4g / %.4g; exact q~: %.4g / %.4g (ratio %.4f / %.4f)\n",
                    dims[di], names[mi], e.mode_mean, e.mode_worst, e.exact_mean, e.exact_worst,
                    e.mode_mean / e.exact_mean, e.mode_worst / e.exact_worst);
