@@ -191,10 +191,11 @@ extern const kvc_kernels kvc_kernels_wasmsimd;
 
 /* The relaxed-SIMD set (KVC_RELAXED_SIMD builds): the SIMD128 set but for
  * the f32 dot products and weighted sums, with a fused multiply-add.  (Its
- * i8 x i7 dot product scored int8 keys slower than the SIMD128 set's i16
- * one here: four 7-bit digits of a query, as its precision needs, cost more
- * instructions than hi and lo -- the closing note of issue 12 has the
- * profile.) */
+ * i8 x i7 dot product is not used for the int8 rows: a 14-bit query code
+ * takes two 7-bit digits, two relaxed dots per 16 codes where dot_i16x8
+ * takes two as well, and V8 on x86 without AVX-VNNI makes each relaxed dot
+ * three instructions against one and an add; issue 12 measured the
+ * four-digit form slower.) */
 #if defined(__wasm_relaxed_simd__)
 kvc_scores_f32_fn kvc_scores_f32__wasmrelaxed;
 kvc_weighted_sum_f32_fn kvc_weighted_sum_f32__wasmrelaxed;

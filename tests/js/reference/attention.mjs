@@ -13,7 +13,9 @@
 //    quantized row, the f32 steps of the code path (q·c, the i32 dot to
 //    f32, the scales) and the dequantized row the reference reads add a few
 //    u·S_p more (12 in all is generous); the query's codes are off by half
-//    a step, max|q·c| / (2·8191), per channel, times s_p Σ_j |r_pj|;
+//    a step, max|q·c| / (2·8191), per channel, times s_p Σ_j |r_pj|, taken
+//    as a whole step (the first-order propagation below of an error that
+//    coarse fell short once: soak seed 1, q8, by 4%);
 //  - softmax: row p's exponent is also off by the rounding of z_p − max,
 //    u·|z_p − max|, its exp by 2.5 ulp (5u) and the product by 1/sum by u:
 //    a_p in all. Since ln π_p = z_p − log Σ_q e^z_q, ln π_p is then off by
@@ -131,7 +133,7 @@ function scores(q, rows, d, keyField) {
     if (key.codes) {
       let codeSum = 0;
       for (const r of key.codes) codeSum += Math.abs(r);
-      error += (maxQc / (2 * QUERY_CODE_MAX)) * key.scale * codeSum;
+      error += (maxQc / QUERY_CODE_MAX) * key.scale * codeSum;
     }
     return { z: dot / sqrtD, error: error / sqrtD };
   });
