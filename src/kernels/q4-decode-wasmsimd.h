@@ -1,4 +1,4 @@
-/* q4-decode-wasmsimd.h -- a full 32-channel block of a 4-bit row (q4-pack.h)
+/* q4-decode-wasmsimd.h -- a group of 16 channels of a 4-bit row (q4-pack.h)
  * as its int8 codes, code << shift, in registers: what the q4 score kernel
  * and unpack_q4 share.  Each nibble is looked up in a table of the 16 codes
  * a group's shift makes of them (i8x16.swizzle; every index is below 16, so
@@ -18,30 +18,24 @@
 #define KVC_Q4_LOOKUP wasm_i8x16_swizzle
 #endif
 
-/* Entry u of table k: the two's complement nibble u times 2^k. */
-#define KVC_Q4_TABLE(k)                                                                          \
-    wasm_i8x16_const(0, 1 << k, 2 << k, 3 << k, 4 << k, 5 << k, 6 << k, 7 << k, -8 * (1 << k),  \
-                     -7 * (1 << k), -6 * (1 << k), -5 * (1 << k), -4 * (1 << k), -3 * (1 << k), \
-                     -2 * (1 << k), -1 * (1 << k))
+/* Row k: the 16 two's complement nibbles u, times 2^k. */
+static const int8_t kvc_q4_tables[4][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1},
+    {0, 2, 4, 6, 8, 10, 12, 14, -16, -14, -12, -10, -8, -6, -4, -2},
+    {0, 4, 8, 12, 16, 20, 24, 28, -32, -28, -24, -20, -16, -12, -8, -4},
+    {0, 8, 16, 24, 32, 40, 48, 56, -64, -56, -48, -40, -32, -24, -16, -8},
+};
 
-static inline v128_t kvc_q4_table(unsigned shift) {
-    switch (shift) {
-    case 0: return KVC_Q4_TABLE(0);
-    case 1: return KVC_Q4_TABLE(1);
-    case 2: return KVC_Q4_TABLE(2);
-    default: return KVC_Q4_TABLE(3);
-    }
-}
-
-/* The block from channel j (a multiple of KVC_Q4_BLOCK, j + 32 <= d): its
- * channels j..j+15 (the low nibbles of its 16 bytes, group j / 16) to *first,
- * j+16..j+31 (the high nibbles, the next group) to *second. */
-static inline void kvc_q4_decode_block(const uint8_t *shifts, const uint8_t *packed, size_t j,
-                                       v128_t *first, v128_t *second) {
-    const size_t g = j / KVC_Q4_GROUP;
-    const v128_t bytes = wasm_v128_load(packed + j / 2);
-    *first = KVC_Q4_LOOKUP(kvc_q4_table(kvc_q4_shift(shifts, g)), wasm_v128_and(bytes, wasm_i8x16_const_splat(15)));
-    *second = KVC_Q4_LOOKUP(kvc_q4_table(kvc_q4_shift(shifts, g + 1)), wasm_u8x16_shr(bytes, 4));
+/* The 16 int8 codes of group g (channels 16g..16g+15) of a row whose block
+ * holding them is full (32 channels): the low nibbles of the block's 16
+ * bytes for an even g, the high ones for an odd g, each looked up in its
+ * shift's table.  One group a call, so that a loop over groups has the
+ * shape of the q8 kernels' loop over 16 channels (two groups in one body:
+ * V8 hoists both groups' loads of the query codes and spills them). */
+static inline v128_t kvc_q4_decode_group(const uint8_t *shifts, const uint8_t *packed, size_t g) {
+    const v128_t bytes = wasm_v128_load(packed + (g / 2) * (KVC_Q4_BLOCK / 2));
+    const v128_t nibbles = wasm_v128_and(wasm_u8x16_shr(bytes, 4 * (unsigned)(g % 2)), wasm_i8x16_const_splat(15));
+    return KVC_Q4_LOOKUP(wasm_v128_load(kvc_q4_tables[kvc_q4_shift(shifts, g)]), nibbles);
 }
 
 #endif /* KVC_Q4_DECODE_WASMSIMD_H */

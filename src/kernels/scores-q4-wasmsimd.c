@@ -8,8 +8,8 @@
 
 /*
  * The q8 scores (scores-q8-wasmsimd.c) with each row's codes decoded from
- * their nibbles in registers (q4-decode-wasmsimd.h), once for up to four
- * queries, nothing written back; the sums exact in i32 within blocks of
+ * their nibbles in registers (q4-decode-wasmsimd.h), 16 channels a loop
+ * turn, once for up to four queries, nothing written back; the sums exact in i32 within blocks of
  * KVC_Q8_DOT_BLOCK channels, as the q8 kernels': the bits of the scalar
  * definition (unpack, score as int8).
  */
@@ -19,12 +19,10 @@
 static inline void row_dots(size_t nq, const int16_t *const *q16, size_t d, const uint8_t *shifts,
                             const uint8_t *packed, size_t begin, size_t end, v128_t *acc) {
     size_t j = begin;
-    for (; j + KVC_Q4_BLOCK <= end; j += KVC_Q4_BLOCK) {
-        v128_t first, second;
-        kvc_q4_decode_block(shifts, packed, j, &first, &second);
-        kvc_dot16_i8(nq, q16, j, first, acc);
-        kvc_dot16_i8(nq, q16, j + 16, second, acc);
-    }
+    const size_t full = begin + (end - begin) / KVC_Q4_BLOCK * KVC_Q4_BLOCK;
+    _Pragma("clang loop unroll(disable)")
+    for (; j < full; j += KVC_Q4_GROUP)
+        kvc_dot16_i8(nq, q16, j, kvc_q4_decode_group(shifts, packed, j / KVC_Q4_GROUP), acc);
     if (j < end) {
         /* A last block of fewer than 32 channels, decoded as the scalar does. */
         int8_t codes[KVC_KERNEL_MAX_DIM];

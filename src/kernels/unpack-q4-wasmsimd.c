@@ -15,10 +15,8 @@ void kvc_unpack_q4__wasmsimd(size_t n, size_t d, const uint8_t *q4rows, uint8_t 
         int8_t *codes = (int8_t *)(to + sizeof(float));
         size_t block = 0;
         for (; block + KVC_Q4_BLOCK <= d; block += KVC_Q4_BLOCK) {
-            v128_t first, second;
-            kvc_q4_decode_block(shifts, packed, block, &first, &second);
-            wasm_v128_store(codes + block, first);
-            wasm_v128_store(codes + block + 16, second);
+            wasm_v128_store(codes + block, kvc_q4_decode_group(shifts, packed, block / KVC_Q4_GROUP));
+            wasm_v128_store(codes + block + 16, kvc_q4_decode_group(shifts, packed, block / KVC_Q4_GROUP + 1));
         }
         if (block < d) kvc_q4_unpack_block(d, block, shifts, packed, codes);
     }
