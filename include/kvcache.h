@@ -53,7 +53,7 @@ extern "C" {
  * per-channel field (length head_dim).  The field is frozen once, when
  * position KVC_Q8_WINDOW is appended, as the RMS of each channel over the
  * head's rows at positions 0..W-1 (all ones for a head that stored none of
- * them), floored at 1e-30 and at 2^-12 of the head's largest c.  x / c
+ * them), floored at 1e-30 and at 2^-6 of the head's largest c.  x / c
  * saturates at +-2^127, so every finite row gets finite codes and reads back
  * finite unless it lies within half a step of +-FLT_MAX.  Rows at positions
  * < W stay f32 for good; a truncation back to seq_len <= W unfreezes the

@@ -798,6 +798,27 @@ const observed = {
   seqLenWentDown: false, finished: null, evictions: 0, refused: [], loadNote: null, workerCache: null, workerStats: null,
 };
 
+// What each mode costs at a head size, as measured (README, Storage): the
+// synthetic stream's attention error (its own statistics: one normal query
+// per 16 positions over 4096, 8 KV heads), a model's teacher-forced KL.
+const EXPECTED = {
+  synthetic: {
+    128: 'q8 and q8k about 0.02 of the output (0.01–0.04), q8v 0.006, q8k+q4v 0.11 (0.08–0.15), q4 0.36 (0.2–0.6, at times above 1): on keys with outlier channels 4-bit keys lose about 15× what 8-bit ones do.',
+    64: 'q8 and q8k about 0.05 of the output (0.02–0.15), q8v 0.006, q8k+q4v 0.12 (0.07–0.2), q4 0.6 (0.26–1.7): on keys with outlier channels 4-bit keys lose about 12× what 8-bit ones do.',
+  },
+  model: {
+    8: 'mean KL q8 2.1e-4, q8k 2.2e-4, q8v 2.3e-6, q4 3.0e-4, q8k+q4v 2.6e-4 (stories260K, teacher-forced on its greedy story).',
+    64: 'mean KL q8 2.7e-6, q8k 2.6e-6, q8v 3.6e-7, q4 1.1e-3 (top-1 98.8%), q8k+q4v 9.7e-5 (kjv-d512-h64, teacher-forced over Genesis 1; llama.cpp\'s own q8_0 and q4_0 caches: 1.1e-5 and 2.4e-3).',
+  },
+};
+
+/** The sentence under the accuracy chart: what to expect at this head size, or that it was not measured. */
+function expectation(kind, headDim) {
+  const known = EXPECTED[kind];
+  if (known[headDim]) return `Expect at head_dim ${headDim}, as measured: ${known[headDim]}`;
+  return `No measurement at head_dim ${headDim}; measured at ${Object.keys(known).join(' and ')}: ${Object.entries(known).map(([d, text]) => `${d}: ${text}`).join(' ')}`;
+}
+
 // Every error the page met, as well as shown: the browser test reads this
 // where the browser's own console is out of its reach (WebKitWebDriver).
 const pageErrors = [];
@@ -835,6 +856,9 @@ function showSource(kind) {
   $('accuracy-explain').textContent = kind === 'model'
     ? 'What 8- and 4-bit storage costs: the KL divergence of each mode\'s next-token distribution from f32\'s, token by token of the chat.'
     : 'What 8- and 4-bit storage costs: max |out − out_f32| / max |out_f32| of one attention query per step.';
+  $('accuracy-expect').textContent = kind === 'model'
+    ? (model ? expectation('model', model.remote.config.headDim) : '')
+    : expectation('synthetic', Number($('head-dim').value));
 }
 
 /** Starts the chosen source over: a new chat on the model, or a new synthetic stream. A refused setting changes nothing. */

@@ -44,8 +44,8 @@ static int profile(size_t d, size_t n) {
     uint8_t *q4rows = malloc(NUM_KV_HEADS * n * q4_row_bytes);
     float *q = malloc(G * d * sizeof(float)), *z = malloc(2 * G * n * sizeof(float));
     float *out = malloc(G * d * sizeof(float)), *tile_w = malloc(G * 1024 * sizeof(float));
-    uint8_t *q_codes = malloc(G * KVC_QUERY_CODE_BYTES(d));
-    float q_scales[2 * GROUP];
+    int16_t *q_codes = malloc(G * d * sizeof(int16_t));
+    float q_scales[GROUP];
     if (!keys || !values || !qrows || !q4rows || !q || !z || !out || !tile_w || !q_codes) return 1;
     unsigned state = 7;
     for (size_t i = 0; i < NUM_KV_HEADS * n * d; i++) {
@@ -60,14 +60,9 @@ static int profile(size_t d, size_t n) {
         memcpy(q4rows + p * q4_row_bytes, &scale, sizeof scale);
     }
     for (size_t i = 0; i < G * d; i++) q[i] = uniform(&state);
-    /* The queries coded as this build's set codes them (at a scale below 1, as attend does). */
-    float *q_work = malloc(d * sizeof(float));
-    if (!q_work) return 1;
-    for (size_t g = 0; g < G; g++) {
-        for (size_t j = 0; j < d; j++) q_work[j] = q[g * d + j] / 2;
-        k->code_query(d, q_work, q_codes + g * KVC_QUERY_CODE_BYTES(d), q_scales + 2 * g);
-    }
-    free(q_work);
+    /* The queries coded as attend codes them (segment.c): one code vector each. */
+    for (size_t g = 0; g < G; g++)
+        q_scales[g] = k->quantize_query(d, q + g * d, KVC_QUERY_CODE_MAX, q_codes + g * d) / 11.3137f;
     const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
     const uint8_t *row_at[KVC_Q8_SUM_ROWS];
@@ -80,17 +75,17 @@ static int profile(size_t d, size_t n) {
     BEST(softmax, k->softmax(G, n, z, n, maxes, sums));
     BEST(values_f32, (memset(out, 0, G * d * sizeof(float)),
                       k->weighted_sum_f32(G, n, d, z, n, values + h * n * d, out)));
-    /* q8 keys: every query's codes (SIMD128: hi and lo; relaxed: 21-bit digits), as attend does. */
-    BEST(scores_q8, k->scores_q8(G, n, d, q_codes, q_scales, qrows + h * n * row_bytes, sqrt_d, z, n));
+    /* q8 keys: every query's codes, as attend does. */
+    BEST(scores_q8, k->scores_q8(G, n, d, q_codes, q_scales, qrows + h * n * row_bytes, z, n));
     /* q4 keys: the same codes against 4-bit rows, decoded in registers. */
-    BEST(scores_q4, k->scores_q4(G, n, d, q_codes, q_scales, q4rows + h * n * q4_row_bytes, sqrt_d, z, n));
+    BEST(scores_q4, k->scores_q4(G, n, d, q_codes, q_scales, q4rows + h * n * q4_row_bytes, z, n));
     /* q8 values: each tile's weights as i16 codes, then the integer sums (as attend does). */
     BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
         const size_t rows = n - first < tile_rows ? n - first : tile_rows;
         for (size_t g = 0; g < G; g++) {
             for (size_t t = 0; t < rows; t++)
                 tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(qrows + (h * n + first + t) * row_bytes);
-            w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, w16 + g * tile_rows);
+            w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, KVC_Q16_CODE_MAX, w16 + g * tile_rows);
         }
         for (size_t t = 0; t < rows; t++) row_at[t] = qrows + (h * n + first + t) * row_bytes;
         k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, row_at, out);

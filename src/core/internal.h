@@ -223,8 +223,8 @@ kvc_rows_view kvc_store_view_prefix(const kvc_store *store, size_t residual_rows
 /* The queries of a call, with their codes for quantized keys. */
 typedef struct kvc_queries {
     const float *q;     /* [count x d] */
-    uint8_t *codes;     /* [count x KVC_QUERY_CODE_BYTES(d)]: as the kernel set's code_query makes them */
-    float *code_scales; /* [2 count] */
+    int16_t *codes;     /* [count x d]: q * c_K in KVC_QUERY_CODE_MAX codes (segment.c) */
+    float *code_scales; /* [count]: their scales, 1/sqrt(d) folded in */
 } kvc_queries;
 
 /* A thread's scratch for segments of up to G queries. */

@@ -14,14 +14,16 @@
 /* A channel that was zero in every window row still needs c > 0. */
 #define KVC_Q8_FIELD_FLOOR 1e-30f
 
-/* And no channel's c lies more than 2^12 below the head's largest.  attend
- * codes the query as q[j] * c[j] in two i16 halves (about 30 bits from its
- * largest lane): a channel far below would lose its share of the scores when
- * it turns active after the window -- its key codes carry it with a huge row
- * scale, the query's code would carry nothing.  12 bits below leaves such a
- * channel 18 bits; a channel that small in the window is noise to the scores,
- * and raising its c moves its read-back by less than a step of the largest. */
-#define KVC_Q8_FIELD_RANGE_LOG2 12
+/* And no channel's c lies more than 2^6 below the head's largest.  attend
+ * codes the query as q[j] * c[j] in 14 bits from its largest lane
+ * (KVC_QUERY_CODE_MAX): a channel far below would lose its share of the
+ * scores when it turns active after the window -- its key codes carry it
+ * with a huge row scale, the query's code would carry nothing (12 bits below
+ * left it 2 bits, and attend 0.39 off the rows read back in
+ * tests/c/test_quant.c).  6 bits below leaves such a channel 8; a channel
+ * that small in the window is noise to the scores, and raising its c moves
+ * its read-back by less than a step of the largest. */
+#define KVC_Q8_FIELD_RANGE_LOG2 6
 
 /* freeze_store reads the window's rows from one page. */
 _Static_assert(KVC_PAGE_ELEMS >= KVC_Q8_WINDOW, "the f32 rows of a quantized store fit a page");

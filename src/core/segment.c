@@ -83,7 +83,7 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
 }
 
 size_t kvc_queries_bytes(size_t count, size_t d) {
-    return round_up16(count * KVC_QUERY_CODE_BYTES(d)) + round_up16(2 * count * sizeof(float)) +
+    return round_up16(count * d * sizeof(int16_t)) + round_up16(count * sizeof(float)) +
            round_up16(2 * d * sizeof(float));
 }
 
@@ -115,30 +115,30 @@ static void scale_by_pow2(float *y, const float *x, size_t n, int e) {
     for (size_t j = 0; j < n; j++) y[j] = (x[j] * a) * b;
 }
 
-/* For quantized keys, each query q goes to the integer dots as q~ = q * c_K,
- * coded by the kernel set's code_query as two i16 vectors, hi and lo, each
- * with its scale (code-query-hilo.h: the same bytes from every set, the
- * relaxed one using the SIMD128 set's).
+/* For quantized keys, each query q goes to the integer dots as q~ = q * c_K
+ * in KVC_QUERY_CODE_MAX-bit codes, with one scale that 1/sqrt(d) is folded
+ * into: a score is then one multiply of its integer dot (kernels.h).
  *
  * q~ is coded at a power-of-two scale, its largest lane in [1/2, 1), and the
- * code scales are taken back by the same power: the codes are q~'s own, but
+ * code scale is taken back by the same power: the codes are q~'s own, but
  * q~ cannot overflow (q and c_K each come scaled below 1 before they are
  * multiplied: an overflow would make NaN codes), and the codes' scale floor
  * (1e-30) is never met (a field at its own floor, a head whose window rows
  * were all zero, makes q~ about 1e-30: the floored scale would round it to
- * integers).  Only the scales taken back can overflow, to scores of +-Inf or
+ * integers).  Only the scale taken back can overflow, to scores of +-Inf or
  * NaN, when q * c_K exceeds FLT_MAX. */
 void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
                          const kvc_rows_view *keys, size_t d, void *block) {
     const kvc_kernels *kernels = kvc_kernels_active();
     uint8_t *at = block;
     queries->q = q;
-    queries->codes = at;
-    at += round_up16(count * KVC_QUERY_CODE_BYTES(d));
-    queries->code_scales = (float *)at;
-    at += round_up16(2 * count * sizeof(float));
-    float *field = (float *)at, *q_field = field + d;
+    queries->codes = (int16_t *)(void *)at;
+    at += round_up16(count * d * sizeof(int16_t));
+    queries->code_scales = (float *)(void *)at;
+    at += round_up16(count * sizeof(float));
+    float *field = (float *)(void *)at, *q_field = field + d;
     if (!keys->field) return; /* no quantized key rows: no codes */
+    const float sqrt_d = sqrtf((float)d);
     const int e_field = exponent_of_max(keys->field, d);
     scale_by_pow2(field, keys->field, d, e_field);
     for (size_t g = 0; g < count; g++) {
@@ -147,10 +147,8 @@ void kvc_queries_prepare(kvc_queries *queries, const float *q, size_t count,
         kernels->mul_f32(d, q_field, field, q_field);
         const int e = exponent_of_max(q_field, d);
         scale_by_pow2(q_field, q_field, d, e);
-        float *scales = queries->code_scales + 2 * g;
-        kernels->code_query(d, q_field, queries->codes + g * KVC_QUERY_CODE_BYTES(d), scales);
-        scales[0] = ldexpf(scales[0], e_q + e_field + e);
-        scales[1] = ldexpf(scales[1], e_q + e_field + e);
+        const float scale = kernels->quantize_query(d, q_field, KVC_QUERY_CODE_MAX, queries->codes + g * d);
+        queries->code_scales[g] = ldexpf(scale / sqrt_d, e_q + e_field + e);
     }
 }
 
@@ -196,11 +194,11 @@ static void scores_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_pag
 /* Scores against quantized rows with `score` (the set's scores_q8 or
  * scores_q4, which take their rows alike), a page's run at a time. */
 static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_paged *qrows,
-                                   size_t first, size_t count, size_t d, const uint8_t *codes,
-                                   const float *scales, float sqrt_d, float *z, size_t z_stride) {
+                                   size_t first, size_t count, size_t d, const int16_t *codes,
+                                   const float *scales, float *z, size_t z_stride) {
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
-        score(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), sqrt_d, z + done, z_stride);
+        score(G, run, d, codes, scales, kvc_paged_at(qrows, first + done), z + done, z_stride);
         done += run;
     }
 }
@@ -287,16 +285,16 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
              * codes' scale floor: coded then at a power-of-two scale, as the
              * queries are, it keeps its 16 bits. */
             int e = 0;
-            float s_hi = kernels->quantize_query(rows, w, codes + g * tile);
+            float s_hi = kernels->quantize_query(rows, w, KVC_Q16_CODE_MAX, codes + g * tile);
             if (s_hi <= KVC_Q8_SCALE_FLOOR) {
                 e = exponent_of_max(w, rows);
                 scale_by_pow2(w, w, rows, e);
-                s_hi = kernels->quantize_query(rows, w, codes + g * tile);
+                s_hi = kernels->quantize_query(rows, w, KVC_Q16_CODE_MAX, codes + g * tile);
             }
             code_scales[g] = ldexpf(s_hi, e);
             if (!with_lo) continue;
             for (size_t t = 0; t < rows; t++) w[t] = w[t] - (float)codes[g * tile + t] * s_hi;
-            code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, codes + (G + g) * tile), e);
+            code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, KVC_Q16_CODE_MAX, codes + (G + g) * tile), e);
         }
         kernels->weighted_sum_q8(G, rows, d, codes, tile, code_scales, at, out);
         if (with_lo) kernels->weighted_sum_q8(G, rows, d, codes + G * tile, tile, code_scales + G, at, out);
@@ -310,8 +308,8 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     const kvc_kernels *kernels = kvc_kernels_active();
     const float sqrt_d = sqrtf((float)d);
     float *out = scratch->out;
-    const uint8_t *codes = queries->codes + first_query * KVC_QUERY_CODE_BYTES(d);
-    const float *code_scales = queries->code_scales + 2 * first_query;
+    const int16_t *codes = queries->codes + first_query * d;
+    const float *code_scales = queries->code_scales + first_query;
     rows_range part[3];
 
     /* Scores in row order: f32 rows, quantized rows, the residual window. */
@@ -321,7 +319,7 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);
     z_at += part[0].count;
     scores_quantized_paged(keys->q4 ? kernels->scores_q4 : kernels->scores_q8, G, keys->qrows,
-                           part[1].first, part[1].count, d, codes, code_scales, sqrt_d, z_at, z_stride);
+                           part[1].first, part[1].count, d, codes, code_scales, z_at, z_stride);
     z_at += part[1].count;
     scores_f32_paged(kernels, G, keys->recent, part[2].first, part[2].count, d,
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);

@@ -33,9 +33,17 @@
 #define KVC_Q4_CODE_MAX 7.0f
 /* The most channels a row has (kvcache.h's KVC_MAX_HEAD_DIM). */
 #define KVC_KERNEL_MAX_DIM 4096
-/* Largest i16 query code, and the channels whose i16 x i8 products sum
- * exactly in i32: 512 * 32767 * 127 < 2^31. */
+/* Largest code of a query for the int8 key path: 14 bits.  Measured
+ * against f32 (tests/c/test_attend.c, the outlier keys at d = 128) one such
+ * code vector adds a few thousandths of the error the rows' own 8 or 4
+ * bits make, where the two i16 vectors (hi and lo) it replaces cost twice
+ * the products per code; and 14 bits are what two 7-bit digits hold, should
+ * a set take the relaxed i8 x i7 dot product. */
+#define KVC_QUERY_CODE_MAX 8191.0f
+/* Largest code of a value sum's weight: i16. */
 #define KVC_Q16_CODE_MAX 32767.0f
+/* The channels whose i16 x i8 products sum exactly in i32:
+ * 512 * 32767 * 127 < 2^31. */
 #define KVC_Q8_DOT_BLOCK 512
 /* And the rows whose i16 weight x i8 code products sum exactly in i32:
  * 256 * 32767 * 127 < 2^31. */
@@ -49,29 +57,26 @@
  * so a group gives every query its single-query scores bit for bit. */
 typedef void kvc_scores_f32_fn(size_t G, size_t n, size_t d, const float *q, const float *keys,
                                float sqrt_d, float *z, size_t z_stride);
-/* A query for the q8 key path, x (q * c_K at a power-of-two scale; x is
- * overwritten), coded as its set's scores_q8 reads it: KVC_QUERY_CODE_BYTES(d)
- * bytes of codes and two scales -- two i16 code vectors, hi and lo
- * (code-query-hilo.h), the same bytes from every set. */
-typedef void kvc_code_query_fn(size_t d, float *x, uint8_t *codes, float *scales);
-#define KVC_QUERY_CODE_BYTES(d) (4 * (d))
-/* Attention scores of G coded queries (query g's codes at codes + g *
- * KVC_QUERY_CODE_BYTES(d), scales at scales + 2g) against n quantized rows
- * (each a 4-byte scale s_p, then d codes), to z[g * z_stride + p]:
- * z = hi_z + lo_z, each (s_p * ((float)dot * scale)) / sqrt_d with
- * dot = sum_j code[j] * row_code[j] summed exactly in i32 over blocks of
- * KVC_Q8_DOT_BLOCK channels, the blocks added in f32 in order: the same bits
- * from every kernel set. */
-typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const uint8_t *codes,
-                              const float *scales, const uint8_t *qrows, float sqrt_d, float *z,
+/* Attention scores of G coded queries (query g's i16 codes at codes + g *
+ * d, as quantize_query makes them with KVC_QUERY_CODE_MAX; its scale,
+ * 1/sqrt(d) folded in, at scales[g]) against n quantized rows (each a
+ * 4-byte scale s_p, then d codes), to z[g * z_stride + p]:
+ *   z = dot * (s_p * scales[g])
+ * with dot = sum_j code[j] * row_code[j] summed exactly in i32 over blocks
+ * of KVC_Q8_DOT_BLOCK channels, the blocks added in f32 in order: one
+ * multiply a score and a row scale's product shared by the group, the same
+ * bits from every kernel set. */
+typedef void kvc_scores_q8_fn(size_t G, size_t n, size_t d, const int16_t *codes,
+                              const float *scales, const uint8_t *qrows, float *z,
                               size_t z_stride);
 /* The same against n 4-bit rows (each a 4-byte scale, shifts and codes,
  * q4-pack.h): the bits scores_q8 gives for the rows unpack_q4 makes of them. */
 typedef kvc_scores_q8_fn kvc_scores_q4_fn;
-/* i16 codes of a query: s = max(max|x| / 32767, floor),
- * codes = clamp(round_half_even(x / s), -32767, 32767).  Returns s; NaN
- * (with zero codes) when an x[j] is NaN, so that what it scales is NaN. */
-typedef float kvc_quantize_query_fn(size_t d, const float *x, int16_t *codes);
+/* i16 codes of a query or of a value sum's weights, code_max at most
+ * KVC_Q16_CODE_MAX (an integer): s = max(max|x| / code_max, floor),
+ * codes = clamp(round_half_even(x / s), -code_max, code_max).  Returns s;
+ * NaN (with zero codes) when an x[j] is NaN, so that what it scales is NaN. */
+typedef float kvc_quantize_query_fn(size_t d, const float *x, float code_max, int16_t *codes);
 /* out[g][j] += sum_p w[g * w_stride + p] * rows[p][j], added in row order,
  * for G queries over n f32 rows [n x d]; out is [G x d]. */
 typedef void kvc_weighted_sum_f32_fn(size_t G, size_t n, size_t d, const float *w,
@@ -143,7 +148,6 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
     X(scores_f32)         \
     X(scores_q8)          \
     X(scores_q4)          \
-    X(code_query)         \
     X(quantize_query)     \
     X(weighted_sum_f32)   \
     X(weighted_sum_q8)    \
@@ -188,10 +192,11 @@ extern const kvc_kernels kvc_kernels_wasmsimd;
 
 /* The relaxed-SIMD set (KVC_RELAXED_SIMD builds): the SIMD128 set but for
  * the f32 dot products and weighted sums, with a fused multiply-add.  (Its
- * i8 x i7 dot product scored int8 keys slower than the SIMD128 set's i16
- * one here: four 7-bit digits of a query, as its precision needs, cost more
- * instructions than hi and lo -- the closing note of issue 12 has the
- * profile.) */
+ * i8 x i7 dot product is not used for the int8 rows: a 14-bit query code
+ * takes two 7-bit digits, two relaxed dots per 16 codes where dot_i16x8
+ * takes two as well, and V8 on x86 without AVX-VNNI makes each relaxed dot
+ * three instructions against one and an add; issue 12 measured the
+ * four-digit form slower.) */
 #if defined(KVC_WITH_WASMRELAXED)
 kvc_scores_f32_fn kvc_scores_f32__wasmrelaxed;
 kvc_weighted_sum_f32_fn kvc_weighted_sum_f32__wasmrelaxed;

@@ -2,7 +2,7 @@
 
 #include "kernels.h"
 
-float kvc_quantize_query__scalar(size_t d, const float *x, int16_t *codes) {
+float kvc_quantize_query__scalar(size_t d, const float *x, float code_max, int16_t *codes) {
     float max_abs = 0.0f;
     int nan = 0;
     for (size_t j = 0; j < d; j++) {
@@ -13,12 +13,12 @@ float kvc_quantize_query__scalar(size_t d, const float *x, int16_t *codes) {
         for (size_t j = 0; j < d; j++) codes[j] = 0;
         return NAN;
     }
-    float scale = max_abs / KVC_Q16_CODE_MAX;
+    float scale = max_abs / code_max;
     if (scale < KVC_Q8_SCALE_FLOOR) scale = KVC_Q8_SCALE_FLOOR;
     for (size_t j = 0; j < d; j++) {
         float r = rintf(x[j] / scale);
-        if (r > KVC_Q16_CODE_MAX) r = KVC_Q16_CODE_MAX;
-        if (r < -KVC_Q16_CODE_MAX) r = -KVC_Q16_CODE_MAX;
+        if (r > code_max) r = code_max;
+        if (r < -code_max) r = -code_max;
         codes[j] = (int16_t)r;
     }
     return scale;

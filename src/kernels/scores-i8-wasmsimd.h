@@ -1,5 +1,5 @@
-/* scores-i8-wasmsimd.h -- what the q8 and q4 score kernels share: i16
- * query codes against i8 row codes with i32x4.dot_i16x8_s, eight products
+/* scores-i8-wasmsimd.h -- what the q8 and q4 score kernels share: a
+ * query's i16 codes against i8 row codes with i32x4.dot_i16x8_s, eight products
  * per instruction, summed exactly in i32; and a row's scores from its dots. */
 #ifndef KVC_SCORES_I8_WASMSIMD_H
 #define KVC_SCORES_I8_WASMSIMD_H
@@ -48,40 +48,32 @@ static inline void kvc_dot_tail_i8(size_t nq, const int16_t *const *q16, size_t 
     }
 }
 
-/* Up to four queries, their hi code vectors at q16[0..3] and lo at q16[4..7],
- * and their two scales per lane. */
+/* Up to four queries: their code vectors and their scales, one a lane. */
 typedef struct kvc_query_codes4 {
     size_t nq;
-    const int16_t *q16[8];
-    v128_t hi_scale, lo_scale;
+    const int16_t *q16[4];
+    v128_t scale;
 } kvc_query_codes4;
 
-static inline kvc_query_codes4 kvc_query_codes4_of(size_t G, size_t g, size_t d, const uint8_t *codes,
+static inline kvc_query_codes4 kvc_query_codes4_of(size_t G, size_t g, size_t d, const int16_t *codes,
                                                    const float *scales) {
     kvc_query_codes4 queries;
     queries.nq = G - g < 4 ? G - g : 4;
-    float hi_scales[4] = {0.0f}, lo_scales[4] = {0.0f};
+    float lane_scales[4] = {0.0f};
     for (size_t qi = 0; qi < queries.nq; qi++) {
-        queries.q16[qi] = (const int16_t *)(codes + (g + qi) * KVC_QUERY_CODE_BYTES(d));
-        queries.q16[4 + qi] = queries.q16[qi] + d;
-        hi_scales[qi] = scales[2 * (g + qi)];
-        lo_scales[qi] = scales[2 * (g + qi) + 1];
+        queries.q16[qi] = codes + (g + qi) * d;
+        lane_scales[qi] = scales[g + qi];
     }
-    queries.hi_scale = wasm_v128_load(hi_scales);
-    queries.lo_scale = wasm_v128_load(lo_scales);
+    queries.scale = wasm_v128_load(lane_scales);
     return queries;
 }
 
-/* Queries g.. + nq's scores of row p with scale row_scale from their dots
- * (hi in dots[0], lo in dots[1]): (s_p * (dot * scale)) / sqrt_d for hi and
- * for lo, then their sum. */
-static inline void kvc_store_scores4(const kvc_query_codes4 *queries, const v128_t dots[2],
-                                     v128_t row_scale, v128_t divisor, size_t g, size_t p, float *z,
-                                     size_t z_stride) {
-    const v128_t hi_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[0], queries->hi_scale)), divisor);
-    const v128_t lo_z = wasm_f32x4_div(wasm_f32x4_mul(row_scale, wasm_f32x4_mul(dots[1], queries->lo_scale)), divisor);
+/* Queries g.. + nq's scores of row p with scale row_scale from their dots:
+ * dot * (s_p * scale). */
+static inline void kvc_store_scores4(const kvc_query_codes4 *queries, v128_t dots, v128_t row_scale,
+                                     size_t g, size_t p, float *z, size_t z_stride) {
     float lanes[4];
-    wasm_v128_store(lanes, wasm_f32x4_add(hi_z, lo_z));
+    wasm_v128_store(lanes, wasm_f32x4_mul(dots, wasm_f32x4_mul(row_scale, queries->scale)));
     for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
 }
 

@@ -14,17 +14,14 @@ static float block_dot(size_t d, const int16_t *q16, const int8_t *codes) {
     return dot;
 }
 
-void kvc_scores_q8__scalar(size_t G, size_t n, size_t d, const uint8_t *codes, const float *scales,
-                           const uint8_t *qrows, float sqrt_d, float *z, size_t z_stride) {
+void kvc_scores_q8__scalar(size_t G, size_t n, size_t d, const int16_t *codes, const float *scales,
+                           const uint8_t *qrows, float *z, size_t z_stride) {
     const size_t stride = kvc_q8_row_bytes(d);
     for (size_t g = 0; g < G; g++) {
-        const int16_t *hi = (const int16_t *)(codes + g * KVC_QUERY_CODE_BYTES(d)), *lo = hi + d;
         for (size_t p = 0; p < n; p++) {
             const uint8_t *qrow = qrows + p * stride;
-            const float s = kvc_q8_row_scale(qrow);
-            const float hi_z = (s * (block_dot(d, hi, kvc_q8_row_codes(qrow)) * scales[2 * g])) / sqrt_d;
-            const float lo_z = (s * (block_dot(d, lo, kvc_q8_row_codes(qrow)) * scales[2 * g + 1])) / sqrt_d;
-            z[g * z_stride + p] = hi_z + lo_z;
+            z[g * z_stride + p] = block_dot(d, codes + g * d, kvc_q8_row_codes(qrow)) *
+                                  (kvc_q8_row_scale(qrow) * scales[g]);
         }
     }
 }

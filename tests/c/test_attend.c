@@ -36,16 +36,17 @@ static const attend_bound Q8V_ATTEND_BOUND = {KVC_MODE_Q8V, "q8v", 0.014, 0.016,
 
 /* A quantized layer's attend against double-precision attention over its own
  * dequantized rows (head_keys / head_values): the same math, so with int8
- * keys only f32 rounding separates them (measured about 2.5e-6 natively,
- * 1.8e-6 in wasm).  That holds for the q8 key path too because attend gives
- * q~ = q * c_K to the integer dots as two i16 vectors (src/core/segment.c):
- * with one, the i16 step of q~ alone measured 4.5e-4 here, and 4.2e-3 on the
- * key-like queries of attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition.
- * int8 values add the i16 step of their weights (pi_p s_p, coded per tile of
- * rows for the integer sums, src/core/segment.c): measured 1.7e-4, within the
- * 1e-3 the design allows a faster kernel. */
+ * keys and values f32 rounding and the integer paths' codings separate them.
+ * f32 keys and int8 values: the i16 step of the weights (pi_p s_p, coded per
+ * tile of rows for the integer sums, src/core/segment.c), measured 1.8e-4.
+ * Quantized keys add the 14-bit step of q~ = q * c_K (KVC_QUERY_CODE_MAX):
+ * measured up to 2.6e-3 here (q8k), on normal queries at d = 16, where a few channels
+ * carry q~; what that costs against f32, beside the rows' own error, is
+ * attend_quantized_should_add_at_most_5_percent_to_the_error_of_exact_q_against_f32's
+ * to check (a few thousandths of it). */
 #define DEQUANTIZED_REFERENCE_BOUND 1e-5
 #define DEQUANTIZED_VALUES_BOUND 3e-4
+#define DEQUANTIZED_KEYS_BOUND 5e-3
 
 /* f32 attend against double-precision attention over the appended rows
  * (normal queries; logits of a few units). */
@@ -289,89 +290,106 @@ TEST(attend_quantized_should_match_double_attention_over_dequantized_rows) {
         }
         printf("  mode %d attend vs double over dequantized rows: %.3g\n",
                (int)test_quantized_modes[mi], worst);
-        CHECK(worst <= (test_mode_quantizes(test_quantized_modes[mi], 1) ? DEQUANTIZED_VALUES_BOUND
-                                                                          : DEQUANTIZED_REFERENCE_BOUND));
+        const kvc_mode mode = test_quantized_modes[mi];
+        CHECK(worst <= (test_mode_quantizes(mode, 0)   ? DEQUANTIZED_KEYS_BOUND
+                        : test_mode_quantizes(mode, 1) ? DEQUANTIZED_VALUES_BOUND
+                                                       : DEQUANTIZED_REFERENCE_BOUND));
     }
 }
 
-/* ---- the q8 key path against the design's definition ---- */
+/* ---- the integer key path against f32, beside the exact-q~ definition ---- */
 
-typedef struct key_path_error {
-    double q8;  /* attend in the mode */
-    double f32; /* kvc_attention_head over the same (dequantized) rows: f32 rounding alone */
-} key_path_error;
+/* Errors (test_rel_error) against f32 attend over the same appended rows, of
+ * attend in a quantized mode and of its definition with q~ exact: f32
+ * attention_head over the rows as stored (head_keys / head_values, x_p =
+ * (r_p s_p) c, the exact product q . x_p).  What the key path's coding of q~
+ * adds is their difference. */
+typedef struct coding_error {
+    double mode_mean, mode_worst; /* attend in the mode */
+    double exact_mean, exact_worst; /* the definition with q~ exact */
+} coding_error;
 
-/* Max relative error (test_rel_error) against the design's definition of
- * attend in `mode` on a layer of len positions of masked data, 8 queries per
- * head, normal and key-like (outlier channels where head 0 has its own:
- * logits in the hundreds, q~ = q * c_K with channels ~1000x the others).
- * The definition, in double: z_p = s_p <q~, r_p> / sqrt(d) for a row at a
- * position >= W, q . k_p / sqrt(d) for a sink row.  head_keys gives
- * x_p = (r_p s_p) c_K in f32, so q . x_p is s_p <q~, r_p> up to that
- * rounding (2^-23 relative a channel): reference_attention over head_keys /
- * head_values is the definition (values likewise). */
-static key_path_error measure_key_path_error(kvc_mode mode, size_t d, size_t len, uint64_t seed) {
+/* On the outlier keys of test_fill_keys at head dim d, len positions, H = 4
+ * heads, 16 queries per head: key-like ones (outlier channels where the
+ * keys have theirs, scaled to logits of a few units: peaky attention, and
+ * q~ = q * c_K with a few channels far above the others) and normal ones. */
+static coding_error measure_coding_error(kvc_mode mode, size_t d, size_t len, uint64_t seed) {
     const size_t H = 4;
-    key_path_error worst = {INFINITY, INFINITY}; /* stays so if anything fails */
-    test_data data = test_data_make(seed, len, H, d, 1);
+    coding_error e = {INFINITY, INFINITY, INFINITY, INFINITY}; /* stays so if anything fails */
+    test_data data = test_data_make(seed, len, H, d, 0);
     test_rng rng = test_rng_new(seed);
-    kvc_layer *layer = test_layer_with(&data, len, mode);
+    kvc_layer *layer = test_layer_with(&data, len, mode), *f32 = test_layer_with(&data, len, KVC_MODE_F32);
     float *q = test_alloc(d * sizeof(float)), *out = test_alloc(d * sizeof(float));
-    float *f32_out = test_alloc(d * sizeof(float)), *want = test_alloc(d * sizeof(float));
-    double *z = test_alloc(len * sizeof(double));
-    if (!layer) goto done;
-    worst.q8 = worst.f32 = 0.0;
+    float *exact = test_alloc(d * sizeof(float)), *want = test_alloc(d * sizeof(float));
+    double sum_mode = 0.0, sum_exact = 0.0;
+    size_t count = 0;
+    if (!layer || !f32) goto done;
+    e.mode_worst = e.exact_worst = 0.0;
     for (size_t h = 0; h < H; h++) {
         float *keys, *values;
         const size_t n = head_rows(layer, h, &keys, &values);
-        for (int i = 0; i < 8 && n; i++) {
+        for (int i = 0; i < 16 && keys; i++) {
             fill_query(&rng, q, len, d, i % 2);
-            if (!keys || kvc_layer_attend(layer, q, h, out, NULL) != KVC_OK ||
-                kvc_attention_head(q, keys, values, n, d, f32_out, NULL) != KVC_OK) {
-                worst.q8 = worst.f32 = INFINITY;
+            if (i % 2)
+                for (size_t j = 0; j < d; j++) q[j] *= 0.05f;
+            if (kvc_layer_attend(layer, q, h, out, NULL) != KVC_OK ||
+                kvc_layer_attend(f32, q, h, want, NULL) != KVC_OK ||
+                kvc_attention_head(q, keys, values, n, d, exact, NULL) != KVC_OK) {
+                e.mode_worst = e.exact_worst = INFINITY;
                 break;
             }
-            reference_attention(q, keys, values, n, d, want, z);
-            const double q8 = test_rel_error(out, want, d), f32 = test_rel_error(f32_out, want, d);
-            if (!(q8 <= worst.q8)) worst.q8 = q8;
-            if (!(f32 <= worst.f32)) worst.f32 = f32;
+            const double err = test_rel_error(out, want, d), err_exact = test_rel_error(exact, want, d);
+            sum_mode += err;
+            sum_exact += err_exact;
+            count++;
+            if (!(err <= e.mode_worst)) e.mode_worst = err;
+            if (!(err_exact <= e.exact_worst)) e.exact_worst = err_exact;
         }
         free(keys);
         free(values);
     }
+    e.mode_mean = count ? sum_mode / (double)count : INFINITY;
+    e.exact_mean = count ? sum_exact / (double)count : INFINITY;
 done:
     kvc_layer_free(layer);
+    kvc_layer_free(f32);
     test_data_free(&data);
     free(q);
     free(out);
-    free(f32_out);
+    free(exact);
     free(want);
-    free(z);
-    return worst;
+    return e;
 }
 
-/* The design lets the q8 key path quantize q~ for integer dots only while
- * attend stays within 1e-3 relative error of its definition. */
-TEST(attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition) {
-    /* d = 600 takes the i32 dot over a full block of KVC_Q8_DOT_BLOCK
-     * channels and a tail; length 65 has one quantized row, 300 many. */
-    static const size_t dims[] = {16, 64, 128, 600};
-    static const size_t lengths[] = {65, 300};
-    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
-    for (size_t mi = 0; mi < 2; mi++) {
-        key_path_error worst = {0.0, 0.0};
-        for (size_t di = 0; di < 4; di++) {
-            for (size_t li = 0; li < 2; li++) {
-                const key_path_error e = measure_key_path_error(modes[mi], dims[di], lengths[li],
-                                                                900 + mi * 8 + di * 2 + li);
-                if (!(e.q8 <= worst.q8)) worst.q8 = e.q8;
-                if (!(e.f32 <= worst.f32)) worst.f32 = e.f32;
+/* DESIGN.md section 1: the key path may code q~ in fewer bits (and a value
+ * sum its weights) as long as the attention error against f32 stays within
+ * 1.05x that of the definition with q~ exact, on the outlier keys at d = 128.
+ * Checked per mode with quantized keys or values, mean and worst, at d =
+ * 128 and 64 (and 600: a full i32 block of KVC_Q8_DOT_BLOCK channels and a
+ * tail); 300 positions (236 quantized rows, 64 of them q4's window). */
+TEST(attend_quantized_should_add_at_most_5_percent_to_the_error_of_exact_q_against_f32) {
+    static const size_t dims[] = {128, 64, 600};
+    static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K, KVC_MODE_Q8V, KVC_MODE_Q4, KVC_MODE_Q4K,
+                                     KVC_MODE_Q4V, KVC_MODE_Q8K_Q4V};
+    static const char *const names[] = {"q8", "q8k", "q8v", "q4", "q4k", "q4v", "q8k+q4v"};
+    double q8_mean = 0.0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+            const coding_error e = measure_coding_error(modes[mi], dims[di], 300, 900 + di * 8 + mi);
+            /* 4-bit keys against 8-bit ones at d = 128, what README says to
+             * expect: measured 13.6x (issue 23 hoped for 4x; a 4-bit code's
+             * steps are 18x an 8-bit one's). */
+            if (dims[di] == 128 && modes[mi] == KVC_MODE_Q8) q8_mean = e.mode_mean;
+            if (dims[di] == 128 && modes[mi] == KVC_MODE_Q4) {
+                printf("  d=128 q4 mean error / q8's: %.3g\n", e.mode_mean / q8_mean);
+                CHECK(e.mode_mean <= 16.0 * q8_mean);
             }
+            printf("  d=%zu %s vs f32, mean / worst: %.4g / %.4g; exact q~: %.4g / %.4g (ratio %.4f / %.4f)\n",
+                   dims[di], names[mi], e.mode_mean, e.mode_worst, e.exact_mean, e.exact_worst,
+                   e.mode_mean / e.exact_mean, e.mode_worst / e.exact_worst);
+            CHECK(e.mode_mean <= 1.05 * e.exact_mean);
+            CHECK(e.mode_worst <= 1.05 * e.exact_worst);
         }
-        printf("  %s attend vs its plain definition in double: %.3g (bound %.3g); f32 "
-               "attention_head over the same rows: %.3g\n",
-               mi ? "q8k" : "q8", worst.q8, Q8_KEY_DEFINITION_BOUND, worst.f32);
-        CHECK(worst.q8 <= Q8_KEY_DEFINITION_BOUND);
     }
 }
 
@@ -539,7 +557,8 @@ TEST(attend_should_sum_values_whose_row_scales_span_more_than_the_weight_codes_r
      * scales then span 1e14, past what the values' i16 weight codes (hi and
      * lo) resolve, so that tile is summed in f32; the attention (mostly on
      * the rows of ~1) must stay the convex combination of the rows read
-     * back, to f32 rounding. */
+     * back, to f32 rounding -- and, with quantized keys, to what the 14-bit
+     * query code moves the probabilities (measured 4.6e-6). */
     const size_t d = 8, n = 200;
     for (size_t mi = 0; mi < TEST_MODE_COUNT; mi++) {
         if (!test_mode_quantizes(test_modes[mi], 1)) continue;
@@ -574,7 +593,7 @@ TEST(attend_should_sum_values_whose_row_scales_span_more_than_the_weight_codes_r
         }
         printf("  mode %d: worst error on the channels of ~1, relative to their largest value: %.3g\n",
                (int)test_modes[mi], worst);
-        CHECK(worst < 1e-6);
+        CHECK(worst < (test_mode_quantizes(test_modes[mi], 0) ? 1e-5 : 1e-6));
         free(keys);
         free(values);
         kvc_layer_free(layer);
@@ -588,7 +607,7 @@ RUN_TESTS(CASE(attend_f32_should_equal_attention_head_over_head_rows_bit_for_bit
           CASE(attend_q8k_should_stay_within_bound_of_f32_on_outlier_keys),
           CASE(attend_q8v_should_stay_within_bound_of_f32_on_outlier_keys),
           CASE(attend_quantized_should_match_double_attention_over_dequantized_rows),
-          CASE(attend_q8_keys_should_stay_within_1e_3_of_the_plain_definition),
+          CASE(attend_quantized_should_add_at_most_5_percent_to_the_error_of_exact_q_against_f32),
           CASE(attend_should_give_nonnegative_probs_that_sum_to_one),
           CASE(attend_should_give_zeros_and_no_probs_for_empty_head),
           CASE(attend_should_refuse_nonfinite_query),

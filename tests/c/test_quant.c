@@ -362,10 +362,12 @@ static void append_silent_channels(kvc_layer *layer, size_t d, size_t silent, si
 }
 
 /* In q8 and q8k, on 200 positions with `silent` channels zero over the window
- * (append_silent_channels): attend within 1e-5 (output, relative; 3e-4 for
- * q8, whose int8 values go to the integer sums with i16 weights) and 1e-6
+ * (append_silent_channels): attend within 1e-2 (output, relative) and 1e-3
  * (probabilities) of attention over the rows read back, over 20 N(0, 1)
- * queries with channel 0 three times larger. */
+ * queries with channel 0 three times larger -- what the query's 14-bit code
+ * leaves a channel at the field's range floor (measured 4.8e-3 and 3.1e-4;
+ * with the floor 2^12 below the largest c instead of 2^6 the channel's code
+ * kept 2 bits and the output was off by 0.39). */
 static void check_attend_as_read_back(size_t silent, uint64_t seed) {
     const size_t d = 16, len = 200;
     static const kvc_mode modes[] = {KVC_MODE_Q8, KVC_MODE_Q8K};
@@ -390,7 +392,7 @@ static void check_attend_as_read_back(size_t silent, uint64_t seed) {
         }
         printf("  %s: output %.1e, probabilities %.1e\n", modes[m] == KVC_MODE_Q8 ? "q8" : "q8k", out_error,
                probs_error);
-        CHECK(out_error < (modes[m] == KVC_MODE_Q8 ? 3e-4 : 1e-5) && probs_error < 1e-6);
+        CHECK(out_error < 1e-2 && probs_error < 1e-3);
         kvc_layer_free(layer);
     }
     free(K);

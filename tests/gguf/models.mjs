@@ -464,12 +464,27 @@ const GENESIS = 'In the beginning God created the heaven and the earth. And the 
   + 'were the first day. And God said, Let there be a firmament in the midst of the waters, and let it divide the '
   + 'waters from the waters. And God made the firmament, and divided the waters which were under the firmament from '
   + 'the waters which were above the firmament: and it was so. And God called the firmament Heaven. And the evening '
-  + 'and the morning were the second day.';
+  + 'and the morning were the second day. And God said, Let the waters under the heaven be gathered together unto '
+  + 'one place, and let the dry land appear: and it was so. And God called the dry land Earth; and the gathering '
+  + 'together of the waters called he Seas: and God saw that it was good. And God said, Let the earth bring forth '
+  + 'grass, the herb yielding seed, and the fruit tree yielding fruit after his kind, whose seed is in itself, upon '
+  + 'the earth: and it was so. And the earth brought forth grass, and herb yielding seed after his kind, and the tree '
+  + 'yielding fruit, whose seed was in itself, after his kind: and God saw that it was good. And the evening and the '
+  + 'morning were the third day. And God said, Let there be lights in the firmament of the heaven to divide the day '
+  + 'from the night; and let them be for signs, and for seasons, and for days, and years: And let them be for lights '
+  + 'in the firmament of the heaven to give light upon the earth: and it was so. And God made two great lights; the '
+  + 'greater light to rule the day, and the lesser light to rule the night: he made the stars also. And God set them '
+  + 'in the firmament of the heaven to give light upon the earth, And to rule over the day and over the night, and to '
+  + 'divide the light from the darkness: and God saw that it was good. And the evening and the morning were the '
+  + 'fourth day. And God said, Let the waters bring forth abundantly the moving creature that hath life, and fowl '
+  + 'that may fly above the earth in the open firmament of heaven. And God created great whales, and every living '
+  + 'creature that moveth, which the waters brought forth abundantly, after their kind, and every winged fowl after '
+  + 'his kind: and God saw that it was good.';
 
 /**
  * The two real models, by file name: where each is, and `count` tokens of
  * real text for it given its runner (a Llama): stories260K's greedy story from
- * <s>, Genesis 1 in kjv-d512-h64's own tokens.
+ * <s>, Genesis 1:1-21 in kjv-d512-h64's own tokens (up to 400 or so).
  */
 export const REAL_MODELS = {
   stories260k: {

@@ -3,13 +3,13 @@
 // decoding, the tokenizer and the GGUF reader's refusals.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { GgufError, Llama, Tokenizer, generate, promptLookup, readGguf } from '../../js/llama.js';
 import { KvCacheError } from '../../js/index.js';
 import { MODEL_MISSING, MODEL_PATH, MODES, fingerprint, ready, rng } from './helpers.mjs';
 import { writeGguf } from './gguf-writer.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
-import { reencodeLlama } from '../gguf/models.mjs';
+import { REAL_MODELS, reencodeLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 
 const STEPS = 200;
@@ -17,10 +17,14 @@ const STORY_OPENING = 'Once upon a time, there was a little girl named Lily.';
 
 // Mean next-token KL against f32, teacher-forced on the f32 greedy text: the
 // design measures 2.2e-4 (q8), 2.2e-4 (q8k), 2.3e-6 (q8v); llama.cpp's q8_0
-// KV cache is about 1e-3 on an 8B model and 1.6e-3 here.  4 bits with the
-// default residual window of 64 rows, measured: 3.0e-4 (q4), 2.2e-4 (q4k),
-// 2.2e-5 (q4v), 2.6e-4 (q8k+q4v), 2.2e-4 (q4k+q8v); the issue's targets are
-// 2.5e-3 (q4) and 1.2e-3 (q8k+q4v), and llama.cpp's q4_0 costs 0.42.
+// KV cache is about 1e-3 on an 8B model, and a simulation of its q8_0 blocks
+// (llama.cpp itself refuses q8_0 and q4_0 caches at this model's head_dim of
+// 8) gave 1.6e-3 here.  4 bits with the default residual window of 64 rows,
+// measured: 3.0e-4 (q4), 2.2e-4 (q4k), 2.2e-5 (q4v), 2.6e-4 (q8k+q4v),
+// 2.2e-4 (q4k+q8v); the issue's targets are 2.5e-3 (q4) and 1.2e-3
+// (q8k+q4v), and the same simulation of llama.cpp's q4_0 blocks gave 0.42.
+// (llama.cpp's own caches, at a head size it accepts: the kjv-d512-h64
+// figures below and tests/js/llamacpp-oracle.test.mjs.)
 const KL_BOUND = {
   q8: 2.5e-4, q8k: 2.5e-4, q8v: 1e-5, q4: 3.5e-4, q4k: 2.6e-4, q4v: 3e-5, 'q8k+q4v': 3e-4, 'q4k+q8v': 3.5e-4,
 };
@@ -124,6 +128,67 @@ modelTest('{ keys: q8, values: q4 } is the mode named q8k+q4v, and meets the 1.2
   const { kl } = divergence({ mode: { keys: 'q8', values: 'q4' } });
   assert.ok(kl <= 1.2e-3 && kl === divergence({ mode: 'q8k+q4v' }).kl, `mean KL ${kl}`);
 });
+
+// The trained model at a real head size (kjv-d512-h64: head_dim 64, 4 query
+// heads per KV head), teacher-forced over 320 tokens of Genesis 1: each
+// mode's mean next-token KL and top-1 agreement against f32.  The kernels of
+// issue 23 (one 14-bit code vector per query, scales folded into one
+// multiply) must cost no accuracy: each mode within 5% of what the package
+// gave before them, measured on this text (SIMD128 build): q8 2.67e-6, q8k
+// 2.60e-6, q8v 3.61e-7, q4 1.072e-3, q4k 9.43e-4, q4v 9.56e-5, q8k+q4v
+// 9.66e-5, q4k+q8v 9.52e-4 (top-1 99.7%, 100%, 99.7%, 98.75%, 98.75%,
+// 99.1%, 99.1%, 98.75%).  Measured with them: q8 2.71e-6, q8k 2.59e-6, the
+// others equal to three digits.  4-bit keys carry most of q4's KL here:
+// the model's keys have no strong outlier channels, so the field evens out
+// little and a row's 7 steps each side are coarse beside its values'.
+const KJV_TOKENS = 320;
+const KJV_BEFORE = {
+  q8: 2.673e-6, q8k: 2.602e-6, q8v: 3.612e-7, q4: 1.0719e-3, q4k: 9.434e-4, q4v: 9.563e-5, 'q8k+q4v': 9.655e-5, 'q4k+q8v': 9.518e-4,
+};
+const KJV_TOP1 = 0.985;
+const kjv = REAL_MODELS['kjv-d512-h64'];
+const KJV_MISSING = existsSync(kjv.path) ? null : `the model file is absent: put kjv-d512-h64.gguf at ${kjv.path}`;
+let kjvRun = null; // { llama, tokens, exact }, made by the first test that needs it
+
+function kjvDivergence(mode) {
+  if (!kjvRun) {
+    const runner = Llama.fromGguf(new Uint8Array(readFileSync(kjv.path)));
+    const tokens = kjv.tokens(runner, KJV_TOKENS);
+    kjvRun = { runner, tokens, exact: null };
+    kjvRun.exact = kjvLogits('f32');
+  }
+  const { runner, tokens, exact } = kjvRun;
+  const vocab = runner.config.vocabSize;
+  const quantized = kjvLogits(mode);
+  let kl = 0;
+  let agree = 0;
+  for (let i = 0; i < tokens.length; i++) {
+    const p = logSoftmax(exact.subarray(i * vocab, (i + 1) * vocab));
+    const q = logSoftmax(quantized.subarray(i * vocab, (i + 1) * vocab));
+    kl += p.reduce((sum, lp, j) => sum + Math.exp(lp) * (lp - q[j]), 0);
+    agree += Number(argmax(p) === argmax(q));
+  }
+  return { kl: kl / tokens.length, top1: agree / tokens.length };
+}
+
+function kjvLogits(mode) {
+  const session = kjvRun.runner.session({ mode });
+  const logits = session.forward(kjvRun.tokens);
+  session.free();
+  return logits;
+}
+
+for (const mode of Object.keys(KJV_BEFORE)) {
+  test(`kjv-d512-h64 (head_dim 64), ${mode}: next-token KL against f32 within 5% of the package before issue 23's kernels, teacher-forced on Genesis`, (t) => {
+    if (KJV_MISSING) return t.skip(KJV_MISSING);
+    const { kl, top1 } = kjvDivergence(mode);
+    t.diagnostic(`${mode}: mean KL ${kl.toExponential(3)} (before: ${KJV_BEFORE[mode].toExponential(3)}), top-1 agreement ${top1.toFixed(4)}`);
+    assert.equal(kjvRun.tokens.length, KJV_TOKENS);
+    assert.ok(kl > 0, 'quantization changes the distribution');
+    assert.ok(kl <= 1.05 * KJV_BEFORE[mode], `mean KL ${kl} against ${KJV_BEFORE[mode]} before`);
+    assert.ok(top1 >= KJV_TOP1, `top-1 agreement ${top1}`);
+  });
+}
 
 // Eviction on the real model: a 128-row budget over a 400-token story,
 // teacher-forced on the unbounded f32 greedy text. Importance-based eviction

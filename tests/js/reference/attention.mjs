@@ -4,16 +4,18 @@
 // The reference is the definition: z_p = q·k_p / √d, π = softmax(z),
 // out = Σ_p π_p v_p, in double over the rows as stored (quantized rows
 // dequantized). The library computes the same in f32 (and, for quantized
-// keys, with the query held as two i16 code vectors), so it differs by
-// rounding only. `outTol` and `probsTol` bound that difference, per output
+// keys, with the query q·c held as one vector of 14-bit codes), so it differs
+// by rounding and that code's step only. `outTol` and `probsTol` bound that difference, per output
 // element and per probability, from the data of the call, with u = 2^-24
 // the unit roundoff of f32:
 //  - a score: a dot product of d terms in any order errs by at most
 //    d·u·S_p, S_p = Σ_j |q_j k_pj|; the division by the f32 √d and, for a
 //    quantized row, the f32 steps of the code path (q·c, the i32 dot to
-//    f32, the two scales, hi + lo) and the dequantized row the reference
-//    reads add a few u·S_p more (12 in all is generous); the query's lo
-//    code vector leaves 2^-32·max|q·c| per channel, times s_p Σ_j |r_pj|;
+//    f32, the scales) and the dequantized row the reference reads add a few
+//    u·S_p more (12 in all is generous); the query's codes are off by half
+//    a step, max|q·c| / (2·8191), per channel, times s_p Σ_j |r_pj|, taken
+//    as a whole step (the first-order propagation below of an error that
+//    coarse fell short once: soak seed 1, q8, by 4%);
 //  - softmax: row p's exponent is also off by the rounding of z_p − max,
 //    u·|z_p − max|, its exp by 2.5 ulp (5u) and the product by 1/sum by u:
 //    a_p in all. Since ln π_p = z_p − log Σ_q e^z_q, ln π_p is then off by
@@ -41,6 +43,7 @@
 // probabilities in [0, 1] and out within the values' range.
 
 const U = 2 ** -24;
+const QUERY_CODE_MAX = 8191; // KVC_QUERY_CODE_MAX
 const TINY = 2 ** -149;
 const LOST_PROB = 2 ** -125;
 const FIRST_ORDER_LIMIT = 0.05;
@@ -130,7 +133,7 @@ function scores(q, rows, d, keyField) {
     if (key.codes) {
       let codeSum = 0;
       for (const r of key.codes) codeSum += Math.abs(r);
-      error += 2 ** -31 * maxQc * key.scale * codeSum;
+      error += (maxQc / QUERY_CODE_MAX) * key.scale * codeSum;
     }
     return { z: dot / sqrtD, error: error / sqrtD };
   });

@@ -16,7 +16,7 @@ export const Q8_WINDOW = 64;
 
 const RATIO_MAX = 2 ** 127; // KVC_Q8_RATIO_MAX
 const FIELD_FLOOR = Math.fround(1e-30); // KVC_Q8_FIELD_FLOOR
-const FIELD_RANGE_LOG2 = 12; // KVC_Q8_FIELD_RANGE_LOG2
+const FIELD_RANGE_LOG2 = 6; // KVC_Q8_FIELD_RANGE_LOG2
 const SCALE_FLOOR = Math.fround(1e-30); // KVC_Q8_SCALE_FLOOR
 const CODE_MAX = 127;
 const Q4_CODE_MAX = 7;
@@ -26,7 +26,7 @@ const Q4_MAX_SHIFT = 3;
 /**
  * The field of one store: c[j] = RMS of channel j over `rows` (the store's
  * f32 rows, in position order), summed in double, floored at 1e-30 and at
- * 2^-12 of the largest c; all ones when there are no rows.
+ * 2^-6 of the largest c; all ones when there are no rows.
  */
 export function freezeField(rows, d) {
   const field = new Float32Array(d);

@@ -1,6 +1,0 @@
-#include "code-query-hilo.h"
-#include "kernels.h"
-
-void kvc_code_query__wasmsimd(size_t d, float *x, uint8_t *codes, float *scales) {
-    kvc_code_query_hilo(kvc_quantize_query__wasmsimd, d, x, codes, scales);
-}
