@@ -5,9 +5,11 @@
 // file.
 import { shown } from './options.js';
 
-// Bytes read from a Blob at a time (streams and responses come in the chunks
-// they have).
+// Bytes read from a Blob at a time, and the most a byte stream (a fetch's
+// body) is read into at a time: one buffer, reused (other streams come in
+// the chunks they have).
 const BLOB_CHUNK_BYTES = 8 << 20;
+const STREAM_BUFFER_BYTES = 1 << 20;
 
 /** An AbortSignal's reason as the error to throw (a DOMException 'AbortError' by default). */
 export function aborted(signal) {
@@ -50,23 +52,37 @@ export async function sourceChunks(where, source, { signal } = {}) {
     source = source.body;
   }
   if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
-    const reader = source.getReader();
-    return {
-      total,
-      chunks: (async function* read() {
-        try {
-          for (;;) {
-            if (signal?.aborted) throw aborted(signal);
-            const { value, done } = await reader.read();
-            if (done) return;
-            if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
-            yield value;
-          }
-        } finally {
-          reader.cancel().catch(() => {});
-        }
-      })(),
-    };
+    return { total, chunks: streamChunks(where, source, signal) };
   }
   throw new TypeError(`${where}: source must be bytes, a Blob or File, a Response, a ReadableStream or a URL (got ${shown(source)})`);
+}
+
+/**
+ * A stream's chunks. A byte stream (a fetch's body) is read into one buffer
+ * again and again (a BYOB reader), each chunk a view of it valid until the
+ * next is asked for: a gigabyte's load then leaves no gigabyte of chunks for
+ * the garbage collector, which a page busy loading may not run. Any other
+ * stream gives the chunks it has.
+ */
+async function* streamChunks(where, stream, signal) {
+  let reader;
+  let buffer = null;
+  try {
+    reader = stream.getReader({ mode: 'byob' });
+    buffer = new ArrayBuffer(STREAM_BUFFER_BYTES);
+  } catch {
+    reader = stream.getReader(); // not a byte stream
+  }
+  try {
+    for (;;) {
+      if (signal?.aborted) throw aborted(signal);
+      const { value, done } = await (buffer ? reader.read(new Uint8Array(buffer)) : reader.read());
+      if (done) return;
+      if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
+      if (buffer) buffer = value.buffer; // the read transferred it: this is the same memory, to read into next
+      yield value;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
 }
