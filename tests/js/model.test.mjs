@@ -143,12 +143,16 @@ test('memoryBytes counts the weights and the scratch apart from the cache', () =
 
 // ---- the loader ----
 
-/** A ReadableStream of `bytes` in chunks of `size`. */
-function stream(bytes, size) {
+/** A ReadableStream of `bytes` in chunks of `size`; a byte stream (as a fetch's body is) with `type: 'bytes'`. */
+function stream(bytes, size, type = undefined) {
   let at = 0;
   return new ReadableStream({
+    type,
     pull(controller) {
-      if (at >= bytes.length) return controller.close();
+      if (at >= bytes.length) {
+        controller.close();
+        return controller.byobRequest?.respond(0); // a byte stream gives a pending reader's buffer back
+      }
       controller.enqueue(bytes.slice(at, at + size));
       at += size;
     },
@@ -163,6 +167,8 @@ test('Llama.load streams bytes, a Blob, a Response or a ReadableStream into the 
     Blob: new Blob([bytes]),
     Response: new Response(bytes, { headers: { 'content-length': String(bytes.length) } }),
     'a ReadableStream of 1000-byte chunks': stream(bytes, 1000),
+    // Read into one buffer by a BYOB reader: each chunk must be taken before the next overwrites it.
+    'a ReadableStream of bytes in 3000-byte chunks': stream(bytes, 3000, 'bytes'),
   };
   for (const [what, source] of Object.entries(sources)) {
     const progress = [];
