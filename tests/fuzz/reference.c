@@ -168,7 +168,8 @@ static void reserve_slots(ref_full *full, size_t needed) {
 
 /* c[j] = RMS of channel j over the head's rows at positions < W (the f32
  * rows it holds then), in double and row order, floored at 1e-30 and at
- * 2^-12 of the head's largest c; all ones without rows. */
+ * 2^-6 of the head's largest c (src/core/quant.c's KVC_Q8_FIELD_RANGE_LOG2);
+ * all ones without rows. */
 static void freeze(ref_full *full) {
     const size_t H = full->H, d = full->d;
     for (int is_values = 0; is_values < 2; is_values++) {
@@ -192,7 +193,7 @@ static void freeze(ref_full *full) {
             }
             float *field = full->field[is_values] + h * d, max_c = 0.0f;
             for (size_t j = 0; j < d; j++) max_c = fmaxf(max_c, field[j]);
-            for (size_t j = 0; j < d; j++) field[j] = fmaxf(field[j], ldexpf(max_c, -12));
+            for (size_t j = 0; j < d; j++) field[j] = fmaxf(field[j], ldexpf(max_c, -6));
         }
     }
 }
