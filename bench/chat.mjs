@@ -20,6 +20,8 @@ const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
 const JINJA = 'node_modules/@huggingface/jinja/dist/index.js';
 const DECODE_TOKENS = 32;
 const ABORT_AFTER = 8;
+// The page's thread is watched as the worker tests watch it.
+const WATCH = 'tests/runtimes/worker-smoke.mjs';
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>kvcache-wasm chat bench</title><link rel="icon" href="data:,">
 <script type="importmap">{ "imports": { "kvcache-wasm": "/js/index.js", "kvcache-wasm/llama": "/js/llama.js",
@@ -48,20 +50,13 @@ const RUN = `async ({ url, promptTokens, decode, abortAfter, threads }) => {
   cache.free();
   local.free();
 
-  const startWatch = () => {
-    let last = performance.now(); let maxGapMs = 0; let running = true; const longTasks = [];
-    const tick = () => { const now = performance.now(); maxGapMs = Math.max(maxGapMs, now - last); last = now; if (running) setTimeout(tick, 0); };
-    setTimeout(tick, 0);
-    const observer = new PerformanceObserver((list) => longTasks.push(...list.getEntries().map((e) => e.duration)));
-    observer.observe({ type: 'longtask' });
-    return { stop() { running = false; observer.disconnect(); return { maxGapMs, longTasks }; } };
-  };
   const warm = await model.session();
   for await (const piece of warm.generate(prompt.slice(0, 16), { maxTokens: 2, temperature: 0 })) void piece;
   await warm.free();
 
   const session = await model.session();
-  const watching = startWatch();
+  const { watchMainThread } = await import('/tests/runtimes/worker-smoke.mjs');
+  const watching = watchMainThread();
   t = performance.now();
   let firstPieceMs = null;
   let tokens = 0;
@@ -85,7 +80,7 @@ const RUN = `async ({ url, promptTokens, decode, abortAfter, threads }) => {
   await model.free();
   worker.terminate();
   return { threads: threadInfo.threads, isa: kv.kernelIsa(), forwardMs, firstPieceMs, decodeMsPerToken: decodeMs / (tokens - 1),
-    maxGapMs, longTasks: longTasks.filter((d) => d > 50).length, abortMs, afterAbort };
+    maxGapMs, longTasks: (longTasks ?? []).filter((d) => d > 50).length, abortMs, afterAbort };
 }`;
 
 export async function run({ quick = false } = {}) {
@@ -100,7 +95,7 @@ export async function run({ quick = false } = {}) {
     const path = posix.normalize(pathname).slice(1);
     if (path === 'model.gguf') return file;
     const at = join(ROOT, path);
-    const allowed = path.startsWith('js/') || path.startsWith('dist/') || path === JINJA;
+    const allowed = path.startsWith('js/') || path.startsWith('dist/') || path === JINJA || path === WATCH;
     return allowed && existsSync(at) && statSync(at).isFile() ? at : null;
   };
   const server = await serveFiles(served, { isolated: true, pages: { '/': () => PAGE } });

@@ -25,13 +25,16 @@ export const rewind = Symbol('rewind');
 // decode()'s sampling: plain temperature sampling over every token unless told otherwise.
 const PLAIN = { temperature: 0, topK: 0, topP: 1, minP: 0, repeatPenalty: 1, seed: 1 };
 
+// The longest n-gram a draft is looked up by.
+const MAX_NGRAM = 3;
+
 /**
  * Prompt lookup: finds the latest earlier occurrence of the longest suffix
  * n-gram (minNgram ≤ n ≤ maxNgram) of `history` and proposes up to k tokens
  * that followed it. A one-token match drafts too eagerly: on stories260K at
  * k = 4 it is accepted 22% of the time against 43% from two tokens on.
  */
-export function promptLookup(history, k, maxNgram = 3, minNgram = 2) {
+export function promptLookup(history, k, maxNgram = MAX_NGRAM, minNgram = 2) {
   for (let n = Math.min(maxNgram, history.length - 1); n >= minNgram; n--) {
     const suffix = history.length - n;
     for (let start = suffix - 1; start >= 0; start--) {
@@ -146,7 +149,7 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sam
     const pending = session.pending;
     // Drafts must fit the steps left (the bonus token is one more) and the context.
     const history = session.tokens;
-    const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), 3, minNgram) : [];
+    const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), MAX_NGRAM, minNgram) : [];
     stats.forwardPasses++;
     if (drafts.length === 0) {
       const token = sampler.next(session.forward([pending]), history);

@@ -354,5 +354,9 @@ export function generate(session: LlamaSession, prompt: readonly number[], optio
 /** Up to k tokens that followed the latest earlier occurrence of the longest suffix n-gram of history. */
 export function promptLookup(history: readonly number[], k: number, maxNgram?: number, minNgram?: number): number[];
 
+/** The 'slide' context policy on a model's cache: when `needed` more rows do not fit in `contextLength`, keep the first
+ * 4 positions and the newest (half the context, or less for a long prompt) by eviction; returns the rows left free. */
+export function slideCache(cache: KvCache, needed: number, contextLength: number): number;
+
 /** A seeded generator of uniforms in [0, 1). */
 export function seededRandom(seed: number): () => number;

@@ -674,17 +674,9 @@ export class LlamaSession {
     return out;
   }
 
-  // 'slide': when `needed` more rows do not fit, the first positions (the
-  // attention sinks) and the newest stay -- half the context, or less for a
-  // long prompt. Returns the rows the cache has room for then.
+  // 'slide': the first positions and the newest stay when `needed` more rows do not fit.
   #slide(needed) {
-    const { contextLength } = this.llama.config;
-    if (this.cache.rows + needed > contextLength) {
-      const keep = Math.max(0, Math.min(Math.floor(contextLength / 2), contextLength - needed));
-      const sinks = Math.min(SLIDE_SINKS, keep);
-      this.cache.evict({ budget: keep, sinks, recent: keep - sinks });
-    }
-    return contextLength - this.cache.rows;
+    return slideCache(this.cache, needed, this.llama.config.contextLength);
   }
 
   free() {
@@ -694,6 +686,23 @@ export class LlamaSession {
 
 // A sliding window keeps this many first positions (the attention sinks).
 const SLIDE_SINKS = 4;
+
+/**
+ * The 'slide' context policy on a model's cache: when `needed` more rows do
+ * not fit in `contextLength`, the first SLIDE_SINKS positions (the attention
+ * sinks) and the newest stay -- half the context, or less for a long prompt
+ * -- through the cache's eviction. Returns the rows it has room for then.
+ * What LlamaSession#generate runs with context 'slide', for a cache kept
+ * beside a session's (the demo's replica).
+ */
+export function slideCache(cache, needed, contextLength) {
+  if (cache.rows + needed > contextLength) {
+    const keep = Math.max(0, Math.min(Math.floor(contextLength / 2), contextLength - needed));
+    const sinks = Math.min(SLIDE_SINKS, keep);
+    cache.evict({ budget: keep, sinks, recent: keep - sinks });
+  }
+  return contextLength - cache.rows;
+}
 
 /** Streamed text with stop strings: holds back what may be the start of one, and ends before one. */
 class StopText {

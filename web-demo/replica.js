@@ -13,11 +13,8 @@
 // takes it in; a new turn goes back to where the conversation and the
 // tokens part; the 'slide' policy keeps the first positions and the newest,
 // half the context, when a forward pass would not fit.
-import { generate, promptLookup } from 'kvcache-wasm/llama';
+import { generate, promptLookup, slideCache } from 'kvcache-wasm/llama';
 
-const SLIDE_SINKS = 4; // as LlamaSession's sliding window
-const MAX_NGRAM = 3; // as decode()'s prompt lookup
-const MIN_NGRAM = 2;
 
 function commonPrefix(a, b) {
   let n = 0;
@@ -46,12 +43,7 @@ class Mirror {
   /** Rows the cache has room for once `needed` more are asked for: the policy's sliding window, or what is left. */
   roomFor(needed) {
     const { contextLength } = this.llama.config;
-    if (this.context === 'slide' && this.cache.rows + needed > contextLength) {
-      const keep = Math.max(0, Math.min(Math.floor(contextLength / 2), contextLength - needed));
-      const sinks = Math.min(SLIDE_SINKS, keep);
-      this.cache.evict({ budget: keep, sinks, recent: keep - sinks });
-    }
-    return contextLength - this.cache.rows;
+    return this.context === 'slide' ? slideCache(this.cache, needed, contextLength) : contextLength - this.cache.rows;
   }
 
   /** The pending token and `tokens` into the cache; the last row's logits. */
@@ -220,7 +212,7 @@ export class ChatReplica {
       }
       const room = Math.min(reply.maxTokens - reply.emitted, replay.roomFor(1));
       if (room <= 0) break;
-      const drafts = this.draft > 0 ? promptLookup(replay.history, Math.min(this.draft, room - 1), MAX_NGRAM, MIN_NGRAM) : [];
+      const drafts = this.draft > 0 ? promptLookup(replay.history, Math.min(this.draft, room - 1)) : [];
       if (drafts.length === 0) {
         replay.forward([], { last: false });
         this.stats.forwardPasses++;

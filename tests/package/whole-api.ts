@@ -16,7 +16,7 @@ import type {
   KernelInfo, LayerKvCacheOptions, LinearLayerOptions, ThreadInfo,
 } from 'kvcache-wasm';
 import {
-  GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom,
+  GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom, slideCache,
 } from 'kvcache-wasm/llama';
 import type {
   DecodeEvent, ForwardOptions, GenerateOptions, GeneratePiece, GenerateStats, GenerateTextOptions, GgufTensorInfo, LlamaConfig, LoadOptions,
@@ -326,6 +326,8 @@ async function useGeneration(llama: Llama): Promise<void> {
   const reply: ReplyOptions = { maxTokens: 4, temperature: 0, draft: 2, minNgram: 2 };
   const responded = await collect(session.respond(session.tokens, reply));
   check(responded.last.stats !== null && session.pending !== undefined, 'LlamaSession#respond');
+  const full = session.cache.rows;
+  check(slideCache(session.cache, 0, full + 1) === 1 && session.cache.rows === full, 'slideCache with room changes nothing');
   const saved: Uint8Array = session.save();
   const restored = llama.restoreSession(saved, { maxRows: 0 });
   check(restored.tokens.join() === session.tokens.join() && restored.cache.rows === session.cache.rows, 'restoreSession');

@@ -16,7 +16,7 @@ export const CHAT_TURNS = ['Tom had a red ball.', 'Then it rained.'];
 export const CHAT_TOKENS = 12;
 
 /** Watches the page's thread: the longest gap between timer ticks, and (Chromium) its long tasks. */
-function watchMainThread() {
+export function watchMainThread() {
   let last = performance.now();
   let maxGapMs = 0;
   let running = true;
