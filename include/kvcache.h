@@ -79,6 +79,7 @@ typedef enum kvc_component {
     KVC_COMPONENT_Q8 = 1,
     KVC_COMPONENT_Q4 = 2
 } kvc_component;
+#define KVC_COMPONENT_COUNT 3
 
 /* A layer's mode: the storage of its keys and of its values.  The first four
  * values are the modes of every earlier version (and their snapshots). */
@@ -107,6 +108,13 @@ kvc_component kvc_mode_component(kvc_mode mode, int is_values);
  *           enum. */
 const char *kvc_mode_name(kvc_mode mode);
 const char *kvc_component_name(kvc_component component);
+
+/* kvc_component_keeps_window():
+ * @return : 1 if the component keeps its newest rows in f32 beside their
+ *           codes and reads them from there (a residual window: q4, sized
+ *           by kvc_layer_set_residual_rows), 0 if not or for a value not in
+ *           the enum. */
+int kvc_component_keeps_window(kvc_component component);
 
 /* Residual window of q4 components: the newest rows kept in f32. */
 #define KVC_Q4_RESIDUAL_ROWS 64

@@ -46,11 +46,11 @@ export function modeOf(where, mode) {
   return callOut(where, (outPtr) => lib().kvc_mode_of(keys, values, outPtr));
 }
 
-const COMPONENT_Q4 = COMPONENTS.indexOf('q4');
-/** Whether a kvc_mode has a 4-bit component (the ones residualRows sizes). */
-function hasQ4(mode) {
+/** Whether a kvc_mode has a component with a residual window (q4: the rows residualRows sizes). */
+function hasResidualWindow(mode) {
   const exports = lib();
-  return exports.kvc_mode_component(mode, 0) === COMPONENT_Q4 || exports.kvc_mode_component(mode, 1) === COMPONENT_Q4;
+  return exports.kvc_component_keeps_window(exports.kvc_mode_component(mode, 0)) === 1 ||
+    exports.kvc_component_keeps_window(exports.kvc_mode_component(mode, 1)) === 1;
 }
 
 // What a layer's constructor takes, by kind.
@@ -69,7 +69,7 @@ export function createLayer(where, options) {
     const mode = modeOf(where, options.mode);
     const residualRows = options.residualRows === undefined ? null
       : checkInteger(where, 'residualRows', options.residualRows, 0, Q4_MAX_RESIDUAL_ROWS);
-    if (!hasQ4(mode)) checkUnused(where, options, 'residualRows', 'it sizes the f32 window of a q4 component, and this mode has none');
+    if (!hasResidualWindow(mode)) checkUnused(where, options, 'residualRows', 'it sizes the f32 window of a q4 component, and this mode has none');
     if (options.maxRows === undefined) {
       checkUnused(where, options, 'sinks', 'it goes with maxRows');
       checkUnused(where, options, 'recent', 'it goes with maxRows');

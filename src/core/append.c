@@ -6,7 +6,8 @@
  * shared) before the first row is written, so a refused or out-of-memory
  * call leaves the layer as it was.  Rows go to a store by absolute position:
  * below KVC_Q8_WINDOW as f32, from it on as codes in a quantized component
- * (and, q4, an f32 copy: the newest rows' copies are the residual window).
+ * (and, in a format that keeps copies, an f32 copy: the newest rows' copies
+ * are the residual window).
  */
 #include <string.h>
 
@@ -44,7 +45,7 @@ static void rows_gained(const kvc_layer *layer, size_t n, const uint8_t *alive, 
 }
 
 /* Makes every page that n more slots and their rows will need writable.
- * `releasing`: the q4 copies that go (kvc_store_release_copies) will go
+ * `releasing`: the f32 copies that go (kvc_store_release_copies) will go
  * before the rows come, so the new copies need no more room than stays. */
 static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive, int releasing) {
     kvc_status status = kvc_slots_reserve(layer, n);
@@ -67,7 +68,7 @@ static kvc_status reserve(kvc_layer *layer, size_t n, const uint8_t *alive, int 
 
 static void push_row(kvc_store *store, size_t position, size_t d, const float *x,
                      const kvc_kernels *kernels) {
-    if (store->type != KVC_COMPONENT_F32 && position >= KVC_Q8_WINDOW) kvc_store_push_quantized(store, d, x, kernels);
+    if (store->traits->quantized && position >= KVC_Q8_WINDOW) kvc_store_push_quantized(store, d, x, kernels);
     else kvc_store_push_f32(store, x);
 }
 
@@ -139,10 +140,10 @@ static void append_positions(kvc_layer *layer, size_t n, const float *k, const f
     kvc_pool_run(push_rows_task, (void *)&job, 2 * H, kvc_pool_threads(), job.n * stride * 8);
 }
 
-/* Lets the q4 stores go of the copies they will not need once n more
- * positions come. */
+/* Lets the stores that keep copies go of those they will not need once n
+ * more positions come. */
 static void release_copies(kvc_layer *layer, size_t n, const uint8_t *alive) {
-    if (!kvc_mode_has_q4(layer->mode)) return; /* no copies: nothing to count */
+    if (!kvc_mode_keeps_copies(layer->mode)) return; /* no copies: nothing to count */
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         size_t below, from;
         rows_gained(layer, n, alive, h, &below, &from);
@@ -163,7 +164,7 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
      * A verify's drafts go past it: a rejected draft must leave the layer as
      * it was, so accept bounds the layer again (verify.c). */
     const int evicts = layer->max_rows && !layer->verifying && layer->seq_len + n > layer->max_rows;
-    /* (The room for q4 copies is reckoned on the layer as it is: after an
+    /* (The room for f32 copies is reckoned on the layer as it is: after an
      * eviction every new row's copy is reserved.) */
     kvc_status status = check_finite(layer, n, k, v, alive);
     if (status == KVC_OK) status = reserve(layer, n, alive, !layer->verifying && !evicts);
@@ -205,7 +206,7 @@ void kvc_layer_drop_from(kvc_layer *layer, size_t cut) {
         const size_t from = kvc_head_rows_between(layer, h, split, layer->seq_len);
         kvc_store *stores[2] = {&layer->heads[h].keys, &layer->heads[h].values};
         for (int c = 0; c < 2; c++) {
-            if (stores[c]->type != KVC_COMPONENT_F32) kvc_store_drop(stores[c], below, from);
+            if (stores[c]->traits->quantized) kvc_store_drop(stores[c], below, from);
             else kvc_store_drop(stores[c], below + from, 0);
         }
     }

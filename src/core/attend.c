@@ -285,9 +285,9 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
 typedef struct causal_job {
     size_t m, d, S, n;                  /* queries, channels, segments, the head's rows */
     const kvc_rows_view *keys, *values;
-    /* With a q4 component, query i reads the rows as the layer held them when
-     * it was the newest (its own residual window): views [m] each, and no
-     * query shares a segment's pass with another. */
+    /* With a component that keeps copies, query i reads the rows as the
+     * layer held them when it was the newest (its own residual window):
+     * views [m] each, and no query shares a segment's pass with another. */
     int per_query;
     kvc_rows_view *query_keys, *query_values;
 
@@ -407,7 +407,7 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     const kvc_rows_view values = kvc_store_view(&head->values, layer->residual_rows);
     causal_job job = {.m = m, .d = d, .n = kvc_store_len(&head->keys), .keys = &keys,
                       .values = &values, .probs = probs, .out = out};
-    job.per_query = kvc_mode_has_q4(layer->mode);
+    job.per_query = kvc_mode_keeps_copies(layer->mode);
     job.S = segments_of(job.n);
     if (job.n == 0) { /* nothing stored: zeros, and nothing to allocate */
         memset(out, 0, m * d * sizeof(float));

@@ -8,7 +8,7 @@
  * hitters), ties going to the older position.  Order is preserved, every
  * store of every head moves only the rows it keeps, quantized rows keep
  * their codes and scales, and the field stays: nothing is requantized, and
- * every kept row reads back as before (a q4 row of the residual window keeps
+ * every kept row reads back as before (a row of the residual window keeps
  * its f32 copy, the others are read through their codes until they leave).
  * O(rows): a selection, not a sort, then one pass.  The pages the kept rows
  * move into are made writable first (copied when shared): from the first
@@ -75,7 +75,7 @@ static void plan(const kvc_layer *layer, size_t budget, size_t sinks, size_t rec
 
 /* Moves the kept rows of one store to the front, in order. */
 static void compact_store(const kvc_layer *layer, size_t h, kvc_store *store, const uint8_t *keep) {
-    const int quantized = store->type != KVC_COMPONENT_F32;
+    const int quantized = store->traits->quantized;
     const size_t window_first = kvc_store_window_first(store, layer->residual_rows);
     size_t f32_read = 0, f32_write = 0, q_read = 0, q_write = 0, copies = 0;
     for (size_t s = 0; s < layer->seq_len; s++) {
@@ -122,8 +122,8 @@ kvc_status kvc_evict_prepare(kvc_layer *layer, size_t sinks) {
         }
         for (int is_values = 0; is_values < 2 && status == KVC_OK; is_values++) {
             kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
-            status = store->type != KVC_COMPONENT_F32 ? kvc_store_make_writable(store, below, from)
-                                                      : kvc_store_make_writable(store, below + from, 0);
+            status = store->traits->quantized ? kvc_store_make_writable(store, below, from)
+                                              : kvc_store_make_writable(store, below + from, 0);
         }
     }
     return status;

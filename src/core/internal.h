@@ -85,15 +85,49 @@ void kvc_paged_read(const kvc_paged *a, size_t first, size_t count, void *dst);
 /* Pages allocated and not yet freed, over every sequence. */
 size_t kvc_live_pages(void);
 
+/* ---- component.c: the component formats, a traits row each ---- */
+/* What the core knows of a component format.  A quantized format stores a
+ * store's rows from KVC_Q8_WINDOW on as rows of row_bytes(d): a 4-byte f32
+ * scale, then codes against the per-channel field. */
+typedef struct kvc_component_traits {
+    const char *name;              /* kvc_component_name's */
+    int quantized;                 /* 0: every row f32 (and no kernels below) */
+    int keeps_copies;              /* f32 copies of its newest rows: the residual
+                                      window, and exact rollback into it */
+    size_t (*row_bytes)(size_t d); /* a row of d channels in this format */
+    /* Codes x (finite, d channels) against the field into `codes` (the row's
+     * bytes after its scale) with `set`'s kernel; returns the row's scale. */
+    float (*quantize)(const kvc_kernels *set, size_t d, const float *x, const float *field,
+                      uint8_t *codes);
+    /* Scores of coded queries against rows of this format, in `set`. */
+    kvc_scores_q8_fn *(*scores)(const kvc_kernels *set);
+    /* What turns rows of this format into the int8 rows the value sums
+     * read, once per tile for every query; NULL: they are such rows. */
+    kvc_unpack_q4_fn *(*unpack)(const kvc_kernels *set);
+    /* The value sums over (unpacked) rows. */
+    kvc_weighted_sum_q8_fn *(*values)(const kvc_kernels *set);
+    /* 1 if a row's bytes after its scale are codes `quantize` can make (a
+     * snapshot's rows are checked with it). */
+    int (*codes_valid)(size_t d, const uint8_t *codes);
+} kvc_component_traits;
+
+/* The row of a kvc_component; NULL for a value not in the enum. */
+const kvc_component_traits *kvc_component_traits_of(kvc_component type);
+/* The row of a mode's keys (is_values 0) or values (1). */
+const kvc_component_traits *kvc_mode_traits(kvc_mode mode, int is_values);
+/* Components the mode quantizes (each has a field): 0, 1 or 2. */
+size_t kvc_quantized_components(kvc_mode mode);
+/* 1 if a component keeps f32 copies (has a residual window). */
+int kvc_mode_keeps_copies(kvc_mode mode);
+
 /* One component (keys or values) of one head. */
 typedef struct kvc_store {
-    kvc_component type;
+    const kvc_component_traits *traits;
     kvc_paged rows;   /* f32 rows of d floats: every row of an f32 component, the
                          rows at positions < W of a quantized one */
-    kvc_paged qrows;  /* quantized rows from W on: f32 scale, then d codes
-                         (kvc_q8_row_bytes) or ceil(d / 2) bytes of them (kvc_q4_row_bytes) */
-    kvc_paged recent; /* q4: f32 copies of qrows [recent_base, qrows.len), for the
-                         residual window and exact truncation */
+    kvc_paged qrows;  /* quantized rows from W on, of traits->row_bytes(d) */
+    kvc_paged recent; /* keeps_copies: f32 copies of qrows [recent_base, qrows.len),
+                         for the residual window and exact truncation */
     size_t recent_base;
     kvc_paged field;  /* the per-channel field, d floats: one element while frozen */
 } kvc_store;
@@ -198,12 +232,12 @@ void kvc_thread_wake_all(_Atomic uint32_t *word);
 #define KVC_SEGMENT_ROWS 1024
 
 /* A read-only view of one component's rows, in position order: f32 rows,
- * then quantized ones, then (q4) the residual window's f32 copies. */
+ * then quantized ones, then (keeps_copies) the residual window's f32 copies. */
 typedef struct kvc_rows_view {
     const kvc_paged *rows;   /* f32 rows of d floats */
     const kvc_paged *qrows;  /* quantized rows, of which the first q_count are read */
     size_t q_count;
-    int q4;                  /* qrows are 4-bit */
+    const kvc_component_traits *traits; /* the format of qrows */
     const kvc_paged *recent; /* f32 rows [recent_first, + recent_count) follow them */
     size_t recent_first, recent_count;
     const float *field;      /* the field of the quantized rows (NULL when none are read) */
@@ -280,14 +314,8 @@ void *kvc_realloc_array(void *block, size_t count, size_t elem_bytes);
 size_t kvc_grown_capacity(size_t cap, size_t needed, size_t limit);
 
 /* ---- store.c: one component of one head ---- */
-/* Quantized rows are stored from position KVC_Q8_WINDOW on. */
-int kvc_component_quantized(kvc_mode mode, int is_values);
-/* Components the mode quantizes (each has a field): 0, 1 or 2. */
-size_t kvc_quantized_components(kvc_mode mode);
-/* 1 if a component is q4 (has a residual window and f32 copies). */
-int kvc_mode_has_q4(kvc_mode mode);
-/* An empty store of rows of d channels. */
-void kvc_store_init(kvc_store *store, size_t d, kvc_component type);
+/* An empty store of rows of d channels in a format. */
+void kvc_store_init(kvc_store *store, size_t d, const kvc_component_traits *traits);
 /* Makes room for `below` more rows at positions < W and `from` more at
  * positions >= W (quantized in a quantized store, f32 otherwise), and for
  * the f32 copies of the new q4 rows that will stay: with `releasing` (not

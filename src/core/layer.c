@@ -71,8 +71,8 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
         return KVC_E_NOMEM;
     }
     for (size_t h = 0; h < num_kv_heads; h++) {
-        kvc_store_init(&layer->heads[h].keys, head_dim, kvc_mode_component(mode, 0));
-        kvc_store_init(&layer->heads[h].values, head_dim, kvc_mode_component(mode, 1));
+        kvc_store_init(&layer->heads[h].keys, head_dim, kvc_mode_traits(mode, 0));
+        kvc_store_init(&layer->heads[h].values, head_dim, kvc_mode_traits(mode, 1));
     }
     *out = layer;
     return KVC_OK;
@@ -225,13 +225,13 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
 }
 
 /* What one component of one head holds at n positions (all alive). */
-static size_t component_bytes_for(kvc_component type, size_t d, size_t n, size_t residual_rows) {
-    if (type == KVC_COMPONENT_F32) return n * d * sizeof(float);
+static size_t component_bytes_for(const kvc_component_traits *traits, size_t d, size_t n,
+                                  size_t residual_rows) {
+    if (!traits->quantized) return n * traits->row_bytes(d);
     const size_t sinks = n < KVC_Q8_WINDOW ? n : KVC_Q8_WINDOW;
     const size_t quantized = n - sinks;
-    const size_t row = type == KVC_COMPONENT_Q4 ? kvc_q4_row_bytes(d) : kvc_q8_row_bytes(d);
-    const size_t copies = type == KVC_COMPONENT_Q4 ? (quantized < residual_rows ? quantized : residual_rows) : 0;
-    return sinks * d * sizeof(float) + quantized * row + copies * d * sizeof(float);
+    const size_t copies = traits->keeps_copies ? (quantized < residual_rows ? quantized : residual_rows) : 0;
+    return sinks * d * sizeof(float) + quantized * traits->row_bytes(d) + copies * d * sizeof(float);
 }
 
 size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t positions) {
@@ -242,7 +242,7 @@ size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, 
     const size_t slot = sizeof(float) + sizeof(uint32_t) + (num_kv_heads + 7) / 8;
     size_t bytes = positions * slot;
     for (int values = 0; values < 2; values++) {
-        bytes += num_kv_heads * component_bytes_for(kvc_mode_component(mode, values), head_dim, positions,
+        bytes += num_kv_heads * component_bytes_for(kvc_mode_traits(mode, values), head_dim, positions,
                                                     KVC_Q4_RESIDUAL_ROWS);
     }
     if (positions > KVC_Q8_WINDOW) bytes += kvc_quantized_components(mode) * num_kv_heads * head_dim * sizeof(float);

@@ -32,7 +32,7 @@ kvc_status kvc_field_reserve(kvc_layer *layer) {
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_store *stores[2] = {&layer->heads[h].keys, &layer->heads[h].values};
         for (int is_values = 0; is_values < 2; is_values++) {
-            if (!kvc_component_quantized(layer->mode, is_values)) continue;
+            if (!stores[is_values]->traits->quantized) continue;
             const kvc_status status = kvc_paged_reserve(&stores[is_values]->field, 1);
             if (status != KVC_OK) return status;
         }
@@ -68,8 +68,8 @@ static void freeze_store(kvc_store *store, size_t d) {
 
 void kvc_field_freeze(kvc_layer *layer) {
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
-        if (kvc_component_quantized(layer->mode, 0)) freeze_store(&layer->heads[h].keys, layer->head_dim);
-        if (kvc_component_quantized(layer->mode, 1)) freeze_store(&layer->heads[h].values, layer->head_dim);
+        if (layer->heads[h].keys.traits->quantized) freeze_store(&layer->heads[h].keys, layer->head_dim);
+        if (layer->heads[h].values.traits->quantized) freeze_store(&layer->heads[h].values, layer->head_dim);
     }
     layer->field_frozen = 1;
 }

@@ -191,8 +191,8 @@ static void scores_f32_paged(const kvc_kernels *kernels, size_t G, const kvc_pag
     }
 }
 
-/* Scores against quantized rows with `score` (the set's scores_q8 or
- * scores_q4, which take their rows alike), a page's run at a time. */
+/* Scores against quantized rows with `score` (their format's), a page's
+ * run at a time. */
 static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_paged *qrows,
                                    size_t first, size_t count, size_t d, const int16_t *codes,
                                    const float *scales, float *z, size_t z_stride) {
@@ -203,14 +203,13 @@ static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_
     }
 }
 
-/* 4-bit value rows [first, first + count) of qrows, count <= the scratch's
- * tile, unpacked into its tile as the int8 rows the q8 sums read. */
-static const uint8_t *unpack_tile(const kvc_kernels *kernels, const kvc_paged *qrows, size_t first,
+/* Value rows [first, first + count) of qrows, count <= the scratch's tile,
+ * unpacked with `unpack` into its tile as the int8 rows the sums read. */
+static const uint8_t *unpack_tile(kvc_unpack_q4_fn *unpack, const kvc_paged *qrows, size_t first,
                                   size_t count, size_t d, kvc_scratch *scratch) {
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
-        kernels->unpack_q4(run, d, kvc_paged_at(qrows, first + done),
-                           scratch->tile_q8 + done * kvc_q8_row_bytes(d));
+        unpack(run, d, kvc_paged_at(qrows, first + done), scratch->tile_q8 + done * kvc_q8_row_bytes(d));
         done += run;
     }
     return scratch->tile_q8;
@@ -249,16 +248,19 @@ static void weighted_sum_f32_paged(const kvc_kernels *kernels, size_t G, const k
  * rows of large scale leave the others' weights under lo's last step) each
  * row is read as codes * scale and added in f32, in row order. */
 static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const float *pi,
-                                 size_t pi_stride, const kvc_paged *qrows, int q4, size_t q_first,
+                                 size_t pi_stride, const kvc_rows_view *values, size_t q_first,
                                  size_t q_count, size_t d, float *out, kvc_scratch *scratch) {
+    const kvc_paged *qrows = values->qrows;
+    kvc_unpack_q4_fn *unpack = values->traits->unpack ? values->traits->unpack(kernels) : NULL;
+    kvc_weighted_sum_q8_fn *weighted_sum = values->traits->values(kernels);
     const size_t tile = scratch->tile_rows;
     int16_t *codes = scratch->tile_w16;
     float *code_scales = scratch->tile_w_scales, *scales = scratch->tile_scales;
     for (size_t first = 0; first < q_count; first += tile) {
         const size_t rows = q_count - first < tile ? q_count - first : tile;
         const uint8_t **at = scratch->tile_rows_at;
-        if (q4) {
-            const uint8_t *tile_rows = unpack_tile(kernels, qrows, q_first + first, rows, d, scratch);
+        if (unpack) {
+            const uint8_t *tile_rows = unpack_tile(unpack, qrows, q_first + first, rows, d, scratch);
             for (size_t t = 0; t < rows; t++) at[t] = tile_rows + t * kvc_q8_row_bytes(d);
         } else {
             for (size_t t = 0; t < rows; t++) at[t] = kvc_paged_at(qrows, q_first + first + t);
@@ -296,8 +298,8 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
             for (size_t t = 0; t < rows; t++) w[t] = w[t] - (float)codes[g * tile + t] * s_hi;
             code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, KVC_Q16_CODE_MAX, codes + (G + g) * tile), e);
         }
-        kernels->weighted_sum_q8(G, rows, d, codes, tile, code_scales, at, out);
-        if (with_lo) kernels->weighted_sum_q8(G, rows, d, codes + G * tile, tile, code_scales + G, at, out);
+        weighted_sum(G, rows, d, codes, tile, code_scales, at, out);
+        if (with_lo) weighted_sum(G, rows, d, codes + G * tile, tile, code_scales + G, at, out);
     }
 }
 
@@ -318,8 +320,9 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     scores_f32_paged(kernels, G, keys->rows, part[0].first, part[0].count, d,
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);
     z_at += part[0].count;
-    scores_quantized_paged(keys->q4 ? kernels->scores_q4 : kernels->scores_q8, G, keys->qrows,
-                           part[1].first, part[1].count, d, codes, code_scales, z_at, z_stride);
+    if (part[1].count)
+        scores_quantized_paged(keys->traits->scores(kernels), G, keys->qrows, part[1].first,
+                               part[1].count, d, codes, code_scales, z_at, z_stride);
     z_at += part[1].count;
     scores_f32_paged(kernels, G, keys->recent, part[2].first, part[2].count, d,
                      queries->q + first_query * d, sqrt_d, z_at, z_stride);
@@ -330,8 +333,8 @@ void kvc_attend_segment(const kvc_queries *queries, size_t first_query, size_t G
     split_rows(values, first, count, part);
     const size_t q_at = part[0].count, recent_at = part[0].count + part[1].count;
     if (part[1].count) {
-        sum_quantized_values(kernels, G, z + q_at, z_stride, values->qrows, values->q4, part[1].first,
-                             part[1].count, d, out, scratch);
+        sum_quantized_values(kernels, G, z + q_at, z_stride, values, part[1].first, part[1].count, d,
+                             out, scratch);
         for (size_t g = 0; g < G; g++) kernels->mul_f32(d, out + g * d, values->field, out + g * d);
     }
     weighted_sum_f32_paged(kernels, G, values->rows, part[0].first, part[0].count, d, z, z_stride, out);

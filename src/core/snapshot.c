@@ -16,7 +16,6 @@
 
 #include "bytes.h"
 #include "internal.h"
-#include "../kernels/q4-pack.h"
 #include "../kernels/q8-rows.h"
 
 #define LAYER_MAGIC "KVCL"
@@ -51,8 +50,9 @@ enum { FULL_MODE, FULL_H, FULL_D, FULL_L, FULL_NEXT_POSITION, FULL_FROZEN, FULL_
        FULL_MAX_ROWS, FULL_SINKS, FULL_RECENT, FULL_FIELDS };
 static const uint8_t full_widths[FULL_FIELDS] = {4, 4, 4, 8, 8, 4, 4, 8, 8, 8};
 
-/* A store: its f32 rows and quantized rows (then those rows); a q4 store's
- * f32 copies of its window (then those); whether its field follows. */
+/* A store: its f32 rows and quantized rows (then those rows); the f32
+ * copies of its window, if its format keeps copies (then those); whether
+ * its field follows. */
 enum { STORE_ROWS, STORE_QROWS, STORE_COUNTS };
 static const uint8_t store_count_widths[STORE_COUNTS] = {8, 8};
 static const uint8_t window_count_width[1] = {8};
@@ -111,7 +111,7 @@ static const kvc_store *store_of(const kvc_layer *layer, size_t h, int is_values
     return is_values ? &layer->heads[h].values : &layer->heads[h].keys;
 }
 
-/* A q4 store keeps the f32 copies of its residual window only: its
+/* A store keeps the f32 copies of its residual window only: its
  * rollback rows are not content (a snapshot of a layer truncated exactly is
  * the snapshot of one that never held the positions). */
 static size_t window_rows(const kvc_layer *layer, const kvc_store *store) {
@@ -121,7 +121,7 @@ static size_t window_rows(const kvc_layer *layer, const kvc_store *store) {
 static void write_store(kvc_writer *w, const kvc_layer *layer, size_t h, int is_values) {
     const kvc_store *store = store_of(layer, h, is_values);
     const size_t d = layer->head_dim;
-    const int has_field = layer->field_frozen && kvc_component_quantized(layer->mode, is_values);
+    const int has_field = layer->field_frozen && store->traits->quantized;
     const uint64_t counts[STORE_COUNTS] = {[STORE_ROWS] = store->rows.len, [STORE_QROWS] = store->qrows.len};
     kvc_put_fields(w, store_count_widths, STORE_COUNTS, counts);
     put_paged(w, &store->rows, sizeof(float));
@@ -130,7 +130,7 @@ static void write_store(kvc_writer *w, const kvc_layer *layer, size_t h, int is_
         put_quantized_rows(w, kvc_paged_at(&store->qrows, i), run, store->qrows.elem_bytes);
         i += run;
     }
-    if (store->type == KVC_COMPONENT_Q4) {
+    if (store->traits->keeps_copies) {
         const size_t count = window_rows(layer, store);
         const size_t first = store->qrows.len - count - store->recent_base;
         put_field(w, window_count_width, count);
@@ -257,41 +257,10 @@ static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, 
     return KVC_OK;
 }
 
-/* The bits a q4 row's shift bytes may not set: those past its groups. */
-static uint8_t unused_shift_bits(size_t d) {
-    const size_t used = kvc_q4_groups(d) % 4;
-    return used ? (uint8_t)(0xFF << (2 * used)) : 0;
-}
-
-/* 1 if one of the fields (nibbles or bytes) of the n bytes at p holds its
- * most negative code: only its top bit set, a q4 code of -8 or a q8 code of
- * -128, for fields of 4 or 8 bits.  Eight bytes at a time as one word, the
- * zero-field test of x ^ the top bits, exact as to whether a word has such a
- * field: fast in plain C, which the core is (SIMD flags go on the kernel
- * files only).  The last word is padded with zeros, which never match. */
-static int any_most_negative(const uint8_t *p, size_t n, unsigned field_bits) {
-    const uint64_t ones = field_bits == 4 ? 0x1111111111111111ull : 0x0101010101010101ull;
-    const uint64_t tops = ones << (field_bits - 1);
-    uint64_t found = 0;
-    for (size_t j = 0; j < n; j += 8) {
-        uint64_t x = 0;
-        if (n - j >= 8) memcpy(&x, p + j, 8);
-        else memcpy(&x, p + j, n - j);
-        const uint64_t y = x ^ tops; /* such a field becomes 0 */
-        found |= (y - ones) & ~y & tops;
-    }
-    return found != 0;
-}
-
-/* Reads n quantized rows: each scale finite and positive, codes within
- * +-127 (q8), or within +-7 with unused shift bits and a pad nibble 0 (q4). */
+/* Reads n quantized rows: each scale finite and positive, codes such as
+ * the store's format makes. */
 static kvc_status read_quantized_rows(kvc_reader *r, kvc_store *store, size_t first, size_t n, size_t d) {
     const size_t row_bytes = store->qrows.elem_bytes, code_bytes = row_bytes - sizeof(float);
-    const int q4 = store->type == KVC_COMPONENT_Q4;
-    const size_t shift_bytes = q4 ? kvc_q4_shift_bytes(d) : 0;
-    const uint8_t unused = q4 ? unused_shift_bits(d) : 0;
-    /* The byte of a q4 row whose high nibble pads an odd last block. */
-    const size_t pad_byte = (d % KVC_Q4_BLOCK) % 2 ? code_bytes - 1 : SIZE_MAX;
     if (!kvc_has(r, n * row_bytes)) return KVC_E_SNAPSHOT_TRUNCATED;
     for (size_t q = 0; q < n; q++, r->at += row_bytes) {
         uint8_t *qrow = kvc_paged_at(&store->qrows, first + q);
@@ -299,16 +268,7 @@ static kvc_status read_quantized_rows(kvc_reader *r, kvc_store *store, size_t fi
         memcpy(qrow + sizeof(float), r->at + sizeof(float), code_bytes);
         const float scale = kvc_q8_row_scale(qrow);
         if (!isfinite(scale) || !(scale > 0.0f)) return KVC_E_SNAPSHOT_CORRUPT;
-        int below = 0; /* no branch per code */
-        const uint8_t *codes = qrow + sizeof(float);
-        if (q4) {
-            below |= (codes[shift_bytes - 1] & unused) != 0;
-            below |= any_most_negative(codes + shift_bytes, code_bytes - shift_bytes, 4);
-            if (pad_byte != SIZE_MAX) below |= (codes[pad_byte] >> 4) != 0;
-        } else {
-            below |= any_most_negative(codes, d, 8);
-        }
-        if (below) return KVC_E_SNAPSHOT_CORRUPT;
+        if (!store->traits->codes_valid(d, qrow + sizeof(float))) return KVC_E_SNAPSHOT_CORRUPT;
     }
     return KVC_OK;
 }
@@ -395,7 +355,7 @@ static kvc_status read_f32_rows(kvc_reader *r, kvc_paged *a, size_t n, int posit
 static kvc_status read_store(kvc_reader *r, kvc_layer *layer, size_t h, int is_values) {
     kvc_store *store = is_values ? &layer->heads[h].values : &layer->heads[h].keys;
     const size_t d = layer->head_dim;
-    const int quantized = store->type != KVC_COMPONENT_F32;
+    const int quantized = store->traits->quantized;
     uint64_t counts[STORE_COUNTS];
     kvc_get_fields(r, store_count_widths, STORE_COUNTS, counts);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
@@ -417,7 +377,7 @@ static kvc_status read_store(kvc_reader *r, kvc_layer *layer, size_t h, int is_v
     if (status == KVC_OK) status = read_quantized_rows(r, store, 0, qrows_len, d);
     if (status != KVC_OK) return status;
     kvc_paged_set_len(&store->qrows, qrows_len);
-    if (store->type == KVC_COMPONENT_Q4) {
+    if (store->traits->keeps_copies) {
         /* The window's f32 copies: at most residual_rows, the newest rows'. */
         const uint64_t copies = get_field(r, window_count_width);
         if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;

@@ -12,10 +12,6 @@
 static const char *const mode_names[] = {MODE_NAMES(ITSELF, COMMA)};
 _Static_assert(sizeof mode_names / sizeof mode_names[0] == KVC_MODE_COUNT, "a name for every kvc_mode");
 
-static const char *const component_names[] = {"f32", "q8", "q4"};
-_Static_assert(sizeof component_names / sizeof component_names[0] == KVC_COMPONENT_Q4 + 1,
-               "a name for every kvc_component");
-
 /* Every status: its enumerator and its message. */
 #define STATUSES(X)                                                                                                            \
     X(KVC_OK, "ok")                                                                                                            \
@@ -88,7 +84,8 @@ const char *kvc_mode_name(kvc_mode mode) {
 }
 
 const char *kvc_component_name(kvc_component component) {
-    return (unsigned)component <= KVC_COMPONENT_Q4 ? component_names[component] : NULL;
+    const kvc_component_traits *traits = kvc_component_traits_of(component);
+    return traits ? traits->name : NULL;
 }
 
 #define CONSTANT(macro) {#macro, macro}

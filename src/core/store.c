@@ -2,14 +2,14 @@
  * store.c -- the rows of one component (keys or values) of one head.
  *
  * f32 rows sit in one paged sequence; quantized rows in another, each row a
- * 4-byte scale followed by its codes (d bytes in q8, d / 2 in q4), so that
- * attention streams scale and codes together from one page; the field is a
- * sequence of one element while frozen.  A q4 store also keeps f32 copies of
- * its newest quantized rows (`recent`, from row recent_base on): the
- * residual window is read from them, and a truncation that brings rows back
- * into the window finds them there.  Copies go from the front a page at a
- * time; rows only ever leave from the end (evict.c moves the kept ones
- * forward first).
+ * 4-byte scale followed by its codes (the format's row, component.c), so
+ * that attention streams scale and codes together from one page; the field
+ * is a sequence of one element while frozen.  A store whose format keeps
+ * copies (q4) also keeps f32 copies of its newest quantized rows (`recent`,
+ * from row recent_base on): the residual window is read from them, and a
+ * truncation that brings rows back into the window finds them there.
+ * Copies go from the front a page at a time; rows only ever leave from the
+ * end (evict.c moves the kept ones forward first).
  */
 #include <string.h>
 
@@ -18,55 +18,16 @@
 
 _Static_assert(KVC_KERNEL_MAX_DIM == KVC_MAX_HEAD_DIM, "kernels take rows of every head_dim");
 
-kvc_status kvc_mode_of(kvc_component keys, kvc_component values, kvc_mode *mode) {
-    static const kvc_mode modes[3][3] = {
-        /* values:   f32            q8                q4 */
-        /* K f32 */ {KVC_MODE_F32, KVC_MODE_Q8V, KVC_MODE_Q4V},
-        /* K q8  */ {KVC_MODE_Q8K, KVC_MODE_Q8, KVC_MODE_Q8K_Q4V},
-        /* K q4  */ {KVC_MODE_Q4K, KVC_MODE_Q4K_Q8V, KVC_MODE_Q4},
-    };
-    if (!mode) return KVC_E_NULL_POINTER;
-    if ((unsigned)keys > KVC_COMPONENT_Q4 || (unsigned)values > KVC_COMPONENT_Q4) return KVC_E_MODE;
-    *mode = modes[keys][values];
-    return KVC_OK;
-}
-
-kvc_component kvc_mode_component(kvc_mode mode, int is_values) {
-    /* keys, values of each kvc_mode in order */
-    static const kvc_component components[KVC_MODE_COUNT][2] = {
-        {KVC_COMPONENT_F32, KVC_COMPONENT_F32}, {KVC_COMPONENT_Q8, KVC_COMPONENT_Q8},
-        {KVC_COMPONENT_Q8, KVC_COMPONENT_F32},  {KVC_COMPONENT_F32, KVC_COMPONENT_Q8},
-        {KVC_COMPONENT_Q4, KVC_COMPONENT_Q4},   {KVC_COMPONENT_Q4, KVC_COMPONENT_F32},
-        {KVC_COMPONENT_F32, KVC_COMPONENT_Q4},  {KVC_COMPONENT_Q8, KVC_COMPONENT_Q4},
-        {KVC_COMPONENT_Q4, KVC_COMPONENT_Q8},
-    };
-    if ((unsigned)mode >= KVC_MODE_COUNT) return KVC_COMPONENT_F32;
-    return components[mode][is_values ? 1 : 0];
-}
-
-int kvc_component_quantized(kvc_mode mode, int is_values) {
-    return kvc_mode_component(mode, is_values) != KVC_COMPONENT_F32;
-}
-
-size_t kvc_quantized_components(kvc_mode mode) {
-    return (size_t)kvc_component_quantized(mode, 0) + (size_t)kvc_component_quantized(mode, 1);
-}
-
-int kvc_mode_has_q4(kvc_mode mode) {
-    return kvc_mode_component(mode, 0) == KVC_COMPONENT_Q4 || kvc_mode_component(mode, 1) == KVC_COMPONENT_Q4;
-}
-
-void kvc_store_init(kvc_store *store, size_t d, kvc_component type) {
-    store->type = type;
+void kvc_store_init(kvc_store *store, size_t d, const kvc_component_traits *traits) {
+    store->traits = traits;
     kvc_paged_init(&store->rows, d * sizeof(float), KVC_PAGE_SHIFT);
-    kvc_paged_init(&store->qrows, type == KVC_COMPONENT_Q4 ? kvc_q4_row_bytes(d) : kvc_q8_row_bytes(d),
-                   KVC_PAGE_SHIFT);
+    kvc_paged_init(&store->qrows, traits->row_bytes(d), KVC_PAGE_SHIFT);
     kvc_paged_init(&store->recent, d * sizeof(float), KVC_PAGE_SHIFT);
     store->recent_base = 0;
     kvc_paged_init(&store->field, d * sizeof(float), 0);
 }
 
-/* The first row whose f32 copy a q4 store keeps once it holds n quantized
+/* The first row whose f32 copy a store that keeps copies keeps once it holds n quantized
  * rows: those of the newest residual_rows + KVC_Q4_ROLLBACK_ROWS at least,
  * the older ones let go a page (of copies) at a time. */
 static size_t copies_from(const kvc_store *store, size_t n, size_t residual_rows) {
@@ -78,10 +39,10 @@ static size_t copies_from(const kvc_store *store, size_t n, size_t residual_rows
 kvc_status kvc_store_reserve(kvc_store *store, size_t below, size_t from, size_t residual_rows,
                              int releasing) {
     /* A quantized store keeps f32 rows for positions < W only. */
-    if (store->type == KVC_COMPONENT_F32) return kvc_paged_reserve(&store->rows, below + from);
+    if (!store->traits->quantized) return kvc_paged_reserve(&store->rows, below + from);
     kvc_status status = kvc_paged_reserve(&store->rows, below);
     if (status == KVC_OK) status = kvc_paged_reserve(&store->qrows, from);
-    if (status == KVC_OK && store->type == KVC_COMPONENT_Q4) {
+    if (status == KVC_OK && store->traits->keeps_copies) {
         /* Copies of the new rows that stay once the old ones go
          * (kvc_store_release_copies): no more than the window and the
          * rollback rows, however long the append. */
@@ -101,24 +62,19 @@ void kvc_store_push_quantized(kvc_store *store, size_t d, const float *x,
                               const kvc_kernels *kernels) {
     uint8_t *qrow = kvc_paged_at(&store->qrows, store->qrows.len);
     const float *field = (const float *)(const void *)kvc_paged_at(&store->field, 0);
-    float scale;
-    if (store->type == KVC_COMPONENT_Q4) {
-        scale = kernels->quantize_row_q4(d, x, field, qrow + sizeof(float));
-        /* Its copy, unless it is among the rows whose copies go (an append
-         * longer than the window and the rollback rows). */
-        if (store->qrows.len >= store->recent_base) {
-            memcpy(kvc_paged_at(&store->recent, store->recent.len), x, d * sizeof(float));
-            kvc_paged_set_len(&store->recent, store->recent.len + 1);
-        }
-    } else {
-        scale = kernels->quantize_row(d, x, field, (int8_t *)(qrow + sizeof(float)));
+    const float scale = store->traits->quantize(kernels, d, x, field, qrow + sizeof(float));
+    /* Its copy, unless it is among the rows whose copies go (an append
+     * longer than the window and the rollback rows). */
+    if (store->traits->keeps_copies && store->qrows.len >= store->recent_base) {
+        memcpy(kvc_paged_at(&store->recent, store->recent.len), x, d * sizeof(float));
+        kvc_paged_set_len(&store->recent, store->recent.len + 1);
     }
     memcpy(qrow, &scale, sizeof(float));
     kvc_paged_set_len(&store->qrows, store->qrows.len + 1);
 }
 
 void kvc_store_release_copies(kvc_store *store, size_t residual_rows, size_t upcoming) {
-    if (store->type != KVC_COMPONENT_Q4) return;
+    if (!store->traits->keeps_copies) return;
     const size_t n = store->qrows.len, first = copies_from(store, n + upcoming, residual_rows);
     if (first <= n) {
         kvc_paged_drop_front(&store->recent, (first - store->recent_base) >> KVC_PAGE_SHIFT);
@@ -131,7 +87,7 @@ void kvc_store_release_copies(kvc_store *store, size_t residual_rows, size_t upc
 void kvc_store_drop(kvc_store *store, size_t f32_rows, size_t q_rows) {
     kvc_paged_set_len(&store->rows, store->rows.len - f32_rows);
     kvc_paged_set_len(&store->qrows, store->qrows.len - q_rows);
-    if (store->type != KVC_COMPONENT_Q4) return;
+    if (!store->traits->keeps_copies) return;
     /* Copies of the rows left stay; below the first copy, none come back. */
     if (store->qrows.len < store->recent_base) {
         kvc_paged_set_len(&store->recent, 0);
@@ -154,7 +110,7 @@ kvc_status kvc_store_make_writable(kvc_store *store, size_t f32_first, size_t q_
 void kvc_store_move_quantized(kvc_store *store, size_t write, size_t read, size_t window_first,
                               size_t *copies_write) {
     kvc_paged_move(&store->qrows, write, read);
-    if (read >= window_first && store->type == KVC_COMPONENT_Q4)
+    if (read >= window_first && store->traits->keeps_copies)
         kvc_paged_move(&store->recent, (*copies_write)++, read - store->recent_base);
 }
 
@@ -167,9 +123,9 @@ void kvc_store_compacted(kvc_store *store, size_t f32_rows, size_t q_rows, size_
 }
 
 /* The first of the store's first n quantized rows read from its f32 copy:
- * (q4) the newest residual_rows of them that still have their copies. */
+ * (keeps_copies) the newest residual_rows of them that still have their copies. */
 static size_t first_copy_read(const kvc_store *store, size_t n, size_t residual_rows) {
-    if (store->type != KVC_COMPONENT_Q4) return n;
+    if (!store->traits->keeps_copies) return n;
     const size_t newest = n > residual_rows ? n - residual_rows : 0;
     const size_t first = newest > store->recent_base ? newest : store->recent_base;
     return first < n ? first : n;
@@ -180,13 +136,13 @@ size_t kvc_store_window_first(const kvc_store *store, size_t residual_rows) {
 }
 
 size_t kvc_store_exact_rollback(const kvc_store *store, size_t residual_rows) {
-    if (store->type != KVC_COMPONENT_Q4 || store->recent_base == 0) return SIZE_MAX;
+    if (!store->traits->keeps_copies || store->recent_base == 0) return SIZE_MAX;
     const size_t n = store->qrows.len;
     return n > residual_rows + store->recent_base ? n - residual_rows - store->recent_base : 0;
 }
 
 kvc_rows_view kvc_store_view_prefix(const kvc_store *store, size_t residual_rows, size_t rows) {
-    /* The window of a q4 store truncated to `rows`, as kvc_store_drop leaves it. */
+    /* The window of the store truncated to `rows`, as kvc_store_drop leaves it. */
     const size_t quantized = rows > store->rows.len ? rows - store->rows.len : 0;
     const size_t q_count = first_copy_read(store, quantized, residual_rows);
     const size_t recent_first = q_count > store->recent_base ? q_count - store->recent_base : 0;
@@ -194,7 +150,7 @@ kvc_rows_view kvc_store_view_prefix(const kvc_store *store, size_t residual_rows
         .rows = &store->rows,
         .qrows = &store->qrows,
         .q_count = q_count,
-        .q4 = store->type == KVC_COMPONENT_Q4,
+        .traits = store->traits,
         .recent = &store->recent,
         .recent_first = recent_first,
         .recent_count = quantized - q_count,
@@ -216,10 +172,11 @@ void kvc_store_copy_rows(const kvc_store *store, size_t d, size_t residual_rows,
     }
     if (view.q_count) {
         uint8_t unpacked[sizeof(float) + KVC_KERNEL_MAX_DIM];
+        kvc_unpack_q4_fn *unpack = store->traits->unpack ? store->traits->unpack(kernels) : NULL;
         for (size_t r = 0; r < view.q_count; r++) {
             const uint8_t *qrow = kvc_paged_at(&store->qrows, r);
-            if (view.q4) {
-                kernels->unpack_q4(1, d, qrow, unpacked);
+            if (unpack) {
+                unpack(1, d, qrow, unpacked);
                 qrow = unpacked;
             }
             kernels->dequantize_row(d, kvc_q8_row_codes(qrow), kvc_q8_row_scale(qrow), view.field,
@@ -237,7 +194,7 @@ size_t kvc_store_len(const kvc_store *store) {
 /* The copies that are content: the residual window's (the rollback rows
  * before them are kept, like spare capacity, for a truncation to come). */
 static size_t rollback_copies(const kvc_store *store, size_t residual_rows) {
-    if (store->type != KVC_COMPONENT_Q4) return 0;
+    if (!store->traits->keeps_copies) return 0;
     return kvc_store_window_first(store, residual_rows) - store->recent_base;
 }
 
@@ -264,7 +221,7 @@ size_t kvc_store_capacity_bytes(const kvc_store *store) {
 }
 
 kvc_status kvc_store_fork(kvc_store *dst, const kvc_store *src) {
-    dst->type = src->type;
+    dst->traits = src->traits;
     dst->recent_base = src->recent_base;
     kvc_status status = kvc_paged_fork(&dst->rows, &src->rows);
     kvc_paged_init(&dst->qrows, src->qrows.elem_bytes, src->qrows.shift);

@@ -5,7 +5,7 @@
  * (full layers) or tentative steps (linear layers, see linear.c).  accept(j)
  * keeps the first j: a full layer truncates the rest, which the truncation
  * rules make bit-identical to never having appended them (rows, imp, the
- * field, memory_bytes: no q4 copy is let go while a verify is open, accept
+ * field, memory_bytes: no f32 copy is let go while a verify is open, accept
  * lets go of those the rows it keeps no longer need); a linear layer copies
  * the snapshot of step j.
  */

@@ -47,7 +47,31 @@ TEST(mode_name_should_be_built_from_its_component_names) {
     CHECK(kvc_mode_name((kvc_mode)KVC_MODE_COUNT) == NULL);
     CHECK(kvc_mode_name((kvc_mode)-1) == NULL);
     CHECK(strcmp(kvc_component_name(KVC_COMPONENT_Q4), "q4") == 0);
-    CHECK(kvc_component_name((kvc_component)(KVC_COMPONENT_Q4 + 1)) == NULL);
+    CHECK(kvc_component_name((kvc_component)KVC_COMPONENT_COUNT) == NULL);
+}
+
+TEST(mode_of_should_give_the_mode_of_every_pair_of_components) {
+    for (int keys = 0; keys < KVC_COMPONENT_COUNT; keys++) {
+        for (int values = 0; values < KVC_COMPONENT_COUNT; values++) {
+            kvc_mode mode = KVC_MODE_COUNT;
+            CHECK(kvc_mode_of((kvc_component)keys, (kvc_component)values, &mode) == KVC_OK);
+            CHECK(kvc_mode_component(mode, 0) == (kvc_component)keys);
+            CHECK(kvc_mode_component(mode, 1) == (kvc_component)values);
+        }
+    }
+    kvc_mode mode = KVC_MODE_Q8;
+    CHECK(kvc_mode_of((kvc_component)KVC_COMPONENT_COUNT, KVC_COMPONENT_F32, &mode) == KVC_E_MODE);
+    CHECK(kvc_mode_of(KVC_COMPONENT_F32, (kvc_component)-1, &mode) == KVC_E_MODE);
+    CHECK(mode == KVC_MODE_Q8);
+    CHECK(kvc_mode_of(KVC_COMPONENT_F32, KVC_COMPONENT_F32, NULL) == KVC_E_NULL_POINTER);
+}
+
+TEST(keeps_window_should_hold_for_q4_alone) {
+    CHECK(kvc_component_keeps_window(KVC_COMPONENT_F32) == 0);
+    CHECK(kvc_component_keeps_window(KVC_COMPONENT_Q8) == 0);
+    CHECK(kvc_component_keeps_window(KVC_COMPONENT_Q4) == 1);
+    CHECK(kvc_component_keeps_window((kvc_component)KVC_COMPONENT_COUNT) == 0);
+    CHECK(kvc_component_keeps_window((kvc_component)-1) == 0);
 }
 
 TEST(constants_should_give_each_listed_macro_once_with_its_value) {
@@ -85,4 +109,6 @@ RUN_TESTS(CASE(status_symbol_should_name_every_status_as_its_enumerator),
           CASE(status_symbol_should_be_null_for_other_values),
           CASE(mode_message_should_list_every_mode_name),
           CASE(mode_name_should_be_built_from_its_component_names),
+          CASE(mode_of_should_give_the_mode_of_every_pair_of_components),
+          CASE(keeps_window_should_hold_for_q4_alone),
           CASE(constants_should_give_each_listed_macro_once_with_its_value))
