@@ -1,14 +1,39 @@
 // What the attention benchmark (attention.mjs) and its two helpers in
 // processes of their own (relaxed.mjs: the relaxed-SIMD build in Node 22;
 // onnx-threads.mjs: onnxruntime-web on several threads) share: the layer's
-// shape, the data of each size, the contenders they time alike, and the
-// interleaved race (bench/append.mjs takes its data generator too). It
-// imports none of them, so that they import it.
+// shape, the data of each size, the contenders they time alike, the
+// interleaved race and a module instantiated without the package's loader
+// (bench/append.mjs takes its data generator, probe-reader.mjs the module).
+// It imports none of them, so that they import it.
+import { readFileSync } from 'node:fs';
 import { LayerKvCache, setThreadLimit, threadCount } from '../js/index.js';
 
 export const NUM_KV_HEADS = 8;
 export const NUM_Q_HEADS = 32;
 export const GROUP = NUM_Q_HEADS / NUM_KV_HEADS;
+
+/** Instantiates a standalone module of this build, without the package's
+ * loader: over a memory of its own when it imports one (single-threaded). */
+export async function rawModule(file) {
+  const module = await WebAssembly.compile(readFileSync(file));
+  const importsMemory = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+  // 16 MiB to start (above the 1 MiB these modules ask for), growing to wasm32's 4 GiB.
+  const memory = importsMemory ? new WebAssembly.Memory({ initial: 256, maximum: 65536, shared: true }) : null;
+  const instance = await WebAssembly.instantiate(module, {
+    env: { memory, emscripten_notify_memory_growth() {} },
+  });
+  instance.exports._initialize?.();
+  const e = instance.exports;
+  return {
+    e,
+    alloc(bytes) {
+      const ptr = e.malloc(bytes) >>> 0;
+      if (!ptr) throw new Error(`${file}: out of memory`);
+      return ptr;
+    },
+    f32: () => new Float32Array((memory ?? e.memory).buffer),
+  };
+}
 
 /** Fills `array` with uniforms in [-1, 1) from a fast generator: timing does not care about statistics. */
 export function fill(array, seed) {

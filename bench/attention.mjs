@@ -8,18 +8,16 @@
 // MatMul-Softmax-MatMul graph on one thread and (in a process of its own,
 // since its thread count is fixed per process) on as many threads as cores,
 // and the memory floor of a streaming-read probe in this package's own
-// module, on one thread and on all.
+// module, on one thread and on as many as the package runs.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
 import { MODES as MODE_NAMES, threadCount } from '../js/index.js';
-// The memory probe measures this package's own module, on its threads: only
-// the loader has its exports (see readBandwidth).
-import { heap, lib } from '../js/runtime.js';
 import { relaxedNode } from '../scripts/toolchain.mjs';
+import { Worker } from 'node:worker_threads';
 import {
-  GROUP, NUM_KV_HEADS, NUM_Q_HEADS, onnxContender, onnxSession, ours, race, shapeData,
+  GROUP, NUM_KV_HEADS, NUM_Q_HEADS, onnxContender, onnxSession, ours, race, rawModule, shapeData,
 } from './attention-shared.mjs';
 
 // The modes timed side by side (every q8 one, q4, and 8-bit keys with 4-bit values).
@@ -36,48 +34,41 @@ const FILES = {
   relaxedProfile: path('build-relaxed/bench/kernel-profile.js'),
 };
 
-/** Instantiates a standalone module of this build, without the package's
- * loader: over a memory of its own when it imports one (single-threaded). */
-async function rawModule(file) {
-  const module = await WebAssembly.compile(readFileSync(file));
-  const importsMemory = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
-  // 16 MiB to start (above the 1 MiB these modules ask for), growing to wasm32's 4 GiB.
-  const memory = importsMemory ? new WebAssembly.Memory({ initial: 256, maximum: 65536, shared: true }) : null;
-  const instance = await WebAssembly.instantiate(module, {
-    env: { memory, emscripten_notify_memory_growth() {} },
-  });
-  instance.exports._initialize?.();
-  const e = instance.exports;
-  return {
-    e,
-    alloc(bytes) {
-      const ptr = e.malloc(bytes) >>> 0;
-      if (!ptr) throw new Error(`${file}: out of memory`);
-      return ptr;
-    },
-    f32: () => new Float32Array((memory ?? e.memory).buffer),
-  };
-}
-
-/** Bytes per second this package's module streams from the probe, on one thread and on all (best of several passes). */
-function readBandwidth(bytes) {
-  const e = lib();
-  const ptr = e.malloc(bytes) >>> 0;
-  if (!ptr) throw new Error('the probe cannot get its buffer');
-  heap().f32.fill(1, ptr >>> 2, (ptr + bytes) >>> 2);
-  const best = (read) => {
-    let ms = Infinity;
-    for (let i = 0; i < 6; i++) {
-      const t0 = performance.now();
-      read();
-      ms = Math.min(ms, performance.now() - t0);
-    }
-    return bytes / (ms / 1000);
-  };
-  const single = best(() => e.kvc_wasm_read_probe(ptr, bytes / 4));
-  const all = best(() => e.kvc_wasm_read_probe_threads(ptr, bytes / 4));
-  e.free(ptr);
-  return { single, all };
+/** Bytes per second this package's module streams with its read probe
+ * (kvc_wasm_read_probe), best of several passes: on one thread (`module`, a
+ * standalone instance of it), and on `threads` at once -- an instance per
+ * worker thread (probe-reader.mjs), each over bytes / threads of its own,
+ * started together. */
+async function readBandwidth(module, bytes, threads) {
+  const passes = 6;
+  const ptr = module.alloc(bytes);
+  module.f32().fill(1, ptr >>> 2, (ptr + bytes) >>> 2);
+  let ms = Infinity;
+  for (let pass = 0; pass < passes; pass++) {
+    const t0 = performance.now();
+    module.e.kvc_wasm_read_probe(ptr, bytes / 4);
+    ms = Math.min(ms, performance.now() - t0);
+  }
+  module.e.free(ptr);
+  const single = bytes / (ms / 1000);
+  const signals = new Int32Array(new SharedArrayBuffer(8)); // [pass to run, readers done]
+  const readers = Array.from({ length: threads }, () => new Worker(new URL('./probe-reader.mjs', import.meta.url), {
+    workerData: { file: FILES.module, bytes: bytes / threads, passes, signals },
+  }));
+  await Promise.all(readers.map((reader) => new Promise((resolve, reject) => {
+    reader.once('message', resolve);
+    reader.once('error', reject);
+  })));
+  ms = Infinity;
+  for (let pass = 1; pass <= passes; pass++) {
+    const t0 = performance.now();
+    Atomics.store(signals, 0, pass);
+    Atomics.notify(signals, 0);
+    for (let done; (done = Atomics.load(signals, 1)) < pass * threads;) Atomics.wait(signals, 1, done);
+    ms = Math.min(ms, performance.now() - t0);
+  }
+  await Promise.all(readers.map((reader) => reader.terminate()));
+  return { single, all: bytes / (ms / 1000) };
 }
 
 // ---- the contenders: each gives a step() for one shape, and a cleanup
@@ -201,10 +192,10 @@ export async function run({ quick = false } = {}) {
   const rounds = quick ? 3 : 8;
   const threads = threadCount();
   const cores = availableParallelism();
-  const bandwidth = readBandwidth(quick ? 64 << 20 : 512 << 20);
   const scalar = await rawModule(FILES.scalar);
   // The package's module and the contiguous one, instantiated alike (one thread).
   const paged = await rawModule(FILES.module);
+  const bandwidth = await readBandwidth(paged, quick ? 64 << 20 : 512 << 20, threads);
   const contiguous = await rawModule(FILES.contiguous);
   const naive = await rawModule(FILES.naive);
   const onnx = await onnxSession(64);

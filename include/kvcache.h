@@ -203,11 +203,13 @@ const char *kvc_status_name(kvc_status status);
 const char *kvc_status_symbol(kvc_status status);
 
 /* kvc_constant_name(), kvc_constant_value():
- * The header's limits and sizes by index 0, 1, ...: the name of the macro
- * ("KVC_MAX_KV_HEADS") and its value.  The macros listed: KVC_Q8_WINDOW,
- * KVC_MAX_KV_HEADS, KVC_MAX_HEAD_DIM, KVC_MAX_POSITIONS, KVC_MAX_THREADS,
- * KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS, KVC_Q4_MAX_RESIDUAL_ROWS,
- * KVC_Q4_ROLLBACK_ROWS; their order is not part of the API.
+ * The header's limits, sizes and codes by index 0, 1, ...: the name of the
+ * macro or enumerator ("KVC_MAX_KV_HEADS") and its value.  Those listed:
+ * KVC_Q8_WINDOW, KVC_MAX_KV_HEADS, KVC_MAX_HEAD_DIM, KVC_MAX_POSITIONS,
+ * KVC_MAX_THREADS, KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS,
+ * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
+ * KVC_LM_IMPORTANCE, KVC_LM_VERIFY and every kvc_gguf_type (KVC_GGUF_UINT8
+ * .. KVC_GGUF_FLOAT64); their order is not part of the API.
  * @return : the name, or NULL past the last; the value, or 0 past the last. */
 const char *kvc_constant_name(size_t index);
 uint32_t kvc_constant_value(size_t index);

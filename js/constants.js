@@ -1,7 +1,7 @@
-// The limits and names of include/kvcache.h that the package exports and
-// checks arguments against. C is their source; they are written here too
-// because options are checked, and the constants exported, before init()
-// has loaded anything. init() compares each with the module's own
+// The limits, codes and names of include/kvcache.h that the package exports,
+// checks arguments against and passes to C. C is their source; they are
+// written here too because options are checked, and the constants exported,
+// before init() has loaded anything. init() compares each with the module's own
 // (kvc_constant_name/_value, kvc_mode_name, kvc_component_name) and refuses
 // a module that disagrees, as it refuses one of another ABI: the two cannot
 // drift apart unnoticed. (Status names need no copy: they are read from the
@@ -18,6 +18,26 @@ export const C_LIMITS = Object.freeze({
   KVC_Q4_MAX_RESIDUAL_ROWS: 4096,
 });
 
+/** The header's enumerators and flags the package reads or passes, by their C names. */
+export const C_CODES = Object.freeze({
+  KVC_KIND_LINEAR: 1,
+  KVC_LM_IMPORTANCE: 1,
+  KVC_LM_VERIFY: 2,
+  KVC_GGUF_UINT8: 0,
+  KVC_GGUF_INT8: 1,
+  KVC_GGUF_UINT16: 2,
+  KVC_GGUF_INT16: 3,
+  KVC_GGUF_UINT32: 4,
+  KVC_GGUF_INT32: 5,
+  KVC_GGUF_FLOAT32: 6,
+  KVC_GGUF_BOOL: 7,
+  KVC_GGUF_STRING: 8,
+  KVC_GGUF_ARRAY: 9,
+  KVC_GGUF_UINT64: 10,
+  KVC_GGUF_INT64: 11,
+  KVC_GGUF_FLOAT64: 12,
+});
+
 // A mode's name by its kvc_mode value; each is also a string `mode` takes.
 export const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q4k', 'q4v', 'q8k+q4v', 'q4k+q8v'];
 // A component's storage by its kvc_component value.
@@ -25,13 +45,13 @@ export const COMPONENTS = ['f32', 'q8', 'q4'];
 
 /**
  * Throws unless `module` -- { constants: { name: value }, modes, components },
- * as the wasm module reports them -- has every limit and name above.
+ * as the wasm module reports them -- has every limit, code and name above.
  */
 export function checkNames(module) {
   const differ = (what, ours, theirs) => {
     throw new Error(`init: this kvcache.wasm does not match the loader (its ${what} is ${theirs}, the loader's ${ours}); rebuild both`);
   };
-  for (const [name, value] of Object.entries(C_LIMITS)) {
+  for (const [name, value] of Object.entries({ ...C_LIMITS, ...C_CODES })) {
     if (module.constants[name] !== value) differ(name, value, module.constants[name] ?? 'missing');
   }
   const list = (names) => JSON.stringify(names);

@@ -4,6 +4,7 @@
 // kvc_gguf_explain -- and read from there into JavaScript values once.
 // Tensors become f32 on demand through the weight table's dequantize, in C.
 import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, withStaging } from './runtime.js';
+import { C_CODES } from './constants.js';
 
 /** A file that is not a GGUF this reader can use; the message says why. */
 export class GgufError extends Error {
@@ -19,13 +20,15 @@ const FIRST_PREFIX = 1 << 20;
 // Room for kvc_gguf_explain's sentence.
 const EXPLAIN_BYTES = 1024;
 // kvc_gguf_type values (kvcache.h) that are not numbers.
-const T_BOOL = 7;
-const T_STRING = 8;
-const T_ARRAY = 9;
+const { KVC_GGUF_BOOL: T_BOOL, KVC_GGUF_STRING: T_STRING, KVC_GGUF_ARRAY: T_ARRAY } = C_CODES;
 // How each number type's elements read, as kvc_gguf_raw gives them.
 const ELEMENTS = {
-  0: Uint8Array, 1: Int8Array, 2: Uint16Array, 3: Int16Array, 4: Uint32Array, 5: Int32Array,
-  6: Float32Array, [T_BOOL]: Uint8Array, 10: BigUint64Array, 11: BigInt64Array, 12: Float64Array,
+  [C_CODES.KVC_GGUF_UINT8]: Uint8Array, [C_CODES.KVC_GGUF_INT8]: Int8Array,
+  [C_CODES.KVC_GGUF_UINT16]: Uint16Array, [C_CODES.KVC_GGUF_INT16]: Int16Array,
+  [C_CODES.KVC_GGUF_UINT32]: Uint32Array, [C_CODES.KVC_GGUF_INT32]: Int32Array,
+  [C_CODES.KVC_GGUF_FLOAT32]: Float32Array, [T_BOOL]: Uint8Array,
+  [C_CODES.KVC_GGUF_UINT64]: BigUint64Array, [C_CODES.KVC_GGUF_INT64]: BigInt64Array,
+  [C_CODES.KVC_GGUF_FLOAT64]: Float64Array,
 };
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 

@@ -5,7 +5,7 @@ import { callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, own
 import {
   checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
-import { COMPONENTS, C_LIMITS, MODES } from './constants.js';
+import { COMPONENTS, C_CODES, C_LIMITS, MODES } from './constants.js';
 import { checkKeys, checkUnused } from './options.js';
 import { deserializeWith, serializeWith } from './snapshot.js';
 
@@ -16,7 +16,7 @@ export const Q4_MAX_RESIDUAL_ROWS = C_LIMITS.KVC_Q4_MAX_RESIDUAL_ROWS;
 export const MAX_KV_HEADS = C_LIMITS.KVC_MAX_KV_HEADS;
 export const MAX_HEAD_DIM = C_LIMITS.KVC_MAX_HEAD_DIM;
 export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
-const KIND_LINEAR = 1;
+const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 
 const adoptPointer = Symbol('adoptPointer');
 const owned = ownedObjects((ptr) => lib().kvc_layer_free(ptr));

@@ -20,6 +20,7 @@ import { Tokenizer } from './tokenizer.js';
 import { KvCache, modelPointer } from './model.js';
 import { PrefixCache } from './prefix.js';
 import { MAX_POSITIONS, MODES } from './layer.js';
+import { C_CODES } from './constants.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
 import {
@@ -43,8 +44,7 @@ const SAVED_HEADER_BYTES = 12;
 const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // kvc_lm_forward's flags (kvcache.h).
-const LM_IMPORTANCE = 1;
-const LM_VERIFY = 2;
+const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
 // A header prefix's first buffer (it doubles as the header needs).
 const FIRST_PREFIX = 1 << 20;
 // Room for kvc_lm_create's sentence.

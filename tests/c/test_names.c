@@ -88,6 +88,22 @@ TEST(constants_should_give_each_listed_macro_once_with_its_value) {
         {"KVC_Q4_RESIDUAL_ROWS", KVC_Q4_RESIDUAL_ROWS},
         {"KVC_Q4_MAX_RESIDUAL_ROWS", KVC_Q4_MAX_RESIDUAL_ROWS},
         {"KVC_Q4_ROLLBACK_ROWS", KVC_Q4_ROLLBACK_ROWS},
+        {"KVC_KIND_LINEAR", KVC_KIND_LINEAR},
+        {"KVC_LM_IMPORTANCE", KVC_LM_IMPORTANCE},
+        {"KVC_LM_VERIFY", KVC_LM_VERIFY},
+        {"KVC_GGUF_UINT8", KVC_GGUF_UINT8},
+        {"KVC_GGUF_INT8", KVC_GGUF_INT8},
+        {"KVC_GGUF_UINT16", KVC_GGUF_UINT16},
+        {"KVC_GGUF_INT16", KVC_GGUF_INT16},
+        {"KVC_GGUF_UINT32", KVC_GGUF_UINT32},
+        {"KVC_GGUF_INT32", KVC_GGUF_INT32},
+        {"KVC_GGUF_FLOAT32", KVC_GGUF_FLOAT32},
+        {"KVC_GGUF_BOOL", KVC_GGUF_BOOL},
+        {"KVC_GGUF_STRING", KVC_GGUF_STRING},
+        {"KVC_GGUF_ARRAY", KVC_GGUF_ARRAY},
+        {"KVC_GGUF_UINT64", KVC_GGUF_UINT64},
+        {"KVC_GGUF_INT64", KVC_GGUF_INT64},
+        {"KVC_GGUF_FLOAT64", KVC_GGUF_FLOAT64},
     };
     const size_t count = sizeof expected / sizeof expected[0];
     size_t listed = 0;

@@ -10,7 +10,7 @@ import init, {
   COMPONENTS, KvCache, LayerKvCache, MAX_HEAD_DIM, MAX_KV_HEADS, MAX_POSITIONS, MODES, Q4_MAX_RESIDUAL_ROWS,
   Q4_RESIDUAL_ROWS, Q8_WINDOW, memoryStats,
 } from '../../js/index.js';
-import { C_LIMITS, checkNames } from '../../js/constants.js';
+import { C_CODES, C_LIMITS, checkNames } from '../../js/constants.js';
 import {
   MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, importsFor, lib, readCString, statusName, unsharedMemoryImport,
 } from '../../js/runtime.js';
@@ -22,6 +22,12 @@ function defined(name) {
   const match = HEADER.match(new RegExp(`^#define ${name} (\\S+)`, 'm'));
   assert.ok(match, `kvcache.h defines ${name}`);
   return Number(match[1].replace(/u$/, ''));
+}
+
+/** The value of an enumerator (`NAME = value`) or a `#define` in the header, as a number. */
+function code(name) {
+  const match = HEADER.match(new RegExp(`\\b${name} = (\\d+)\\b`));
+  return match ? Number(match[1]) : defined(name);
 }
 
 /** The header's kvc_status enumerators by value. */
@@ -70,6 +76,14 @@ test('the exported limits are the header\'s and the module\'s', () => {
   assert.equal(constants.KVC_MODE_COUNT, MODES.length);
 });
 
+test('the codes the package passes and reads are the header\'s and the module\'s', () => {
+  const { constants } = moduleNames();
+  for (const [name, value] of Object.entries(C_CODES)) {
+    assert.equal(value, code(name), `${name} in kvcache.h`);
+    assert.equal(value, constants[name], `${name} in kvcache.wasm`);
+  }
+});
+
 test('MODES and COMPONENTS are the module\'s names, in kvc_mode and kvc_component order', () => {
   const { modes, components } = moduleNames();
   assert.deepEqual(MODES, modes);
@@ -94,6 +108,7 @@ test('init() refuses a module whose limits or names differ from the loader\'s', 
   const refused = /init: this kvcache\.wasm does not match the loader/;
   assert.throws(changed((n) => { n.constants.KVC_MAX_HEAD_DIM = 2048; }), /its KVC_MAX_HEAD_DIM is 2048, the loader's 4096/);
   assert.throws(changed((n) => { delete n.constants.KVC_MAX_THREADS; }), /its KVC_MAX_THREADS is missing/);
+  assert.throws(changed((n) => { n.constants.KVC_GGUF_STRING = 9; }), /its KVC_GGUF_STRING is 9, the loader's 8/);
   assert.throws(changed((n) => { n.modes.push('q2'); }), refused);
   assert.throws(changed((n) => { n.modes.reverse(); }), refused);
   assert.throws(changed((n) => { n.components.pop(); }), refused);

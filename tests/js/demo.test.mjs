@@ -236,6 +236,10 @@ for (const name of BROWSERS) {
     test('the context\'s end shows the policy: "stop" ends the reply and says so, "slide" goes on past it; never an error', async (t) => {
       if (skipWhy) return t.skip(skipWhy);
       if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+      // Filling 512 positions with WebKit's page replaying every token in six modes (SIMD128, one
+      // thread) took 74 of npm test's 25 minutes; the policies are the package's, the same in every
+      // engine, and this test holds them in Chromium and Firefox.
+      if (name === 'webkit') return t.skip('WebKit: the context policies run in Chromium and Firefox (filling the context in WebKit takes over a minute)');
       let state = await chatUntil(Infinity, { policy: 'stop' });
       const stopped = state.chat.replies.at(-1);
       assert.equal(stopped.stop, 'context', `a reply met the context: ${JSON.stringify(state.chat.replies.map((r) => r.stop))}`);
