@@ -111,6 +111,11 @@ typedef struct kvc_component_traits {
     int (*codes_valid)(size_t d, const uint8_t *codes);
 } kvc_component_traits;
 
+/* The unpack kernel of a format in `set`; NULL when its rows are int8 rows as they are. */
+static inline kvc_unpack_q4_fn *kvc_traits_unpack(const kvc_component_traits *traits, const kvc_kernels *set) {
+    return traits->unpack ? traits->unpack(set) : NULL;
+}
+
 /* The row of a kvc_component; NULL for a value not in the enum. */
 const kvc_component_traits *kvc_component_traits_of(kvc_component type);
 /* The row of a mode's keys (is_values 0) or values (1). */

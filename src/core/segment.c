@@ -251,7 +251,7 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
                                  size_t pi_stride, const kvc_rows_view *values, size_t q_first,
                                  size_t q_count, size_t d, float *out, kvc_scratch *scratch) {
     const kvc_paged *qrows = values->qrows;
-    kvc_unpack_q4_fn *unpack = values->traits->unpack ? values->traits->unpack(kernels) : NULL;
+    kvc_unpack_q4_fn *unpack = kvc_traits_unpack(values->traits, kernels);
     kvc_weighted_sum_q8_fn *weighted_sum = values->traits->values(kernels);
     const size_t tile = scratch->tile_rows;
     int16_t *codes = scratch->tile_w16;

@@ -172,7 +172,7 @@ void kvc_store_copy_rows(const kvc_store *store, size_t d, size_t residual_rows,
     }
     if (view.q_count) {
         uint8_t unpacked[sizeof(float) + KVC_KERNEL_MAX_DIM];
-        kvc_unpack_q4_fn *unpack = store->traits->unpack ? store->traits->unpack(kernels) : NULL;
+        kvc_unpack_q4_fn *unpack = kvc_traits_unpack(store->traits, kernels);
         for (size_t r = 0; r < view.q_count; r++) {
             const uint8_t *qrow = kvc_paged_at(&store->qrows, r);
             if (unpack) {
