@@ -10,12 +10,12 @@
 // and the memory floor of a streaming-read probe in this package's own
 // module, on one thread and on as many as the package runs.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
 import { MODES as MODE_NAMES, threadCount } from '../js/index.js';
 import { relaxedNode } from '../scripts/toolchain.mjs';
-import { Worker } from 'node:worker_threads';
 import {
   GROUP, NUM_KV_HEADS, NUM_Q_HEADS, onnxContender, onnxSession, ours, race, rawModule, shapeData,
 } from './attention-shared.mjs';
