@@ -91,3 +91,12 @@ export function checkPolicy(where, name, policy) {
   const recent = checkInteger(where, `${name}.recent`, policy.recent ?? Math.floor((budget - sinks) / 2), 0, budget - sinks);
   return { budget, sinks, recent };
 }
+
+/** accept(j)'s j: a whole number, and at most the `drafts` draft positions when a verify is open (drafts undefined when none is). */
+export function checkAccepted(where, j, drafts) {
+  checkInteger(where, 'j', j, 0, Number.MAX_SAFE_INTEGER);
+  if (drafts !== undefined && j > drafts) {
+    throw new RangeError(`${where}: j must be at most the ${drafts} draft positions (got ${j})`);
+  }
+  return j;
+}

@@ -169,7 +169,17 @@ export const MAX_KV_HEADS: 4096;
 export const MAX_HEAD_DIM: 4096;
 export const MAX_POSITIONS: number;
 
+/** What every class holding wasm memory has. */
+export interface WasmHandle {
+  /** Releases the wasm memory now; idempotent, later calls of other methods throw (LayerKvCache: throws for a layer a KvCache owns). */
+  free(): void;
+  /** free(), for `using`. */
+  [Symbol.dispose](): void;
+  toString(): string;
+}
+
 /** The KV cache of one transformer layer: full attention (rows, head-major) or linear attention (a state). */
+export interface LayerKvCache extends WasmHandle {}
 export class LayerKvCache {
   constructor(options: LayerKvCacheOptions);
 
@@ -275,10 +285,6 @@ export class LayerKvCache {
   static deserialize(bytes: ArrayBufferView | ArrayBuffer): LayerKvCache;
   /** An independent copy, copy-on-write: it shares every page until either cache writes into one (not during a verify). */
   clone(): LayerKvCache;
-  /** Releases the memory now; idempotent, later calls throw. Throws for a layer owned by a KvCache. */
-  free(): void;
-  [Symbol.dispose](): void;
-  toString(): string;
 }
 
 export type KvCacheConfig =
@@ -286,6 +292,7 @@ export type KvCacheConfig =
   | { layers: readonly LayerKvCacheOptions[] };
 
 /** A model's cache: one layer per transformer layer, full or linear. */
+export interface KvCache extends WasmHandle {}
 export class KvCache {
   constructor(config: KvCacheConfig);
 
@@ -330,9 +337,6 @@ export class KvCache {
   static deserialize(bytes: ArrayBufferView | ArrayBuffer): KvCache;
   /** An independent copy of every layer, copy-on-write: O(pages), no row copied (not during a verify). */
   clone(): KvCache;
-  free(): void;
-  [Symbol.dispose](): void;
-  toString(): string;
 }
 
 /** Token ids: an array or an integer typed array of integers 0 .. 2^32 - 1. */
@@ -342,6 +346,7 @@ export type TokenIds = readonly number[] | Uint32Array | Int32Array | Uint16Arra
  * Model caches kept under the tokens they hold (copy-on-write forks), found
  * again by the longest common prefix; the least recently used go past budgetBytes.
  */
+export interface PrefixCache extends WasmHandle {}
 export class PrefixCache {
   /** budgetBytes: a byte count, or Infinity. */
   constructor(options: { budgetBytes: number });
@@ -357,7 +362,4 @@ export class PrefixCache {
   /** Drops the entry of exactly `tokens`; whether there was one. */
   delete(tokens: TokenIds): boolean;
   clear(): void;
-  free(): void;
-  [Symbol.dispose](): void;
-  toString(): string;
 }

@@ -3,11 +3,11 @@
 // kvc_layer pointer; include/kvcache.h has the rules.
 import { callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
 import {
-  checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
+  checkAccepted, checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
 import { COMPONENTS, C_CODES, C_LIMITS, MODES } from './constants.js';
 import { checkKeys, checkUnused } from './options.js';
-import { deserializeWith, serializeWith } from './snapshot.js';
+import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
 
 export { COMPONENTS, MODES };
 export const Q8_WINDOW = C_LIMITS.KVC_Q8_WINDOW;
@@ -496,10 +496,7 @@ export class LayerKvCache {
   accept(j) {
     const where = 'LayerKvCache.accept';
     const ptr = this.#live('accept');
-    checkInteger(where, 'j', j, 0, Number.MAX_SAFE_INTEGER);
-    if (this.verifying && j > this.draftLen) {
-      throw new RangeError(`${where}: j must be at most the ${this.draftLen} draft positions (got ${j})`);
-    }
+    checkAccepted(where, j, this.verifying ? this.draftLen : undefined);
     checkStatus(where, lib().kvc_layer_accept(ptr, j));
   }
 
@@ -582,15 +579,12 @@ export class LayerKvCache {
    * worker, and restore it with LayerKvCache.deserialize. Not during a verify.
    */
   serialize() {
-    const ptr = this.#live('serialize');
-    return serializeWith('LayerKvCache.serialize', lib().kvc_layer_snapshot_size(ptr) >>> 0,
-      (dst, size) => lib().kvc_layer_serialize(ptr, dst, size));
+    return serializeHandle('LayerKvCache.serialize', 'kvc_layer', this.#live('serialize'));
   }
 
   /** A new cache from serialize()'s bytes; corrupt, truncated or foreign bytes throw a KvCacheError saying why. */
   static deserialize(bytes) {
-    lib(); // a clear error before init()
-    return wrapLayer(deserializeWith('LayerKvCache.deserialize', bytes, lib().kvc_layer_deserialize));
+    return wrapLayer(deserializeHandle('LayerKvCache.deserialize', 'kvc_layer', bytes));
   }
 
   /**
@@ -598,9 +592,7 @@ export class LayerKvCache {
    * every page with this cache until either writes into one. Not during a verify.
    */
   clone() {
-    const where = 'LayerKvCache.clone';
-    const ptr = this.#live('clone');
-    return wrapLayer(callOut(where, (outPtr) => lib().kvc_layer_clone(ptr, outPtr)));
+    return wrapLayer(cloneHandle('LayerKvCache.clone', 'kvc_layer', this.#live('clone')));
   }
 
   /** Releases the cache's memory now. Idempotent; any later call throws. */

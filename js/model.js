@@ -1,10 +1,10 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { callC, callOut, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
-import { KvCacheError, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
+import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
+import { KvCacheError, checkAccepted, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from './options.js';
-import { deserializeWith, serializeWith } from './snapshot.js';
+import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
 /** KvCache[modelPointer](where, name, cache) and KvCache[adoptModel](ptr): for PrefixCache. */
@@ -171,17 +171,12 @@ export class KvCache {
   accept(j) {
     const where = 'KvCache.accept';
     const ptr = this.#live('accept');
-    checkInteger(where, 'j', j, 0, Number.MAX_SAFE_INTEGER);
-    if (this.verifying) {
-      const drafts = this.#layers.map((layer) => layer.draftLen);
-      const differs = drafts.findIndex((k) => k !== drafts[0]);
-      if (differs >= 0) {
-        throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer 0 has ${drafts[0]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
-      }
-      if (j > drafts[0]) {
-        throw new RangeError(`${where}: j must be at most the ${drafts[0]} draft positions (got ${j})`);
-      }
+    const drafts = this.verifying ? this.#layers.map((layer) => layer.draftLen) : [];
+    const differs = drafts.findIndex((k) => k !== drafts[0]);
+    if (differs >= 0) {
+      throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer 0 has ${drafts[0]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
     }
+    checkAccepted(where, j, drafts[0]);
     checkStatus(where, lib().kvc_model_accept(ptr, j));
   }
 
@@ -201,15 +196,12 @@ export class KvCache {
 
   /** Every layer as bytes in one snapshot; KvCache.deserialize restores it. Not during a verify. */
   serialize() {
-    const ptr = this.#live('serialize');
-    return serializeWith('KvCache.serialize', lib().kvc_model_snapshot_size(ptr) >>> 0,
-      (dst, size) => lib().kvc_model_serialize(ptr, dst, size));
+    return serializeHandle('KvCache.serialize', 'kvc_model', this.#live('serialize'));
   }
 
   /** A new model cache from serialize()'s bytes; refused bytes throw a KvCacheError saying why. */
   static deserialize(bytes) {
-    lib(); // a clear error before init()
-    return new KvCache({ [adoptPointer]: deserializeWith('KvCache.deserialize', bytes, lib().kvc_model_deserialize) });
+    return new KvCache({ [adoptPointer]: deserializeHandle('KvCache.deserialize', 'kvc_model', bytes) });
   }
 
   /**
@@ -217,9 +209,7 @@ export class KvCache {
    * copied until either cache writes into a shared page. Not during a verify.
    */
   clone() {
-    const where = 'KvCache.clone';
-    const ptr = this.#live('clone');
-    return new KvCache({ [adoptPointer]: callOut(where, (outPtr) => lib().kvc_model_clone(ptr, outPtr)) });
+    return new KvCache({ [adoptPointer]: cloneHandle('KvCache.clone', 'kvc_model', this.#live('clone')) });
   }
 
   /** Releases every layer now. Idempotent; later calls, also through layer(i), throw. */

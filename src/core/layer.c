@@ -138,13 +138,10 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (layer->kind == KVC_KIND_FULL) return fork_full(layer, out);
     kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
     if (!copy) return KVC_E_NOMEM;
-    kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
-    if (status != KVC_OK) {
-        kvc_layer_free(copy);
-        return status;
-    }
-    *out = copy;
-    return KVC_OK;
+    const kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
+    if (status == KVC_OK) *out = copy;
+    else kvc_layer_free(copy);
+    return status;
 }
 
 void kvc_layer_clear(kvc_layer *layer) {

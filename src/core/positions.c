@@ -55,13 +55,18 @@ size_t kvc_first_slot_from(const kvc_layer *layer, size_t first, size_t last, si
     return first;
 }
 
-kvc_status kvc_layer_positions(const kvc_layer *layer, uint32_t *dst, size_t dst_len) {
-    if (!layer) return KVC_E_NULL_POINTER;
+/* Copies one value per slot of the paged sequence `slots` (the layer's
+ * positions or importances) to dst, which holds dst_len of them. */
+static kvc_status read_slots(const kvc_layer *layer, const kvc_paged *slots, void *dst, size_t dst_len) {
     if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
     if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < layer->seq_len) return KVC_E_LENGTH;
-    kvc_paged_read(&layer->positions, 0, layer->seq_len, dst);
+    kvc_paged_read(slots, 0, layer->seq_len, dst);
     return KVC_OK;
+}
+
+kvc_status kvc_layer_positions(const kvc_layer *layer, uint32_t *dst, size_t dst_len) {
+    return layer ? read_slots(layer, &layer->positions, dst, dst_len) : KVC_E_NULL_POINTER;
 }
 
 size_t kvc_layer_next_position(const kvc_layer *layer) {
@@ -120,10 +125,5 @@ kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head, const
 }
 
 kvc_status kvc_layer_imp(const kvc_layer *layer, float *dst, size_t dst_len) {
-    if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
-    if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
-    if (dst_len < layer->seq_len) return KVC_E_LENGTH;
-    kvc_paged_read(&layer->imp, 0, layer->seq_len, dst);
-    return KVC_OK;
+    return layer ? read_slots(layer, &layer->imp, dst, dst_len) : KVC_E_NULL_POINTER;
 }

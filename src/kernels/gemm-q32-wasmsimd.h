@@ -1,21 +1,52 @@
 /*
  * gemm-q32-wasmsimd.h -- the gemm of a type with blocks of 32 (Q8_0, Q4_0,
  * Q4_1, Q5_0, Q5_1), in SIMD128 or relaxed SIMD: a type's file defines
- *   KVC_Q32_NAME              the function
- *   KVC_Q32_BYTES             bytes per block (an f16 d at byte 0)
- *   KVC_Q32_CODES(b)          block b's 32 codes as a kvc_codes32 (of the
- *                             dot-codes header the file includes first)
- *   KVC_Q32_OFFSET            0, 8 or 16: value = (q - offset) * d
- *   KVC_Q32_MIN               1: value = q * d + m, an f16 m at byte 2
- *                             (its mins meet the activations' s_b)
- * and includes this file.  Each block's value is the scalar kernel's,
- * lane for lane (weights.c):
+ *   KVC_Q32_TYPE              its name as kernel files spell it (q4_0), by
+ *                             which weights.h's layout gives the bytes per
+ *                             block (an f16 d at byte 0), the code offset
+ *                             (value = (q - offset) * d) and whether an f16
+ *                             min m at byte 2 makes value = q * d + m (its
+ *                             mins meet the activations' s_b)
+ *   KVC_Q32_CODES(b)          block b's 32 codes as a kvc_codes32 (the 4-
+ *                             and 5-bit types: q32_nibble_codes and
+ *                             q32_fifth_bit_codes below)
+ * and includes this file, which defines kvc_gemm_<type>__wasmsimd -- or
+ * __wasmrelaxed, when the relaxed set's file has included
+ * dot-codes-wasmrelaxed.h and defined KVC_Q32_ISA as wasmrelaxed first.
+ * Each block's value is the scalar kernel's, lane for lane (weights.c):
  *   decode (T == 1): a row's blocks four at a time, lane k holding block
  *     4 i + k, so the four lanes are the accumulators b mod 4;
  *   prefill (T > 1): one block of a row against four tokens, lane i
  *     holding token i, in four accumulators by block index.
  */
+#ifndef KVC_Q32_ISA
+#define KVC_Q32_ISA wasmsimd
+#include "dot-codes-wasmsimd.h"
+#endif
 #include "weights-wasmsimd.h"
+
+#define KVC_Q32_CAT_(a, b, c, d) a##b##c##d
+#define KVC_Q32_CAT(a, b, c, d) KVC_Q32_CAT_(a, b, c, d)
+#define KVC_Q32_NAME KVC_Q32_CAT(kvc_gemm_, KVC_Q32_TYPE, __, KVC_Q32_ISA)
+#define KVC_Q32_BYTES KVC_Q32_CAT(KVC_BLOCK_BYTES_, KVC_Q32_TYPE, , )
+#define KVC_Q32_OFFSET KVC_Q32_CAT(KVC_CODE_OFFSET_, KVC_Q32_TYPE, , )
+#define KVC_Q32_MIN KVC_Q32_CAT(KVC_HAS_MIN_, KVC_Q32_TYPE, , )
+
+/* ggml's 4-bit packing of 32 codes in the 16 bytes at qs: code i < 16 in
+ * the low nibble of byte i, code 16 + i in its high nibble. */
+static inline kvc_codes32 q32_nibble_codes(const uint8_t *qs) {
+    v128_t q0, q1;
+    kvc_nibbles_i8x16(wasm_v128_load(qs), &q0, &q1);
+    return kvc_codes32_of(q0, q1);
+}
+
+/* The same with bit i of the u32 at qh as bit 4 of code i (Q5_0, Q5_1). */
+static inline kvc_codes32 q32_fifth_bit_codes(const uint8_t *qs, const uint8_t *qh) {
+    v128_t q0, q1;
+    kvc_nibbles_i8x16(wasm_v128_load(qs), &q0, &q1);
+    kvc_fifth_bits_i8x16(qh, &q0, &q1);
+    return kvc_codes32_of(q0, q1);
+}
 
 /* Blocks' values from their exact dots S, activation code sums A, weight
  * scales d (and mins m), activation scales da (and value sums s), lane by

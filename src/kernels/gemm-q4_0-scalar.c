@@ -7,4 +7,4 @@ static void q4_0_codes(const uint8_t *block, uint8_t q[32]) {
     kvc_nibble_codes32(block + 2, q);
 }
 
-KVC_SCALAR_Q32_TYPE(q4_0, 18, 8, 0)
+KVC_SCALAR_Q32_TYPE(q4_0)

@@ -2,21 +2,7 @@
  * the layout): the nibbles as codes 0..15, the offset 8 taken back with the
  * activation sums.  The relaxed set compiles this file again with its
  * dot (gemm-q4_0-wasmrelaxed.c). */
-#ifndef KVC_Q32_NAME
-#include "dot-codes-wasmsimd.h"
-#define KVC_Q32_NAME kvc_gemm_q4_0__wasmsimd
-#endif
-#include "weights-wasmsimd.h"
-
-#define KVC_Q32_BYTES 18
-#define KVC_Q32_OFFSET 8
-#define KVC_Q32_MIN 0
-
-static inline kvc_codes32 q4_0_codes(const uint8_t *block) {
-    v128_t q0, q1;
-    kvc_nibbles_i8x16(wasm_v128_load(block + 2), &q0, &q1);
-    return kvc_codes32_of(q0, q1);
-}
-#define KVC_Q32_CODES q4_0_codes
+#define KVC_Q32_TYPE q4_0
+#define KVC_Q32_CODES(block) q32_nibble_codes((block) + 2)
 
 #include "gemm-q32-wasmsimd.h"

@@ -8,4 +8,4 @@ static void q4_1_codes(const uint8_t *block, uint8_t q[32]) {
     kvc_nibble_codes32(block + 4, q);
 }
 
-KVC_SCALAR_Q32_TYPE(q4_1, 20, 0, 1)
+KVC_SCALAR_Q32_TYPE(q4_1)

@@ -5,8 +5,6 @@
  * reference dequantize and the scalar gemm (v_b as weights.c says). */
 #include "weights-scalar.h"
 
-#define Q4_K_BYTES 144
-
 static void q4_k_codes(const uint8_t *block, uint8_t q[256]) {
     const uint8_t *qs = block + 16;
     for (size_t c = 0; c < 4; c++) {
@@ -17,4 +15,4 @@ static void q4_k_codes(const uint8_t *block, uint8_t q[256]) {
     }
 }
 
-KVC_SCALAR_KMIN_TYPE(q4_k, Q4_K_BYTES)
+KVC_SCALAR_KMIN_TYPE(q4_k)

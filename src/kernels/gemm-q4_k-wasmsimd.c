@@ -8,7 +8,7 @@
 #endif
 #include "weights-wasmsimd.h"
 
-#define KVC_KMIN_BYTES 144
+#define KVC_KMIN_BYTES KVC_BLOCK_BYTES_q4_k
 
 static inline void q4_k_codes(const uint8_t *block, size_t c, v128_t q[4]) {
     const uint8_t *qs = block + 16 + 32 * c;

@@ -9,4 +9,4 @@ static void q5_0_codes(const uint8_t *block, uint8_t q[32]) {
     kvc_add_fifth_bits32(block + 2, q);
 }
 
-KVC_SCALAR_Q32_TYPE(q5_0, 22, 16, 0)
+KVC_SCALAR_Q32_TYPE(q5_0)

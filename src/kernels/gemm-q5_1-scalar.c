@@ -9,4 +9,4 @@ static void q5_1_codes(const uint8_t *block, uint8_t q[32]) {
     kvc_add_fifth_bits32(block + 4, q);
 }
 
-KVC_SCALAR_Q32_TYPE(q5_1, 24, 0, 1)
+KVC_SCALAR_Q32_TYPE(q5_1)

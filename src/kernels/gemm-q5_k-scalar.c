@@ -5,8 +5,6 @@
  * dequantize and the scalar gemm (v_b as weights.c says). */
 #include "weights-scalar.h"
 
-#define Q5_K_BYTES 176
-
 static void q5_k_codes(const uint8_t *block, uint8_t q[256]) {
     const uint8_t *qh = block + 16, *qs = block + 48;
     for (size_t c = 0; c < 4; c++) {
@@ -17,4 +15,4 @@ static void q5_k_codes(const uint8_t *block, uint8_t q[256]) {
     }
 }
 
-KVC_SCALAR_KMIN_TYPE(q5_k, Q5_K_BYTES)
+KVC_SCALAR_KMIN_TYPE(q5_k)

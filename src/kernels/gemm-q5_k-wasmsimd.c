@@ -8,7 +8,7 @@
 #endif
 #include "weights-wasmsimd.h"
 
-#define KVC_KMIN_BYTES 176
+#define KVC_KMIN_BYTES KVC_BLOCK_BYTES_q5_k
 
 static inline void q5_k_codes(const uint8_t *block, size_t c, v128_t q[4]) {
     const uint8_t *qh = block + 16, *qs = block + 48 + 32 * c;

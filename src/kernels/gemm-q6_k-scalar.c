@@ -7,8 +7,6 @@
  * gemm: v_b = (d * d_a) * S, S = sum_g sc_g (sum q_i a_i - 32 A_g). */
 #include "weights-scalar.h"
 
-#define Q6_K_BYTES 210
-
 static void q6_k_codes(const uint8_t *block, uint8_t q[256]) {
     for (size_t h = 0; h < 2; h++) {
         const uint8_t *ql = block + 64 * h, *qh = block + 128 + 32 * h;
@@ -42,4 +40,4 @@ static float q6_k_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b)
     return (kvc_load_f16(block + 208) * kvc_act_scale(a, b)) * (float)S;
 }
 
-KVC_SCALAR_BLOCK_TYPE(q6_k, 256, Q6_K_BYTES)
+KVC_SCALAR_BLOCK_TYPE(q6_k, 256)

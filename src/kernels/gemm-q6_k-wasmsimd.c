@@ -14,7 +14,6 @@
 #endif
 #include "weights-wasmsimd.h"
 
-#define Q6_K_BYTES 210
 
 /* The codes of half h (sub-blocks 8 h .. 8 h + 7), 16 per vector. */
 static inline void q6_k_codes(const uint8_t *block, size_t h, v128_t q[8]) {
@@ -73,8 +72,8 @@ static inline v128_t q6_k_values(v128_t S, v128_t d, v128_t da) {
 static v128_t q6_k_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
     v128_t S[4];
     KVC_DECODE_GROUP_LOOP
-    for (size_t k = 0; k < 4; k++) S[k] = q6_k_block_partial(block + k * Q6_K_BYTES, a, b + k);
-    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_gather4(block + 208, Q6_K_BYTES),
+    for (size_t k = 0; k < 4; k++) S[k] = q6_k_block_partial(block + k * KVC_BLOCK_BYTES_q6_k, a, b + k);
+    return q6_k_values(kvc_horizontal_sums4_i32(S), kvc_f16_gather4(block + 208, KVC_BLOCK_BYTES_q6_k),
                        wasm_v128_load(a->scales + 4 * b));
 }
 
@@ -94,6 +93,6 @@ static v128_t q6_k_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], c
 
 void KVC_Q6_K_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
                    const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride) {
-    kvc_gemm_blocks(q6_k_values4, q6_k_value1, q6_k_tile_value, 256, Q6_K_BYTES, n, rows, T, w, row_bytes,
+    kvc_gemm_blocks(q6_k_values4, q6_k_value1, q6_k_tile_value, 256, KVC_BLOCK_BYTES_q6_k, n, rows, T, w, row_bytes,
                     xa, xa_stride, y, y_stride);
 }

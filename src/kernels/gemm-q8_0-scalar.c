@@ -3,8 +3,6 @@
  * the scalar gemm: v_b = (d * d_a) * S, S = sum w_i a_i. */
 #include "weights-scalar.h"
 
-#define Q8_0_BYTES 34
-
 static void q8_0_decode(const uint8_t *block, float *out) {
     const float d = kvc_load_f16(block);
     const int8_t *codes = (const int8_t *)(block + 2);
@@ -18,4 +16,4 @@ static float q8_0_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b)
     return (kvc_load_f16(block) * kvc_act_scale(a, b)) * (float)sum;
 }
 
-KVC_SCALAR_BLOCK_TYPE(q8_0, 32, Q8_0_BYTES)
+KVC_SCALAR_BLOCK_TYPE(q8_0, 32)

@@ -4,10 +4,7 @@
 #include "dot-codes-wasmsimd.h"
 #include "weights-wasmsimd.h"
 
-#define KVC_Q32_NAME kvc_gemm_q8_0__wasmsimd
-#define KVC_Q32_BYTES 34
-#define KVC_Q32_OFFSET 0
-#define KVC_Q32_MIN 0
+#define KVC_Q32_TYPE q8_0
 
 /* The codes sign-extended to i16 (-128..127), for the SIMD128 dot. */
 static inline kvc_codes32 q8_0_codes(const uint8_t *block) {

@@ -288,36 +288,37 @@ static inline void kvc_dequantize_blocks(size_t B, size_t block_bytes, kvc_block
 
 /* ---- a type's two entry points, from its file's static functions ---- */
 
-/* A block type with t##_decode and t##_value. */
-#define KVC_SCALAR_BLOCK_TYPE(t, B, BYTES)                                                        \
+/* A block type with t##_decode and t##_value (weights.h has its bytes). */
+#define KVC_SCALAR_BLOCK_TYPE(t, B)                                                               \
     void kvc_dequantize_##t(const uint8_t *row, size_t first, size_t count, float *out) {         \
-        kvc_dequantize_blocks(B, BYTES, t##_decode, row, first, count, out);                      \
+        kvc_dequantize_blocks(B, KVC_BLOCK_BYTES_##t, t##_decode, row, first, count, out);        \
     }                                                                                             \
     void kvc_gemm_##t##__scalar(size_t n, size_t rows, size_t T, const uint8_t *w,                \
                                 size_t row_bytes, const uint8_t *xa, size_t xa_stride, float *y,  \
                                 size_t y_stride) {                                                \
-        kvc_gemm_blocks_scalar(B, BYTES, t##_value, n, rows, T, w, row_bytes, xa, xa_stride, y,   \
-                               y_stride);                                                         \
+        kvc_gemm_blocks_scalar(B, KVC_BLOCK_BYTES_##t, t##_value, n, rows, T, w, row_bytes, xa,   \
+                               xa_stride, y, y_stride);                                           \
     }
 
 /* A 32-value type from t##_codes: value (q - offset) * d, or q * d + m
- * (offset 0 and has_min 1). */
-#define KVC_SCALAR_Q32_TYPE(t, BYTES, offset, has_min)                                            \
+ * (its offset and whether it has a min from weights.h). */
+#define KVC_SCALAR_Q32_TYPE(t)                                                                    \
     static void t##_decode(const uint8_t *block, float *out) {                                    \
         uint8_t q[32];                                                                            \
         t##_codes(block, q);                                                                      \
-        if (has_min) kvc_decode_min32(block, q, out);                                             \
-        else kvc_decode_offset32(block, q, offset, out);                                          \
+        if (KVC_HAS_MIN_##t) kvc_decode_min32(block, q, out);                                     \
+        else kvc_decode_offset32(block, q, KVC_CODE_OFFSET_##t, out);                             \
     }                                                                                             \
     static float t##_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {             \
         uint8_t q[32];                                                                            \
         t##_codes(block, q);                                                                      \
-        return has_min ? kvc_value_min32(block, q, a, b) : kvc_value_offset32(block, q, a, b, offset); \
+        return KVC_HAS_MIN_##t ? kvc_value_min32(block, q, a, b)                                  \
+                               : kvc_value_offset32(block, q, a, b, KVC_CODE_OFFSET_##t);         \
     }                                                                                             \
-    KVC_SCALAR_BLOCK_TYPE(t, 32, BYTES)
+    KVC_SCALAR_BLOCK_TYPE(t, 32)
 
 /* Q4_K / Q5_K from t##_codes. */
-#define KVC_SCALAR_KMIN_TYPE(t, BYTES)                                                            \
+#define KVC_SCALAR_KMIN_TYPE(t)                                                                   \
     static void t##_decode(const uint8_t *block, float *out) {                                    \
         uint8_t q[256];                                                                           \
         t##_codes(block, q);                                                                      \
@@ -328,7 +329,7 @@ static inline void kvc_dequantize_blocks(size_t B, size_t block_bytes, kvc_block
         t##_codes(block, q);                                                                      \
         return kvc_value_k_min(block, q, a, b);                                                   \
     }                                                                                             \
-    KVC_SCALAR_BLOCK_TYPE(t, 256, BYTES)
+    KVC_SCALAR_BLOCK_TYPE(t, 256)
 
 /* A float type with t##_weight. */
 #define KVC_SCALAR_FLOAT_TYPE(t)                                                                  \

@@ -40,15 +40,15 @@ static const kvc_weight_type types[] = {
     {0, "F32", 1, 4, KVC_ACT_F32, kvc_dequantize_f32, KVC_GEMMS(f32)},
     {1, "F16", 1, 2, KVC_ACT_F32, kvc_dequantize_f16, KVC_GEMMS(f16)},
     {30, "BF16", 1, 2, KVC_ACT_F32, kvc_dequantize_bf16, KVC_GEMMS(bf16)},
-    {8, "Q8_0", 32, 34, KVC_ACT_Q8_32, kvc_dequantize_q8_0,
+    {8, "Q8_0", 32, KVC_BLOCK_BYTES_q8_0, KVC_ACT_Q8_32, kvc_dequantize_q8_0,
      {kvc_gemm_q8_0__scalar, KVC_WASMSIMD(kvc_gemm_q8_0), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_q8_0)}},
-    {2, "Q4_0", 32, 18, KVC_ACT_Q8_32, kvc_dequantize_q4_0, KVC_GEMMS(q4_0)},
-    {3, "Q4_1", 32, 20, KVC_ACT_Q8_32, kvc_dequantize_q4_1, KVC_GEMMS(q4_1)},
-    {6, "Q5_0", 32, 22, KVC_ACT_Q8_32, kvc_dequantize_q5_0, KVC_GEMMS(q5_0)},
-    {7, "Q5_1", 32, 24, KVC_ACT_Q8_32, kvc_dequantize_q5_1, KVC_GEMMS(q5_1)},
-    {12, "Q4_K", 256, 144, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k)},
-    {13, "Q5_K", 256, 176, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k)},
-    {14, "Q6_K", 256, 210, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k)},
+    {2, "Q4_0", 32, KVC_BLOCK_BYTES_q4_0, KVC_ACT_Q8_32, kvc_dequantize_q4_0, KVC_GEMMS(q4_0)},
+    {3, "Q4_1", 32, KVC_BLOCK_BYTES_q4_1, KVC_ACT_Q8_32, kvc_dequantize_q4_1, KVC_GEMMS(q4_1)},
+    {6, "Q5_0", 32, KVC_BLOCK_BYTES_q5_0, KVC_ACT_Q8_32, kvc_dequantize_q5_0, KVC_GEMMS(q5_0)},
+    {7, "Q5_1", 32, KVC_BLOCK_BYTES_q5_1, KVC_ACT_Q8_32, kvc_dequantize_q5_1, KVC_GEMMS(q5_1)},
+    {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k)},
+    {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k)},
+    {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k)},
 };
 #define TYPE_COUNT (sizeof types / sizeof types[0])
 

@@ -35,6 +35,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The integer types' block layouts, written once for the traits table and
+ * every kernel file (ggml-common.h's block_* structs): bytes per block and,
+ * for the 32-value types, value = (q - offset) * d, or q * d + m where an
+ * f16 min m follows the f16 scale d.  Suffixed with the kernel files' type
+ * names, which kernel templates paste. */
+#define KVC_BLOCK_BYTES_q8_0 34 /* d, 32 i8 codes */
+#define KVC_BLOCK_BYTES_q4_0 18 /* d, 16 bytes of nibbles */
+#define KVC_BLOCK_BYTES_q4_1 20 /* d, m, 16 bytes of nibbles */
+#define KVC_BLOCK_BYTES_q5_0 22 /* d, the u32 of fifth bits, nibbles */
+#define KVC_BLOCK_BYTES_q5_1 24 /* d, m, the u32 of fifth bits, nibbles */
+#define KVC_BLOCK_BYTES_q4_k 144
+#define KVC_BLOCK_BYTES_q5_k 176
+#define KVC_BLOCK_BYTES_q6_k 210
+#define KVC_CODE_OFFSET_q8_0 0
+#define KVC_CODE_OFFSET_q4_0 8
+#define KVC_CODE_OFFSET_q4_1 0
+#define KVC_CODE_OFFSET_q5_0 16
+#define KVC_CODE_OFFSET_q5_1 0
+#define KVC_HAS_MIN_q8_0 0
+#define KVC_HAS_MIN_q4_0 0
+#define KVC_HAS_MIN_q4_1 1
+#define KVC_HAS_MIN_q5_0 0
+#define KVC_HAS_MIN_q5_1 1
+
 /* The kernel sets; a build has the sets up to the one it runs. */
 typedef enum kvc_weight_set {
     KVC_WEIGHT_SCALAR,

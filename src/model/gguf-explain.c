@@ -135,13 +135,11 @@ static void put_too_large(text *t, const uint8_t *bytes, const gguf_fault *f) {
         put(t, "the dims of "), put_owner(t, bytes, f), put(t, " make more than "), put_u64(t, f->bound);
         put(t, " elements");
         return;
-    case GGUF_FIELD_OFFSET:
-        put_field(t, bytes, f), put(t, " is "), put_u64(t, f->value);
-        put(t, ", past the data limit of "), put_u64(t, f->bound), put(t, " bytes");
-        return;
+    case GGUF_FIELD_OFFSET: /* where a tensor starts, or (extent) where it ends */
     case GGUF_FIELD_EXTENT:
-        put_owner(t, bytes, f), put(t, " ends at data byte "), put_u64(t, f->value);
-        put(t, ", past the data limit of "), put_u64(t, f->bound), put(t, " bytes");
+        if (f->field == GGUF_FIELD_OFFSET) put_field(t, bytes, f), put(t, " is ");
+        else put_owner(t, bytes, f), put(t, " ends at data byte ");
+        put_u64(t, f->value), put(t, ", past the data limit of "), put_u64(t, f->bound), put(t, " bytes");
         return;
     default: /* a length or count past the header limit */
         put_field(t, bytes, f);

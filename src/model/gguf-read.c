@@ -4,33 +4,17 @@
 #include "gguf-internal.h"
 #include "../kernels/weights.h"
 
-uint32_t kvc_gguf_version(const kvc_gguf *gguf) {
-    return gguf ? gguf->version : 0;
-}
-
-size_t kvc_gguf_header_bytes(const kvc_gguf *gguf) {
-    return gguf ? gguf->header_bytes : 0;
-}
-
-uint32_t kvc_gguf_alignment(const kvc_gguf *gguf) {
-    return gguf ? gguf->alignment : 0;
-}
-
-uint64_t kvc_gguf_data_offset(const kvc_gguf *gguf) {
-    return gguf ? gguf->data_offset : 0;
-}
-
-uint64_t kvc_gguf_data_bytes(const kvc_gguf *gguf) {
-    return gguf ? gguf->data_bytes : 0;
-}
-
-size_t kvc_gguf_metadata_count(const kvc_gguf *gguf) {
-    return gguf ? gguf->metadata_count : 0;
-}
-
-size_t kvc_gguf_tensor_count(const kvc_gguf *gguf) {
-    return gguf ? gguf->tensor_count : 0;
-}
+/* The header's facts, each a field of the same name; 0 for a NULL handle. */
+#define KVC_GGUF_FACT(type, field) \
+    type kvc_gguf_##field(const kvc_gguf *gguf) { return gguf ? gguf->field : 0; }
+KVC_GGUF_FACT(uint32_t, version)
+KVC_GGUF_FACT(size_t, header_bytes)
+KVC_GGUF_FACT(uint32_t, alignment)
+KVC_GGUF_FACT(uint64_t, data_offset)
+KVC_GGUF_FACT(uint64_t, data_bytes)
+KVC_GGUF_FACT(size_t, metadata_count)
+KVC_GGUF_FACT(size_t, tensor_count)
+#undef KVC_GGUF_FACT
 
 static void span_out(const kvc_gguf *g, gguf_span span, const char **text, size_t *len) {
     if (text) *text = (const char *)(g->copy + span.at);
@@ -157,20 +141,28 @@ static number element_number(const kvc_gguf *g, const gguf_value *x, size_t j) {
     return n;
 }
 
+/* Element j of value v, a number of a kind `accepts` takes, as *n: KVC_OK,
+ * KVC_E_GGUF_INDEX or KVC_E_GGUF_TYPE (*n unset). */
+static kvc_status number_at(const kvc_gguf *g, size_t v, size_t j, int (*accepts)(uint32_t type), number *n) {
+    const gguf_value *x;
+    const kvc_status status = element_of(g, v, j, accepts, &x);
+    if (status == KVC_OK) *n = element_number(g, x, j);
+    return status;
+}
+
 kvc_status kvc_gguf_number(const kvc_gguf *gguf, size_t v, size_t j, double *out) {
     if (!gguf || !out) return KVC_E_NULL_POINTER;
-    const gguf_value *x;
-    const kvc_status status = element_of(gguf, v, j, is_number, &x);
-    if (status == KVC_OK) *out = element_number(gguf, x, j).real;
+    number n;
+    const kvc_status status = number_at(gguf, v, j, is_number, &n);
+    if (status == KVC_OK) *out = n.real;
     return status;
 }
 
 kvc_status kvc_gguf_int64(const kvc_gguf *gguf, size_t v, size_t j, int64_t *out) {
     if (!gguf || !out) return KVC_E_NULL_POINTER;
-    const gguf_value *x;
-    const kvc_status status = element_of(gguf, v, j, is_integer, &x);
+    number n;
+    const kvc_status status = number_at(gguf, v, j, is_integer, &n);
     if (status != KVC_OK) return status;
-    const number n = element_number(gguf, x, j);
     if (n.negative) {
         if (n.magnitude > (uint64_t)INT64_MAX + 1) return KVC_E_GGUF_TYPE;
         *out = n.magnitude == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)n.magnitude;
@@ -183,13 +175,11 @@ kvc_status kvc_gguf_int64(const kvc_gguf *gguf, size_t v, size_t j, int64_t *out
 
 kvc_status kvc_gguf_uint64(const kvc_gguf *gguf, size_t v, size_t j, uint64_t *out) {
     if (!gguf || !out) return KVC_E_NULL_POINTER;
-    const gguf_value *x;
-    const kvc_status status = element_of(gguf, v, j, is_integer, &x);
-    if (status != KVC_OK) return status;
-    const number n = element_number(gguf, x, j);
-    if (n.negative) return KVC_E_GGUF_TYPE;
-    *out = n.magnitude;
-    return KVC_OK;
+    number n;
+    const kvc_status status = number_at(gguf, v, j, is_integer, &n);
+    if (status == KVC_OK && n.negative) return KVC_E_GGUF_TYPE;
+    if (status == KVC_OK) *out = n.magnitude;
+    return status;
 }
 
 static int is_string(uint32_t type) {

@@ -257,12 +257,9 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
     if (status == KVC_OK) status = bind(&src, "rope_freqs.weight", lm->head_dim / 2, 0, 1, &lm->rope_freqs);
     for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
-    if (status != KVC_OK) {
-        kvc_lm_free(lm);
-        return status;
-    }
-    *out = lm;
-    return KVC_OK;
+    if (status == KVC_OK) *out = lm;
+    else kvc_lm_free(lm);
+    return status;
 }
 
 void kvc_lm_free(kvc_lm *lm) {
