@@ -191,13 +191,18 @@ export function buildWasm({ modulesOnly = false, relaxedOptional = false } = {})
   return true;
 }
 
-/** True when both modules exist and are newer than every C source. */
-export function wasmUpToDate() {
-  if (!existsSync(wasmPath) || !existsSync(relaxedWasmPath)) return false;
-  const built = Math.min(statSync(wasmPath).mtimeMs, statSync(relaxedWasmPath).mtimeMs);
+/** True when every one of `files` (build outputs) exists and is newer than every C source. */
+export function builtUpToDate(files) {
+  if (!files.every((file) => existsSync(file))) return false;
+  const built = Math.min(...files.map((file) => statSync(file).mtimeMs));
   const sources = spawnSync('git', ['ls-files', 'src', 'include', 'CMakeLists.txt', 'CMakePresets.json'],
     { cwd: root, encoding: 'utf8' });
-  if (sources.status !== 0) return true; // not a git checkout: trust the built file
+  if (sources.status !== 0) return true; // not a git checkout: trust the built files
   return sources.stdout.split('\n').filter(Boolean)
     .every((file) => !existsSync(join(root, file)) || statSync(join(root, file)).mtimeMs <= built);
+}
+
+/** True when both modules exist and are newer than every C source. */
+export function wasmUpToDate() {
+  return builtUpToDate([wasmPath, relaxedWasmPath]);
 }
