@@ -459,6 +459,11 @@ for (const name of BROWSERS) {
         for (const source of MODEL_MISSING ? ['synthetic'] : ['model', 'synthetic']) {
           await set('source', source);
           if (source === 'model') {
+            // The page sends only into an open chat (the model loads after the source changes): wait for it.
+            for (const deadline = Date.now() + WAIT_MS; !(await inPage('return w.demo.snapshot();')).chat.open;) {
+              if (Date.now() > deadline) assert.fail('the narrow page\'s chat did not open');
+              await new Promise((resolve) => setTimeout(resolve, 100));
+            }
             await set('max-tokens', '40');
             await set('chat-input', 'A long message to wrap: abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz.');
             await inPage('d.getElementById("send").click();');
