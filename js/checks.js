@@ -98,5 +98,4 @@ export function checkAccepted(where, j, drafts) {
   if (drafts !== undefined && j > drafts) {
     throw new RangeError(`${where}: j must be at most the ${drafts} draft positions (got ${j})`);
   }
-  return j;
 }

@@ -73,10 +73,10 @@ for (const name of BROWSERS) {
       return snapshot();
     };
     /** Polls the page until `done(snapshot)` holds. */
-    async function waitFor(done, what) {
+    async function waitFor(done, what, read = snapshot) {
       const deadline = Date.now() + WAIT_MS;
       for (;;) {
-        const state = await snapshot();
+        const state = await read();
         if (done(state)) return state;
         if (Date.now() > deadline) assert.fail(`${name}: waited ${WAIT_MS} ms for ${what}; last state ${JSON.stringify(state).slice(0, 600)}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -459,24 +459,16 @@ for (const name of BROWSERS) {
         for (const source of MODEL_MISSING ? ['synthetic'] : ['model', 'synthetic']) {
           await set('source', source);
           if (source === 'model') {
-            // The page sends only into an open chat (the model loads after the source changes): wait for it.
-            for (const deadline = Date.now() + WAIT_MS; !(await inPage('return w.demo.snapshot();')).chat.open;) {
-              if (Date.now() > deadline) assert.fail('the narrow page\'s chat did not open');
-              await new Promise((resolve) => setTimeout(resolve, 100));
-            }
+            const read = () => inPage('return w.demo.snapshot();');
+            // Send and the input stay disabled until the chat opens (the model loads after the source changes).
+            await waitFor((s) => s.chat.open, 'the narrow page\'s chat to open', read);
             await set('max-tokens', '40');
             await set('chat-input', 'A long message to wrap: abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz.');
             await inPage('d.getElementById("send").click();');
-          }
-          let state;
-          for (const deadline = Date.now() + WAIT_MS; ;) {
-            state = await inPage('return w.demo.snapshot();');
-            if (source !== 'model' || (!state.replying && state.chat.replies[0]?.stop)) break;
-            if (Date.now() > deadline) assert.fail('the narrow page\'s reply did not end');
-            await new Promise((resolve) => setTimeout(resolve, 100));
+            await waitFor((s) => !s.replying && s.chat.replies[0]?.stop, 'the narrow page\'s reply to end', read);
           }
           await inPage('await new Promise((resolve) => w.requestAnimationFrame(() => w.requestAnimationFrame(resolve)));');
-          state = await inPage('return w.demo.snapshot();');
+          const state = await inPage('return w.demo.snapshot();');
           const file = join(artifacts, `demo-${name}-narrow-${source}.png`);
           await narrow.screenshot(file);
           t.diagnostic(`screenshot: ${file} (${JSON.stringify(state.overflow)})`);
