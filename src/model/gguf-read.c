@@ -177,10 +177,9 @@ kvc_status kvc_gguf_uint64(const kvc_gguf *gguf, size_t v, size_t j, uint64_t *o
     if (!gguf || !out) return KVC_E_NULL_POINTER;
     number n;
     const kvc_status status = number_at(gguf, v, j, is_integer, &n);
-    if (status != KVC_OK) return status;
-    if (n.negative) return KVC_E_GGUF_TYPE;
-    *out = n.magnitude;
-    return KVC_OK;
+    if (status == KVC_OK && n.negative) return KVC_E_GGUF_TYPE;
+    if (status == KVC_OK) *out = n.magnitude;
+    return status;
 }
 
 static int is_string(uint32_t type) {
