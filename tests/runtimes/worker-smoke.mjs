@@ -14,6 +14,9 @@ export const ABORT_AFTER = 5;
 export const CHAT_SYSTEM = 'Tom and his dog.';
 export const CHAT_TURNS = ['Tom had a red ball.', 'Then it rained.'];
 export const CHAT_TOKENS = 12;
+// A reply while the page's thread is held: the worker must go on without it.
+export const PAGE_BLOCK_MS = 400;
+export const BLOCKED_TOKENS = 16;
 
 /** Watches the page's thread: the longest gap between timer ticks, and (Chromium) its long tasks. */
 export function watchMainThread() {
@@ -96,6 +99,17 @@ export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions
     const abortedTokens = await aborted.tokens();
     await aborted.free();
 
+    // A reply while the page's thread is held, from its first piece on: the worker goes on
+    // without the page (WebKit routes a worker's MessagePort through the page's thread).
+    const held = await model.session();
+    const pieces = held.generate(WORKER_PROMPT, { temperature: 0, maxTokens: BLOCKED_TOKENS })[Symbol.asyncIterator]();
+    let last = (await pieces.next()).value;
+    const until = performance.now() + PAGE_BLOCK_MS;
+    while (performance.now() < until) { /* the page's thread held */ }
+    for (let next = await pieces.next(); !next.done; next = await pieces.next()) last = next.value;
+    const heldPage = { workerSeconds: last.stats.seconds, tokens: last.stats.tokens };
+    await held.free();
+
     // A chat of two turns, and the same chat saved after the first and restored.
     const chat = new Chat(await model.session(), { system: CHAT_SYSTEM });
     const first = await reply(chat, CHAT_TURNS[0]);
@@ -109,7 +123,7 @@ export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions
     await model.free();
     return {
       kernelInfo, threads: threadInfo.threads, progress, tokens, text, stop, firstPieceMs, generateMs, maxGapMs, longTasks,
-      abort: { seen, piecesAfterAbort, abortMs, stop: abortStop, sessionTokens: abortedTokens.length },
+      abort: { seen, piecesAfterAbort, abortMs, stop: abortStop, sessionTokens: abortedTokens.length }, heldPage,
       chat: { first, second, restoredSecond, savedBytes: saved.length, messages },
     };
   } finally {
