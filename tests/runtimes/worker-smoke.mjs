@@ -15,8 +15,8 @@ export const CHAT_SYSTEM = 'Tom and his dog.';
 export const CHAT_TURNS = ['Tom had a red ball.', 'Then it rained.'];
 export const CHAT_TOKENS = 12;
 // A reply while the page's thread is held: the worker must go on without it.
-export const PAGE_BLOCK_MS = 400;
-export const BLOCKED_TOKENS = 16;
+export const PAGE_HELD_MS = 400;
+export const HELD_TOKENS = 16;
 
 /** Watches the page's thread: the longest gap between timer ticks, and (Chromium) its long tasks. */
 export function watchMainThread() {
@@ -102,11 +102,11 @@ export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions
     // A reply while the page's thread is held, from its first piece on: the worker goes on
     // without the page (WebKit routes a worker's MessagePort through the page's thread).
     const held = await model.session();
-    const pieces = held.generate(WORKER_PROMPT, { temperature: 0, maxTokens: BLOCKED_TOKENS })[Symbol.asyncIterator]();
+    const pieces = held.generate(WORKER_PROMPT, { temperature: 0, maxTokens: HELD_TOKENS });
     let last = (await pieces.next()).value;
-    const until = performance.now() + PAGE_BLOCK_MS;
+    const until = performance.now() + PAGE_HELD_MS;
     while (performance.now() < until) { /* the page's thread held */ }
-    for (let next = await pieces.next(); !next.done; next = await pieces.next()) last = next.value;
+    for await (const piece of pieces) last = piece;
     const heldPage = { workerSeconds: last.stats.seconds, tokens: last.stats.tokens };
     await held.free();
 
