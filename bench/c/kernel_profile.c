@@ -65,9 +65,9 @@ static int profile(size_t d, size_t n) {
         q_scales[g] = k->quantize_query(d, q + g * d, KVC_QUERY_CODE_MAX, q_codes + g * d) / 11.3137f;
     const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
-    const uint8_t *row_at[KVC_Q8_SUM_ROWS];
+    uint8_t *tile = malloc(tile_rows * row_bytes);
     float w_scales[GROUP];
-    if (!w16) return 1;
+    if (!w16 || !tile) return 1;
     const float sqrt_d = 11.3137f;
     double scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4;
     BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
@@ -87,14 +87,15 @@ static int profile(size_t d, size_t n) {
                 tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(qrows + (h * n + first + t) * row_bytes);
             w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, KVC_Q16_CODE_MAX, w16 + g * tile_rows);
         }
-        for (size_t t = 0; t < rows; t++) row_at[t] = qrows + (h * n + first + t) * row_bytes;
-        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, row_at, out);
+        /* The tile's rows gathered from their pages, as attend does. */
+        memcpy(tile, qrows + (h * n + first) * row_bytes, rows * row_bytes);
+        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, tile, out);
     });
     printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
            "\"scores_q8\":%.4f,\"values_q8\":%.4f,\"scores_q4\":%.4f}\n",
            d, n, scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4);
     free(keys), free(values), free(qrows), free(q4rows), free(q), free(z), free(out);
-    free(tile_w), free(q_codes), free(w16);
+    free(tile_w), free(q_codes), free(w16), free(tile);
     return 0;
 }
 

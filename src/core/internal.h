@@ -273,8 +273,7 @@ typedef struct kvc_scratch {
     float *tile_w_scales;  /* [2G]: their scales */
     float *tile_w;         /* [G x tile_rows]: value weights */
     float *tile_scales;    /* [tile_rows]: the value rows' scales */
-    const uint8_t **tile_rows_at; /* [tile_rows]: the value rows of a tile, wherever their pages are */
-    uint8_t *tile_q8;      /* [tile_rows x kvc_q8_row_bytes(d)]: 4-bit rows unpacked */
+    uint8_t *tile_q8;      /* [tile_rows x kvc_q8_row_bytes(d)]: a tile's value rows, unpacked or gathered */
     float *row_f32;        /* [d]: a quantized row read as codes * scale */
     float *ones;           /* [d]: 1.0f, the field that leaves it so */
     float *out;         /* [G x d] */

@@ -32,7 +32,7 @@ static size_t round_up16(size_t bytes) {
 }
 
 /* The parts of a scratch, in bytes, in the order kvc_scratch_init lays them out. */
-#define SCRATCH_PARTS 12
+#define SCRATCH_PARTS 11
 
 static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     const size_t tile_rows = value_tile_rows(d);
@@ -44,10 +44,9 @@ static void scratch_sizes(size_t G, size_t d, size_t sizes[SCRATCH_PARTS]) {
     sizes[5] = round_up16(G * d * sizeof(float));                /* out */
     sizes[6] = round_up16(G * sizeof(float));                    /* max */
     sizes[7] = round_up16(G * sizeof(float));                    /* sum */
-    sizes[8] = round_up16(tile_rows * sizeof(uint8_t *));        /* tile_rows_at */
-    sizes[9] = round_up16(tile_rows * kvc_q8_row_bytes(d));      /* tile_q8 */
-    sizes[10] = round_up16(d * sizeof(float));                   /* row_f32 */
-    sizes[11] = round_up16(d * sizeof(float));                   /* ones */
+    sizes[8] = round_up16(tile_rows * kvc_q8_row_bytes(d));      /* tile_q8 */
+    sizes[9] = round_up16(d * sizeof(float));                    /* row_f32 */
+    sizes[10] = round_up16(d * sizeof(float));                   /* ones */
 }
 
 size_t kvc_scratch_bytes(size_t G, size_t d) {
@@ -74,10 +73,9 @@ void kvc_scratch_init(kvc_scratch *scratch, void *block, size_t G, size_t d) {
     scratch->out = parts[5];
     scratch->max = parts[6];
     scratch->sum = parts[7];
-    scratch->tile_rows_at = (const uint8_t **)(void *)parts[8];
-    scratch->tile_q8 = (uint8_t *)parts[9];
-    scratch->row_f32 = parts[10];
-    scratch->ones = parts[11];
+    scratch->tile_q8 = (uint8_t *)parts[8];
+    scratch->row_f32 = parts[9];
+    scratch->ones = parts[10];
     for (size_t j = 0; j < d; j++) scratch->ones[j] = 1.0f;
     scratch->tile_rows = value_tile_rows(d);
 }
@@ -204,12 +202,22 @@ static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_
 }
 
 /* Value rows [first, first + count) of qrows, count <= the scratch's tile,
- * unpacked with `unpack` into its tile as the int8 rows the sums read. */
-static const uint8_t *unpack_tile(kvc_unpack_q4_fn *unpack, const kvc_paged *qrows, size_t first,
-                                  size_t count, size_t d, kvc_scratch *scratch) {
+ * one after another as the sums read them: 4-bit rows unpacked with
+ * `unpack` into the scratch's tile as int8 rows; int8 rows where they lie if
+ * one page holds them all, else copied there from their pages (a tile spans
+ * a few: the copy reads what the sums would read from memory anyway, and
+ * lets their loop walk one pointer down rows that stay in cache). */
+static const uint8_t *value_tile(kvc_unpack_q4_fn *unpack, const kvc_paged *qrows, size_t first,
+                                 size_t count, size_t d, kvc_scratch *scratch) {
+    if (!unpack && kvc_paged_run(qrows, first, count) == count) return kvc_paged_at(qrows, first);
+    const size_t row_bytes = kvc_q8_row_bytes(d);
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
-        unpack(run, d, kvc_paged_at(qrows, first + done), scratch->tile_q8 + done * kvc_q8_row_bytes(d));
+        uint8_t *to = scratch->tile_q8 + done * row_bytes;
+        if (unpack)
+            unpack(run, d, kvc_paged_at(qrows, first + done), to);
+        else
+            memcpy(to, kvc_paged_at(qrows, first + done), run * row_bytes);
         done += run;
     }
     return scratch->tile_q8;
@@ -258,22 +266,17 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
     float *code_scales = scratch->tile_w_scales, *scales = scratch->tile_scales;
     for (size_t first = 0; first < q_count; first += tile) {
         const size_t rows = q_count - first < tile ? q_count - first : tile;
-        const uint8_t **at = scratch->tile_rows_at;
-        if (unpack) {
-            const uint8_t *tile_rows = unpack_tile(unpack, qrows, q_first + first, rows, d, scratch);
-            for (size_t t = 0; t < rows; t++) at[t] = tile_rows + t * kvc_q8_row_bytes(d);
-        } else {
-            for (size_t t = 0; t < rows; t++) at[t] = kvc_paged_at(qrows, q_first + first + t);
-        }
-        float min_s = kvc_q8_row_scale(at[0]), max_s = min_s;
+        const uint8_t *tile_rows = value_tile(unpack, qrows, q_first + first, rows, d, scratch);
+        const size_t row_bytes = kvc_q8_row_bytes(d);
+        float min_s = kvc_q8_row_scale(tile_rows), max_s = min_s;
         for (size_t t = 0; t < rows; t++) {
-            scales[t] = kvc_q8_row_scale(at[t]);
+            scales[t] = kvc_q8_row_scale(tile_rows + t * row_bytes);
             min_s = fminf(min_s, scales[t]);
             max_s = fmaxf(max_s, scales[t]);
         }
         if (max_s > KVC_VALUE_SCALE_RANGE * min_s) {
             for (size_t t = 0; t < rows; t++) {
-                kernels->dequantize_row(d, kvc_q8_row_codes(at[t]), scales[t], scratch->ones, scratch->row_f32);
+                kernels->dequantize_row(d, kvc_q8_row_codes(tile_rows + t * row_bytes), scales[t], scratch->ones, scratch->row_f32);
                 kernels->weighted_sum_f32(G, 1, d, pi + first + t, pi_stride, scratch->row_f32, out);
             }
             continue;
@@ -298,8 +301,8 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
             for (size_t t = 0; t < rows; t++) w[t] = w[t] - (float)codes[g * tile + t] * s_hi;
             code_scales[G + g] = ldexpf(kernels->quantize_query(rows, w, KVC_Q16_CODE_MAX, codes + (G + g) * tile), e);
         }
-        weighted_sum(G, rows, d, codes, tile, code_scales, at, out);
-        if (with_lo) weighted_sum(G, rows, d, codes + G * tile, tile, code_scales + G, at, out);
+        weighted_sum(G, rows, d, codes, tile, code_scales, tile_rows, out);
+        if (with_lo) weighted_sum(G, rows, d, codes + G * tile, tile, code_scales + G, tile_rows, out);
     }
 }
 

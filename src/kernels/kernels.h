@@ -81,15 +81,15 @@ typedef float kvc_quantize_query_fn(size_t d, const float *x, float code_max, in
  * for G queries over n f32 rows [n x d]; out is [G x d]. */
 typedef void kvc_weighted_sum_f32_fn(size_t G, size_t n, size_t d, const float *w,
                                      size_t w_stride, const float *rows, float *out);
-/* For G queries over n <= KVC_Q8_SUM_ROWS quantized rows (rows[p] each a
- * 4-byte scale, not read here, then d codes: rows may lie in different
- * pages), with i16 weights w16 (query g's at w16 + g * w_stride) and one f32
+/* For G queries over n <= KVC_Q8_SUM_ROWS quantized rows, one after another
+ * from rows (each kvc_q8_row_bytes(d): a 4-byte scale, not read here, then d
+ * codes), with i16 weights w16 (query g's at w16 + g * w_stride) and one f32
  * scale per query:
  *   out[g][j] = out[g][j] + (float)acc * w_scales[g],  acc = sum_p w16[g][p] * codes_p[j]
  * the sum exact in i32: the same bits from every kernel set.  out is [G x d]. */
 typedef void kvc_weighted_sum_q8_fn(size_t G, size_t n, size_t d, const int16_t *w16,
                                     size_t w_stride, const float *w_scales,
-                                    const uint8_t *const *rows, float *out);
+                                    const uint8_t *rows, float *out);
 /* y[j] = a[j] * b[j]; y may alias a or b */
 typedef void kvc_mul_f32_fn(size_t d, const float *a, const float *b, float *y);
 /* Quantizes x against the per-channel field (all > 0):

@@ -917,7 +917,6 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
     test_rng rng = test_rng_new(24);
     static const size_t counts[] = {1, 2, 3, 7, 64, KVC_Q8_SUM_ROWS};
     uint8_t *qrows = test_alloc(KVC_Q8_SUM_ROWS * (sizeof(float) + MAX_Q8_D));
-    const uint8_t *rows[KVC_Q8_SUM_ROWS];
     int16_t *w = test_alloc(MAX_G * (KVC_Q8_SUM_ROWS + 3) * sizeof(int16_t));
     float *out0 = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
     float *want = test_alloc(MAX_G * MAX_Q8_D * sizeof(float));
@@ -936,8 +935,6 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                     for (size_t p = 0; p < n; p++)
                         memset(qrows + p * (sizeof(float) + d) + sizeof(float), gi % 2 ? 0x81 : 0x7f, d);
                 }
-                /* The rows in any order, as pages put them: here reversed. */
-                for (size_t p = 0; p < n; p++) rows[p] = qrows + (n - 1 - p) * (sizeof(float) + d);
                 for (size_t g = 0; g < G; g++) {
                     scales[g] = ldexpf(test_rng_unit(&rng) + 0.5f, (int)(g * 9) - 20);
                     for (size_t p = 0; p < w_stride; p++)
@@ -949,7 +946,7 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                     for (size_t j = 0; j < d; j++) {
                         int64_t acc = 0;
                         for (size_t p = 0; p < n; p++)
-                            acc += (int64_t)w[g * w_stride + p] * ((const int8_t *)(rows[p] + sizeof(float)))[j];
+                            acc += (int64_t)w[g * w_stride + p] * ((const int8_t *)(qrows + p * (sizeof(float) + d) + sizeof(float)))[j];
                         CHECK(acc >= INT32_MIN && acc <= INT32_MAX);
                         want[g * d + j] = out0[g * d + j] + (float)(int32_t)acc * scales[g];
                     }
@@ -957,7 +954,7 @@ TEST(weighted_sum_q8_should_give_its_definition_bits_for_every_group_and_length)
                 for (size_t s = 0; s < sets.count; s++) {
                     memcpy(got, out0, G * d * sizeof(float));
                     got[G * d] = GAP_SENTINEL;
-                    sets.set[s]->weighted_sum_q8(G, n, d, w, w_stride, scales, rows, got);
+                    sets.set[s]->weighted_sum_q8(G, n, d, w, w_stride, scales, qrows, got);
                     CHECK(test_bits_equal(got, want, G * d));
                     CHECK(got[G * d] == GAP_SENTINEL);
                 }
