@@ -10,6 +10,7 @@
 import * as kv from './index.js';
 import { Llama } from './llama.js';
 import { PrefixCache } from './prefix.js';
+import { workerConstructionWatch } from './threads.js';
 
 const objects = new Map(); // handle -> { kind, object }
 const calls = new Map(); // call id -> the AbortController of a load or a stream
@@ -52,10 +53,15 @@ function errorOf(error) {
 }
 
 const OPS = {
-  async init(options) {
-    // The page sent locateFile's answers, by file name.
+  async init(options, id) {
+    // The page sent locateFile's answers, by file name; it hears when a pool
+    // worker is being constructed (threads.js says why).
     const { locateFile: located } = options;
-    await kv.init(located ? { ...options, locateFile: (name) => located[name] } : options);
+    await kv.init({
+      ...options,
+      ...(located && { locateFile: (name) => located[name] }),
+      [workerConstructionWatch]: (constructing) => postMessage({ id, progress: { constructingThread: constructing } }),
+    });
     return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo() };
   },
   async load(source, options, signal, id) {
@@ -99,6 +105,8 @@ globalThis.onmessage = async ({ data }) => {
       for await (const piece of STREAMS[op](...args, controller.signal)) postMessage({ id, piece });
     } else if (op === 'load') {
       result = await OPS.load(...args, controller.signal, id);
+    } else if (op === 'init') {
+      result = await OPS.init(...args, id);
     } else if (OPS[op]) {
       result = await OPS[op](...args);
     } else {

@@ -19,6 +19,16 @@ const POOL_WORKER = './pool-worker.js';
 
 /** Tests only: an option key naming another worker script (one that fails). */
 export const workerScriptOption = Symbol('kvcache-wasm worker script');
+/**
+ * An option key for a function told `true` just before a pool worker is
+ * constructed and `false` once its constructor has returned: Firefox, in a
+ * worker, at times never returns from constructing one (a nested Worker;
+ * seen in about one start in 60 of the chat's worker here), and nothing on
+ * the stuck thread can notice. js/llama-worker.js reports the two to the
+ * page, whose LlamaWorker starts the worker again when the second does not
+ * follow the first.
+ */
+export const workerConstructionWatch = Symbol('kvcache-wasm worker construction watch');
 
 let pool = null; // { exports, workers, wanted, reason }
 
@@ -127,11 +137,20 @@ export async function startThreads(exports, module, memory, requested, options) 
   const script = options[workerScriptOption] ??
     (options.locateFile ? locate(options, RUNTIME_FILES.poolWorker) : null);
   const stackBytes = exports.kvc_wasm_worker_stack_bytes() >>> 0;
+  const watch = options[workerConstructionWatch];
+  const construct = watch ? (name) => {
+    watch(true);
+    try {
+      return factory(name);
+    } finally {
+      watch(false);
+    }
+  } : factory;
   const started = [];
   for (let index = 1; index <= count; index++) {
     const stack = exports.malloc(stackBytes) >>> 0;
     if (!stack) break;
-    started.push(startWorker(factory, script, index, module, memory, stack, stackBytes));
+    started.push(startWorker(construct, script, index, module, memory, stack, stackBytes));
   }
   const workers = await Promise.all(started);
   pool.workers = workers;

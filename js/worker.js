@@ -31,6 +31,13 @@ function outgoing(bytes) {
   return { value: copy, transfer: copy instanceof Uint8Array ? [copy.buffer] : [] };
 }
 
+// How long constructing a pool thread in the worker may take (a few ms
+// here, a second on a loaded machine) before the worker counts as stuck in
+// it, and how many workers a LlamaWorker starts before it gives up.
+const CONSTRUCTION_TIMEOUT_MS = 10000;
+const STARTS = 3;
+const STUCK = Symbol('a pool thread\'s construction did not return');
+
 export class LlamaWorker {
   #worker;
   #calls = new Map(); // id -> { resolve, reject, piece?, progress? }
@@ -60,13 +67,47 @@ export class LlamaWorker {
       throw new TypeError(`${where}: options.init.locateFile must be a function (name) => URL or string (got ${shown(locateFile)})`);
     }
     const located = locateFile && Object.fromEntries(Object.values(RUNTIME_FILES).map((name) => [name, locate(init, name).href]));
-    this.#worker = worker ?? new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' });
-    this.#worker.onmessage = ({ data }) => this.#receive(data);
-    this.#worker.onerror = (event) => {
+    this.#ready = this.#start(worker, [locateFile ? { ...init, locateFile: located } : init]);
+  }
+
+  /**
+   * Starts the worker and its init. The worker tells when it constructs a
+   * thread of its pool and when that returned: Firefox at times never
+   * returns from it (js/threads.js), so a construction that has not
+   * returned in CONSTRUCTION_TIMEOUT_MS ends that worker and, when it is
+   * the package's own, starts another (up to STARTS in all).
+   */
+  async #start(given, args) {
+    for (let start = 1; ; start++) {
+      this.#attach(given ?? new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' }));
+      let timer;
+      let stuck;
+      const constructionStuck = new Promise((resolve) => { stuck = () => resolve(STUCK); });
+      const init = this.#send('init', args, {
+        progress: ({ constructingThread }) => {
+          clearTimeout(timer);
+          if (constructingThread) timer = setTimeout(stuck, CONSTRUCTION_TIMEOUT_MS);
+        },
+      });
+      const result = await Promise.race([init.done, constructionStuck]).finally(() => clearTimeout(timer));
+      if (result !== STUCK) return result;
+      this.#calls.delete(init.id);
+      this.#worker.terminate();
+      if (given || start === STARTS) {
+        const error = new Error(`the kvcache-wasm worker did not start: constructing a thread of its pool did not return in ${CONSTRUCTION_TIMEOUT_MS / 1000} s${given ? '' : ` in any of ${STARTS} workers`} (Firefox at times never returns from a Worker constructed in a worker; init({ threads: 1 }) constructs none)`);
+        this.#fail(error);
+        throw error;
+      }
+    }
+  }
+
+  #attach(worker) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => this.#receive(data);
+    worker.onerror = (event) => {
       event.preventDefault?.();
       this.#fail(new Error(`the kvcache-wasm worker failed: ${event.message || 'its script did not load'}`));
     };
-    this.#ready = this.#send('init', [locateFile ? { ...init, locateFile: located } : init]).done;
   }
 
   #fail(error) {

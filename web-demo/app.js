@@ -995,9 +995,12 @@ $('bound').addEventListener('change', applyBound);
 $('evict').addEventListener('click', evictNow);
 $('branch').addEventListener('click', branchNow);
 
-// The package on this page, and the chat's worker.
+// The package on this page, and the chat's worker; `startup` names the step
+// under way, for a test to say where a start that never ends stopped.
+let startup = 'the package starting on the page';
 const started = (async () => {
   await init();
+  startup = 'the chat\'s worker starting';
   worker = new LlamaWorker();
   workerInfo = await worker.ready();
   document.body.dataset.kernels = kernelIsa();
@@ -1007,15 +1010,21 @@ const started = (async () => {
 window.demo = {
   ready: (async () => {
     await started;
+    startup = 'the model list being fetched';
     const found = await (await fetch('/api/models')).json();
     if (found['stories260k.gguf']) {
+      startup = 'stories260K loading';
       await useModel(DEFAULT_MODEL_URL, 'stories260K', null);
     } else {
+      startup = 'the synthetic stream starting';
       $('source').value = 'synthetic';
       await reset();
     }
+    startup = 'done';
     return { model: Boolean(model) };
   })(),
+  /** The step of the page's start under way ('done' once ready). */
+  get startup() { return startup; },
   snapshot() {
     const memory = source ? source.memory() : {};
     const width = document.documentElement;

@@ -20,6 +20,7 @@ import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const TOKENS = 100;
 const WAIT_MS = 180000;
+const START_MS = 90000;
 const NARROW = 420;
 const CONTEXT = 512; // stories260K's
 // What each engine loads and how many threads it can run (the runtime
@@ -54,7 +55,12 @@ for (const name of BROWSERS) {
       if (skipWhy) return;
       browser = await launchBrowser(name);
       page = await browser.open(server.url);
-      await page.evaluate('async () => window.demo.ready');
+      // Bounded here, so that a start that never ends says at which step it stopped.
+      const start = await page.evaluate(`async () => Promise.race([
+        window.demo.ready.then(() => 'ready'),
+        new Promise((resolve) => setTimeout(() => resolve(window.demo.startup), ${START_MS})),
+      ])`);
+      assert.equal(start, 'ready', `${name}: the page did not start in ${START_MS} ms: stopped at ${start}`);
     });
     after(() => browser?.close());
 
