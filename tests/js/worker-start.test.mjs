@@ -4,7 +4,7 @@
 // when that returned; here stand-in workers (the global Worker, or one the
 // app passes) answer init as the package's worker would, or stop after
 // saying they construct one.
-import { test, describe, after } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { LlamaWorker } from '../../js/worker.js';
 
@@ -28,16 +28,25 @@ function standIn({ stuck }) {
   return worker;
 }
 
-describe('a worker stuck constructing a pool thread', { concurrency: true }, () => {
+/** The package's own workers, as the global Worker makes them: stuck while `stuck()` says so. */
+function standInWorkers(stuck) {
   const made = [];
-  const saved = globalThis.Worker;
-  // The package's own workers: the first is stuck, the next answers.
-  globalThis.Worker = function StandInWorker() {
-    const worker = standIn({ stuck: made.length === 0 });
-    made.push(worker);
-    return worker;
-  };
+  let saved;
+  before(() => {
+    saved = globalThis.Worker;
+    globalThis.Worker = function StandInWorker() {
+      const worker = standIn({ stuck: stuck(made.length) });
+      made.push(worker);
+      return worker;
+    };
+  });
   after(() => { globalThis.Worker = saved; });
+  return made;
+}
+
+describe('a worker stuck constructing a pool thread', { concurrency: true }, () => {
+  // The first is stuck, the next answers.
+  const made = standInWorkers((count) => count === 0);
 
   test('is ended and another worker started, whose init is the start\'s', async () => {
     const started = Date.now();
@@ -55,5 +64,18 @@ describe('a worker stuck constructing a pool thread', { concurrency: true }, () 
     await assert.rejects(remote.ready(), /constructing a thread of its pool did not return in 10 s \(Firefox/);
     assert.equal(worker.terminated, true);
     await assert.rejects(remote.load(new Uint8Array(8)), /did not return in 10 s/, 'later calls fail the same way');
+  });
+});
+
+describe('a worker stuck constructing a pool thread, terminated meanwhile', () => {
+  const made = standInWorkers(() => true);
+
+  test('is ended, and no other worker is started', async () => {
+    const remote = new LlamaWorker();
+    remote.terminate();
+    await assert.rejects(remote.ready(), /terminated/);
+    await new Promise((resolve) => setTimeout(resolve, 10500));
+    assert.equal(made.length, 1, 'no worker started after terminate()');
+    assert.equal(made[0].terminated, true);
   });
 });
