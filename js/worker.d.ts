@@ -5,9 +5,10 @@ import type {
 } from './llama.js';
 
 export interface LlamaWorkerOptions {
-  /** A worker the app started itself from the package's js/llama-worker.js (as a module worker): for bundlers that do
-   * not follow `new Worker(new URL(...))` (esbuild). Default: the package's own. */
-  worker?: Worker;
+  /** A worker the app starts itself from the package's js/llama-worker.js (as a module worker), for bundlers that do
+   * not follow `new Worker(new URL(...))` (esbuild): a function that starts one (called again when a start is stuck,
+   * as Firefox's at times is), or the Worker. Default: the package's own. */
+  worker?: Worker | (() => Worker);
   /** init()'s options in the worker (threads, isa, maxMemory, wasm as a URL); locateFile is asked on the page for each
    * file the package loads, and the worker gets its answers. */
   init?: Omit<InitOptions, 'module'>;

@@ -48,9 +48,10 @@ export class LlamaWorker {
   /**
    * Starts the worker: the package's own (`new Worker(new URL(
    * './llama-worker.js', import.meta.url), { type: 'module' })`, which
-   * bundlers emit), or options.worker, one the app started itself from the
+   * bundlers emit), or options.worker, one the app starts itself from the
    * package's js/llama-worker.js (esbuild, which does not follow workers:
-   * the README says how). options.init: init()'s options in the worker
+   * the README says how): a function that starts one (called again should
+   * a start be stuck), or the Worker. options.init: init()'s options in the worker
    * (threads, isa, maxMemory, wasm as a URL, locateFile), sent before the
    * first call; locateFile is asked here for each file the package loads
    * (RUNTIME_FILES), and the worker is sent its answers as URLs.
@@ -60,7 +61,9 @@ export class LlamaWorker {
     checkObject(where, 'options', options);
     checkKeys(where, options, ['worker', 'init']);
     const { worker, init = {} } = options;
-    if (worker !== undefined && typeof worker?.postMessage !== 'function') throw new TypeError(`${where}: options.worker must be a Worker (got ${shown(worker)})`);
+    if (worker !== undefined && typeof worker !== 'function' && typeof worker?.postMessage !== 'function') {
+      throw new TypeError(`${where}: options.worker must be a Worker or a function that starts one (got ${shown(worker)})`);
+    }
     checkObject(where, 'options.init', init);
     const { locateFile } = init;
     if (locateFile !== undefined && typeof locateFile !== 'function') {
@@ -74,12 +77,22 @@ export class LlamaWorker {
    * Starts the worker and its init. The worker tells when it constructs a
    * thread of its pool and when that returned: Firefox at times never
    * returns from it (js/threads.js), so a construction that has not
-   * returned in CONSTRUCTION_TIMEOUT_MS ends that worker and, when it is
-   * the package's own, starts another (up to STARTS in all).
+   * returned in CONSTRUCTION_TIMEOUT_MS ends that worker and, unless the
+   * app passed a Worker (not a function that starts one), starts another
+   * (up to STARTS in all).
    */
   async #start(given, args) {
+    const startWorker = typeof given === 'function' ? given
+      : given ? () => given
+        : () => new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' });
+    const once = given !== undefined && typeof given !== 'function';
     for (let start = 1; ; start++) {
-      this.#attach(given ?? new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' }));
+      const worker = startWorker();
+      if (typeof worker?.postMessage !== 'function') {
+        this.#fail(new TypeError(`new LlamaWorker: options.worker() must return a Worker (got ${shown(worker)})`));
+        throw this.#failed;
+      }
+      this.#attach(worker);
       let timer;
       let stuck;
       const constructionStuck = new Promise((resolve) => { stuck = () => resolve(STUCK); });
@@ -93,8 +106,8 @@ export class LlamaWorker {
       if (result !== STUCK) return result;
       this.#calls.delete(init.id);
       this.#worker.terminate();
-      if (given || start === STARTS) {
-        const error = new Error(`the kvcache-wasm worker did not start: constructing a thread of its pool did not return in ${CONSTRUCTION_TIMEOUT_MS / 1000} s${given ? '' : ` in any of ${STARTS} workers`} (Firefox at times never returns from a Worker constructed in a worker; init({ threads: 1 }) constructs none)`);
+      if (once || start === STARTS) {
+        const error = new Error(`the kvcache-wasm worker did not start: constructing a thread of its pool did not return in ${CONSTRUCTION_TIMEOUT_MS / 1000} s${once ? '' : ` in any of ${STARTS} workers`} (Firefox at times never returns from a Worker constructed in a worker; ${once ? 'options.worker as a function that starts one is called again then; ' : ''}init({ threads: 1 }) constructs none)`);
         this.#fail(error);
         throw error;
       }

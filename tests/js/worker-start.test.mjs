@@ -58,6 +58,18 @@ describe('a worker stuck constructing a pool thread', { concurrency: true }, () 
     assert.ok(Date.now() - started >= 10000, 'the stuck one had its 10 s');
   });
 
+  test('the app\'s function is called again for another worker when the first is stuck', async () => {
+    const started = [];
+    const info = await new LlamaWorker({
+      worker: () => {
+        started.push(standIn({ stuck: started.length === 0 }));
+        return started.at(-1);
+      },
+    }).ready();
+    assert.deepEqual(info, READY);
+    assert.deepEqual(started.map((w) => w.terminated), [true, false]);
+  });
+
   test('the app\'s own worker is ended and the start fails, naming why', async () => {
     const worker = standIn({ stuck: true });
     const remote = new LlamaWorker({ worker });
@@ -78,4 +90,9 @@ describe('a worker stuck constructing a pool thread, terminated meanwhile', () =
     assert.equal(made.length, 1, 'no worker started after terminate()');
     assert.equal(made[0].terminated, true);
   });
+});
+
+test('options.worker must be a Worker or a function that starts one', async () => {
+  assert.throws(() => new LlamaWorker({ worker: 7 }), /options.worker must be a Worker or a function that starts one \(got 7\)/);
+  await assert.rejects(new LlamaWorker({ worker: () => null }).ready(), /options.worker\(\) must return a Worker \(got null\)/);
 });

@@ -32,7 +32,7 @@ function page() {
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat } from 'kvcache-wasm/chat';
 import { workerSmoke } from '/tests/runtimes/worker-smoke.mjs';
-window.workerDone = workerSmoke({ LlamaWorker, Chat }, '/model.gguf').then((result) => ({ result }), (error) => ({ error: String(error?.stack ?? error) }));
+window.workerDone = workerSmoke({ LlamaWorker, Chat }, '/model.gguf').then((result) => ({ result }), (error) => ({ error: \`\${error}\${error?.stack ? \`\\n\${error.stack}\` : ''}\` }));
 </script>`;
 }
 

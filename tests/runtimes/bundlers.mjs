@@ -37,14 +37,14 @@ const MODEL_FILE = 'model.gguf';
  */
 function main({ ownWorker = false, locateFile = false }, withModel) {
   const init = locateFile ? ', init: { locateFile }' : '';
-  const worker = ownWorker ? `, { worker: new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module' })${init} }` : '';
+  const worker = ownWorker ? `, { worker: () => new Worker(new URL('./llama-worker.js', import.meta.url), { type: 'module' })${init} }` : '';
   return `import * as kv from 'kvcache-wasm';
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat } from 'kvcache-wasm/chat';
 import { smoke } from './smoke.mjs';
 import { workerSmoke } from './worker-smoke.mjs';
 ${locateFile ? 'const locateFile = (name) => new URL(`./${name}`, import.meta.url);' : ''}
-const outcome = (run) => run.then((result) => ({ result }), (error) => ({ error: String(error?.stack ?? error) }));
+const outcome = (run) => run.then((result) => ({ result }), (error) => ({ error: \`\${error}\${error?.stack ? \`\\n\${error.stack}\` : ''}\` }));
 globalThis.smokeDone = outcome(smoke(kv, ${locateFile ? '{ locateFile }' : 'undefined'}).then((summary) => ({ summary, kernel: kv.kernelInfo() })));
 globalThis.workerDone = ${withModel ? `globalThis.smokeDone.then(() => outcome(workerSmoke({ LlamaWorker, Chat }, './${MODEL_FILE}'${worker})))` : 'null'};
 `;
