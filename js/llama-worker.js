@@ -53,7 +53,7 @@ function errorOf(error) {
 }
 
 const OPS = {
-  async init(options, id) {
+  async init(options, signal, id) {
     // The page sent locateFile's answers, by file name; it hears when a pool
     // worker is being constructed (threads.js says why).
     const { locateFile: located } = options;
@@ -103,10 +103,8 @@ globalThis.onmessage = async ({ data }) => {
     let result;
     if (STREAMS[op]) {
       for await (const piece of STREAMS[op](...args, controller.signal)) postMessage({ id, piece });
-    } else if (op === 'load') {
-      result = await OPS.load(...args, controller.signal, id);
-    } else if (op === 'init') {
-      result = await OPS.init(...args, id);
+    } else if (op === 'load' || op === 'init') {
+      result = await OPS[op](...args, controller.signal, id);
     } else if (OPS[op]) {
       result = await OPS[op](...args);
     } else {

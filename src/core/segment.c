@@ -209,15 +209,14 @@ static void scores_quantized_paged(kvc_scores_q8_fn *score, size_t G, const kvc_
  * lets their loop walk one pointer down rows that stay in cache). */
 static const uint8_t *value_tile(kvc_unpack_q4_fn *unpack, const kvc_paged *qrows, size_t first,
                                  size_t count, size_t d, kvc_scratch *scratch) {
-    if (!unpack && kvc_paged_run(qrows, first, count) == count) return kvc_paged_at(qrows, first);
-    const size_t row_bytes = kvc_q8_row_bytes(d);
+    if (!unpack) {
+        if (kvc_paged_run(qrows, first, count) == count) return kvc_paged_at(qrows, first);
+        kvc_paged_read(qrows, first, count, scratch->tile_q8);
+        return scratch->tile_q8;
+    }
     for (size_t done = 0; done < count;) {
         const size_t run = kvc_paged_run(qrows, first + done, count - done);
-        uint8_t *to = scratch->tile_q8 + done * row_bytes;
-        if (unpack)
-            unpack(run, d, kvc_paged_at(qrows, first + done), to);
-        else
-            memcpy(to, kvc_paged_at(qrows, first + done), run * row_bytes);
+        unpack(run, d, kvc_paged_at(qrows, first + done), scratch->tile_q8 + done * kvc_q8_row_bytes(d));
         done += run;
     }
     return scratch->tile_q8;
@@ -264,10 +263,10 @@ static void sum_quantized_values(const kvc_kernels *kernels, size_t G, const flo
     const size_t tile = scratch->tile_rows;
     int16_t *codes = scratch->tile_w16;
     float *code_scales = scratch->tile_w_scales, *scales = scratch->tile_scales;
+    const size_t row_bytes = kvc_q8_row_bytes(d);
     for (size_t first = 0; first < q_count; first += tile) {
         const size_t rows = q_count - first < tile ? q_count - first : tile;
         const uint8_t *tile_rows = value_tile(unpack, qrows, q_first + first, rows, d, scratch);
-        const size_t row_bytes = kvc_q8_row_bytes(d);
         float min_s = kvc_q8_row_scale(tile_rows), max_s = min_s;
         for (size_t t = 0; t < rows; t++) {
             scales[t] = kvc_q8_row_scale(tile_rows + t * row_bytes);
