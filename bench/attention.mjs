@@ -319,14 +319,14 @@ export async function run({ quick = false } = {}) {
     {
       name: 'attention-profile',
       title: 'Where a step goes: the kernels of one attend_heads step timed apart (ms, one thread)',
-      columns: ['build', 'head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores', 'q8 values (i16 weights)', 'q4 scores',
+      columns: ['build', 'head_dim', 'n', 'f32 scores', 'softmax', 'f32 values', 'q8 scores', 'q8 values (i16 weights)', 'q4 scores', 'q4 values',
         'floor f32 1t', 'floor q8 1t', 'floor q4 1t'],
       rows: profile.map((p) => {
         const shape = rows.find((r) => r.d === p.d && r.n === p.n);
-        return [p.build, p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, p.scores_q4, shape?.floorOne ?? null,
+        return [p.build, p.d, p.n, p.scores_f32, p.softmax, p.values_f32, p.scores_q8, p.values_q8, p.scores_q4, p.values_q4, shape?.floorOne ?? null,
           shape ? shape.floorOne * shape.q8Bytes / shape.f32Bytes : null, shape ? shape.floorOne * shape.q4Bytes / shape.f32Bytes : null];
       }),
-      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run one vector of 14-bit codes per query (q * c_K) against the int8 rows, q8 values their weights as i16 codes against the int8 rows (see src/core/segment.c); q4 scores the same codes against 4-bit rows decoded in registers (q4 values are the q8 values kernel on rows unpacked a tile at a time). The relaxed build runs in Node 22.'],
+      notes: ['Each kernel runs for all 8 KV heads on the same data as above, on one thread (compare with the 1t columns and floor); q8 scores run one vector of 14-bit codes per query (q * c_K) against the int8 rows, q8 values their weights as i16 codes against the int8 rows (see src/core/segment.c); q4 scores the same codes against 4-bit rows decoded in registers, q4 values the q8 values kernel on rows unpacked a tile at a time. The relaxed build runs in Node 22.'],
     },
   ];
 }

@@ -34,6 +34,28 @@ static float uniform(unsigned *state) {
         result = best_;                                                   \
     } while (0)
 
+/* One head's value sums over its n quantized rows (row_bytes apart) with
+ * the weights z, tile by tile as attend takes them: each tile's weights as
+ * i16 codes, its rows gathered from their pages (4-bit ones unpacked with
+ * `unpack`), then the integer sums. */
+static void value_sums(const kvc_kernels *k, size_t G, size_t n, size_t d, const float *z, const uint8_t *rows,
+                       size_t row_bytes, kvc_unpack_q4_fn *unpack, float *tile_w, int16_t *w16, uint8_t *tile,
+                       float *out) {
+    const size_t tile_rows = KVC_Q8_SUM_ROWS;
+    float w_scales[GROUP];
+    for (size_t first = 0; first < n; first += tile_rows) {
+        const size_t count = n - first < tile_rows ? n - first : tile_rows;
+        for (size_t g = 0; g < G; g++) {
+            for (size_t t = 0; t < count; t++)
+                tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(rows + (first + t) * row_bytes);
+            w_scales[g] = k->quantize_query(count, tile_w + g * tile_rows, KVC_Q16_CODE_MAX, w16 + g * tile_rows);
+        }
+        if (unpack) unpack(count, d, rows + first * row_bytes, tile);
+        else memcpy(tile, rows + first * row_bytes, count * row_bytes);
+        k->weighted_sum_q8(G, count, d, w16, tile_rows, w_scales, tile, out);
+    }
+}
+
 static int profile(size_t d, size_t n) {
     const kvc_kernels *k = kvc_kernels_active();
     const size_t row_bytes = 4 + d, G = GROUP;
@@ -66,10 +88,9 @@ static int profile(size_t d, size_t n) {
     const size_t tile_rows = KVC_Q8_SUM_ROWS;
     int16_t *w16 = malloc(G * tile_rows * sizeof(int16_t));
     uint8_t *tile = malloc(tile_rows * row_bytes);
-    float w_scales[GROUP];
     if (!w16 || !tile) return 1;
     const float sqrt_d = 11.3137f;
-    double scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4;
+    double scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4, values_q4;
     BEST(scores_f32, k->scores_f32(G, n, d, q, keys + h * n * d, sqrt_d, z, n));
     float maxes[GROUP], sums[GROUP];
     BEST(softmax, k->softmax(G, n, z, n, maxes, sums));
@@ -79,21 +100,13 @@ static int profile(size_t d, size_t n) {
     BEST(scores_q8, k->scores_q8(G, n, d, q_codes, q_scales, qrows + h * n * row_bytes, z, n));
     /* q4 keys: the same codes against 4-bit rows, decoded in registers. */
     BEST(scores_q4, k->scores_q4(G, n, d, q_codes, q_scales, q4rows + h * n * q4_row_bytes, z, n));
-    /* q8 values: each tile's weights as i16 codes, then the integer sums (as attend does). */
-    BEST(values_q8, for (size_t first = 0; first < n; first += tile_rows) {
-        const size_t rows = n - first < tile_rows ? n - first : tile_rows;
-        for (size_t g = 0; g < G; g++) {
-            for (size_t t = 0; t < rows; t++)
-                tile_w[g * tile_rows + t] = z[g * n + first + t] * kvc_q8_row_scale(qrows + (h * n + first + t) * row_bytes);
-            w_scales[g] = k->quantize_query(rows, tile_w + g * tile_rows, KVC_Q16_CODE_MAX, w16 + g * tile_rows);
-        }
-        /* The tile's rows gathered from their pages, as attend does. */
-        memcpy(tile, qrows + (h * n + first) * row_bytes, rows * row_bytes);
-        k->weighted_sum_q8(G, rows, d, w16, tile_rows, w_scales, tile, out);
-    });
+    /* q8 and q4 values, as attend sums them. */
+    BEST(values_q8, value_sums(k, G, n, d, z, qrows + h * n * row_bytes, row_bytes, NULL, tile_w, w16, tile, out));
+    BEST(values_q4, value_sums(k, G, n, d, z, q4rows + h * n * q4_row_bytes, q4_row_bytes, k->unpack_q4,
+                               tile_w, w16, tile, out));
     printf("{\"d\":%zu,\"n\":%zu,\"scores_f32\":%.4f,\"softmax\":%.4f,\"values_f32\":%.4f,"
-           "\"scores_q8\":%.4f,\"values_q8\":%.4f,\"scores_q4\":%.4f}\n",
-           d, n, scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4);
+           "\"scores_q8\":%.4f,\"values_q8\":%.4f,\"scores_q4\":%.4f,\"values_q4\":%.4f}\n",
+           d, n, scores_f32, softmax, values_f32, scores_q8, values_q8, scores_q4, values_q4);
     free(keys), free(values), free(qrows), free(q4rows), free(q), free(z), free(out);
     free(tile_w), free(q_codes), free(w16), free(tile);
     return 0;

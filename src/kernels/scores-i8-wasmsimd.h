@@ -77,4 +77,20 @@ static inline void kvc_store_scores4(const kvc_query_codes4 *queries, v128_t dot
     for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
 }
 
+/* Where a kernel adds a row's blocks in z: the sums so far of queries g..
+ * + nq with row p, one a lane, and their store. */
+static inline v128_t kvc_load_scores4(const kvc_query_codes4 *queries, size_t g, size_t p, const float *z,
+                                      size_t z_stride) {
+    float lanes[4] = {0.0f};
+    for (size_t qi = 0; qi < queries->nq; qi++) lanes[qi] = z[(g + qi) * z_stride + p];
+    return wasm_v128_load(lanes);
+}
+
+static inline void kvc_store_partial_scores4(const kvc_query_codes4 *queries, v128_t sums, size_t g,
+                                             size_t p, float *z, size_t z_stride) {
+    float lanes[4];
+    wasm_v128_store(lanes, sums);
+    for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
+}
+
 #endif /* KVC_SCORES_I8_WASMSIMD_H */
