@@ -33,6 +33,12 @@ static inline unsigned kvc_q4_shift(const uint8_t *shifts, size_t g) {
     return (shifts[g / 4] >> (2 * (g % 4))) & 3u;
 }
 
+/* Both shifts of block b (channels 32b..32b+31): group 2b's in bits 0-1,
+ * group 2b + 1's in bits 2-3 -- the two groups a byte's nibbles hold. */
+static inline unsigned kvc_q4_block_shifts(const uint8_t *shifts, size_t b) {
+    return (shifts[b / 2] >> (4 * (b % 2))) & 15u;
+}
+
 /* The shifts of a row from the largest |t| of each group and of the row,
  * and each group's step; returns the row's scale.  With scale = max(row_max
  * / 7, floor), group g steps by scale * 2^(shift_g - 3) for the smallest

@@ -68,29 +68,28 @@ static inline kvc_query_codes4 kvc_query_codes4_of(size_t G, size_t g, size_t d,
     return queries;
 }
 
+/* Queries g.. + nq's lanes of v to z at row p: their scores, or where a
+ * kernel adds a row's blocks in z, their sums so far. */
+static inline void kvc_store_lanes4(const kvc_query_codes4 *queries, v128_t v, size_t g, size_t p, float *z,
+                                    size_t z_stride) {
+    float lanes[4];
+    wasm_v128_store(lanes, v);
+    for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
+}
+
 /* Queries g.. + nq's scores of row p with scale row_scale from their dots:
  * dot * (s_p * scale). */
 static inline void kvc_store_scores4(const kvc_query_codes4 *queries, v128_t dots, v128_t row_scale,
                                      size_t g, size_t p, float *z, size_t z_stride) {
-    float lanes[4];
-    wasm_v128_store(lanes, wasm_f32x4_mul(dots, wasm_f32x4_mul(row_scale, queries->scale)));
-    for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
+    kvc_store_lanes4(queries, wasm_f32x4_mul(dots, wasm_f32x4_mul(row_scale, queries->scale)), g, p, z, z_stride);
 }
 
-/* Where a kernel adds a row's blocks in z: the sums so far of queries g..
- * + nq with row p, one a lane, and their store. */
-static inline v128_t kvc_load_scores4(const kvc_query_codes4 *queries, size_t g, size_t p, const float *z,
-                                      size_t z_stride) {
+/* The lanes kvc_store_lanes4 stored: a row's sums so far, one query a lane. */
+static inline v128_t kvc_load_lanes4(const kvc_query_codes4 *queries, size_t g, size_t p, const float *z,
+                                     size_t z_stride) {
     float lanes[4] = {0.0f};
     for (size_t qi = 0; qi < queries->nq; qi++) lanes[qi] = z[(g + qi) * z_stride + p];
     return wasm_v128_load(lanes);
-}
-
-static inline void kvc_store_partial_scores4(const kvc_query_codes4 *queries, v128_t sums, size_t g,
-                                             size_t p, float *z, size_t z_stride) {
-    float lanes[4];
-    wasm_v128_store(lanes, sums);
-    for (size_t qi = 0; qi < queries->nq; qi++) z[(g + qi) * z_stride + p] = lanes[qi];
 }
 
 #endif /* KVC_SCORES_I8_WASMSIMD_H */

@@ -36,9 +36,9 @@ static void order_codes(const int16_t *q16, size_t begin, size_t count, int16_t 
     }
 }
 
-/* acc[qi] += the dots of one full block (channels j.. + 32 of the row,
- * `bytes` its packed codes, `shift_pair` its two groups' shifts as bits 0-1
- * and 2-3) with ordered[qi] + j - begin, for nq queries. */
+/* acc[qi] += the dots of one full block of a row (`bytes` its packed
+ * codes, `shift_pair` its two groups' shifts, kvc_q4_block_shifts) with
+ * ordered[qi] + at, its codes' place in the ordered block, for nq queries. */
 static inline void block_dots(size_t nq, int16_t (*ordered)[KVC_Q8_DOT_BLOCK], size_t at, v128_t bytes,
                               unsigned shift_pair, v128_t *acc) {
     const v128_t mul_a = wasm_v128_load(shift_multipliers[shift_pair & 3u]);
@@ -67,9 +67,8 @@ static inline void row_dots(size_t nq, int16_t (*ordered)[KVC_Q8_DOT_BLOCK], con
     const size_t full = begin + (end - begin) / KVC_Q4_BLOCK * KVC_Q4_BLOCK;
     _Pragma("clang loop unroll(disable)")
     for (; j < full; j += KVC_Q4_BLOCK) {
-        const size_t block = j / KVC_Q4_BLOCK;
-        const unsigned shift_pair = (shifts[block / 2] >> (4 * (block % 2))) & 15u;
-        block_dots(nq, ordered, j - begin, wasm_v128_load(packed + j / 2), shift_pair, acc);
+        block_dots(nq, ordered, j - begin, wasm_v128_load(packed + j / 2),
+                   kvc_q4_block_shifts(shifts, j / KVC_Q4_BLOCK), acc);
     }
     if (j < end) {
         int8_t codes[KVC_KERNEL_MAX_DIM];
@@ -98,9 +97,9 @@ void kvc_scores_q4__wasmsimd(size_t G, size_t n, size_t d, const int16_t *codes,
                 else row_dots(queries.nq, ordered, queries.q16, d, shifts, packed, block, end, acc);
                 /* The blocks' sums added in f32 in order, in z until the last. */
                 v128_t dots = wasm_f32x4_convert_i32x4(kvc_horizontal_sums4_i32(acc));
-                if (block > 0) dots = wasm_f32x4_add(kvc_load_scores4(&queries, g, p, z, z_stride), dots);
+                if (block > 0) dots = wasm_f32x4_add(kvc_load_lanes4(&queries, g, p, z, z_stride), dots);
                 if (end == d) kvc_store_scores4(&queries, dots, wasm_v128_load32_splat(qrow), g, p, z, z_stride);
-                else kvc_store_partial_scores4(&queries, dots, g, p, z, z_stride);
+                else kvc_store_lanes4(&queries, dots, g, p, z, z_stride);
             }
         }
     }

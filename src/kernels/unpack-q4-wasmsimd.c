@@ -30,8 +30,7 @@ static const int8_t code_tables[4][16] = {
 static inline void decode_block(const uint8_t *shifts, const uint8_t *packed, size_t b, v128_t *low_group,
                                 v128_t *high_group) {
     const v128_t bytes = wasm_v128_load(packed + b * (KVC_Q4_BLOCK / 2));
-    /* Both groups' shifts: bits 0-1 and 2-3 (q4-pack.h). */
-    const unsigned shift_pair = (shifts[b / 2] >> (4 * (b % 2))) & 15u;
+    const unsigned shift_pair = kvc_q4_block_shifts(shifts, b);
     *low_group = Q4_LOOKUP(wasm_v128_load(code_tables[shift_pair & 3u]),
                            wasm_v128_and(bytes, wasm_i8x16_const_splat(15)));
     *high_group = Q4_LOOKUP(wasm_v128_load(code_tables[shift_pair >> 2]), wasm_u8x16_shr(bytes, 4));
