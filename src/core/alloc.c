@@ -5,9 +5,37 @@
 
 #include "internal.h"
 
+#if defined(__EMSCRIPTEN__)
+#include <malloc.h>
+
+/* Emscripten's malloc (dlmalloc) grows the heap by less than 2 GiB a call
+ * (its HALF_MAX_SIZE_T bound on sbrk), and once a growth fails it grows by
+ * a whole block each time, never again by what its free end (the top)
+ * lacks: a fresh heap refuses a block of 2 GiB or more -- a 1B model's F16
+ * weights -- for good.  It never gives memory back (MORECORE_CANNOT_TRIM),
+ * so a block of a GiB or more first grows the top, a GiB at a time, by
+ * blocks freed at once (they join the top), until less than a GiB is
+ * missing; the block then takes the top and what is missing. */
+#define KVC_HEAP_STEP ((size_t)1 << 30)
+
+static void *heap_malloc(size_t bytes) {
+    for (int step = 0; bytes >= KVC_HEAP_STEP && step < 4; step++) {
+        const size_t top = (size_t)mallinfo().keepcost;
+        if (bytes - KVC_HEAP_STEP < top) break;
+        /* volatile: a malloc freed unused is one the compiler may drop. */
+        void *volatile grown = malloc(top + KVC_HEAP_STEP);
+        if (!grown) return NULL;
+        free(grown);
+    }
+    return malloc(bytes);
+}
+#else
+#define heap_malloc malloc
+#endif
+
 static void *default_malloc(void *user, size_t bytes) {
     (void)user;
-    return malloc(bytes);
+    return heap_malloc(bytes);
 }
 
 static void *default_realloc(void *user, void *block, size_t bytes) {

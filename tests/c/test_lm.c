@@ -132,6 +132,31 @@ TEST(create_reads_the_shape_and_binds_every_tensor_of_the_file) {
     free_model(&m);
 }
 
+/* A 1B model's F16 weights are 2.5 GB: one region the loader fills, which
+ * wasm's heap gives on its first allocation too (its malloc grows the heap
+ * by less than 2 GiB a call; alloc.c). */
+TEST(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap) {
+    gb_llama m;
+    gb_llama_tensors(&m, GGML_F32, 0);
+    m.t[m.count - 1].offset = (uint64_t)5 << 29; /* output.weight at 2.5 GiB: a gap the region keeps */
+    gb_file file = gb_llama_build(&spec, &m);
+    kvc_gguf *gguf;
+    CHECK_OK(kvc_gguf_parse(file.bytes, file.len, &gguf, NULL));
+    kvc_lm *lm;
+    const kvc_status made = kvc_lm_create(gguf, &lm, NULL, 0);
+    kvc_gguf_free(gguf);
+    free(file.bytes);
+    CHECK_OK(made);
+    const size_t bytes = kvc_lm_weights_bytes(lm);
+    CHECK(bytes > ((size_t)5 << 29));
+    const kvc_status allocated = kvc_lm_alloc_weights(lm);
+    uint8_t *weights = kvc_lm_weights(lm);
+    if (weights) weights[0] = weights[bytes - 1] = 1; /* both ends are the model's */
+    kvc_lm_free(lm);
+    CHECK_OK(allocated);
+    CHECK(weights != NULL);
+}
+
 TEST(create_refuses_what_it_cannot_run_and_says_what) {
     char message[256];
     test_model m;
@@ -385,6 +410,7 @@ TEST(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was) {
 }
 
 RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
+          CASE(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap),
           CASE(create_refuses_what_it_cannot_run_and_says_what),
           CASE(tied_embeddings_are_read_as_the_output),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
