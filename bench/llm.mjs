@@ -97,20 +97,19 @@ async function ourEngine() {
  * a geometry whose own context is that long (Llama-3.2-1B's) would take
  * llama.cpp hours to prefill.
  */
-function files(quick) {
+function files(quick, only) {
   mkdirSync(MODELS, { recursive: true });
-  const wanted = quick ? [['smollm2-135m', 'Q8_0']]
-    : ['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M', 'F16'].map((mix) => [g, mix]));
-  const made = wanted.map(([geometry, mix]) => {
-    const path = modelFile(MODELS, `${geometry}-${mix}`, () => randomLlama(GEOMETRIES[geometry], { mix, seed: 1 }));
-    return { geometry, mix, path, bytes: statSync(path).size, long: false };
+  const long = { ...GEOMETRIES['smollm2-135m'], name: 'smollm2-135m-32k', contextLength: 32768 };
+  const all = quick ? [[GEOMETRIES['smollm2-135m'], 'Q8_0', false]]
+    : [...['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M', 'F16'].map((mix) => [GEOMETRIES[g], mix, false])),
+      [long, 'Q8_0', true]];
+  const named = (g, mix) => `${g.name}-${mix}`;
+  const unknown = only?.filter((name) => !all.some(([g, mix]) => named(g, mix) === name));
+  if (unknown?.length) throw new RangeError(`bench llm: no file ${unknown.join(', ')}; known: ${all.map(([g, mix]) => named(g, mix)).join(', ')}`);
+  return all.filter(([g, mix]) => !only || only.includes(named(g, mix))).map(([g, mix, isLong]) => {
+    const path = modelFile(MODELS, named(g, mix), () => randomLlama(g, { mix, seed: 1 }));
+    return { geometry: g.name, mix, path, bytes: statSync(path).size, long: isLong };
   });
-  if (!quick) {
-    const g = { ...GEOMETRIES['smollm2-135m'], name: 'smollm2-135m-32k', contextLength: 32768 };
-    const path = modelFile(MODELS, `${g.name}-Q8_0`, () => randomLlama(g, { mix: 'Q8_0', seed: 1 }));
-    made.push({ geometry: g.name, mix: 'Q8_0', path, bytes: statSync(path).size, long: true });
-  }
-  return made;
 }
 
 /** What each file is measured at: [context, our mode, llama.cpp's cache type, thread counts]. */
@@ -120,7 +119,7 @@ function contexts(file, quick) {
   return [[512, 'f32', 'f16', THREADS]];
 }
 
-export async function run({ quick = false } = {}) {
+export async function run({ quick = false, files: only } = {}) {
   const title = 'Decode and prefill: this package against llama.cpp (@wllama/wllama) on the same GGUF file, Chromium, tokens/s';
   const columns = ['geometry', 'file', 'context', 'threads', 'KV (ours / llama.cpp)', 'decode', 'llama.cpp decode', 'decode ÷', 'prefill',
     'llama.cpp prefill', 'prefill ÷'];
@@ -132,7 +131,7 @@ export async function run({ quick = false } = {}) {
   const ours = await ourEngine();
   const notes = [];
   try {
-    for (const file of files(quick)) {
+    for (const file of files(quick, only)) {
       for (const [context, mode, cacheType, threadCounts] of contexts(file, quick)) {
         for (const threads of threadCounts) {
           const mine = await ours.run(file.path, threads, context, decode, mode);

@@ -88,6 +88,8 @@ async function chromium() {
         fill: (selector, value) => page.locator(selector).fill(value),
         select: (selector, value) => page.selectOption(selector, value),
         check: (selector) => page.locator(selector).check(),
+        // Chromium only: the page's File is the file on disk, not a copy in memory.
+        setInputFiles: (selector, paths) => page.locator(selector).setInputFiles(paths),
         screenshot: (path) => page.screenshot({ path, fullPage: true }),
         problems: () => problems.slice(),
         warnings: () => warnings.slice(),

@@ -28,9 +28,10 @@
 //
 // One browser and one page serve every call; a model stays loaded while calls
 // ask for the same file and load options. A static server on 127.0.0.1
-// serves the page, wllama's files and the models, cross-origin isolated
-// (COOP + COEP: SharedArrayBuffer, so threads) unless { isolated: false }
-// (then llama.cpp runs on one thread whatever is asked).
+// serves the page, wllama's files and models given as bytes, cross-origin
+// isolated (COOP + COEP: SharedArrayBuffer, so threads) unless { isolated:
+// false } (then llama.cpp runs on one thread whatever is asked); a model file
+// reaches the page through its file input, read from the disk as wllama goes.
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, extname, join, posix, resolve } from 'node:path';
@@ -62,7 +63,7 @@ export async function llamaCppMissing() {
 }
 
 // ---------------------------------------------------------------------------
-// The server: the page, wllama's esm/ folder, and the models asked for.
+// The server: the page, wllama's esm/ folder, and models given as bytes.
 
 function listen(isolated, models) {
   const headers = isolated ? ISOLATION_HEADERS : {};
@@ -71,16 +72,12 @@ function listen(isolated, models) {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pathname === '/') {
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...headers });
-      return response.end('<!doctype html><meta charset="utf-8"><title>llama.cpp oracle</title><link rel="icon" href="data:,">');
+      return response.end('<!doctype html><meta charset="utf-8"><title>llama.cpp oracle</title><link rel="icon" href="data:,"><input type="file" id="model">');
     }
-    const model = models.get(pathname);
+    const model = models.get(pathname); // bytes (a file on disk goes through the page's file input)
     if (model !== undefined) {
-      if (typeof model !== 'string') {
-        response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': model.length, ...headers });
-        return response.end(model);
-      }
-      response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': statSync(model).size, ...headers });
-      return createReadStream(model).pipe(response);
+      response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': model.length, ...headers });
+      return response.end(model);
     }
     const path = posix.normalize(decodeURIComponent(pathname)); // normalizing '/…' leaves no '..'
     if (path.startsWith('/wllama/')) {
@@ -144,13 +141,14 @@ export async function closeLlamaCpp() {
   await new Promise((done) => server.close(done));
 }
 
-// Runs in the page: (re)creates the Wllama instance and loads a model.
+// Runs in the page: (re)creates the Wllama instance and loads a model, the
+// file given to the page's file input (model null) or bytes by URL.
 const LOAD = `async ({ base, model, params }) => {
   const { Wllama } = await import(base + '/wllama/index.js');
   if (window.llama) await window.llama.exit();
   window.llama = null;
   const llama = new Wllama({ default: base + '/wllama/wasm/wllama.wasm' });
-  const blob = await (await fetch(base + model)).blob();
+  const blob = model === null ? document.getElementById('model').files[0] : await (await fetch(base + model)).blob();
   const started = performance.now();
   await llama.loadModel([blob], params);
   const loadMs = performance.now() - started;
@@ -167,7 +165,8 @@ const LOAD = `async ({ base, model, params }) => {
 
 // What a page's blobs may hold in all: fetching a model of 2 GiB fails
 // ('Failed to fetch'), whole or in parts (the page is a Playwright context,
-// whose blobs live in memory).
+// whose blobs live in memory). A file on disk reaches the page through a file
+// input instead, as a File that Chromium reads from the disk: no limit.
 const BLOB_LIMIT = 2 ** 31;
 
 /**
@@ -201,9 +200,8 @@ function loadParams({ threads = 1, nCtx = 512, cacheTypeK = 'f16', cacheTypeV = 
  */
 export async function llamaCppLoad(file, options = {}, extra = {}) {
   const { isolated = true } = options;
-  const size = typeof file === 'string' ? statSync(file).size : file.length;
-  if (size >= BLOB_LIMIT) {
-    throw new RangeError(`llama.cpp: a model of ${size} bytes cannot load here: the page's blobs stop at 2 GiB (split the file)`);
+  if (typeof file !== 'string' && file.length >= BLOB_LIMIT) {
+    throw new RangeError(`llama.cpp: a model of ${file.length} bytes cannot load here from bytes: the page's blobs stop at 2 GiB (write it to a file)`);
   }
   const e = await start(isolated);
   const model = modelPath(file);
@@ -211,11 +209,12 @@ export async function llamaCppLoad(file, options = {}, extra = {}) {
   const key = JSON.stringify({ model, params });
   if (e.loaded?.key === key) return { ...e.loaded.info, reused: true };
   e.models.clear(); // one model served at a time
-  e.models.set(model, file);
+  if (typeof file !== 'string') e.models.set(model, file);
   e.loaded = null;
   const seen = e.page.problems().length;
   try {
-    const info = await e.page.evaluate(LOAD, { base: e.url, model, params });
+    if (typeof file === 'string') await e.page.setInputFiles('#model', resolve(file));
+    const info = await e.page.evaluate(LOAD, { base: e.url, model: typeof file === 'string' ? null : model, params });
     e.loaded = { key, info };
     return { ...info, reused: false };
   } catch (error) {
