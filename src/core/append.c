@@ -137,7 +137,7 @@ static void append_positions(kvc_layer *layer, size_t n, const float *k, const f
     const rows_job job = {layer, n - i, layer->next_position, k + i * stride, v + i * stride,
                           alive ? alive + i * H : NULL};
     for (size_t j = i; j < n; j++) take_slot(layer, alive ? alive + j * H : NULL);
-    kvc_pool_run(push_rows_task, (void *)&job, 2 * H, kvc_pool_threads(), job.n * stride * 8);
+    kvc_pool_run(push_rows_task, (void *)&job, 2 * H, kvc_pool_threads(), (uint64_t)job.n * stride * 8);
 }
 
 /* Lets the stores that keep copies go of those they will not need once n

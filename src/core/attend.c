@@ -203,11 +203,11 @@ static kvc_status run_heads(head_job *job) {
     carve layout = {block, 0};
     plan_heads(job, &layout, threads, compact);
 
-    kvc_pool_run(head_segment_task, job, tasks, threads, rows * G * d * 2);
-    kvc_pool_run(head_merge_task, job, H, threads, tasks * G * d);
+    kvc_pool_run(head_segment_task, job, tasks, threads, (uint64_t)rows * G * d * 2);
+    kvc_pool_run(head_merge_task, job, H, threads, (uint64_t)tasks * G * d);
     if (job->probs) {
-        kvc_pool_run(head_normalise_task, job, tasks, threads, rows * G);
-        if (compact) kvc_pool_run(head_scatter_task, job, H, threads, H * G * job->L);
+        kvc_pool_run(head_normalise_task, job, tasks, threads, (uint64_t)rows * G);
+        if (compact) kvc_pool_run(head_scatter_task, job, H, threads, (uint64_t)H * G * job->L);
     }
     kvc_free(block);
     return KVC_OK;
@@ -431,9 +431,9 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
             job.query_values[i] = kvc_store_view_prefix(&head->values, layer->residual_rows, job.seen[i]);
         }
     }
-    kvc_pool_run(causal_segment_task, &job, job.S, threads, job.n * m * d * 2);
-    kvc_pool_run(causal_merge_task, &job, m, threads, m * job.S * d);
-    if (probs) kvc_pool_run(causal_normalise_task, &job, job.S, threads, job.n * m);
+    kvc_pool_run(causal_segment_task, &job, job.S, threads, (uint64_t)job.n * m * d * 2);
+    kvc_pool_run(causal_merge_task, &job, m, threads, (uint64_t)m * job.S * d);
+    if (probs) kvc_pool_run(causal_normalise_task, &job, job.S, threads, (uint64_t)job.n * m);
     kvc_free(block);
     return KVC_OK;
 }

@@ -189,14 +189,17 @@ static inline uint32_t kvc_slot_position(const kvc_layer *layer, size_t slot) {
 /* ---- pool.c: the threads a call's tasks run on ---- */
 /* Thread indices: 0 is the calling thread, 1 .. KVC_MAX_THREADS - 1 pool threads. */
 /* A job smaller than this (in multiply-adds) runs on the calling thread:
- * waking the pool would cost more than it saves. */
+ * waking the pool would cost more than it saves.  A job's work is 64-bit:
+ * a prefill's products pass 2^32 multiply-adds, which a 32-bit size_t
+ * (wasm32) wraps to a small number -- and a job it calls small runs on one
+ * thread. */
 #define KVC_POOL_MIN_WORK ((size_t)1 << 17)
 typedef void kvc_task_fn(void *context, size_t task, size_t thread);
 /* Runs fn(context, t, thread) for every t < count, on the calling thread and
  * the pool threads whose index is below `threads` (the scratches the caller
  * prepared), and returns when all are done.  Any task may run on any thread;
  * small jobs, or all when the pool is busy with another call, run inline. */
-void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, size_t work);
+void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, uint64_t work);
 /* 1 + the worker slots opened: the thread indices a job may see. */
 size_t kvc_pool_threads(void);
 /* 1 + the pool threads running now (opened, started, not failed). */

@@ -205,7 +205,7 @@ size_t kvc_pool_set_limit(size_t threads) {
     return atomic_exchange(&pool.limit, threads);
 }
 
-void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, size_t work) {
+void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, uint64_t work) {
     const size_t slots = atomic_load(&pool.slots), limit = atomic_load(&pool.limit);
     if (threads > limit) threads = limit;
     uint32_t expected = 0;

@@ -48,7 +48,7 @@ static void matmul_task(void *context, size_t task, size_t thread) {
 void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_t T, uint8_t *codes) {
     matmul_job job = {.count = count, .products = products, .T = T, .cols = products[0].w->cols,
                       .set = kvc_weight_set_active()};
-    size_t work = 0;
+    uint64_t work = 0;
     for (size_t p = 0; p < count; p++) {
         const kvc_tensor *w = products[p].w;
         const kvc_act_kind act = w->type->act;
@@ -61,7 +61,7 @@ void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_
             codes += T * stride;
         }
         job.first_task[p + 1] = job.first_task[p] + (w->rows + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS;
-        work += w->rows * job.cols * T;
+        work += (uint64_t)w->rows * job.cols * T;
     }
     kvc_pool_run(matmul_task, &job, job.first_task[count], kvc_pool_threads(), work);
 }

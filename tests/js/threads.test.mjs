@@ -65,6 +65,14 @@ test('a worker that dies mid-task costs a thread, never a result: the call finis
   assert.ok(result.same, 'every call gave the bits of the calls before the fault');
 });
 
+test('a job of more than 2^32 multiply-adds runs on the pool, not on the calling thread alone', async (t) => {
+  if (availableParallelism() < 2) return t.skip('one core: the default is one thread and starts no worker');
+  const { result } = await runNode(CHILD, ['largeJob']);
+  assert.equal(result.threads, 2);
+  assert.equal(result.after, 1, 'worker 1 took a task of the job (and trapped, as set)');
+  assert.ok(result.finite);
+});
+
 test('a worker script that cannot load makes an explicit threads option reject, naming why', async () => {
   const { result } = await runNode(CHILD, ['explicitFailure']);
   assert.ok(result.rejected);

@@ -2,7 +2,7 @@
 // once per process): `node threads-child.mjs <scenario>`; prints one line of
 // JSON with what happened.
 import * as kv from '../../js/index.js';
-import { injectWorkerFault, workerScriptOption } from '../../js/threads.js';
+import { injectWorkerFault, setPoolMinWork, workerScriptOption } from '../../js/threads.js';
 import { parallelDigests } from './parallel.mjs';
 
 const FAILING = new URL('./failing-worker.mjs', import.meta.url);
@@ -27,6 +27,25 @@ const scenarios = {
     runs.push(parallelDigests(kv));
     const info = kv.threadInfo();
     return { threads, after: info.threads, reason: info.reason, same: runs.every((r) => JSON.stringify(r) === JSON.stringify(reference)) };
+  },
+  // A job of 2^32 multiply-adds and more goes to the pool (a 32-bit count of
+  // its work would wrap to 0 and call it small): the scores of a causal
+  // attention of 1024 queries over 8192 positions of 256 channels, with
+  // every job below 2^31 multiply-adds (the call's others) kept on the
+  // calling thread and worker 1 set to trap at the first task it takes. The
+  // pool loses worker 1 only if a task of that job reached it.
+  async largeJob() {
+    await kv.init({ threads: 2 });
+    const threads = kv.threadCount();
+    const d = 256, n = 8192, m = 1024;
+    const layer = new kv.LayerKvCache({ numKvHeads: 1, headDim: d, mode: 'f32' });
+    const rows = new Float32Array(n * d).map((_, i) => Math.sin(i * 0.37));
+    layer.appendBatch(rows, rows);
+    setPoolMinWork(2 ** 31);
+    injectWorkerFault(1);
+    const { out } = layer.attendCausal(rows.subarray((n - m) * d), 0);
+    layer.free();
+    return { threads, after: kv.threadCount(), finite: out.every(Number.isFinite) };
   },
   // A worker script that cannot load: an explicit count rejects, naming why;
   // the default falls back to the calling thread and says why.
