@@ -1,11 +1,12 @@
 // npm run bench: builds what is missing, runs the benchmarks, prints one
 // table each (the comparisons side by side, from one process), and writes
 // them as markdown and JSON, with the machine they ran on.
-//   npm run bench -- [name ...] [--quick] [--files NAME,...] [--out DIR]
+//   npm run bench -- [name ...] [--quick] [--files NAME,...] [--threads N,...] [--out DIR]
 //     --quick  a small subset in seconds (npm test runs it so that the
 //              harness cannot rot)
 //     --files  llm only: these of its files (geometry-mix, as
 //              llama-3.2-1b-F16), not all of them
+//     --threads llm only: these of its thread counts (1, 2)
 //     --out    where results go (default bench/results; with --quick,
 //              nothing is written unless --out is given)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -31,7 +32,7 @@ const benchmarks = {
 
 const { values: options, positionals: wanted } = parseArgs({
   allowPositionals: true,
-  options: { quick: { type: 'boolean', default: false }, files: { type: 'string' }, out: { type: 'string' } },
+  options: { quick: { type: 'boolean', default: false }, files: { type: 'string' }, threads: { type: 'string' }, out: { type: 'string' } },
 });
 for (const name of wanted) {
   if (!benchmarks[name]) {
@@ -96,7 +97,7 @@ console.log(header);
 const tables = [];
 for (const [name, load] of Object.entries(benchmarks)) {
   if (wanted.length && !wanted.includes(name)) continue;
-  for (const table of await (await load()).run({ quick: options.quick, files: options.files?.split(',') })) {
+  for (const table of await (await load()).run({ quick: options.quick, files: options.files?.split(','), threads: options.threads?.split(',').map(Number) })) {
     tables.push(table);
     console.log(`\n${markdown(table)}`);
   }
