@@ -532,7 +532,8 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer);
  * with the default residual window, once `positions` positions are
  * appended with every head alive: what a cache for a given context will
  * take, known before it is filled (a model loader checks that it fits).
- * @return : the bytes, or 0 for a geometry or mode no layer takes. */
+ * @return : the bytes (SIZE_MAX when they pass this build's address space),
+ *           or 0 for a geometry or mode no layer takes. */
 size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t positions);
 
 /* What every live layer holds, counting each page once. */

@@ -288,12 +288,16 @@ export class Llama {
   checkFits(where, positions, mode, extra, why = null) {
     const api = lib();
     const { numLayers, numKvHeads, headDim } = this.config;
-    const cache = numLayers * (api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions) >>> 0);
+    const layerBytes = api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions) >>> 0;
+    // SIZE_MAX: a layer's cache alone passes the 32-bit address space.
+    const cache = layerBytes === 0xffffffff ? Infinity : numLayers * layerBytes;
     const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
     if (cache + extra > room || why) {
-      const context = positions ? ` and a ${positions}-position ${mode} cache (${cache} bytes)` : '';
+      const size = cache === Infinity ? 'a layer of it past the address space' : `${cache} bytes`;
+      const context = positions ? ` and a ${positions}-position ${mode} cache (${size})` : '';
+      const missing = cache === Infinity ? 'a layer\'s cache alone is more than a 32-bit heap holds' : `${cache + extra - room} bytes are missing`;
       throw new KvCacheError(`${where}: ${extra} bytes of weights${context} do not fit the wasm heap (at most ` +
-        `${heapLimitBytes()} bytes, room for ${room} more): ${why ?? `${cache + extra - room} bytes are missing`}`, 'KVC_E_NOMEM');
+        `${heapLimitBytes()} bytes, room for ${room} more): ${why ?? missing}`, 'KVC_E_NOMEM');
     }
   }
 

@@ -222,13 +222,15 @@ size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
 }
 
 /* What one component of one head holds at n positions (all alive). */
-static size_t component_bytes_for(const kvc_component_traits *traits, size_t d, size_t n,
-                                  size_t residual_rows) {
-    if (!traits->quantized) return n * traits->row_bytes(d);
+/* In 64 bits: a long context's cache passes 2^32 bytes, which a 32-bit
+ * size_t (wasm32) would wrap to a size that seems to fit. */
+static uint64_t component_bytes_for(const kvc_component_traits *traits, size_t d, size_t n,
+                                    size_t residual_rows) {
+    if (!traits->quantized) return (uint64_t)n * traits->row_bytes(d);
     const size_t sinks = n < KVC_Q8_WINDOW ? n : KVC_Q8_WINDOW;
     const size_t quantized = n - sinks;
     const size_t copies = traits->keeps_copies ? (quantized < residual_rows ? quantized : residual_rows) : 0;
-    return sinks * d * sizeof(float) + quantized * traits->row_bytes(d) + copies * d * sizeof(float);
+    return ((uint64_t)sinks + copies) * d * sizeof(float) + (uint64_t)quantized * traits->row_bytes(d);
 }
 
 size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t positions) {
@@ -237,13 +239,13 @@ size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, 
         return 0;
     }
     const size_t slot = sizeof(float) + sizeof(uint32_t) + (num_kv_heads + 7) / 8;
-    size_t bytes = positions * slot;
+    uint64_t bytes = (uint64_t)positions * slot;
     for (int values = 0; values < 2; values++) {
         bytes += num_kv_heads * component_bytes_for(kvc_mode_traits(mode, values), head_dim, positions,
                                                     KVC_Q4_RESIDUAL_ROWS);
     }
-    if (positions > KVC_Q8_WINDOW) bytes += kvc_quantized_components(mode) * num_kv_heads * head_dim * sizeof(float);
-    return bytes;
+    if (positions > KVC_Q8_WINDOW) bytes += (uint64_t)kvc_quantized_components(mode) * num_kv_heads * head_dim * sizeof(float);
+    return bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
 size_t kvc_layer_shared_bytes(const kvc_layer *layer) {

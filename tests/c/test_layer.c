@@ -400,6 +400,22 @@ TEST(bytes_for_should_be_what_a_layer_of_live_heads_holds_at_each_length) {
     test_data_free(&data);
 }
 
+/* 8 heads of 128 channels hold 8 KiB of f32 rows a position (2 KiB in q8):
+ * 2^19 positions pass 4 GiB, what a 32-bit size_t (wasm32) can say. */
+TEST(bytes_for_should_saturate_past_the_address_space_rather_than_wrap) {
+    const kvc_mode modes[] = {KVC_MODE_F32, KVC_MODE_Q8};
+    for (size_t mi = 0; mi < 2; mi++) {
+        size_t previous = 0;
+        for (size_t positions = (size_t)1 << 16; positions <= (size_t)1 << 26; positions <<= 1) {
+            const size_t bytes = kvc_layer_bytes_for(8, 128, modes[mi], positions);
+            const uint64_t rows = (uint64_t)positions * 8 * (mi == 0 ? 128 * sizeof(float) : 128) * 2;
+            CHECK(bytes >= previous);
+            CHECK(rows > SIZE_MAX ? bytes == SIZE_MAX : bytes >= rows);
+            previous = bytes;
+        }
+    }
+}
+
 TEST(capacity_bytes_should_cover_memory_bytes) {
     const size_t H = 4, d = 16, len = 140;
     test_data data = test_data_make(83, len, H, d, 1);
@@ -739,6 +755,7 @@ TEST(describe_should_return_needed_length_when_buffer_is_short) {
 
 RUN_TESTS(CASE(create_should_refuse_zero_and_too_many_heads),
           CASE(bytes_for_should_be_what_a_layer_of_live_heads_holds_at_each_length),
+          CASE(bytes_for_should_saturate_past_the_address_space_rather_than_wrap),
           CASE(create_should_refuse_zero_and_too_large_head_dim),
           CASE(create_should_refuse_unknown_mode),
           CASE(create_should_refuse_null_out),

@@ -228,3 +228,13 @@ test('a model too large for the heap is refused before its tensor data is read, 
   }), { contextLength: 100000, cacheMode: 'q8' }), (error) => error instanceof KvCacheError && error.code === 'KVC_E_NOMEM' &&
     /^Llama\.load: \d+ bytes of weights and a 100000-position q8 cache \(\d+ bytes\) do not fit the wasm heap \(at most 4294967296 bytes, room for \d+ more\): \d+ bytes are missing$/.test(error.message));
 });
+
+test('a context whose cache passes the 32-bit address space is refused, not wrapped into one that seems to fit', async () => {
+  // The tiny geometry's 2 KV heads of 64 channels in f32: 1 KiB a position
+  // per layer, so 2^23 positions are 8 GiB a layer (a size_t count of them
+  // wrapped to the bookkeeping's 72 MiB, which fit).
+  const bytes = encodeGguf(randomLlama(GEOMETRIES.tiny, { mix: 'Q8_0', seed: 3 }));
+  await assert.rejects(Llama.load(bytes, { contextLength: 2 ** 23 }), (error) => error instanceof KvCacheError &&
+    error.code === 'KVC_E_NOMEM' && error.message.includes('a 8388608-position f32 cache (a layer of it past the address space)') &&
+    error.message.endsWith("a layer's cache alone is more than a 32-bit heap holds"));
+});
