@@ -36,6 +36,14 @@ static kvc_status grow(void **array, size_t count, size_t elem_bytes) {
     return KVC_OK;
 }
 
+/* a * b elements, or SIZE_MAX when that passes the address space, which
+ * grow then refuses: in wasm32 a batch of a model's widest rows (sizes up
+ * to 2^24, T up to KVC_LM_BATCH) or the probabilities of many heads at a
+ * long context pass 2^32, and a wrapped count would allocate too little. */
+static size_t elements(size_t a, size_t b) {
+    return b && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
 /* The scratch for T tokens (and, with attention probabilities, `positions`
  * slots a head), grown to it when smaller; nothing changes on failure but
  * capacity. */
@@ -49,12 +57,12 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
         const size_t widest = max3(lm->dim, q_dim, lm->ffn_dim);
         kvc_status status = KVC_OK;
         struct { void **array; size_t count; size_t bytes; } arrays[] = {
-            {(void **)&s->x, T * lm->dim, 4},      {(void **)&s->xb, T * lm->dim, 4},
-            {(void **)&s->q, T * q_dim, 4},        {(void **)&s->k, T * kv_dim, 4},
-            {(void **)&s->v, T * kv_dim, 4},       {(void **)&s->att, T * q_dim, 4},
-            {(void **)&s->gate, T * lm->ffn_dim, 4}, {(void **)&s->up, T * lm->ffn_dim, 4},
-            {(void **)&s->rope, T * lm->head_dim, 4}, {(void **)&s->codes, 3 * T * widest, 4},
-            {(void **)&s->qh, T * lm->head_dim, 4}, {(void **)&s->oh, T * lm->head_dim, 4},
+            {(void **)&s->x, elements(T, lm->dim), 4},      {(void **)&s->xb, elements(T, lm->dim), 4},
+            {(void **)&s->q, elements(T, q_dim), 4},        {(void **)&s->k, elements(T, kv_dim), 4},
+            {(void **)&s->v, elements(T, kv_dim), 4},       {(void **)&s->att, elements(T, q_dim), 4},
+            {(void **)&s->gate, elements(T, lm->ffn_dim), 4}, {(void **)&s->up, elements(T, lm->ffn_dim), 4},
+            {(void **)&s->rope, elements(T, lm->head_dim), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
+            {(void **)&s->qh, elements(T, lm->head_dim), 4}, {(void **)&s->oh, elements(T, lm->head_dim), 4},
             {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->head_dim / 2, 4},
         };
         size_t bytes = 0;
@@ -73,7 +81,8 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
          * of one token (attend_heads). */
         const size_t slots = kvc_grown_capacity(s->positions, positions, SIZE_MAX);
         const size_t probs_rows = s->tokens > lm->num_heads ? s->tokens : lm->num_heads;
-        if (grow((void **)&s->probs, probs_rows * slots, 4) != KVC_OK || grow((void **)&s->mass, s->tokens * slots, 4) != KVC_OK) {
+        if (grow((void **)&s->probs, elements(probs_rows, slots), 4) != KVC_OK ||
+            grow((void **)&s->mass, elements(s->tokens, slots), 4) != KVC_OK) {
             return KVC_E_NOMEM;
         }
         s->bytes += 4 * (probs_rows + s->tokens) * (slots - s->positions);

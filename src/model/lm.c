@@ -201,8 +201,12 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     }
     size_t rope_dims;
     if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &rope_dims))) return status;
+    /* The query's width is a size like the others (at most 2^24): a product
+     * of two that passed 32 bits would wrap in wasm32 to a width a small
+     * attn_q.weight matches. */
     if (value_dim != lm->head_dim || rope_dims != lm->head_dim || lm->head_dim % 2 || lm->head_dim > KVC_MAX_HEAD_DIM ||
-        lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads) {
+        lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads ||
+        lm->num_heads > ((size_t)1 << 24) / lm->head_dim) {
         return refuse(src, KVC_E_MODEL_FILE,
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);

@@ -172,10 +172,13 @@ static size_t llama_metadata(gb_file *b) {
     n++;
     const struct { const char *name; uint32_t value; } sizes[] = {
         {"block_count", llama_spec->block_count ? llama_spec->block_count : GB_LAYERS}, {"embedding_length", GB_DIM}, {"feed_forward_length", GB_FFN},
-        {"attention.head_count", GB_HEADS}, {"attention.head_count_kv", GB_KV_HEADS}, {"context_length", GB_CONTEXT},
+        {"attention.head_count", llama_spec->head_count ? llama_spec->head_count : GB_HEADS},
+        {"attention.head_count_kv", GB_KV_HEADS}, {"context_length", GB_CONTEXT},
+        {"attention.key_length", llama_spec->key_length},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (llama_spec->omit_head_count && strcmp(sizes[i].name, "attention.head_count") == 0) continue;
+        if (sizes[i].value == 0) continue; /* a key_length not asked for */
         snprintf(key, sizeof key, "%s.%s", llama_spec->arch, sizes[i].name);
         gb_key(b, key, KVC_GGUF_UINT32);
         gb_u32(b, sizes[i].value);

@@ -86,6 +86,8 @@ typedef struct gb_llama_spec {
     const char *arch;    /* general.architecture, and its keys' prefix */
     int omit_head_count; /* leave <arch>.attention.head_count out */
     uint32_t block_count; /* <arch>.block_count to say (0: GB_LAYERS) */
+    uint32_t head_count;  /* <arch>.attention.head_count to say (0: GB_HEADS) */
+    uint32_t key_length;  /* <arch>.attention.key_length to say (0: none) */
 } gb_llama_spec;
 
 /* Its tensor infos (a test may change them before building). */

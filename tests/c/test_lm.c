@@ -67,7 +67,7 @@ typedef struct test_model {
 } test_model;
 
 /* A model of `type` matrices, its weights random from `seed`. */
-static gb_llama_spec spec = {"llama", 0, 0};
+static gb_llama_spec spec = {"llama", 0, 0, 0, 0};
 
 static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model *out, char *message, size_t message_len) {
     gb_llama m;
@@ -176,6 +176,15 @@ TEST(create_refuses_what_it_cannot_run_and_says_what) {
     CHECK(strstr(message, "metadata llama.block_count is 16777216, and the file holds 21 tensors: not enough for them"));
     free(m.file.bytes);
     spec.block_count = 0;
+    /* 2^20 heads of 4096: a query 2^32 wide, which a 32-bit size_t would
+     * wrap to 0 -- refused as a shape, like any size past 2^24. */
+    spec.head_count = 1u << 20;
+    spec.key_length = 4096;
+    CHECK_STATUS(make_model(GGML_Q8_0, 0, 1, &m, message, sizeof message), KVC_E_MODEL_FILE);
+    CHECK(strstr(message, "an attention shape this runner does not compute: 1048576 heads of 4096"));
+    free(m.file.bytes);
+    spec.head_count = 0;
+    spec.key_length = 0;
 
     /* A type the runner does not read, a wrong shape, a missing tensor. */
     gb_llama t;
