@@ -119,7 +119,7 @@ function contexts(file, quick) {
   return [[512, 'f32', 'f16', THREADS]];
 }
 
-export async function run({ quick = false, files: only, threads: threadsWanted } = {}) {
+export async function run({ quick = false, files: onlyFiles, threads: onlyThreads } = {}) {
   const title = 'Decode and prefill: this package against llama.cpp (@wllama/wllama) on the same GGUF file, Chromium, tokens/s';
   const columns = ['geometry', 'file', 'context', 'threads', 'KV (ours / llama.cpp)', 'decode', 'llama.cpp decode', 'decode ÷', 'prefill',
     'llama.cpp prefill', 'prefill ÷'];
@@ -131,9 +131,9 @@ export async function run({ quick = false, files: only, threads: threadsWanted }
   const ours = await ourEngine();
   const notes = [];
   try {
-    for (const file of files(quick, only)) {
+    for (const file of files(quick, onlyFiles)) {
       for (const [context, mode, cacheType, threadCounts] of contexts(file, quick)) {
-        for (const threads of threadCounts.filter((n) => !threadsWanted || threadsWanted.includes(n))) {
+        for (const threads of threadCounts.filter((n) => !onlyThreads || onlyThreads.includes(n))) {
           const mine = await ours.run(file.path, threads, context, decode, mode);
           let theirs = null;
           try {

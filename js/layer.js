@@ -1,7 +1,9 @@
 // LayerKvCache: one layer's cache, full attention (rows of keys and values)
 // or linear attention (a recurrent f64 state). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
-import { callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, u32At } from './runtime.js';
+import {
+  callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, sizeOrInfinity, u32At,
+} from './runtime.js';
 import {
   checkAccepted, checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from './checks.js';
@@ -184,8 +186,7 @@ export class LayerKvCache {
   get exactRollback() {
     const ptr = this.#live('exactRollback');
     if (this.#linear) return 0;
-    const n = lib().kvc_layer_exact_rollback(ptr) >>> 0;
-    return n === 0xffffffff ? Infinity : n;
+    return sizeOrInfinity(lib().kvc_layer_exact_rollback(ptr));
   }
   /** Positions held, one slot each: appended (dead heads included) minus truncated and evicted. */
   get seqLen() { return lib().kvc_layer_seq_len(this.#live('seqLen')) >>> 0; }

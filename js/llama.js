@@ -24,7 +24,8 @@ import { C_CODES } from './constants.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from './checks.js';
 import { checkKeys, checkUnused } from './options.js';
 import {
-  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, statusName, u32At, withStaging,
+  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
+  withStaging,
 } from './runtime.js';
 import { aborted, sourceChunks } from './sources.js';
 import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
@@ -288,14 +289,14 @@ export class Llama {
   checkFits(where, positions, mode, extra, why = null) {
     const api = lib();
     const { numLayers, numKvHeads, headDim } = this.config;
-    const layerBytes = api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions) >>> 0;
-    // SIZE_MAX: a layer's cache alone passes the 32-bit address space.
-    const cache = layerBytes === 0xffffffff ? Infinity : numLayers * layerBytes;
+    // Infinity: a layer's cache alone passes the 32-bit address space.
+    const cache = numLayers * sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions));
     const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
     if (cache + extra > room || why) {
-      const size = cache === Infinity ? 'a layer of it past the address space' : `${cache} bytes`;
+      const [size, missing] = cache === Infinity
+        ? ['a layer of it past the address space', 'a layer\'s cache alone is more than a 32-bit heap holds']
+        : [`${cache} bytes`, `${cache + extra - room} bytes are missing`];
       const context = positions ? ` and a ${positions}-position ${mode} cache (${size})` : '';
-      const missing = cache === Infinity ? 'a layer\'s cache alone is more than a 32-bit heap holds' : `${cache + extra - room} bytes are missing`;
       throw new KvCacheError(`${where}: ${extra} bytes of weights${context} do not fit the wasm heap (at most ` +
         `${heapLimitBytes()} bytes, room for ${room} more): ${why ?? missing}`, 'KVC_E_NOMEM');
     }

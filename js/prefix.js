@@ -1,13 +1,13 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
-import { callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
+import { SIZE_MAX, callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
 import { checkKeys } from './options.js';
 import { KvCacheError, checkInteger, checkObject, shown } from './checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
 
 const owned = ownedObjects((ptr) => lib().kvc_prefix_cache_free(ptr));
 const MAX_TOKEN = 0xffffffff;
-const MAX_BUDGET = 0xffffffff; // size_t in wasm32: more than the heap can hold
+const MAX_BUDGET = SIZE_MAX; // more than the heap can hold
 
 /** Token ids as a Uint32Array: an array or a typed array of integers 0 .. 2^32 - 1. */
 function checkTokens(where, tokens) {

@@ -480,6 +480,15 @@ export function copyOut(view, ptr, count) {
   return heapView(view, ptr, count).slice();
 }
 
+/** size_t's largest value in wasm32: what C returns for "no bound" or "past the address space". */
+export const SIZE_MAX = 0xffffffff;
+
+/** A size_t C returned, as a number: SIZE_MAX read as Infinity. */
+export function sizeOrInfinity(n) {
+  const size = n >>> 0;
+  return size === SIZE_MAX ? Infinity : size;
+}
+
 /** The uint32 at `ptr`: an out-parameter (a count, a flag, a pointer). */
 export function u32At(ptr) {
   return heap().u32[ptr >>> 2];

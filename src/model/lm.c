@@ -41,8 +41,12 @@ static size_t arch_key(const lm_source *src, const char *name) {
     return kvc_gguf_find(src->gguf, key, strlen(key));
 }
 
-/* A size from `<arch>.<name>`: a whole number from 1 to 2^24 (no model needs
- * more), or `fallback` when absent (0: required). */
+/* The largest size a file may give: a dimension, a count, the vocabulary,
+ * the query's width (heads x head size).  No model needs more. */
+#define KVC_LM_MAX_SIZE ((size_t)1 << 24)
+
+/* A size from `<arch>.<name>`: a whole number from 1 to KVC_LM_MAX_SIZE, or
+ * `fallback` when absent (0: required). */
 static kvc_status size_param(lm_source *src, const char *name, size_t fallback, size_t *out) {
     const size_t i = arch_key(src, name);
     if (i == KVC_GGUF_NONE) {
@@ -53,7 +57,7 @@ static kvc_status size_param(lm_source *src, const char *name, size_t fallback, 
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
     }
     double value;
-    if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 1 && value <= (1 << 24)) ||
+    if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 1 && value <= KVC_LM_MAX_SIZE) ||
         value != (double)(size_t)value) {
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a usable size", src->arch->name, name);
     }
@@ -201,12 +205,12 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     }
     size_t rope_dims;
     if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &rope_dims))) return status;
-    /* The query's width is a size like the others (at most 2^24): a product
-     * of two that passed 32 bits would wrap in wasm32 to a width a small
-     * attn_q.weight matches. */
+    /* The query's width is a size like the others: a product of two that
+     * passed 32 bits would wrap in wasm32 to a width a small attn_q.weight
+     * matches. */
     if (value_dim != lm->head_dim || rope_dims != lm->head_dim || lm->head_dim % 2 || lm->head_dim > KVC_MAX_HEAD_DIM ||
         lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads ||
-        lm->num_heads > ((size_t)1 << 24) / lm->head_dim) {
+        lm->num_heads > KVC_LM_MAX_SIZE / lm->head_dim) {
         return refuse(src, KVC_E_MODEL_FILE,
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);
@@ -252,7 +256,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         const size_t t = kvc_gguf_find_tensor(gguf, "token_embd.weight", strlen("token_embd.weight"));
         uint64_t dims[KVC_GGUF_MAX_DIMS] = {0, 0, 0, 0};
         if (t != KVC_GGUF_NONE) kvc_gguf_tensor(gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
-        lm->vocab_size = dims[1] >= 1 && dims[1] <= (1u << 24) ? (size_t)dims[1] : 0;
+        lm->vocab_size = dims[1] >= 1 && dims[1] <= KVC_LM_MAX_SIZE ? (size_t)dims[1] : 0;
         status = lm->vocab_size ? bind(&src, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
                                 : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
     }
