@@ -272,8 +272,9 @@ typedef struct kvc_allocator {
 /* kvc_set_allocator():
  * Routes every later allocation of the library through `allocator` (copied);
  * NULL restores the C library's malloc/realloc/free (in wasm, a block of a
- * GiB or more first grows the heap's free end a GiB at a time: emscripten's
- * malloc refuses 2 GiB or more at once).  Process-wide: call it before any
+ * GiB or more first grows the heap's free end in steps below 2 GiB, which
+ * emscripten's malloc refuses at once -- also after it has refused a growth,
+ * when it would ask for the whole block).  Process-wide: call it before any
  * layer exists, never while one allocated by another hook lives.
  * @return : KVC_OK, or KVC_E_NULL_POINTER if a function pointer is NULL. */
 kvc_status kvc_set_allocator(const kvc_allocator *allocator);

@@ -8,24 +8,50 @@
 #if defined(__EMSCRIPTEN__)
 #include <malloc.h>
 
-/* Emscripten's malloc (dlmalloc) grows the heap by less than 2 GiB a call
- * (its HALF_MAX_SIZE_T bound on sbrk), and once a growth fails it grows by
- * a whole block each time, never again by what its free end (the top)
- * lacks: a fresh heap refuses a block of 2 GiB or more -- a 1B model's F16
- * weights -- for good.  It never gives memory back (MORECORE_CANNOT_TRIM),
- * so a block of a GiB or more first grows the top, a GiB at a time, by
- * blocks freed at once (they join the top), until less than a GiB is
- * missing; the block then takes the top and what is missing. */
+/* Emscripten's malloc (dlmalloc) grows the heap only by less than 2 GiB a
+ * call (its HALF_MAX_SIZE_T bound on sbrk).  A block its free end (the top)
+ * cannot hold grows the heap by what the top lacks -- until any growth has
+ * been refused (a request lacking 2 GiB or more is refused so, and sets
+ * it): from then on, for the module's life, by the whole block.  It never
+ * gives memory back (MORECORE_CANNOT_TRIM), and wasm's sbrk is contiguous,
+ * so what grows joins the top.  A fresh heap would refuse a 1B model's F16
+ * weights (2.5 GB) for good, and after one refused growth even a block of
+ * a GiB more than the top.  So a block of a GiB or more is asked for
+ * directly only when that growth stays below 2 GiB in either way of
+ * growing; otherwise blocks freed at once grow the top first, each asking
+ * for the top plus at most a GiB of what it lacks (which grows it by that
+ * much, or by all of the ask when it is below 2 GiB) or, once that is
+ * refused, for what the top lacks or just past the top, whichever is
+ * larger (which grows it by all of that), until the top holds the block.
+ * A block freed and not adjoining the top (in the bins) serves the first
+ * ask it fits. */
 #define KVC_HEAP_STEP ((size_t)1 << 30)
+#define KVC_HEAP_MAX_GROWTH (((size_t)1 << 31) - ((size_t)1 << 20)) /* under 2 GiB with dlmalloc's padding */
+#define KVC_HEAP_STEPS 8 /* a 4 GiB heap grows in at most five steps either way */
+
+static size_t heap_top(void) {
+    return (size_t)mallinfo().keepcost;
+}
+
+/* Asks for bytes and gives them back at once: the heap grows and the top
+ * gains what grew.  0 when refused. */
+static int heap_grow(size_t ask) {
+    /* volatile: a malloc freed unused is one the compiler may drop. */
+    void *volatile grown = malloc(ask);
+    if (!grown) return 0;
+    free(grown);
+    return 1;
+}
 
 static void *heap_malloc(size_t bytes) {
-    for (int step = 0; bytes >= KVC_HEAP_STEP && step < 4; step++) {
-        const size_t top = (size_t)mallinfo().keepcost;
-        if (bytes - KVC_HEAP_STEP < top) break;
-        /* volatile: a malloc freed unused is one the compiler may drop. */
-        void *volatile grown = malloc(top + KVC_HEAP_STEP);
-        if (!grown) return NULL;
-        free(grown);
+    if (bytes < KVC_HEAP_STEP || (bytes <= heap_top() + KVC_HEAP_STEP && bytes < KVC_HEAP_MAX_GROWTH)) return malloc(bytes);
+    for (int step = 0; step < KVC_HEAP_STEPS; step++) {
+        const size_t top = heap_top();
+        if (top >= bytes) break;
+        const size_t lacking = bytes - top;
+        if (heap_grow(top + (lacking < KVC_HEAP_STEP ? lacking : KVC_HEAP_STEP))) continue;
+        const size_t whole = lacking > top ? lacking : top + 1;
+        if (whole >= KVC_HEAP_MAX_GROWTH || !heap_grow(whole)) return NULL;
     }
     return malloc(bytes);
 }

@@ -133,9 +133,10 @@ TEST(create_reads_the_shape_and_binds_every_tensor_of_the_file) {
 }
 
 /* A 1B model's F16 weights are 2.5 GB: one region the loader fills, which
- * wasm's heap gives on its first allocation too (its malloc grows the heap
- * by less than 2 GiB a call; alloc.c). */
-TEST(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap) {
+ * wasm's heap gives on its first allocation too, and after it has refused a
+ * growth (its malloc grows the heap by less than 2 GiB a call, and by whole
+ * blocks once a growth was refused; alloc.c). */
+static void check_alloc_weights_gives_a_region_of_2_5_gib(void) {
     gb_llama m;
     gb_llama_tensors(&m, GGML_F32, 0);
     m.t[m.count - 1].offset = (uint64_t)5 << 29; /* output.weight at 2.5 GiB: a gap the region keeps */
@@ -155,6 +156,18 @@ TEST(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap) {
     kvc_lm_free(lm);
     CHECK_OK(allocated);
     CHECK(weights != NULL);
+}
+
+TEST(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap) {
+    check_alloc_weights_gives_a_region_of_2_5_gib();
+}
+
+TEST(alloc_weights_gives_a_region_of_more_than_2_gib_after_the_heap_refused_a_growth) {
+    /* 3 GiB more than a fresh wasm heap holds: a growth of 2 GiB or more, which
+     * wasm's malloc refuses (natively it may be given: then it is freed). */
+    void *volatile refused = malloc((size_t)3 << 30);
+    free(refused);
+    check_alloc_weights_gives_a_region_of_2_5_gib();
 }
 
 TEST(create_refuses_what_it_cannot_run_and_says_what) {
@@ -420,6 +433,7 @@ TEST(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was) {
 
 RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap),
+          CASE(alloc_weights_gives_a_region_of_more_than_2_gib_after_the_heap_refused_a_growth),
           CASE(create_refuses_what_it_cannot_run_and_says_what),
           CASE(tied_embeddings_are_read_as_the_output),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
