@@ -23,6 +23,14 @@
 //               over 128 teacher-forced positions (4 sequences of 32), both with f32 KV caches
 //               and llama.cpp without flash attention: mean KL, top-1, times.
 //               2.5 GB of files and several minutes.
+//   --self      llama.cpp against itself beside the runner against it: the
+//               same file and tokens run by llama.cpp with f32 KV caches and
+//               flash attention off (A) and on (B), two of its own ways to the
+//               same attention, and by the runner (f32 cache), 128
+//               teacher-forced positions -- the tiny random model in every
+//               mix, and (with --architectures) the three real geometries in
+//               Q8_0: how far the oracle's own choices move its top-1 on
+//               random weights, beside how far the runner is from it.
 // No flag: all but --runner and --architectures (several minutes each).
 // --dir DIR keeps the model files there (default: a new temporary folder,
 // removed at the end). The machine may be shared: the load average is
@@ -41,8 +49,8 @@ const args = process.argv.slice(2);
 const dirArg = args.indexOf('--dir');
 const keep = dirArg >= 0;
 const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'));
-const wanted = ['--timings', '--validate', '--quality', '--models', '--runner', '--architectures'].filter((f) => args.includes(f));
-const LONG = ['--runner', '--architectures'];
+const wanted = ['--timings', '--validate', '--quality', '--models', '--runner', '--architectures', '--self'].filter((f) => args.includes(f));
+const LONG = ['--runner', '--architectures', '--self'];
 const run = (flag) => (wanted.length === 0 ? !LONG.includes(flag) : wanted.includes(flag));
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
@@ -189,6 +197,12 @@ function logitsFromStates(spec, states) {
 
 const SEQUENCES = 4;
 
+// 128 positions as 4 sequences of 32 tokens of a vocabulary: llama.cpp computes one prefix per position.
+function teacherSequences(vocabSize) {
+  return Array.from({ length: SEQUENCES }, (_, s) => Array.from({ length: 128 / SEQUENCES },
+    (_, i) => (i === 0 ? 1 : 3 + (((s * 1000 + i) * 7919) % (vocabSize - 3)))));
+}
+
 async function architectures() {
   await init();
   console.log(`\n## The runner against llama.cpp at real geometries, random Q8_0 weights, 128 teacher-forced positions (load average ${load()})\n`);
@@ -202,9 +216,7 @@ async function architectures() {
     let started = performance.now();
     const path = modelFile(dir, `${name}-Q8_0`, () => spec);
     const write = seconds(started);
-    // 128 positions as 4 sequences of 32: llama.cpp computes one prefix per position.
-    const sequences = Array.from({ length: SEQUENCES }, (_, s) => Array.from({ length: 128 / SEQUENCES },
-      (_, i) => (i === 0 ? 1 : 3 + (((s * 1000 + i) * 7919) % (g.vocabSize - 3)))));
+    const sequences = teacherSequences(g.vocabSize);
     started = performance.now();
     const runner = await Llama.load(await openAsBlob(path), { contextLength: 128 });
     const runnerLoad = seconds(started);
@@ -236,6 +248,59 @@ async function architectures() {
   console.log(`\n(load average after: ${load()})`);
 }
 
+// llama.cpp's logits for each sequence's every prefix, under `options`.
+async function llamaCppLogits(spec, file, sequences, options) {
+  await llamaCppLoad(file, options, { embeddings: true, pooling_type: 'last' });
+  const out = [];
+  for (const tokens of sequences) out.push(logitsFromStates(spec, await llamaCppHidden(file, tokens, tokens.map((_, i) => i), options)));
+  return out;
+}
+
+// The runner's logits for each sequence (f32 cache), from the file at `path`.
+async function runnerLogits(path, sequences) {
+  const runner = await Llama.load(await openAsBlob(path), { contextLength: Math.max(...sequences.map((t) => t.length)) });
+  const { numLayers, numKvHeads, headDim } = runner.config;
+  try {
+    return sequences.map((tokens) => {
+      const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
+      try {
+        return runner.forward(cache, tokens);
+      } finally {
+        cache.free();
+      }
+    });
+  } finally {
+    runner.free();
+  }
+}
+
+async function self() {
+  await init();
+  console.log(`\n## llama.cpp against itself and the runner against llama.cpp, 128 teacher-forced positions (load average ${load()})\n`);
+  console.log('f32 KV caches everywhere; llama.cpp with flash attention off (A) and on (B), two of its own ways to the same attention.\n');
+  console.log('| model | mix | A vs B: mean KL | top-1 | largest gap | runner vs A: mean KL | top-1 | largest gap |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  const off = { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false, threads: 2, warmup: false };
+  const on = { ...off, flashAttention: true };
+  // The tiny model's tokens are the --runner table's: one sequence of 128.
+  const tinyTokens = [Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))];
+  const cases = MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, tinyTokens]);
+  if (args.includes('--architectures')) {
+    for (const name of ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b']) cases.push([name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)]);
+  }
+  for (const [name, mix, g, sequences] of cases) {
+    const spec = randomLlama(g, { mix, ...(g === GEOMETRIES.tiny ? { seed: 7 } : {}) });
+    const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
+    const { vocabSize } = g;
+    const [a, b, ours] = [await llamaCppLogits(spec, path, sequences, off), await llamaCppLogits(spec, path, sequences, on), await runnerLogits(path, sequences)];
+    const against = (x, y) => summarizeComparisons(sequences.flatMap((tokens, s) => tokens.map((_, p) => compareLogits(
+      x[s].subarray(p * vocabSize, (p + 1) * vocabSize), y[s].subarray(p * vocabSize, (p + 1) * vocabSize)))));
+    const cells = (r) => `${r.meanKl.toExponential(2)} | ${Math.round(r.top1 * 128)}/128 | ${r.top1Gap.toFixed(3)}`;
+    console.log(`| ${name} | ${mix} | ${cells(against(a, b))} | ${cells(against(a, ours))} |`);
+  }
+  console.log(`\n(load average after: ${load()})`);
+}
+
 const missing = await llamaCppMissing();
 if (missing) {
   console.log(`llama.cpp cannot run here: ${missing}`);
@@ -247,7 +312,8 @@ try {
   if (run('--quality')) await quality();
   if (run('--models')) await models();
   if (run('--runner')) await runner();
-  if (run('--architectures')) await architectures();
+  if (run('--self')) await self();
+  else if (run('--architectures')) await architectures();
 } finally {
   await closeLlamaCpp();
   if (!keep) rmSync(dir, { recursive: true, force: true });
