@@ -28,8 +28,8 @@
 //               flash attention off (A) and on (B), two of its own ways to the
 //               same attention, and by the runner (f32 cache), 128
 //               teacher-forced positions -- the tiny random model in every
-//               mix, and (with --architectures) the three real geometries in
-//               Q8_0: how far the oracle's own choices move its top-1 on
+//               mix, or with --architectures the three real geometries in
+//               Q8_0 (an hour or more): how far the oracle's own choices move its top-1 on
 //               random weights, beside how far the runner is from it.
 // No flag: all but --runner and --architectures (several minutes each).
 // --dir DIR keeps the model files there (default: a new temporary folder,
@@ -284,10 +284,9 @@ async function self() {
   const on = { ...off, flashAttention: true };
   // The tiny model's tokens are the --runner table's: one sequence of 128.
   const tinyTokens = [Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))];
-  const cases = MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, tinyTokens]);
-  if (args.includes('--architectures')) {
-    for (const name of ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b']) cases.push([name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)]);
-  }
+  const cases = args.includes('--architectures')
+    ? ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b'].map((name) => [name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)])
+    : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, tinyTokens]);
   for (const [name, mix, g, sequences] of cases) {
     const spec = randomLlama(g, { mix, ...(g === GEOMETRIES.tiny ? { seed: 7 } : {}) });
     const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
