@@ -203,65 +203,26 @@ function teacherSequences(vocabSize) {
     (_, i) => (i === 0 ? 1 : 3 + (((s * 1000 + i) * 7919) % (vocabSize - 3)))));
 }
 
-async function architectures() {
-  await init();
-  console.log(`\n## The runner against llama.cpp at real geometries, random Q8_0 weights, 128 teacher-forced positions (load average ${load()})\n`);
-  console.log('| geometry | file | write s | runner load s | runner forward s | llama.cpp load s | llama.cpp prefixes s | mean KL | max KL | top-1 | largest top-1 gap |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
-  const exact = { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false, threads: 2, warmup: false };
-  const seconds = (from) => ((performance.now() - from) / 1000).toFixed(1);
-  for (const name of ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b']) {
-    const g = GEOMETRIES[name];
-    const spec = randomLlama(g, { mix: 'Q8_0' });
-    let started = performance.now();
-    const path = modelFile(dir, `${name}-Q8_0`, () => spec);
-    const write = seconds(started);
-    const sequences = teacherSequences(g.vocabSize);
-    started = performance.now();
-    const runner = await Llama.load(await openAsBlob(path), { contextLength: 128 });
-    const runnerLoad = seconds(started);
-    const { numLayers, numKvHeads, headDim, vocabSize } = runner.config;
-    started = performance.now();
-    const ours = sequences.map((tokens) => {
-      const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
-      const logits = runner.forward(cache, tokens);
-      cache.free();
-      return logits;
-    });
-    const runnerForward = seconds(started);
-    runner.free();
-    const loaded = await llamaCppLoad(path, exact, { embeddings: true, pooling_type: 'last' });
-    started = performance.now();
-    const comparisons = [];
-    for (const [s, tokens] of sequences.entries()) {
-      const hidden = await llamaCppHidden(path, tokens, tokens.map((_, i) => i), exact);
-      const theirs = logitsFromStates(spec, hidden);
-      for (let p = 0; p < tokens.length; p++) {
-        comparisons.push(compareLogits(theirs.subarray(p * vocabSize, (p + 1) * vocabSize), ours[s].subarray(p * vocabSize, (p + 1) * vocabSize)));
-      }
-    }
-    const prefixes = seconds(started);
-    const r = summarizeComparisons(comparisons);
-    const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
-    console.log(`| ${name} (${g.architecture ?? 'llama'}) | ${mb(statSync(path).size)}, ${types} | ${write} | ${runnerLoad} | ${runnerForward} | ${(loaded.loadMs / 1000).toFixed(1)} | ${prefixes} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${Math.round(r.top1 * comparisons.length)}/${comparisons.length} | ${r.top1Gap.toFixed(3)} |`);
-  }
-  console.log(`\n(load average after: ${load()})`);
-}
-
-// llama.cpp's logits for each sequence's every prefix, under `options`.
+// llama.cpp's logits for each sequence's every prefix, under `options`; and
+// its load and prefix times in seconds.
 async function llamaCppLogits(spec, file, sequences, options) {
-  await llamaCppLoad(file, options, { embeddings: true, pooling_type: 'last' });
-  const out = [];
-  for (const tokens of sequences) out.push(logitsFromStates(spec, await llamaCppHidden(file, tokens, tokens.map((_, i) => i), options)));
-  return out;
+  const loaded = await llamaCppLoad(file, options, { embeddings: true, pooling_type: 'last' });
+  const started = performance.now();
+  const logits = [];
+  for (const tokens of sequences) logits.push(logitsFromStates(spec, await llamaCppHidden(file, tokens, tokens.map((_, i) => i), options)));
+  return { logits, loadSeconds: loaded.loadMs / 1000, prefixSeconds: (performance.now() - started) / 1000 };
 }
 
-// The runner's logits for each sequence (f32 cache), from the file at `path`.
+// The runner's logits for each sequence (f32 cache), from the file at `path`;
+// and its load and forward times in seconds.
 async function runnerLogits(path, sequences) {
+  let started = performance.now();
   const runner = await Llama.load(await openAsBlob(path), { contextLength: Math.max(...sequences.map((t) => t.length)) });
+  const loadSeconds = (performance.now() - started) / 1000;
   const { numLayers, numKvHeads, headDim } = runner.config;
+  started = performance.now();
   try {
-    return sequences.map((tokens) => {
+    const logits = sequences.map((tokens) => {
       const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: 'f32' });
       try {
         return runner.forward(cache, tokens);
@@ -269,9 +230,45 @@ async function runnerLogits(path, sequences) {
         cache.free();
       }
     });
+    return { logits, loadSeconds, forwardSeconds: (performance.now() - started) / 1000 };
   } finally {
     runner.free();
   }
+}
+
+// Two programs' logits ([sequence] of [positions x vocabSize]) compared
+// position by position: summarizeComparisons' figures and the count.
+function agreement(sequences, vocabSize, x, y) {
+  const comparisons = sequences.flatMap((tokens, s) => tokens.map((_, p) => compareLogits(
+    x[s].subarray(p * vocabSize, (p + 1) * vocabSize), y[s].subarray(p * vocabSize, (p + 1) * vocabSize))));
+  return { ...summarizeComparisons(comparisons), positions: comparisons.length };
+}
+
+const top1Of = (r) => `${Math.round(r.top1 * r.positions)}/${r.positions}`;
+const REAL_GEOMETRIES = ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b'];
+// llama.cpp as the tests' exact reference runs it: f32 caches, no flash attention.
+const EXACT_LLAMACPP = { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false, threads: 2, warmup: false };
+
+async function architectures() {
+  await init();
+  console.log(`\n## The runner against llama.cpp at real geometries, random Q8_0 weights, 128 teacher-forced positions (load average ${load()})\n`);
+  console.log('| geometry | file | write s | runner load s | runner forward s | llama.cpp load s | llama.cpp prefixes s | mean KL | max KL | top-1 | largest top-1 gap |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const name of REAL_GEOMETRIES) {
+    const g = GEOMETRIES[name];
+    const spec = randomLlama(g, { mix: 'Q8_0' });
+    const started = performance.now();
+    const path = modelFile(dir, `${name}-Q8_0`, () => spec);
+    const write = (performance.now() - started) / 1000;
+    const sequences = teacherSequences(g.vocabSize);
+    const ours = await runnerLogits(path, sequences);
+    const theirs = await llamaCppLogits(spec, path, sequences, EXACT_LLAMACPP);
+    const r = agreement(sequences, g.vocabSize, theirs.logits, ours.logits);
+    const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
+    const s = (x) => x.toFixed(1);
+    console.log(`| ${name} (${g.architecture ?? 'llama'}) | ${mb(statSync(path).size)}, ${types} | ${s(write)} | ${s(ours.loadSeconds)} | ${s(ours.forwardSeconds)} | ${s(theirs.loadSeconds)} | ${s(theirs.prefixSeconds)} | ${r.meanKl.toExponential(2)} | ${r.maxKl.toExponential(2)} | ${top1Of(r)} | ${r.top1Gap.toFixed(3)} |`);
+  }
+  console.log(`\n(load average after: ${load()})`);
 }
 
 async function self() {
@@ -280,22 +277,19 @@ async function self() {
   console.log('f32 KV caches everywhere; llama.cpp with flash attention off (A) and on (B), two of its own ways to the same attention.\n');
   console.log('| model | mix | A vs B: mean KL | top-1 | largest gap | runner vs A: mean KL | top-1 | largest gap |');
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-  const off = { cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false, threads: 2, warmup: false };
-  const on = { ...off, flashAttention: true };
   // The tiny model's tokens are the --runner table's: one sequence of 128.
   const tinyTokens = [Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))];
   const cases = args.includes('--architectures')
-    ? ['qwen2.5-0.5b', 'qwen3-0.6b', 'llama-3.2-1b'].map((name) => [name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)])
+    ? REAL_GEOMETRIES.map((name) => [name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)])
     : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, tinyTokens]);
   for (const [name, mix, g, sequences] of cases) {
     const spec = randomLlama(g, { mix, ...(g === GEOMETRIES.tiny ? { seed: 7 } : {}) });
     const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
-    const { vocabSize } = g;
-    const [a, b, ours] = [await llamaCppLogits(spec, path, sequences, off), await llamaCppLogits(spec, path, sequences, on), await runnerLogits(path, sequences)];
-    const against = (x, y) => summarizeComparisons(sequences.flatMap((tokens, s) => tokens.map((_, p) => compareLogits(
-      x[s].subarray(p * vocabSize, (p + 1) * vocabSize), y[s].subarray(p * vocabSize, (p + 1) * vocabSize)))));
-    const cells = (r) => `${r.meanKl.toExponential(2)} | ${Math.round(r.top1 * 128)}/128 | ${r.top1Gap.toFixed(3)}`;
-    console.log(`| ${name} | ${mix} | ${cells(against(a, b))} | ${cells(against(a, ours))} |`);
+    const a = await llamaCppLogits(spec, path, sequences, EXACT_LLAMACPP);
+    const b = await llamaCppLogits(spec, path, sequences, { ...EXACT_LLAMACPP, flashAttention: true });
+    const ours = await runnerLogits(path, sequences);
+    const cells = (r) => `${r.meanKl.toExponential(2)} | ${top1Of(r)} | ${r.top1Gap.toFixed(3)}`;
+    console.log(`| ${name} | ${mix} | ${cells(agreement(sequences, g.vocabSize, a.logits, b.logits))} | ${cells(agreement(sequences, g.vocabSize, a.logits, ours.logits))} |`);
   }
   console.log(`\n(load average after: ${load()})`);
 }
