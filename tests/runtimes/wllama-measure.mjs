@@ -54,6 +54,8 @@ const LONG = ['--runner', '--architectures', '--self'];
 const run = (flag) => (wanted.length === 0 ? !LONG.includes(flag) : wanted.includes(flag));
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+// The token ids the tiny random model is teacher-forced on (--validate, --runner, --self).
+const TINY_TOKENS = Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)));
 
 async function timings() {
   console.log(`\n## llama.cpp prefill and decode, SmolLM2-135M geometry (load average ${load()})\n`);
@@ -75,7 +77,7 @@ async function validate() {
   console.log(`\n## The JS runner against llama.cpp, 128 teacher-forced positions (load average ${load()})\n`);
   console.log('| model | llama.cpp KV cache, flash attention | mean KL | max KL | top-1 | load ms | ms per prefix (mean length 64.5) |');
   console.log('| --- | --- | --- | --- | --- | --- | --- |');
-  const cases = [['tiny random F32', randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))]];
+  const cases = [['tiny random F32', randomLlama(GEOMETRIES.tiny, { mix: 'F32', seed: 3 }), TINY_TOKENS]];
   for (const name of Object.keys(REAL_MODELS)) {
     const file = readGguf(readFileSync(REAL_MODELS[name].path));
     cases.push([`${name} (v3 F32)`, reencodeLlama(file, { mix: 'F32' }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
@@ -114,8 +116,7 @@ async function runner() {
   const exact = { warmup: false, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
   const defaults = { warmup: false };
   const positions = Array.from({ length: 128 }, (_, i) => i);
-  const sources = [['tiny random', (mix) => randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }),
-    Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))]];
+  const sources = [['tiny random', (mix) => randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), TINY_TOKENS]];
   for (const name of Object.keys(REAL_MODELS)) {
     const file = readGguf(readFileSync(REAL_MODELS[name].path));
     sources.push([name, (mix) => reencodeLlama(file, { mix }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
@@ -277,13 +278,12 @@ async function self() {
   console.log('f32 KV caches everywhere; llama.cpp with flash attention off (A) and on (B), two of its own ways to the same attention.\n');
   console.log('| model | mix | A vs B: mean KL | top-1 | largest gap | runner vs A: mean KL | top-1 | largest gap |');
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-  // The tiny model's tokens are the --runner table's: one sequence of 128.
-  const tinyTokens = [Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)))];
+  // The tiny model as the --runner table has it: seed 7, one sequence of 128.
   const cases = args.includes('--architectures')
-    ? REAL_GEOMETRIES.map((name) => [name, 'Q8_0', GEOMETRIES[name], teacherSequences(GEOMETRIES[name].vocabSize)])
-    : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, tinyTokens]);
-  for (const [name, mix, g, sequences] of cases) {
-    const spec = randomLlama(g, { mix, ...(g === GEOMETRIES.tiny ? { seed: 7 } : {}) });
+    ? REAL_GEOMETRIES.map((name) => [name, 'Q8_0', GEOMETRIES[name], {}, teacherSequences(GEOMETRIES[name].vocabSize)])
+    : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, { seed: 7 }, [TINY_TOKENS]]);
+  for (const [name, mix, g, options, sequences] of cases) {
+    const spec = randomLlama(g, { mix, ...options });
     const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
     const a = await llamaCppLogits(spec, path, sequences, EXACT_LLAMACPP);
     const b = await llamaCppLogits(spec, path, sequences, { ...EXACT_LLAMACPP, flashAttention: true });
