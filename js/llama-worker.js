@@ -8,9 +8,9 @@
 // so this module imports nothing but the package's own files: it runs
 // unbundled too, where a worker has no import map.
 import * as kv from './index.js';
-import { Llama } from './llama.js';
-import { PrefixCache } from './prefix.js';
-import { workerConstructionWatch } from './threads.js';
+import { Llama } from './model/llama.js';
+import { PrefixCache } from './cache/prefix.js';
+import { workerConstructionWatch } from './runtime/threads.js';
 
 const objects = new Map(); // handle -> { kind, object }
 const calls = new Map(); // call id -> the AbortController of a load or a stream

@@ -6,7 +6,7 @@
 // unless told otherwise. Everything else is index.js.
 import baseline from '../dist/kvcache.wasm';
 import relaxed from '../dist/kvcache-relaxed.wasm';
-import { initWithModules } from './runtime.js';
+import { initWithModules } from './runtime/runtime.js';
 
 export * from './index.js';
 

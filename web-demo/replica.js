@@ -196,7 +196,7 @@ export class ChatReplica {
     for (const mirror of [this.replay, ...Object.values(this.shadows)]) mirror.syncTo(tokens, positions);
   }
 
-  // decodeWith's loop (js/decode.js) on the replay's cache, with the
+  // decodeWith's loop (js/model/decode.js) on the replay's cache, with the
   // worker's tokens in place of sampling: the first token of a turn from the
   // prompt's pass; then, each pass, drafts looked up in the history, the
   // pending token and the drafts verified, the drafts kept while they equal

@@ -22,7 +22,7 @@ EMSCRIPTEN_KEEPALIVE int kvc_wasm_abi(void) {
 
 /* Bytes the allocator holds free inside the heap: with what the memory can
  * still grow by, the room a model loader checks a model and its cache
- * against (js/llama.js). */
+ * against (js/model/llama.js). */
 EMSCRIPTEN_KEEPALIVE size_t kvc_wasm_heap_free_bytes(void) {
     return mallinfo().fordblks;
 }

@@ -1,5 +1,5 @@
 /*
- * workers.c -- the thread pool's face to the JS loader (js/threads.js).
+ * workers.c -- the thread pool's face to the JS loader (js/runtime/threads.js).
  *
  * The loader creates the module's memory shared, starts workers that each
  * instantiate the module over it, and gives each a stack of its own

@@ -165,7 +165,7 @@ const ARCH_KEY_TYPES = {
 };
 
 /**
- * The metadata of a file read by js/gguf.js (which drops the value types)
+ * The metadata of a file read by js/model/gguf.js (which drops the value types)
  * with the GGUF types llama.cpp reads them as, for the writer. Strings,
  * booleans and string arrays type themselves; the writer refuses a number
  * under a key these tables do not know.
@@ -366,7 +366,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
   return { version: 3, metadata, tensors, geometry: g, vocab };
 }
 
-/** The geometry of a model read by js/gguf.js (llama, qwen2 or qwen3). */
+/** The geometry of a model read by js/model/gguf.js (llama, qwen2 or qwen3). */
 function geometryOf(file) {
   const architecture = file.metadata.get('general.architecture');
   const get = (key, fallback) => file.metadata.get(`${architecture}.${key}`) ?? fallback;
@@ -381,7 +381,7 @@ function geometryOf(file) {
 }
 
 /**
- * A model read by js/gguf.js (llama, qwen2 or qwen3; an F32 or F16 file of any version),
+ * A model read by js/model/gguf.js (llama, qwen2 or qwen3; an F32 or F16 file of any version),
  * re-encoded as GGUF `version` with its matrices in `mix`: the same metadata
  * with the types llama.cpp reads it as, general.file_type the mix's, each
  * matrix encoded from f32 by its type's encoder.

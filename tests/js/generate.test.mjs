@@ -5,7 +5,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Llama, generate } from '../../js/llama.js';
-import { createSampler } from '../../js/sampling.js';
+import { createSampler } from '../../js/model/sampling.js';
 import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
 
 const PROMPT = 'Once upon a time';

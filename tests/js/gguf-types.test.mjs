@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { f16round } from '@petamoriken/float16';
 import init from '../../js/index.js';
-import { readGguf } from '../../js/gguf.js';
+import { readGguf } from '../../js/model/gguf.js';
 import { rng } from '../../support/synthetic.mjs';
 import { f16Bits, f16Value, GGML_TYPES, tensorBytes } from '../gguf/types.mjs';
 import { GEOMETRIES, digitPrompt, embeddingProbe, everyValueType, randomLlama, syntheticVocab, tensorType, tensorValues, typeCounts } from '../gguf/models.mjs';

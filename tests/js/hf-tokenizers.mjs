@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { TokenizerLoader } from '@lenml/tokenizers';
-import { Tokenizer } from '../../js/tokenizer.js';
+import { Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { hfVocabMetadata, metadataMap } from '../gguf/hf-vocab.mjs';
 
 // Meta's Llama 3 tokenizer.json as published now puts <|begin_of_text|> first

@@ -77,7 +77,7 @@ test('init rejects options of the wrong type, naming them, and can then succeed'
 });
 
 test('the relaxed-SIMD probe refuses an engine without it, or one that computes it differently', async () => {
-  const { relaxedSimdWorks } = await import('../../js/runtime.js');
+  const { relaxedSimdWorks } = await import('../../js/runtime/runtime.js');
   const engine = (answer, valid = true) => ({
     validate: () => valid,
     Module: function Module() {},

@@ -9,7 +9,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import init, { KvCache, KvCacheError, setThreadLimit, threadCount } from '../../js/index.js';
-import { setPoolMinWork } from '../../js/threads.js';
+import { setPoolMinWork } from '../../js/runtime/threads.js';
 import { GgufError, Llama, readGguf } from '../../js/llama.js';
 import { GEOMETRIES, MIXES, randomLlama, tensorValues } from '../gguf/models.mjs';
 import { encodeGguf, encodeGgufHeader } from '../gguf/writer.mjs';

@@ -16,7 +16,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { LayerKvCache, attentionHead, threadCount } from '../../js/index.js';
-import { setPoolMinWork } from '../../js/threads.js';
+import { setPoolMinWork } from '../../js/runtime/threads.js';
 import { MODES, normals, outlierKeys, ready, rng } from './helpers.mjs';
 import { ReferenceLayer, Refusal, withDefaults } from './reference/layer.mjs';
 import { referenceAttention } from './reference/attention.mjs';

@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import init from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
-import { TokenType } from '../../js/tokenizer.js';
+import { TokenType } from '../../js/tokenizers/tokenizer.js';
 import { randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { closeLlamaCpp, llamaCppCompletion, llamaCppMissing } from '../runtimes/wllama.mjs';

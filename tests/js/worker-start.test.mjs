@@ -1,6 +1,6 @@
 // LlamaWorker's start when the worker is stuck constructing a thread of its
 // pool: Firefox, in a worker, at times never returns from a nested Worker's
-// constructor (js/threads.js). The worker says when it constructs one and
+// constructor (js/runtime/threads.js). The worker says when it constructs one and
 // when that returned; here stand-in workers (the global Worker, or one the
 // app passes) answer init as the package's worker would, or stop after
 // saying they construct one.

@@ -2,7 +2,7 @@
 // once per process): `node threads-child.mjs <scenario>`; prints one line of
 // JSON with what happened.
 import * as kv from '../../js/index.js';
-import { injectWorkerFault, setPoolMinWork, workerScriptOption } from '../../js/threads.js';
+import { injectWorkerFault, setPoolMinWork, workerScriptOption } from '../../js/runtime/threads.js';
 import { parallelDigests } from './parallel.mjs';
 
 const FAILING = new URL('./failing-worker.mjs', import.meta.url);

@@ -1,8 +1,8 @@
 // PrefixCache: model caches kept under the tokens they hold, found again by
 // the longest common prefix (src/core/prefix.c holds the logic).
-import { SIZE_MAX, callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
-import { checkKeys } from './options.js';
-import { KvCacheError, checkInteger, checkObject, shown } from './checks.js';
+import { SIZE_MAX, callC, callOut, disposeSymbol, lib, ownedObjects, u32At } from '../runtime/runtime.js';
+import { checkKeys } from '../runtime/options.js';
+import { KvCacheError, checkInteger, checkObject, shown } from '../runtime/checks.js';
 import { KvCache, adoptModel, modelPointer } from './model.js';
 
 const owned = ownedObjects((ptr) => lib().kvc_prefix_cache_free(ptr));

@@ -1,7 +1,7 @@
 // The snapshot and clone calls of both cache classes: the bytes cross the wasm
 // heap through the staging area, and the C core does the rest (format, checks, CRC).
-import { callC, callOut, copyOut, lib, u32At } from './runtime.js';
-import { checkBytes } from './checks.js';
+import { callC, callOut, copyOut, lib, u32At } from '../runtime/runtime.js';
+import { checkBytes } from '../runtime/checks.js';
 
 /** The snapshot of handle ptr as a new Uint8Array, through C's `${c}_snapshot_size` and `${c}_serialize` (c: 'kvc_layer' or 'kvc_model'). */
 export function serializeHandle(where, c, ptr) {

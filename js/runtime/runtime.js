@@ -99,8 +99,8 @@ export function initWithModules(modules, options = {}) {
 // file and emit it beside the bundle.
 const ISAS = ['wasm-simd128', 'wasm-relaxed-simd'];
 const BUILDS = {
-  'wasm-simd128': { file: RUNTIME_FILES.simd128, url: () => new URL('../dist/kvcache.wasm', import.meta.url) },
-  'wasm-relaxed-simd': { file: RUNTIME_FILES.relaxed, url: () => new URL('../dist/kvcache-relaxed.wasm', import.meta.url) },
+  'wasm-simd128': { file: RUNTIME_FILES.simd128, url: () => new URL('../../dist/kvcache.wasm', import.meta.url) },
+  'wasm-relaxed-simd': { file: RUNTIME_FILES.relaxed, url: () => new URL('../../dist/kvcache-relaxed.wasm', import.meta.url) },
 };
 
 function checkIsa(options) {
@@ -237,9 +237,19 @@ async function compileBuild(options, shared) {
   }
 }
 
+/** The kernel set the module runs: 'wasm-simd128' for a SIMD build. */
+export function kernelIsa() {
+  return readCString(lib().kvc_kernel_isa() >>> 0);
+}
+
+/** The C library's version string. */
+export function version() {
+  return readCString(lib().kvc_version() >>> 0);
+}
+
 /** { isa, wanted, reason }: the build running, the one init() aimed for (null when given a module or bytes), and why they differ. */
 export function kernelInfo() {
-  const isa = readCString(lib().kvc_kernel_isa() >>> 0);
+  const isa = kernelIsa();
   return { isa, wanted: kernel.wanted ?? isa, reason: kernel.reason };
 }
 

@@ -17,8 +17,8 @@
 // passes; the others can be given as variables.
 
 import { Template } from '@huggingface/jinja';
-import { checkObject, shown } from './checks.js';
-import { nearest } from './options.js';
+import { checkObject, shown } from '../runtime/checks.js';
+import { nearest } from '../runtime/options.js';
 
 /** A template that does not parse, raises an exception, or fails to render; `cause` is the engine's error. */
 export class ChatTemplateError extends Error {

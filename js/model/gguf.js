@@ -3,16 +3,11 @@
 // and length bounded before anything is allocated, a refusal worded by
 // kvc_gguf_explain -- and read from there into JavaScript values once.
 // Tensors become f32 on demand through the weight table's dequantize, in C.
-import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, withStaging } from './runtime.js';
-import { C_CODES } from './constants.js';
+import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, withStaging } from '../runtime/runtime.js';
+import { C_CODES } from '../runtime/constants.js';
+import { GgufError } from '../runtime/checks.js';
 
-/** A file that is not a GGUF this reader can use; the message says why. */
-export class GgufError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'GgufError';
-  }
-}
+export { GgufError };
 
 // The first prefix handed to the parser: most headers fit in it; a longer
 // one is asked for (kvc_gguf_parse's `needed`) and grown at least twofold.

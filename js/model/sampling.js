@@ -4,7 +4,7 @@
 // largest logit. Draws come from a seeded generator, so a seed gives the
 // same text every time (and speculative decoding the text of plain
 // decoding: a draft is kept only when it is what would have been drawn).
-import { shown } from './options.js';
+import { shown } from '../runtime/options.js';
 
 /** The options a sampler takes, and llama.cpp's defaults for them. */
 export const SAMPLING_DEFAULTS = Object.freeze({

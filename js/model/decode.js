@@ -3,8 +3,8 @@
 // back with the cache's verify) that emits exactly what plain decoding
 // emits. decode() is the step-by-step generator a UI animates; generate()
 // runs it to the end; LlamaSession#generate (llama.js) streams text from it.
-import { checkObject } from './checks.js';
-import { checkKeys, checkUnused } from './options.js';
+import { checkObject } from '../runtime/checks.js';
+import { checkKeys, checkUnused } from '../runtime/options.js';
 import { createSampler } from './sampling.js';
 
 const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos', 'topK', 'topP', 'minP', 'repeatPenalty', 'repeatLastN'];

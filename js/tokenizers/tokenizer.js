@@ -5,9 +5,9 @@
 // begin and end tokens are added as the vocabulary says, and decoding streams
 // bytes, holding a character's first bytes until its last one comes.
 
-import { GgufError } from './gguf.js';
-import { BytePairModel } from './tokenizer-bpe.js';
-import { SentencePieceModel } from './tokenizer-spm.js';
+import { GgufError } from '../runtime/checks.js';
+import { BytePairModel } from './bpe.js';
+import { SentencePieceModel } from './spm.js';
 
 /** GGUF's token types (tokenizer.ggml.token_type), numbered as llama.cpp numbers them. */
 export const TokenType = Object.freeze({ NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 });

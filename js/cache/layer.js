@@ -3,12 +3,12 @@
 // kvc_layer pointer; include/kvcache.h has the rules.
 import {
   callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, sizeOrInfinity, u32At,
-} from './runtime.js';
+} from '../runtime/runtime.js';
 import {
   checkAccepted, checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
-} from './checks.js';
-import { COMPONENTS, C_CODES, C_LIMITS, MODES } from './constants.js';
-import { checkKeys, checkUnused } from './options.js';
+} from '../runtime/checks.js';
+import { COMPONENTS, C_CODES, C_LIMITS, MODES } from '../runtime/constants.js';
+import { checkKeys, checkUnused } from '../runtime/options.js';
 import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
 
 export { COMPONENTS, MODES };

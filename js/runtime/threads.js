@@ -15,7 +15,7 @@ const START_TIMEOUT_MS = 30000;
 // it literally, below, so that bundlers see it; this URL is not written that
 // way, so that they do not take it for a second asset.)
 const HERE = import.meta.url;
-const POOL_WORKER = './pool-worker.js';
+const POOL_WORKER = '../pool-worker.js';
 
 /** Tests only: an option key naming another worker script (one that fails). */
 export const workerScriptOption = Symbol('kvcache-wasm worker script');
@@ -104,7 +104,7 @@ function nodeWorker(WorkerThread, script) {
 function webWorker(script) {
   const worker = script
     ? new Worker(script, { type: 'module', name: 'kvcache-wasm pool' })
-    : new Worker(new URL('./pool-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm pool' });
+    : new Worker(new URL('../pool-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm pool' });
   return (onEvent) => {
     worker.onmessage = (event) => onEvent(event.data);
     worker.onerror = (event) => {

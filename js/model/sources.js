@@ -3,7 +3,7 @@
 // ReadableStream, or a URL to fetch. A loader reads them one chunk at a time
 // straight into the wasm heap, so that JavaScript holds one chunk, never the
 // file.
-import { shown } from './options.js';
+import { shown } from '../runtime/options.js';
 
 // Bytes read from a Blob at a time, and the most a byte stream (a fetch's
 // body) is read into at a time: one buffer, reused (other streams come in

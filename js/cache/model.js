@@ -1,9 +1,9 @@
 // KvCache: a model's cache, one layer per transformer layer (full or
 // linear), with the speculative session that reaches every layer or none.
-import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from './runtime.js';
-import { KvCacheError, checkAccepted, checkInteger, checkObject, checkPolicy, shown } from './checks.js';
+import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from '../runtime/runtime.js';
+import { KvCacheError, checkAccepted, checkInteger, checkObject, checkPolicy, shown } from '../runtime/checks.js';
 import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
-import { checkKeys, checkUnused } from './options.js';
+import { checkKeys, checkUnused } from '../runtime/options.js';
 import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');

@@ -16,6 +16,15 @@ export class KvCacheError extends Error {
   }
 }
 
+/** A file that is not a GGUF the model reader (model/gguf.js) can use, or a
+ * vocabulary the tokenizers cannot; the message says why. */
+export class GgufError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'GgufError';
+  }
+}
+
 export function checkObject(where, name, value) {
   if (value === null || typeof value !== 'object') {
     throw new TypeError(`${where}: ${name} must be an object (got ${shown(value)})`);

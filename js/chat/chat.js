@@ -1,0 +1,155 @@
+// kvcache-wasm/chat: a conversation with a model. Its messages are rendered
+// by the file's chat template (chat-template.js: @huggingface/jinja, as
+// transformers.js renders them) and the session responds to the whole
+// rendering -- computing only what its cache does not hold yet, so each
+// turn prefills only the new tokens. The session is a LlamaSession or a
+// RemoteSession (kvcache-wasm/worker): the template renders on this thread,
+// the model runs where the session is. A system prompt shared by many chats
+// comes once from their sessions' PrefixCache; a conversation saves to
+// bytes (its messages and its session) and restores.
+//
+//   const chat = new Chat(llama.session({ prefixCache }), { system: 'You are concise.' });
+//   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
+import { checkBytes, checkObject, shown } from '../runtime/checks.js';
+import { checkKeys } from '../runtime/options.js';
+import { ChatTemplate } from './template.js';
+
+// A file without a chat template (a base model, like stories260K) chats as
+// plain text: the begin token, then each message's text on a line of its own.
+export const PLAIN_TEMPLATE = '{{ bos_token }}{% for message in messages %}{{ message.content }}\n{% endfor %}';
+
+const CHAT_OPTIONS = ['system', 'template'];
+const ROLES = ['system', 'user', 'assistant', 'tool'];
+// A saved chat: "KVCH" (a little-endian u32), the version, the length of
+// its messages' JSON, the JSON, then the saved session.
+const SAVED_MAGIC = 0x4843564b;
+const SAVED_VERSION = 1;
+const SAVED_HEADER_BYTES = 12;
+const restored = Symbol('restored');
+
+function checkMessages(where, messages) {
+  if (!Array.isArray(messages) || messages.length === 0) throw new TypeError(`${where}: messages must be a non-empty array`);
+  messages.forEach((m, i) => {
+    if (m === null || typeof m !== 'object' || !ROLES.includes(m.role) || typeof m.content !== 'string') {
+      throw new TypeError(`${where}: messages[${i}] must be { role: ${ROLES.map((r) => `'${r}'`).join(' | ')}, content: string } (got ${shown(m)})`);
+    }
+  });
+  return messages.map(({ role, content }) => ({ role, content }));
+}
+
+export class Chat {
+  #session;
+  #template;
+  #messages;
+
+  /**
+   * A chat in `session` (a LlamaSession, or a RemoteSession from
+   * kvcache-wasm/worker), which it then owns. options.system: a system
+   * prompt; options.template: a Jinja chat template in place of the
+   * file's (a file without one chats through PLAIN_TEMPLATE).
+   */
+  constructor(session, options = {}, internal = null) {
+    const where = 'new Chat';
+    if (typeof session?.respond !== 'function' || !session.llama?.tokenizer) {
+      throw new TypeError(`${where}: session must be a LlamaSession or a RemoteSession (got ${shown(session)})`);
+    }
+    checkObject(where, 'options', options);
+    checkKeys(where, options, CHAT_OPTIONS);
+    const { system, template } = options;
+    if (system !== undefined && typeof system !== 'string') throw new TypeError(`${where}: options.system must be a string (got ${shown(system)})`);
+    if (system !== undefined && internal) throw new TypeError('Chat.restore: options.system is the saved chat\'s');
+    const { tokenizer } = session.llama;
+    const source = template ?? tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
+    this.#template = new ChatTemplate(source, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
+    this.#session = session;
+    this.#messages = internal?.[restored] ?? (system === undefined ? [] : [{ role: 'system', content: system }]);
+  }
+
+  /** The conversation so far: { role, content } (a copy). */
+  get messages() {
+    return this.#messages.map((m) => ({ ...m }));
+  }
+
+  /** The session the conversation runs in. */
+  get session() {
+    return this.#session;
+  }
+
+  /**
+   * Sends a user message (text) -- or, given an array of messages, takes it
+   * as the conversation to answer (an edited or regenerated turn) -- and
+   * streams the assistant's reply as LlamaSession#generate does (pieces {
+   * text, tokens, stop, stats }; its options: signal, maxTokens, sampling,
+   * stop, draft, context). The rendering goes to the session's respond(),
+   * which computes only what its cache does not hold. The reply, whole or
+   * as far as an abort (or a loop's break) let it come, joins the messages;
+   * a call refused before its first piece changes nothing.
+   */
+  async *send(input, options = {}) {
+    const where = 'Chat.send';
+    const messages = typeof input === 'string'
+      ? [...this.#messages, { role: 'user', content: input }]
+      : checkMessages(where, input);
+    const text = this.#template.render(messages, { addGenerationPrompt: true });
+    let reply = null;
+    try {
+      for await (const piece of this.#session.respond(text, options)) {
+        reply = (reply ?? '') + piece.text;
+        yield piece;
+      }
+    } finally {
+      if (reply !== null) this.#messages = [...messages, { role: 'assistant', content: reply }];
+    }
+  }
+
+  /**
+   * The conversation as bytes: its messages and its session (tokens and the
+   * cache's snapshot, the same bytes from every build). Chat.restore takes
+   * it back, in another tab, worker or edge isolate.
+   */
+  async save() {
+    const json = new TextEncoder().encode(JSON.stringify(this.#messages));
+    const session = await this.#session.save();
+    const out = new Uint8Array(SAVED_HEADER_BYTES + json.length + session.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, SAVED_MAGIC, true);
+    view.setUint32(4, SAVED_VERSION, true);
+    view.setUint32(8, json.length, true);
+    out.set(json, SAVED_HEADER_BYTES);
+    out.set(session, SAVED_HEADER_BYTES + json.length);
+    return out;
+  }
+
+  /**
+   * A chat restored from save()'s bytes, on `llama` (a Llama, or a
+   * RemoteLlama from kvcache-wasm/worker) of the same model. options:
+   * template (as the constructor's) and the session's options
+   * (Llama#restoreSession's).
+   */
+  static async restore(llama, bytes, options = {}) {
+    const where = 'Chat.restore';
+    const data = checkBytes(where, 'bytes', bytes);
+    checkObject(where, 'options', options);
+    const { template, ...sessionOptions } = options;
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+    if (data.length < SAVED_HEADER_BYTES || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved chat`);
+    const version = view.getUint32(4, true);
+    if (version !== SAVED_VERSION) throw new TypeError(`${where}: a saved chat of version ${version}, which this package does not read`);
+    const length = view.getUint32(8, true);
+    if (SAVED_HEADER_BYTES + length > data.length) throw new TypeError(`${where}: the saved chat is truncated`);
+    let messages;
+    try {
+      messages = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(data.subarray(SAVED_HEADER_BYTES, SAVED_HEADER_BYTES + length)));
+    } catch {
+      throw new TypeError(`${where}: the saved chat's messages are not JSON`);
+    }
+    if (messages.length > 0) checkMessages(where, messages);
+    const session = await llama.restoreSession(data.subarray(SAVED_HEADER_BYTES + length), sessionOptions);
+    return new Chat(session, template === undefined ? {} : { template }, { [restored]: messages });
+  }
+
+  /** Frees the session (idempotent). */
+  free() {
+    return this.#session.free();
+  }
+}

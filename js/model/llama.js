@@ -1,0 +1,787 @@
+// The model runner: a GGUF language model (llama, qwen2, qwen3; weights in
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, left in
+// their encoding in the wasm heap) whose forward pass runs in C (src/model)
+// on this package's KvCache: the prompt in batches, each decode step a
+// whole layer's attention in one call, the attention fed to imp, and
+// speculative decoding (prompt-lookup drafts) verified in one forward pass
+// and rolled back with the cache's verify. JavaScript makes a few calls per
+// forward pass: tokens in, logits out.
+//
+//   import init from 'kvcache-wasm';
+//   import { Llama, generate } from 'kvcache-wasm/llama';
+//   await init();
+//   const llama = await Llama.load(await fetch(url), { onProgress });   // or Llama.fromGguf(bytes)
+//   const session = llama.session({ mode: 'q8' });
+//   const { tokens, stats } = generate(session, llama.tokenizer.encode('Once'), { steps: 100, draft: 4 });
+import {
+  GgufError, GgufFile, checkTensorsPresent, describeGguf, parsePrefix, parseWhole, readGguf,
+} from './gguf.js';
+import { Tokenizer } from '../tokenizers/tokenizer.js';
+import { KvCache, modelPointer } from '../cache/model.js';
+import { PrefixCache } from '../cache/prefix.js';
+import { MAX_POSITIONS, MODES } from '../cache/layer.js';
+import { C_CODES } from '../runtime/constants.js';
+import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../runtime/checks.js';
+import { checkKeys, checkUnused } from '../runtime/options.js';
+import {
+  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
+  withStaging,
+} from '../runtime/runtime.js';
+import { aborted, sourceChunks } from './sources.js';
+import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
+import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
+
+const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'context', ...SAMPLING_OPTIONS];
+const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
+// A saved session: "KVSS" (a little-endian u32), the version, the token
+// count, the tokens (u32), then the cache's snapshot.
+const SAVED_MAGIC = 0x5353564b;
+const SAVED_VERSION = 1;
+const SAVED_HEADER_BYTES = 12;
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode'];
+const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
+// kvc_lm_forward's flags (kvcache.h).
+const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
+// A header prefix's first buffer (it doubles as the header needs).
+const FIRST_PREFIX = 1 << 20;
+// Room for kvc_lm_create's sentence.
+const MESSAGE_BYTES = 512;
+// The context a load checks the heap for when not told: most chats stay within it.
+const DEFAULT_CONTEXT = 4096;
+
+const owned = ownedObjects((ptr) => lib().kvc_lm_free(ptr));
+const fromPointer = Symbol('fromPointer');
+// [restore](where, tokens): a session on a given cache takes up the tokens it was computed from.
+const restore = Symbol('restore');
+
+/** A prefix of a file, grown by appends into one buffer that doubles. */
+class Prefix {
+  bytes = new Uint8Array(FIRST_PREFIX);
+  length = 0;
+
+  append(chunk) {
+    if (this.length + chunk.length > this.bytes.length) {
+      const grown = new Uint8Array(Math.max(2 * this.bytes.length, this.length + chunk.length));
+      grown.set(this.bytes.subarray(0, this.length));
+      this.bytes = grown;
+    }
+    this.bytes.set(chunk, this.length);
+    this.length += chunk.length;
+  }
+
+  get view() {
+    return this.bytes.subarray(0, this.length);
+  }
+}
+
+/**
+ * A model being opened: the kvc_lm made from a parsed header, checked to
+ * fit the heap with a cache of `contextLength` positions in `cacheMode`,
+ * and its weights region filled from the file's bytes as they come
+ * (`take(chunk, at)`: the chunk's bytes at file offset `at`). `done()`
+ * checks that all of it came and gives the Llama; `fail()` frees
+ * everything.
+ */
+function opening(where, g, { contextLength, cacheMode = 'f32' }) {
+  const api = lib();
+  const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
+  const tokenizer = Tokenizer.fromGguf(metadata);
+  const ptr = withStaging(where, [4, MESSAGE_BYTES], ([outPtr, message]) => {
+    const status = api.kvc_lm_create(g, outPtr, message, MESSAGE_BYTES);
+    if (status !== 0) {
+      const why = readCString(message);
+      if (statusName(status) === 'KVC_E_NOMEM') throw new KvCacheError(`${where}: ${why}`, 'KVC_E_NOMEM');
+      throw new GgufError(why || readCString(api.kvc_status_name(status) >>> 0));
+    }
+    return u32At(outPtr);
+  });
+  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
+  if (tokenizer.vocabSize !== llama.config.vocabSize) {
+    llama.free();
+    throw new GgufError(`tokenizer.ggml.tokens holds ${tokenizer.vocabSize} tokens and token_embd.weight ${llama.config.vocabSize} rows: they must be one vocabulary`);
+  }
+  const weightsBytes = dataBytes;
+  try {
+    llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
+    const status = api.kvc_lm_alloc_weights(ptr);
+    if (statusName(status) === 'KVC_E_NOMEM') llama.checkFits(where, 0, cacheMode, weightsBytes, 'the heap, grown as far as it goes, has no block that large');
+    checkStatus(where, status);
+  } catch (error) {
+    llama.free();
+    throw error;
+  }
+  const weights = api.kvc_lm_weights(ptr) >>> 0;
+  let filled = 0;
+  return {
+    llama,
+    weightsBytes,
+    take(chunk, at) {
+      // The part of [at, at + chunk.length) that is tensor data.
+      const from = Math.max(at, dataOffset);
+      const to = Math.min(at + chunk.length, dataOffset + weightsBytes);
+      if (from >= to) return;
+      heap().u8.set(chunk.subarray(from - at, to - at), weights + from - dataOffset);
+      filled += to - from;
+    },
+    done(fileLength) {
+      if (filled < weightsBytes) checkTensorsPresent(tensors, fileLength);
+      if (filled < weightsBytes) throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + weightsBytes}`);
+      return llama;
+    },
+    fail() {
+      llama.free();
+    },
+  };
+}
+
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode }. */
+function loadOptions(where, options) {
+  checkObject(where, 'options', options);
+  checkKeys(where, options, LOAD_OPTIONS);
+  const { onProgress, signal, contextLength, cacheMode = 'f32' } = options;
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
+  if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
+    throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
+  }
+  if (contextLength !== undefined) checkInteger(where, 'options.contextLength', contextLength, 1, MAX_POSITIONS);
+  if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
+    throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
+  }
+  return { onProgress, signal, contextLength, cacheMode };
+}
+
+// ---------------------------------------------------------------------------
+// The model
+
+/** A language model in the wasm heap: its configuration, tokenizer and forward pass. */
+export class Llama {
+  #ptr = 0;
+  #cacheMode;
+
+  /**
+   * Loads a GGUF file held whole in memory (bytes, or a GgufFile from
+   * readGguf), its tensor data copied into the heap once. For a file the
+   * size of a real model, Llama.load streams it instead.
+   * @param {Uint8Array | ArrayBuffer | GgufFile} input
+   */
+  static fromGguf(input) {
+    const where = 'Llama.fromGguf';
+    lib();
+    const bytes = input instanceof GgufFile ? input.bytes : checkBytes(where, 'input', input);
+    const g = parseWhole(where, bytes);
+    let model;
+    try {
+      model = opening(where, g, {});
+    } finally {
+      lib().kvc_gguf_free(g);
+    }
+    try {
+      model.take(bytes, 0);
+      return model.done(bytes.length);
+    } catch (error) {
+      model.fail();
+      throw error;
+    }
+  }
+
+  /**
+   * Loads a GGUF file from bytes, a Blob or File, a Response, a
+   * ReadableStream or a URL, streamed into the wasm heap: JavaScript holds
+   * one chunk at a time, never the file. `onProgress({ loaded, total })`
+   * after every chunk (total null when unknown); `signal` aborts it, with
+   * nothing left behind. Before the tensor data comes in, the weights and a
+   * cache of `contextLength` positions (default: the file's context, at most
+   * 4096) in `cacheMode` (default 'f32'; also the sessions' default mode)
+   * are checked to fit the heap: a KvCacheError 'KVC_E_NOMEM' says how many
+   * bytes are missing.
+   */
+  static async load(source, options = {}) {
+    const where = 'Llama.load';
+    lib();
+    const { onProgress, signal, contextLength, cacheMode } = loadOptions(where, options);
+    if (signal?.aborted) throw aborted(signal);
+    const { total, chunks } = await sourceChunks(where, source, { signal });
+    const prefix = new Prefix();
+    let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
+    let model = null;
+    let loaded = 0;
+    const open = (more) => {
+      const { g, needed } = parsePrefix(where, prefix.view, more);
+      if (!g) {
+        want = needed;
+        return;
+      }
+      try {
+        model = opening(where, g, { contextLength, cacheMode }); // before the tensor data comes: fits, or not
+      } finally {
+        lib().kvc_gguf_free(g);
+      }
+      model.take(prefix.view, 0);
+    };
+    try {
+      for await (const chunk of chunks) {
+        if (signal?.aborted) throw aborted(signal);
+        if (model) model.take(chunk, loaded);
+        else {
+          prefix.append(chunk);
+          if (prefix.length >= want) open(true);
+        }
+        loaded += chunk.length;
+        onProgress?.({ loaded, total });
+      }
+      if (signal?.aborted) throw aborted(signal);
+      if (!model) open(false);
+      return model.done(loaded);
+    } catch (error) {
+      model?.fail();
+      throw error;
+    }
+  }
+
+  constructor(internal) {
+    const adopted = internal?.[fromPointer];
+    if (!adopted) throw new TypeError('new Llama: use Llama.load or Llama.fromGguf');
+    const { ptr, tokenizer, tensors, cacheMode } = adopted;
+    const api = lib();
+    this.#ptr = ptr;
+    this.#cacheMode = cacheMode ?? 'f32';
+    this.tokenizer = tokenizer;
+    /** The file's tensors: { name, type, typeId, dims, offset, bytes } (GgufFile.tensors). */
+    this.tensors = tensors;
+    this.config = Object.freeze({
+      architecture: readCString(api.kvc_lm_architecture(ptr) >>> 0),
+      dim: api.kvc_lm_dim(ptr) >>> 0,
+      numLayers: api.kvc_lm_num_layers(ptr) >>> 0,
+      hiddenDim: api.kvc_lm_ffn_dim(ptr) >>> 0,
+      numHeads: api.kvc_lm_num_heads(ptr) >>> 0,
+      numKvHeads: api.kvc_lm_num_kv_heads(ptr) >>> 0,
+      headDim: api.kvc_lm_head_dim(ptr) >>> 0,
+      vocabSize: api.kvc_lm_vocab_size(ptr) >>> 0,
+      contextLength: api.kvc_lm_context_length(ptr) >>> 0,
+      eps: api.kvc_lm_rms_eps(ptr),
+      ropeBase: api.kvc_lm_rope_base(ptr),
+    });
+    owned.adopt(this, ptr);
+  }
+
+  #live(where) {
+    if (!this.#ptr) throw new TypeError(`Llama.${where}: the model was freed`);
+    return this.#ptr;
+  }
+
+  /** { weights, scratch }: the bytes the model holds in the heap (its caches count apart: KvCache#memoryBytes). */
+  get memoryBytes() {
+    const ptr = this.#live('memoryBytes');
+    return { weights: lib().kvc_lm_weights_bytes(ptr) >>> 0, scratch: lib().kvc_lm_scratch_bytes(ptr) >>> 0 };
+  }
+
+  /**
+   * Throws a KvCacheError 'KVC_E_NOMEM' saying how many bytes are missing
+   * when `extra` bytes (the weights, before they are allocated) and a cache
+   * of `positions` positions in `mode` do not fit what the heap holds free
+   * and can still grow by -- or, given `why`, always (an allocation that
+   * failed anyway).
+   */
+  checkFits(where, positions, mode, extra, why = null) {
+    const api = lib();
+    const { numLayers, numKvHeads, headDim } = this.config;
+    // Infinity: a layer's cache alone passes the 32-bit address space.
+    const cache = numLayers * sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions));
+    const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
+    if (cache + extra > room || why) {
+      const [size, missing] = cache === Infinity
+        ? ['a layer of it past the address space', 'a layer\'s cache alone is more than a 32-bit heap holds']
+        : [`${cache} bytes`, `${cache + extra - room} bytes are missing`];
+      const context = positions ? ` and a ${positions}-position ${mode} cache (${size})` : '';
+      throw new KvCacheError(`${where}: ${extra} bytes of weights${context} do not fit the wasm heap (at most ` +
+        `${heapLimitBytes()} bytes, room for ${room} more): ${why ?? missing}`, 'KVC_E_NOMEM');
+    }
+  }
+
+  /**
+   * A new generation session with its own cache. `maxRows` bounds every
+   * layer's cache (evicting with { sinks, recent } when it fills; see
+   * LayerKvCache#evict). With a `prefixCache` (a PrefixCache shared by
+   * sessions of this model and mode), a prompt starts from the longest
+   * prefix of it the prefix cache holds -- a fork, sharing its pages -- and
+   * only the rest is computed; the prompt's cache is added to it afterwards.
+   * With a `cache` (a KvCache of this model's geometry, say one restored
+   * from a snapshot), the session continues it and owns it; its mode is the
+   * cache's; `tokens` (what the saved session's `tokens` said) are the
+   * tokens it was computed from -- one per position, and the pending one
+   * when there is one -- which a reply continues from. `importance`
+   * (default true): each token's attention goes to the cache's imp, which
+   * eviction reads.
+   */
+  session(options = {}) {
+    const where = 'llama.session';
+    this.#live('session');
+    checkObject(where, 'options', options);
+    checkKeys(where, options, SESSION_OPTIONS);
+    if (options.cache !== undefined) {
+      for (const key of ['mode', 'residualRows']) checkUnused(where, options, key, 'a session given a cache stores as that cache does');
+    } else {
+      checkUnused(where, options, 'tokens', 'they are those of a cache given, and no cache is');
+    }
+    const { mode = this.#cacheMode, residualRows, maxRows, sinks, recent, prefixCache, cache, tokens, importance = true } = options;
+    if (typeof importance !== 'boolean') throw new TypeError(`${where}: options.importance must be a boolean (got ${shown(importance)})`);
+    const session = new LlamaSession(this, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance });
+    if (tokens !== undefined) session[restore](where, tokens);
+    return session;
+  }
+
+  /**
+   * A session saved by LlamaSession#save, on this model: its cache and
+   * tokens back, to go on from. `options`: session()'s but mode,
+   * residualRows, cache and tokens (they are the saved session's).
+   */
+  restoreSession(bytes, options = {}) {
+    const where = 'llama.restoreSession';
+    this.#live('restoreSession');
+    const data = checkBytes(where, 'bytes', bytes);
+    checkObject(where, 'options', options);
+    for (const key of ['mode', 'residualRows', 'cache', 'tokens']) checkUnused(where, options, key, 'the saved session says it');
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+    if (data.length < SAVED_HEADER_BYTES || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved session`);
+    const version = view.getUint32(4, true);
+    if (version !== SAVED_VERSION) throw new TypeError(`${where}: a saved session of version ${version}, which this package does not read`);
+    const count = view.getUint32(8, true);
+    if (SAVED_HEADER_BYTES + 4 * count > data.length) throw new TypeError(`${where}: the saved session is truncated`);
+    const tokens = Array.from({ length: count }, (_, i) => view.getUint32(SAVED_HEADER_BYTES + 4 * i, true));
+    const cache = KvCache.deserialize(data.subarray(SAVED_HEADER_BYTES + 4 * count));
+    try {
+      return this.session({ ...options, cache, tokens });
+    } catch (error) {
+      cache.free();
+      throw error;
+    }
+  }
+
+  /**
+   * The forward pass on a cache: appends the tokens at the cache's next
+   * positions and returns their logits, [rows x vocab] for the last `rows`
+   * tokens: options.logits 'all' (default), 'last' or a count (0: none).
+   * importance (default true): their attention goes to imp. verify: the
+   * tokens are a speculative verify (the cache begins one; keep(cache, n)
+   * ends it, keeping the first n).
+   */
+  forward(cache, tokens, options = {}) {
+    const where = 'Llama.forward';
+    const ptr = this.#live('forward');
+    checkObject(where, 'options', options);
+    checkKeys(where, options, FORWARD_OPTIONS);
+    const { logits = 'all', importance = true, verify = false } = options;
+    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
+    const { contextLength, vocabSize } = this.config;
+    if (!Array.isArray(tokens) || tokens.length === 0) throw new TypeError(`${where}: tokens must be a non-empty array of token ids`);
+    for (const token of tokens) {
+      if (!Number.isInteger(token) || token < 0 || token >= vocabSize) {
+        throw new RangeError(`${where}: ${shown(token)} is not a token id (0 to ${vocabSize - 1})`);
+      }
+    }
+    const n = tokens.length;
+    const rows = logits === 'all' ? n : logits === 'last' ? 1 : logits;
+    checkInteger(where, 'options.logits', rows, 0, n);
+    // The context bounds what attention reads: the rows a cache holds (a
+    // sliding window's positions go on past it).
+    if (cache.rows + n > contextLength) {
+      throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
+    }
+    const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
+    return callC(where, [Uint32Array.from(tokens), 4 * rows * vocabSize],
+      (tokensPtr, logitsPtr) => lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags),
+      ([, logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
+  }
+
+  /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */
+  keep(cache, n) {
+    const where = 'Llama.keep';
+    const ptr = this.#live('keep');
+    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
+    checkInteger(where, 'n', n, 0, MAX_POSITIONS);
+    checkStatus(where, lib().kvc_lm_keep(ptr, cachePtr, n));
+  }
+
+  /** Releases the model's weights (idempotent); later calls throw. */
+  free() {
+    this.#ptr = owned.release(this, this.#ptr);
+  }
+
+  [disposeSymbol]() { this.free(); }
+}
+
+/** A model with its cache: what generate() drives. */
+export class LlamaSession {
+  #bound;
+  #importance;
+  #history = []; // every token taken in or emitted, in order: the cache's, then the pending one
+  #pending = null; // the last token emitted (or given), not in the cache yet
+
+  constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
+    const { numLayers, numKvHeads, headDim } = llama.config;
+    if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
+      throw new TypeError('llama.session: prefixCache must be a PrefixCache');
+    }
+    if (cache !== undefined) {
+      if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
+      const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i))
+        .every((layer) => layer.kind === 'full' && layer.numKvHeads === numKvHeads && layer.headDim === headDim);
+      if (!fits) throw new TypeError(`llama.session: cache must have ${numLayers} full layers of ${numKvHeads} KV heads x ${headDim}, as the model`);
+    }
+    this.llama = llama;
+    this.prefixCache = prefixCache ?? null;
+    this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
+    this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
+    this.#importance = importance;
+  }
+
+  /**
+   * Takes in a prompt's tokens: on a fresh session, the longest prefix of
+   * them the prefix cache holds (at least 64 tokens) becomes the cache, a
+   * fork of it, and only the rest is computed; then the prompt's cache goes
+   * into the prefix cache for the next sessions (unless it evicted
+   * positions: its rows no longer follow the tokens). A session that holds
+   * positions already just computes the tokens. Returns how many came from
+   * the prefix cache -- or, with options.logits, { reused, logits }: the
+   * last token's logits, which is then always computed.
+   * What comes next is what a session without a prefix cache computes; imp
+   * differs only in that the matched positions keep the attention the
+   * entry's later tokens gave them.
+   */
+  prefill(tokens, { logits = false } = {}) {
+    let reused = 0;
+    const fresh = this.cache.nextPosition === 0;
+    if (this.prefixCache && fresh) {
+      const hit = this.prefixCache.match(logits ? tokens.slice(0, -1) : tokens);
+      if (hit) {
+        this.cache.free();
+        this.cache = hit.cache;
+        reused = hit.length;
+        const { maxRows, sinks, recent } = this.#bound; // the entry's own bound came with it
+        for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+      }
+    }
+    const last = reused < tokens.length
+      ? this.llama.forward(this.cache, tokens.slice(reused), { logits: logits ? 'last' : 0, importance: this.#importance })
+      : null;
+    const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
+      .some((layer) => layer.seqLen !== layer.nextPosition);
+    if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
+    return logits ? { reused, logits: last } : reused;
+  }
+
+  get mode() {
+    return this.cache.layer(0).mode;
+  }
+
+  /** Every token the session has taken in or emitted, in order (a copy). */
+  get tokens() {
+    return this.#history.slice();
+  }
+
+  /** The last token emitted (or given), which the next forward pass takes in first; null when none. */
+  get pending() {
+    return this.#pending;
+  }
+
+  [hold](prompt, pending) {
+    this.#history.push(...prompt);
+    this.#pending = pending;
+  }
+
+  [take](token) {
+    this.#history.push(token);
+    this.#pending = token;
+  }
+
+  [rewind](n) {
+    const cached = this.#history.length - (this.#pending === null ? 0 : 1);
+    if (n >= this.#history.length) return;
+    if (n < cached) this.cache.truncateLast(cached - n);
+    this.#history.length = n;
+    this.#pending = null;
+  }
+
+  [restore](where, tokens) {
+    const positions = this.cache.nextPosition;
+    const { vocabSize } = this.llama.config;
+    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
+      throw new TypeError(`${where}: options.tokens must be an array of token ids (0 to ${vocabSize - 1})`);
+    }
+    if (tokens.length !== positions && tokens.length !== positions + 1) {
+      throw new RangeError(`${where}: options.tokens must hold the cache's ${positions} positions' tokens, and the pending one if any (got ${tokens.length})`);
+    }
+    this.#history = tokens.slice();
+    this.#pending = tokens.length > positions ? tokens.at(-1) : null;
+  }
+
+  [taken](tokens) {
+    // The pending token and these are in the cache now; a token sampled
+    // after them will be pending (decode's [take]), or none when a draft ended it.
+    this.#history.push(...tokens);
+    this.#pending = null;
+  }
+
+  /** Appends the tokens and returns their logits [m × vocab]; their attention goes to imp. */
+  forward(tokens) {
+    return this.llama.forward(this.cache, tokens, { importance: this.#importance });
+  }
+
+  /**
+   * Verifies a pending token and its drafts in one forward pass: appends
+   * [pending, ...drafts] inside a verify and returns the logits; keep(n)
+   * then keeps the first n positions and rolls back the rest.
+   */
+  verify(tokens) {
+    const logits = this.llama.forward(this.cache, tokens, { importance: this.#importance, verify: true });
+    return { logits, keep: (n) => this.llama.keep(this.cache, n) };
+  }
+
+  /**
+   * Generates a reply, streamed: an async generator of pieces { text,
+   * tokens, stop, stats } -- text the tokens completed (a character split
+   * over tokens comes whole, with its last token), stop null until the last
+   * piece, which says why it stopped: 'end' (an end-of-generation token),
+   * 'stop' (a stop string: the text stops before it), 'maxTokens',
+   * 'context' (the model's context is full), 'abort' (options.signal);
+   * stats (decode()'s, on the last piece) how it went.
+   * `prompt` is text (encoded with <s> first on a fresh session; special
+   * tokens in it taken as such with options.special) or token ids; it
+   * follows what the session holds. Options: maxTokens (default 256),
+   * temperature, topK, topP, minP, repeatPenalty, repeatLastN, seed
+   * (sampling.js, llama.cpp's defaults), stop (strings), draft and minNgram
+   * (speculative decoding), context: 'stop' (default: a reply that finds
+   * the context full ends, and one that finds no room for its prompt takes
+   * nothing in) or 'slide' (keep the first 4 positions and the newest,
+   * half the context: positions then go on past the model's context, which
+   * RoPE models read less well), signal. A prompt longer than the model's
+   * context is a RangeError. An abort takes effect between tokens and
+   * leaves the session as after the last whole token emitted; a stop
+   * string, after the token that completed it.
+   */
+  async *generate(prompt, options = {}) {
+    const where = 'LlamaSession.generate';
+    const plan = this.#plan(where, options, GENERATE_OPTIONS);
+    if (typeof prompt !== 'string') checkUnused(where, options, 'special', 'it says how text is encoded, and the prompt is token ids');
+    const ids = typeof prompt === 'string'
+      ? this.llama.tokenizer.encode(prompt, { special: plan.special, ...(this.#history.length > 0 ? { bos: false } : {}) })
+      : checkIds(where, 'prompt', prompt, this.llama.config.vocabSize);
+    yield* this.#stream(ids, plan);
+  }
+
+  /**
+   * Generates what follows `conversation` -- the whole of it so far: text
+   * (a chat template's rendering; special tokens in it are taken as such
+   * and no <s> is added) or token ids -- streamed as generate()'s pieces,
+   * with its options. Only what the session does not hold yet is computed:
+   * the session goes back to where its tokens and the conversation's part,
+   * and takes in the rest. What Chat#send runs.
+   */
+  async *respond(conversation, options = {}) {
+    const where = 'LlamaSession.respond';
+    const plan = this.#plan(where, options, RESPOND_OPTIONS);
+    const ids = typeof conversation === 'string'
+      ? this.llama.tokenizer.encode(conversation, { special: true, bos: false })
+      : checkIds(where, 'conversation', conversation, this.llama.config.vocabSize);
+    if (ids.length === 0) throw new TypeError(`${where}: conversation must hold a token`);
+    const common = commonPrefix(this.#history, ids);
+    const { contextLength } = this.llama.config;
+    if (ids.length - common > contextLength) {
+      throw new RangeError(`${where}: the conversation's ${ids.length - common} new tokens exceed the model's context of ${contextLength}`);
+    }
+    this[rewind](common);
+    yield* this.#stream(ids.slice(common), plan);
+  }
+
+  // generate()'s options, checked.
+  #plan(where, options, keys) {
+    checkObject(where, 'options', options);
+    checkKeys(where, options, keys);
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, context = 'stop', special = false, ...sampling } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
+    checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
+    if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
+      throw new TypeError(`${where}: options.stop must be an array of non-empty strings`);
+    }
+    if (context !== 'stop' && context !== 'slide') throw new RangeError(`${where}: options.context must be 'stop' or 'slide' (got ${shown(context)})`);
+    if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
+    return { signal, maxTokens, stop, draft, minNgram, context, special, sampler: createSampler(where, sampling) };
+  }
+
+  // The pieces of a reply to `ids`, which follow what the session holds.
+  // However it ends -- its end, a stop string, an abort, the caller's break
+  // -- the session is left as far as the pieces went (a stop string: up to
+  // the token that completed it).
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, context, sampler }) {
+    const { tokenizer } = this.llama;
+    const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
+    const stats = decodeStats();
+    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, stop: tokenizer.eogIds, sampler, makeRoom, stats });
+    const decoder = tokenizer.decoder();
+    const text = new StopText(stop);
+    let streamed = this.#history.length + ids.length; // the session's tokens as far as the pieces went
+    let open = true;
+    const close = () => {
+      // Drafts a verify kept beyond the last piece go back.
+      open = false;
+      events.return();
+      this[rewind](streamed);
+    };
+    try {
+      for (;;) {
+        if (signal?.aborted) {
+          close();
+          yield { text: text.flush(decoder.flush()), tokens: [], stop: 'abort', stats: endStats(stats, 'abort') };
+          return;
+        }
+        const { value, done } = events.next();
+        if (done) {
+          open = false;
+          const reason = { end: 'end', steps: 'maxTokens', context: 'context' }[value.stop];
+          yield { text: text.flush(decoder.flush()), tokens: [], stop: reason, stats: { ...value, stop: reason } };
+          return;
+        }
+        if (value.type !== 'token') continue;
+        streamed++;
+        const piece = text.push(decoder.push(value.token));
+        if (piece.stopped) {
+          close();
+          yield { text: piece.text, tokens: [value.token], stop: 'stop', stats: endStats(stats, 'stop') };
+          return;
+        }
+        yield { text: piece.text, tokens: [value.token], stop: null, stats: null };
+        await nextTask(); // the caller's page, its abort, other work: between tokens
+      }
+    } finally {
+      if (open) close();
+    }
+  }
+
+  /**
+   * The session as bytes: its tokens and its cache's snapshot (the same
+   * bytes from every build). Llama#restoreSession takes them back, in
+   * another tab, worker or edge isolate. Not during a verify.
+   */
+  save() {
+    const tokens = Uint32Array.from(this.#history);
+    const snapshot = this.cache.serialize();
+    const out = new Uint8Array(SAVED_HEADER_BYTES + tokens.byteLength + snapshot.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, SAVED_MAGIC, true);
+    view.setUint32(4, SAVED_VERSION, true);
+    view.setUint32(8, tokens.length, true);
+    for (let i = 0; i < tokens.length; i++) view.setUint32(SAVED_HEADER_BYTES + 4 * i, tokens[i], true);
+    out.set(snapshot, SAVED_HEADER_BYTES + tokens.byteLength);
+    return out;
+  }
+
+  // 'slide': the first positions and the newest stay when `needed` more rows do not fit.
+  #slide(needed) {
+    return slideCache(this.cache, needed, this.llama.config.contextLength);
+  }
+
+  free() {
+    this.cache.free();
+  }
+}
+
+// A sliding window keeps this many first positions (the attention sinks).
+const SLIDE_SINKS = 4;
+
+/**
+ * The 'slide' context policy on a model's cache: when `needed` more rows do
+ * not fit in `contextLength`, the first SLIDE_SINKS positions (the attention
+ * sinks) and the newest stay -- half the context, or less for a long prompt
+ * -- through the cache's eviction. Returns the rows it has room for then.
+ * What LlamaSession#generate runs with context 'slide', for a cache kept
+ * beside a session's (the demo's replica).
+ */
+export function slideCache(cache, needed, contextLength) {
+  if (cache.rows + needed > contextLength) {
+    const keep = Math.max(0, Math.min(Math.floor(contextLength / 2), contextLength - needed));
+    const sinks = Math.min(SLIDE_SINKS, keep);
+    cache.evict({ budget: keep, sinks, recent: keep - sinks });
+  }
+  return contextLength - cache.rows;
+}
+
+/** Streamed text with stop strings: holds back what may be the start of one, and ends before one. */
+class StopText {
+  #stops;
+  #held = '';
+
+  constructor(stops) {
+    this.#stops = stops;
+  }
+
+  /** { text: what may be shown now, stopped: whether a stop string came (text ends before it) } */
+  push(piece) {
+    const text = this.#held + piece;
+    for (const stop of this.#stops) {
+      const at = text.indexOf(stop);
+      if (at >= 0) {
+        this.#held = '';
+        return { text: text.slice(0, at), stopped: true };
+      }
+    }
+    // Hold back the longest end of the text that begins a stop string.
+    let hold = 0;
+    for (const stop of this.#stops) {
+      for (let n = Math.min(stop.length - 1, text.length); n > hold; n--) {
+        if (text.endsWith(stop.slice(0, n))) {
+          hold = n;
+          break;
+        }
+      }
+    }
+    this.#held = text.slice(text.length - hold);
+    return { text: text.slice(0, text.length - hold), stopped: false };
+  }
+
+  /** The text held back, with the decoder's last (incomplete) characters. */
+  flush(rest) {
+    const text = this.#held + rest;
+    this.#held = '';
+    return text;
+  }
+}
+
+/** The length of the longest common prefix of two token arrays. */
+function commonPrefix(a, b) {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
+}
+
+/** `ids` checked: an array of token ids below vocabSize. */
+function checkIds(where, name, ids, vocabSize) {
+  if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
+    throw new TypeError(`${where}: ${name} must be text or an array of token ids (0 to ${vocabSize - 1})`);
+  }
+  return ids;
+}
+
+/**
+ * Resolves after the current task: timers and messages (an abort) get their
+ * turn. A message on a fresh channel, or a timer, whichever comes first: in
+ * WebKit a worker's MessagePort messages pass through the page's thread, so
+ * while the page is busy the message waits for it (a worker generated ten
+ * times slower beside a busy page), and a timer, which runs on the worker's
+ * own thread, is clamped to 4 ms once nested; elsewhere the message comes
+ * first.
+ */
+function nextTask() {
+  if (typeof globalThis.setImmediate === 'function') return new Promise((done) => globalThis.setImmediate(done));
+  return new Promise((done) => {
+    const channel = new MessageChannel();
+    const end = () => {
+      clearTimeout(timer);
+      channel.port1.close();
+      done();
+    };
+    const timer = setTimeout(end, 0);
+    channel.port1.onmessage = end;
+    channel.port2.postMessage(null);
+  });
+}

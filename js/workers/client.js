@@ -1,0 +1,358 @@
+// kvcache-wasm/worker: the model runner in a dedicated worker, its API made
+// asynchronous for the page. The worker (llama-worker.js) holds the
+// package, the models and their caches; the page's thread sends calls and
+// receives pieces of text, so no forward pass ever blocks it. A Chat
+// (kvcache-wasm/chat) runs on a RemoteSession as on a LlamaSession: its
+// template renders here, the tokens' work happens in the worker.
+//
+//   import { LlamaWorker } from 'kvcache-wasm/worker';
+//   import { Chat } from 'kvcache-wasm/chat';
+//   const worker = new LlamaWorker();
+//   const model = await worker.load('/models/SmolLM2-135M-Instruct-Q8_0.gguf', { onProgress });
+//   const chat = new Chat(await model.session(), { system: 'You are concise.' });
+//   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
+import { GgufError, KvCacheError, checkObject, shown } from '../runtime/checks.js';
+import { RUNTIME_FILES, locate } from '../runtime/files.js';
+import { checkKeys } from '../runtime/options.js';
+
+const ERRORS = { TypeError, RangeError, KvCacheError, GgufError };
+
+// The error the worker reported, as the kind it was.
+function errorOf({ name, message, code }) {
+  if (name === 'AbortError') return new DOMException(message, 'AbortError');
+  const Kind = ERRORS[name] ?? Error;
+  return Kind === KvCacheError ? new KvCacheError(message, code) : new Kind(message);
+}
+
+/** The bytes to send, and what to transfer: a copy of a view (the caller keeps its own). */
+function outgoing(bytes) {
+  const copy = ArrayBuffer.isView(bytes) ? new Uint8Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)) : bytes;
+  return { value: copy, transfer: copy instanceof Uint8Array ? [copy.buffer] : [] };
+}
+
+// How long constructing a pool thread in the worker may take (a few ms
+// here, a second on a loaded machine) before the worker counts as stuck in
+// it, and how many workers a LlamaWorker starts before it gives up.
+const CONSTRUCTION_TIMEOUT_MS = 10000;
+const STARTS = 3;
+const STUCK = Symbol('a pool thread\'s construction did not return');
+
+export class LlamaWorker {
+  #worker;
+  #calls = new Map(); // id -> { resolve, reject, piece?, progress? }
+  #next = 1;
+  #failed = null;
+  #ready = null;
+
+  /**
+   * Starts the worker: the package's own (`new Worker(new URL(
+   * './llama-worker.js', import.meta.url), { type: 'module' })`, which
+   * bundlers emit), or options.worker, one the app starts itself from the
+   * package's js/llama-worker.js (esbuild, which does not follow workers:
+   * the README says how): a function that starts one (called again should
+   * a start be stuck), or the Worker. options.init: init()'s options in the worker
+   * (threads, isa, maxMemory, wasm as a URL, locateFile), sent before the
+   * first call; locateFile is asked here for each file the package loads
+   * (RUNTIME_FILES), and the worker is sent its answers as URLs.
+   */
+  constructor(options = {}) {
+    const where = 'new LlamaWorker';
+    checkObject(where, 'options', options);
+    checkKeys(where, options, ['worker', 'init']);
+    const { worker, init = {} } = options;
+    if (worker !== undefined && typeof worker !== 'function' && typeof worker?.postMessage !== 'function') {
+      throw new TypeError(`${where}: options.worker must be a Worker or a function that starts one (got ${shown(worker)})`);
+    }
+    checkObject(where, 'options.init', init);
+    const { locateFile } = init;
+    if (locateFile !== undefined && typeof locateFile !== 'function') {
+      throw new TypeError(`${where}: options.init.locateFile must be a function (name) => URL or string (got ${shown(locateFile)})`);
+    }
+    const located = locateFile && Object.fromEntries(Object.values(RUNTIME_FILES).map((name) => [name, locate(init, name).href]));
+    this.#ready = this.#start(worker, [locateFile ? { ...init, locateFile: located } : init]);
+  }
+
+  /**
+   * Starts the worker and its init. The worker tells when it constructs a
+   * thread of its pool and when that returned: Firefox at times never
+   * returns from it (js/threads.js), so a construction that has not
+   * returned in CONSTRUCTION_TIMEOUT_MS ends that worker and, unless the
+   * app passed a Worker (not a function that starts one), starts another
+   * (up to STARTS in all).
+   */
+  async #start(given, args) {
+    const startWorker = typeof given === 'function' ? given
+      : given ? () => given
+        : () => new Worker(new URL('../llama-worker.js', import.meta.url), { type: 'module', name: 'kvcache-wasm' });
+    const once = given !== undefined && typeof given !== 'function';
+    for (let start = 1; ; start++) {
+      const worker = startWorker();
+      if (typeof worker?.postMessage !== 'function') {
+        this.#fail(new TypeError(`new LlamaWorker: options.worker() must return a Worker (got ${shown(worker)})`));
+        throw this.#failed;
+      }
+      this.#attach(worker);
+      let timer;
+      let stuck;
+      const constructionStuck = new Promise((resolve) => { stuck = () => resolve(STUCK); });
+      const init = this.#send('init', args, {
+        progress: ({ constructingThread }) => {
+          clearTimeout(timer);
+          if (constructingThread) timer = setTimeout(stuck, CONSTRUCTION_TIMEOUT_MS);
+        },
+      });
+      const result = await Promise.race([init.done, constructionStuck]).finally(() => clearTimeout(timer));
+      if (result !== STUCK) return result;
+      this.#calls.delete(init.id);
+      this.#worker.terminate();
+      if (once || start === STARTS) {
+        const error = new Error(`the kvcache-wasm worker did not start: constructing a thread of its pool did not return in ${CONSTRUCTION_TIMEOUT_MS / 1000} s${once ? '' : ` in any of ${STARTS} workers`} (Firefox at times never returns from a Worker constructed in a worker; ${once ? 'options.worker as a function that starts one is called again then; ' : ''}init({ threads: 1 }) constructs none)`);
+        this.#fail(error);
+        throw error;
+      }
+    }
+  }
+
+  #attach(worker) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => this.#receive(data);
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      this.#fail(new Error(`the kvcache-wasm worker failed: ${event.message || 'its script did not load'}`));
+    };
+  }
+
+  #fail(error) {
+    this.#failed = error;
+    for (const call of this.#calls.values()) call.reject(error);
+    this.#calls.clear();
+  }
+
+  #receive({ id, result, error, piece, progress }) {
+    const call = this.#calls.get(id);
+    if (!call) return;
+    if (progress) return call.progress?.(progress);
+    if (piece) return call.piece(piece);
+    this.#calls.delete(id);
+    if (error) call.reject(errorOf(error));
+    else call.resolve(result);
+  }
+
+  #send(op, args, handlers = {}, transfer = []) {
+    const id = this.#next++;
+    const done = new Promise((resolve, reject) => {
+      if (this.#failed) return reject(this.#failed);
+      this.#calls.set(id, { resolve, reject, ...handlers });
+      this.#worker.postMessage({ id, op, args }, transfer);
+    });
+    return { id, done };
+  }
+
+  /** What init() gave in the worker: { kernelInfo, threadInfo }. */
+  ready() {
+    return this.#ready;
+  }
+
+  /** Calls `op` in the worker (after its init); resolves to its result. */
+  async call(op, args, transfer = []) {
+    await this.#ready;
+    return this.#send(op, args, {}, transfer).done;
+  }
+
+  /**
+   * A call whose pieces stream back, as an async iterator: `signal`, or a
+   * loop's break, aborts it in the worker (its last piece then says
+   * 'abort').
+   */
+  stream(op, args, signal) {
+    const queue = [];
+    let wake = null;
+    let call = null;
+    let finished = false;
+    const start = this.#ready.then(() => {
+      call = this.#send(op, args, {
+        piece: (piece) => {
+          queue.push(piece);
+          wake?.();
+        },
+      });
+      call.done.then(() => { finished = true; wake?.(); }, () => { finished = true; wake?.(); });
+      if (signal?.aborted) this.#abort(call.id);
+    });
+    const onAbort = () => call && this.#abort(call.id);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const worker = this;
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        await start;
+        while (queue.length === 0 && !finished) await new Promise((resolve) => { wake = resolve; });
+        wake = null;
+        if (queue.length > 0) return { value: queue.shift(), done: false };
+        signal?.removeEventListener('abort', onAbort);
+        await call.done; // rejects with the worker's error
+        return { value: undefined, done: true };
+      },
+      async return() {
+        await start;
+        if (!finished) worker.#abort(call.id);
+        signal?.removeEventListener('abort', onAbort);
+        await call.done.catch(() => {});
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  #abort(id) {
+    this.#worker.postMessage({ id, op: 'abort' });
+  }
+
+  /**
+   * Llama.load in the worker: a URL (relative to the page), bytes (a copy
+   * is transferred), a Blob or File, a Response or a ReadableStream
+   * (transferred); onProgress, signal and the rest of Llama.load's options.
+   * Resolves to a RemoteLlama.
+   */
+  async load(source, options = {}) {
+    const where = 'LlamaWorker.load';
+    checkObject(where, 'options', options);
+    const { onProgress, signal, ...rest } = options;
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
+    if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
+    let transfer = [];
+    if (typeof Response !== 'undefined' && source instanceof Response) source = source.body;
+    if (typeof source === 'string' || source instanceof URL) source = new URL(source, globalThis.location?.href).href;
+    else if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) ({ value: source, transfer } = outgoing(source));
+    else if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) transfer = [source];
+    await this.#ready;
+    const { id, done } = this.#send('load', [source, rest], { progress: onProgress }, transfer);
+    const onAbort = () => this.#abort(id);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return new RemoteLlama(this, await done);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** A PrefixCache in the worker (options as PrefixCache's), for its sessions to share. */
+  async prefixCache(options) {
+    return new RemotePrefixCache(this, await this.call('prefixCache', [options]));
+  }
+
+  /** Stops the worker: every model and cache in it goes. */
+  terminate() {
+    this.#worker.terminate();
+    this.#fail(new Error('the kvcache-wasm worker was terminated'));
+  }
+}
+
+/** A prefix cache in the worker: passed as a session's options.prefixCache. */
+export class RemotePrefixCache {
+  #worker;
+
+  constructor(worker, handle) {
+    this.#worker = worker;
+    this.handle = handle;
+  }
+
+  free() {
+    return this.#worker.call('free', ['prefixCache', this.handle]);
+  }
+}
+
+/** Session options for the worker: a prefix cache goes by its handle. */
+function remoteSessionOptions(where, options) {
+  checkObject(where, 'options', options);
+  if (options.prefixCache === undefined) return options;
+  if (!(options.prefixCache instanceof RemotePrefixCache)) throw new TypeError(`${where}: options.prefixCache must be a RemotePrefixCache (LlamaWorker#prefixCache)`);
+  return { ...options, prefixCache: options.prefixCache.handle };
+}
+
+/**
+ * A model in the worker: Llama's API, made asynchronous. `config` is the
+ * model's; `tokenizer` what a chat template reads of its vocabulary
+ * ({ vocabSize, bosId, eosId, eogIds, bosToken, eosToken, chatTemplate }).
+ */
+export class RemoteLlama {
+  #worker;
+  #handle;
+
+  constructor(worker, { handle, config, tokenizer }) {
+    this.#worker = worker;
+    this.#handle = handle;
+    this.config = config;
+    this.tokenizer = Object.freeze({ ...tokenizer, eogIds: new Set(tokenizer.eogIds) });
+  }
+
+  encode(text, options) {
+    return this.#worker.call('encode', [this.#handle, text, options]);
+  }
+
+  decode(ids, options) {
+    return this.#worker.call('decode', [this.#handle, ids, options]);
+  }
+
+  /** { weights, scratch } */
+  memoryBytes() {
+    return this.#worker.call('memoryBytes', [this.#handle]);
+  }
+
+  /** Llama#session in the worker. */
+  async session(options = {}) {
+    const handle = await this.#worker.call('session', [this.#handle, remoteSessionOptions('RemoteLlama.session', options)]);
+    return new RemoteSession(this.#worker, this, handle);
+  }
+
+  /** Llama#restoreSession in the worker (the bytes are copied over). */
+  async restoreSession(bytes, options = {}) {
+    const { value, transfer } = outgoing(bytes);
+    const handle = await this.#worker.call('restoreSession', [this.#handle, value, remoteSessionOptions('RemoteLlama.restoreSession', options)], transfer);
+    return new RemoteSession(this.#worker, this, handle);
+  }
+
+  free() {
+    return this.#worker.call('free', ['model', this.#handle]);
+  }
+}
+
+/** A session in the worker: generate() and respond() stream pieces as LlamaSession's do. */
+export class RemoteSession {
+  #worker;
+  #handle;
+
+  constructor(worker, llama, handle) {
+    this.#worker = worker;
+    this.#handle = handle;
+    this.llama = llama;
+  }
+
+  generate(prompt, { signal, ...options } = {}) {
+    return this.#worker.stream('generate', [this.#handle, prompt, options], signal);
+  }
+
+  respond(conversation, { signal, ...options } = {}) {
+    return this.#worker.stream('respond', [this.#handle, conversation, options], signal);
+  }
+
+  /** The session's tokens (LlamaSession#tokens). */
+  tokens() {
+    return this.#worker.call('tokens', [this.#handle]);
+  }
+
+  /** Its cache: { nextPosition, rows, memoryBytes, capacityBytes }. */
+  cacheStats() {
+    return this.#worker.call('cacheStats', [this.#handle]);
+  }
+
+  /** LlamaSession#save: the session as bytes. */
+  save() {
+    return this.#worker.call('save', [this.#handle]);
+  }
+
+  free() {
+    return this.#worker.call('free', ['session', this.#handle]);
+  }
+}
