@@ -1,7 +1,7 @@
 // The package's sizes as the README states them, measured from `npm pack`:
 // the tarball, unpacked, its file count, and each .wasm raw and gzipped
 // (gzip -9). `node scripts/package-sizes.mjs --write` puts the sentence in
-// README.md; tests/js/package.test.mjs checks that it is what the build
+// README.md; tests/integration/package.test.mjs checks that it is what the build
 // gives, so the text cannot drift.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';

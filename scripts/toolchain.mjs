@@ -174,20 +174,23 @@ function relaxedLlvmRoot() {
 /**
  * Builds build-wasm/ (preset wasm: SIMD128) and build-relaxed/ (preset
  * relaxed: relaxed SIMD on clang 19), each whole, or only the package's
- * module with { modulesOnly: true }.  Without clang 19,
+ * modules with { modulesOnly: true }, or the SIMD128 preset whole and the
+ * relaxed one's module alone with { relaxedTests: false } (npm test: the
+ * relaxed C tests are test:all's).  Without clang 19,
  * { relaxedOptional: true } builds the SIMD128 one alone (init() then runs
  * it everywhere) and returns false.
  */
-export function buildWasm({ modulesOnly = false, relaxedOptional = false } = {}) {
-  const targets = modulesOnly ? ['kvcache_wasm'] : [];
+export function buildWasm({ modulesOnly = false, relaxedTests = true, relaxedOptional = false } = {}) {
+  const module = ['kvcache_wasm'];
   log(`wasm build (SIMD128 module${modulesOnly ? '' : ', C tests for Node'})`);
   const env = emscriptenEnv();
-  buildPreset('wasm', { targets, env });
+  buildPreset('wasm', { targets: modulesOnly ? module : [], env });
   if (relaxedOptional && !(have('clang-19') && have('wasm-ld-19'))) return false;
-  log(`wasm build (relaxed-SIMD module on clang 19${modulesOnly ? '' : ', C tests for a Node that runs it'})`);
+  const relaxedModuleOnly = modulesOnly || !relaxedTests;
+  log(`wasm build (relaxed-SIMD module on clang 19${relaxedModuleOnly ? '' : ', C tests for a Node that runs it'})`);
   // The preset points EM_LLVM_ROOT at the links, which must exist first.
   relaxedLlvmRoot();
-  buildPreset('relaxed', { targets, env });
+  buildPreset('relaxed', { targets: relaxedModuleOnly ? module : [], env });
   return true;
 }
 

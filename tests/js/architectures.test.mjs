@@ -1,5 +1,6 @@
 // The runner on each architecture it reads (src/model/arch.c), on tiny random
-// files written as llama.cpp's converter writes them (tests/gguf/models.mjs):
+// files written as llama.cpp's converter writes them (tests/gguf/models.mjs,
+// architecture-cases.mjs):
 //   - qwen2: q/k/v biases, NeoX RoPE, tied embeddings, no key_length key
 //     (a head is dim / heads);
 //   - qwen3: an RMSNorm per head of q and k, NeoX RoPE, a head of
@@ -7,60 +8,21 @@
 //     output.weight;
 //   - llama with Llama 3's RoPE scaling: rope_freqs.weight, tied embeddings.
 // Each against the plain-JS transformer on the same weights
-// (tests/js/reference/transformer.mjs) and against llama.cpp
-// (tests/runtimes/wllama.mjs, an f32 KV cache and no flash attention); a
-// reference that leaves out one of an architecture's features is shown to be
-// far from the runner, so that the bounds tell them apart. The llama.cpp
-// tests skip, saying why, where Chromium, playwright-core or @wllama/wllama is
-// missing.
+// (tests/js/reference/transformer.mjs); a reference that leaves out one of an
+// architecture's features is shown to be far from the runner, so that the
+// bounds tell them apart. Against llama.cpp:
+// tests/integration/architectures-llamacpp.test.mjs.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import init, { KvCache } from '../../js/index.js';
 import { GgufError, Llama } from '../../js/llama.js';
 import { codedActivations } from '../gguf/activations.mjs';
-import { GEOMETRIES, randomLlama, tensorValues } from '../gguf/models.mjs';
+import { tensorValues } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
-import { closeLlamaCpp, compareLogits, llamaCppMissing, runnerAgreement, summarizeComparisons } from '../runtimes/wllama.mjs';
+import { F32_KL, REFERENCE_TOKENS, TOKENS, VARIANTS, agreement, assertAgrees, shown, spec } from './architecture-cases.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
 
-let missing = null;
-before(async () => {
-  missing = await llamaCppMissing();
-  await init();
-});
-after(() => closeLlamaCpp());
-
-const VARIANTS = ['tiny-qwen2', 'tiny-qwen3', 'tiny-llama3'];
-// 48 tokens for the JS reference (slow: plain loops in f64); 128 for
-// llama.cpp, 8 positions spread over them (one embedding call per prefix).
-const TOKENS = Array.from({ length: 128 }, (_, i) => (i === 0 ? 1 : 3 + ((i * 7919) % 1000)));
-const REFERENCE_TOKENS = TOKENS.slice(0, 48);
-const POSITIONS = Array.from({ length: 8 }, (_, i) => 16 * i + 15);
-// On F32 weights nothing is quantized on either side: what is left is float
-// rounding (measured 5e-13 to 4e-12 against both), far below what leaving
-// out any one feature costs (the rope factors, the least, 6e-5).
-const F32_KL = 1e-9;
-// On a quantized file all three code the activations as llama.cpp does
-// (tests/gguf/activations.mjs); what is left is float rounding in another
-// order (the f64 reference; llama.cpp's sums), which now and then moves an
-// activation across a rounding boundary, and a random model this small
-// amplifies one moved code: the logits differ by up to 0.16 (measured, the
-// largest over 1024 tokens), so where the best two are closer than that the
-// argmax may go either way (measured: llama.cpp's best 0.027 and 0.032 above
-// the runner's choice, the reference's 0.073). Every top-1 must agree up to
-// such a tie: the runner's choice within NEAR_TIE of the other side's best
-// logit. Leaving out the biases, the NeoX pairing or the q/k norms puts it 6
-// to 11 below.
-const QUANTIZED_KL = 1e-3;
-const NEAR_TIE = 0.2;
-const EXACT_CACHE = { warmup: false, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
-
-const specs = new Map();
-function spec(variant, mix) {
-  const key = `${variant} ${mix}`;
-  if (!specs.has(key)) specs.set(key, randomLlama(GEOMETRIES[variant], { mix, seed: 7 }));
-  return specs.get(key);
-}
+before(() => init());
 
 /** The logits of every token through a fresh f32 cache, one prefill. */
 function logitsOf(llama, tokens) {
@@ -82,25 +44,6 @@ function reference(s, config, { tensor = (name) => tensorValues(s, name), has = 
   const typeOf = (name) => s.tensors.find((t) => t.name === name).type;
   const input = (name, x, rows, cols) => codedActivations(typeOf(name), x, rows, cols);
   return referenceLogits({ config, tensor, has, input }, REFERENCE_TOKENS);
-}
-
-/** How far ours is from expected over every position (both [positions x vocab]): summarizeComparisons'. */
-function agreement(expected, ours, vocab) {
-  return summarizeComparisons(Array.from({ length: expected.length / vocab }, (_, p) =>
-    compareLogits(expected.subarray(p * vocab, (p + 1) * vocab), ours.subarray(p * vocab, (p + 1) * vocab))));
-}
-
-const shown = (r) => `mean KL ${r.meanKl.toExponential(2)}, max ${r.maxKl.toExponential(2)}, top-1 ${(100 * r.top1).toFixed(1)}%, largest top-1 gap ${r.top1Gap.toFixed(3)}`;
-
-/** The bounds of `mix`: F32 to float rounding and every top-1; a quantized mix QUANTIZED_KL and every top-1 up to NEAR_TIE. */
-function assertAgrees(mix, r) {
-  if (mix === 'F32') {
-    assert.ok(r.meanKl < F32_KL, `mean KL ${r.meanKl}`);
-    assert.equal(r.top1, 1, `top-1 ${r.top1}`);
-  } else {
-    assert.ok(r.meanKl <= QUANTIZED_KL, `mean KL ${r.meanKl}`);
-    assert.ok(r.top1Gap <= NEAR_TIE, `a top-1 ${r.top1Gap} below the best logit: not a near tie`);
-  }
 }
 
 test('the runner reads each architecture\'s geometry from the keys the converter writes', () => {
@@ -206,14 +149,3 @@ test('an architecture the runner does not read is refused, naming it and the one
     assert.throws(() => Llama.fromGguf(encodeGguf(without)), (error) => error instanceof GgufError && error.message === `tensor ${name} is missing`);
   }
 });
-
-for (const variant of VARIANTS) {
-  for (const mix of ['F32', 'Q8_0', 'Q4_K_M']) {
-    test(`the runner and llama.cpp agree on a ${variant} ${mix} file`, async (t) => {
-      if (missing) return t.skip(missing);
-      const r = await runnerAgreement(spec(variant, mix), TOKENS, POSITIONS, EXACT_CACHE);
-      console.log(`# ${variant} ${mix} against llama.cpp: ${shown(r)} (llama.cpp: load ${r.loadMs.toFixed(0)} ms, prefixes ${r.hiddenMs.toFixed(0)} ms)`);
-      assertAgrees(mix, r);
-    });
-  }
-}

@@ -1,7 +1,7 @@
 // What worker-smoke.mjs must see, from the same calls in Node on the same
 // model: the greedy tokens after its prompt and the chat's replies. Shared by
-// the plain-page test (tests/js/worker.test.mjs) and the bundled apps
-// (tests/js/runtimes.test.mjs).
+// the plain-page test (tests/integration/worker.test.mjs) and the bundled apps
+// (tests/integration/runtimes.test.mjs).
 import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { Llama, generate } from '../../js/llama.js';

@@ -2,7 +2,7 @@
 // app imports them, bundled or not): a model loaded in the worker, a reply
 // streamed while the page's thread is watched for blocking, an abort in the
 // middle of one, and a chat saved and restored. Returns what the test
-// (tests/js/worker.test.mjs, tests/js/runtimes.test.mjs) compares with the
+// (tests/integration/worker.test.mjs, tests/integration/runtimes.test.mjs) compares with the
 // same calls in Node.
 //
 //   const result = await workerSmoke({ LlamaWorker, Chat }, '/model.gguf');

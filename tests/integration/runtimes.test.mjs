@@ -31,7 +31,7 @@ import { smokeInBrowser } from '../runtimes/smoke-page.mjs';
 import { llamaSmoke } from '../runtimes/llama-smoke.mjs';
 import { startWorkerd } from '../runtimes/workerd.mjs';
 import { assertWorkerResult, workerExpected } from '../runtimes/worker-expected.mjs';
-import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));

@@ -23,7 +23,7 @@ import { TokenType } from '../../js/tokenizers/tokenizer.js';
 import { randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { closeLlamaCpp, llamaCppCompletion, llamaCppMissing } from '../runtimes/wllama.mjs';
-import { CORPUS, VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
+import { CORPUS, VOCABULARIES, hfVocabulary } from '../js/hf-tokenizers.mjs';
 
 let missing = null;
 before(async () => {

@@ -13,7 +13,7 @@ import { Llama, generate } from '../../js/llama.js';
 import { SYSTEM_TEXT, SYSTEM_TOKENS, REPLY_TOKENS } from '../../examples/edge-worker/prompt.mjs';
 import { findBinary } from '../runtimes/binaries.mjs';
 import { embedded, packageModules, serveWorkerd } from '../runtimes/workerd.mjs';
-import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH, ready } from '../js/helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WORKER = 'examples/edge-worker/worker.mjs';

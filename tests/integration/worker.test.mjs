@@ -3,7 +3,7 @@
 // no import map): the model runs in the worker, a reply streams to the page
 // without blocking it, an abort stops it within a token, a chat saved and
 // restored goes on as the original. The bundled apps run the same
-// (tests/js/runtimes.test.mjs). Every result against the same calls in Node.
+// (tests/integration/runtimes.test.mjs). Every result against the same calls in Node.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, statSync } from 'node:fs';
@@ -14,7 +14,7 @@ import { serveFiles } from '../runtimes/static-server.mjs';
 import { PACKAGE, resolveExport } from '../runtimes/exports.mjs';
 import { WORKER_TOKENS } from '../runtimes/worker-smoke.mjs';
 import { assertWorkerResult, workerExpected } from '../runtimes/worker-expected.mjs';
-import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH, ready } from '../js/helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SERVED = ['js/', 'dist/', 'tests/runtimes/worker-smoke.mjs', 'node_modules/@huggingface/jinja/dist/'];

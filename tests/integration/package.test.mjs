@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { findBinary } from '../runtimes/binaries.mjs';
 import { resolveExport } from '../runtimes/exports.mjs';
 import { serveWorkerd } from '../runtimes/workerd.mjs';
-import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../package/', import.meta.url));
@@ -33,7 +33,8 @@ const MODEL_ARGS = MODEL_MISSING ? [] : [MODEL_PATH];
 // (`npx kvcache-wasm generate`), README, LICENSE. C users build from the
 // repository, so include/ stays out, as do tests, benchmarks, the demo and sources.
 const SHIPPED = ['LICENSE', 'README.md', 'package.json', 'cli/kvcache-wasm.js', 'dist/kvcache-relaxed.wasm', 'dist/kvcache.wasm',
-  ...readdirSync(join(ROOT, 'js')).map((file) => `js/${file}`)].sort();
+  ...readdirSync(join(ROOT, 'js'), { recursive: true }).map((file) => `js/${file.split('\\').join('/')}`)
+    .filter((file) => /\.(js|d\.ts)$/.test(file))].sort();
 
 // TypeScript's resolutions a user may have, as tsc flags.
 const RESOLUTIONS = {
