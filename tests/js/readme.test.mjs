@@ -1,15 +1,30 @@
-// The README's JavaScript examples (```js; ```javascript marks browser-only ones,
-// not run here) run as written and print what their comments say;
-// a Worker example (export default { fetch }) is imported and fetched, and
-// responds what its comment says.
+// The JavaScript examples of README.md and of every guide in docs/ (```js;
+// ```javascript marks browser-only ones, not run here) run as written and
+// print what their comments say; a Worker example (export default { fetch })
+// is imported and fetched, and responds what its comment says. The README's
+// quick start shows a progress bar that must survive a load of unknown size.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
-const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-const examples = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((match) => match[1]);
+const root = new URL('../../', import.meta.url);
+const pages = ['README.md', ...readdirSync(new URL('docs/', root)).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const text = Object.fromEntries(pages.map((page) => [page, readFileSync(new URL(page, root), 'utf8')]));
+const examples = pages.flatMap((page) => [...text[page].matchAll(/```js\n([\s\S]*?)```/g)]
+  .map((match, n) => ({ page, n: n + 1, source: match[1] })));
+
+// Where the examples are: one that disappears, or moves without this table
+// knowing, fails here rather than going untested in silence.
+const EXPECTED = {
+  'docs/cache.md': 4, // a layer; verify and accept; eviction and snapshots; forks and a prefix cache
+  'docs/chat.md': 1, // streaming, Chat, save and restore
+  'docs/install.md': 2, // a Cloudflare Worker; threads
+  'docs/models.md': 1, // Llama.load from disk, generate
+};
+
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
 const chatUrl = new URL('../../js/chat.js', import.meta.url).href;
@@ -42,22 +57,49 @@ function promised(example) {
   return comment.split(' ');
 }
 
-test('the README has its examples', () => {
+test('the README and the guides have their examples, where this test expects them', () => {
+  const found = {};
+  for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
+  assert.deepEqual(found, EXPECTED);
   assert.equal(examples.length, 8);
 });
 
-examples.forEach((example, n) => {
-  test(`README example ${n + 1} runs and prints what its comment says`, async (t) => {
+examples.forEach(({ page, n, source: example }, i) => {
+  test(`${page} example ${n} runs and prints what its comment says`, async (t) => {
     if (example.includes('stories260k.gguf') && MODEL_MISSING) return t.skip(MODEL_MISSING);
-    const { printed: [line], module } = await run(example, n);
+    const { printed: [line], module } = await run(example, i);
     if (typeof module.default?.fetch === 'function') {
       const response = await module.default.fetch(new Request('http://worker.test/'));
       assert.equal(await response.text(), example.match(/\/\/ responds: (.*)/)[1]);
       return;
     }
     const got = line.split(' ');
-    promised(example).forEach((want, i) => {
-      if (want !== '…') assert.equal(got[i], want, `value ${i + 1} of "${line}"`);
+    promised(example).forEach((want, j) => {
+      if (want !== '…') assert.equal(got[j], want, `value ${j + 1} of "${line}"`);
     });
   });
+});
+
+/** The README quick start's onProgress handler (its first ```javascript block), made with `bar` in scope. */
+function quickStartProgress(readme, bar) {
+  const quickStart = readme.match(/```javascript\n([\s\S]*?)```/)[1];
+  const handler = quickStart.match(/onProgress: (\(\{ loaded, total \}\) => \{.*\}),/)?.[1];
+  assert.ok(handler, 'the quick start has an onProgress: ({ loaded, total }) => { ... }, handler');
+  return new Function('bar', `return (${handler});`)(bar);
+}
+
+test('the README quick start\'s progress bar takes a load of unknown size (total null, as for a compressed response)', () => {
+  // As HTMLProgressElement's value does: a non-finite number is a TypeError.
+  let value = 0;
+  const bar = {
+    get value() { return value; },
+    set value(v) {
+      if (!Number.isFinite(v)) throw new TypeError(`The provided double value is non-finite (${v})`);
+      value = v;
+    },
+  };
+  const onProgress = quickStartProgress(text['README.md'], bar);
+  assert.doesNotThrow(() => onProgress({ loaded: 10, total: null }));
+  assert.doesNotThrow(() => onProgress({ loaded: 10, total: 100 }));
+  assert.equal(bar.value, 0.1);
 });
