@@ -1,12 +1,17 @@
 // The documentation holds together: the README stays a front page (short,
 // with a link to every guide in docs/), and every relative link of the README
 // and the guides reaches a file that exists -- and, with a #fragment, a
-// heading of that file.
+// heading of that file; the models guide names a file to download for each
+// architecture the runner reads.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import init from '../../js/index.js';
+import { Llama } from '../../js/llama.js';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { encodeGguf } from '../gguf/writer.mjs';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const guides = readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
@@ -71,3 +76,21 @@ for (const page of pages) {
     assert.deepEqual(broken, []);
   });
 }
+
+test('docs/models.md names a file to download for every architecture the runner reads: its publisher\'s repository and file name', async () => {
+  // The runner's own list, from its refusal of an architecture it does not read.
+  await init();
+  const s = randomLlama(GEOMETRIES['tiny-qwen2'], { mix: 'F32' });
+  const metadata = s.metadata.map(([key, value]) => [key === 'general.architecture' ? key : key.replace(/^qwen2\./, 'none.'), key === 'general.architecture' ? 'none' : value]);
+  let reads;
+  try {
+    Llama.fromGguf(encodeGguf({ ...s, metadata })).free();
+  } catch (error) {
+    reads = error.message.match(/this runner reads (.*)$/)?.[1].split(', ');
+  }
+  assert.ok(reads?.length > 0, 'the runner names the architectures it reads');
+  // A row of the table: | `architecture` | model | `publisher/repository` | `file.gguf` ...
+  const rows = [...text['docs/models.md'].matchAll(/^\|\s*`([\w.-]+)`\s*\|[^|]*\|\s*`([\w.-]+\/[\w.-]+)`\s*\|\s*`([^`]+\.gguf)`/gm)];
+  const named = new Set(rows.map(([, architecture]) => architecture));
+  assert.deepEqual(reads.filter((architecture) => !named.has(architecture)), [], 'architectures with no file named in docs/models.md');
+});
