@@ -6,7 +6,7 @@
 // BPE came (tests/fixtures/sentencepiece-ids.json); streaming decoding; refusals.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { GgufError, readGguf } from '../../js/model/gguf.js';
 import { preTokenizer } from '../../js/tokenizers/pretokenize.js';
@@ -240,12 +240,14 @@ test('the converter\'s metadata written as a GGUF file reads back through the GG
 
 test('a chat\'s worth of text encodes in milliseconds, and a 20,000-letter word without a quadratic merge', () => {
   const { ours } = vocabulary('llama3');
-  const text = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const docs = new URL('../../docs/', import.meta.url);
+  const text = ['../../README.md', ...readdirSync(docs).filter((f) => f.endsWith('.md')).map((f) => `../../docs/${f}`)]
+    .map((page) => readFileSync(new URL(page, import.meta.url), 'utf8')).join('\n');
   ours.encode(CORPUS.join(''), { special: true }); // compiled once
   const start = performance.now();
   const ids = ours.encode(text, { special: true });
   const ms = performance.now() - start;
-  console.log(`# llama3: ${ids.length} tokens of README.md in ${ms.toFixed(1)} ms (${(ids.length / ms).toFixed(0)} tokens/ms; shared machine)`);
+  console.log(`# llama3: ${ids.length} tokens of README.md and docs/ in ${ms.toFixed(1)} ms (${(ids.length / ms).toFixed(0)} tokens/ms; shared machine)`);
   assert.ok(ids.length / ms > 50, `${(ids.length / ms).toFixed(0)} tokens/ms`);
   const wordStart = performance.now();
   const word = ours.encode('ab'.repeat(10000), { bos: false });
