@@ -2,6 +2,7 @@
 // table each (the comparisons side by side, from one process), and writes
 // them as markdown and JSON, with the machine they ran on.
 //   npm run bench -- [name ...] [--quick] [--files NAME,...] [--threads N,...] [--out DIR]
+//                    [--write-docs [--docs-file PATH]]
 //     --quick  a small subset in seconds (npm test runs it so that the
 //              harness cannot rot)
 //     --files  llm only: these of its files (geometry-mix, as
@@ -9,11 +10,15 @@
 //     --threads llm only: these of its thread counts (1, 2)
 //     --out    where results go (default bench/results; with --quick,
 //              nothing is written unless --out is given)
+//     --write-docs  also rewrite each suite's section of docs/performance.md
+//              as the suite finishes (bench/docs.mjs), the other sections kept
+//     --docs-file   that page somewhere else (the tests write a copy)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, arch, platform } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import init, { kernelIsa, version } from '../js/index.js';
+import { DOCS_FILE, checkDocs, machineLine, markdown, writeDocs } from './docs.mjs';
 import {
   buildNative, buildWasm, builtUpToDate, ensureToolchain, relaxedBuildDir, relaxedWasmPath, root, run as runCommand,
   wasmBuildDir, wasmPath, nativeBuildDir,
@@ -32,8 +37,24 @@ const benchmarks = {
 
 const { values: options, positionals: wanted } = parseArgs({
   allowPositionals: true,
-  options: { quick: { type: 'boolean', default: false }, files: { type: 'string' }, threads: { type: 'string' }, out: { type: 'string' } },
+  options: {
+    quick: { type: 'boolean', default: false }, files: { type: 'string' }, threads: { type: 'string' }, out: { type: 'string' },
+    'write-docs': { type: 'boolean', default: false }, 'docs-file': { type: 'string' },
+  },
 });
+if (options['docs-file'] && !options['write-docs']) {
+  console.error('--docs-file names the page --write-docs writes: give both');
+  process.exit(2);
+}
+const docsFile = options['docs-file'] ?? DOCS_FILE;
+if (options['write-docs']) {
+  try {
+    checkDocs(docsFile, Object.keys(benchmarks));
+  } catch (error) {
+    console.error(`--write-docs: ${docsFile}: ${error.message}`);
+    process.exit(2);
+  }
+}
 for (const name of wanted) {
   if (!benchmarks[name]) {
     console.error(`unknown benchmark ${name}; known: ${Object.keys(benchmarks).join(', ')}`);
@@ -59,28 +80,6 @@ if (!existsSync(join(root, 'node_modules', 'onnxruntime-web')) && runCommand('np
 }
 await init();
 
-function cell(value) {
-  if (value === null || value === undefined || Number.isNaN(value)) return '-';
-  if (typeof value !== 'number') return String(value);
-  if (Number.isInteger(value)) return String(value);
-  const magnitude = Math.abs(value);
-  if (magnitude >= 1e5) return value.toExponential(2);
-  return magnitude >= 100 ? value.toFixed(0) : magnitude >= 10 ? value.toFixed(1) : magnitude >= 0.1 ? value.toFixed(2) : value.toPrecision(2);
-}
-
-function markdown({ title, columns, rows, notes = [] }) {
-  const cells = rows.map((row) => row.map(cell));
-  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
-  const line = (values) => `| ${values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join(' | ')} |`;
-  return [
-    `### ${title}`, '',
-    line(columns),
-    `|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
-    ...cells.map(line), '',
-    ...notes.map((note) => `${note}`), '',
-  ].join('\n');
-}
-
 const machine = {
   date: new Date().toISOString(),
   cpu: cpus()[0]?.model ?? 'unknown',
@@ -91,15 +90,23 @@ const machine = {
   v8: process.versions.v8,
   kvcache: `${version()} (${kernelIsa()})`,
 };
-const header = `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.platform}; Node ${machine.node} (V8 ${machine.v8}); kvcache-wasm ${machine.kvcache}; ${machine.date}${options.quick ? '; --quick' : ''}.`;
+const header = machineLine(machine, options.quick);
 console.log(header);
 
 const tables = [];
 for (const [name, load] of Object.entries(benchmarks)) {
   if (wanted.length && !wanted.includes(name)) continue;
-  for (const table of await (await load()).run({ quick: options.quick, files: options.files?.split(','), threads: options.threads?.split(',').map(Number) })) {
+  const started = new Date().toISOString();
+  const own = await (await load()).run({ quick: options.quick, files: options.files?.split(','), threads: options.threads?.split(',').map(Number) });
+  for (const table of own) {
     tables.push(table);
     console.log(`\n${markdown(table)}`);
+  }
+  if (options['write-docs']) {
+    // Each suite's section as it finishes, dated when it started: a later suite that fails leaves it written.
+    writeDocs(name, own, { ...machine, date: started }, { quick: options.quick, files: options.files, threads: options.threads },
+      { file: docsFile, order: Object.keys(benchmarks) });
+    console.log(`\n${name}: its section of ${docsFile} rewritten`);
   }
 }
 
