@@ -2,29 +2,38 @@
 // kvcache-wasm generate | chat: text from a GGUF model, with this package's
 // cache doing the attention. generate continues a prompt; chat talks, turn
 // by turn, through the file's chat template. Text is printed as it comes;
-// why a reply stopped, tokens/s and the cache's memory go to stderr.
+// how far the model's file has loaded, why a reply stopped, tokens/s and
+// the cache's memory go to stderr.
 import { existsSync, openAsBlob, readFileSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import init, { COMPONENTS, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
+import init, { COMPONENTS, KvCacheError, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
 import { GgufError, Llama } from '../js/llama.js';
 import { Chat } from '../js/chat.js';
 
 const COMMANDS = ['generate', 'chat'];
+// A chat reply's length by default: at most a quarter of the model's context,
+// which leaves the rest to the conversation (stories260K's 512 positions: 128).
+const MAX_REPLY_TOKENS = 512;
 const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--steps N] [options]
        kvcache-wasm chat --model PATH [--system TEXT] [--max-tokens N] [options]
        kvcache-wasm --version | --help
 
   generate continues --prompt; chat reads your messages from stdin, one a
   line, and answers each through the file's chat template (/reset starts
-  over, /exit or end of input ends; Ctrl-C stops a reply).
+  over; /exit, Ctrl-D or the end of input ends). Ctrl-C stops a reply and
+  the chat goes on; at an empty prompt it ends the chat (exit code 0), and a
+  second Ctrl-C before a reply has stopped ends the program at once (130).
+  How far the model's file has loaded goes to stderr.
 
   --model PATH         a GGUF model: llama, qwen2 or qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
                        Q5_1, Q4_K, Q5_K or Q6_K tensors (e.g. stories260k.gguf)
   --prompt TEXT        generate: text to continue (default: none, start from <s>)
   --steps N            generate: tokens to generate, at most (default 256)
   --system TEXT        chat: a system prompt
-  --max-tokens N       chat: tokens a reply has, at most (default 512)
+  --max-tokens N       chat: tokens a reply has, at most (default: a quarter of the model's
+                       context, at most 512)
   --stop TEXT          end a reply before TEXT (may be given more than once)
   --context POLICY     when the model's context is full: stop (default), or slide (keep the first
                        positions and the newest, and go on)
@@ -44,6 +53,8 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
   --threads N          threads for the matmuls and attention (default: what the machine has)`;
 
 class UsageError extends Error {}
+/** A model file that did not load: its message says which and why, in a sentence. */
+class LoadError extends Error {}
 
 const STOPPED = {
   end: 'the end of the text',
@@ -63,7 +74,7 @@ function parse(argv) {
         prompt: { type: 'string', default: '' },
         steps: { type: 'string', default: '256' },
         system: { type: 'string' },
-        'max-tokens': { type: 'string', default: '512' },
+        'max-tokens': { type: 'string' },
         stop: { type: 'string', multiple: true, default: [] },
         context: { type: 'string', default: 'stop' },
         mode: { type: 'string' },
@@ -143,7 +154,8 @@ function parse(argv) {
     model: values.model,
     prompt: values.prompt,
     system: values.system,
-    maxTokens: chat ? integer('max-tokens', 1) : integer('steps', 1),
+    // chat's default depends on the model's context: chatCommand sets it.
+    maxTokens: !chat ? integer('steps', 1) : values['max-tokens'] === undefined ? undefined : integer('max-tokens', 1),
     session: {
       mode,
       residualRows: values['residual-rows'] === undefined ? undefined : integer('residual-rows', 0, Q4_MAX_RESIDUAL_ROWS),
@@ -178,6 +190,47 @@ async function loadModule(options) {
   }
 }
 
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** Why a model file did not load, as a LoadError naming it; anything else (a bug) as it came. */
+function refusal(path, error) {
+  const reason = error.message.replace(/^Llama\.load: /, '');
+  if (error instanceof KvCacheError && error.code === 'KVC_E_NOMEM') return new LoadError(`${path} does not fit in memory: ${reason}`);
+  if (error instanceof GgufError) return new LoadError(`${path} is not usable: ${reason}`);
+  return error;
+}
+
+/**
+ * The model, streamed from disk into the heap (its file is never whole in
+ * memory), saying on stderr how far it is: a file of hundreds of MB takes
+ * seconds. A terminal's line counts up as the file comes; a log or a pipe
+ * gets a line when it starts and one when it is done.
+ */
+async function loadModel(path) {
+  const name = basename(path);
+  const file = await openAsBlob(path);
+  const started = performance.now();
+  const live = process.stderr.isTTY;
+  let drawn = -Infinity;
+  const draw = (loaded) => {
+    drawn = performance.now();
+    process.stderr.write(`\rloading ${name}: ${mib(loaded)} of ${mib(file.size)} (${file.size ? Math.floor((100 * loaded) / file.size) : 100}%)`);
+  };
+  if (live) draw(0);
+  else console.error(`loading ${name} (${mib(file.size)})`);
+  let llama;
+  try {
+    // Ten redraws a second are enough to see it move.
+    llama = await Llama.load(file, live ? { onProgress: ({ loaded }) => performance.now() - drawn >= 100 && draw(loaded) } : {});
+  } catch (error) {
+    if (live) process.stderr.write('\n');
+    throw refusal(path, error);
+  }
+  const done = `loaded ${name}: ${mib(file.size)} in ${((performance.now() - started) / 1000).toFixed(1)} s`;
+  process.stderr.write(live ? `\r${done}\x1b[K\n` : `${done}\n`);
+  return llama;
+}
+
 /** Streams pieces to stdout; returns the last one (its stop and stats). */
 async function print(pieces) {
   let last;
@@ -188,7 +241,10 @@ async function print(pieces) {
   return last;
 }
 
-/** Ctrl-C aborts the reply under way (if any); otherwise it ends the program. */
+/**
+ * Ctrl-C -- a SIGINT -- stops the reply under way; between replies, or a
+ * second time before the reply has stopped, it ends the program.
+ */
 function interrupts() {
   let controller = null;
   process.on('SIGINT', () => {
@@ -196,9 +252,14 @@ function interrupts() {
     else process.exit(130);
   });
   return {
-    signal() {
+    /** Prints the pieces of reply(signal), a signal Ctrl-C aborts; returns the last. */
+    async print(reply) {
       controller = new AbortController();
-      return controller.signal;
+      try {
+        return await print(reply(controller.signal));
+      } finally {
+        controller = null;
+      }
     },
   };
 }
@@ -228,39 +289,70 @@ async function generateCommand(llama, options) {
   if (prompt.length > llama.config.contextLength) {
     throw new UsageError(`--prompt is ${prompt.length} tokens, more than the model's context of ${llama.config.contextLength}`);
   }
-  process.stdout.write(tokenizer.decode(prompt));
-  const signal = interrupts().signal();
-  const last = await print(session.generate(prompt, { ...options.generation, maxTokens: options.maxTokens, signal }));
+  // The prompt as given, then the continuation as the decoder gives it: the
+  // spaces between the two are the decoder's to get right, not this.
+  process.stdout.write(options.prompt);
+  const last = await interrupts().print((signal) => session.generate(prompt, { ...options.generation, maxTokens: options.maxTokens, signal }));
   process.stdout.write('\n');
   report(llama, session, options, last, options.maxTokens);
   session.free();
 }
 
 async function chatCommand(llama, options) {
+  const { architecture, numLayers, contextLength } = llama.config;
+  const maxTokens = options.maxTokens ?? Math.max(1, Math.min(MAX_REPLY_TOKENS, Math.floor(contextLength / 4)));
   const interactive = process.stdin.isTTY && process.stdout.isTTY;
   const startChat = () => new Chat(llama.session(options.session), options.system === undefined ? {} : { system: options.system });
   let chat = startChat();
   const ctrlC = interrupts();
-  const lines = createInterface({ input: process.stdin, terminal: interactive });
+  // On a terminal readline edits the line and echoes it, with the terminal
+  // in raw mode: Ctrl-C is then a key readline reports, not a signal.
+  const lines = createInterface({ input: process.stdin, terminal: interactive, ...(interactive ? { output: process.stdout, prompt: '> ' } : {}) });
+  let exited = false;
   if (interactive) {
-    console.error(`${llama.config.architecture}, ${llama.config.numLayers} layers, context ${llama.config.contextLength}; /reset starts over, /exit ends`);
-    process.stdout.write('> ');
+    lines.on('SIGINT', () => {
+      if (lines.line === '') {
+        process.stdout.write('^C');
+        lines.close();
+        return;
+      }
+      // Text typed and not sent: dropped (left on the screen, as a shell does), and a new prompt.
+      lines.write(null, { ctrl: true, name: 'e' });
+      process.stdout.write('^C\n');
+      lines.write(null, { ctrl: true, name: 'u' });
+    });
+    console.error(`${architecture}, ${numLayers} layers, context ${contextLength}; /reset starts over, /exit ends`);
+    lines.prompt();
   }
   for await (const line of lines) {
     const text = line.trim();
-    if (text === '/exit') break;
+    if (text === '/exit') {
+      exited = true;
+      break;
+    }
     if (text === '/reset') {
       chat.free();
       chat = startChat();
     } else if (text !== '') {
-      const last = await print(chat.send(text, { ...options.generation, maxTokens: options.maxTokens, signal: ctrlC.signal() }));
+      if (interactive) {
+        // While a reply prints the terminal is in its own mode again: Ctrl-C
+        // is a SIGINT (ctrlC stops the reply), and what is typed meanwhile
+        // waits for the next prompt.
+        lines.pause();
+        process.stdin.setRawMode(false);
+      }
+      const last = await ctrlC.print((signal) => chat.send(text, { ...options.generation, maxTokens, signal }));
+      if (interactive) process.stdin.setRawMode(true);
       process.stdout.write('\n');
-      if (last.stop !== 'end') console.error(`[stopped at ${STOPPED[last.stop] ?? `${options.maxTokens} tokens (--max-tokens)`}]`);
+      if (last.stop === 'maxTokens') console.error(`[stopped at ${maxTokens} tokens (--max-tokens)]`);
+      else if (last.stop !== 'end') console.error(`[stopped at ${STOPPED[last.stop]}, after ${last.stats.tokens} tokens]`);
     }
-    if (interactive) process.stdout.write('> ');
+    if (interactive) lines.prompt();
   }
   lines.close();
-  report(llama, chat.session, options, { stop: 'maxTokens', stats: null }, options.maxTokens);
+  // Ctrl-D or Ctrl-C left the cursor after the prompt.
+  if (interactive && !exited) process.stdout.write('\n');
+  report(llama, chat.session, options, { stop: 'maxTokens', stats: null }, maxTokens);
   chat.free();
 }
 
@@ -279,8 +371,7 @@ async function main() {
     return 2;
   }
   await loadModule(options.threads === undefined ? {} : { threads: options.threads });
-  // Streamed from disk into the heap: a model's file is never whole in memory.
-  const llama = await Llama.load(await openAsBlob(options.model));
+  const llama = await loadModel(options.model);
   await (options.command === 'chat' ? chatCommand : generateCommand)(llama, options);
   return 0;
 }
@@ -292,8 +383,8 @@ main().then((code) => {
   if (error instanceof UsageError) {
     console.error(`kvcache-wasm: ${error.message} (kvcache-wasm --help lists the options)`);
     process.exitCode = 2;
-  } else if (error instanceof GgufError) {
-    console.error(`kvcache-wasm ${command}: the model file is not usable: ${error.message}`);
+  } else if (error instanceof LoadError) {
+    console.error(`kvcache-wasm ${command}: ${error.message}`);
     process.exitCode = 1;
   } else {
     console.error(`kvcache-wasm: ${error.stack ?? error}`);

@@ -93,6 +93,9 @@ export interface EncodeOptions {
 export interface DecodeOptions {
   /** Show control tokens (and the unknown token) as written (default false: they read as nothing). */
   special?: boolean;
+  /** The ids the decoded ones follow (read, not returned): their text continues that text, so a SentencePiece
+   * decoder keeps its first space, which it drops from the start of a text (default none). */
+  after?: readonly number[];
 }
 
 export class Tokenizer {
@@ -177,7 +180,8 @@ export class Llama {
   /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K tensors) held whole in memory. */
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
   /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
-   * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read. */
+   * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read, and a response that holds
+   * no model (an HTTP error, an HTML page) with a GgufError saying what it was. */
   static load(source: ModelSource, options?: LoadOptions): Promise<Llama>;
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
@@ -300,9 +304,11 @@ export class LlamaSession {
   respond(conversation: string | readonly number[], options?: ReplyOptions): AsyncGenerator<GeneratePiece, void, undefined>;
   /** The session as bytes (its tokens and its cache's snapshot); Llama#restoreSession takes them back. */
   save(): Uint8Array;
-  /** Appends the tokens, adds their attention to imp, returns logits [m × vocab]. */
+  /** Appends the tokens (after the pending one, if any), adds their attention to imp, returns their logits
+   * [m × vocab]; the session records them, as a reply's tokens, for save() and the next reply. */
   forward(tokens: readonly number[]): Float32Array;
-  /** Appends tokens inside a verify; keep(n) keeps the first n positions and rolls back the rest. */
+  /** Appends tokens inside a verify (after the pending one, if any, which stays) and returns their logits;
+   * keep(n) keeps the first n of them, which the session records, and rolls back the rest. */
   verify(tokens: readonly number[]): { logits: Float32Array; keep(n: number): void };
   free(): void;
 }

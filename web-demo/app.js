@@ -491,7 +491,7 @@ function runningNow() {
     return `Running: synthetic, ${source.heads} KV heads × head_dim ${source.headDim}, ${source.mode}, draft k ${source.draft}, batch ${source.batch}.`;
   }
   if (!chat) return model ? `Chat: ${model.name}, no chat open.` : 'Nothing runs.';
-  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : ' (no replica: the panels are off)'}.`;
+  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : ' (too large to re-run on this page: the panels are off)'}.`;
 }
 
 // ---------------------------------------------------------------------------
@@ -619,7 +619,7 @@ async function send() {
   const messages = [...chat.messages, { role: 'user', content: text }];
   addMessage('user', text);
   const body = addMessage('assistant', '');
-  const shown = { text: '', pieces: 0, stop: null };
+  const shown = { text: '', pieces: 0, tokens: 0, stop: null };
   chatView.replies.push(shown);
   try {
     if (source?.kind === 'model') {
@@ -629,12 +629,13 @@ async function send() {
       source.setContextPolicy(context);
       pushPoint(source.beginTurn(ids, { maxTokens: maxTokens.value }));
       addSpan(`${stream.childElementCount ? '\n' : ''}${text}\n`, 'prompt');
-      replayDecoder = model.local.tokenizer.decoder();
+      replayDecoder = model.local.tokenizer.decoder({ after: ids });
     }
     let stats = null;
     let yielded = performance.now();
     for await (const piece of chat.send(messages, options)) {
       shown.pieces++;
+      shown.tokens += piece.tokens.length;
       shown.text += piece.text;
       body.textContent = shown.text;
       if (source?.kind === 'model') for (const id of piece.tokens) pushPoint(source.token(id, replayEvents));
@@ -646,12 +647,19 @@ async function send() {
         await new Promise((resolve) => setTimeout(resolve, 0));
         yielded = performance.now();
       }
+      // Stop ends the reply where the page shows it: the worker may have sent the rest (all of
+      // it, when it finished first), which this page would take seconds to re-run and show.
+      if (controller.signal.aborted && !piece.stop) {
+        shown.stop = 'abort';
+        break;
+      }
     }
     if (source?.kind === 'model') {
       source.endTurn(replayEvents);
       await syncReplica();
     }
-    addNotice(endText(shown.stop, stats), shown.stop === 'context' ? 'policy' : 'end');
+    // A reply cut short on this page has no stats of the worker's: the notice counts the tokens shown.
+    addNotice(endText(shown.stop, stats ?? { tokens: shown.tokens }), shown.stop === 'context' ? 'policy' : 'end');
     showReplyStats(stats);
     await showWorkerCache();
   } catch (error) {
@@ -710,11 +718,11 @@ async function newChat() {
       `the begin token, then each message on a line of its own: ${PLAIN_TEMPLATE}`
     : `${model.name}'s own chat template (tokenizer.chat_template), rendered with @huggingface/jinja.`;
   $('replica-note').textContent = model.local
-    ? 'The panels below read a replica on this page, not the worker: the same model with a cache per mode, fed the tokens ' +
-      'the worker streams (teacher-forced), and the worker\'s speculative decoding replayed on a cache in the chosen mode ' +
-      '(the same prompt-lookup drafts, kept while they equal the tokens the worker emitted). The worker\'s own figures: its cacheStats and each reply\'s stats. ' +
-      'The replica computes every token in seven caches, the worker in one: on a slow machine it falls behind, and a reply stopped by Stop ' +
-      'still shows what the worker had sent before the abort reached it.'
+    ? 'To show what the cache does, this page loads the model too and re-runs each reply\'s tokens through a cache in every mode: ' +
+      'the panels below show their memory, and their accuracy against f32 on the same text. The worker\'s speculative decoding is ' +
+      'replayed on a cache in the chosen mode (the same guessed tokens, kept while they equal the tokens the worker wrote). ' +
+      'The worker\'s own figures: its cache\'s size and each reply\'s statistics. The page runs every token through seven caches, ' +
+      'the worker through one, so on a slow machine a reply shows more slowly than the worker writes it; Stop ends it where it is.'
     : `${model.name} is over ${REPLICA_MAX_BYTES / 2 ** 20} MiB: it runs in the worker only, and the panels stay empty ` +
       '(only the worker\'s cacheStats and reply stats show).';
   setStatus(runningNow());
@@ -800,15 +808,15 @@ const observed = {
 
 // What each mode costs at a head size, as measured (README, Storage): the
 // synthetic stream's attention error (its own statistics: one normal query
-// per 16 positions over 4096, 8 KV heads), a model's teacher-forced KL.
+// per 16 positions over 4096, 8 KV heads), a model's KL on a text run through each cache.
 const EXPECTED = {
   synthetic: {
     128: 'q8 and q8k about 0.02 of the output (0.01–0.04), q8v 0.006, q8k+q4v 0.11 (0.08–0.15), q4 0.36 (0.2–0.6, at times above 1): on keys with outlier channels 4-bit keys lose about 15× what 8-bit ones do.',
     64: 'q8 and q8k about 0.05 of the output (0.02–0.15), q8v 0.006, q8k+q4v 0.12 (0.07–0.2), q4 0.6 (0.26–1.7): on keys with outlier channels 4-bit keys lose about 12× what 8-bit ones do.',
   },
   model: {
-    8: 'mean KL q8 2.1e-4, q8k 2.2e-4, q8v 2.3e-6, q4 3.0e-4, q8k+q4v 2.6e-4 (stories260K, teacher-forced on its greedy story).',
-    64: 'mean KL q8 2.7e-6, q8k 2.6e-6, q8v 3.6e-7, q4 1.1e-3 (top-1 98.8%), q8k+q4v 9.7e-5 (kjv-d512-h64, teacher-forced over Genesis 1; llama.cpp\'s own q8_0 and q4_0 caches: 1.1e-5 and 2.4e-3).',
+    8: 'mean KL q8 2.1e-4, q8k 2.2e-4, q8v 2.3e-6, q4 3.0e-4, q8k+q4v 2.6e-4 (stories260K, its own greedy story run through each cache).',
+    64: 'mean KL q8 2.7e-6, q8k 2.6e-6, q8v 3.6e-7, q4 1.1e-3 (top-1 98.8%), q8k+q4v 9.7e-5 (kjv-d512-h64, Genesis 1 run through each cache; llama.cpp\'s own q8_0 and q4_0 caches: 1.1e-5 and 2.4e-3).',
   },
 };
 

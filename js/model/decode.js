@@ -13,12 +13,19 @@ const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'st
  * [hold](prompt, pending): the prompt's tokens and the one pending before
  * went into the cache -- but `pending` (non-null: the prompt's last), which
  * is pending now; [take](token): the pending token (if any) went into the
- * cache, `token` is pending now; [taken](tokens): a verify kept these
- * drafts in the cache after the pending token.
+ * cache, `token` is pending now; [taken](tokens): the pending token (if
+ * any) and these went into the cache (a verify kept these drafts), none is
+ * pending now.
  */
 export const hold = Symbol('hold');
 export const take = Symbol('take');
 export const taken = Symbol('taken');
+/**
+ * [pass](tokens, { verify }): the forward pass on the session's cache,
+ * recording nothing (decoding says what the session took in, above):
+ * every token's logits; with verify, inside a verify that Llama#keep ends.
+ */
+export const pass = Symbol('pass');
 /** [rewind](n): the session keeps the first n of its tokens (its cache goes back with them). */
 export const rewind = Symbol('rewind');
 
@@ -152,12 +159,12 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sam
     const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), MAX_NGRAM, minNgram) : [];
     stats.forwardPasses++;
     if (drafts.length === 0) {
-      const token = sampler.next(session.forward([pending]), history);
+      const token = sampler.next(session[pass]([pending]), history);
       done = stops(token);
       yield emitted(token);
       continue;
     }
-    const { logits: rows, keep } = session.verify([pending, ...drafts]);
+    const rows = session[pass]([pending, ...drafts], { verify: true });
     const row = (i) => rows.subarray(i * config.vocabSize, (i + 1) * config.vocabSize);
     // A draft is kept while it equals the token sampled at its place (its
     // history the drafts before it, as plain decoding would have had).
@@ -169,7 +176,7 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sam
       if (!done) token = sampler.next(row(accepted), history.concat(drafts.slice(0, accepted)));
     }
     yield { type: 'verify', drafts, accepted };
-    keep(1 + accepted);
+    session.llama.keep(session.cache, 1 + accepted);
     session[taken](drafts.slice(0, accepted));
     stats.verifies++;
     stats.drafted += drafts.length;

@@ -28,7 +28,7 @@ import {
   withStaging,
 } from '../runtime/runtime.js';
 import { aborted, sourceChunks } from './sources.js';
-import { decodeStats, decodeWith, endStats, hold, rewind, take, taken } from './decode.js';
+import { decodeStats, decodeWith, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
@@ -523,19 +523,40 @@ export class LlamaSession {
     this.#pending = null;
   }
 
-  /** Appends the tokens and returns their logits [m × vocab]; their attention goes to imp. */
-  forward(tokens) {
-    return this.llama.forward(this.cache, tokens, { importance: this.#importance });
+  [pass](tokens, { verify = false } = {}) {
+    return this.llama.forward(this.cache, tokens, { importance: this.#importance, verify });
   }
 
   /**
-   * Verifies a pending token and its drafts in one forward pass: appends
-   * [pending, ...drafts] inside a verify and returns the logits; keep(n)
-   * then keeps the first n positions and rolls back the rest.
+   * Appends the tokens -- after the pending token, if any, which goes in
+   * first -- and returns their logits [m × vocab]; their attention goes to
+   * imp. The session records them as it records a reply's: its tokens,
+   * save() and the next reply go on from them.
+   */
+  forward(tokens) {
+    checkTokens('LlamaSession.forward', tokens, this.llama.config.vocabSize);
+    const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
+    const logits = this.llama.forward(this.cache, input, { importance: this.#importance, logits: tokens.length });
+    this[taken](tokens);
+    return logits;
+  }
+
+  /**
+   * Verifies drafts in one forward pass: appends the tokens inside a verify
+   * -- the pending token, if any, first, which stays -- and returns their
+   * logits [m × vocab]; keep(n) then keeps the first n of them, which the
+   * session records, and rolls back the rest.
    */
   verify(tokens) {
-    const logits = this.llama.forward(this.cache, tokens, { importance: this.#importance, verify: true });
-    return { logits, keep: (n) => this.llama.keep(this.cache, n) };
+    checkTokens('LlamaSession.verify', tokens, this.llama.config.vocabSize);
+    const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
+    const logits = this.llama.forward(this.cache, input, { importance: this.#importance, verify: true, logits: tokens.length });
+    const keep = (n) => {
+      checkInteger('LlamaSession.verify().keep', 'n', n, 0, tokens.length);
+      this.llama.keep(this.cache, input.length - tokens.length + n);
+      this[taken](tokens.slice(0, n));
+    };
+    return { logits, keep };
   }
 
   /**
@@ -618,7 +639,8 @@ export class LlamaSession {
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     const stats = decodeStats();
     const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, stop: tokenizer.eogIds, sampler, makeRoom, stats });
-    const decoder = tokenizer.decoder();
+    // The reply continues the session's text: its first space stays unless no text came before (<s> alone).
+    const decoder = tokenizer.decoder({ after: [...this.#history, ...ids] });
     const text = new StopText(stop);
     let streamed = this.#history.length + ids.length; // the session's tokens as far as the pieces went
     let open = true;
@@ -752,6 +774,13 @@ function commonPrefix(a, b) {
   let n = 0;
   while (n < a.length && n < b.length && a[n] === b[n]) n++;
   return n;
+}
+
+/** `tokens` checked: a non-empty array of token ids below vocabSize. */
+function checkTokens(where, tokens, vocabSize) {
+  if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
+    throw new TypeError(`${where}: tokens must be a non-empty array of token ids (0 to ${vocabSize - 1})`);
+  }
 }
 
 /** `ids` checked: an array of token ids below vocabSize. */

@@ -2,7 +2,10 @@
 // or File (a picked file, OPFS, Node's fs.openAsBlob), a Response, a
 // ReadableStream, or a URL to fetch. A loader reads them one chunk at a time
 // straight into the wasm heap, so that JavaScript holds one chunk, never the
-// file.
+// file. A response that holds no model -- an HTTP error, or the HTML page a
+// dev server answers in place of a file it lacks -- is refused saying what
+// it was, not read as a GGUF file that is not one.
+import { GgufError } from '../runtime/checks.js';
 import { shown } from '../runtime/options.js';
 
 // Bytes read from a Blob at a time, and the most a byte stream (a fetch's
@@ -10,6 +13,8 @@ import { shown } from '../runtime/options.js';
 // the chunks they have).
 const BLOB_CHUNK_BYTES = 8 << 20;
 const STREAM_BUFFER_BYTES = 1 << 20;
+// How an HTML page begins (after any whitespace); a GGUF file begins "GGUF".
+const HTML_START = /^\s*(<!doctype|<html)/i;
 
 /** An AbortSignal's reason as the error to throw (a DOMException 'AbortError' by default). */
 export function aborted(signal) {
@@ -22,10 +27,7 @@ export function aborted(signal) {
  * between chunks (and a fetch in flight).
  */
 export async function sourceChunks(where, source, { signal } = {}) {
-  if (typeof source === 'string' || source instanceof URL) {
-    source = await fetch(source, { signal });
-    if (!source.ok) throw new TypeError(`${where}: fetching ${source.url} failed with HTTP ${source.status}`);
-  }
+  if (typeof source === 'string' || source instanceof URL) source = await fetch(source, { signal });
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
     const bytes = source instanceof Uint8Array ? source
       : source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
@@ -44,17 +46,44 @@ export async function sourceChunks(where, source, { signal } = {}) {
     };
   }
   let total = null;
+  let page = 'the stream holds an HTML page'; // what a body that begins as one is
   if (typeof Response !== 'undefined' && source instanceof Response) {
+    checkResponse(where, source);
     if (!source.body) throw new TypeError(`${where}: the Response has no body`);
     const length = Number(source.headers.get('content-length'));
     // A compressed response's length is not the file's.
     if (Number.isSafeInteger(length) && length > 0 && !source.headers.get('content-encoding')) total = length;
+    page = answeredHtml(source);
     source = source.body;
   }
   if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
-    return { total, chunks: streamChunks(where, source, signal) };
+    return { total, chunks: streamChunks(where, source, signal, page) };
   }
   throw new TypeError(`${where}: source must be bytes, a Blob or File, a Response, a ReadableStream or a URL (got ${shown(source)})`);
+}
+
+/**
+ * Refuses a Response that holds no model file, with a GgufError saying what
+ * it was: an HTTP error (its status, status text and URL), or an HTML page
+ * by its content type (a dev server's fallback page, status 200). Its body
+ * is cancelled then.
+ */
+export function checkResponse(where, response) {
+  const type = response.headers.get('content-type');
+  let problem = null;
+  if (!response.ok) {
+    const status = `${response.status}${response.statusText ? ` ${response.statusText}` : ''}`;
+    problem = `the response${response.url ? ` for ${response.url}` : ''} was ${status}, not a model file`;
+  } else if (type !== null && /^\s*text\/html\b/i.test(type)) {
+    problem = `${answeredHtml(response)} (content type ${type}) where a GGUF file was expected`;
+  }
+  if (problem === null) return;
+  response.body?.cancel().catch(() => {});
+  throw new GgufError(`${where}: ${problem}`);
+}
+
+function answeredHtml(response) {
+  return `the server answered${response.url ? ` ${response.url}` : ''} with an HTML page`;
 }
 
 /**
@@ -62,11 +91,13 @@ export async function sourceChunks(where, source, { signal } = {}) {
  * again and again (a BYOB reader), each chunk a view of it valid until the
  * next is asked for: a gigabyte's load then leaves no gigabyte of chunks for
  * the garbage collector, which a page busy loading may not run. Any other
- * stream gives the chunks it has.
+ * stream gives the chunks it has. A first chunk that begins as an HTML page
+ * is refused: `page` says whose it is.
  */
-async function* streamChunks(where, stream, signal) {
+async function* streamChunks(where, stream, signal, page) {
   let reader;
   let buffer = null;
+  let first = true;
   try {
     reader = stream.getReader({ mode: 'byob' });
     buffer = new ArrayBuffer(STREAM_BUFFER_BYTES);
@@ -80,6 +111,9 @@ async function* streamChunks(where, stream, signal) {
       if (done) return;
       if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
       if (buffer) buffer = value.buffer; // the read transferred it: this is the same memory, to read into next
+      const html = first ? HTML_START.exec(new TextDecoder().decode(value.subarray(0, 64))) : null;
+      if (html) throw new GgufError(`${where}: ${page} (it begins ${html[1]}) where a GGUF file was expected`);
+      first = false;
       yield value;
     }
   } finally {

@@ -208,9 +208,9 @@ export class Tokenizer {
     return ids;
   }
 
-  /** Token ids to text: decoder() over the whole sequence. */
-  decode(ids, { special = false } = {}) {
-    const decoder = this.decoder({ special });
+  /** Token ids to text: decoder() over the whole sequence (options as decoder()'s). */
+  decode(ids, { special = false, after = [] } = {}) {
+    const decoder = this.decoder({ special, after });
     let text = '';
     for (const id of ids) text += decoder.push(id);
     return text + decoder.flush();
@@ -222,12 +222,16 @@ export class Tokenizer {
    * and flush() what is left (an unfinished character as U+FFFD). Control
    * tokens (and the unknown token) read as nothing unless `special`;
    * user-defined ones always read as written. A SentencePiece decoder drops
-   * the space encoding put before the first word.
+   * the space encoding put before the first word of a text -- so the text
+   * of ids that continue others (`after`: the ids before them, read but not
+   * returned) keeps its first space: it is what decoding them all adds to
+   * the text of `after`.
    */
-  decoder({ special = false } = {}) {
+  decoder({ special = false, after = [] } = {}) {
+    if (!Array.isArray(after)) throw new TypeError('Tokenizer.decoder: options.after must be an array of token ids');
     const text = new TextDecoder('utf-8', { ignoreBOM: true });
     let first = true;
-    return {
+    const decoder = {
       push: (id) => {
         if (!Number.isInteger(id) || id < 0 || id >= this.tokens.length) {
           throw new RangeError(`Tokenizer.decode: ${id} is not a token id of this vocabulary (0 to ${this.tokens.length - 1})`);
@@ -244,6 +248,8 @@ export class Tokenizer {
       },
       flush: () => text.decode(),
     };
+    for (const id of after) decoder.push(id);
+    return decoder;
   }
 
   #bytesOf(id) {

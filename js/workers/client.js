@@ -13,6 +13,7 @@
 //   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
 import { GgufError, KvCacheError, checkObject, shown } from '../runtime/checks.js';
 import { RUNTIME_FILES, locate } from '../runtime/files.js';
+import { checkResponse } from '../model/sources.js';
 import { checkKeys } from '../runtime/options.js';
 
 const ERRORS = { TypeError, RangeError, KvCacheError, GgufError };
@@ -213,7 +214,8 @@ export class LlamaWorker {
    * Llama.load in the worker: a URL (relative to the page), bytes (a copy
    * is transferred), a Blob or File, a Response or a ReadableStream
    * (transferred); onProgress, signal and the rest of Llama.load's options.
-   * Resolves to a RemoteLlama.
+   * Resolves to a RemoteLlama. A response that holds no model (an HTTP
+   * error, an HTML page) is refused as Llama.load refuses it.
    */
   async load(source, options = {}) {
     const where = 'LlamaWorker.load';
@@ -222,7 +224,11 @@ export class LlamaWorker {
     if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
     if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
     let transfer = [];
-    if (typeof Response !== 'undefined' && source instanceof Response) source = source.body;
+    if (typeof Response !== 'undefined' && source instanceof Response) {
+      // Only its body goes to the worker: its status and headers are read here.
+      checkResponse(where, source);
+      source = source.body;
+    }
     if (typeof source === 'string' || source instanceof URL) source = new URL(source, globalThis.location?.href).href;
     else if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) ({ value: source, transfer } = outgoing(source));
     else if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) transfer = [source];

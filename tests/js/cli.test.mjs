@@ -1,11 +1,13 @@
 // The command line: npx kvcache-wasm generate | chat ...
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { encodeGgufHeader } from '../gguf/writer.mjs';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
 
 const cli = fileURLToPath(new URL('../../cli/kvcache-wasm.js', import.meta.url));
@@ -15,6 +17,73 @@ const runWith = (input, ...args) => spawnSync(process.execPath, [cli, ...args], 
 
 function modelTest(name, fn) {
   test(name, (t) => (MODEL_MISSING ? t.skip(MODEL_MISSING) : fn(t)));
+}
+
+// A terminal for the CLI: Node has no pseudo-terminal of its own, Python's pty module has.
+const relay = fileURLToPath(new URL('./pty-relay.py', import.meta.url));
+const NO_TERMINAL = spawnSync('python3', ['-c', 'import pty, termios'], { encoding: 'utf8' }).status === 0 ? null
+  : 'no pseudo-terminal to run the CLI in: tests/js/pty-relay.py needs python3 with its pty module';
+
+function terminalTest(name, fn) {
+  test(name, (t) => (MODEL_MISSING || NO_TERMINAL ? t.skip(MODEL_MISSING ?? NO_TERMINAL) : fn(t)));
+}
+
+// What a terminal shows of its escape sequences (readline's cursor moves): nothing.
+const ESCAPES = /\x1b\[[0-9;?]*[A-Za-z]/g;
+
+/**
+ * The CLI in a pseudo-terminal (pty-relay.py): type(keys) types;
+ * until(pattern, what) waits until the screen's text after the last match
+ * matches and returns the match; exit is the exit code; close() ends it.
+ */
+function inTerminal(...args) {
+  const child = spawn('python3', [relay, process.execPath, cli, ...args]);
+  let shown = '';
+  let from = 0;
+  let closed = false;
+  let wake = () => {};
+  // A CLI that has ended takes no more keys: until() says what it showed.
+  child.stdin.on('error', () => {});
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (text) => {
+    shown += text;
+    wake();
+  });
+  const exit = new Promise((resolve) => {
+    child.on('close', (code) => {
+      closed = true;
+      wake();
+      resolve(code);
+    });
+  });
+  const screen = () => shown.replace(ESCAPES, '');
+  return {
+    get screen() {
+      return screen();
+    },
+    type: (keys) => child.stdin.write(keys),
+    async until(pattern, what, seconds = 30) {
+      const deadline = Date.now() + seconds * 1000;
+      for (;;) {
+        const match = pattern.exec(screen().slice(from));
+        if (match) {
+          from += match.index + match[0].length;
+          return match;
+        }
+        if (closed || Date.now() > deadline) {
+          assert.fail(`${what}: not on the terminal after ${closed ? 'the CLI ended' : `${seconds} s`}; it shows:\n${screen()}`);
+        }
+        await new Promise((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 200);
+        });
+      }
+    },
+    exit,
+    close() {
+      if (!closed) child.kill();
+    },
+  };
 }
 
 modelTest('generate prints the story and, at the end, tokens/s and the cache memory', () => {
@@ -129,10 +198,10 @@ modelTest('generate says why it stopped before --steps: the end of the text, or 
   assert.doesNotMatch(steps.stderr, /stopped/, 'no reason when --steps is reached');
 });
 
-modelTest('a prompt longer than the context exits 2 with one line', () => {
+modelTest('a prompt longer than the context exits 2 with one line after the loading lines', () => {
   const result = run('generate', '--model', MODEL_PATH, '--prompt', 'Once upon a time '.repeat(200));
   assert.equal(result.status, 2, result.stderr);
-  assert.match(result.stderr, /^kvcache-wasm: --prompt is \d+ tokens, more than the model's context of 512/);
+  assert.match(result.stderr, /^loading .*\nloaded .*\nkvcache-wasm: --prompt is \d+ tokens, more than the model's context of 512 [^\n]*\n$/);
 });
 
 modelTest('a truncated model file is refused with the reader\'s reason', () => {
@@ -181,4 +250,103 @@ modelTest('chat /reset starts a new conversation and /exit ends the program', ()
   const reset = runWith('Tom had a red ball.\n/reset\nTom had a red ball.\n/exit\nnever read\n', 'chat', '--model', MODEL_PATH, '--temperature', '0', '--max-tokens', '20');
   assert.equal(reset.status, 0, reset.stderr);
   assert.equal(reset.stdout, once.stdout.repeat(2), 'after /reset, the same reply to the same message');
+});
+
+modelTest('loading the model says so on stderr, a line when it starts and one when it is done, where stderr is no terminal', () => {
+  const result = run('generate', '--model', MODEL_PATH, '--steps', '5');
+  assert.equal(result.status, 0, result.stderr);
+  const name = basename(MODEL_PATH).replaceAll('.', '\\.');
+  const size = `${(statSync(MODEL_PATH).size / 2 ** 20).toFixed(1)} MiB`;
+  assert.match(result.stderr, new RegExp(`^loading ${name} \\(${size}\\)\\nloaded ${name}: ${size} in \\d+\\.\\d s\\n`));
+  assert.doesNotMatch(result.stderr, /\r/, 'no redraw');
+  assert.doesNotMatch(result.stdout, /load/);
+});
+
+test('a model too big for memory, or a file that is no model, is refused in one sentence naming the file: exit 1, no stack trace', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcache-cli-'));
+  try {
+    // A header whose feed-forward matrices are 6 GiB of F32, and no data:
+    // the loader's check that the weights fit the heap refuses it first.
+    const big = join(dir, 'big.gguf');
+    writeFileSync(big, encodeGgufHeader(randomLlama({ ...GEOMETRIES.tiny, hiddenDim: 1 << 20 }, { mix: 'F32' })));
+    const notes = join(dir, 'notes.gguf');
+    writeFileSync(notes, 'these are notes, not a model\n'.repeat(50));
+    for (const [file, reason] of [
+      [big, /^does not fit in memory: \d+ bytes of weights and a \d+-position f32 cache \(\d+ bytes\) do not fit the wasm heap .*: \d+ bytes are missing$/],
+      [notes, /^is not usable: not a GGUF file/],
+    ]) {
+      const result = run('generate', '--model', file);
+      assert.equal(result.status, 1, result.stderr);
+      assert.doesNotMatch(result.stderr, /^ {4}at /m, 'no stack trace');
+      const last = result.stderr.trimEnd().split('\n').at(-1);
+      assert.ok(last.startsWith(`kvcache-wasm generate: ${file} `), last);
+      assert.match(last.slice(`kvcache-wasm generate: ${file} `.length), reason);
+    }
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+modelTest("chat's replies stop by default at a quarter of the model's context (stories260K: 128 of 512 tokens), before it fills", () => {
+  // Sampled with seed 25, the reply to this line runs on past the whole context.
+  const result = runWith('Tom had a red ball.\n', 'chat', '--model', MODEL_PATH, '--temperature', '1', '--seed', '25');
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stderr, /\[stopped at 128 tokens \(--max-tokens\)\]/);
+  assert.doesNotMatch(result.stderr, /full context/);
+});
+
+modelTest('generate prints the prompt as given, then the continuation as it follows it: "The dog", then a space', () => {
+  for (const prompt of ['The dog', ' The dog']) {
+    const result = run('generate', '--model', MODEL_PATH, '--prompt', prompt, '--steps', '8');
+    assert.equal(result.status, 0, result.stderr);
+    assert.ok(result.stdout.startsWith(`${prompt} `), JSON.stringify(result.stdout));
+  }
+});
+
+terminalTest('chat in a terminal echoes what is typed, and Ctrl-C stops a reply: the chat goes on', async (t) => {
+  // Sampled with seed 25, the reply to this line runs some 2800 tokens
+  // before its end (seconds): the Ctrl-C comes while it runs.
+  const chat = inTerminal('chat', '--model', MODEL_PATH, '--max-tokens', '100000', '--context', 'slide', '--temperature', '1', '--seed', '25');
+  try {
+    await chat.until(/> $/, 'the prompt');
+    chat.type('Tom had a red ball.');
+    await chat.until(/^Tom had a red ball\.$/, 'the typed text, echoed', 10);
+    chat.type('\r');
+    await chat.until(/\n[^\n]*[a-z]{2}/i, 'the reply');
+    chat.type('\x03');
+    const [, tokens] = await chat.until(/\n\[stopped at Ctrl-C, after (\d+) tokens\]\r?\n> $/, 'the reply stopped, and a new prompt');
+    assert.ok(Number(tokens) < 2000, `stopped after ${tokens} tokens: well before its end`);
+    t.diagnostic(`Ctrl-C stopped the reply after ${tokens} tokens`);
+    chat.type('/exit\r');
+    assert.equal(await chat.exit, 0, chat.screen);
+    assert.match(chat.screen, /\rloaded stories260k\.gguf: 1\.1 MiB in \d+\.\d s\r?\n/, 'the loading line, redrawn');
+    assert.match(chat.screen, /cache: f32, 5 layers, \d+ positions/);
+  } finally {
+    chat.close();
+  }
+});
+
+terminalTest('chat in a terminal: Ctrl-C drops a line being typed, and at an empty prompt ends the chat, as Ctrl-D does (exit code 0)', async () => {
+  const chat = inTerminal('chat', '--model', MODEL_PATH);
+  try {
+    await chat.until(/> $/, 'the prompt');
+    chat.type('Tom had');
+    await chat.until(/^Tom had$/, 'the typed text, echoed', 10);
+    chat.type('\x03');
+    await chat.until(/^\^C\r?\n> $/, 'the text dropped, and a new prompt');
+    chat.type('\x03');
+    assert.equal(await chat.exit, 0, chat.screen);
+    assert.match(chat.screen, /> \^C\r?\ncache: f32, 5 layers, \d+ positions/);
+  } finally {
+    chat.close();
+  }
+  const ended = inTerminal('chat', '--model', MODEL_PATH);
+  try {
+    await ended.until(/> $/, 'the prompt');
+    ended.type('\x04');
+    assert.equal(await ended.exit, 0, ended.screen);
+    assert.match(ended.screen, /> \r?\ncache: f32, 5 layers, \d+ positions/);
+  } finally {
+    ended.close();
+  }
 });

@@ -24,7 +24,7 @@ const START_MS = 90000;
 const NARROW = 420;
 const CONTEXT = 512; // stories260K's
 // What each engine loads and how many threads it can run (the runtime
-// matrix, tests/js/runtimes.test.mjs, says why).
+// matrix, tests/integration/runtimes.test.mjs, says why).
 const EXPECTED = {
   chromium: { isa: 'wasm-relaxed-simd', threaded: true },
   firefox: { isa: 'wasm-relaxed-simd', threaded: true },
@@ -228,8 +228,8 @@ for (const name of BROWSERS) {
       }`);
       const state = await waitFor((s) => !s.replying && s.chat.replies[0]?.stop, 'the aborted reply\'s end');
       const [reply] = state.chat.replies;
-      // Pieces the worker had sent before the abort reached it still come: the worker stops within a
-      // token of it (tests/js/worker.test.mjs), the page shows what was on its way.
+      // The page ends the reply where it shows it: the worker stops within a token of the abort
+      // (tests/integration/worker.test.mjs), or had finished; what it sent beyond is not shown.
       t.diagnostic(`stopped after ${reply.pieces} pieces; the reply let run: ${whole.pieces} pieces, ${whole.stop}`);
       assert.equal(reply.stop, 'abort');
       assert.ok(reply.pieces < whole.pieces, `${reply.pieces} pieces, short of ${whole.pieces}`);
@@ -237,6 +237,54 @@ for (const name of BROWSERS) {
       assert.match(state.chat.notices.at(-1).text, /^Stopped: the reply is kept as far as it came/);
       assert.equal(state.chat.messages.at(-1).content, reply.text, 'the chat keeps what came');
       assert.equal(state.position, state.chat.workerCache.nextPosition, 'the replica follows the aborted session');
+      const next = await chatTurn('Then it rained.', { maxTokens: 20 });
+      assert.ok(next.reply.pieces > 0 && ['end', 'maxTokens'].includes(next.reply.stop), `the next turn: ${JSON.stringify(next.reply)}`);
+      assert.equal(next.state.position, next.state.chat.workerCache.nextPosition);
+      await noProblems(next.state);
+    });
+
+    test('Stop while the page is still showing a reply ends it at once, however far the worker got', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+      const SETTLE_MS = 500;
+      await page.click('#new-chat');
+      await waitFor((s) => s.chat.open && s.chat.replies.length === 0, 'a new chat');
+      // A long reply: stories260K writes it in the worker faster than the page runs it through its caches and shows it.
+      await page.fill('#max-tokens', '400');
+      await page.fill('#chat-input', 'Tom saw a dog.');
+      // Stop once some of the reply has shown; then what the page shows, SETTLE_MS later and a second after that.
+      const seen = await page.evaluate(`async (settle) => {
+        const shown = () => document.querySelector('#chat-log .message.assistant .text')?.textContent ?? '';
+        const pieces = () => window.demo.snapshot().chat.replies.at(-1).pieces;
+        const controls = () => ({ send: !document.getElementById('send').disabled, stop: !document.getElementById('stop').disabled });
+        document.getElementById('send').click();
+        await new Promise((resolve) => {
+          const poll = setInterval(() => {
+            if (shown().length >= 8) {
+              clearInterval(poll);
+              resolve();
+            }
+          }, 1);
+        });
+        document.getElementById('stop').click();
+        const atStop = { text: shown(), pieces: pieces() };
+        await new Promise((resolve) => setTimeout(resolve, settle));
+        const settled = { text: shown(), ...controls() };
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        return { atStop, settled, later: { text: shown(), pieces: pieces() } };
+      }`, SETTLE_MS);
+      const state = await waitFor((s) => !s.replying && s.chat.replies[0]?.stop, 'the stopped reply\'s end');
+      const [reply] = state.chat.replies;
+      t.diagnostic(`${seen.atStop.pieces} pieces (${seen.atStop.text.length} characters) shown at Stop, ${seen.settled.text.length} ` +
+        `characters ${SETTLE_MS} ms later, ${seen.later.pieces} pieces (${seen.later.text.length} characters) a second after`);
+      assert.equal(seen.later.text, seen.settled.text, `the shown reply stopped growing within ${SETTLE_MS} ms of Stop`);
+      assert.ok(seen.later.pieces <= seen.atStop.pieces + 1, 'at most the piece on its way at Stop came after it');
+      assert.deepEqual([seen.settled.send, seen.settled.stop], [true, false], `Send is enabled again and Stop disabled within ${SETTLE_MS} ms`);
+      assert.equal(reply.stop, 'abort');
+      assert.equal(reply.text, seen.later.text);
+      assert.match(state.chat.notices.at(-1).text, new RegExp(`^Stopped: the reply is kept as far as it came \\(${reply.tokens} tokens\\)`));
+      assert.equal(state.chat.messages.at(-1).content, reply.text, 'the chat keeps what was shown');
+      assert.equal(state.position, state.chat.workerCache.nextPosition, 'the replica follows the worker\'s session');
       const next = await chatTurn('Then it rained.', { maxTokens: 20 });
       assert.ok(next.reply.pieces > 0 && ['end', 'maxTokens'].includes(next.reply.stop), `the next turn: ${JSON.stringify(next.reply)}`);
       assert.equal(next.state.position, next.state.chat.workerCache.nextPosition);

@@ -231,6 +231,24 @@ modelTest('a reply continues the session: two calls give the tokens of one', asy
   session.free();
 });
 
+modelTest('a continuation keeps the space after its prompt; decoding from <s> drops the first one', async () => {
+  const { tokenizer } = llama;
+  const session = llama.session();
+  const prompt = tokenizer.encode('The dog');
+  const a = await collect(session.generate('The dog', { ...GREEDY, maxTokens: 20 }));
+  const b = await collect(session.generate([], { ...GREEDY, maxTokens: 20 }));
+  const all = tokenizer.decode([...prompt, ...a.tokens, ...b.tokens]);
+  assert.ok(a.text.startsWith(' '), JSON.stringify(a.text));
+  assert.equal('The dog' + a.text + b.text, all, 'the pieces are the whole text after the prompt');
+  assert.equal(tokenizer.decode(a.tokens, { after: prompt }), a.text);
+  session.free();
+  // From <s> alone, the story's first word starts the text.
+  const fresh = llama.session();
+  const story = await collect(fresh.generate('', { ...GREEDY, maxTokens: 3 }));
+  assert.equal(story.text, 'Once upon a');
+  fresh.free();
+});
+
 modelTest('the same seed gives the same sampled reply, and another seed another one', async () => {
   const run = async (seed) => {
     const session = llama.session();

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { GgufError, Llama, Tokenizer, generate, promptLookup, readGguf } from '../../js/llama.js';
 import { KvCacheError } from '../../js/index.js';
-import { MODEL_MISSING, MODEL_PATH, MODES, fingerprint, ready, rng } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH, MODES, bitsEqual, fingerprint, ready, rng } from './helpers.mjs';
 import { writeGguf } from './gguf-writer.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
 import { REAL_MODELS, reencodeLlama } from '../gguf/models.mjs';
@@ -24,7 +24,7 @@ const STORY_OPENING = 'Once upon a time, there was a little girl named Lily.';
 // 2.2e-4 (q4k+q8v); the issue's targets are 2.5e-3 (q4) and 1.2e-3
 // (q8k+q4v), and the same simulation of llama.cpp's q4_0 blocks gave 0.42.
 // (llama.cpp's own caches, at a head size it accepts: the kjv-d512-h64
-// figures below and tests/js/llamacpp-oracle.test.mjs.)
+// figures below and tests/integration/llamacpp-oracle.test.mjs.)
 const KL_BOUND = {
   q8: 2.5e-4, q8k: 2.5e-4, q8v: 1e-5, q4: 3.5e-4, q4k: 2.6e-4, q4v: 3e-5, 'q8k+q4v': 3e-4, 'q4k+q8v': 3.5e-4,
 };
@@ -276,6 +276,29 @@ modelTest('sampled speculative decoding emits the tokens of sampled plain decodi
   assert.ok(speculative.stats.accepted > 0);
   const other = generate(llama.session({ mode: 'q8' }), prompt, { ...options, seed: 8 }).tokens;
   assert.notDeepEqual(other, plain, 'another seed samples another text');
+});
+
+modelTest('forward() and verify() record what they take in: save() after them restores a session that goes on the same', () => {
+  const { bosId } = llama.tokenizer;
+  const session = llama.session();
+  session.forward([bosId, ...greedy.slice(0, 10)]);
+  // A verify keeps two drafts of three: the third, rolled back, is not the session's.
+  session.verify([greedy[10], greedy[11], greedy[10]]).keep(2);
+  const held = [bosId, ...greedy.slice(0, 12)];
+  assert.deepEqual(session.tokens, held);
+  const restored = llama.restoreSession(session.save());
+  assert.deepEqual(restored.tokens, held);
+  const next = restored.forward([greedy[12]]);
+  assert.ok(bitsEqual(next, session.forward([greedy[12]])), 'the restored session computes what the original does');
+  assert.equal(argmax(next), greedy[13]);
+  // After a reply, forward() takes the reply's pending token in first.
+  const replied = llama.session();
+  generate(replied, [bosId], { steps: 3 });
+  assert.equal(replied.pending, greedy[2]);
+  replied.forward([greedy[3]]);
+  assert.deepEqual(replied.tokens, [bosId, ...greedy.slice(0, 4)]);
+  assert.equal(replied.cache.nextPosition, 5);
+  for (const s of [session, restored, replied]) s.free();
 });
 
 modelTest('generation stops at </s> unless told not to, and at the context length', () => {

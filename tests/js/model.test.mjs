@@ -2,7 +2,7 @@
 // type, their forward pass against a plain-JS transformer on the same weights
 // (tests/js/reference/transformer.mjs, the weights dequantized by
 // tests/gguf/types.mjs -- which llama.cpp itself confirms,
-// tests/js/llamacpp-oracle.test.mjs), logits that do not depend on the number
+// tests/integration/llamacpp-oracle.test.mjs), logits that do not depend on the number
 // of threads, and the loader: every kind of source streamed into the heap with
 // progress and abort, and files it must refuse refused with nothing left
 // behind.
