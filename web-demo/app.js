@@ -1025,6 +1025,9 @@ window.demo = {
       await useModel(DEFAULT_MODEL_URL, 'stories260K', null);
     } else {
       startup = 'the synthetic stream starting';
+      // Without a model the page would otherwise open on the synthetic
+      // stream with no word on why: say so, and how to chat.
+      $('no-model-note').hidden = false;
       $('source').value = 'synthetic';
       await reset();
     }

@@ -16,7 +16,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
 import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
-import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
 
 const TOKENS = 100;
 const WAIT_MS = 180000;
@@ -554,4 +554,25 @@ test('the demo server serves the package files with the right MIME types and not
   assert.equal(page.headers.get('cross-origin-embedder-policy'), 'require-corp');
   const models = await (await get('/api/models')).json();
   assert.equal(models['stories260k.gguf'], !MODEL_MISSING);
+});
+
+test('without a model beside the project the page says so, and how to chat, on the synthetic stream it opens', async (t) => {
+  const why = await browserMissing('chromium');
+  if (why) return t.skip(why);
+  const bare = await startServer({ port: 0, modelPath: join(artifacts, 'no-such-model.gguf') });
+  const browser = await launchBrowser('chromium');
+  try {
+    const page = await browser.open(bare.url);
+    assert.deepEqual(await page.evaluate('async () => window.demo.ready'), { model: false });
+    const shown = await page.evaluate(`() => {
+      const note = document.getElementById('no-model-note');
+      return { visible: !note.hidden && note.offsetHeight > 0, text: note.textContent.replace(/\\s+/g, ' '), source: document.getElementById('source').value };
+    }`);
+    assert.equal(shown.source, 'synthetic');
+    assert.ok(shown.visible, 'the note is shown');
+    assert.match(shown.text, /No model was found .*stories260k\.gguf.*pick or drop/);
+  } finally {
+    await browser.close();
+    await bare.close();
+  }
 });
