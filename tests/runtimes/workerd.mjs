@@ -56,7 +56,8 @@ export function embedded(configDir, file) {
  */
 export function packageModules(configDir, worker) {
   const embed = (file) => embedded(configDir, join(ROOT, file));
-  const packageJs = readdirSync(join(ROOT, 'js')).filter((f) => f.endsWith('.js')).map((f) => `js/${f}`);
+  const packageJs = readdirSync(join(ROOT, 'js'), { recursive: true }).map((f) => f.split('\\').join('/'))
+    .filter((f) => f.endsWith('.js')).map((f) => `js/${f}`);
   return [
     ...packageJs.map((file) => `(name = "${file}", esModule = embed ${embed(file)})`),
     `(name = "dist/kvcache.wasm", wasm = embed ${embed('dist/kvcache.wasm')})`,
