@@ -107,6 +107,15 @@ for (const name of BROWSERS) {
       const state = await waitFor((s) => !s.replying && s.chat.replies.length > before && s.chat.replies.at(-1).stop !== null, 'the reply\'s end');
       return { state, reply: state.chat.replies.at(-1) };
     }
+    /** After a reply Stop ended: the chat keeps what `kept` says came, the page's caches follow the worker's session, and the next turn goes on. */
+    async function stoppedThenNextTurn(state, reply, kept) {
+      assert.equal(state.chat.messages.at(-1).content, reply.text, kept);
+      assert.equal(state.position, state.chat.workerCache.nextPosition, 'the page\'s caches follow the worker\'s session');
+      const next = await chatTurn('Then it rained.', { maxTokens: 20 });
+      assert.ok(next.reply.pieces > 0 && ['end', 'maxTokens'].includes(next.reply.stop), `the next turn: ${JSON.stringify(next.reply)}`);
+      assert.equal(next.state.position, next.state.chat.workerCache.nextPosition);
+      await noProblems(next.state);
+    }
     /** A new chat in `policy`, then turns until the replica holds `positions` positions, or the context stopped a reply. */
     async function chatUntil(positions, { policy = 'stop' } = {}) {
       await page.select('#source', 'model');
@@ -235,12 +244,7 @@ for (const name of BROWSERS) {
       assert.ok(reply.pieces < whole.pieces, `${reply.pieces} pieces, short of ${whole.pieces}`);
       assert.ok(whole.text.startsWith(reply.text), 'what came is the reply\'s beginning');
       assert.match(state.chat.notices.at(-1).text, /^Stopped: the reply is kept as far as it came/);
-      assert.equal(state.chat.messages.at(-1).content, reply.text, 'the chat keeps what came');
-      assert.equal(state.position, state.chat.workerCache.nextPosition, 'the replica follows the aborted session');
-      const next = await chatTurn('Then it rained.', { maxTokens: 20 });
-      assert.ok(next.reply.pieces > 0 && ['end', 'maxTokens'].includes(next.reply.stop), `the next turn: ${JSON.stringify(next.reply)}`);
-      assert.equal(next.state.position, next.state.chat.workerCache.nextPosition);
-      await noProblems(next.state);
+      await stoppedThenNextTurn(state, reply, 'the chat keeps what came');
     });
 
     test('Stop while the page is still showing a reply ends it at once, however far the worker got', async (t) => {
@@ -283,12 +287,7 @@ for (const name of BROWSERS) {
       assert.equal(reply.stop, 'abort');
       assert.equal(reply.text, seen.later.text);
       assert.match(state.chat.notices.at(-1).text, new RegExp(`^Stopped: the reply is kept as far as it came \\(${reply.tokens} tokens\\)`));
-      assert.equal(state.chat.messages.at(-1).content, reply.text, 'the chat keeps what was shown');
-      assert.equal(state.position, state.chat.workerCache.nextPosition, 'the replica follows the worker\'s session');
-      const next = await chatTurn('Then it rained.', { maxTokens: 20 });
-      assert.ok(next.reply.pieces > 0 && ['end', 'maxTokens'].includes(next.reply.stop), `the next turn: ${JSON.stringify(next.reply)}`);
-      assert.equal(next.state.position, next.state.chat.workerCache.nextPosition);
-      await noProblems(next.state);
+      await stoppedThenNextTurn(state, reply, 'the chat keeps what was shown');
     });
 
     test('the context\'s end shows the policy: "stop" ends the reply and says so, "slide" goes on past it; never an error', async (t) => {
