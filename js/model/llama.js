@@ -523,8 +523,17 @@ export class LlamaSession {
     this.#pending = null;
   }
 
-  [pass](tokens, { verify = false } = {}) {
-    return this.llama.forward(this.cache, tokens, { importance: this.#importance, verify });
+  [pass](tokens, { verify = false, logits } = {}) {
+    return this.llama.forward(this.cache, tokens, { importance: this.#importance, verify, logits });
+  }
+
+  // What forward() and verify() pass: `tokens` checked, after the pending
+  // token (if any); `held`, how many went in before them; the logits of
+  // `tokens` alone.
+  #passAfterPending(where, tokens, verify) {
+    checkTokens(where, tokens, this.llama.config.vocabSize);
+    const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
+    return { held: input.length - tokens.length, logits: this[pass](input, { verify, logits: tokens.length }) };
   }
 
   /**
@@ -534,9 +543,7 @@ export class LlamaSession {
    * save() and the next reply go on from them.
    */
   forward(tokens) {
-    checkTokens('LlamaSession.forward', tokens, this.llama.config.vocabSize);
-    const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
-    const logits = this.llama.forward(this.cache, input, { importance: this.#importance, logits: tokens.length });
+    const { logits } = this.#passAfterPending('LlamaSession.forward', tokens, false);
     this[taken](tokens);
     return logits;
   }
@@ -548,12 +555,10 @@ export class LlamaSession {
    * session records, and rolls back the rest.
    */
   verify(tokens) {
-    checkTokens('LlamaSession.verify', tokens, this.llama.config.vocabSize);
-    const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
-    const logits = this.llama.forward(this.cache, input, { importance: this.#importance, verify: true, logits: tokens.length });
+    const { held, logits } = this.#passAfterPending('LlamaSession.verify', tokens, true);
     const keep = (n) => {
       checkInteger('LlamaSession.verify().keep', 'n', n, 0, tokens.length);
-      this.llama.keep(this.cache, input.length - tokens.length + n);
+      this.llama.keep(this.cache, held + n);
       this[taken](tokens.slice(0, n));
     };
     return { logits, keep };
