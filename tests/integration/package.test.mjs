@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { relaxedNode } from '../../scripts/toolchain.mjs';
-import { SIZES_PATTERN, measure, sizesSentence } from '../../scripts/package-sizes.mjs';
+import { PACKED_SLACK, SIZES_PATTERN, describes, measure, sizesSentence } from '../../scripts/package-sizes.mjs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -99,7 +99,10 @@ test('the README states the sizes npm pack gives: packed, unpacked, files, and e
   const sentence = sizesSentence(sizes);
   t.diagnostic(sentence);
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  assert.equal(readme.match(SIZES_PATTERN)?.[0], sentence, 'README.md is out of date: run node scripts/package-sizes.mjs --write');
+  const stated = readme.match(SIZES_PATTERN)?.[0];
+  assert.ok(describes(stated, sizes),
+    `README.md is out of date (packed may differ by ${PACKED_SLACK} bytes): run node scripts/package-sizes.mjs --write\n` +
+    `README: ${stated}\nbuild:  ${sentence}`);
   assert.ok(sizes.packed < 384 * 1024, `the tarball is ${sizes.packed} bytes`);
   for (const { gzip } of sizes.wasm) assert.ok(gzip < 160 * 1024, `a .wasm is ${gzip} bytes gzipped`);
 });
