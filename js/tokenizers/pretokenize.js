@@ -41,17 +41,30 @@ const PRE_TOKENIZERS = new Map([
   ['qwen2', { splits: [llama3Like('\\p{N}')], normalize: 'NFC' }],
   // SmolLM's tokenizer.json: Digits (each alone), then GPT-2's ByteLevel split.
   ['smollm', { splits: ['\\p{N}', GPT2] }],
+  // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
+  ['dbrx', { splits: [llama3Like('\\p{N}{1,3}')] }],
 ]);
 
-/** The names of the pre-tokenizers this package has. */
-export const preTokenizerNames = () => [...PRE_TOKENIZERS.keys()];
+// The names llama.cpp (llama-vocab.cpp) gives the same rules under: each
+// splits, merges and begins as the row it names.
+const SAME_RULES = new Map([
+  ...['gpt-2', 'phi-2', 'mpt', 'olmo', 'jais', 'trillion', 'jina-es', 'jina-de', 'jina-v2-es', 'jina-v2-de', 'jina-v2-code'].map((name) => [name, 'gpt-2']),
+  ...['llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'pixtral'].map((name) => [name, 'llama-bpe']),
+  ...['smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva-7b'].map((name) => [name, 'smollm']),
+  ...['qwen2', 'deepseek-r1-qwen'].map((name) => [name, 'qwen2']),
+  ...['dbrx', 'smaug-bpe'].map((name) => [name, 'dbrx']),
+  ['default', 'default'],
+]);
+
+/** The names of the pre-tokenizers this package reads (llama.cpp's names for them). */
+export const preTokenizerNames = () => [...SAME_RULES.keys()];
 
 /**
  * The pre-tokenizer `name`, or undefined when there is none of that name:
  * { name, split(text) -> words, ignoreMerges, normalize, addBos }.
  */
 export function preTokenizer(name) {
-  const row = PRE_TOKENIZERS.get(name);
+  const row = PRE_TOKENIZERS.get(SAME_RULES.get(name));
   if (row === undefined) return undefined;
   const expressions = row.splits.map((source) => new RegExp(source, 'gu'));
   return {

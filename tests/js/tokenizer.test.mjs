@@ -211,7 +211,20 @@ test('whitespace is Unicode White_Space: U+0085 and U+3000 split like a space, U
 test('an unknown pre-tokenizer is refused by name, with the ones there are', () => {
   const entries = vocabulary('gpt2').entries.map((entry) => (entry.key === 'tokenizer.ggml.pre' ? { ...entry, value: 'gpt2' } : entry));
   assert.throws(() => Tokenizer.fromGguf(metadataMap(entries)), (error) => error instanceof GgufError &&
-    /pre-tokenizer "gpt2" is not one of default, gpt-2, llama-bpe, qwen2, smollm/.test(error.message));
+    /pre-tokenizer "gpt2" is not one of .*\bgpt-2, .*\bllama-bpe, .*\bsmaug-bpe\b/.test(error.message));
+});
+
+test('a pre-tokenizer llama.cpp names differently splits as the one of the same rules', () => {
+  const text = "It's 2024: déjà-vu\n\n  x 12345 ½";
+  for (const [name, same] of [['mpt', 'gpt-2'], ['olmo', 'gpt-2'], ['phi-2', 'gpt-2'], ['starcoder', 'smollm'], ['refact', 'smollm'],
+    ['command-r', 'smollm'], ['llama3', 'llama-bpe'], ['deepseek-r1-qwen', 'qwen2'], ['smaug-bpe', 'dbrx']]) {
+    assert.deepEqual(preTokenizer(name).split(text), preTokenizer(same).split(text), name);
+  }
+  // SmolLM3's smaug-bpe: Llama 3's digit groups of three, without Llama 3's whole-word rule or begin token.
+  assert.deepEqual(preTokenizer('smaug-bpe').split('x 12345'), ['x', ' ', '123', '45']);
+  assert.equal(preTokenizer('smaug-bpe').ignoreMerges, false);
+  assert.equal(preTokenizer('smaug-bpe').addBos, false);
+  assert.equal(preTokenizer('llama3').addBos, true);
 });
 
 test('bad tokenizer metadata is refused with a GgufError naming the key', () => {
