@@ -122,9 +122,10 @@ int kvc_component_keeps_window(kvc_component component);
 /* f32 copies kept beyond the residual window, for exact truncation. */
 #define KVC_Q4_ROLLBACK_ROWS 64
 
-/* A layer is full attention (rows of keys and values) or linear attention
- * (a fixed-size recurrent state). */
-typedef enum kvc_kind { KVC_KIND_FULL = 0, KVC_KIND_LINEAR = 1 } kvc_kind;
+/* A layer is full attention (rows of keys and values), linear attention (a
+ * fixed-size recurrent state) or sliding-window attention (rows, of which
+ * each query sees the newest `window` positions: kvc_layer_create_window). */
+typedef enum kvc_kind { KVC_KIND_FULL = 0, KVC_KIND_LINEAR = 1, KVC_KIND_WINDOW = 2 } kvc_kind;
 
 /* Status codes.  The values are stable: they cross the JS boundary. */
 typedef enum kvc_status {
@@ -183,7 +184,9 @@ typedef enum kvc_status {
     KVC_E_WEIGHT_TYPE = 40,     /* a ggml tensor type this library does not read */
     KVC_E_ARCH = 41,            /* a model of an architecture the runner does not read */
     KVC_E_MODEL_FILE = 42,      /* a model file's metadata or tensors are missing or unusable */
-    KVC_E_TOKEN = 43            /* a token id at or above the vocabulary's size */
+    KVC_E_TOKEN = 43,           /* a token id at or above the vocabulary's size */
+    KVC_E_WINDOW = 44           /* a window of 0 or above KVC_MAX_POSITIONS, or a truncation
+                                   of a window layer back past the rows it still holds */
 } kvc_status;
 
 /* kvc_status_name():
@@ -312,6 +315,38 @@ typedef struct kvc_layer kvc_layer;
 kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
                             kvc_layer **out);
 
+/* kvc_layer_create_window():
+ * A sliding-window layer (Gemma 3's local layers): rows as a full layer's,
+ * in every mode, but the query at position p attends positions p - window
+ * + 1 .. p only (attend, attend_group and attend_heads: the newest position
+ * held; attend_causal: each query its own).  The layer lets go of the rows
+ * no later query can see: after an append at first position P (and an
+ * accept of j drafts, as j single appends would) it keeps the positions
+ * from floor((P - (window - 1) - rollback) / 64) * 64 on, compacting its
+ * rows once a page (64 positions) has slid out, so it holds at most window
+ * - 1 + rollback + 64 positions besides those of the append itself (and a
+ * verify's drafts, which slide nothing).  Its results are every full
+ * layer's promises within the window: the same bits at any thread count, a
+ * verify's accept(j) as j plain appends (rows, memory_bytes, snapshots); an
+ * append_n of n positions keeps the rows its first position needs, so until
+ * the next append it may hold more than n single appends would.
+ * truncate_last(n) is exact -- attention as if the positions had never
+ * come -- while the rows the new newest position's window needs are all
+ * held: always for n <= rollback (KVC_E_WINDOW past that, see
+ * kvc_layer_exact_rollback); the rows held may then differ from a layer
+ * that never took them until the window passes them.  A window layer bounds
+ * itself: kvc_layer_evict and kvc_layer_set_max_rows refuse it
+ * (KVC_E_KIND).
+ * @return : as kvc_layer_create, or KVC_E_WINDOW (window 0 or above
+ *           KVC_MAX_POSITIONS, rollback above KVC_MAX_POSITIONS). */
+kvc_status kvc_layer_create_window(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
+                                   size_t window, size_t rollback, kvc_layer **out);
+
+/* The window of a window layer (0 for other kinds and NULL), and the
+ * positions it keeps besides for truncation. */
+size_t kvc_layer_window(const kvc_layer *layer);
+size_t kvc_layer_window_rollback(const kvc_layer *layer);
+
 /* kvc_layer_free(): releases `layer` and everything it holds.  NULL is a no-op. */
 void kvc_layer_free(kvc_layer *layer);
 
@@ -396,9 +431,11 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
  * not there to drop.  A q8 field unfreezes when the next position falls to
  * KVC_Q8_WINDOW or below.  Keeps the allocation (no reallocation).  During
  * a verify, use kvc_layer_accept.
- * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer) or
- *           KVC_E_VERIFYING; never KVC_E_NOMEM (a truncation writes into no
- *           page, shared or not). */
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (a linear layer),
+ *           KVC_E_VERIFYING or KVC_E_WINDOW (a window layer that no longer
+ *           holds the rows the new newest position sees:
+ *           kvc_layer_create_window); never KVC_E_NOMEM (a truncation
+ *           writes into no page, shared or not). */
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n);
 
 /* kvc_layer_clear():
@@ -627,8 +664,10 @@ size_t kvc_layer_residual_rows(const kvc_layer *layer);
 /* kvc_layer_exact_rollback():
  * The largest n for which kvc_layer_truncate_last(layer, n) leaves the
  * layer bit for bit as if the n positions had never been appended (rows,
- * results, memory_bytes, snapshots).  SIZE_MAX for a layer without q4
- * components.  With q4, a truncation that brings rows back into the
+ * results, memory_bytes, snapshots).  SIZE_MAX for a full layer without q4
+ * components.  A window layer: the largest n whose truncation it takes
+ * (results as if never appended; see kvc_layer_create_window), at least
+ * its rollback, and at most what its q4 components allow.  With q4, a truncation that brings rows back into the
  * residual window needs their f32 copies: after appends the layer keeps
  * those of KVC_Q4_ROLLBACK_ROWS rows beyond the window, so then this is at
  * least KVC_Q4_ROLLBACK_ROWS (SIZE_MAX while every row has its copy); a
@@ -804,7 +843,8 @@ size_t kvc_model_capacity_bytes(const kvc_model *model);
 /* kvc_model_truncate_last(): rewinds every layer by n positions (each
  * layer's next position goes back by n, whatever each has evicted).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (the model has a linear
- *           layer: roll back with a verify instead) or KVC_E_VERIFYING. */
+ *           layer: roll back with a verify instead), KVC_E_VERIFYING or
+ *           KVC_E_WINDOW (a window layer would refuse it); all or nothing. */
 kvc_status kvc_model_truncate_last(kvc_model *model, size_t n);
 
 /* kvc_model_clear(): clears every layer (ending a verify).  NULL is a no-op. */
@@ -1189,6 +1229,11 @@ size_t kvc_lm_vocab_size(const kvc_lm *lm);
 size_t kvc_lm_context_length(const kvc_lm *lm);
 float kvc_lm_rms_eps(const kvc_lm *lm);
 float kvc_lm_rope_base(const kvc_lm *lm);
+/* The window of layer `layer`'s attention (attention.sliding_window, for
+ * the layers the architecture windows), 0 for a global layer (and NULL or
+ * a layer out of range): kvc_lm_forward takes a cache whose layer is a
+ * window layer of that window (kvc_layer_create_window) exactly there. */
+size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer);
 
 /* Tokens a forward pass computes at once: a longer prefill goes through in
  * chunks of this many, and a verify holds at most this many. */

@@ -136,6 +136,24 @@ export interface EvictionPolicy {
   recent?: number;
 }
 
+/** A sliding-window layer (Gemma 3's local layers): rows as a full layer's, of which the query at
+ * position p attends p − window + 1 … p; the layer lets go of the rows no later query sees. */
+export interface WindowLayerOptions {
+  kind: 'window';
+  /** Positions a query sees, itself included: 1 ..= 2^31 − 1. */
+  window: number;
+  /** Positions kept beyond the window so that truncateLast(n ≤ rollback) is always taken; default 0. */
+  rollback?: number;
+  /** KV heads, 1 ..= 4096. */
+  numKvHeads: number;
+  /** Channels per head, 1 ..= 4096. */
+  headDim: number;
+  /** Storage mode, default 'f32'. */
+  mode?: KvMode;
+  /** q4 components: the newest rows kept (and read) in f32, 0 ..= 4096, default 64. */
+  residualRows?: number;
+}
+
 /** A linear-attention layer: a recurrent f64 state [numHeads × numFeatures × valueDim]. */
 export interface LinearLayerOptions {
   kind: 'linear';
@@ -149,7 +167,7 @@ export interface LinearLayerOptions {
   phaseMass?: number;
 }
 
-export type LayerKvCacheOptions = FullLayerOptions | LinearLayerOptions;
+export type LayerKvCacheOptions = FullLayerOptions | WindowLayerOptions | LinearLayerOptions;
 
 /** Thrown for what argument checks cannot prevent; `code` is the C status name (e.g. "KVC_E_NOMEM"). */
 export class KvCacheError extends Error {
@@ -183,7 +201,11 @@ export interface LayerKvCache extends WasmHandle {}
 export class LayerKvCache {
   constructor(options: LayerKvCacheOptions);
 
-  readonly kind: 'full' | 'linear';
+  readonly kind: 'full' | 'window' | 'linear';
+  /** A window layer's window (0 for other kinds). */
+  readonly window: number;
+  /** A window layer's rollback: positions kept beyond the window for truncateLast (0 for other kinds). */
+  readonly rollback: number;
   /** KV heads of a full layer (0 for a linear one). */
   readonly numKvHeads: number;
   /** Channels per head of a full layer (0 for a linear one). */

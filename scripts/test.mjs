@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { fuzz } from './fuzz.mjs';
 import { sanitizedTests } from './sanitize.mjs';
 import {
-  buildNative, buildWasm, ensureToolchain, log, relaxedNode, root, run, testPreset,
+  buildNative, buildWasm, ensureNativeLlamaCpp, ensureToolchain, log, relaxedNode, root, run, testPreset,
 } from './toolchain.mjs';
 
 const all = process.argv.includes('--all');
@@ -107,6 +107,8 @@ if (ready) {
   }
   await step('JS tests', () => nodeTests('js'));
   if (all) {
+    // The oracle of tests/integration/*-native: a failed install fails this step (the tests then skip, saying why).
+    await step('native llama.cpp', ensureNativeLlamaCpp);
     await step('JS integration', () => nodeTests('integration'));
     await step('API reference', () => {
       log('API reference (scripts/api-docs.mjs)');

@@ -116,6 +116,24 @@ export function ensureToolchain({ wasm = true, optional = [] } = {}) {
   }
 }
 
+// Native llama.cpp for the oracle tests (tests/runtimes/llamacpp-native.mjs):
+// the npm package node-llama-cpp with its prebuilt CPU binary for this
+// machine alone -- its optional CUDA and Vulkan binaries are hundreds of MB
+// -- in a folder of its own, never a dependency of the package.
+export const NATIVE_LLAMA_CPP_VERSION = '3.22.1';
+export const nativeLlamaCppDir = join(root, 'build-tools', 'node-llama-cpp');
+
+/** Installs node-llama-cpp into nativeLlamaCppDir if it is not there; true when it is. */
+export function ensureNativeLlamaCpp() {
+  const marker = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'package.json');
+  if (existsSync(marker) && JSON.parse(readFileSync(marker, 'utf8')).version === NATIVE_LLAMA_CPP_VERSION) return true;
+  const binary = `@node-llama-cpp/${process.platform}-${process.arch}`;
+  mkdirSync(nativeLlamaCppDir, { recursive: true });
+  log(`native llama.cpp: node-llama-cpp ${NATIVE_LLAMA_CPP_VERSION} with ${binary} alone`);
+  return run('npm', ['install', '--prefix', nativeLlamaCppDir, '--omit=optional', '--no-audit', '--no-fund', '--no-save',
+    `node-llama-cpp@${NATIVE_LLAMA_CPP_VERSION}`, `${binary}@${NATIVE_LLAMA_CPP_VERSION}`]) === 0;
+}
+
 /** Emscripten's folder, which the wasm presets find its CMake toolchain in. */
 function emscriptenRoot() {
   if (process.env.EMSCRIPTEN_ROOT) return process.env.EMSCRIPTEN_ROOT;

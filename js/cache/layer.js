@@ -19,6 +19,7 @@ export const MAX_KV_HEADS = C_LIMITS.KVC_MAX_KV_HEADS;
 export const MAX_HEAD_DIM = C_LIMITS.KVC_MAX_HEAD_DIM;
 export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
+const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
 
 const adoptPointer = Symbol('adoptPointer');
 const owned = ownedObjects((ptr) => lib().kvc_layer_free(ptr));
@@ -58,14 +59,16 @@ function hasResidualWindow(mode) {
 // What a layer's constructor takes, by kind.
 const FULL_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'maxRows', 'sinks', 'recent'];
 const LINEAR_OPTIONS = ['kind', 'numHeads', 'numFeatures', 'valueDim', 'phaseMass'];
+const WINDOW_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'window', 'rollback'];
+const OPTIONS = { full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS };
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
   checkObject(where, 'options', options);
   const exports = lib();
   const kind = options.kind ?? 'full';
-  if (kind === 'full' || kind === 'linear') checkKeys(where, options, kind === 'full' ? FULL_OPTIONS : LINEAR_OPTIONS);
-  if (kind === 'full') {
+  if (OPTIONS[kind]) checkKeys(where, options, OPTIONS[kind]);
+  if (kind === 'full' || kind === 'window') {
     const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
     const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
     const mode = modeOf(where, options.mode);
@@ -78,7 +81,11 @@ export function createLayer(where, options) {
     }
     const policy = options.maxRows === undefined ? null
       : checkPolicy(where, 'options', { budget: options.maxRows, sinks: options.sinks, recent: options.recent });
-    const ptr = callOut(where, (outPtr) => exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr));
+    const window = kind === 'window' ? checkInteger(where, 'window', options.window, 1, MAX_POSITIONS) : 0;
+    const rollback = kind === 'window' ? checkInteger(where, 'rollback', options.rollback ?? 0, 0, MAX_POSITIONS) : 0;
+    const ptr = callOut(where, (outPtr) => (kind === 'window'
+      ? exports.kvc_layer_create_window(numKvHeads, headDim, mode, window, rollback, outPtr)
+      : exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr)));
     try {
       if (residualRows !== null) checkStatus(where, exports.kvc_layer_set_residual_rows(ptr, residualRows));
       if (policy) checkStatus(where, exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
@@ -97,7 +104,7 @@ export function createLayer(where, options) {
     }
     return callOut(where, (outPtr) => exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full' or 'linear' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window' or 'linear' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -110,12 +117,16 @@ export function wrapLayer(ptr, owner = null) {
  * The KV cache of one transformer layer.
  *   new LayerKvCache({ numKvHeads, headDim, mode?, residualRows?, maxRows?, sinks?, recent? })   full attention
  *     mode: 'f32' (default), 'q8', 'q8k', 'q8v', 'q4', ... (MODES) or { keys, values }
+ *   new LayerKvCache({ kind: 'window', window, rollback?, numKvHeads, headDim, mode?, residualRows? })
+ *     sliding-window attention: a query sees the newest `window` positions; the layer
+ *     lets go of older rows, keeping `rollback` more (default 0) for truncateLast
  *   new LayerKvCache({ kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? })
  */
 export class LayerKvCache {
   #ptr = 0;
   #owner = null;
   #linear = false;
+  #kind = 'full';
   #numKvHeads = 0;
   #headDim = 0;
 
@@ -125,7 +136,9 @@ export class LayerKvCache {
     const exports = lib();
     this.#ptr = ptr;
     this.#owner = adopted?.owner ?? null;
-    this.#linear = exports.kvc_layer_kind(ptr) === KIND_LINEAR;
+    const kind = exports.kvc_layer_kind(ptr);
+    this.#linear = kind === KIND_LINEAR;
+    this.#kind = this.#linear ? 'linear' : kind === KIND_WINDOW ? 'window' : 'full';
     this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
     this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
     if (!this.#owner) owned.adopt(this, ptr);
@@ -165,7 +178,11 @@ export class LayerKvCache {
     return checkInteger(`LayerKvCache.${where}`, 'kvHead', kvHead, 0, this.#numKvHeads - 1);
   }
 
-  get kind() { this.#live('kind'); return this.#linear ? 'linear' : 'full'; }
+  get kind() { this.#live('kind'); return this.#kind; }
+  /** A window layer's window: the positions a query sees (0 for other kinds). */
+  get window() { return lib().kvc_layer_window(this.#live('window')) >>> 0; }
+  /** A window layer's rollback: the positions it keeps beyond its window for truncateLast (0 for other kinds). */
+  get rollback() { return lib().kvc_layer_window_rollback(this.#live('rollback')) >>> 0; }
   get numKvHeads() { this.#live('numKvHeads'); return this.#numKvHeads; }
   get headDim() { this.#live('headDim'); return this.#headDim; }
   /** How keys and values are stored: one of MODES (null for a linear layer). */

@@ -20,7 +20,7 @@ import { Tokenizer } from '../tokenizers/tokenizer.js';
 import { KvCache, modelPointer } from '../cache/model.js';
 import { PrefixCache } from '../cache/prefix.js';
 import { MAX_POSITIONS, MODES } from '../cache/layer.js';
-import { C_CODES } from '../runtime/constants.js';
+import { C_CODES, C_LIMITS } from '../runtime/constants.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import {
@@ -261,6 +261,8 @@ export class Llama {
       contextLength: api.kvc_lm_context_length(ptr) >>> 0,
       eps: api.kvc_lm_rms_eps(ptr),
       ropeBase: api.kvc_lm_rope_base(ptr),
+      // Each layer's sliding window (0: global attention).
+      layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
     });
     owned.adopt(this, ptr);
   }
@@ -285,9 +287,11 @@ export class Llama {
    */
   checkFits(where, positions, mode, extra, why = null) {
     const api = lib();
-    const { numLayers, numKvHeads, headDim } = this.config;
-    // Infinity: a layer's cache alone passes the 32-bit address space.
-    const cache = numLayers * sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode), positions));
+    const { numKvHeads, headDim, layerWindows } = this.config;
+    // Infinity: a layer's cache alone passes the 32-bit address space. A
+    // window layer holds at most its window, its rollback, a page and a batch.
+    const cache = layerWindows.reduce((sum, window) => sum + sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode),
+      window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions)), 0);
     const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
     if (cache + extra > room || why) {
       const [size, missing] = cache === Infinity
@@ -419,19 +423,24 @@ export class LlamaSession {
   #pending = null; // the last token emitted (or given), not in the cache yet
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
-    const { numLayers, numKvHeads, headDim } = llama.config;
+    const { numLayers, numKvHeads, headDim, layerWindows } = llama.config;
     if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
       throw new TypeError('llama.session: prefixCache must be a PrefixCache');
     }
     if (cache !== undefined) {
       if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
       const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i))
-        .every((layer) => layer.kind === 'full' && layer.numKvHeads === numKvHeads && layer.headDim === headDim);
-      if (!fits) throw new TypeError(`llama.session: cache must have ${numLayers} full layers of ${numKvHeads} KV heads x ${headDim}, as the model`);
+        .every((layer, i) => layer.kind === (layerWindows[i] ? 'window' : 'full') && layer.window === layerWindows[i] &&
+          layer.numKvHeads === numKvHeads && layer.headDim === headDim);
+      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers of ${numKvHeads} KV heads x ${headDim} (${describeLayers(layerWindows)})`);
     }
     this.llama = llama;
     this.prefixCache = prefixCache ?? null;
-    this.cache = cache ?? new KvCache({ numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
+    this.cache = cache ?? new KvCache(layerWindows.some((w) => w)
+      ? { layers: layerWindows.map((window) => (window
+        ? { kind: 'window', window, rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows }
+        : { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent })) }
+      : { numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
     this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
     this.#importance = importance;
   }
@@ -498,7 +507,15 @@ export class LlamaSession {
   [rewind](n) {
     const cached = this.#history.length - (this.#pending === null ? 0 : 1);
     if (n >= this.#history.length) return;
-    if (n < cached) this.cache.truncateLast(cached - n);
+    const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
+    if (n < cached && layers.some((layer) => layer.kind === 'window' && layer.exactRollback < cached - n)) {
+      // The window layers no longer hold what the positions before n saw:
+      // the session takes its first n tokens in again.
+      this.cache.clear();
+      if (n > 0) this.llama.forward(this.cache, this.#history.slice(0, n), { logits: 0, importance: this.#importance });
+    } else if (n < cached) {
+      this.cache.truncateLast(cached - n);
+    }
     this.#history.length = n;
     this.#pending = null;
   }
@@ -711,6 +728,19 @@ export class LlamaSession {
   free() {
     this.cache.free();
   }
+}
+
+// The positions a session's window layers keep beyond their window, so that
+// a reply of up to this many tokens can be taken back by truncation (a
+// longer rewind goes back to a checkpoint or prefills again).
+const WINDOW_ROLLBACK = 64;
+
+/** What kinds of layer a model has, in words: "all full", or "window 512 at 0-4, 6-10; full at 5, 11". */
+function describeLayers(windows) {
+  if (!windows.some((w) => w)) return 'all full';
+  const byKind = new Map();
+  windows.forEach((w, i) => byKind.set(w ? `window ${w}` : 'full', [...(byKind.get(w ? `window ${w}` : 'full') ?? []), i]));
+  return [...byKind].map(([kind, layers]) => `${kind} at ${layers.join(', ')}`).join('; ');
 }
 
 // A sliding window keeps this many first positions (the attention sinks).

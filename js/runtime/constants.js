@@ -16,11 +16,13 @@ export const C_LIMITS = Object.freeze({
   KVC_MAX_THREADS: 64,
   KVC_Q4_RESIDUAL_ROWS: 64,
   KVC_Q4_MAX_RESIDUAL_ROWS: 4096,
+  KVC_LM_BATCH: 512,
 });
 
 /** The header's enumerators and flags the package reads or passes, by their C names. */
 export const C_CODES = Object.freeze({
   KVC_KIND_LINEAR: 1,
+  KVC_KIND_WINDOW: 2,
   KVC_LM_IMPORTANCE: 1,
   KVC_LM_VERIFY: 2,
   KVC_GGUF_UINT8: 0,

@@ -155,7 +155,7 @@ static void release_copies(kvc_layer *layer, size_t n, const uint8_t *alive) {
 kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const float *v,
                               const uint8_t *alive) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (n == 0) return KVC_OK;
     if (!k || !v) return KVC_E_NULL_POINTER;
     if (n > KVC_MAX_POSITIONS - layer->next_position) return KVC_E_TOO_LONG;
@@ -172,7 +172,10 @@ kvc_status kvc_layer_append_n(kvc_layer *layer, size_t n, const float *k, const 
         status = kvc_evict_to(layer, layer->max_rows - n, layer->evict_sinks, layer->evict_recent);
     if (status != KVC_OK) return status;
     if (!layer->verifying) release_copies(layer, n, alive);
+    const size_t first = layer->next_position;
     append_positions(layer, n, k, v, alive);
+    /* A verify's drafts slide nothing: a reject must find the layer as it was. */
+    if (!layer->verifying) kvc_window_slide(layer, first);
     return KVC_OK;
 }
 
@@ -187,8 +190,9 @@ kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
 
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (layer->verifying) return KVC_E_VERIFYING;
+    if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW; /* the rows the new newest position sees slid out */
     kvc_layer_drop_from(layer, n < layer->next_position ? layer->next_position - n : 0);
     return KVC_OK;
 }

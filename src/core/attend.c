@@ -133,8 +133,23 @@ static void head_scatter_task(void *context, size_t h, size_t thread) {
     }
 }
 
+/* Sizes (base NULL) or lays out a job's block: a head job's or a window job's. */
+typedef void plan_fn(void *job, carve *c, size_t threads, int flag);
+
+/* A job's block, sized by `plan`, allocated, and the job laid out in it; NULL when out of memory. */
+static uint8_t *lay_out(plan_fn *plan, void *job, size_t threads, int flag) {
+    carve sizing = {NULL, 0};
+    plan(job, &sizing, threads, flag);
+    uint8_t *block = kvc_realloc_array(NULL, sizing.used, 1);
+    if (!block) return NULL;
+    carve layout = {block, 0};
+    plan(job, &layout, threads, flag);
+    return block;
+}
+
 /* Plans (or, with a base, lays out) the block of a head job. */
-static void plan_heads(head_job *job, carve *c, size_t threads, int compact_probs) {
+static void plan_heads(void *context, carve *c, size_t threads, int compact_probs) {
+    head_job *job = context;
     const size_t H = job->H, G = job->G, d = job->d;
     job->keys = take(c, H, sizeof(kvc_rows_view));
     job->values = take(c, H, sizeof(kvc_rows_view));
@@ -196,12 +211,8 @@ static kvc_status run_heads(head_job *job) {
         return KVC_OK;
     }
     const size_t threads = threads_for(tasks);
-    carve sizing = {NULL, 0};
-    plan_heads(job, &sizing, threads, compact);
-    uint8_t *block = kvc_realloc_array(NULL, sizing.used, 1);
+    uint8_t *block = lay_out(plan_heads, job, threads, compact);
     if (!block) return KVC_E_NOMEM;
-    carve layout = {block, 0};
-    plan_heads(job, &layout, threads, compact);
 
     kvc_pool_run(head_segment_task, job, tasks, threads, (uint64_t)rows * G * d * 2);
     kvc_pool_run(head_merge_task, job, H, threads, (uint64_t)tasks * G * d);
@@ -238,11 +249,188 @@ kvc_status kvc_attention_head(const float *q, const float *keys, const float *va
     return attend_one_head(&key_view, &value_view, 1, d, q, out, probs);
 }
 
+/* ---- windows: each group of queries over its own rows [from, to) ---- */
+
+/* G queries of one KV head that see the head's rows [from, to) (a window
+ * layer's: those of the positions in the queries' window).  Their segments
+ * start at `from`, whatever the call: a query gets the same bits from
+ * attend_heads as from attend_causal, and at any thread count. */
+typedef struct window_group {
+    kvc_rows_view keys, values;
+    kvc_queries queries;
+    const float *q;  /* [G x d] */
+    float *out;      /* [G x d] */
+    size_t from, to, S;
+    float *z;        /* [G x (to - from)] with probabilities wanted, else NULL */
+    float *max, *sum, *weights, *outs; /* query g, segment s: g S + s (outs: times d) */
+} window_group;
+
+typedef struct window_job {
+    size_t G, d, count;
+    window_group *groups; /* [count] */
+    kvc_scratch *scratch; /* [threads] */
+} window_job;
+
+static void window_task(void *context, size_t i, size_t thread) {
+    const window_job *job = context;
+    window_group *g = &job->groups[i];
+    const size_t G = job->G, d = job->d, n = g->to - g->from;
+    kvc_scratch *scratch = &job->scratch[thread];
+    if (n == 0) { /* a head that stored none of the window's positions */
+        memset(g->out, 0, G * d * sizeof(float));
+        return;
+    }
+    for (size_t s = 0; s < g->S; s++) {
+        const size_t first = g->from + s * KVC_SEGMENT_ROWS;
+        const size_t count = g->to - first < KVC_SEGMENT_ROWS ? g->to - first : KVC_SEGMENT_ROWS;
+        const kvc_partials partials = {g->max + s, g->sum + s, g->outs + s * d, g->S};
+        float *z = g->z ? g->z + s * KVC_SEGMENT_ROWS : scratch->z;
+        kvc_attend_segment(&g->queries, 0, G, &g->keys, &g->values, d, first, count, z,
+                           g->z ? n : KVC_SEGMENT_ROWS, &partials, scratch);
+    }
+    for (size_t q = 0; q < G; q++) {
+        const size_t at = q * g->S;
+        kvc_merge_segments(g->S, d, g->max + at, g->sum + at, g->outs + at * d, g->weights + at,
+                           g->out + q * d);
+        for (size_t s = 0; g->z && g->S > 1 && s < g->S; s++) {
+            const size_t first = s * KVC_SEGMENT_ROWS;
+            const size_t count = n - first < KVC_SEGMENT_ROWS ? n - first : KVC_SEGMENT_ROWS;
+            kvc_kernels_active()->scale_f32(count, g->weights[at + s], g->z + q * n + first);
+        }
+    }
+}
+
+/* Plans (or, with a base, lays out) a window job's block; the groups' q,
+ * out, views, from and to are set by then. */
+static void plan_window(void *context, carve *c, size_t threads, int probs) {
+    window_job *job = context;
+    const size_t G = job->G, d = job->d;
+    job->scratch = take(c, threads, sizeof(kvc_scratch));
+    for (size_t i = 0; i < job->count; i++) {
+        window_group *g = &job->groups[i];
+        g->S = segments_of(g->to - g->from);
+        void *codes = take(c, 1, kvc_queries_bytes(G, d));
+        if (c->base) kvc_queries_prepare(&g->queries, g->q, G, &g->keys, d, codes);
+        g->z = take(c, probs ? G * (g->to - g->from) : 0, sizeof(float));
+        g->max = take(c, G * g->S, sizeof(float));
+        g->sum = take(c, G * g->S, sizeof(float));
+        g->weights = take(c, G * g->S, sizeof(float));
+        g->outs = take(c, G * g->S * d, sizeof(float));
+        if (!probs) g->z = NULL;
+    }
+    for (size_t t = 0; t < threads; t++) {
+        void *block = take(c, 1, kvc_scratch_bytes(G, d));
+        if (c->base) kvc_scratch_init(&job->scratch[t], block, G, d);
+    }
+}
+
+/* Runs the job's groups (one task each); with `probs`, each group's z then
+ * holds its queries' probabilities over its rows. */
+static kvc_status run_window(window_job *job, int probs, void **block_out) {
+    size_t rows = 0;
+    for (size_t i = 0; i < job->count; i++) rows += job->groups[i].to - job->groups[i].from;
+    const size_t threads = threads_for(job->count);
+    uint8_t *block = lay_out(plan_window, job, threads, probs);
+    if (!block) return KVC_E_NOMEM;
+    kvc_pool_run(window_task, job, job->count, threads, (uint64_t)rows * job->G * job->d * 2);
+    *block_out = block;
+    return KVC_OK;
+}
+
+/* Head h's rows before the first position the query at `position` sees. */
+static size_t window_from(const kvc_layer *layer, size_t h, size_t position) {
+    const size_t slot = kvc_first_slot_from(layer, 0, layer->seq_len, kvc_window_start(layer, position));
+    return kvc_head_rows_between(layer, h, 0, slot);
+}
+
+/* attend_group / attend_heads on a window layer: the G queries of each of
+ * the heads [first_head, first_head + heads) at the newest position; probs
+ * as those calls give them (per_slot: over the layer's slots, else over
+ * the head's rows). */
+static kvc_status attend_window_heads(const kvc_layer *layer, size_t first_head, size_t heads,
+                                      size_t G, const float *q, float *out, float *probs, int per_slot) {
+    const size_t d = layer->head_dim, L = layer->seq_len;
+    if (L == 0) {
+        memset(out, 0, heads * G * d * sizeof(float));
+        return KVC_OK;
+    }
+    window_group *groups = kvc_realloc_array(NULL, heads, sizeof(window_group));
+    if (!groups) return KVC_E_NOMEM;
+    const size_t newest = kvc_slot_position(layer, L - 1);
+    for (size_t i = 0; i < heads; i++) {
+        const kvc_head *head = &layer->heads[first_head + i];
+        groups[i] = (window_group){
+            .keys = kvc_store_view(&head->keys, layer->residual_rows),
+            .values = kvc_store_view(&head->values, layer->residual_rows),
+            .q = q + i * G * d, .out = out + i * G * d,
+            .from = window_from(layer, first_head + i, newest), .to = kvc_store_len(&head->keys),
+        };
+    }
+    window_job job = {.G = G, .d = d, .count = heads, .groups = groups};
+    void *block = NULL;
+    kvc_status status = run_window(&job, probs != NULL, &block);
+    for (size_t i = 0; status == KVC_OK && probs && i < heads; i++) {
+        const window_group *g = &groups[i];
+        const size_t h = first_head + i, n = g->to - g->from, width = per_slot ? L : g->to;
+        for (size_t k = 0; k < G; k++) {
+            float *row = probs + (i * G + k) * width;
+            memset(row, 0, width * sizeof(float));
+            const float *z = g->z + k * n;
+            if (!per_slot) {
+                memcpy(row + g->from, z, n * sizeof(float));
+                continue;
+            }
+            for (size_t slot = 0, r = 0; slot < L; slot++) {
+                if (!kvc_head_stored(layer, slot, h)) continue;
+                if (r >= g->from) row[slot] = z[r - g->from];
+                r++;
+            }
+        }
+    }
+    kvc_free(block);
+    kvc_free(groups);
+    return status;
+}
+
+/* attend_causal on a window layer: query i at slot L - m + i over the rows
+ * of the positions in its window that it sees. */
+static kvc_status attend_window_causal(const kvc_layer *layer, const float *q, size_t m, size_t kv_head,
+                                       float *out, float *probs) {
+    const size_t d = layer->head_dim, L = layer->seq_len;
+    const kvc_head *head = &layer->heads[kv_head];
+    const size_t n = kvc_store_len(&head->keys);
+    window_group *groups = kvc_realloc_array(NULL, m, sizeof(window_group));
+    if (!groups) return KVC_E_NOMEM;
+    size_t hidden = kvc_head_rows_between(layer, kv_head, L - m + 1, L);
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0) hidden -= (size_t)kvc_head_stored(layer, L - m + i, kv_head);
+        const size_t seen = n - hidden;
+        groups[i] = (window_group){
+            .keys = kvc_store_view_prefix(&head->keys, layer->residual_rows, seen),
+            .values = kvc_store_view_prefix(&head->values, layer->residual_rows, seen),
+            .q = q + i * d, .out = out + i * d,
+            .from = window_from(layer, kv_head, kvc_slot_position(layer, L - m + i)), .to = seen,
+        };
+        if (groups[i].from > seen) groups[i].from = seen;
+    }
+    window_job job = {.G = 1, .d = d, .count = m, .groups = groups};
+    void *block = NULL;
+    kvc_status status = run_window(&job, probs != NULL, &block);
+    for (size_t i = 0; status == KVC_OK && probs && i < m; i++) {
+        const window_group *g = &groups[i];
+        memset(probs + i * n, 0, n * sizeof(float));
+        memcpy(probs + i * n + g->from, g->z, (g->to - g->from) * sizeof(float));
+    }
+    kvc_free(block);
+    kvc_free(groups);
+    return status;
+}
+
 /* The checks every attend of a layer makes. */
 static kvc_status check_attend(const kvc_layer *layer, const float *q, size_t q_len,
                                const float *out) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (!kvc_kernels_active()->all_finite(q_len, q)) return KVC_E_NONFINITE_QUERY;
     return KVC_OK;
 }
@@ -250,11 +438,12 @@ static kvc_status check_attend(const kvc_layer *layer, const float *q, size_t q_
 kvc_status kvc_layer_attend_group(const kvc_layer *layer, const float *q, size_t G,
                                   size_t kv_head, float *out, float *probs) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     if (G == 0 || G > KVC_MAX_KV_HEADS) return KVC_E_LENGTH;
     kvc_status status = check_attend(layer, q, G * layer->head_dim, out);
     if (status != KVC_OK) return status;
+    if (layer->window) return attend_window_heads(layer, kv_head, 1, G, q, out, probs, 0);
     const kvc_head *head = &layer->heads[kv_head];
     const kvc_rows_view keys = kvc_store_view(&head->keys, layer->residual_rows);
     const kvc_rows_view values = kvc_store_view(&head->values, layer->residual_rows);
@@ -269,12 +458,13 @@ kvc_status kvc_layer_attend(const kvc_layer *layer, const float *q, size_t kv_he
 kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t num_query_heads,
                                   float *out, float *probs) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     const size_t H = layer->num_kv_heads, d = layer->head_dim;
     if (num_query_heads == 0 || num_query_heads % H != 0 || num_query_heads / H > KVC_MAX_KV_HEADS)
         return KVC_E_NUM_HEADS;
     kvc_status status = check_attend(layer, q, num_query_heads * d, out);
     if (status != KVC_OK) return status;
+    if (layer->window) return attend_window_heads(layer, 0, H, num_query_heads / H, q, out, probs, 1);
     head_job job = {.H = H, .G = num_query_heads / H, .d = d, .layer = layer, .q = q,
                     .out = out, .probs = probs, .L = layer->seq_len};
     return run_heads(&job);
@@ -395,12 +585,13 @@ static void plan_causal(causal_job *job, carve *c, size_t threads, const float *
 kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
                                    size_t kv_head, float *out, float *probs) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (m == 0 || m > layer->seq_len || m > SIZE_MAX / sizeof(float) / layer->head_dim)
         return KVC_E_LENGTH;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     kvc_status status = check_attend(layer, q, m * layer->head_dim, out);
     if (status != KVC_OK) return status;
+    if (layer->window) return attend_window_causal(layer, q, m, kv_head, out, probs);
     const size_t d = layer->head_dim, seq_len = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];
     const kvc_rows_view keys = kvc_store_view(&head->keys, layer->residual_rows);

@@ -162,6 +162,24 @@ kvc_status kvc_layer_evict(kvc_layer *layer, size_t budget, size_t sinks, size_t
     return kvc_evict_to(layer, budget, sinks, recent);
 }
 
+size_t kvc_window_start(const kvc_layer *layer, size_t position) {
+    return layer->window && position >= layer->window ? position - layer->window + 1 : 0;
+}
+
+size_t kvc_window_truncatable(const kvc_layer *layer) {
+    if (!layer->window || !layer->seq_len || kvc_slot_position(layer, 0) == 0) return SIZE_MAX;
+    const size_t reach = kvc_slot_position(layer, 0) + layer->window - 1;
+    return layer->next_position > reach ? layer->next_position - reach : 0;
+}
+
+void kvc_window_slide(kvc_layer *layer, size_t first) {
+    const size_t reach = layer->window + layer->window_rollback - 1; /* back from `first` */
+    if (!layer->window || first <= reach) return;
+    const size_t from = (first - reach) & ~(KVC_PAGE_ELEMS - 1);
+    const size_t gone = kvc_first_slot_from(layer, 0, layer->seq_len, from);
+    if (gone) (void)kvc_evict_to(layer, layer->seq_len - gone, 0, layer->seq_len - gone);
+}
+
 kvc_status kvc_layer_slide_window(kvc_layer *layer, size_t window, size_t sinks) {
     if (sinks > window) return layer ? KVC_E_BUDGET : KVC_E_NULL_POINTER;
     return kvc_layer_evict(layer, window, sinks, window - sinks);

@@ -155,6 +155,8 @@ typedef struct kvc_linear {
 
 struct kvc_layer {
     kvc_kind kind;
+    size_t window;          /* window layers: positions a query sees (0: every one) */
+    size_t window_rollback; /* and those kept besides, for truncation */
     int verifying;       /* a speculative verify is open */
     size_t verify_base;  /* seq_len when it began (full layers) */
     int in_model;        /* owned by a kvc_model: kvc_layer_free leaves it alone */
@@ -398,6 +400,17 @@ void kvc_walk_end(void);
 /* The layer's content bytes (memory_bytes), shared pages counted once per walk. */
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk);
 
+/* The kinds of layer, a row each (layer.c). */
+typedef struct kvc_kind_traits {
+    const char *name;
+    int rows; /* keys and values in rows (full, window); else a state (linear) */
+} kvc_kind_traits;
+const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
+
+static inline int kvc_has_rows(const kvc_layer *layer) {
+    return kvc_kind_traits_of(layer->kind)->rows;
+}
+
 /* ---- append.c ---- */
 /* truncate_last without the checks: the slots at positions >= cut go, and
  * cut is the next position. */
@@ -427,6 +440,19 @@ kvc_status kvc_evict_to(kvc_layer *layer, size_t budget, size_t sinks, size_t re
 size_t kvc_evict_scratch_bytes(size_t L);
 kvc_status kvc_evict_prepare(kvc_layer *layer, size_t sinks);
 void kvc_evict_with(kvc_layer *layer, size_t budget, size_t sinks, size_t recent, uint8_t *block);
+/* A window layer after an append whose first position is `first` (or an
+ * accept whose last kept position is `first`): lets go of the positions no
+ * query from `first` on sees, beyond its rollback, once a page's worth has
+ * slid out (kvc_layer_create_window).  Out of memory keeps the rows: the
+ * next append tries again.  Nothing for other kinds. */
+void kvc_window_slide(kvc_layer *layer, size_t first);
+/* How many positions a truncation of the layer may take: those after
+ * which the new newest position's window is still held (SIZE_MAX while no
+ * row slid out, and for other kinds). */
+size_t kvc_window_truncatable(const kvc_layer *layer);
+/* The first position the query at `position` of a window layer sees (0 for
+ * other kinds). */
+size_t kvc_window_start(const kvc_layer *layer, size_t position);
 
 /* ---- verify.c ---- */
 /* What accept(j) needs (for the max_rows eviction of the drafts it keeps):

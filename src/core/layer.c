@@ -33,6 +33,16 @@ void kvc_walk_end(void) {
     registry_unlock();
 }
 
+static const kvc_kind_traits kinds[] = {
+    [KVC_KIND_FULL] = {"full", 1},
+    [KVC_KIND_LINEAR] = {"linear", 0},
+    [KVC_KIND_WINDOW] = {"window", 1},
+};
+
+const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
+    return &kinds[(unsigned)kind < sizeof kinds / sizeof kinds[0] ? kind : KVC_KIND_FULL];
+}
+
 kvc_layer *kvc_layer_alloc(kvc_kind kind) {
     kvc_layer *layer = kvc_malloc(sizeof *layer);
     if (!layer) return NULL;
@@ -78,6 +88,27 @@ kvc_status kvc_layer_create(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
     return KVC_OK;
 }
 
+kvc_status kvc_layer_create_window(size_t num_kv_heads, size_t head_dim, kvc_mode mode,
+                                   size_t window, size_t rollback, kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (window == 0 || window > KVC_MAX_POSITIONS || rollback > KVC_MAX_POSITIONS) return KVC_E_WINDOW;
+    kvc_status status = kvc_layer_create(num_kv_heads, head_dim, mode, out);
+    if (status != KVC_OK) return status;
+    (*out)->kind = KVC_KIND_WINDOW;
+    (*out)->window = window;
+    (*out)->window_rollback = rollback;
+    return KVC_OK;
+}
+
+size_t kvc_layer_window(const kvc_layer *layer) {
+    return layer ? layer->window : 0;
+}
+
+size_t kvc_layer_window_rollback(const kvc_layer *layer) {
+    return layer ? layer->window_rollback : 0;
+}
+
 void kvc_layer_free(kvc_layer *layer) {
     if (!layer || layer->in_model) return;
     registry_lock();
@@ -99,11 +130,14 @@ void kvc_layer_free(kvc_layer *layer) {
     kvc_free(layer);
 }
 
-/* A full layer's fork: the same slots and rows, in the very same pages. */
-static kvc_status fork_full(const kvc_layer *layer, kvc_layer **out) {
+/* A fork of a layer of rows: the same slots and rows, in the very same pages. */
+static kvc_status fork_rows(const kvc_layer *layer, kvc_layer **out) {
     kvc_layer *copy;
     kvc_status status = kvc_layer_create(layer->num_kv_heads, layer->head_dim, layer->mode, &copy);
     if (status != KVC_OK) return status;
+    copy->kind = layer->kind;
+    copy->window = layer->window;
+    copy->window_rollback = layer->window_rollback;
     copy->seq_len = layer->seq_len;
     copy->next_position = layer->next_position;
     copy->field_frozen = layer->field_frozen;
@@ -135,7 +169,7 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     *out = NULL;
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
-    if (layer->kind == KVC_KIND_FULL) return fork_full(layer, out);
+    if (kvc_has_rows(layer)) return fork_rows(layer, out);
     kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
     if (!copy) return KVC_E_NOMEM;
     const kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
@@ -172,7 +206,7 @@ kvc_mode kvc_layer_mode(const kvc_layer *layer) {
 
 kvc_status kvc_layer_set_residual_rows(kvc_layer *layer, size_t rows) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (rows > KVC_Q4_MAX_RESIDUAL_ROWS || layer->seq_len > 0) return KVC_E_RESIDUAL;
     layer->residual_rows = rows;
     return KVC_OK;
@@ -191,7 +225,8 @@ size_t kvc_layer_exact_rollback(const kvc_layer *layer) {
         if (k < exact) exact = k;
         if (v < exact) exact = v;
     }
-    return exact;
+    const size_t truncatable = kvc_window_truncatable(layer);
+    return truncatable < exact ? truncatable : exact;
 }
 
 size_t kvc_layer_seq_len(const kvc_layer *layer) {
@@ -302,7 +337,7 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
 static kvc_status copy_head_rows(const kvc_layer *layer, size_t kv_head, int is_values,
                                  float *dst, size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     const kvc_head *head = &layer->heads[kv_head];
     const kvc_store *store = is_values ? &head->values : &head->keys;

@@ -121,8 +121,9 @@ size_t kvc_model_capacity_bytes(const kvc_model *model) {
 kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     if (!model) return KVC_E_NULL_POINTER;
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (model->layers[i]->kind != KVC_KIND_FULL) return KVC_E_KIND;
+        if (!kvc_has_rows(model->layers[i])) return KVC_E_KIND;
         if (model->layers[i]->verifying) return KVC_E_VERIFYING;
+        if (n > kvc_window_truncatable(model->layers[i])) return KVC_E_WINDOW;
     }
     for (size_t i = 0; i < model->num_layers; i++) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
     return KVC_OK;

@@ -40,6 +40,7 @@ int kvc_head_stored(const kvc_layer *layer, size_t slot, size_t kv_head) {
 }
 
 size_t kvc_head_rows_between(const kvc_layer *layer, size_t kv_head, size_t first, size_t last) {
+    if (kvc_store_len(&layer->heads[kv_head].keys) == layer->seq_len) return last - first; /* stored every slot */
     size_t rows = 0;
     for (size_t s = first; s < last; s++) rows += (size_t)kvc_head_stored(layer, s, kv_head);
     return rows;
@@ -58,7 +59,7 @@ size_t kvc_first_slot_from(const kvc_layer *layer, size_t first, size_t last, si
 /* Copies one value per slot of the paged sequence `slots` (the layer's
  * positions or importances) to dst, which holds dst_len of them. */
 static kvc_status read_slots(const kvc_layer *layer, const kvc_paged *slots, void *dst, size_t dst_len) {
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (layer->seq_len && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < layer->seq_len) return KVC_E_LENGTH;
     kvc_paged_read(slots, 0, layer->seq_len, dst);
@@ -76,7 +77,7 @@ size_t kvc_layer_next_position(const kvc_layer *layer) {
 kvc_status kvc_layer_head_positions(const kvc_layer *layer, size_t kv_head, uint32_t *dst,
                                     size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     size_t len = kvc_layer_head_len(layer, kv_head);
     if (len && !dst) return KVC_E_NULL_POINTER;
@@ -99,7 +100,7 @@ static int probs_valid(const float *probs, size_t n) {
 
 kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (n != layer->seq_len) return KVC_E_LENGTH;
     if (n && !probs) return KVC_E_NULL_POINTER;
     if (!probs_valid(probs, n)) return KVC_E_PROBS;
@@ -111,7 +112,7 @@ kvc_status kvc_layer_accumulate_imp(kvc_layer *layer, const float *probs, size_t
 kvc_status kvc_layer_accumulate_imp_head(kvc_layer *layer, size_t kv_head, const float *probs,
                                          size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     if (n != kvc_layer_head_len(layer, kv_head)) return KVC_E_LENGTH;
     if (n && !probs) return KVC_E_NULL_POINTER;

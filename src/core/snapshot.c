@@ -50,6 +50,11 @@ enum { FULL_MODE, FULL_H, FULL_D, FULL_L, FULL_NEXT_POSITION, FULL_FROZEN, FULL_
        FULL_MAX_ROWS, FULL_SINKS, FULL_RECENT, FULL_FIELDS };
 static const uint8_t full_widths[FULL_FIELDS] = {4, 4, 4, 8, 8, 4, 4, 8, 8, 8};
 
+/* A window layer, after its kind: its window and rollback, then a full
+ * layer's fields and contents. */
+enum { WINDOW_SIZE, WINDOW_ROLLBACK, WINDOW_FIELDS };
+static const uint8_t window_widths[WINDOW_FIELDS] = {8, 8};
+
 /* A store: its f32 rows and quantized rows (then those rows); the f32
  * copies of its window, if its format keeps copies (then those); whether
  * its field follows. */
@@ -157,7 +162,11 @@ static void write_full(kvc_writer *w, const kvc_layer *layer) {
         [FULL_SINKS] = layer->evict_sinks,
         [FULL_RECENT] = layer->evict_recent,
     };
-    put_field(w, kind_width, KVC_KIND_FULL);
+    put_field(w, kind_width, layer->kind);
+    if (layer->kind == KVC_KIND_WINDOW) {
+        const uint64_t window[WINDOW_FIELDS] = {[WINDOW_SIZE] = layer->window, [WINDOW_ROLLBACK] = layer->window_rollback};
+        kvc_put_fields(w, window_widths, WINDOW_FIELDS, window);
+    }
     kvc_put_fields(w, full_widths, FULL_FIELDS, header);
     put_paged(w, &layer->imp, sizeof(float));
     put_paged(w, &layer->positions, sizeof(uint32_t));
@@ -449,6 +458,26 @@ static kvc_status read_full(kvc_reader *r, uint32_t version, kvc_layer **out) {
     return KVC_OK;
 }
 
+static kvc_status read_window(kvc_reader *r, uint32_t version, kvc_layer **out) {
+    uint64_t field[WINDOW_FIELDS];
+    kvc_get_fields(r, window_widths, WINDOW_FIELDS, field);
+    if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    if (field[WINDOW_SIZE] == 0 || field[WINDOW_SIZE] > KVC_MAX_POSITIONS || field[WINDOW_ROLLBACK] > KVC_MAX_POSITIONS)
+        return KVC_E_SNAPSHOT_CORRUPT;
+    kvc_layer *layer;
+    kvc_status status = read_full(r, version, &layer);
+    if (status != KVC_OK) return status;
+    if (layer->max_rows) { /* a window layer bounds itself */
+        kvc_layer_free(layer);
+        return KVC_E_SNAPSHOT_CORRUPT;
+    }
+    layer->kind = KVC_KIND_WINDOW;
+    layer->window = (size_t)field[WINDOW_SIZE];
+    layer->window_rollback = (size_t)field[WINDOW_ROLLBACK];
+    *out = layer;
+    return KVC_OK;
+}
+
 static kvc_status read_linear(kvc_reader *r, kvc_layer **out) {
     uint64_t field[LINEAR_FIELDS];
     kvc_get_fields(r, linear_widths, LINEAR_FIELDS, field);
@@ -477,6 +506,7 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     const uint64_t kind = get_field(r, kind_width);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
     if (kind == KVC_KIND_FULL) return read_full(r, version, out);
+    if (kind == KVC_KIND_WINDOW) return read_window(r, version, out);
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }

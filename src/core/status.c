@@ -57,7 +57,8 @@ _Static_assert(sizeof mode_names / sizeof mode_names[0] == KVC_MODE_COUNT, "a na
     X(KVC_E_WEIGHT_TYPE, "a tensor type this library does not convert")                                                        \
     X(KVC_E_ARCH, "the model's architecture is not one this runner reads")                                                     \
     X(KVC_E_MODEL_FILE, "the model file's metadata or tensors are missing or unusable")                                        \
-    X(KVC_E_TOKEN, "a token id is not below the vocabulary's size")
+    X(KVC_E_TOKEN, "a token id is not below the vocabulary's size")                                                            \
+    X(KVC_E_WINDOW, "a window out of range, or a truncation past the rows a window layer still holds")
 
 const char *kvc_status_name(kvc_status status) {
     switch (status) {
@@ -96,12 +97,12 @@ static const struct {
     CONSTANT(KVC_Q8_WINDOW),        CONSTANT(KVC_MAX_KV_HEADS),         CONSTANT(KVC_MAX_HEAD_DIM),
     CONSTANT(KVC_MAX_POSITIONS),    CONSTANT(KVC_MAX_THREADS),          CONSTANT(KVC_MODE_COUNT),
     CONSTANT(KVC_Q4_RESIDUAL_ROWS), CONSTANT(KVC_Q4_MAX_RESIDUAL_ROWS), CONSTANT(KVC_Q4_ROLLBACK_ROWS),
-    CONSTANT(KVC_KIND_LINEAR),      CONSTANT(KVC_LM_IMPORTANCE),        CONSTANT(KVC_LM_VERIFY),
+    CONSTANT(KVC_KIND_LINEAR),      CONSTANT(KVC_KIND_WINDOW),          CONSTANT(KVC_LM_IMPORTANCE),        CONSTANT(KVC_LM_VERIFY),
     CONSTANT(KVC_GGUF_UINT8),       CONSTANT(KVC_GGUF_INT8),            CONSTANT(KVC_GGUF_UINT16),
     CONSTANT(KVC_GGUF_INT16),       CONSTANT(KVC_GGUF_UINT32),          CONSTANT(KVC_GGUF_INT32),
     CONSTANT(KVC_GGUF_FLOAT32),     CONSTANT(KVC_GGUF_BOOL),            CONSTANT(KVC_GGUF_STRING),
     CONSTANT(KVC_GGUF_ARRAY),       CONSTANT(KVC_GGUF_UINT64),          CONSTANT(KVC_GGUF_INT64),
-    CONSTANT(KVC_GGUF_FLOAT64),
+    CONSTANT(KVC_GGUF_FLOAT64),     CONSTANT(KVC_LM_BATCH),
 };
 #define CONSTANT_COUNT (sizeof constants / sizeof constants[0])
 

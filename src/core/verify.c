@@ -48,6 +48,8 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
             accept_policy(layer, j, &sinks, &recent);
             kvc_evict_with(layer, layer->max_rows, sinks, recent, scratch);
         }
+        /* As the last of j single appends would. */
+        if (j > 0) kvc_window_slide(layer, layer->next_position - 1);
     }
     layer->verifying = 0;
     if (!layer->linear) kvc_layer_release_copies(layer);

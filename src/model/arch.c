@@ -2,17 +2,25 @@
  * arch.c -- the architectures the runner reads, one descriptor each (as
  * llama.cpp's llama-arch.cpp): what tells its block from llama's.  The
  * tensor names are GGUF's and the same for all of them (lm.c); an
- * architecture adds tensors (biases, q/k norms) and says how RoPE pairs
- * channels (llama.cpp's LLAMA_ROPE_TYPE_NORM for llama, NEOX for qwen2/3).
+ * architecture adds tensors (biases, q/k norms, post-norms), says how RoPE
+ * pairs channels (llama.cpp's LLAMA_ROPE_TYPE_NORM for llama and smollm3,
+ * NEOX for qwen2/3 and gemma3), which FFN gate it has, and which layers
+ * attend over a sliding window or rotate nothing.
  */
 #include <string.h>
 
 #include "model.h"
 
 static const kvc_arch archs[] = {
-    {"llama", KVC_ROPE_ADJACENT, 0},
-    {"qwen2", KVC_ROPE_HALVES, KVC_ARCH_QKV_BIAS},
-    {"qwen3", KVC_ROPE_HALVES, KVC_ARCH_QK_NORM},
+    {"llama", KVC_ROPE_ADJACENT, 0, KVC_ACT_SWIGLU, 0, 0.0f, 0},
+    {"qwen2", KVC_ROPE_HALVES, KVC_ARCH_QKV_BIAS, KVC_ACT_SWIGLU, 0, 0.0f, 0},
+    {"qwen3", KVC_ROPE_HALVES, KVC_ARCH_QK_NORM, KVC_ACT_SWIGLU, 0, 0.0f, 0},
+    /* Five windowed layers to a global one; the windowed ones at RoPE base
+     * 10000 whatever the file says (llama.cpp's rope_freq_base_train_swa). */
+    {"gemma3", KVC_ROPE_HALVES, KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE, KVC_ACT_GEGLU_TANH, 6,
+     10000.0f, 0},
+    /* llama's block; every fourth layer without RoPE (llama.cpp's n_no_rope_layer_step). */
+    {"smollm3", KVC_ROPE_ADJACENT, 0, KVC_ACT_SWIGLU, 0, 0.0f, 4},
 };
 
 const kvc_arch *kvc_arch_of(const char *name, size_t len) {

@@ -4,12 +4,14 @@
  * ones out.
  *
  * Per block, on T tokens at once (a prefill goes in chunks of KVC_LM_BATCH):
+ *   x = the tokens' embeddings (gemma3: times sqrt(dim))
  *   xb = RMSNorm(x) * attn_norm
- *   q, k, v = xb Wq, xb Wk, xb Wv (+ biases; qwen3: RMSNorm per head)  one job
- *   RoPE on q and k at the tokens' positions; k, v appended to the layer
+ *   q, k, v = xb Wq, xb Wk, xb Wv (+ biases; qwen3, gemma3: RMSNorm per head)  one job
+ *   RoPE on q and k at the tokens' positions (the layer's table: its base,
+ *   or none); k, v appended to the layer (full, or a window layer)
  *   att = the cache's attention (one token: attend_heads; T: attend_causal)
- *   x += att Wo
- *   xb = RMSNorm(x) * ffn_norm;  x += (silu(xb Wgate) * xb Wup) Wdown
+ *   x += att Wo (gemma3: RMSNorm'd first)
+ *   xb = RMSNorm(x) * ffn_norm;  x += (act(xb Wgate) * xb Wup) Wdown (gemma3: RMSNorm'd first)
  * then logits = (RMSNorm(x) * output_norm) Wout for the rows asked for.
  *
  * Every step treats each token on its own (the weight kernels and the
@@ -18,6 +20,7 @@
  * k single steps, and speculative decoding emits exactly plain decoding's
  * tokens.
  */
+#include <math.h>
 #include <string.h>
 
 #include "../core/internal.h"
@@ -61,7 +64,7 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             {(void **)&s->q, elements(T, q_dim), 4},        {(void **)&s->k, elements(T, kv_dim), 4},
             {(void **)&s->v, elements(T, kv_dim), 4},       {(void **)&s->att, elements(T, q_dim), 4},
             {(void **)&s->gate, elements(T, lm->ffn_dim), 4}, {(void **)&s->up, elements(T, lm->ffn_dim), 4},
-            {(void **)&s->rope, elements(T, lm->head_dim), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
+            {(void **)&s->rope, elements(2 * T, lm->head_dim), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
             {(void **)&s->qh, elements(T, lm->head_dim), 4}, {(void **)&s->oh, elements(T, lm->head_dim), 4},
             {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->head_dim / 2, 4},
         };
@@ -153,6 +156,11 @@ static void add_bias(kvc_lm *lm, size_t T, size_t n, float *x, const kvc_tensor 
     for (size_t t = 0; t < T; t++) kvc_add(n, x + t * n, b);
 }
 
+/* Rows of x [T x n] RMS-normalised by weight in place (absent: unchanged). */
+static void norm_rows_in_place(kvc_lm *lm, size_t T, size_t n, float *x, const kvc_tensor *weight) {
+    if (weight->type) rmsnorm_rows(lm, T, n, x, weight, x);
+}
+
 /* qwen3: every head of x [T x heads x hd] RMS-normalised by weight [hd]. */
 static void norm_heads(kvc_lm *lm, size_t T, size_t heads, size_t hd, float *x, const kvc_tensor *weight) {
     if (!weight->type) return;
@@ -179,9 +187,11 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     add_bias(lm, T, kv_dim, s->v, &b->bv);
     norm_heads(lm, T, lm->num_heads, hd, s->q, &b->q_norm);
     norm_heads(lm, T, lm->num_kv_heads, hd, s->k, &b->k_norm);
-    for (size_t t = 0; t < T; t++) {
-        kvc_rope_apply(lm->num_heads, hd, lm->arch->rope, s->rope + t * hd, s->q + t * q_dim);
-        kvc_rope_apply(lm->num_kv_heads, hd, lm->arch->rope, s->rope + t * hd, s->k + t * kv_dim);
+    const int table = lm->plans[l].rope_table;
+    for (size_t t = 0; t < T && table != KVC_ROPE_NONE; t++) {
+        const float *rope = s->rope + ((size_t)table * T + t) * hd;
+        kvc_rope_apply(lm->num_heads, hd, lm->arch->rope, rope, s->q + t * q_dim);
+        kvc_rope_apply(lm->num_kv_heads, hd, lm->arch->rope, rope, s->k + t * kv_dim);
     }
     kvc_status status = kvc_layer_append_n(layer, T, s->k, s->v, NULL);
     if (status != KVC_OK) return status;
@@ -207,27 +217,32 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
 
     const kvc_product out = {&b->wo, s->xb, lm->dim};
     kvc_matmul(1, &out, s->att, T, s->codes);
+    norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
     kvc_add(T * lm->dim, s->x, s->xb);
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
     const kvc_product ffn[2] = {{&b->w_gate, s->gate, lm->ffn_dim}, {&b->w_up, s->up, lm->ffn_dim}};
     kvc_matmul(2, ffn, s->xb, T, s->codes);
-    kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
+    if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * lm->ffn_dim, s->gate, s->up);
+    else kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};
     kvc_matmul(1, &down, s->gate, T, s->codes);
+    norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_ffn_norm);
     kvc_add(T * lm->dim, s->x, s->xb);
     return KVC_OK;
 }
 
 /* ---- the pass ---- */
 
-/* Whether `cache` is a cache for lm: its layers, all full, of lm's geometry,
- * at one next position. */
+/* Whether `cache` is a cache for lm: its layers of lm's geometry, each full
+ * or a window layer of its plan's window, at one next position. */
 static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
     if (kvc_model_num_layers(cache) != lm->num_layers) return 0;
     const size_t next = kvc_layer_next_position(kvc_model_layer(cache, 0));
     for (size_t l = 0; l < lm->num_layers; l++) {
         const kvc_layer *layer = kvc_model_layer(cache, l);
-        if (kvc_layer_kind(layer) != KVC_KIND_FULL || kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
+        const size_t window = lm->plans[l].window;
+        if (kvc_layer_kind(layer) != (window ? KVC_KIND_WINDOW : KVC_KIND_FULL) || kvc_layer_window(layer) != window ||
+            kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
             kvc_layer_head_dim(layer) != lm->head_dim || kvc_layer_next_position(layer) != next) {
             return 0;
         }
@@ -289,12 +304,19 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     /* RoPE's frequency factors (Llama 3's rope_freqs), apart from the
      * scratch the block's norms use. */
     const float *factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
+    const float embed_scale = sqrtf((float)lm->dim);
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
         const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
         for (size_t t = 0; t < T; t++) {
-            lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim,
-                                            s->x + t * lm->dim);
-            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base, factors, s->rope + t * lm->head_dim);
+            float *x = s->x + t * lm->dim;
+            lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
+            for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
+            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base, factors,
+                           s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->head_dim);
+            if (lm->window) {
+                kvc_rope_table(lm->head_dim, first + start + t, lm->window_rope_base, NULL,
+                               s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->head_dim);
+            }
         }
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;

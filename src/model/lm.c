@@ -147,6 +147,8 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"attn_v.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
         {"attn_q_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
         {"attn_k_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
+        {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
+        {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
         {"ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
         {"ffn_gate.weight", lm->dim, lm->ffn_dim, 1, &b->w_gate},
         {"ffn_up.weight", lm->dim, lm->ffn_dim, 1, &b->w_up},
@@ -215,6 +217,13 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);
     }
+    /* The sliding window, where the architecture has windowed layers and
+     * the file gives one (llama.cpp attends globally everywhere without it). */
+    if (lm->arch->global_every && arch_key(src, "attention.sliding_window") != KVC_GGUF_NONE &&
+        (status = size_param(src, "attention.sliding_window", 0, &lm->window))) {
+        return status;
+    }
+    lm->window_rope_base = lm->arch->window_rope_base > 0 ? lm->arch->window_rope_base : lm->rope_base;
     const size_t scaling = arch_key(src, "rope.scaling.type");
     if (scaling != KVC_GGUF_NONE) {
         const char *type = NULL;
@@ -249,7 +258,16 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         /* More than the address space: kvc_lm_alloc_weights refuses it. */
         lm->weights_bytes = data_bytes > SIZE_MAX ? SIZE_MAX : (size_t)data_bytes;
         lm->blocks = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->blocks);
-        if (!lm->blocks) status = KVC_E_NOMEM;
+        lm->plans = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->plans);
+        if (!lm->blocks || !lm->plans) status = KVC_E_NOMEM;
+    }
+    for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) {
+        const kvc_arch *arch = lm->arch;
+        const int windowed = lm->window && (l + 1) % arch->global_every != 0;
+        lm->plans[l].window = windowed ? lm->window : 0;
+        lm->plans[l].rope_table = arch->nope_every && (l + 1) % arch->nope_every == 0 ? KVC_ROPE_NONE
+                                  : windowed                                          ? KVC_ROPE_WINDOW
+                                                                                      : KVC_ROPE_GLOBAL;
     }
     if (status == KVC_OK) {
         /* The vocabulary is token_embd's rows. */
@@ -276,6 +294,7 @@ void kvc_lm_free(kvc_lm *lm) {
     kvc_free(lm->pending.mass);
     kvc_free(lm->pending.positions);
     kvc_free(lm->blocks);
+    kvc_free(lm->plans);
     kvc_free(lm->weights);
     kvc_free(lm);
 }
@@ -296,7 +315,8 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
     for (size_t l = 0; l < lm->num_layers; l++) {
         kvc_block *b = &lm->blocks[l];
         kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
-                               &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm};
+                               &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
+                               &b->post_attn_norm, &b->post_ffn_norm};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], lm->weights);
     }
     return KVC_OK;
@@ -324,6 +344,9 @@ size_t kvc_lm_vocab_size(const kvc_lm *lm) { return lm ? lm->vocab_size : 0; }
 size_t kvc_lm_context_length(const kvc_lm *lm) { return lm ? lm->context_length : 0; }
 float kvc_lm_rms_eps(const kvc_lm *lm) { return lm ? lm->rms_eps : 0.0f; }
 float kvc_lm_rope_base(const kvc_lm *lm) { return lm ? lm->rope_base : 0.0f; }
+size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer) {
+    return lm && layer < lm->num_layers ? lm->plans[layer].window : 0;
+}
 size_t kvc_lm_scratch_bytes(const kvc_lm *lm) {
     return lm ? lm->scratch.bytes + 4 * (lm->pending.capacity + lm->pending.position_capacity) : 0;
 }

@@ -19,16 +19,40 @@ typedef enum kvc_rope_pairing {
 
 /* What a block of an architecture has beyond llama's. */
 enum {
-    KVC_ARCH_QKV_BIAS = 1u << 0, /* attn_{q,k,v}.bias (qwen2) */
-    KVC_ARCH_QK_NORM = 1u << 1   /* attn_{q,k}_norm: RMSNorm of each head of q and k (qwen3) */
+    KVC_ARCH_QKV_BIAS = 1u << 0,   /* attn_{q,k,v}.bias (qwen2) */
+    KVC_ARCH_QK_NORM = 1u << 1,    /* attn_{q,k}_norm: RMSNorm of each head of q and k (qwen3) */
+    KVC_ARCH_POST_NORMS = 1u << 2, /* post_attention_norm and post_ffw_norm: RMSNorm of what the
+                                      attention and the FFN add, before they are added (gemma3) */
+    KVC_ARCH_EMBED_SCALE = 1u << 3 /* the embeddings times sqrt(dim) (gemma3) */
 };
+
+/* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
+ * tanh approximation (GeGLU, gemma3). */
+typedef enum kvc_activation { KVC_ACT_SWIGLU, KVC_ACT_GEGLU_TANH } kvc_activation;
 
 /* One architecture: the data that tells its block from llama's. */
 typedef struct kvc_arch {
     const char *name; /* general.architecture, and the prefix of its metadata keys */
     kvc_rope_pairing rope;
     unsigned flags;
+    kvc_activation activation;
+    /* With <arch>.attention.sliding_window in the file: layer l attends
+     * globally when (l + 1) % global_every == 0, the others over the window;
+     * 0: every layer globally. */
+    size_t global_every;
+    /* The windowed layers' RoPE base (0: the file's rope.freq_base). */
+    float window_rope_base;
+    /* Layer l rotates no channel when (l + 1) % nope_every == 0 (0: every layer rotates). */
+    size_t nope_every;
 } kvc_arch;
+
+/* What differs from layer to layer: its attention's window (0: global) and
+ * its RoPE table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW or KVC_ROPE_NONE). */
+enum { KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW, KVC_ROPE_NONE };
+typedef struct kvc_layer_plan {
+    size_t window;
+    int rope_table;
+} kvc_layer_plan;
 
 /* The architecture named `name` (length len), or NULL. */
 const kvc_arch *kvc_arch_of(const char *name, size_t len);
@@ -51,6 +75,7 @@ typedef struct kvc_block {
     kvc_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
     kvc_tensor bq, bk, bv;     /* KVC_ARCH_QKV_BIAS */
     kvc_tensor q_norm, k_norm; /* KVC_ARCH_QK_NORM: [head_dim] each */
+    kvc_tensor post_attn_norm, post_ffn_norm; /* KVC_ARCH_POST_NORMS */
 } kvc_block;
 
 /* What a forward pass works in, sized for `tokens` tokens and grown on
@@ -60,7 +85,8 @@ typedef struct kvc_lm_scratch {
     size_t tokens;    /* what the arrays below are sized for */
     size_t positions; /* and the attention arrays for this many rows */
     float *x, *xb, *q, *k, *v, *att, *gate, *up; /* activations */
-    float *rope;      /* [tokens x head_dim / 2] cos, then as many sin */
+    float *rope;      /* per table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW): [tokens x head_dim / 2]
+                         cos, then as many sin */
     uint8_t *codes;   /* the activations coded for the weights' kernels */
     float *qh, *oh;   /* one query head's queries and outputs [tokens x head_dim] */
     float *probs;     /* a head's attention [tokens x positions] */
@@ -83,7 +109,9 @@ typedef struct kvc_lm_pending {
 struct kvc_lm {
     const kvc_arch *arch;
     size_t num_layers, dim, num_heads, num_kv_heads, head_dim, ffn_dim, vocab_size, context_length;
-    float rms_eps, rope_base;
+    float rms_eps, rope_base, window_rope_base;
+    size_t window; /* attention.sliding_window (0: none) */
+    kvc_layer_plan *plans; /* [num_layers] */
     uint8_t *weights; /* the file's tensor data, as it is in the file */
     size_t weights_bytes;
     kvc_tensor token_embd, output_norm, output, rope_freqs;
@@ -105,6 +133,8 @@ void kvc_rope_table(size_t head_dim, size_t position, float base, const float *f
 void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, const float *table, float *x);
 /* gate = silu(gate) * up */
 void kvc_swiglu(size_t n, float *gate, const float *up);
+/* gate = gelu(gate) * up, gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void kvc_geglu_tanh(size_t n, float *gate, const float *up);
 /* x += y */
 void kvc_add(size_t n, float *x, const float *y);
 

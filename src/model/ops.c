@@ -1,6 +1,6 @@
 /*
  * ops.c -- the element-wise arithmetic of a transformer block, on f32 rows:
- * RMSNorm, RoPE, SwiGLU and the residual add.  Each costs O(dim) per token
+ * RMSNorm, RoPE, SwiGLU and GeGLU and the residual add.  Each costs O(dim) per token
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
  * in double, RoPE's angles from powf).
@@ -47,6 +47,14 @@ void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, con
 
 void kvc_swiglu(size_t n, float *gate, const float *up) {
     for (size_t i = 0; i < n; i++) gate[i] = (gate[i] / (1.0f + expf(-gate[i]))) * up[i];
+}
+
+void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x))) * up[i];
+    }
 }
 
 void kvc_add(size_t n, float *x, const float *y) {

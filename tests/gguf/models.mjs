@@ -43,6 +43,12 @@ export const GEOMETRIES = {
   'tiny-llama3': { name: 'tiny-llama3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
   'tiny-qwen2': { name: 'tiny-qwen2', architecture: 'qwen2', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true },
   'tiny-qwen3': { name: 'tiny-qwen3', architecture: 'qwen3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: false },
+  // Gemma 3's block with a window of 16 (crossed many times by a test's 128 tokens) and 8 layers (a global one at 5).
+  'tiny-gemma3': { name: 'tiny-gemma3', architecture: 'gemma3', dim: 256, numLayers: 8, numHeads: 4, numKvHeads: 1, headDim: 64, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 16 },
+  'tiny-smollm3': { name: 'tiny-smollm3', architecture: 'smollm3', dim: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 5000000, eps: 1e-6, tied: true },
+  'gemma-3-270m': { name: 'gemma-3-270m', architecture: 'gemma3', dim: 640, numLayers: 18, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 2048, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
+  'gemma-3-1b': { name: 'gemma-3-1b', architecture: 'gemma3', dim: 1152, numLayers: 26, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 6912, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
+  'smollm3-3b': { name: 'smollm3-3b', architecture: 'smollm3', dim: 2048, numLayers: 36, numHeads: 16, numKvHeads: 4, hiddenDim: 11008, vocabSize: 128256, contextLength: 65536, ropeBase: 5000000, eps: 1e-6, tied: true },
   'smollm2-135m': { name: 'smollm2-135m', dim: 576, numLayers: 30, numHeads: 9, numKvHeads: 3, hiddenDim: 1536, vocabSize: 49152, contextLength: 8192, ropeBase: 100000, eps: 1e-5, tied: true },
   'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, headDim: 64, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
   'qwen2.5-0.5b': { name: 'qwen2.5-0.5b', architecture: 'qwen2', dim: 896, numLayers: 24, numHeads: 14, numKvHeads: 2, hiddenDim: 4864, vocabSize: 151936, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true },
@@ -61,6 +67,10 @@ const ARCHITECTURES = {
   llama: { llamaKeys: true, qkvBias: false, qkNorm: false },
   qwen2: { llamaKeys: false, qkvBias: true, qkNorm: false },
   qwen3: { llamaKeys: false, qkvBias: false, qkNorm: true },
+  // Gemma3Model writes attention.sliding_window; its blocks norm what attention and the FFN add.
+  gemma3: { llamaKeys: false, qkvBias: false, qkNorm: true, postNorms: true },
+  // SmolLM3Model is a LlamaModel.
+  smollm3: { llamaKeys: true, qkvBias: false, qkNorm: false },
 };
 
 const architectureOf = (g) => g.architecture ?? 'llama';
@@ -161,7 +171,7 @@ const ARCH_KEY_TYPES = {
   context_length: 'u32', embedding_length: 'u32', block_count: 'u32', feed_forward_length: 'u32',
   'rope.dimension_count': 'u32', 'attention.head_count': 'u32', 'attention.head_count_kv': 'u32',
   'attention.key_length': 'u32', 'attention.value_length': 'u32', vocab_size: 'u32',
-  'attention.layer_norm_rms_epsilon': 'f32', 'rope.freq_base': 'f32',
+  'attention.layer_norm_rms_epsilon': 'f32', 'rope.freq_base': 'f32', 'attention.sliding_window': 'u32',
 };
 
 /**
@@ -200,6 +210,7 @@ function modelMetadata(g, { name, mix }) {
     [key('attention.layer_norm_rms_epsilon'), gguf.f32(g.eps)],
     ...(g.headDim ? [[key('attention.key_length'), gguf.u32(g.headDim)], [key('attention.value_length'), gguf.u32(g.headDim)]] : []),
     ...(llamaKeys ? [[key('vocab_size'), gguf.u32(g.vocabSize)], [key('rope.dimension_count'), gguf.u32(headDimOf(g))]] : []),
+    ...(g.slidingWindow ? [[key('attention.sliding_window'), gguf.u32(g.slidingWindow)]] : []),
   ];
 }
 
@@ -250,7 +261,7 @@ export function everyValueType() {
  */
 function modelTensors(g) {
   const { dim, hiddenDim, vocabSize, numLayers } = g;
-  const { qkvBias, qkNorm } = ARCHITECTURES[architectureOf(g)];
+  const { qkvBias, qkNorm, postNorms = false } = ARCHITECTURES[architectureOf(g)];
   const headDim = headDimOf(g);
   const qDim = g.numHeads * headDim;
   const kvDim = g.numKvHeads * headDim;
@@ -270,10 +281,12 @@ function modelTensors(g) {
       ...block('attn_q_norm.weight', [headDim], qkNorm),
       ...block('attn_k_norm.weight', [headDim], qkNorm),
       ...block('attn_output.weight', [qDim, dim]),
+      ...block('post_attention_norm.weight', [dim], postNorms),
       ...block('ffn_norm.weight', [dim]),
       ...block('ffn_gate.weight', [dim, hiddenDim]),
       ...block('ffn_down.weight', [hiddenDim, dim]),
       ...block('ffn_up.weight', [dim, hiddenDim]),
+      ...block('post_ffw_norm.weight', [dim], postNorms),
     );
   }
   list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });

@@ -1,0 +1,74 @@
+// llama.cpp as the oracle, natively: the npm package node-llama-cpp (its
+// prebuilt CPU build), which scripts/test.mjs --all installs into
+// build-tools/node-llama-cpp (scripts/toolchain.mjs ensureNativeLlamaCpp).
+// It runs every architecture the runner reads and gives raw logits per
+// position, far faster than the wasm build in a browser.
+//
+//   const why = await nativeLlamaCppMissing();   // a reason to skip, or null
+//   const logits = await nativeLogits(path, tokens, vocab, { flashAttention: false });  // [tokens x vocab]
+//   await closeNativeLlamaCpp();
+//
+// The cache is f32 (keys and values), so that what is compared is the
+// model's arithmetic, not llama.cpp's cache quantization; one context per
+// call, teacher forcing every position in one evaluation.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { nativeLlamaCppDir } from '../../scripts/toolchain.mjs';
+
+const entry = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
+let llama = null;
+let loaded = null; // { path, model }
+
+async function runtime() {
+  if (!llama) {
+    const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
+    llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
+  }
+  return llama;
+}
+
+/** Why native llama.cpp cannot run here, or null. */
+export async function nativeLlamaCppMissing() {
+  if (!existsSync(entry)) return `node-llama-cpp is not installed in ${nativeLlamaCppDir} (npm run test:all installs it)`;
+  try {
+    await runtime();
+    return null;
+  } catch (error) {
+    return `node-llama-cpp does not start here: ${error.message}`;
+  }
+}
+
+async function modelAt(path) {
+  if (loaded?.path !== path) {
+    await loaded?.model.dispose();
+    loaded = { path, model: await (await runtime()).loadModel({ modelPath: path }) };
+  }
+  return loaded.model;
+}
+
+/** llama.cpp's logits at every position of `tokens` [tokens.length x vocab], an f32 cache. */
+export async function nativeLogits(path, tokens, vocab, { flashAttention = false, threads = 2 } = {}) {
+  const model = await modelAt(path);
+  const context = await model.createContext({
+    contextSize: Math.max(256, tokens.length), batchSize: Math.max(256, tokens.length), threads, flashAttention,
+    experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+  });
+  try {
+    const results = await context.getSequence().controlledEvaluate(tokens.map((t) => [t, { generateNext: { logits: true } }]));
+    const out = new Float32Array(tokens.length * vocab);
+    results.forEach((r, i) => {
+      for (const [token, logit] of r.next.logits) out[i * vocab + token] = logit;
+    });
+    return out;
+  } finally {
+    await context.dispose();
+  }
+}
+
+export async function closeNativeLlamaCpp() {
+  await loaded?.model.dispose();
+  loaded = null;
+  await llama?.dispose();
+  llama = null;
+}
