@@ -421,6 +421,11 @@ export class LlamaSession {
   #importance;
   #history = []; // every token taken in or emitted, in order: the cache's, then the pending one
   #pending = null; // the last token emitted (or given), not in the cache yet
+  // With window layers: forks of the cache where a reply's prompt was taken
+  // in ({ position, cache }, oldest first, at most CHECKPOINTS): a rewind
+  // past what the window layers still hold goes back to the latest one
+  // before its point, and takes in only the tokens after it.
+  #checkpoints = [];
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
     const { numLayers, numKvHeads, headDim, layerWindows } = llama.config;
@@ -477,6 +482,7 @@ export class LlamaSession {
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
     if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
+    if (this.llama.config.layerWindows.some((w) => w) && tokens.length > 0) this.#checkpoint();
     return logits ? { reused, logits: last } : reused;
   }
 
@@ -504,15 +510,35 @@ export class LlamaSession {
     this.#pending = token;
   }
 
+  // Keeps a fork of the cache as it is now (a reply's prompt taken in).
+  #checkpoint() {
+    const position = this.cache.nextPosition;
+    if (this.#checkpoints.at(-1)?.position === position) return;
+    this.#checkpoints.push({ position, cache: this.cache.clone() });
+    while (this.#checkpoints.length > CHECKPOINTS) this.#checkpoints.shift().cache.free();
+  }
+
+  // Drops the checkpoints past `position`: the tokens they hold are no longer the session's.
+  #dropCheckpoints(position) {
+    while (this.#checkpoints.length && this.#checkpoints.at(-1).position > position) this.#checkpoints.pop().cache.free();
+  }
+
   [rewind](n) {
     const cached = this.#history.length - (this.#pending === null ? 0 : 1);
     if (n >= this.#history.length) return;
+    this.#dropCheckpoints(n);
     const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
     if (n < cached && layers.some((layer) => layer.kind === 'window' && layer.exactRollback < cached - n)) {
       // The window layers no longer hold what the positions before n saw:
-      // the session takes its first n tokens in again.
-      this.cache.clear();
-      if (n > 0) this.llama.forward(this.cache, this.#history.slice(0, n), { logits: 0, importance: this.#importance });
+      // back to the latest checkpoint before n (or the start), and the
+      // tokens after it taken in again.
+      const from = this.#checkpoints.at(-1) ?? null;
+      const restart = from ? from.cache.clone() : this.cache.clone();
+      if (!from) restart.clear();
+      this.cache.free();
+      this.cache = restart;
+      const held = from ? from.position : 0;
+      if (n > held) this.llama.forward(this.cache, this.#history.slice(held, n), { logits: 0, importance: this.#importance });
     } else if (n < cached) {
       this.cache.truncateLast(cached - n);
     }
@@ -521,6 +547,7 @@ export class LlamaSession {
   }
 
   [restore](where, tokens) {
+    this.#dropCheckpoints(-1);
     const positions = this.cache.nextPosition;
     const { vocabSize } = this.llama.config;
     if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
@@ -726,6 +753,7 @@ export class LlamaSession {
   }
 
   free() {
+    this.#dropCheckpoints(-1);
     this.cache.free();
   }
 }
@@ -742,6 +770,10 @@ function describeLayers(windows) {
   windows.forEach((w, i) => byKind.set(w ? `window ${w}` : 'full', [...(byKind.get(w ? `window ${w}` : 'full') ?? []), i]));
   return [...byKind].map(([kind, layers]) => `${kind} at ${layers.join(', ')}`).join('; ');
 }
+
+// The checkpoints a session with window layers keeps: the prompts of its
+// last two replies (regenerate the last reply; edit the last message).
+const CHECKPOINTS = 2;
 
 // A sliding window keeps this many first positions (the attention sinks).
 const SLIDE_SINKS = 4;

@@ -203,8 +203,13 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     if (status == KVC_OK && importance) {
         if (flags & KVC_LM_VERIFY) {
             kvc_lm_pending *p = &lm->pending;
-            memcpy(p->mass + (l * p->tokens + offset) * p->slots, s->mass, T * L * sizeof(float));
-            status = kvc_layer_positions(layer, p->positions + l * p->slots, p->slots);
+            /* Each layer's L slots (fewer in a window layer) in rows of p->slots;
+             * the positions past them never match one (kvc_lm_keep). */
+            for (size_t t = 0; t < T; t++)
+                memcpy(p->mass + (l * p->tokens + offset + t) * p->slots, s->mass + t * L, L * sizeof(float));
+            uint32_t *positions = p->positions + l * p->slots;
+            status = kvc_layer_positions(layer, positions, p->slots);
+            for (size_t i = L; i < p->slots; i++) positions[i] = UINT32_MAX;
         } else {
             for (size_t t = 0; t < T && status == KVC_OK; t++) status = kvc_layer_accumulate_imp(layer, s->mass + t * L, L);
         }
@@ -292,7 +297,13 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     lm->pending.tokens = 0;
     if (flags & KVC_LM_VERIFY) {
         if (flags & KVC_LM_IMPORTANCE) {
-            status = pending_reserve(lm, n, kvc_layer_seq_len(kvc_model_layer(cache, 0)) + n);
+            /* Room for the layer that holds the most slots (window layers hold fewer). */
+            size_t most = 0;
+            for (size_t l = 0; l < lm->num_layers; l++) {
+                const size_t held = kvc_layer_seq_len(kvc_model_layer(cache, l));
+                if (held > most) most = held;
+            }
+            status = pending_reserve(lm, n, most + n);
             if (status != KVC_OK) return status;
         }
         status = kvc_model_begin_verify(cache);

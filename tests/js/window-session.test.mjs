@@ -1,0 +1,126 @@
+// Sessions of models with window layers (tiny random gemma3, window 16, and
+// smollm3 for the NoPE layers): speculative decoding emits plain decoding's
+// tokens, a saved session restores bit for bit, and a rewind past what the
+// window layers still hold -- regenerating the last reply of a long
+// conversation -- goes back to the checkpoint at that reply's prompt,
+// computing only what follows it, with the same tokens and logits as a
+// session that never went past it.
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { Llama, generate } from '../../js/llama.js';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { encodeGguf } from '../gguf/writer.mjs';
+import { bitsEqual, ready } from './helpers.mjs';
+
+const models = {};
+before(async () => {
+  await ready();
+  for (const variant of ['tiny-gemma3', 'tiny-smollm3']) {
+    models[variant] = Llama.fromGguf(encodeGguf(randomLlama(GEOMETRIES[variant], { mix: 'Q8_0', seed: 11 })));
+  }
+});
+
+// A prompt that repeats, so that prompt-lookup drafts are found and accepted.
+const PROMPT = [1, ...Array.from({ length: 200 }, (_, i) => 3 + ((i % 37) * 11) % 900)];
+
+test('a gemma3 session holds window layers: the global ones every position, the windowed ones only what their window sees', () => {
+  const llama = models['tiny-gemma3'];
+  assert.deepEqual(llama.config.layerWindows, [16, 16, 16, 16, 16, 0, 16, 16]);
+  const session = llama.session();
+  // One prefill keeps what its first position's window needs; the next appends slide.
+  llama.forward(session.cache, PROMPT, { logits: 0 });
+  for (const token of [5, 6, 7]) llama.forward(session.cache, [token], { logits: 0 });
+  assert.equal(session.cache.layer(5).kind, 'full');
+  assert.equal(session.cache.layer(5).seqLen, PROMPT.length + 3);
+  assert.equal(session.cache.layer(0).kind, 'window');
+  assert.ok(session.cache.layer(0).seqLen < 16 + 64 + 64, `a window layer holds ${session.cache.layer(0).seqLen}`);
+  session.free();
+});
+
+for (const variant of ['tiny-gemma3', 'tiny-smollm3']) {
+  test(`speculative decoding on ${variant} emits exactly plain decoding's tokens`, () => {
+    const llama = models[variant];
+    const plain = llama.session();
+    const speculative = llama.session();
+    const a = generate(plain, PROMPT, { steps: 120, stopAtEos: false });
+    const b = generate(speculative, PROMPT, { steps: 120, stopAtEos: false, draft: 6 });
+    assert.ok(b.stats.accepted > 0, 'some drafts were accepted');
+    assert.deepEqual(b.tokens, a.tokens);
+    assert.deepEqual(speculative.cache.serialize(), plain.cache.serialize());
+    plain.free();
+    speculative.free();
+  });
+}
+
+test('a saved gemma3 session restores bit for bit, and goes on as the original', () => {
+  const llama = models['tiny-gemma3'];
+  const session = llama.session();
+  generate(session, PROMPT, { steps: 40, stopAtEos: false });
+  const restored = llama.restoreSession(session.save());
+  assert.deepEqual(restored.cache.serialize(), session.cache.serialize());
+  const next = [5, 6, 7];
+  assert.ok(bitsEqual(restored.forward(next), session.forward(next)));
+  restored.free();
+  session.free();
+});
+
+/** The tokens a session's reply to `conversation` gives (greedy), and the tokens its forward passes took in. */
+async function reply(session, conversation, maxTokens) {
+  const llama = session.llama;
+  let computed = 0;
+  const forward = llama.forward.bind(llama);
+  llama.forward = (cache, tokens, options) => {
+    computed += tokens.length;
+    return forward(cache, tokens, options);
+  };
+  const tokens = [];
+  try {
+    for await (const piece of session.respond(conversation, { temperature: 0, maxTokens })) tokens.push(...piece.tokens);
+  } finally {
+    delete llama.forward;
+  }
+  return { tokens, computed };
+}
+
+/** Two sessions hold the same rows and give the same logits to what comes next (imp may differ: a rewound token's attention stays counted). */
+function assertGoesOnAlike(session, other) {
+  assert.equal(session.cache.memoryBytes, other.cache.memoryBytes);
+  assert.ok(bitsEqual(session.forward([5, 6, 7]), other.forward([5, 6, 7])));
+}
+
+test('regenerating the last reply of a long gemma3 conversation computes only what follows its prompt', async () => {
+  const llama = models['tiny-gemma3'];
+  const session = llama.session();
+  const turn1 = PROMPT;
+  const first = await reply(session, turn1, 60);
+  const turn2 = [...turn1, ...first.tokens, ...Array.from({ length: 20 }, (_, i) => 40 + i)];
+  const second = await reply(session, turn2, 200);
+  assert.ok(second.computed < 20 + 200 + 8, `a turn computes its new tokens (${second.computed})`);
+  // The reply goes further back than the window layers can be truncated (rollback 64, and at most a page more).
+  assert.ok(session.cache.layer(0).exactRollback < second.tokens.length, `exactRollback ${session.cache.layer(0).exactRollback}, reply ${second.tokens.length}, first ${first.tokens.length}`);
+  const again = await reply(session, turn2, 200);
+  assert.deepEqual(again.tokens, second.tokens);
+  assert.ok(again.computed <= again.tokens.length + 1, `regenerating computed ${again.computed} tokens for a reply of ${again.tokens.length}`);
+  // The same as a session that took the conversation in once.
+  const fresh = llama.session();
+  const once = await reply(fresh, turn2, 200);
+  assert.deepEqual(once.tokens, second.tokens);
+  assertGoesOnAlike(session, fresh);
+  session.free();
+  fresh.free();
+});
+
+test('a rewind further back than any checkpoint takes the conversation in again, with the same results', async () => {
+  const llama = models['tiny-gemma3'];
+  const session = llama.session();
+  const first = await reply(session, PROMPT, 100);
+  const edited = [...PROMPT.slice(0, 150), 7, 8, 9];
+  const redone = await reply(session, edited, 30);
+  const fresh = llama.session();
+  const once = await reply(fresh, edited, 30);
+  assert.deepEqual(redone.tokens, once.tokens);
+  assert.ok(first.tokens.length > 0);
+  assertGoesOnAlike(session, fresh);
+  session.free();
+  fresh.free();
+});
