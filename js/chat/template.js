@@ -52,6 +52,35 @@ function topFrame(error) {
   return frames.split('\n').find((line) => /:\d+:\d+\)?$/.test(line)) ?? null;
 }
 
+// A `for` over something undefined (a message field the message lacks, as
+// `for tool_call in message.tool_calls`) loops over nothing in Python's
+// jinja2, which renders the templates for transformers, but throws in the
+// engine. So each loop's sequence is read as `(x if x is defined else [])`:
+// the engine's own node for that expression, taken from a probe template,
+// with x the loop's sequence. A `none` still fails as it does in jinja2.
+// Where the engine's tree is not shaped as this expects, loops stay as they are.
+let definedOrEmpty;
+function loopsOverUndefinedAsEmpty(program) {
+  if (definedOrEmpty === undefined) {
+    const probe = new Template('{% for x in (y if y is defined else []) %}{% endfor %}').parsed.body?.[0]?.iterable;
+    const fits = probe?.type === 'Ternary' && probe.condition?.type === 'TestExpression' && probe.condition.operand?.type === 'Identifier' &&
+      probe.trueExpr?.type === 'Identifier' && probe.falseExpr?.type === 'ArrayLiteral';
+    const copy = (node, fields) => Object.assign(Object.create(Object.getPrototypeOf(node)), node, fields);
+    definedOrEmpty = fits ? (sequence) => copy(probe, { condition: copy(probe.condition, { operand: sequence }), trueExpr: sequence }) : null;
+  }
+  if (definedOrEmpty === null) return;
+  const visit = (node) => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (node === null || typeof node !== 'object' || typeof node.type !== 'string') return;
+    for (const value of Object.values(node)) visit(value);
+    if (node.type !== 'For') return;
+    // A filtered loop (for x in xs if test) keeps its filter: its sequence is the select's left side.
+    if (node.iterable.type === 'SelectExpression') node.iterable.lhs = definedOrEmpty(node.iterable.lhs);
+    else node.iterable = definedOrEmpty(node.iterable);
+  };
+  visit(program);
+}
+
 // Variables render() sets itself; a caller gives them another way.
 const OWN = { messages: 'the messages are render\'s first argument', add_generation_prompt: 'give options.addGenerationPrompt' };
 
@@ -74,6 +103,7 @@ export class ChatTemplate {
     } catch (error) {
       throw new ChatTemplateError(`the chat template does not parse: ${error.message}`, { cause: error });
     }
+    loopsOverUndefinedAsEmpty(this.#template.parsed);
     this.source = source;
     this.bosToken = bosToken;
     this.eosToken = eosToken;

