@@ -31,6 +31,7 @@ const benchmarks = {
   snapshot: () => import('./snapshot.mjs'),
   generation: () => import('./generation.mjs'),
   sharing: () => import('./sharing.mjs'),
+  window: () => import('./window.mjs'),
   llm: () => import('./llm.mjs'),
   chat: () => import('./chat.mjs'),
 };
