@@ -27,7 +27,7 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
   second Ctrl-C before a reply has stopped ends the program at once (130).
   How far the model's file has loaded goes to stderr.
 
-  --model PATH         a GGUF model: llama, qwen2 or qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+  --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
                        Q5_1, Q4_K, Q5_K or Q6_K tensors (e.g. stories260k.gguf)
   --prompt TEXT        generate: text to continue (default: none, start from <s>)
   --steps N            generate: tokens to generate, at most (default 256)

@@ -1175,11 +1175,16 @@ kvc_status kvc_weight_dequantize(uint32_t type, const uint8_t *src, size_t first
 /* ------------------------------------------------------------------------ */
 
 /* A language model read from a GGUF file (kvc_gguf_parse): its architecture
- * (llama, qwen2 or qwen3), hyperparameters and tensors, the weights left in
- * their GGUF encoding (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
- * Q5_K, Q6_K) in one region that holds the file's tensor data byte for
- * byte.  Its forward pass runs on a kvc_model of its geometry: the cache
- * holds the keys and values, in any mode. */
+ * (llama, qwen2, qwen3, gemma3, smollm3 or phi3), hyperparameters and
+ * tensors, the weights left in their GGUF encoding (F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in one region that holds the
+ * file's tensor data byte for byte.  Its forward pass runs on a kvc_model
+ * of its geometry: the cache holds the keys and values, in any mode.  RoPE
+ * turns the first rope.dimension_count channels of a head (all when absent), by
+ * rope_freqs.weight's factors when the file has them, else by LongRoPE's
+ * (phi3): rope_factors_long.weight when context_length passes
+ * rope.scaling.original_context_length, else rope_factors_short.weight --
+ * llama.cpp's choice for a context of the model's full length. */
 typedef struct kvc_lm kvc_lm;
 
 /* kvc_lm_create():

@@ -7,8 +7,11 @@
  *   x = the tokens' embeddings (gemma3: times sqrt(dim))
  *   xb = RMSNorm(x) * attn_norm
  *   q, k, v = xb Wq, xb Wk, xb Wv (+ biases; qwen3, gemma3: RMSNorm per head)  one job
- *   RoPE on q and k at the tokens' positions (the layer's table: its base,
- *   or none); k, v appended to the layer (full, or a window layer)
+ *   (phi3's fused attn_qkv: the same three products, on its row ranges)
+ *   RoPE on the first rope_dims channels of each head of q and k at the
+ *   tokens' positions (the layer's table: its base, or none; cos and sin
+ *   scaled by rope.scaling.attn_factor); k, v appended to the layer (full,
+ *   or a window layer)
  *   att = the cache's attention (one token: attend_heads; T: attend_causal)
  *   x += att Wo (gemma3: RMSNorm'd first)
  *   xb = RMSNorm(x) * ffn_norm;  x += (act(xb Wgate) * xb Wup) Wdown (gemma3: RMSNorm'd first)
@@ -190,8 +193,8 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     const int table = lm->plans[l].rope_table;
     for (size_t t = 0; t < T && table != KVC_ROPE_NONE; t++) {
         const float *rope = s->rope + ((size_t)table * T + t) * hd;
-        kvc_rope_apply(lm->num_heads, hd, lm->arch->rope, rope, s->q + t * q_dim);
-        kvc_rope_apply(lm->num_kv_heads, hd, lm->arch->rope, rope, s->k + t * kv_dim);
+        kvc_rope_apply(lm->num_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->q + t * q_dim);
+        kvc_rope_apply(lm->num_kv_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->k + t * kv_dim);
     }
     kvc_status status = kvc_layer_append_n(layer, T, s->k, s->v, NULL);
     if (status != KVC_OK) return status;
@@ -312,8 +315,8 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
 
     size_t done = 0; /* tokens of this call every layer holds */
     kvc_lm_scratch *s = &lm->scratch;
-    /* RoPE's frequency factors (Llama 3's rope_freqs), apart from the
-     * scratch the block's norms use. */
+    /* RoPE's frequency factors (Llama 3's rope_freqs, LongRoPE's), apart
+     * from the scratch the block's norms use. */
     const float *factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
     const float embed_scale = sqrtf((float)lm->dim);
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
@@ -322,10 +325,10 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
             float *x = s->x + t * lm->dim;
             lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
             for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
-            kvc_rope_table(lm->head_dim, first + start + t, lm->rope_base, factors,
+            kvc_rope_table(lm->rope_dims, first + start + t, lm->rope_base, factors, lm->rope_scale,
                            s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->head_dim);
             if (lm->window) {
-                kvc_rope_table(lm->head_dim, first + start + t, lm->window_rope_base, NULL,
+                kvc_rope_table(lm->rope_dims, first + start + t, lm->window_rope_base, NULL, lm->rope_scale,
                                s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->head_dim);
             }
         }

@@ -4,8 +4,9 @@
  * its blocks bound to where it will lie in the weights -- one region, the
  * file's tensor data byte for byte, which the caller fills (streamed from
  * the file) after creation.  Nothing is converted: matrices stay in their
- * GGUF encoding; vectors (norms, biases) are F32 in every file llama.cpp's
- * converter writes, and required to be.
+ * GGUF encoding (a fused one is bound as row ranges: q, k, v; gate, up);
+ * vectors (norms, biases) are F32 in every file llama.cpp's converter
+ * writes, and required to be.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -125,12 +126,32 @@ static kvc_status bind(lm_source *src, const char *name, size_t cols, size_t row
     return KVC_OK;
 }
 
-/* Binds the tensors of block l. */
+/* Rows [first, first + rows) of t: a weight of its own to the forward pass. */
+static kvc_tensor row_range(const kvc_tensor *t, size_t first, size_t rows) {
+    kvc_tensor range = *t;
+    range.offset += first * t->row_bytes;
+    range.rows = rows;
+    return range;
+}
+
+/* Whether the file holds tensor `name`. */
+static int has_tensor(const lm_source *src, const char *name) {
+    return kvc_gguf_find_tensor(src->gguf, name, strlen(name)) != KVC_GGUF_NONE;
+}
+
+/* Binds the tensors of block l.  A fused tensor is bound whole, then split
+ * into row ranges (llama.cpp's views): the forward pass sees q, k, v, gate
+ * and up as they are in any other file. */
 static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     kvc_block *b = &lm->blocks[l];
     const size_t q_dim = lm->num_heads * lm->head_dim;
     const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
     const unsigned flags = lm->arch->flags;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%zu.attn_qkv.weight", l);
+    const int fused_qkv = (flags & KVC_ARCH_FUSED_QKV) && has_tensor(src, name);
+    const int fused_up = (flags & KVC_ARCH_FUSED_GATE_UP) != 0;
+    kvc_tensor qkv;
     const struct {
         const char *name;
         size_t cols, rows;
@@ -138,9 +159,10 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         kvc_tensor *out;
     } tensors[] = {
         {"attn_norm.weight", lm->dim, 0, 1, &b->attn_norm},
-        {"attn_q.weight", lm->dim, q_dim, 1, &b->wq},
-        {"attn_k.weight", lm->dim, kv_dim, 1, &b->wk},
-        {"attn_v.weight", lm->dim, kv_dim, 1, &b->wv},
+        {"attn_qkv.weight", lm->dim, q_dim + 2 * kv_dim, fused_qkv, &qkv},
+        {"attn_q.weight", lm->dim, q_dim, !fused_qkv, &b->wq},
+        {"attn_k.weight", lm->dim, kv_dim, !fused_qkv, &b->wk},
+        {"attn_v.weight", lm->dim, kv_dim, !fused_qkv, &b->wv},
         {"attn_output.weight", q_dim, lm->dim, 1, &b->wo},
         {"attn_q.bias", q_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
         {"attn_k.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
@@ -150,8 +172,8 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
         {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
         {"ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
-        {"ffn_gate.weight", lm->dim, lm->ffn_dim, 1, &b->w_gate},
-        {"ffn_up.weight", lm->dim, lm->ffn_dim, 1, &b->w_up},
+        {"ffn_gate.weight", lm->dim, lm->ffn_dim, !fused_up, &b->w_gate},
+        {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * lm->ffn_dim, 1, &b->w_up},
         {"ffn_down.weight", lm->ffn_dim, lm->dim, 1, &b->w_down},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
@@ -159,11 +181,49 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
             memset(tensors[i].out, 0, sizeof *tensors[i].out);
             continue;
         }
-        char name[96];
         snprintf(name, sizeof name, "blk.%zu.%s", l, tensors[i].name);
         kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
         if (status != KVC_OK) return status;
     }
+    if (fused_qkv) {
+        b->wq = row_range(&qkv, 0, q_dim);
+        b->wk = row_range(&qkv, q_dim, kv_dim);
+        b->wv = row_range(&qkv, q_dim + kv_dim, kv_dim);
+    }
+    if (fused_up) {
+        /* llama.cpp's swiglu of one product: silu of its first half times the second. */
+        const kvc_tensor gate_up = b->w_up;
+        b->w_gate = row_range(&gate_up, 0, lm->ffn_dim);
+        b->w_up = row_range(&gate_up, lm->ffn_dim, lm->ffn_dim);
+    }
+    return KVC_OK;
+}
+
+/* RoPE's factors, the divisors of each pair's angle, as llama.cpp's
+ * get_rope_factors picks them: Llama 3's rope_freqs.weight when the file has
+ * it; else LongRoPE's (phi3) rope_factors_long.weight when the context
+ * served passes rope.scaling.original_context_length, rope_factors_short
+ * otherwise; else none.  llama.cpp decides once, by the context it is
+ * created with (n_ctx_seq), so that every key in its cache turned with the
+ * same factors.  A cache of ours has no configured context: it takes every
+ * position up to the model's context_length, which is llama.cpp's context
+ * when created at the trained size (n_ctx 0): Phi-3.5-mini's and
+ * Phi-4-mini's 131072 against 4096 pick the long factors.  (A llama.cpp
+ * context of 4096 or less picks the short ones, and computes other logits.)
+ * Deciding per position instead would leave the keys already cached turned
+ * by the other factors. */
+static kvc_status bind_rope_factors(lm_source *src, kvc_lm *lm) {
+    const size_t pairs = lm->rope_dims / 2;
+    size_t original;
+    kvc_tensor longer, shorter;
+    kvc_status status;
+    if ((status = size_param(src, "rope.scaling.original_context_length", lm->context_length, &original)) ||
+        (status = bind(src, "rope_freqs.weight", pairs, 0, 1, &lm->rope_freqs)) ||
+        (status = bind(src, "rope_factors_long.weight", pairs, 0, 1, &longer)) ||
+        (status = bind(src, "rope_factors_short.weight", pairs, 0, 1, &shorter))) {
+        return status;
+    }
+    if (!lm->rope_freqs.type) lm->rope_freqs = lm->context_length > original ? longer : shorter;
     return KVC_OK;
 }
 
@@ -205,17 +265,24 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         (status = size_param(src, "attention.value_length", lm->head_dim, &value_dim))) {
         return status;
     }
-    size_t rope_dims;
-    if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &rope_dims))) return status;
+    /* RoPE turns the first rope_dims channels of a head (llama.cpp's n_rot;
+     * Phi-4-mini 96 of 128) by rope.scaling.attn_factor's scale (the
+     * converter's LongRoPE magnitude; llama.cpp multiplies cos and sin by it
+     * whatever the factors, and takes 1 without the key). */
+    if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &lm->rope_dims)) ||
+        (status = real_param(src, "rope.scaling.attn_factor", 1.0f, &lm->rope_scale))) {
+        return status;
+    }
     /* The query's width is a size like the others: a product of two that
      * passed 32 bits would wrap in wasm32 to a width a small attn_q.weight
      * matches. */
-    if (value_dim != lm->head_dim || rope_dims != lm->head_dim || lm->head_dim % 2 || lm->head_dim > KVC_MAX_HEAD_DIM ||
+    if (value_dim != lm->head_dim || lm->rope_dims % 2 || lm->rope_dims > lm->head_dim || lm->head_dim % 2 ||
+        lm->head_dim > KVC_MAX_HEAD_DIM ||
         lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads ||
         lm->num_heads > KVC_LM_MAX_SIZE / lm->head_dim) {
         return refuse(src, KVC_E_MODEL_FILE,
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
-                      lm->num_heads, lm->head_dim, value_dim, rope_dims, lm->num_kv_heads);
+                      lm->num_heads, lm->head_dim, value_dim, lm->rope_dims, lm->num_kv_heads);
     }
     /* The sliding window, where the architecture has windowed layers and
      * the file gives one (llama.cpp attends globally everywhere without it). */
@@ -247,9 +314,9 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (!lm) return KVC_E_NOMEM;
     memset(lm, 0, sizeof *lm);
     kvc_status status = read_params(&src, lm);
-    /* Every block has nine tensors at least: a block count the file cannot
-     * hold is refused before the blocks are allocated. */
-    if (status == KVC_OK && lm->num_layers > kvc_gguf_tensor_count(gguf) / 9) {
+    /* Every block has six tensors at least (phi3's, fused): a block count
+     * the file cannot hold is refused before the blocks are allocated. */
+    if (status == KVC_OK && lm->num_layers > kvc_gguf_tensor_count(gguf) / 6) {
         status = refuse(&src, KVC_E_MODEL_FILE, "metadata %s.block_count is %zu, and the file holds %zu tensors: not enough for them",
                         lm->arch->name, lm->num_layers, kvc_gguf_tensor_count(gguf));
     }
@@ -281,7 +348,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (status == KVC_OK) status = bind(&src, "output_norm.weight", lm->dim, 0, 0, &lm->output_norm);
     if (status == KVC_OK) status = bind(&src, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
-    if (status == KVC_OK) status = bind(&src, "rope_freqs.weight", lm->head_dim / 2, 0, 1, &lm->rope_freqs);
+    if (status == KVC_OK) status = bind_rope_factors(&src, lm);
     for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
     if (status == KVC_OK) *out = lm;
     else kvc_lm_free(lm);

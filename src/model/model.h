@@ -11,10 +11,11 @@
 #include "kvcache.h"
 #include "../kernels/weights.h"
 
-/* How an architecture pairs the channels of a head that RoPE rotates. */
+/* How an architecture pairs the channels of a head that RoPE rotates: the
+ * first rope_dims of them (rope.dimension_count; the rest pass through). */
 typedef enum kvc_rope_pairing {
     KVC_ROPE_ADJACENT, /* (2i, 2i + 1): ggml's "normal" RoPE, llama's GGUF layout */
-    KVC_ROPE_HALVES    /* (i, i + head_dim / 2): NeoX's (qwen2, qwen3) */
+    KVC_ROPE_HALVES    /* (i, i + rope_dims / 2): NeoX's (qwen2, qwen3, phi3) */
 } kvc_rope_pairing;
 
 /* What a block of an architecture has beyond llama's. */
@@ -23,7 +24,10 @@ enum {
     KVC_ARCH_QK_NORM = 1u << 1,    /* attn_{q,k}_norm: RMSNorm of each head of q and k (qwen3) */
     KVC_ARCH_POST_NORMS = 1u << 2, /* post_attention_norm and post_ffw_norm: RMSNorm of what the
                                       attention and the FFN add, before they are added (gemma3) */
-    KVC_ARCH_EMBED_SCALE = 1u << 3 /* the embeddings times sqrt(dim) (gemma3) */
+    KVC_ARCH_EMBED_SCALE = 1u << 3, /* the embeddings times sqrt(dim) (gemma3) */
+    KVC_ARCH_FUSED_QKV = 1u << 4,   /* attn_qkv: q's rows, then k's, then v's, in place of
+                                       attn_{q,k,v} when the file has it (phi3) */
+    KVC_ARCH_FUSED_GATE_UP = 1u << 5 /* ffn_up: the gate's rows, then up's; no ffn_gate (phi3) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
@@ -61,7 +65,8 @@ const kvc_arch *kvc_archs(size_t *count);
 
 /* A weight: rows x cols values in its GGUF encoding (a vector is one row),
  * at `offset` within the model's weights, `data` once they are allocated.
- * ggml lists dims innermost first: [cols, rows]. */
+ * ggml lists dims innermost first: [cols, rows].  It may be a range of the
+ * rows of a tensor of the file (a fused one's q, k, v, gate or up). */
 typedef struct kvc_tensor {
     const kvc_weight_type *type; /* NULL: the tensor is absent */
     const uint8_t *data;
@@ -85,14 +90,14 @@ typedef struct kvc_lm_scratch {
     size_t tokens;    /* what the arrays below are sized for */
     size_t positions; /* and the attention arrays for this many rows */
     float *x, *xb, *q, *k, *v, *att, *gate, *up; /* activations */
-    float *rope;      /* per table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW): [tokens x head_dim / 2]
-                         cos, then as many sin */
+    float *rope;      /* per table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW), a row of head_dim per
+                         token: rope_dims / 2 cos, then as many sin */
     uint8_t *codes;   /* the activations coded for the weights' kernels */
     float *qh, *oh;   /* one query head's queries and outputs [tokens x head_dim] */
     float *probs;     /* a head's attention [tokens x positions] */
     float *mass;      /* the attention each token gave each slot, summed over heads */
     float *vector;    /* a vector weight (norm, bias) of another type than F32, as f32 */
-    float *rope_factors; /* rope_freqs.weight, as f32 when it is not F32 */
+    float *rope_factors; /* the RoPE factors (kvc_lm.rope_freqs), as f32 when they are not F32 */
 } kvc_lm_scratch;
 
 /* The importance a verify's tokens gave, held until kvc_lm_keep: per layer,
@@ -109,11 +114,15 @@ typedef struct kvc_lm_pending {
 struct kvc_lm {
     const kvc_arch *arch;
     size_t num_layers, dim, num_heads, num_kv_heads, head_dim, ffn_dim, vocab_size, context_length;
+    size_t rope_dims; /* the channels of a head RoPE rotates: even, <= head_dim */
     float rms_eps, rope_base, window_rope_base;
+    float rope_scale; /* rope.scaling.attn_factor: RoPE's cos and sin times it (1: none) */
     size_t window; /* attention.sliding_window (0: none) */
     kvc_layer_plan *plans; /* [num_layers] */
     uint8_t *weights; /* the file's tensor data, as it is in the file */
     size_t weights_bytes;
+    /* rope_freqs: the per-pair divisors of RoPE's angles [rope_dims / 2] it
+     * uses, Llama 3's rope_freqs.weight or one of LongRoPE's (lm.c), or absent. */
     kvc_tensor token_embd, output_norm, output, rope_freqs;
     kvc_block *blocks;
     kvc_lm_scratch scratch;
@@ -126,11 +135,14 @@ void kvc_lm_scratch_free(kvc_lm_scratch *scratch);
 /* ---- ops.c: the block's element-wise arithmetic, on f32 rows ---- */
 /* out = x * (1 / sqrt(mean(x^2) + eps)) * weight, the mean summed in double. */
 void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float *out);
-/* cos and sin of position * theta_i, theta_i = base^(-2i / head_dim) / factor_i
- * (factors NULL: all 1), for i < head_dim / 2: table[i], table[half + i]. */
-void kvc_rope_table(size_t head_dim, size_t position, float base, const float *factors, float *table);
-/* Rotates each of `heads` heads of x [heads x head_dim] by the table. */
-void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, const float *table, float *x);
+/* scale * cos and scale * sin of position * theta_i, theta_i = base^(-2i /
+ * rope_dims) / factor_i (factors NULL: all 1), for i < rope_dims / 2:
+ * table[i], table[rope_dims / 2 + i]. */
+void kvc_rope_table(size_t rope_dims, size_t position, float base, const float *factors, float scale, float *table);
+/* Rotates the first rope_dims channels of each of `heads` heads of x
+ * [heads x head_dim] by the table; the others stay. */
+void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pairing pairing, const float *table,
+                    float *x);
 /* gate = silu(gate) * up */
 void kvc_swiglu(size_t n, float *gate, const float *up);
 /* gate = gelu(gate) * up, gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */

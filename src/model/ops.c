@@ -17,24 +17,26 @@ void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float
     for (size_t i = 0; i < n; i++) out[i] = (x[i] * scale) * weight[i];
 }
 
-void kvc_rope_table(size_t head_dim, size_t position, float base, const float *factors, float *table) {
-    const size_t half = head_dim / 2;
+void kvc_rope_table(size_t rope_dims, size_t position, float base, const float *factors, float scale, float *table) {
+    const size_t half = rope_dims / 2;
     for (size_t i = 0; i < half; i++) {
-        float theta = (float)position * powf(base, -2.0f * (float)i / (float)head_dim);
+        float theta = (float)position * powf(base, -2.0f * (float)i / (float)rope_dims);
         if (factors) theta /= factors[i];
-        table[i] = cosf(theta);
-        table[half + i] = sinf(theta);
+        table[i] = cosf(theta) * scale;
+        table[half + i] = sinf(theta) * scale;
     }
 }
 
-void kvc_rope_apply(size_t heads, size_t head_dim, kvc_rope_pairing pairing, const float *table, float *x) {
-    const size_t half = head_dim / 2;
+void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pairing pairing, const float *table,
+                    float *x) {
+    const size_t half = rope_dims / 2;
     const float *c = table;
     const float *s = table + half;
     for (size_t h = 0; h < heads; h++) {
         float *head = x + h * head_dim;
         for (size_t i = 0; i < half; i++) {
-            /* ADJACENT rotates (2i, 2i + 1); HALVES (i, i + half). */
+            /* ADJACENT rotates (2i, 2i + 1); HALVES (i, i + half), both
+             * within the first rope_dims channels (ggml's partial RoPE). */
             float *a = pairing == KVC_ROPE_ADJACENT ? &head[2 * i] : &head[i];
             float *b = pairing == KVC_ROPE_ADJACENT ? &head[2 * i + 1] : &head[i + half];
             const float x0 = *a;

@@ -16,6 +16,7 @@
 
 #include "core/internal.h"
 #include "gguf_builder.h"
+#include "model/model.h"
 #include "test.h"
 
 /* ---- a small model (gguf_builder.h) ---- */
@@ -130,6 +131,37 @@ TEST(create_reads_the_shape_and_binds_every_tensor_of_the_file) {
     CHECK(kvc_lm_rms_eps(m.lm) == 1e-5f && kvc_lm_rope_base(m.lm) == 10000.0f);
     CHECK(kvc_lm_weights_bytes(m.lm) > 0 && kvc_lm_weights(m.lm) != NULL && message[0] == '\0');
     free_model(&m);
+}
+
+/* ---- RoPE on part of a head (phi3: 96 channels of 128) ---- */
+
+TEST(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_rest) {
+    /* Two heads of 8, RoPE on 4: pairs (0, 2) and (1, 3) in halves, (0, 1)
+     * and (2, 3) adjacent; angles pos * base^(-2i / 4) / factor_i. */
+    const float factors[2] = {2.0f, 4.0f};
+    float table[4];
+    kvc_rope_table(4, 3, 100.0f, factors, 1.5f, table);
+    const float theta[2] = {3.0f / 2.0f, 3.0f * 0.1f / 4.0f};
+    for (size_t i = 0; i < 2; i++) {
+        CHECK(fabsf(table[i] - 1.5f * cosf(theta[i])) < 1e-6f && fabsf(table[2 + i] - 1.5f * sinf(theta[i])) < 1e-6f);
+    }
+    const kvc_rope_pairing pairings[2] = {KVC_ROPE_HALVES, KVC_ROPE_ADJACENT};
+    for (size_t p = 0; p < 2; p++) {
+        float x[16];
+        for (size_t i = 0; i < 16; i++) x[i] = (float)(i + 1);
+        kvc_rope_apply(2, 8, 4, pairings[p], table, x);
+        for (size_t h = 0; h < 2; h++) {
+            const float *head = x + 8 * h;
+            const float in = (float)(8 * h + 1);
+            for (size_t i = 0; i < 2; i++) {
+                const size_t a = p == 0 ? i : 2 * i, b = p == 0 ? i + 2 : 2 * i + 1;
+                const float x0 = in + (float)a, x1 = in + (float)b;
+                CHECK(fabsf(head[a] - (x0 * table[i] - x1 * table[2 + i])) < 1e-5f);
+                CHECK(fabsf(head[b] - (x0 * table[2 + i] + x1 * table[i])) < 1e-5f);
+            }
+            for (size_t i = 4; i < 8; i++) CHECK(head[i] == in + (float)i);
+        }
+    }
 }
 
 /* A 1B model's F16 weights are 2.5 GB: one region the loader fills, which
@@ -435,6 +467,7 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_after_the_heap_refused_a_growth),
           CASE(create_refuses_what_it_cannot_run_and_says_what),
+          CASE(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_rest),
           CASE(tied_embeddings_are_read_as_the_output),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
           CASE(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for),

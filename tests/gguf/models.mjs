@@ -1,7 +1,7 @@
 // GGUF models for the tests and the benchmarks: random weights at a given
 // geometry and type mix -- llama (with or without Llama 3's RoPE scaling),
-// qwen2 or qwen3, the files llama.cpp's converter (convert_hf_to_gguf.py)
-// writes for them -- the real models of ../shared/data re-encoded in another
+// qwen2, qwen3, gemma3, smollm3 or phi3, the files llama.cpp's converter
+// (convert_hf_to_gguf.py) writes for them -- the real models of ../shared/data re-encoded in another
 // type, and probes that show one tensor's dequantization through an engine's
 // hidden state. Written to a temporary folder when used, never committed.
 //
@@ -37,6 +37,10 @@ const LLAMA3_ROPE_SCALING = { type: 'llama3', factor: 32, lowFreqFactor: 1, high
  * head is dim / numHeads and no key says so); `ropeScaling` is a
  * rope_scaling of type llama3, which the converter turns into
  * rope_freqs.weight; `tied` drops output.weight (tie_word_embeddings).
+ * phi3's: `ropeDims`, the channels of a head RoPE turns (partial_rotary_factor
+ * x the head; all of it when absent), and LongRoPE's
+ * `originalContextLength` (original_max_position_embeddings), which the
+ * converter writes beside the long and short factors.
  */
 export const GEOMETRIES = {
   tiny: { name: 'tiny', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false },
@@ -46,6 +50,10 @@ export const GEOMETRIES = {
   // Gemma 3's block with a window of 16 (crossed many times by a test's 128 tokens) and 8 layers (a global one at 5).
   'tiny-gemma3': { name: 'tiny-gemma3', architecture: 'gemma3', dim: 256, numLayers: 8, numHeads: 4, numKvHeads: 1, headDim: 64, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 16 },
   'tiny-smollm3': { name: 'tiny-smollm3', architecture: 'smollm3', dim: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 5000000, eps: 1e-6, tied: true },
+  // Phi-4-mini's block: RoPE on 48 channels of 64; a context past the original one (128, under
+  // the 256 llama.cpp's test context holds), so that both sides turn by the long factors; a
+  // window of 16, which llama.cpp ignores for phi3 (so must the runner).
+  'tiny-phi3': { name: 'tiny-phi3', architecture: 'phi3', dim: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, ropeDims: 48, hiddenDim: 512, vocabSize: 1024, contextLength: 4096, originalContextLength: 128, ropeBase: 10000, eps: 1e-5, tied: true, slidingWindow: 16 },
   'gemma-3-270m': { name: 'gemma-3-270m', architecture: 'gemma3', dim: 640, numLayers: 18, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 2048, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'gemma-3-1b': { name: 'gemma-3-1b', architecture: 'gemma3', dim: 1152, numLayers: 26, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 6912, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'smollm3-3b': { name: 'smollm3-3b', architecture: 'smollm3', dim: 2048, numLayers: 36, numHeads: 16, numKvHeads: 4, hiddenDim: 11008, vocabSize: 128256, contextLength: 65536, ropeBase: 5000000, eps: 1e-6, tied: true },
@@ -53,6 +61,8 @@ export const GEOMETRIES = {
   'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, headDim: 64, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
   'qwen2.5-0.5b': { name: 'qwen2.5-0.5b', architecture: 'qwen2', dim: 896, numLayers: 24, numHeads: 14, numKvHeads: 2, hiddenDim: 4864, vocabSize: 151936, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true },
   'qwen3-0.6b': { name: 'qwen3-0.6b', architecture: 'qwen3', dim: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, hiddenDim: 3072, vocabSize: 151936, contextLength: 40960, ropeBase: 1000000, eps: 1e-6, tied: true },
+  'phi-3.5-mini': { name: 'phi-3.5-mini', architecture: 'phi3', dim: 3072, numLayers: 32, numHeads: 32, numKvHeads: 32, hiddenDim: 8192, vocabSize: 32064, contextLength: 131072, originalContextLength: 4096, ropeBase: 10000, eps: 1e-5, tied: false, slidingWindow: 262144 },
+  'phi-4-mini': { name: 'phi-4-mini', architecture: 'phi3', dim: 3072, numLayers: 32, numHeads: 24, numKvHeads: 8, ropeDims: 96, hiddenDim: 8192, vocabSize: 200064, contextLength: 131072, originalContextLength: 4096, ropeBase: 10000, eps: 1e-5, tied: true, slidingWindow: 262144 },
 };
 
 /**
@@ -71,10 +81,27 @@ const ARCHITECTURES = {
   gemma3: { llamaKeys: false, qkvBias: false, qkNorm: true, postNorms: true },
   // SmolLM3Model is a LlamaModel.
   smollm3: { llamaKeys: true, qkvBias: false, qkNorm: false },
+  // Phi3MiniModel writes rope.dimension_count, attention.sliding_window (0 without one) and
+  // LongRoPE's keys and factors (longRope); its blocks fuse q, k and v (attn_qkv) and the FFN's
+  // gate and up (ffn_up: the gate's rows first), as the checkpoint has them (fused). Its
+  // vocabulary ends in added tokens, <|endoftext|> among them, which llama.cpp's vocabulary
+  // loader looks up in a model whose general.name says phi3 (and fails to load without it).
+  phi3: { llamaKeys: false, qkvBias: false, qkNorm: false, fused: true, longRope: true, control: ['<|endoftext|>'] },
 };
 
 const architectureOf = (g) => g.architecture ?? 'llama';
 const headDimOf = (g) => g.headDim ?? g.dim / g.numHeads;
+const ropeDimsOf = (g) => g.ropeDims ?? headDimOf(g);
+
+/**
+ * rope.scaling.attn_factor as Phi3MiniModel computes it for LongRoPE (in
+ * f64, written as f32): sqrt(1 + ln(scale) / ln(original context)), scale
+ * the context over the original one; 1 when it does not pass it.
+ */
+export function longRopeAttnFactor(g) {
+  const scale = g.contextLength / g.originalContextLength;
+  return scale > 1 ? Math.sqrt(1 + Math.log(scale) / Math.log(g.originalContextLength)) : 1;
+}
 
 /** Every mix by name. */
 export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
@@ -101,7 +128,8 @@ export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
   if (mix === 'Q4_K_M') {
     const isOutput = name === 'output.weight' || (tied && name === 'token_embd.weight');
     if (isOutput) want = rowLength % 256 === 0 ? 'Q6_K' : 'Q8_0';
-    else if (/attn_v\.weight$|ffn_down\.weight$/.test(name) && useMoreBits(layer, numLayers)) want = 'Q6_K';
+    // attn_qkv is attn_v-like to llama.cpp's quantizer (category_is_attn_v).
+    else if (/attn_v\.weight$|attn_qkv\.weight$|ffn_down\.weight$/.test(name) && useMoreBits(layer, numLayers)) want = 'Q6_K';
     else want = 'Q4_K';
   }
   const fits = (type) => rowLength % GGML_TYPES[type].blockSize === 0;
@@ -120,9 +148,10 @@ const SPACE = '\u2581';
  * the digits, then every string of letters a–z by length, each bare and after
  * '▁', until the size is reached. No piece holds a digit beside anything, so
  * a string of n digits is exactly n + 1 tokens after <s> ('▁' and one per
- * digit): what a benchmark needs for a prompt of a given length.
+ * digit): what a benchmark needs for a prompt of a given length. `control`:
+ * control tokens that take the last ids, as a checkpoint's added tokens do.
  */
-export function syntheticVocab(size) {
+export function syntheticVocab(size, control = []) {
   const tokens = ['<unk>', '<s>', '</s>'];
   const types = [2, 3, 3]; // unknown, control, control
   for (let b = 0; b < 256; b++) {
@@ -144,8 +173,12 @@ export function syntheticVocab(size) {
       if (tokens.length < size) normal(SPACE + w);
     }
   }
-  tokens.length = size;
-  types.length = size;
+  tokens.length = size - control.length;
+  types.length = size - control.length;
+  for (const piece of control) {
+    tokens.push(piece);
+    types.push(3);
+  }
   // sentencepiece's scores: higher merges first; shorter pieces first here.
   const scores = tokens.map((_, i) => (types[i] === 1 ? -i : 0));
   return { tokens, scores, types, bosId: 1, eosId: 2, unkId: 0 };
@@ -172,6 +205,7 @@ const ARCH_KEY_TYPES = {
   'rope.dimension_count': 'u32', 'attention.head_count': 'u32', 'attention.head_count_kv': 'u32',
   'attention.key_length': 'u32', 'attention.value_length': 'u32', vocab_size: 'u32',
   'attention.layer_norm_rms_epsilon': 'f32', 'rope.freq_base': 'f32', 'attention.sliding_window': 'u32',
+  'rope.scaling.original_context_length': 'u32', 'rope.scaling.attn_factor': 'f32',
 };
 
 /**
@@ -193,7 +227,7 @@ export function retypedMetadata(file) {
 function modelMetadata(g, { name, mix }) {
   const arch = architectureOf(g);
   const key = (suffix) => `${arch}.${suffix}`;
-  const { llamaKeys } = ARCHITECTURES[arch];
+  const { llamaKeys, longRope = false } = ARCHITECTURES[arch];
   return [
     ['general.architecture', arch],
     ['general.name', name],
@@ -209,8 +243,13 @@ function modelMetadata(g, { name, mix }) {
     [key('rope.freq_base'), gguf.f32(g.ropeBase)],
     [key('attention.layer_norm_rms_epsilon'), gguf.f32(g.eps)],
     ...(g.headDim ? [[key('attention.key_length'), gguf.u32(g.headDim)], [key('attention.value_length'), gguf.u32(g.headDim)]] : []),
-    ...(llamaKeys ? [[key('vocab_size'), gguf.u32(g.vocabSize)], [key('rope.dimension_count'), gguf.u32(headDimOf(g))]] : []),
-    ...(g.slidingWindow ? [[key('attention.sliding_window'), gguf.u32(g.slidingWindow)]] : []),
+    ...(llamaKeys ? [[key('vocab_size'), gguf.u32(g.vocabSize)], [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))]] : []),
+    ...(g.slidingWindow || longRope ? [[key('attention.sliding_window'), gguf.u32(g.slidingWindow ?? 0)]] : []),
+    ...(longRope ? [
+      [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
+      [key('rope.scaling.original_context_length'), gguf.u32(g.originalContextLength)],
+      [key('rope.scaling.attn_factor'), gguf.f32(longRopeAttnFactor(g))],
+    ] : []),
   ];
 }
 
@@ -256,36 +295,40 @@ export function everyValueType() {
 
 /**
  * Tensor names and ggml dims of a model of geometry g, in llama.cpp's order
- * (rope_freqs.weight first, as the converter yields its generated tensors
- * before the model's), each with its layer (-1: none).
+ * (rope_freqs.weight or LongRoPE's factors first, as the converter yields its
+ * generated tensors before the model's), each with its layer (-1: none).
  */
 function modelTensors(g) {
   const { dim, hiddenDim, vocabSize, numLayers } = g;
-  const { qkvBias, qkNorm, postNorms = false } = ARCHITECTURES[architectureOf(g)];
+  const { qkvBias, qkNorm, postNorms = false, fused = false, longRope = false } = ARCHITECTURES[architectureOf(g)];
   const headDim = headDimOf(g);
   const qDim = g.numHeads * headDim;
   const kvDim = g.numKvHeads * headDim;
   const list = [];
   if (g.ropeScaling) list.push({ name: 'rope_freqs.weight', dims: [headDim / 2], layer: -1 });
+  if (longRope) {
+    for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight']) list.push({ name, dims: [ropeDimsOf(g) / 2], layer: -1 });
+  }
   list.push({ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 });
   for (let l = 0; l < numLayers; l++) {
     const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
     list.push(
       ...block('attn_norm.weight', [dim]),
-      ...block('attn_q.weight', [dim, qDim]),
+      ...block('attn_qkv.weight', [dim, qDim + 2 * kvDim], fused),
+      ...block('attn_q.weight', [dim, qDim], !fused),
       ...block('attn_q.bias', [qDim], qkvBias),
-      ...block('attn_k.weight', [dim, kvDim]),
+      ...block('attn_k.weight', [dim, kvDim], !fused),
       ...block('attn_k.bias', [kvDim], qkvBias),
-      ...block('attn_v.weight', [dim, kvDim]),
+      ...block('attn_v.weight', [dim, kvDim], !fused),
       ...block('attn_v.bias', [kvDim], qkvBias),
       ...block('attn_q_norm.weight', [headDim], qkNorm),
       ...block('attn_k_norm.weight', [headDim], qkNorm),
       ...block('attn_output.weight', [qDim, dim]),
       ...block('post_attention_norm.weight', [dim], postNorms),
       ...block('ffn_norm.weight', [dim]),
-      ...block('ffn_gate.weight', [dim, hiddenDim]),
+      ...block('ffn_gate.weight', [dim, hiddenDim], !fused),
       ...block('ffn_down.weight', [hiddenDim, dim]),
-      ...block('ffn_up.weight', [dim, hiddenDim]),
+      ...block('ffn_up.weight', [dim, (fused ? 2 : 1) * hiddenDim]),
       ...block('post_ffw_norm.weight', [dim], postNorms),
     );
   }
@@ -345,7 +388,17 @@ function biasValues(count, random) {
 }
 
 /**
- * A model of geometry `g` (its architecture: llama, qwen2 or qwen3) with
+ * LongRoPE's factors, the divisors of each pair's angle, in f32: the long
+ * ones from 1 to 10 (a checkpoint's rise from 1 for its fast pairs to tens
+ * for its slow ones, drawn), the short ones 1 to 1.2.
+ */
+function ropeFactorValues(name, count, random) {
+  const spread = name === 'rope_factors_long.weight' ? 9 : 0.2;
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => 1 + spread * random.unit()));
+}
+
+/**
+ * A model of geometry `g` (its architecture: llama, qwen2, qwen3, gemma3, smollm3 or phi3) with
  * random weights in `mix`, as llama.cpp's converter lays it out: each
  * drawn tensor random valid blocks of its type (values of RMS randomRms),
  * norms and biases in F32, drawn from its own seed, so a tensor's data is
@@ -359,7 +412,7 @@ function biasValues(count, random) {
  */
 export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, name = `random-${g.name}-${mix}` } = {}) {
   if (tokenizer) g = { ...g, vocabSize: tokenizer.find((e) => e.key === 'tokenizer.ggml.tokens').value.length };
-  const vocab = tokenizer ? null : syntheticVocab(g.vocabSize);
+  const vocab = tokenizer ? null : syntheticVocab(g.vocabSize, ARCHITECTURES[architectureOf(g)].control);
   let drawn = 0;
   const tensors = modelTensors(g).map((t) => {
     const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
@@ -371,6 +424,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     let data;
     if (t.dims.length > 1) data = () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
     else if (t.name.endsWith('.bias')) data = () => biasValues(count, rng(tensorSeed));
+    else if (t.name.startsWith('rope_factors_')) data = () => ropeFactorValues(t.name, count, rng(tensorSeed));
     else data = () => normWeights(count, rng(tensorSeed));
     return { ...t, type: typeName, data };
   });

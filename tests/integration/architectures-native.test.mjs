@@ -1,6 +1,7 @@
 // The runner and native llama.cpp (tests/runtimes/llamacpp-native.mjs: an f32
 // cache) on tiny random files of the 2026 architectures, teacher-forced over
-// 128 positions -- gemma3's window of 16 crossed eight times. The bound is
+// 128 positions -- gemma3's window of 16 crossed eight times; phi3's fused
+// projections, RoPE on 48 channels of 64 and LongRoPE's long factors. The bound is
 // llama.cpp's agreement with itself (flash attention on against off): the
 // runner's mean KL within it and within 1e-3, and its top-1 at least as
 // high, or every top-1 it misses a near tie. Each case prints both figures.
@@ -16,7 +17,7 @@ import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf, writeGgufFile } from '../gguf/writer.mjs';
 import { closeNativeLlamaCpp, nativeLlamaCppMissing, nativeLogits } from '../runtimes/llamacpp-native.mjs';
 
-export const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3'];
+export const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3'];
 // Below this the runner agrees with llama.cpp to float rounding, whatever llama.cpp's self-agreement.
 const ROUNDING_KL = 1e-9;
 
