@@ -7,7 +7,10 @@
 // valid block is a valid weight for both engines (tests/gguf/models.mjs
 // writes them, into a folder kept between runs). Prefill: a prompt of the
 // context's length; decode: tokens after it. Both engines on 1 thread and on
-// every thread. Also: the JS heap while a 1.3 GB file loads.
+// every thread; native llama.cpp (node-llama-cpp) on the same files beside
+// them. Also: the JS heap while a 1.3 GB file loads. The 2026 geometries
+// (Gemma 3 270M and 1B, with their window layers, and SmolLM3-3B) run in Q8_0
+// and Q4_K_M, Phi-3.5-mini's and Phi-4-mini's in Q4_K_M.
 //
 // llama.cpp prefills a few tokens a second on this machine, so long contexts
 // take it most of an hour per file: the full run measures 512 everywhere on 1
@@ -21,6 +24,7 @@ import { GEOMETRIES, modelFile, randomLlama } from '../tests/gguf/models.mjs';
 import { browserMissing, launchBrowser } from '../tests/runtimes/browsers.mjs';
 import { serveFiles } from '../tests/runtimes/static-server.mjs';
 import { closeLlamaCpp, llamaCppMissing, llamaCppTimings } from '../tests/runtimes/wllama.mjs';
+import { closeNativeLlamaCpp, nativeLlamaCppMissing, nativeTimings } from '../tests/runtimes/llamacpp-native.mjs';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
@@ -51,8 +55,10 @@ const RUN = `async ({ url, threads, context, decode, mode }) => {
     window.model = { url, llama, loadMs: performance.now() - started, heapPeak };
   }
   const { llama, loadMs, heapPeak } = window.model;
-  const { numLayers, numKvHeads, headDim, vocabSize } = llama.config;
-  const cache = new kv.KvCache({ numLayers, numKvHeads, headDim, mode });
+  const { vocabSize } = llama.config;
+  // A session's cache: the model's layer kinds (window layers where it has them).
+  const session = llama.session({ mode });
+  const { cache } = session;
   const prompt = Array.from({ length: context }, (_, i) => 3 + ((i * 7919) % (vocabSize - 3)));
   let t = performance.now();
   let logits = llama.forward(cache, prompt, { logits: 'last' });
@@ -61,7 +67,7 @@ const RUN = `async ({ url, threads, context, decode, mode }) => {
   t = performance.now();
   for (let i = 0; i < decode; i++) logits = llama.forward(cache, [argmax(logits)], { logits: 'last' });
   const decodeMs = performance.now() - t;
-  cache.free();
+  session.free();
   return { threads: kv.threadCount(), isa: kv.kernelIsa(), loadMs, heapPeak,
     prefillTokensPerSecond: context / (prefillMs / 1000), decodeTokensPerSecond: decode / (decodeMs / 1000) };
 }`;
@@ -102,7 +108,9 @@ function files(quick, only) {
   const long = { ...GEOMETRIES['smollm2-135m'], name: 'smollm2-135m-32k', contextLength: 32768 };
   const all = quick ? [[GEOMETRIES['smollm2-135m'], 'Q8_0', false]]
     : [...['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M', 'F16'].map((mix) => [GEOMETRIES[g], mix, false])),
-      [long, 'Q8_0', true]];
+      [long, 'Q8_0', true],
+      ...['gemma-3-270m', 'gemma-3-1b', 'smollm3-3b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [GEOMETRIES[g], mix, false])),
+      ...['phi-3.5-mini', 'phi-4-mini'].map((g) => [GEOMETRIES[g], 'Q4_K_M', false])];
   const named = (g, mix) => `${g.name}-${mix}`;
   const unknown = only?.filter((name) => !all.some(([g, mix]) => named(g, mix) === name));
   if (unknown?.length) throw new RangeError(`bench llm: no file ${unknown.join(', ')}; known: ${all.map(([g, mix]) => named(g, mix)).join(', ')}`);
@@ -122,11 +130,12 @@ function contexts(file, quick) {
 export async function run({ quick = false, files: onlyFiles, threads: onlyThreads } = {}) {
   const title = 'Decode and prefill: this package against llama.cpp (@wllama/wllama) on the same GGUF file, Chromium, tokens/s';
   const columns = ['geometry', 'file', 'context', 'threads', 'KV (ours / llama.cpp)', 'decode', 'llama.cpp decode', 'decode ÷', 'prefill',
-    'llama.cpp prefill', 'prefill ÷'];
+    'llama.cpp prefill', 'prefill ÷', 'native decode', 'decode ÷ native', 'native prefill', 'prefill ÷ native'];
   const missing = (await browserMissing('chromium')) ?? (await llamaCppMissing());
   if (missing) return [{ name: 'llm', title, columns, rows: [], notes: [`skipped: ${missing}`] }];
   const rows = [];
   const loads = [];
+  const nativeMissing = await nativeLlamaCppMissing();
   const decode = quick ? 4 : DECODE_TOKENS;
   const ours = await ourEngine();
   const notes = [];
@@ -142,9 +151,13 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
           } catch (error) {
             notes.push(`llama.cpp, ${file.geometry} ${file.mix} at ${context}: ${error.message.split('\n')[0]}`);
           }
+          const native = nativeMissing ? null : await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
+          const ratio = (a, b) => (a && b ? a / b : null);
           rows.push([file.geometry, file.mix, context, threads, `${mode} / ${cacheType}`,
-            mine.decodeTokensPerSecond, theirs?.decodeTokensPerSecond, theirs ? mine.decodeTokensPerSecond / theirs.decodeTokensPerSecond : null,
-            mine.prefillTokensPerSecond, theirs?.prefillTokensPerSecond, theirs ? mine.prefillTokensPerSecond / theirs.prefillTokensPerSecond : null]);
+            mine.decodeTokensPerSecond, theirs?.decodeTokensPerSecond, ratio(mine.decodeTokensPerSecond, theirs?.decodeTokensPerSecond),
+            mine.prefillTokensPerSecond, theirs?.prefillTokensPerSecond, ratio(mine.prefillTokensPerSecond, theirs?.prefillTokensPerSecond),
+            native?.decodeTokensPerSecond, ratio(mine.decodeTokensPerSecond, native?.decodeTokensPerSecond),
+            native?.prefillTokensPerSecond, ratio(mine.prefillTokensPerSecond, native?.prefillTokensPerSecond)]);
           if (!loads.some((l) => l[1] === file.mix && l[0] === file.geometry)) {
             loads.push([file.geometry, file.mix, file.bytes / 2 ** 20, mine.loadMs, mine.heapPeak / 2 ** 20, theirs?.load.loadMs]);
           }
@@ -154,12 +167,16 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
   } finally {
     await ours.close();
     await closeLlamaCpp();
+    await closeNativeLlamaCpp();
   }
+  if (nativeMissing) notes.push(`native llama.cpp: ${nativeMissing}`);
   return [
     { name: 'llm', title, columns, rows, notes: [
       `${ours.version}, cross-origin isolated, ${decode} tokens decoded after a prompt of the context's length; ÷: ours over llama.cpp's. ` +
       'llama.cpp: its own timings (prompt_per_second, predicted_per_second), flash attention as it defaults (on), its cache f16 unless said; ' +
-      'ours: its forward passes timed in the page, attention added to imp as a session does.', ...notes] },
+      'ours: its forward passes timed in the page, attention added to imp as a session does. ' +
+      'Native: llama.cpp\'s CPU build through node-llama-cpp in Node on the same file and threads, timed by the clock around its calls ' +
+      '(the prompt in one evaluation, then greedy tokens sampled natively; node-llama-cpp\'s per-token overhead is in the decode figure).', ...notes] },
     { name: 'llm-load', title: 'Loading the same files (Chromium): MiB, ms, and the JS heap during our load (outside the wasm memory)',
       columns: ['geometry', 'file', 'MiB', 'our load ms', 'our JS heap peak MiB', 'llama.cpp load ms'], rows: loads,
       notes: ['Ours: Llama.load of the fetch Response, streamed into the heap; the heap peak is performance.memory.usedJSHeapSize sampled at every chunk. ' +

@@ -6,6 +6,7 @@
 //
 //   const why = await nativeLlamaCppMissing();   // a reason to skip, or null
 //   const logits = await nativeLogits(path, tokens, vocab, { flashAttention: false });  // [tokens x vocab]
+//   const t = await nativeTimings(path, { promptTokens: 512, decodeTokens: 32, threads: 2 });  // tokens/s
 //   await closeNativeLlamaCpp();
 //
 // The cache is f32 (keys and values), so that what is compared is the
@@ -61,6 +62,35 @@ export async function nativeLogits(path, tokens, vocab, { flashAttention = false
       for (const [token, logit] of r.next.logits) out[i * vocab + token] = logit;
     });
     return out;
+  } finally {
+    await context.dispose();
+  }
+}
+
+/**
+ * Native llama.cpp's speed on a file: a prompt of `promptTokens` taken in
+ * one evaluation, then `decodeTokens` greedy tokens sampled natively (no
+ * logits cross into JS), each timed by the clock around it (its f16 cache
+ * and flash attention as it defaults, as the wasm build's timings are
+ * taken): { prefillTokensPerSecond, decodeTokensPerSecond }.
+ */
+export async function nativeTimings(path, { promptTokens, decodeTokens, threads }) {
+  const model = await modelAt(path);
+  const context = await model.createContext({ contextSize: promptTokens + decodeTokens + 8, batchSize: promptTokens, threads });
+  try {
+    const sequence = context.getSequence();
+    const vocab = model.tokens.count ?? 1024;
+    const prompt = Array.from({ length: promptTokens }, (_, i) => 3 + ((i * 7919) % (vocab - 3)));
+    let t = performance.now();
+    await sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1));
+    const prefillMs = performance.now() - t;
+    t = performance.now();
+    let made = 0;
+    for await (const token of sequence.evaluate(prompt.slice(-1), { temperature: 0 })) {
+      if (++made >= decodeTokens || token === undefined) break;
+    }
+    const decodeMs = performance.now() - t;
+    return { prefillTokensPerSecond: (promptTokens - 1) / (prefillMs / 1000), decodeTokensPerSecond: made / (decodeMs / 1000) };
   } finally {
     await context.dispose();
   }
