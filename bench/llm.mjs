@@ -124,6 +124,8 @@ function files(quick, only) {
 function contexts(file, quick) {
   if (quick) return [[128, 'f32', 'f16', [2]]];
   if (file.long) return [[16384, 'q8', 'q8_0', [THREADS.at(-1)]]];
+  // Gemma 3 1B also where its window layers matter: 8192 positions, 16 windows of 512.
+  if (file.geometry === 'gemma-3-1b' && file.mix === 'Q8_0') return [[512, 'f32', 'f16', THREADS], [8192, 'f32', 'f16', [THREADS.at(-1)]]];
   return [[512, 'f32', 'f16', THREADS]];
 }
 

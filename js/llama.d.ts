@@ -135,7 +135,7 @@ export class Tokenizer {
 }
 
 export interface LlamaConfig {
-  /** general.architecture: 'llama', 'qwen2' or 'qwen3'. */
+  /** general.architecture: 'llama', 'qwen2', 'qwen3', 'gemma3', 'smollm3' or 'phi3'. */
   architecture: string;
   dim: number;
   numLayers: number;
@@ -148,6 +148,9 @@ export interface LlamaConfig {
   contextLength: number;
   ropeBase: number;
   vocabSize: number;
+  /** Each layer's sliding window (gemma3's window layers), 0 for a layer that attends every position;
+   * a session's cache has a window layer (kind 'window') exactly where this is not 0. */
+  layerWindows: readonly number[];
 }
 
 /** Where Llama.load reads a GGUF file from. */
