@@ -77,7 +77,10 @@ const OPS = {
   tokens: (session) => target('session', session).tokens,
   cacheStats(session) {
     const { cache } = target('session', session);
-    return { nextPosition: cache.nextPosition, rows: cache.rows, memoryBytes: cache.memoryBytes, capacityBytes: cache.capacityBytes };
+    // Window layers (gemma3's) apart: the rows the most-filled one holds, and how many there are.
+    const windows = Array.from({ length: cache.numLayers }, (_, i) => cache.layer(i)).filter((layer) => layer.kind === 'window');
+    return { nextPosition: cache.nextPosition, rows: cache.rows, memoryBytes: cache.memoryBytes, capacityBytes: cache.capacityBytes,
+      windowLayers: windows.length, windowRows: windows.reduce((most, layer) => Math.max(most, layer.seqLen), 0) };
   },
   save: (session) => target('session', session).save(),
   free(kind, handle) {

@@ -74,7 +74,9 @@ export class RemoteSession {
   /** LlamaSession#tokens. */
   tokens(): Promise<number[]>;
   /** Its cache as it stands. */
-  cacheStats(): Promise<{ nextPosition: number; rows: number; memoryBytes: number; capacityBytes: number }>;
+  /** rows: what the fullest layer that attends every position holds; windowLayers: the sliding-window layers
+   * (gemma3's), windowRows: what the fullest of them holds -- flat once the window has filled. */
+  cacheStats(): Promise<{ nextPosition: number; rows: number; memoryBytes: number; capacityBytes: number; windowLayers: number; windowRows: number }>;
   /** LlamaSession#save: the session as bytes. */
   save(): Promise<Uint8Array>;
   free(): Promise<void>;

@@ -556,8 +556,11 @@ async function showWorkerCache() {
   const { contextLength } = model.remote.config;
   observed.workerCache = stats;
   const slid = stats.rows < stats.nextPosition;
+  // A windowed model (gemma3): its global layers' rows grow, its window layers' stay flat.
+  const windows = stats.windowLayers
+    ? `; its ${stats.windowLayers} sliding-window layers hold ${stats.windowRows} rows each at most, however long the chat` : '';
   $('context-meter').textContent = `worker's cache: ${stats.rows} of ${contextLength} rows held, ${stats.nextPosition} positions taken in` +
-    `${slid ? ' (slid: the first 4 and the newest kept)' : ''}, ${byteLabel(stats.memoryBytes)}`;
+    `${slid ? ' (slid: the first 4 and the newest kept)' : ''}${windows}, ${byteLabel(stats.memoryBytes)}`;
 }
 
 function showReplyStats(stats) {

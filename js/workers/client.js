@@ -348,7 +348,7 @@ export class RemoteSession {
     return this.#worker.call('tokens', [this.#handle]);
   }
 
-  /** Its cache: { nextPosition, rows, memoryBytes, capacityBytes }. */
+  /** Its cache: { nextPosition, rows, memoryBytes, capacityBytes, windowLayers, windowRows } (windowRows: what its fullest window layer holds). */
   cacheStats() {
     return this.#worker.call('cacheStats', [this.#handle]);
   }
