@@ -923,7 +923,7 @@ static void check_null_refused(void) {
 }
 
 static void op_create_invalid(fuzz_input *in) {
-    const uint8_t which = fuzz_byte(in) % 16;
+    const uint8_t which = fuzz_byte(in) % 18;
     kvc_layer *layer = (kvc_layer *)&world;
     kvc_status status, expected;
     switch (which) {
@@ -952,6 +952,11 @@ static void op_create_invalid(fuzz_input *in) {
         status = kvc_attention_head(q, q, q, 1, 2, out, probs), expected = KVC_E_NONFINITE_QUERY, layer = NULL;
         break;
     }
+    case 15: status = kvc_layer_create_window(2, 4, KVC_MODE_Q8, 0, fuzz_byte(in), &layer), expected = KVC_E_WINDOW; break;
+    case 16:
+        status = kvc_layer_create_window(2, 4, KVC_MODE_F32, 1 + fuzz_byte(in), (size_t)KVC_MAX_POSITIONS + 1 + fuzz_byte(in), &layer);
+        expected = KVC_E_WINDOW;
+        break;
     default:
         check_null_refused();
         return;
