@@ -1,7 +1,8 @@
-// Sessions of models with window layers (tiny random gemma3, window 16, and
-// smollm3 for the NoPE layers): speculative decoding emits plain decoding's
-// tokens, a saved session restores bit for bit, and a rewind past what the
-// window layers still hold -- regenerating the last reply of a long
+// Sessions of models with window layers (tiny random gemma3, window 16; and
+// smollm3's NoPE layers and phi3's fused, partly rotated block for
+// speculative decoding): speculative decoding emits plain decoding's tokens,
+// a saved session restores bit for bit, and a rewind past what the window
+// layers still hold -- regenerating the last reply of a 4k-token
 // conversation -- goes back to the checkpoint at that reply's prompt,
 // computing only what follows it, with the same tokens and logits as a
 // session that never went past it.
@@ -15,9 +16,11 @@ import { bitsEqual, ready } from './helpers.mjs';
 const models = {};
 before(async () => {
   await ready();
-  for (const variant of ['tiny-gemma3', 'tiny-smollm3']) {
+  for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3']) {
     models[variant] = Llama.fromGguf(encodeGguf(randomLlama(GEOMETRIES[variant], { mix: 'Q8_0', seed: 11 })));
   }
+  // Gemma 3's block with room for a conversation of 4k tokens.
+  models.long = Llama.fromGguf(encodeGguf(randomLlama({ ...GEOMETRIES['tiny-gemma3'], contextLength: 8192 }, { mix: 'Q8_0', seed: 11 })));
 });
 
 // A prompt that repeats, so that prompt-lookup drafts are found and accepted.
@@ -37,7 +40,7 @@ test('a gemma3 session holds window layers: the global ones every position, the 
   session.free();
 });
 
-for (const variant of ['tiny-gemma3', 'tiny-smollm3']) {
+for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3']) {
   test(`speculative decoding on ${variant} emits exactly plain decoding's tokens`, () => {
     const llama = models[variant];
     const plain = llama.session();
@@ -88,10 +91,10 @@ function assertGoesOnAlike(session, other) {
   assert.ok(bitsEqual(session.forward([5, 6, 7]), other.forward([5, 6, 7])));
 }
 
-test('regenerating the last reply of a long gemma3 conversation computes only what follows its prompt', async () => {
-  const llama = models['tiny-gemma3'];
+test('regenerating the last reply of a 4k-token gemma3 conversation computes only what follows its prompt', async () => {
+  const llama = models.long;
   const session = llama.session();
-  const turn1 = PROMPT;
+  const turn1 = [1, ...Array.from({ length: 4000 }, (_, i) => 3 + ((i * 7919) % 1000))];
   const first = await reply(session, turn1, 60);
   const turn2 = [...turn1, ...first.tokens, ...Array.from({ length: 20 }, (_, i) => 40 + i)];
   const second = await reply(session, turn2, 200);
