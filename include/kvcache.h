@@ -589,8 +589,8 @@ typedef struct kvc_memory_usage {
 void kvc_memory_stats(kvc_memory_usage *usage);
 
 /* kvc_layer_describe():
- * Writes a one-line, NUL-terminated description ("kvc_layer{mode=q8 H=8
- * d=128 seq_len=4096 ...}") into buf, truncated to buf_len - 1 characters.
+ * Writes a one-line, NUL-terminated description ("kvc_layer{kind=full
+ * window=0 mode=q8 num_kv_heads=8 head_dim=128 seq_len=4096 ...}") into buf, truncated to buf_len - 1 characters.
  * @return : the length the full description needs, excluding the NUL (as
  *           snprintf); 0 when layer is NULL. */
 size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len);

@@ -374,10 +374,11 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
         return written < 0 ? 0 : (size_t)written;
     }
     written = snprintf(buf, buf_len,
-                       "kvc_layer{mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
+                       "kvc_layer{kind=%s window=%zu mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
                        "residual_rows=%zu field_frozen=%d verifying=%d memory_bytes=%zu "
                        "capacity_bytes=%zu}",
-                       kvc_mode_name(layer->mode), layer->num_kv_heads, layer->head_dim,
+                       kvc_kind_traits_of(layer->kind)->name, layer->window, kvc_mode_name(layer->mode),
+                       layer->num_kv_heads, layer->head_dim,
                        layer->seq_len, layer->residual_rows, layer->field_frozen, layer->verifying,
                        kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
     return written < 0 ? 0 : (size_t)written;

@@ -321,6 +321,9 @@ TEST(a_window_layer_refuses_bad_windows_and_the_calls_it_does_not_take) {
     CHECK_STATUS(kvc_layer_evict(layer, 10, 0, 10), KVC_E_KIND);
     CHECK_STATUS(kvc_layer_set_max_rows(layer, 10, 0, 10), KVC_E_KIND);
     CHECK(kvc_layer_window(layer) == WIN && kvc_layer_window(NULL) == 0);
+    char description[512];
+    kvc_layer_describe(layer, description, sizeof description);
+    CHECK(strstr(description, "kind=window window=40 ") != NULL);
     kvc_layer_free(layer);
 }
 
