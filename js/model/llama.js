@@ -767,7 +767,10 @@ const WINDOW_ROLLBACK = 64;
 function describeLayers(windows) {
   if (!windows.some((w) => w)) return 'all full';
   const byKind = new Map();
-  windows.forEach((w, i) => byKind.set(w ? `window ${w}` : 'full', [...(byKind.get(w ? `window ${w}` : 'full') ?? []), i]));
+  windows.forEach((w, i) => {
+    const kind = w ? `window ${w}` : 'full';
+    byKind.set(kind, [...(byKind.get(kind) ?? []), i]);
+  });
   return [...byKind].map(([kind, layers]) => `${kind} at ${layers.join(', ')}`).join('; ');
 }
 

@@ -337,10 +337,9 @@ static kvc_status run_window(window_job *job, int probs, void **block_out) {
     return KVC_OK;
 }
 
-/* Head h's rows before the first position the query at `position` sees. */
-static size_t window_from(const kvc_layer *layer, size_t h, size_t position) {
-    const size_t slot = kvc_first_slot_from(layer, 0, layer->seq_len, kvc_window_start(layer, position));
-    return kvc_head_rows_between(layer, h, 0, slot);
+/* The first slot of the positions the query at `position` sees. */
+static size_t window_slot(const kvc_layer *layer, size_t position) {
+    return kvc_first_slot_from(layer, 0, layer->seq_len, kvc_window_start(layer, position));
 }
 
 /* attend_group / attend_heads on a window layer: the G queries of each of
@@ -356,14 +355,14 @@ static kvc_status attend_window_heads(const kvc_layer *layer, size_t first_head,
     }
     window_group *groups = kvc_realloc_array(NULL, heads, sizeof(window_group));
     if (!groups) return KVC_E_NOMEM;
-    const size_t newest = kvc_slot_position(layer, L - 1);
+    const size_t first_slot = window_slot(layer, kvc_slot_position(layer, L - 1)); /* every head's */
     for (size_t i = 0; i < heads; i++) {
         const kvc_head *head = &layer->heads[first_head + i];
         groups[i] = (window_group){
             .keys = kvc_store_view(&head->keys, layer->residual_rows),
             .values = kvc_store_view(&head->values, layer->residual_rows),
             .q = q + i * G * d, .out = out + i * G * d,
-            .from = window_from(layer, first_head + i, newest), .to = kvc_store_len(&head->keys),
+            .from = kvc_head_rows_between(layer, first_head + i, 0, first_slot), .to = kvc_store_len(&head->keys),
         };
     }
     window_job job = {.G = G, .d = d, .count = heads, .groups = groups};
@@ -409,7 +408,7 @@ static kvc_status attend_window_causal(const kvc_layer *layer, const float *q, s
             .keys = kvc_store_view_prefix(&head->keys, layer->residual_rows, seen),
             .values = kvc_store_view_prefix(&head->values, layer->residual_rows, seen),
             .q = q + i * d, .out = out + i * d,
-            .from = window_from(layer, kv_head, kvc_slot_position(layer, L - m + i)), .to = seen,
+            .from = kvc_head_rows_between(layer, kv_head, 0, window_slot(layer, kvc_slot_position(layer, L - m + i))), .to = seen,
         };
         if (groups[i].from > seen) groups[i].from = seen;
     }
