@@ -20,7 +20,9 @@ const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
 const QUANTIZED = MODES.filter((m) => m !== 'f32');
 const COLORS = {
   f32: '#3b6fd4', q8: '#d6453d', q8k: '#e69a28', q8v: '#2f9e58', q4: '#b03aa8', 'q8k+q4v': '#1f9aa8', imp: '#9aa3b0', kept: '#7c4dd6',
+  'global layer': '#3b6fd4', 'window layer': '#2f9e58',
 };
+const LAYER_KINDS = ['global layer', 'window layer'];
 const emptySeries = (count) => Array.from({ length: count + 1 }, () => []);
 const SINKS = 4; // eviction keeps the first positions: attention sinks
 const MAX_STREAM_TOKENS = 600;
@@ -109,6 +111,7 @@ const ACCURACY_METRIC = {
 };
 const charts = {
   memory: chart($('memory-chart'), 'memory', { series: MODES, xLabel: 'tokens', yLabel: 'bytes held', yValues: byteTicks }).plot,
+  layers: chart($('layers-chart'), 'layers', { series: LAYER_KINDS, xLabel: 'positions', yLabel: 'rows held', yValues: (u, t) => (hasData(u) ? t.map(String) : t.map(() => '')) }).plot,
   importance: chart($('importance-chart'), 'importance', { series: ['imp', 'kept'], xLabel: 'position', yLabel: 'attention received', yValues: (u, t) => (hasData(u) ? t.map(String) : t.map(() => '')), bars: true }).plot,
   accuracy: null,
 };
@@ -123,7 +126,8 @@ function makeAccuracyChart(kind) {
 makeAccuracyChart('model');
 
 // Series data, appended per step, drawn with the page's numbers once per animation frame.
-const series = { memory: emptySeries(MODES.length), accuracy: emptySeries(QUANTIZED.length) };
+// layers: a windowed model's rows per layer kind, from the worker's cacheStats after each reply.
+const series = { memory: emptySeries(MODES.length), accuracy: emptySeries(QUANTIZED.length), layers: emptySeries(LAYER_KINDS.length) };
 let drawPending = false;
 function draw() {
   if (drawPending) return;
@@ -132,6 +136,7 @@ function draw() {
     drawPending = false;
     render();
     charts.memory.setData(series.memory);
+    charts.layers.setData(series.layers);
     charts.accuracy.setData(series.accuracy);
     drawImportance();
   });
@@ -559,6 +564,11 @@ async function showWorkerCache() {
   // A windowed model (gemma3): its global layers' rows grow, its window layers' stay flat.
   const windows = stats.windowLayers
     ? `; its ${stats.windowLayers} sliding-window layers hold ${stats.windowRows} rows each at most, however long the chat` : '';
+  $('layers-block').hidden = !stats.windowLayers;
+  if (stats.windowLayers && series.layers[0].at(-1) !== stats.nextPosition) {
+    [stats.nextPosition, stats.rows, stats.windowRows].forEach((value, i) => series.layers[i].push(value));
+    draw();
+  }
   $('context-meter').textContent = `worker's cache: ${stats.rows} of ${contextLength} rows held, ${stats.nextPosition} positions taken in` +
     `${slid ? ' (slid: the first 4 and the newest kept)' : ''}${windows}, ${byteLabel(stats.memoryBytes)}`;
 }
@@ -778,11 +788,17 @@ async function useModel(input, name, bytes) {
     $('model-name').textContent = name;
     $('source').value = 'model';
     showSource('model');
-    await newChat();
   } catch (error) {
     await remote?.free();
     local?.free();
     note(`${name} was not loaded: ${error.message}.${model ? ` Still chatting with ${model.name}.` : ''}`, 'refused');
+    return;
+  }
+  try {
+    await newChat();
+  } catch (error) {
+    note(`${name} loaded, but its chat did not start: ${error.message}.`, 'failed');
+    pageErrors.push(`new chat: ${error.message}`);
   }
 }
 
@@ -853,6 +869,7 @@ function clearPanels() {
   draftSpans = [];
   series.memory = emptySeries(MODES.length);
   series.accuracy = emptySeries(QUANTIZED.length);
+  series.layers = emptySeries(LAYER_KINDS.length);
   Object.assign(observed, { seqLenWentDown: false, finished: null, evictions: 0 });
   evictPending = false;
   lastSeqLen = 0;
@@ -1064,6 +1081,8 @@ window.demo = {
       evictions: observed.evictions,
       // Rows held per layer and the positions each holds, as the caches report them.
       rows: source ? source.layers().map((layer) => layer.seqLen) : [],
+      // The layer-kinds chart's points: positions, and the rows a global and a window layer held there.
+      layerRows: { shown: !$('layers-block').hidden, positions: series.layers[0].slice(), global: series.layers[1].slice(), window: series.layers[2].slice() },
       shownPositions: source ? Array.from(source.shownLayer().positions()) : [],
       importance: { ...shownImportance },
       threads: threadInfo(),

@@ -106,7 +106,7 @@ export class ChatReplica {
     this.taken = 0; // tokens the shadows have taken in over the conversation (the charts' x)
   }
 
-  get seqLen() { return this.replay.cache.layer(0).seqLen; }
+  get seqLen() { return this.shownLayer().seqLen; }
 
   get position() { return this.replay.cache.nextPosition; }
 
@@ -114,11 +114,17 @@ export class ChatReplica {
     return Object.fromEntries(Object.entries(this.shadows).map(([m, mirror]) => [m, mirror.cache.memoryBytes]));
   }
 
-  shownLayer() { return this.replay.cache.layer(0); }
+  /** The layer the panels show: the first that holds every position (a windowed model's first global layer). */
+  shownLayer() { return this.#fullLayers(this.replay.cache)[0]; }
 
   caches() { return [this.replay.cache, ...Object.values(this.shadows).map((s) => s.cache)]; }
 
-  layers() { return this.caches().flatMap((cache) => Array.from({ length: cache.numLayers }, (_, l) => cache.layer(l))); }
+  /** The layers eviction and maxRows bound: every full layer (a window layer holds its window and no more). */
+  layers() { return this.caches().flatMap((cache) => this.#fullLayers(cache)); }
+
+  #fullLayers(cache) {
+    return Array.from({ length: cache.numLayers }, (_, l) => cache.layer(l)).filter((layer) => layer.kind === 'full');
+  }
 
   /** The real eviction on every cache of the replica, each layer by its own imp. */
   evict(policy) {

@@ -399,6 +399,10 @@ uint32_t kvc_walk_begin(void);
 void kvc_walk_end(void);
 /* The layer's content bytes (memory_bytes), shared pages counted once per walk. */
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk);
+/* Swaps what two layers of the same geometry hold -- slots, rows, positions
+ * -- leaving each its place in a model and the registry (a window layer
+ * taking back a fork's rows: kvc_model_give_back). */
+void kvc_layer_swap_rows(kvc_layer *a, kvc_layer *b);
 
 /* The kinds of layer, a row each (layer.c). */
 typedef struct kvc_kind_traits {
@@ -410,6 +414,18 @@ const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
 static inline int kvc_has_rows(const kvc_layer *layer) {
     return kvc_kind_traits_of(layer->kind)->rows;
 }
+
+/* ---- model.c: a long forward's way back ----
+ * A forward of more than one chunk slides window layers past what
+ * truncate_last can give back.  kvc_model_hold_windows forks each window
+ * layer of the model into held[i] (NULL for other layers; a fork shares
+ * pages, so it costs the pages the forward writes -- about a window's rows
+ * a layer); KVC_E_NOMEM holds nothing.  kvc_model_give_back takes the last
+ * n positions back: window layers their forks' rows, the others by
+ * truncation.  kvc_model_release frees the forks. */
+kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer **held);
+void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n);
+void kvc_model_release(const kvc_model *model, kvc_layer **held);
 
 /* ---- append.c ---- */
 /* truncate_last without the checks: the slots at positions >= cut go, and

@@ -164,6 +164,23 @@ static kvc_status fork_rows(const kvc_layer *layer, kvc_layer **out) {
     return KVC_OK;
 }
 
+#define SWAP(type, x, y) \
+    do { \
+        type swapped_ = (x); \
+        (x) = (y); \
+        (y) = swapped_; \
+    } while (0)
+
+void kvc_layer_swap_rows(kvc_layer *a, kvc_layer *b) {
+    SWAP(size_t, a->seq_len, b->seq_len);
+    SWAP(size_t, a->next_position, b->next_position);
+    SWAP(int, a->field_frozen, b->field_frozen);
+    SWAP(kvc_paged, a->imp, b->imp);
+    SWAP(kvc_paged, a->positions, b->positions);
+    SWAP(kvc_paged, a->alive, b->alive);
+    SWAP(kvc_head *, a->heads, b->heads);
+}
+
 kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;

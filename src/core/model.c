@@ -129,6 +129,33 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     return KVC_OK;
 }
 
+kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer **held) {
+    for (size_t i = 0; i < model->num_layers; i++) held[i] = NULL;
+    for (size_t i = 0; i < model->num_layers; i++) {
+        if (model->layers[i]->kind != KVC_KIND_WINDOW) continue;
+        const kvc_status status = kvc_layer_clone(model->layers[i], &held[i]);
+        if (status != KVC_OK) {
+            kvc_model_release(model, held);
+            return status;
+        }
+    }
+    return KVC_OK;
+}
+
+void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
+    for (size_t i = 0; i < model->num_layers; i++) {
+        if (held[i]) kvc_layer_swap_rows(model->layers[i], held[i]);
+        else (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
+    }
+}
+
+void kvc_model_release(const kvc_model *model, kvc_layer **held) {
+    for (size_t i = 0; i < model->num_layers; i++) {
+        kvc_layer_free(held[i]);
+        held[i] = NULL;
+    }
+}
+
 void kvc_model_clear(kvc_model *model) {
     for (size_t i = 0; i < kvc_model_num_layers(model); i++) kvc_layer_clear(model->layers[i]);
 }

@@ -313,6 +313,18 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
         if (status != KVC_OK) return status;
     }
 
+    /* More than a chunk slides window layers past what truncation gives
+     * back: forks of them, for a failure to return to. */
+    kvc_layer **held = NULL;
+    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY)) {
+        held = kvc_realloc_array(NULL, lm->num_layers, sizeof *held);
+        status = held ? kvc_model_hold_windows(cache, held) : KVC_E_NOMEM;
+        if (status != KVC_OK) {
+            kvc_free(held);
+            return status;
+        }
+    }
+
     size_t done = 0; /* tokens of this call every layer holds */
     kvc_lm_scratch *s = &lm->scratch;
     /* RoPE's frequency factors (Llama 3's rope_freqs, LongRoPE's), apart
@@ -353,7 +365,12 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
         /* A verify ends rejected, layer by layer (the layers hold different
          * numbers of its drafts: kvc_model_accept would refuse). */
         for (size_t l = 0; (flags & KVC_LM_VERIFY) && l < lm->num_layers; l++) kvc_layer_accept(kvc_model_layer(cache, l), 0);
-        if (!(flags & KVC_LM_VERIFY) && done) kvc_model_truncate_last(cache, done);
+        if (held && done) kvc_model_give_back(cache, held, done);
+        else if (!(flags & KVC_LM_VERIFY) && done) kvc_model_truncate_last(cache, done);
+    }
+    if (held) {
+        kvc_model_release(cache, held);
+        kvc_free(held);
     }
     return status;
 }

@@ -284,6 +284,66 @@ TEST(snapshots_and_forks_carry_a_window_layer) {
     test_data_free(&data);
 }
 
+static struct {
+    kvc_model *model;
+    kvc_layer **held;
+} holding;
+
+static kvc_status hold_call(void *ctx) {
+    (void)ctx;
+    return kvc_model_hold_windows(holding.model, holding.held);
+}
+
+TEST(a_long_append_gives_back_every_layer_whole_from_the_window_layers_held_before_it) {
+    test_data data = test_data_make(10, LEN, H, D, 1);
+    for (size_t m = 0; m < TEST_MODE_COUNT; m++) {
+        kvc_layer *layers[2] = {window_layer(test_modes[m]), NULL};
+        CHECK(layers[0] && kvc_layer_create(H, D, test_modes[m], &layers[1]) == KVC_OK);
+        kvc_model *model;
+        CHECK_OK(kvc_model_create(layers, 2, &model));
+        for (size_t l = 0; l < 2; l++) CHECK_OK(test_data_append(layers[l], &data, 0, 60));
+        size_t len;
+        uint8_t *before = snapshot_of(layers[0], &len);
+        CHECK(before);
+        const size_t full_rows = kvc_layer_seq_len(layers[1]);
+        kvc_layer *held[2];
+        /* Out of memory holds nothing and changes nothing. */
+        CHECK_OK(test_fault_install());
+        holding.model = model, holding.held = held;
+        CHECK(test_run_with_faults_on_model(hold_call, NULL, model, 0, TEST_KEEPS_NONE) > 0);
+        CHECK(held[0] && !held[1]);
+        kvc_model_release(model, held);
+        CHECK(test_fault_remove() == 0); /* released, the forks leave nothing behind */
+        CHECK_OK(kvc_model_hold_windows(model, held));
+        /* 200 positions in two appends (a forward's chunks) slide the window
+         * past what truncation gives back. */
+        for (size_t l = 0; l < 2; l++) {
+            CHECK_OK(test_data_append(layers[l], &data, 60, 100));
+            CHECK_OK(test_data_append(layers[l], &data, 160, 100));
+        }
+        CHECK_STATUS(kvc_model_truncate_last(model, 200), KVC_E_WINDOW);
+        kvc_model_give_back(model, held, 200);
+        kvc_model_release(model, held);
+        CHECK(!held[0] && !held[1]);
+        size_t after_len;
+        uint8_t *after = snapshot_of(layers[0], &after_len);
+        CHECK(after && after_len == len && memcmp(before, after, len) == 0);
+        CHECK(kvc_layer_next_position(layers[1]) == 60 && kvc_layer_seq_len(layers[1]) == full_rows);
+        free(before);
+        free(after);
+        /* And both go on as layers that never took the 200. */
+        kvc_layer *fresh = window_layer(test_modes[m]);
+        CHECK(fresh);
+        CHECK_OK(test_data_append(fresh, &data, 0, 60));
+        CHECK_OK(test_data_append(fresh, &data, 60, 100));
+        CHECK_OK(test_data_append(layers[0], &data, 60, 100));
+        CHECK(same_snapshots(layers[0], fresh));
+        kvc_layer_free(fresh);
+        kvc_model_free(model);
+    }
+    test_data_free(&data);
+}
+
 TEST(results_are_the_same_bits_at_any_thread_count) {
     test_data data = test_data_make(9, LEN, H, D, 0);
     kvc_layer *layer = window_layer(KVC_MODE_Q8);
@@ -333,5 +393,6 @@ RUN_TESTS(CASE(an_f32_query_attends_exactly_the_positions_of_its_window),
           CASE(a_verify_that_keeps_j_drafts_leaves_the_layer_as_j_plain_appends),
           CASE(truncation_is_taken_within_the_rows_held_and_refused_past_them_changing_nothing),
           CASE(snapshots_and_forks_carry_a_window_layer),
+          CASE(a_long_append_gives_back_every_layer_whole_from_the_window_layers_held_before_it),
           CASE(results_are_the_same_bits_at_any_thread_count),
           CASE(a_window_layer_refuses_bad_windows_and_the_calls_it_does_not_take))

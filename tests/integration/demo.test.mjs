@@ -7,7 +7,9 @@
 // decoding against the worker's own figures); the synthetic stream, its
 // inputs refused rather than clamped, its charts cleared on reset; the page
 // without horizontal overflow at 420 px; branches sharing their prefix; the
-// eviction panel evicting for real; nothing erring anywhere. Screenshots go
+// eviction panel evicting for real; a windowed model (gemma3, Chromium) with
+// its global layers' rows growing and its window layers' flat in the memory
+// panel; nothing erring anywhere. Screenshots go
 // to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +19,8 @@ import { join } from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
 import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
 import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { writeGgufFile } from '../gguf/writer.mjs';
 
 const TOKENS = 100;
 const WAIT_MS = 180000;
@@ -483,6 +487,30 @@ for (const name of BROWSERS) {
       await page.check('#bound'); // unchecked again for the tests after
       await screenshot(t, 'eviction', `${source}, budget ${BUDGET}, position ${bounded.position}, rows ${Math.max(...bounded.rows)}`);
       await noProblems();
+    });
+
+    test('a windowed model (gemma3) chats like the others, and the memory panel shows its global layers\' rows growing and its window layers\' flat', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      if (name !== 'chromium') return t.skip('Chromium: a file picked from disk (setInputFiles) is the way in here, and the layers\' bookkeeping is the package\'s, the same in every engine');
+      const file = join(artifacts, 'tiny-gemma3.gguf');
+      writeGgufFile(file, randomLlama(GEOMETRIES['tiny-gemma3'], { mix: 'Q8_0', seed: 11 }));
+      await page.select('#source', 'model');
+      await page.setInputFiles('#model-file', [file]);
+      let state = await waitFor((s) => (s.model === 'tiny-gemma3.gguf' && s.chat.open && s.chat.workerCache?.windowLayers > 0) || s.loadNote?.kind === 'refused', 'the gemma3 file to load');
+      assert.notEqual(state.loadNote?.kind, 'refused', state.loadNote?.text);
+      assert.equal(state.layerRows.shown, true, 'the layers chart shows for a windowed model');
+      for (let turn = 0; turn < 6 && state.chat.workerCache.nextPosition < 300; turn++) ({ state } = await chatTurn('Once upon a time', { maxTokens: 80 }));
+      state = await drawnSnapshot();
+      const { positions, global, window } = state.layerRows;
+      t.diagnostic(`positions ${positions}; global layer rows ${global}; window layer rows ${window}`);
+      assert.ok(positions.at(-1) >= 300, `positions reached ${positions.at(-1)}`);
+      assert.deepEqual(global, positions, 'a global layer holds every position');
+      // Window 16, rollback 64, and up to a page (64) before sliding: flat however long the chat.
+      assert.ok(window.every((rows) => rows <= 16 + 64 + 64), `window layer rows ${window}`);
+      assert.equal(state.chat.workerCache.windowLayers, 7);
+      assert.match(await text('#context-meter'), /its 7 sliding-window layers hold \d+ rows each at most/);
+      await screenshot(t, 'windowed-model', `gemma3 at ${positions.at(-1)} positions: global ${global.at(-1)} rows, window ${window.at(-1)}`);
+      await noProblems(state);
     });
 
     test(`no horizontal overflow at ${NARROW} px, in the chat and on the synthetic stream`, async (t) => {

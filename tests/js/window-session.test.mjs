@@ -127,3 +127,38 @@ test('a rewind further back than any checkpoint takes the conversation in again,
   session.free();
   fresh.free();
 });
+
+test('a prompt of several chunks that fails in a later chunk leaves a windowed cache as it was, though its windows slid', () => {
+  // Token 999's embedding is NaN: its keys are not finite, wherever it stands.
+  const POISON = 999;
+  const spec = randomLlama({ ...GEOMETRIES['tiny-gemma3'], contextLength: 4096 }, { mix: 'F32', seed: 11 });
+  const embeddings = spec.tensors.find((t) => t.name === 'token_embd.weight');
+  const drawn = embeddings.data;
+  embeddings.data = () => {
+    const bytes = drawn();
+    const { dim } = GEOMETRIES['tiny-gemma3'];
+    new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).fill(NaN, POISON * dim, (POISON + 1) * dim);
+    return bytes;
+  };
+  const llama = Llama.fromGguf(encodeGguf(spec));
+  // (A q4 mode's full layers read rows truncated past their exact rollback through the codes: kvc_lm_forward.)
+  for (const mode of ['f32', 'q8']) {
+    const session = llama.session({ mode });
+    llama.forward(session.cache, PROMPT, { logits: 0 });
+    const before = session.cache.serialize();
+    const memory = session.cache.memoryBytes;
+    // 1200 tokens: chunks of 512, 512 and 176; the third fails, after two chunks slid the window layers by 1024 positions.
+    const long = Array.from({ length: 1200 }, (_, i) => (i === 1100 ? POISON : 3 + ((i * 31) % 900)));
+    // Without importance: a failed call may leave the attention it gave older positions in imp (kvc_lm_forward).
+    assert.throws(() => llama.forward(session.cache, long, { logits: 0, importance: false }), /not finite|NaN|infinit/i);
+    assert.deepEqual(session.cache.serialize(), before, `${mode}: the cache is the one before the call`);
+    assert.equal(session.cache.memoryBytes, memory);
+    // And it goes on as a session that never saw the call.
+    const other = llama.session({ mode });
+    llama.forward(other.cache, PROMPT, { logits: 0 });
+    assert.ok(bitsEqual(llama.forward(session.cache, long.slice(0, 600), { logits: 'last' }), llama.forward(other.cache, long.slice(0, 600), { logits: 'last' })));
+    other.free();
+    session.free();
+  }
+  llama.free();
+});
