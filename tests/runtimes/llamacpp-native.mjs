@@ -48,11 +48,14 @@ async function modelAt(path) {
   return loaded.model;
 }
 
+/** The context nativeLogits gives llama.cpp for up to this many tokens (LongRoPE picks its factors by it). */
+export const NATIVE_CONTEXT = 256;
+
 /** llama.cpp's logits at every position of `tokens` [tokens.length x vocab], an f32 cache. */
 export async function nativeLogits(path, tokens, vocab, { flashAttention = false, threads = 2 } = {}) {
   const model = await modelAt(path);
   const context = await model.createContext({
-    contextSize: Math.max(256, tokens.length), batchSize: Math.max(256, tokens.length), threads, flashAttention,
+    contextSize: Math.max(NATIVE_CONTEXT, tokens.length), batchSize: Math.max(NATIVE_CONTEXT, tokens.length), threads, flashAttention,
     experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
   });
   try {

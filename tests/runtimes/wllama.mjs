@@ -358,19 +358,25 @@ export function logitsFromHidden(hidden, output) {
  * the two computations' rounding may settle either way.
  */
 export function compareLogits(p, q) {
-  const logSoftmax = (z) => {
+  // Plain loops: a 262k vocabulary over 128 positions is 67M terms a comparison.
+  const logSumExp = (z) => {
     let max = -Infinity;
-    for (const v of z) max = Math.max(max, v);
+    for (let i = 0; i < z.length; i++) max = Math.max(max, z[i]);
     let sum = 0;
-    for (const v of z) sum += Math.exp(v - max);
-    const log = Math.log(sum) + max;
-    return Float64Array.from(z, (v) => v - log);
+    for (let i = 0; i < z.length; i++) sum += Math.exp(z[i] - max);
+    return Math.log(sum) + max;
   };
-  const lp = logSoftmax(p);
-  const lq = logSoftmax(q);
+  const [logP, logQ] = [logSumExp(p), logSumExp(q)];
   let kl = 0;
-  for (let i = 0; i < lp.length; i++) kl += Math.exp(lp[i]) * (lp[i] - lq[i]);
-  const argmax = (z) => z.reduce((best, v, i) => (v > z[best] ? i : best), 0);
+  for (let i = 0; i < p.length; i++) {
+    const lp = p[i] - logP;
+    kl += Math.exp(lp) * (lp - (q[i] - logQ));
+  }
+  const argmax = (z) => {
+    let best = 0;
+    for (let i = 1; i < z.length; i++) if (z[i] > z[best]) best = i;
+    return best;
+  };
   const [bestP, bestQ] = [argmax(p), argmax(q)];
   return { kl: Math.max(0, kl), top1Agrees: bestP === bestQ, top1Gap: p[bestP] - p[bestQ] };
 }
