@@ -3,9 +3,11 @@
 // npm test -- what a contributor runs after every change (minutes): builds
 // what is missing (the toolchain, installed with apt-get when run as root on
 // Debian; the npm packages; the native and wasm builds, the relaxed-SIMD one
-// as a module only), then the C tests natively (ctest, scalar kernels) and
+// as a module only; node-llama-cpp, native llama.cpp's prebuilt CPU build,
+// into build-tools/), then the C tests natively (ctest, scalar kernels) and
 // compiled to wasm with SIMD128 in Node, and the JavaScript tests of
-// tests/js/ (node --test): none needs a browser, a bundler or llama.cpp.
+// tests/js/ (node --test): none needs a browser, a bundler or llama.cpp's
+// wasm build; the tiny files of the 2026 architectures meet native llama.cpp.
 //
 // npm run test:all (node scripts/test.mjs --all) -- what CI runs: the same,
 // and the relaxed-SIMD C tests in Node 22, the C tests and the fuzz corpora
@@ -105,10 +107,10 @@ if (ready) {
     }
     await step('C tests, sanitized', sanitizedTests);
   }
+  // The oracle of the *-native tests: a failed install fails this step (the tests then skip, saying why).
+  await step('native llama.cpp', ensureNativeLlamaCpp);
   await step('JS tests', () => nodeTests('js'));
   if (all) {
-    // The oracle of tests/integration/*-native: a failed install fails this step (the tests then skip, saying why).
-    await step('native llama.cpp', ensureNativeLlamaCpp);
     await step('JS integration', () => nodeTests('integration'));
     await step('API reference', () => {
       log('API reference (scripts/api-docs.mjs)');

@@ -1,0 +1,30 @@
+// The runner and native llama.cpp (tests/runtimes/llamacpp-native.mjs: an f32
+// cache) on tiny random files of the 2026 architectures, teacher-forced over
+// 128 positions -- gemma3's window of 16 crossed eight times; smollm3's
+// layers without RoPE; phi3's fused projections, RoPE on 48 channels of 64
+// and LongRoPE's long factors -- in F32, Q8_0 and Q4_K_M. The bound is
+// llama.cpp's agreement with itself (flash attention on against off): the
+// runner's mean KL within it and within 1e-3, and its top-1 at least as
+// high, or every top-1 it misses a near tie. Each case prints both figures.
+// npm test installs node-llama-cpp into build-tools/ (a few seconds, once);
+// where it is missing the tests skip, saying why. The real geometries:
+// tests/integration/architectures-native.test.mjs.
+import { test } from 'node:test';
+import { shown } from './architecture-cases.mjs';
+import { agreementWithNative, assertAsCloseAsLlamaCpp, nativeOracle } from './native-cases.mjs';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+
+const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3'];
+
+const oracle = nativeOracle();
+
+for (const variant of NATIVE_VARIANTS) {
+  for (const mix of ['F32', 'Q8_0', 'Q4_K_M']) {
+    test(`the runner agrees with native llama.cpp on a ${variant} ${mix} file as closely as llama.cpp with itself`, async (t) => {
+      if (oracle.missing) return t.skip(oracle.missing);
+      const found = await agreementWithNative(randomLlama(GEOMETRIES[variant], { mix, seed: 7 }), oracle.file(`${variant}-${mix}.gguf`));
+      console.log(`# ${variant} ${mix}: runner ${shown(found.r)}; llama.cpp flash attention on vs off ${shown(found.self)}`);
+      assertAsCloseAsLlamaCpp(found);
+    });
+  }
+}
