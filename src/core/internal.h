@@ -417,13 +417,14 @@ static inline int kvc_has_rows(const kvc_layer *layer) {
 
 /* ---- model.c: a long forward's way back ----
  * A forward of more than one chunk slides window layers past what
- * truncate_last can give back.  kvc_model_hold_windows forks each window
- * layer of the model into held[i] (NULL for other layers; a fork shares
- * pages, so it costs the pages the forward writes -- about a window's rows
- * a layer); KVC_E_NOMEM holds nothing.  kvc_model_give_back takes the last
- * n positions back: window layers their forks' rows, the others by
- * truncation.  kvc_model_release frees the forks. */
-kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer **held);
+ * truncate_last can give back.  kvc_model_hold_windows sets *held to an
+ * array of a fork of each window layer of the model (NULL for other layers;
+ * a fork shares pages, so it costs the pages the forward writes -- about a
+ * window's rows a layer); KVC_E_NOMEM holds nothing.  kvc_model_give_back
+ * takes the last n positions back: window layers their forks' rows, the
+ * others by truncation.  kvc_model_release frees the forks and the array
+ * (NULL: nothing). */
+kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer ***held);
 void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n);
 void kvc_model_release(const kvc_model *model, kvc_layer **held);
 

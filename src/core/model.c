@@ -129,16 +129,20 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     return KVC_OK;
 }
 
-kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer **held) {
-    for (size_t i = 0; i < model->num_layers; i++) held[i] = NULL;
+kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer ***held) {
+    kvc_layer **forks = kvc_realloc_array(NULL, model->num_layers, sizeof *forks);
+    *held = NULL;
+    if (!forks) return KVC_E_NOMEM;
+    for (size_t i = 0; i < model->num_layers; i++) forks[i] = NULL;
     for (size_t i = 0; i < model->num_layers; i++) {
         if (model->layers[i]->kind != KVC_KIND_WINDOW) continue;
-        const kvc_status status = kvc_layer_clone(model->layers[i], &held[i]);
+        const kvc_status status = kvc_layer_clone(model->layers[i], &forks[i]);
         if (status != KVC_OK) {
-            kvc_model_release(model, held);
+            kvc_model_release(model, forks);
             return status;
         }
     }
+    *held = forks;
     return KVC_OK;
 }
 
@@ -150,10 +154,8 @@ void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
 }
 
 void kvc_model_release(const kvc_model *model, kvc_layer **held) {
-    for (size_t i = 0; i < model->num_layers; i++) {
-        kvc_layer_free(held[i]);
-        held[i] = NULL;
-    }
+    for (size_t i = 0; held && i < model->num_layers; i++) kvc_layer_free(held[i]);
+    kvc_free(held);
 }
 
 void kvc_model_clear(kvc_model *model) {

@@ -316,14 +316,8 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     /* More than a chunk slides window layers past what truncation gives
      * back: forks of them, for a failure to return to. */
     kvc_layer **held = NULL;
-    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY)) {
-        held = kvc_realloc_array(NULL, lm->num_layers, sizeof *held);
-        status = held ? kvc_model_hold_windows(cache, held) : KVC_E_NOMEM;
-        if (status != KVC_OK) {
-            kvc_free(held);
-            return status;
-        }
-    }
+    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY) && (status = kvc_model_hold_windows(cache, &held)) != KVC_OK)
+        return status;
 
     size_t done = 0; /* tokens of this call every layer holds */
     kvc_lm_scratch *s = &lm->scratch;
@@ -368,10 +362,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
         if (held && done) kvc_model_give_back(cache, held, done);
         else if (!(flags & KVC_LM_VERIFY) && done) kvc_model_truncate_last(cache, done);
     }
-    if (held) {
-        kvc_model_release(cache, held);
-        kvc_free(held);
-    }
+    kvc_model_release(cache, held);
     return status;
 }
 
