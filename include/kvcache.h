@@ -122,10 +122,27 @@ int kvc_component_keeps_window(kvc_component component);
 /* f32 copies kept beyond the residual window, for exact truncation. */
 #define KVC_Q4_ROLLBACK_ROWS 64
 
-/* A layer is full attention (rows of keys and values), linear attention (a
- * fixed-size recurrent state) or sliding-window attention (rows, of which
- * each query sees the newest `window` positions: kvc_layer_create_window). */
-typedef enum kvc_kind { KVC_KIND_FULL = 0, KVC_KIND_LINEAR = 1, KVC_KIND_WINDOW = 2 } kvc_kind;
+/* A layer is full attention (rows of keys and values), sliding-window
+ * attention (rows, of which each query sees the newest `window` positions:
+ * kvc_layer_create_window) or recurrent: a fixed-size state instead of rows,
+ * the seed's generic linear attention (f64), a short convolution (LFM2's) or
+ * a gated delta rule with its convolution in front (Qwen3.5's Gated
+ * DeltaNet; kvc_layer_create_conv, kvc_layer_create_delta). */
+typedef enum kvc_kind {
+    KVC_KIND_FULL = 0,
+    KVC_KIND_LINEAR = 1,
+    KVC_KIND_WINDOW = 2,
+    KVC_KIND_CONV = 3,
+    KVC_KIND_DELTA = 4
+} kvc_kind;
+
+/* Limits of the recurrent kinds: a convolution's channels and taps, a delta
+ * layer's state (value_heads x value_dim x key_dim floats), the tokens of
+ * one step call. */
+#define KVC_MAX_CHANNELS 65536
+#define KVC_MAX_CONV_KERNEL 16
+#define KVC_MAX_DELTA_STATE ((size_t)1 << 26)
+#define KVC_MAX_STEP_TOKENS 4096
 
 /* Status codes.  The values are stable: they cross the JS boundary. */
 typedef enum kvc_status {
@@ -185,8 +202,13 @@ typedef enum kvc_status {
     KVC_E_ARCH = 41,            /* a model of an architecture the runner does not read */
     KVC_E_MODEL_FILE = 42,      /* a model file's metadata or tensors are missing or unusable */
     KVC_E_TOKEN = 43,           /* a token id at or above the vocabulary's size */
-    KVC_E_WINDOW = 44           /* a window of 0 or above KVC_MAX_POSITIONS, or a truncation
+    KVC_E_WINDOW = 44,          /* a window of 0 or above KVC_MAX_POSITIONS, or a truncation
                                    of a window layer back past the rows it still holds */
+    KVC_E_CONV = 45,            /* a convolution's channels (0 or above KVC_MAX_CHANNELS) or
+                                   taps (below 2 or above KVC_MAX_CONV_KERNEL), or a delta
+                                   state above KVC_MAX_DELTA_STATE */
+    KVC_E_NONFINITE_INPUT = 46  /* a recurrent step's input, weight or gate is NaN or +-Inf
+                                   (or its eps is not a positive number) */
 } kvc_status;
 
 /* kvc_status_name():
@@ -773,6 +795,87 @@ size_t kvc_layer_value_dim(const kvc_layer *layer);
 double kvc_layer_phase_mass(const kvc_layer *layer);
 /* Steps taken, tentative ones included. */
 size_t kvc_layer_steps(const kvc_layer *layer);
+
+/* ------------------------------------------------------------------------ */
+/* Recurrent layers: short convolutions and gated delta rules                */
+/* ------------------------------------------------------------------------ */
+
+/* A conv or delta layer keeps an f32 state instead of rows (what llama.cpp
+ * keeps): its seq_len stays 0 and kvc_layer_steps counts the positions it
+ * took.  A step call takes T tokens at once; every call writes lanes of
+ * the state, never the state itself, so that:
+ *   - during a verify, draft t's state is lane t: kvc_layer_accept(j) makes
+ *     lane j - 1 the state (a pointer swap, whatever the state's size) and
+ *     a reject changes nothing;
+ *   - outside one, the state before the last call is kept until the next:
+ *     kvc_layer_truncate_last(layer, n) with n the last call's T takes the
+ *     call back (any other n: KVC_E_KIND), so that a model's forward pass
+ *     stays all or nothing.
+ * Heads run on the thread pool, each over the call's tokens in order: the
+ * same bits at any thread count. */
+
+/* kvc_layer_create_conv():
+ * A short convolution of `channels` channels and `kernel` taps (LFM2's
+ * shortconv, L_cache = kernel): its state is the last kernel - 1 inputs of
+ * each channel, zero at first.  On success *out owns the layer.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_CONV or KVC_E_NOMEM. */
+kvc_status kvc_layer_create_conv(size_t channels, size_t kernel, kvc_layer **out);
+
+/* kvc_layer_create_delta():
+ * A gated delta rule (Qwen3.5's Gated DeltaNet) of `value_heads` heads of
+ * value_dim values reading `key_heads` heads of key_dim keys and queries
+ * (value head h reads key head h mod key_heads; value_heads a multiple of
+ * key_heads), with a convolution of `kernel` taps in front over its
+ * channels: q (key_heads x key_dim), k (the same), v (value_heads x
+ * value_dim), in that order.  The state: the convolution's, then per value
+ * head a key_dim x value_dim matrix, zero at first.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NUM_HEADS, KVC_E_NUM_FEATURES
+ *           (key_dim), KVC_E_VALUE_DIM, KVC_E_CONV or KVC_E_NOMEM. */
+kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
+                                  size_t kernel, kvc_layer **out);
+
+/* kvc_layer_conv_n():
+ * T tokens through a conv layer: x [T x channels] the inputs, `weights`
+ * [channels x kernel] the taps (w[c][kernel - 1] meets the newest input),
+ * y [T x channels] receives
+ *   y[t][c] = sum_k in[t + k][c] * w[c][k],  in = (the kept inputs, x)
+ * the taps summed in order.  No bias, no activation: the caller's.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (another kind),
+ *           KVC_E_LENGTH (T is 0 or above KVC_MAX_STEP_TOKENS),
+ *           KVC_E_NONFINITE_INPUT, KVC_E_TOO_LONG or KVC_E_NOMEM; nothing
+ *           changes on error. */
+kvc_status kvc_layer_conv_n(kvc_layer *layer, size_t T, const float *x, const float *weights, float *y);
+
+/* kvc_layer_delta_n():
+ * T tokens through a delta layer.  qkv [T x channels]: the projections
+ * before the convolution; conv_weights [channels x kernel]; alpha, beta
+ * [T x value_heads]: each head's decay (exp of its gate) and write
+ * strength; eps: the L2 norm's floor.  Per token: the convolution, SiLU on
+ * every channel, each key head of q and k times 1 / max(|.|, eps) (the
+ * squares summed in double) and q times 1 / sqrt(key_dim); then per value
+ * head h, S its matrix (row i paired with k[i]):
+ *   S <- alpha S;  d = beta (v - S^T k);  S += k d^T;  out[t][h] = S^T q
+ * every sum in key order, from 0 (the same bits in every kernel set).
+ * out [T x value_heads x value_dim].
+ * @return : as kvc_layer_conv_n. */
+kvc_status kvc_layer_delta_n(kvc_layer *layer, size_t T, const float *qkv, const float *conv_weights,
+                             const float *alpha, const float *beta, float eps, float *out);
+
+/* kvc_layer_recurrent_state():
+ * Copies the committed state of a conv or delta layer (kvc_layer_state_len
+ * floats: the convolution's newest inputs, oldest first, [kernel - 1 x
+ * channels]; then each value head's [key_dim x value_dim]).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_LENGTH. */
+kvc_status kvc_layer_recurrent_state(const kvc_layer *layer, float *dst, size_t dst_len);
+
+/* Geometry of a conv or delta layer (0 for other kinds and NULL). */
+size_t kvc_layer_state_len(const kvc_layer *layer);
+size_t kvc_layer_channels(const kvc_layer *layer);
+size_t kvc_layer_conv_kernel(const kvc_layer *layer);
+size_t kvc_layer_key_heads(const kvc_layer *layer);
+size_t kvc_layer_value_heads(const kvc_layer *layer);
+size_t kvc_layer_key_dim(const kvc_layer *layer);
+size_t kvc_layer_delta_value_dim(const kvc_layer *layer);
 
 /* ------------------------------------------------------------------------ */
 /* Speculative verify                                                        */

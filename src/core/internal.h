@@ -153,6 +153,18 @@ typedef struct kvc_linear {
     double *work;          /* one head's inputs in f64: decay, phi_k, phi_q [F] each, v, out [dv] */
 } kvc_linear;
 
+/* The state of a recurrent layer (recurrent.c): conv and delta kinds. */
+typedef struct kvc_recurrent {
+    size_t channels, kernel;  /* the convolution: C channels, K taps */
+    size_t key_heads, value_heads, key_dim, value_dim; /* the delta rule's (0: none) */
+    size_t steps;             /* committed steps */
+    size_t tentative;         /* a verify's steps, in lanes[0 .. tentative) */
+    size_t undo;              /* steps lanes[0] takes back (the last call's, outside a verify) */
+    float *state;             /* [(K - 1) x C] newest inputs, then [value_heads x dv x dk] */
+    float **lanes;            /* [lane_cap] states of state's length */
+    size_t lane_cap;
+} kvc_recurrent;
+
 struct kvc_layer {
     kvc_kind kind;
     size_t window;          /* window layers: positions a query sees (0: every one) */
@@ -161,6 +173,7 @@ struct kvc_layer {
     size_t verify_base;  /* seq_len when it began (full layers) */
     int in_model;        /* owned by a kvc_model: kvc_layer_free leaves it alone */
     kvc_linear *linear;  /* linear layers only */
+    kvc_recurrent *recurrent; /* conv and delta layers only */
     size_t num_kv_heads;
     size_t head_dim;
     kvc_mode mode;
@@ -407,7 +420,7 @@ void kvc_layer_swap_rows(kvc_layer *a, kvc_layer *b);
 /* The kinds of layer, a row each (layer.c). */
 typedef struct kvc_kind_traits {
     const char *name;
-    int rows; /* keys and values in rows (full, window); else a state (linear) */
+    int rows; /* keys and values in rows (full, window); else a state (linear, conv, delta) */
 } kvc_kind_traits;
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
 
@@ -417,14 +430,16 @@ static inline int kvc_has_rows(const kvc_layer *layer) {
 
 /* ---- model.c: a long forward's way back ----
  * A forward of more than one chunk slides window layers past what
- * truncate_last can give back.  kvc_model_hold_windows sets *held to an
- * array of a fork of each window layer of the model (NULL for other layers;
- * a fork shares pages, so it costs the pages the forward writes -- about a
- * window's rows a layer); KVC_E_NOMEM holds nothing.  kvc_model_give_back
- * takes the last n positions back: window layers their forks' rows, the
- * others by truncation.  kvc_model_release frees the forks and the array
+ * truncate_last can give back, and steps recurrent layers more than once.
+ * kvc_model_hold sets *held to an array of a fork of each window and
+ * recurrent layer of the model (NULL for other layers; a window fork shares
+ * pages, so it costs the pages the forward writes -- about a window's rows
+ * a layer; a recurrent one copies the state); KVC_E_NOMEM holds nothing.
+ * kvc_model_give_back takes the last n positions back: window layers their
+ * forks' rows, recurrent layers their forks' states, the others by
+ * truncation.  kvc_model_release frees the forks and the array
  * (NULL: nothing). */
-kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer ***held);
+kvc_status kvc_model_hold(const kvc_model *model, kvc_layer ***held);
 void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n);
 void kvc_model_release(const kvc_model *model, kvc_layer **held);
 
@@ -432,6 +447,19 @@ void kvc_model_release(const kvc_model *model, kvc_layer **held);
 /* truncate_last without the checks: the slots at positions >= cut go, and
  * cut is the next position. */
 void kvc_layer_drop_from(kvc_layer *layer, size_t cut);
+
+/* ---- recurrent.c ---- */
+void kvc_recurrent_free(kvc_recurrent *r);
+kvc_status kvc_recurrent_clone(kvc_recurrent **dst, const kvc_recurrent *src);
+void kvc_recurrent_clear(kvc_recurrent *r);
+size_t kvc_recurrent_state_len(const kvc_recurrent *r);
+size_t kvc_recurrent_memory_bytes(const kvc_recurrent *r);
+size_t kvc_recurrent_capacity_bytes(const kvc_recurrent *r);
+/* Ends a verify keeping its first j steps (lane j - 1 becomes the state). */
+void kvc_recurrent_commit(kvc_recurrent *r, size_t j);
+/* Takes back the last call's n steps outside a verify (n = 0: nothing);
+ * 0 when that is not what lane 0 holds. */
+int kvc_recurrent_take_back(kvc_recurrent *r, size_t n);
 
 /* ---- linear.c ---- */
 void kvc_linear_free(kvc_linear *linear);

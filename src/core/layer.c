@@ -37,6 +37,8 @@ static const kvc_kind_traits kinds[] = {
     [KVC_KIND_FULL] = {"full", 1},
     [KVC_KIND_LINEAR] = {"linear", 0},
     [KVC_KIND_WINDOW] = {"window", 1},
+    [KVC_KIND_CONV] = {"conv", 0},
+    [KVC_KIND_DELTA] = {"delta", 0},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
@@ -117,6 +119,7 @@ void kvc_layer_free(kvc_layer *layer) {
     if (layer->registry_next) layer->registry_next->registry_prev = layer->registry_prev;
     registry_unlock();
     kvc_linear_free(layer->linear);
+    kvc_recurrent_free(layer->recurrent);
     if (layer->heads) {
         for (size_t h = 0; h < layer->num_kv_heads; h++) {
             kvc_store_free(&layer->heads[h].keys);
@@ -187,9 +190,11 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
     if (kvc_has_rows(layer)) return fork_rows(layer, out);
-    kvc_layer *copy = kvc_layer_alloc(KVC_KIND_LINEAR);
+    kvc_layer *copy = kvc_layer_alloc(layer->kind);
     if (!copy) return KVC_E_NOMEM;
-    const kvc_status status = kvc_linear_clone(&copy->linear, layer->linear);
+    /* A recurrent state is a few MB at most: a fork copies it. */
+    const kvc_status status = layer->recurrent ? kvc_recurrent_clone(&copy->recurrent, layer->recurrent)
+                                               : kvc_linear_clone(&copy->linear, layer->linear);
     if (status == KVC_OK) *out = copy;
     else kvc_layer_free(copy);
     return status;
@@ -199,6 +204,7 @@ void kvc_layer_clear(kvc_layer *layer) {
     if (!layer) return;
     layer->verifying = 0;
     if (layer->linear) kvc_linear_clear(layer->linear);
+    if (layer->recurrent) kvc_recurrent_clear(layer->recurrent);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_head *head = &layer->heads[h];
         kvc_store_drop(&head->keys, head->keys.rows.len, head->keys.qrows.len);
@@ -230,11 +236,11 @@ kvc_status kvc_layer_set_residual_rows(kvc_layer *layer, size_t rows) {
 }
 
 size_t kvc_layer_residual_rows(const kvc_layer *layer) {
-    return layer && !layer->linear ? layer->residual_rows : 0;
+    return layer && kvc_has_rows(layer) ? layer->residual_rows : 0;
 }
 
 size_t kvc_layer_exact_rollback(const kvc_layer *layer) {
-    if (!layer || layer->linear) return 0;
+    if (!layer || !kvc_has_rows(layer)) return 0;
     size_t exact = SIZE_MAX;
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         const size_t k = kvc_store_exact_rollback(&layer->heads[h].keys, layer->residual_rows);
@@ -262,6 +268,7 @@ int kvc_layer_field_frozen(const kvc_layer *layer) {
 size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
+    if (layer->recurrent) return kvc_recurrent_memory_bytes(layer->recurrent);
     const size_t d = layer->head_dim;
     size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -301,7 +308,7 @@ size_t kvc_layer_bytes_for(size_t num_kv_heads, size_t head_dim, kvc_mode mode, 
 }
 
 size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
-    if (!layer || layer->linear) return 0;
+    if (!layer || !kvc_has_rows(layer)) return 0;
     size_t bytes = kvc_paged_shared_bytes(&layer->imp, 0) + kvc_paged_shared_bytes(&layer->positions, 0) +
                    kvc_paged_shared_bytes(&layer->alive, 0);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -313,6 +320,7 @@ size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
 
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk) {
     if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
+    if (layer->recurrent) return kvc_recurrent_memory_bytes(layer->recurrent);
     size_t bytes = kvc_paged_count_bytes(&layer->imp, 0, walk) +
                    kvc_paged_count_bytes(&layer->positions, 0, walk) +
                    kvc_paged_count_bytes(&layer->alive, 0, walk);
@@ -341,6 +349,7 @@ size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     size_t bytes = sizeof *layer + layer->num_kv_heads * sizeof(kvc_head);
     if (layer->linear) bytes += kvc_linear_capacity_bytes(layer->linear);
+    if (layer->recurrent) bytes += kvc_recurrent_capacity_bytes(layer->recurrent);
     bytes += kvc_paged_capacity_bytes(&layer->imp) + kvc_paged_capacity_bytes(&layer->positions) +
              kvc_paged_capacity_bytes(&layer->alive);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -387,6 +396,16 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
                            "capacity_bytes=%zu}",
                            linear->num_heads, linear->num_features, linear->value_dim,
                            linear->phase_mass, kvc_layer_steps(layer), layer->verifying,
+                           kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
+        return written < 0 ? 0 : (size_t)written;
+    }
+    if (layer->recurrent) {
+        const kvc_recurrent *r = layer->recurrent;
+        written = snprintf(buf, buf_len,
+                           "kvc_layer{kind=%s channels=%zu kernel=%zu key_heads=%zu value_heads=%zu key_dim=%zu "
+                           "value_dim=%zu steps=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
+                           kvc_kind_traits_of(layer->kind)->name, r->channels, r->kernel, r->key_heads,
+                           r->value_heads, r->key_dim, r->value_dim, kvc_layer_steps(layer), layer->verifying,
                            kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
         return written < 0 ? 0 : (size_t)written;
     }

@@ -234,5 +234,6 @@ double kvc_layer_phase_mass(const kvc_layer *layer) {
 }
 
 size_t kvc_layer_steps(const kvc_layer *layer) {
+    if (layer && layer->recurrent) return layer->recurrent->steps + layer->recurrent->tentative;
     return layer && layer->linear ? layer->linear->steps + layer->linear->tentative : 0;
 }

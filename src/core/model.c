@@ -121,21 +121,24 @@ size_t kvc_model_capacity_bytes(const kvc_model *model) {
 kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     if (!model) return KVC_E_NULL_POINTER;
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (!kvc_has_rows(model->layers[i])) return KVC_E_KIND;
-        if (model->layers[i]->verifying) return KVC_E_VERIFYING;
-        if (n > kvc_window_truncatable(model->layers[i])) return KVC_E_WINDOW;
+        const kvc_layer *layer = model->layers[i];
+        if (layer->verifying) return KVC_E_VERIFYING;
+        /* A recurrent layer takes back its last call, nothing else. */
+        if (layer->recurrent ? n > 0 && n != layer->recurrent->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
+        if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW;
     }
     for (size_t i = 0; i < model->num_layers; i++) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
     return KVC_OK;
 }
 
-kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer ***held) {
+kvc_status kvc_model_hold(const kvc_model *model, kvc_layer ***held) {
     kvc_layer **forks = kvc_realloc_array(NULL, model->num_layers, sizeof *forks);
     *held = NULL;
     if (!forks) return KVC_E_NOMEM;
     for (size_t i = 0; i < model->num_layers; i++) forks[i] = NULL;
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (model->layers[i]->kind != KVC_KIND_WINDOW) continue;
+        /* Window layers slide past what truncation gives back; recurrent ones take back one call. */
+        if (model->layers[i]->kind != KVC_KIND_WINDOW && !model->layers[i]->recurrent) continue;
         const kvc_status status = kvc_layer_clone(model->layers[i], &forks[i]);
         if (status != KVC_OK) {
             kvc_model_release(model, forks);
@@ -148,8 +151,13 @@ kvc_status kvc_model_hold_windows(const kvc_model *model, kvc_layer ***held) {
 
 void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (held[i]) kvc_layer_swap_rows(model->layers[i], held[i]);
-        else (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
+        if (held[i] && held[i]->recurrent) {
+            kvc_recurrent *taken = model->layers[i]->recurrent;
+            model->layers[i]->recurrent = held[i]->recurrent;
+            held[i]->recurrent = taken;
+        } else if (held[i]) {
+            kvc_layer_swap_rows(model->layers[i], held[i]);
+        } else (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
     }
 }
 

@@ -11,7 +11,7 @@
 #include "internal.h"
 
 size_t kvc_layer_positions_taken(const kvc_layer *layer) {
-    return layer->linear ? kvc_layer_steps(layer) : layer->next_position;
+    return kvc_has_rows(layer) ? layer->next_position : kvc_layer_steps(layer);
 }
 
 kvc_status kvc_slots_reserve(kvc_layer *layer, size_t n) {

@@ -23,7 +23,10 @@
 #define MAGIC_BYTES 4u
 /* Version 2 added the q4 components: the modes after KVC_MODE_Q8V, the
  * residual window (in what was a reserved word) and a q4 store's window
- * rows.  Version 1 snapshots still load. */
+ * rows.  Version 1 snapshots still load.  The recurrent kinds conv and
+ * delta are layers of their own kind values (a reader that predates them
+ * refuses them as corrupt), not a new version: every other snapshot keeps
+ * its bytes. */
 #define SNAPSHOT_VERSION 2u
 #define SNAPSHOT_OLDEST_VERSION 1u
 /* The CRC-32 after the payload. */
@@ -66,6 +69,12 @@ static const uint8_t field_flag_width[1] = {4};
 /* A linear layer, after its kind (phase_mass: the f64's bits). */
 enum { LINEAR_H, LINEAR_F, LINEAR_DV, LINEAR_PHASE_MASS, LINEAR_STEPS, LINEAR_FIELDS };
 static const uint8_t linear_widths[LINEAR_FIELDS] = {4, 4, 4, 8, 8};
+
+/* A conv or delta layer, after its kind: its geometry (a conv layer's
+ * delta fields 0) and steps, then its f32 state. */
+enum { RECURRENT_CHANNELS, RECURRENT_KERNEL, RECURRENT_KEY_HEADS, RECURRENT_VALUE_HEADS, RECURRENT_KEY_DIM,
+       RECURRENT_VALUE_DIM, RECURRENT_STEPS, RECURRENT_FIELDS };
+static const uint8_t recurrent_widths[RECURRENT_FIELDS] = {4, 4, 4, 4, 4, 4, 8};
 
 /* A layer's kind; a model's count of layers; the length of each layer's
  * snapshot before it. */
@@ -192,9 +201,23 @@ static void write_linear(kvc_writer *w, const kvc_linear *linear) {
     kvc_put_array(w, linear->state, kvc_linear_state_len(linear), sizeof(double));
 }
 
+static void write_recurrent(kvc_writer *w, const kvc_layer *layer) {
+    const kvc_recurrent *r = layer->recurrent;
+    const uint64_t header[RECURRENT_FIELDS] = {
+        [RECURRENT_CHANNELS] = r->channels,   [RECURRENT_KERNEL] = r->kernel,
+        [RECURRENT_KEY_HEADS] = r->key_heads, [RECURRENT_VALUE_HEADS] = r->value_heads,
+        [RECURRENT_KEY_DIM] = r->key_dim,     [RECURRENT_VALUE_DIM] = r->value_dim,
+        [RECURRENT_STEPS] = r->steps,
+    };
+    put_field(w, kind_width, layer->kind);
+    kvc_put_fields(w, recurrent_widths, RECURRENT_FIELDS, header);
+    kvc_put_array(w, r->state, kvc_recurrent_state_len(r), sizeof(float));
+}
+
 static void write_layer(kvc_writer *w, const void *what) {
     const kvc_layer *layer = what;
     if (layer->linear) write_linear(w, layer->linear);
+    else if (layer->recurrent) write_recurrent(w, layer);
     else write_full(w, layer);
 }
 
@@ -502,12 +525,50 @@ static kvc_status read_linear(kvc_reader *r, kvc_layer **out) {
     return KVC_OK;
 }
 
+static kvc_status read_recurrent(kvc_reader *r, kvc_kind kind, kvc_layer **out) {
+    uint64_t field[RECURRENT_FIELDS];
+    kvc_get_fields(r, recurrent_widths, RECURRENT_FIELDS, field);
+    if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    const uint64_t steps = field[RECURRENT_STEPS];
+    if (steps > KVC_MAX_POSITIONS) return KVC_E_SNAPSHOT_CORRUPT;
+    /* The creators check the geometry (every field below 2^32) before they allocate. */
+    for (int i = RECURRENT_CHANNELS; i <= RECURRENT_VALUE_DIM; i++) {
+        if (field[i] > KVC_MAX_CHANNELS) return KVC_E_SNAPSHOT_CORRUPT;
+    }
+    const size_t C = (size_t)field[RECURRENT_CHANNELS], K = (size_t)field[RECURRENT_KERNEL];
+    const size_t Hk = (size_t)field[RECURRENT_KEY_HEADS], Hv = (size_t)field[RECURRENT_VALUE_HEADS];
+    const size_t dk = (size_t)field[RECURRENT_KEY_DIM], dv = (size_t)field[RECURRENT_VALUE_DIM];
+    /* The state's length, before anything is allocated for it. */
+    const uint64_t len = (uint64_t)(K > 0 ? K - 1 : 0) * C + (uint64_t)Hv * dk * dv;
+    if (len > kvc_left(r) / sizeof(float)) return KVC_E_SNAPSHOT_TOO_LARGE;
+    kvc_layer *layer = NULL;
+    const kvc_status status = kind == KVC_KIND_CONV ? (Hk || Hv || dk || dv ? KVC_E_CONV : kvc_layer_create_conv(C, K, &layer))
+                                                    : kvc_layer_create_delta(Hk, Hv, dk, dv, K, &layer);
+    if (status == KVC_E_NOMEM) return KVC_E_NOMEM;
+    if (status != KVC_OK) return KVC_E_SNAPSHOT_CORRUPT;
+    kvc_recurrent *state = layer->recurrent;
+    /* A delta layer's channels follow from its heads; the state fills the rest exactly, finite. */
+    int valid = state->channels == C && kvc_left(r) == len * sizeof(float);
+    if (valid) {
+        (void)kvc_get_array(r, state->state, (size_t)len, sizeof(float)); /* its length is checked above */
+        valid = kvc_kernels_active()->all_finite((size_t)len, state->state);
+    }
+    if (!valid) {
+        kvc_layer_free(layer);
+        return KVC_E_SNAPSHOT_CORRUPT;
+    }
+    state->steps = (size_t)steps;
+    *out = layer;
+    return KVC_OK;
+}
+
 static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     const uint64_t kind = get_field(r, kind_width);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
     if (kind == KVC_KIND_FULL) return read_full(r, version, out);
     if (kind == KVC_KIND_WINDOW) return read_window(r, version, out);
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
+    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) return read_recurrent(r, (kvc_kind)kind, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }
 

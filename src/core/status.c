@@ -27,7 +27,7 @@ _Static_assert(sizeof mode_names / sizeof mode_names[0] == KVC_MODE_COUNT, "a na
     X(KVC_E_PROBS, "a probability is negative, NaN or infinite")                                                               \
     X(KVC_E_TOO_LONG, "seq_len would exceed the maximum number of positions")                                                  \
     X(KVC_E_NOMEM, "out of memory")                                                                                            \
-    X(KVC_E_KIND, "the call is not for this kind of layer (full or linear)")                                                   \
+    X(KVC_E_KIND, "the call is not for this kind of layer (rows or a recurrent state)")                                                   \
     X(KVC_E_VERIFYING, "not allowed during a speculative verify")                                                              \
     X(KVC_E_NOT_VERIFYING, "no speculative verify has begun")                                                                  \
     X(KVC_E_ACCEPT, "accept count exceeds the draft positions, or layers disagree on them")                                    \
@@ -58,7 +58,9 @@ _Static_assert(sizeof mode_names / sizeof mode_names[0] == KVC_MODE_COUNT, "a na
     X(KVC_E_ARCH, "the model's architecture is not one this runner reads")                                                     \
     X(KVC_E_MODEL_FILE, "the model file's metadata or tensors are missing or unusable")                                        \
     X(KVC_E_TOKEN, "a token id is not below the vocabulary's size")                                                            \
-    X(KVC_E_WINDOW, "a window out of range, or a truncation past the rows a window layer still holds")
+    X(KVC_E_WINDOW, "a window out of range, or a truncation past the rows a window layer still holds")                        \
+    X(KVC_E_CONV, "a convolution's channels or taps, or a delta rule's state, out of range")                                    \
+    X(KVC_E_NONFINITE_INPUT, "a recurrent step's input, weight or gate is NaN or infinite")
 
 const char *kvc_status_name(kvc_status status) {
     switch (status) {
@@ -102,7 +104,9 @@ static const struct {
     CONSTANT(KVC_GGUF_INT16),       CONSTANT(KVC_GGUF_UINT32),          CONSTANT(KVC_GGUF_INT32),
     CONSTANT(KVC_GGUF_FLOAT32),     CONSTANT(KVC_GGUF_BOOL),            CONSTANT(KVC_GGUF_STRING),
     CONSTANT(KVC_GGUF_ARRAY),       CONSTANT(KVC_GGUF_UINT64),          CONSTANT(KVC_GGUF_INT64),
-    CONSTANT(KVC_GGUF_FLOAT64),     CONSTANT(KVC_LM_BATCH),
+    CONSTANT(KVC_GGUF_FLOAT64),     CONSTANT(KVC_LM_BATCH),             CONSTANT(KVC_KIND_CONV),
+    CONSTANT(KVC_KIND_DELTA),       CONSTANT(KVC_MAX_CHANNELS),         CONSTANT(KVC_MAX_CONV_KERNEL),
+    CONSTANT(KVC_MAX_STEP_TOKENS),
 };
 #define CONSTANT_COUNT (sizeof constants / sizeof constants[0])
 

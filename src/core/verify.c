@@ -17,7 +17,7 @@
  * evict.  j = 0 changes nothing: a rejected verify leaves the layer as it
  * was.  This is the scratch that eviction needs. */
 size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j) {
-    if (layer->linear || !layer->max_rows || j == 0) return 0;
+    if (!kvc_has_rows(layer) || !layer->max_rows || j == 0) return 0;
     const size_t kept = layer->seq_len - (kvc_layer_draft_len(layer) - j);
     return kept > layer->max_rows ? kvc_evict_scratch_bytes(kept) : 0;
 }
@@ -41,6 +41,8 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
     const size_t drafts = kvc_layer_draft_len(layer);
     if (layer->linear) {
         kvc_linear_commit(layer->linear, j);
+    } else if (layer->recurrent) {
+        kvc_recurrent_commit(layer->recurrent, j);
     } else {
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
         if (layer->max_rows && j > 0 && layer->seq_len > layer->max_rows) {
@@ -52,7 +54,7 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
         if (j > 0) kvc_window_slide(layer, layer->next_position - 1);
     }
     layer->verifying = 0;
-    if (!layer->linear) kvc_layer_release_copies(layer);
+    if (kvc_has_rows(layer)) kvc_layer_release_copies(layer);
 }
 
 kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
@@ -60,12 +62,15 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
     if (layer->verifying) return KVC_E_VERIFYING;
     layer->verifying = 1;
     layer->verify_base = layer->seq_len;
+    if (layer->recurrent) layer->recurrent->undo = 0; /* the drafts' lanes overwrite what it would take back */
     return KVC_OK;
 }
 
 size_t kvc_layer_draft_len(const kvc_layer *layer) {
     if (!layer || !layer->verifying) return 0;
-    return layer->linear ? layer->linear->tentative : layer->seq_len - layer->verify_base;
+    if (layer->linear) return layer->linear->tentative;
+    if (layer->recurrent) return layer->recurrent->tentative;
+    return layer->seq_len - layer->verify_base;
 }
 
 kvc_status kvc_layer_accept(kvc_layer *layer, size_t j) {

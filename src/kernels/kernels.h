@@ -142,6 +142,17 @@ typedef void kvc_linear_update_f64_fn(size_t num_features, size_t dv, const doub
 typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double *phi_q,
                                     const double *S, double *out);
 
+/* One head of the gated delta rule, f32, S [dk x dv] (row i paired with
+ * k[i]; dst may be src), d [dv] a workspace:
+ *   d[j] = beta (v[j] - sum_i (alpha S[i][j]) k[i]);
+ *   dst[i][j] = alpha S[i][j] + k[i] d[j];  out[j] = sum_i dst[i][j] q[i]
+ * every sum from 0 in key order. */
+typedef void kvc_delta_step_f32_fn(size_t dk, size_t dv, float alpha, float beta, const float *k, const float *v,
+                                   const float *q, const float *src, float *dst, float *d, float *out);
+/* A convolution's output for one token: y[c] = sum_k x[k][c] w[k][c] from
+ * 0 in tap order, x and w K rows of C (the inputs oldest first; the taps). */
+typedef void kvc_conv_taps_f32_fn(size_t C, size_t K, const float *x, const float *w, float *y);
+
 /* The one list of operations: the table, the declarations of every
  * implementation and the tests all follow it. */
 #define KVC_KERNEL_OPS(X) \
@@ -161,7 +172,9 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
     X(softmax_merge)      \
     X(scale_f32)          \
     X(linear_update_f64)  \
-    X(linear_read_f64)
+    X(linear_read_f64)    \
+    X(delta_step_f32)     \
+    X(conv_taps_f32)
 
 #define KVC_KERNEL_MEMBER(op) kvc_##op##_fn *op;
 typedef struct kvc_kernels {

@@ -316,7 +316,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     /* More than a chunk slides window layers past what truncation gives
      * back: forks of them, for a failure to return to. */
     kvc_layer **held = NULL;
-    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY) && (status = kvc_model_hold_windows(cache, &held)) != KVC_OK)
+    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY) && (status = kvc_model_hold(cache, &held)) != KVC_OK)
         return status;
 
     size_t done = 0; /* tokens of this call every layer holds */

@@ -278,10 +278,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
     CHECK(strcmp(kvc_kernels_scalar.isa, "scalar") == 0);
 }
 
-/* This file has a case for each of the seventeen operations: one added to
+/* This file has a case for each of the nineteen operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 17,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 19,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 
@@ -1278,6 +1278,72 @@ TEST(linear_update_f64_should_give_its_definition_bits_also_in_place) {
     }
 }
 
+static void fill_f32(test_rng *rng, float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = test_rng_normal(rng) * 0.5f;
+}
+
+TEST(delta_step_f32_should_give_its_definition_bits_in_every_set_also_in_place) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(41);
+    static float src[MAX_D * MAX_D], want[MAX_D * MAX_D], got[MAX_D * MAX_D];
+    float k[MAX_D], q[MAX_D], v[MAX_D], d[MAX_D], want_out[MAX_D], got_out[MAX_D];
+    static const size_t key_dims[] = {1, 4, 16, 17, 128};
+    for (size_t ki = 0; ki < sizeof key_dims / sizeof key_dims[0]; ki++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t dk = key_dims[ki], dv = dims[i];
+            fill_f32(&rng, src, dk * dv);
+            fill_f32(&rng, k, dk);
+            fill_f32(&rng, q, dk);
+            fill_f32(&rng, v, dv);
+            const float alpha = 0.5f + 0.5f * test_rng_unit(&rng), beta = test_rng_unit(&rng);
+            /* The definition, written out: d = beta (v - (alpha S)^T k), S' = alpha S + k d^T, out = S'^T q. */
+            for (size_t j = 0; j < dv; j++) {
+                float sk = 0.0f;
+                for (size_t r = 0; r < dk; r++) sk = sk + (alpha * src[r * dv + j]) * k[r];
+                const float dj = (v[j] - sk) * beta;
+                float o = 0.0f;
+                for (size_t r = 0; r < dk; r++) {
+                    want[r * dv + j] = alpha * src[r * dv + j] + k[r] * dj;
+                    o = o + want[r * dv + j] * q[r];
+                }
+                want_out[j] = o;
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                sets.set[s]->delta_step_f32(dk, dv, alpha, beta, k, v, q, src, got, d, got_out);
+                CHECK(memcmp(got, want, dk * dv * sizeof(float)) == 0);
+                CHECK(memcmp(got_out, want_out, dv * sizeof(float)) == 0);
+                memcpy(got, src, dk * dv * sizeof(float));
+                sets.set[s]->delta_step_f32(dk, dv, alpha, beta, k, v, q, got, got, d, got_out);
+                CHECK(memcmp(got, want, dk * dv * sizeof(float)) == 0);
+                CHECK(memcmp(got_out, want_out, dv * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+TEST(conv_taps_f32_should_sum_taps_in_order_bit_for_bit) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(43);
+    static float x[4 * MAX_D], w[4 * MAX_D];
+    float want[MAX_D], got[MAX_D];
+    for (size_t K = 2; K <= 4; K++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t C = dims[i];
+            fill_f32(&rng, x, K * C);
+            fill_f32(&rng, w, K * C);
+            for (size_t c = 0; c < C; c++) {
+                float acc = 0.0f;
+                for (size_t t = 0; t < K; t++) acc = acc + x[t * C + c] * w[t * C + c];
+                want[c] = acc;
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                sets.set[s]->conv_taps_f32(C, K, x, w, got);
+                CHECK(memcmp(got, want, C * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
 TEST(linear_read_f64_should_sum_features_in_order_bit_for_bit) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(32);
@@ -1369,4 +1435,6 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),
           CASE(quantize_row_should_saturate_huge_ratio_and_read_back_finite),
           CASE(linear_update_f64_should_give_its_definition_bits_also_in_place),
-          CASE(linear_read_f64_should_sum_features_in_order_bit_for_bit))
+          CASE(linear_read_f64_should_sum_features_in_order_bit_for_bit),
+          CASE(delta_step_f32_should_give_its_definition_bits_in_every_set_also_in_place),
+          CASE(conv_taps_f32_should_sum_taps_in_order_bit_for_bit))

@@ -700,7 +700,7 @@ TEST(head_reads_should_refuse_bad_head_short_buffer_and_null) {
 }
 
 /* The highest value of kvc_status. */
-#define LAST_STATUS KVC_E_WINDOW
+#define LAST_STATUS KVC_E_NONFINITE_INPUT
 
 TEST(status_name_should_give_distinct_text_for_every_status) {
     for (int a = KVC_OK; a <= LAST_STATUS; a++) {

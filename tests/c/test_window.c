@@ -291,7 +291,7 @@ static struct {
 
 static kvc_status hold_call(void *ctx) {
     (void)ctx;
-    return kvc_model_hold_windows(holding.model, holding.held);
+    return kvc_model_hold(holding.model, holding.held);
 }
 
 TEST(a_long_append_gives_back_every_layer_whole_from_the_window_layers_held_before_it) {
@@ -314,7 +314,7 @@ TEST(a_long_append_gives_back_every_layer_whole_from_the_window_layers_held_befo
         CHECK(held && held[0] && !held[1]);
         kvc_model_release(model, held);
         CHECK(test_fault_remove() == 0); /* released, the forks leave nothing behind */
-        CHECK_OK(kvc_model_hold_windows(model, &held));
+        CHECK_OK(kvc_model_hold(model, &held));
         /* 200 positions in two appends (a forward's chunks) slide the window
          * past what truncation gives back. */
         for (size_t l = 0; l < 2; l++) {

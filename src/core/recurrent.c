@@ -1,0 +1,343 @@
+/*
+ * recurrent.c -- the recurrent layers of 2026's hybrid models: a fixed-size
+ * f32 state instead of rows, stepped by the layer's rule.
+ *
+ * A short convolution (KVC_KIND_CONV, LFM2's) keeps the last K - 1 inputs of
+ * each of C channels; a step of input x gives
+ *   y[c] = sum_k window[k][c] * w[c][k],   window = (the K - 1 kept rows, x)
+ * and keeps the newest K - 1 rows.  A gated delta rule (KVC_KIND_DELTA,
+ * Qwen3.5's Gated DeltaNet) has such a convolution in front, over the
+ * channels of q, k and v, then SiLU, q and k L2-normalised per key head (and
+ * q scaled by 1 / sqrt(dk)), and per value head h (key head h mod Hk) a
+ * dk x dv matrix S, row i paired with k[i]:
+ *   S <- alpha S;  d = beta (v - S^T k);  S += k d^T;  out = S^T q
+ * (the DESIGN's S <- alpha S (I - beta k k^T) + beta v k^T, transposed, read
+ * with q after the update).
+ *
+ * The state is f32, as llama.cpp keeps it.  Every step writes a lane, never
+ * the state: during a verify token t of the drafts writes lane t (from lane
+ * t - 1), so that accept(j) swaps lane j - 1 in as the state -- no copy and
+ * no re-decoding -- and a reject leaves the state as it was.  Outside a
+ * verify a call's tokens go to lane 0 and the lane is swapped in at the end:
+ * the state before the call stays in lane 0 until the next step, which is
+ * what lets a runner take back the call it just made (kvc_layer_truncate_last
+ * of exactly its tokens) when a later layer fails.  Heads are independent,
+ * so a call's heads go to the pool as tasks, each over every token in order:
+ * the same bits whatever the number of threads.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+static size_t conv_len(const kvc_recurrent *r) {
+    return (r->kernel - 1) * r->channels;
+}
+
+static size_t head_len(const kvc_recurrent *r) {
+    return r->value_dim * r->key_dim;
+}
+
+size_t kvc_recurrent_state_len(const kvc_recurrent *r) {
+    return conv_len(r) + r->value_heads * head_len(r);
+}
+
+void kvc_recurrent_free(kvc_recurrent *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->lane_cap; i++) kvc_free(r->lanes[i]);
+    kvc_free(r->lanes);
+    kvc_free(r->state);
+    kvc_free(r);
+}
+
+/* A zero state of this geometry, no lanes; NULL when out of memory. */
+static kvc_recurrent *recurrent_alloc(const kvc_recurrent *geometry) {
+    kvc_recurrent *r = kvc_malloc(sizeof *r);
+    if (!r) return NULL;
+    *r = (kvc_recurrent){.channels = geometry->channels, .kernel = geometry->kernel,
+                         .key_heads = geometry->key_heads, .value_heads = geometry->value_heads,
+                         .key_dim = geometry->key_dim, .value_dim = geometry->value_dim};
+    r->state = kvc_realloc_array(NULL, kvc_recurrent_state_len(r), sizeof(float));
+    if (!r->state) {
+        kvc_free(r);
+        return NULL;
+    }
+    kvc_recurrent_clear(r);
+    return r;
+}
+
+void kvc_recurrent_clear(kvc_recurrent *r) {
+    memset(r->state, 0, kvc_recurrent_state_len(r) * sizeof(float));
+    r->steps = 0;
+    r->tentative = 0;
+    r->undo = 0;
+}
+
+kvc_status kvc_recurrent_clone(kvc_recurrent **dst, const kvc_recurrent *src) {
+    kvc_recurrent *copy = recurrent_alloc(src);
+    if (!copy) return KVC_E_NOMEM;
+    memcpy(copy->state, src->state, kvc_recurrent_state_len(src) * sizeof(float));
+    copy->steps = src->steps;
+    *dst = copy;
+    return KVC_OK;
+}
+
+/* Lanes [0, count) allocated; KVC_E_NOMEM keeps those there were. */
+static kvc_status reserve_lanes(kvc_recurrent *r, size_t count) {
+    if (count <= r->lane_cap) return KVC_OK;
+    float **lanes = kvc_realloc_array(r->lanes, count, sizeof(float *));
+    if (!lanes) return KVC_E_NOMEM;
+    r->lanes = lanes;
+    while (r->lane_cap < count) {
+        float *lane = kvc_realloc_array(NULL, kvc_recurrent_state_len(r), sizeof(float));
+        if (!lane) return KVC_E_NOMEM;
+        r->lanes[r->lane_cap++] = lane;
+    }
+    return KVC_OK;
+}
+
+#define SWAP_LANE(a, b) \
+    do { \
+        float *swapped_ = (a); \
+        (a) = (b); \
+        (b) = swapped_; \
+    } while (0)
+
+void kvc_recurrent_commit(kvc_recurrent *r, size_t j) {
+    if (j > 0) SWAP_LANE(r->state, r->lanes[j - 1]);
+    r->steps += j;
+    r->tentative = 0;
+    r->undo = 0;
+}
+
+int kvc_recurrent_take_back(kvc_recurrent *r, size_t n) {
+    if (n == 0) return 1;
+    if (n != r->undo || r->tentative) return 0;
+    SWAP_LANE(r->state, r->lanes[0]);
+    r->steps -= n;
+    r->undo = 0;
+    return 1;
+}
+
+size_t kvc_recurrent_memory_bytes(const kvc_recurrent *r) {
+    return (1 + r->tentative) * kvc_recurrent_state_len(r) * sizeof(float);
+}
+
+size_t kvc_recurrent_capacity_bytes(const kvc_recurrent *r) {
+    return sizeof *r + r->lane_cap * sizeof(float *) +
+           (1 + r->lane_cap) * kvc_recurrent_state_len(r) * sizeof(float);
+}
+
+/* ---- creation ---- */
+
+static kvc_status create(const kvc_recurrent *geometry, kvc_kind kind, kvc_layer **out) {
+    kvc_layer *layer = kvc_layer_alloc(kind);
+    if (!layer) return KVC_E_NOMEM;
+    layer->recurrent = recurrent_alloc(geometry);
+    if (!layer->recurrent) {
+        kvc_layer_free(layer);
+        return KVC_E_NOMEM;
+    }
+    *out = layer;
+    return KVC_OK;
+}
+
+static int conv_fits(size_t channels, size_t kernel) {
+    return channels > 0 && channels <= KVC_MAX_CHANNELS && kernel >= 2 && kernel <= KVC_MAX_CONV_KERNEL;
+}
+
+kvc_status kvc_layer_create_conv(size_t channels, size_t kernel, kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!conv_fits(channels, kernel)) return KVC_E_CONV;
+    const kvc_recurrent geometry = {.channels = channels, .kernel = kernel};
+    return create(&geometry, KVC_KIND_CONV, out);
+}
+
+kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
+                                  size_t kernel, kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (key_heads == 0 || value_heads == 0 || value_heads > KVC_MAX_KV_HEADS || value_heads % key_heads != 0)
+        return KVC_E_NUM_HEADS;
+    if (key_dim == 0 || key_dim > KVC_MAX_HEAD_DIM) return KVC_E_NUM_FEATURES;
+    if (value_dim == 0 || value_dim > KVC_MAX_HEAD_DIM) return KVC_E_VALUE_DIM;
+    /* Each at most 2^12: the products stay far inside size_t. */
+    const size_t channels = 2 * key_heads * key_dim + value_heads * value_dim;
+    if (!conv_fits(channels, kernel) || value_heads * value_dim * key_dim > KVC_MAX_DELTA_STATE) return KVC_E_CONV;
+    const kvc_recurrent geometry = {.channels = channels, .kernel = kernel, .key_heads = key_heads,
+                                    .value_heads = value_heads, .key_dim = key_dim, .value_dim = value_dim};
+    return create(&geometry, KVC_KIND_DELTA, out);
+}
+
+/* ---- a step of T tokens ---- */
+
+/* What the heads' tasks read. */
+typedef struct delta_job {
+    const kvc_recurrent *r;
+    const kvc_kernels *kernels;
+    size_t T;
+    const float *qkv;   /* [T x channels]: q and k normalised, q scaled, v */
+    const float *alpha, *beta; /* [T x value_heads] */
+    float *work;        /* [value_heads x value_dim]: each head's d */
+    const float *first; /* the state the first token reads */
+    float *const *dst;  /* [T]: the state token t writes (lanes) */
+    float *out;         /* [T x value_heads x value_dim] */
+} delta_job;
+
+static void delta_task(void *context, size_t h, size_t thread) {
+    (void)thread;
+    const delta_job *job = context;
+    const kvc_recurrent *r = job->r;
+    const size_t dk = r->key_dim, dv = r->value_dim, C = r->channels;
+    const size_t kh = h % r->key_heads; /* value head h reads key head h mod Hk (llama.cpp's repeat) */
+    const size_t at = conv_len(r) + h * head_len(r);
+    const float *src = job->first + at;
+    for (size_t t = 0; t < job->T; t++) {
+        const float *row = job->qkv + t * C;
+        const float *q = row + kh * dk;
+        const float *k = row + r->key_heads * dk + kh * dk;
+        const float *v = row + 2 * r->key_heads * dk + h * dv;
+        float *dst = job->dst[t] + at;
+        job->kernels->delta_step_f32(dk, dv, job->alpha[t * r->value_heads + h], job->beta[t * r->value_heads + h],
+                                     k, v, q, src, dst, job->work + h * dv, job->out + (t * r->value_heads + h) * dv);
+        src = dst;
+    }
+}
+
+/* x / (1 + e^-x) */
+static float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+/* Each of `heads` rows of n values times 1 / max(|row|, eps) and `scale`,
+ * the squares summed in double (ggml's l2_norm). */
+static void l2_normalise(size_t heads, size_t n, float eps, float scale, float *x) {
+    for (size_t h = 0; h < heads; h++) {
+        double sum = 0.0;
+        for (size_t i = 0; i < n; i++) sum += (double)(x[h * n + i] * x[h * n + i]);
+        const float norm = sqrtf((float)sum);
+        const float s = 1.0f / (norm > eps ? norm : eps);
+        for (size_t i = 0; i < n; i++) x[h * n + i] = x[h * n + i] * s * scale;
+    }
+}
+
+/* The step behind both kinds: checks, the convolution, then (delta) the rule. */
+static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x, const float *weights,
+                       const float *alpha, const float *beta, float eps, float *out) {
+    if (!layer || !x || !weights || !out || (kind == KVC_KIND_DELTA && (!alpha || !beta))) return KVC_E_NULL_POINTER;
+    if (layer->kind != kind) return KVC_E_KIND;
+    kvc_recurrent *r = layer->recurrent;
+    const size_t C = r->channels, K = r->kernel, H = r->value_heads;
+    if (T == 0 || T > KVC_MAX_STEP_TOKENS) return KVC_E_LENGTH;
+    if (kind == KVC_KIND_DELTA && !(eps > 0.0f && isfinite(eps))) return KVC_E_NONFINITE_INPUT;
+    const kvc_kernels *kernels = kvc_kernels_active();
+    if (!kernels->all_finite(T * C, x) || !kernels->all_finite(C * K, weights) ||
+        (kind == KVC_KIND_DELTA && (!kernels->all_finite(T * H, alpha) || !kernels->all_finite(T * H, beta))))
+        return KVC_E_NONFINITE_INPUT;
+    if (r->steps + r->tentative + T > KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
+
+    /* Lanes: a verify's tokens each their own, after those it has; else lane 0. */
+    const size_t base = layer->verifying ? r->tentative : 0;
+    if (reserve_lanes(r, layer->verifying ? base + T : 1) != KVC_OK) return KVC_E_NOMEM;
+    /* The window of inputs (the kept rows, then x), the weights tap-major,
+     * the convolved channels, and each token's lane. */
+    const size_t kept = K - 1;
+    const size_t work = H * r->value_dim;
+    float *window = kvc_realloc_array(NULL, (kept + T + K + T) * C + work, sizeof(float));
+    float **dst = kvc_realloc_array(NULL, T, sizeof(float *));
+    if (!window || !dst) {
+        kvc_free(window);
+        kvc_free(dst);
+        return KVC_E_NOMEM;
+    }
+    float *taps = window + (kept + T) * C;
+    float *y = taps + K * C;
+    const float *first = base ? r->lanes[base - 1] : r->state;
+    for (size_t t = 0; t < T; t++) dst[t] = layer->verifying ? r->lanes[base + t] : r->lanes[0];
+
+    memcpy(window, first, kept * C * sizeof(float));
+    memcpy(window + kept * C, x, T * C * sizeof(float));
+    for (size_t c = 0; c < C; c++) {
+        for (size_t k = 0; k < K; k++) taps[k * C + c] = weights[c * K + k];
+    }
+    for (size_t t = 0; t < T; t++) kernels->conv_taps_f32(C, K, window + t * C, taps, y + t * C);
+    /* Each lane keeps the K - 1 newest inputs of its token. */
+    for (size_t t = 0; t < T; t++) {
+        if (layer->verifying || t == T - 1) memcpy(dst[t], window + (t + 1) * C, kept * C * sizeof(float));
+    }
+
+    if (kind == KVC_KIND_CONV) {
+        memcpy(out, y, T * C * sizeof(float));
+    } else {
+        const size_t dk = r->key_dim;
+        const float scale = 1.0f / sqrtf((float)dk);
+        for (size_t i = 0; i < T * C; i++) y[i] = silu(y[i]);
+        for (size_t t = 0; t < T; t++) {
+            l2_normalise(r->key_heads, dk, eps, scale, y + t * C);
+            l2_normalise(r->key_heads, dk, eps, 1.0f, y + t * C + r->key_heads * dk);
+        }
+        delta_job job = {r, kernels, T, y, alpha, beta, y + T * C, first, dst, out};
+        kvc_pool_run(delta_task, &job, H, kvc_pool_threads(), (uint64_t)T * H * head_len(r) * 4);
+    }
+    kvc_free(window);
+    kvc_free(dst);
+
+    if (layer->verifying) {
+        r->tentative += T;
+    } else {
+        SWAP_LANE(r->state, r->lanes[0]);
+        r->steps += T;
+        r->undo = T;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_layer_conv_n(kvc_layer *layer, size_t T, const float *x, const float *weights, float *y) {
+    return step(layer, KVC_KIND_CONV, T, x, weights, NULL, NULL, 0.0f, y);
+}
+
+kvc_status kvc_layer_delta_n(kvc_layer *layer, size_t T, const float *qkv, const float *conv_weights,
+                             const float *alpha, const float *beta, float eps, float *out) {
+    return step(layer, KVC_KIND_DELTA, T, qkv, conv_weights, alpha, beta, eps, out);
+}
+
+/* ---- accessors ---- */
+
+kvc_status kvc_layer_recurrent_state(const kvc_layer *layer, float *dst, size_t dst_len) {
+    if (!layer) return KVC_E_NULL_POINTER;
+    if (!layer->recurrent) return KVC_E_KIND;
+    const size_t len = kvc_recurrent_state_len(layer->recurrent);
+    if (!dst) return KVC_E_NULL_POINTER;
+    if (dst_len < len) return KVC_E_LENGTH;
+    memcpy(dst, layer->recurrent->state, len * sizeof(float));
+    return KVC_OK;
+}
+
+size_t kvc_layer_state_len(const kvc_layer *layer) {
+    return layer && layer->recurrent ? kvc_recurrent_state_len(layer->recurrent) : 0;
+}
+
+size_t kvc_layer_channels(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->channels : 0;
+}
+
+size_t kvc_layer_conv_kernel(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->kernel : 0;
+}
+
+size_t kvc_layer_key_heads(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->key_heads : 0;
+}
+
+size_t kvc_layer_value_heads(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->value_heads : 0;
+}
+
+size_t kvc_layer_key_dim(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->key_dim : 0;
+}
+
+size_t kvc_layer_delta_value_dim(const kvc_layer *layer) {
+    return layer && layer->recurrent ? layer->recurrent->value_dim : 0;
+}

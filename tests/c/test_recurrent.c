@@ -1,0 +1,454 @@
+/*
+ * test_recurrent.c -- the recurrent kinds of 2026's hybrid models: a short
+ * convolution (LFM2) and a gated delta rule with its convolution in front
+ * (Qwen3.5), against a reference of their definitions written here; a call
+ * of T tokens against T calls of one; the same bits at any thread count;
+ * speculative verify (accept(j) is plain decoding of j tokens, a reject
+ * changes nothing); taking back the last call; snapshots, forks, byte
+ * counts, refused input and running out of memory.
+ *
+ * Why the comparisons are bit for bit: the reference does the library's
+ * documented operations on the same operands in the same order (sums from
+ * 0 in tap or key order, the L2 norm's squares in double), and the library
+ * and tests are built with -ffp-contract=off; the SIMD128 kernels put their
+ * lanes across channels and values, so every element sees the scalar
+ * sequence.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "core/internal.h"
+
+/* A small Qwen3.5-like geometry: 2 key heads, 4 value heads, odd-ish dims. */
+#define HK 2
+#define HV 4
+#define DK 8
+#define DV 12
+#define TAPS 4
+#define CH (2 * HK * DK + HV * DV)
+#define MAX_T 24
+
+/* ---- the reference ---- */
+
+typedef struct reference {
+    float conv[(TAPS - 1) * CH]; /* newest inputs, oldest first */
+    float S[HV][DK * DV];
+} reference;
+
+/* One token through the convolution: y[c] = sum_k in[k][c] w[c][k]. */
+static void reference_conv(reference *r, size_t C, const float *x, const float *w, float *y) {
+    float in[TAPS * CH];
+    memcpy(in, r->conv, (TAPS - 1) * C * sizeof(float));
+    memcpy(in + (TAPS - 1) * C, x, C * sizeof(float));
+    for (size_t c = 0; c < C; c++) {
+        float acc = 0.0f;
+        for (size_t k = 0; k < TAPS; k++) acc = acc + in[k * C + c] * w[c * TAPS + k];
+        y[c] = acc;
+    }
+    memcpy(r->conv, in + C, (TAPS - 1) * C * sizeof(float));
+}
+
+static void reference_l2(float *x, size_t n, float eps, float scale) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float norm = sqrtf((float)sum);
+    const float s = 1.0f / (norm > eps ? norm : eps);
+    for (size_t i = 0; i < n; i++) x[i] = x[i] * s * scale;
+}
+
+/* One token of the gated delta rule as kvc_layer_delta_n documents it. */
+static void reference_delta(reference *r, const float *x, const float *w, const float *alpha, const float *beta,
+                            float eps, float *out) {
+    float y[CH];
+    reference_conv(r, CH, x, w, y);
+    for (size_t c = 0; c < CH; c++) y[c] = y[c] / (1.0f + expf(-y[c]));
+    for (size_t h = 0; h < HK; h++) {
+        reference_l2(y + h * DK, DK, eps, 1.0f / sqrtf((float)DK));
+        reference_l2(y + HK * DK + h * DK, DK, eps, 1.0f);
+    }
+    for (size_t h = 0; h < HV; h++) {
+        const float *q = y + (h % HK) * DK, *k = y + HK * DK + (h % HK) * DK, *v = y + 2 * HK * DK + h * DV;
+        float *S = r->S[h];
+        for (size_t i = 0; i < DK * DV; i++) S[i] = alpha[h] * S[i];
+        for (size_t j = 0; j < DV; j++) {
+            float sk = 0.0f;
+            for (size_t i = 0; i < DK; i++) sk = sk + S[i * DV + j] * k[i];
+            const float d = (v[j] - sk) * beta[h];
+            for (size_t i = 0; i < DK; i++) S[i * DV + j] = S[i * DV + j] + k[i] * d;
+        }
+        for (size_t j = 0; j < DV; j++) {
+            float o = 0.0f;
+            for (size_t i = 0; i < DK; i++) o = o + S[i * DV + j] * q[i];
+            out[h * DV + j] = o;
+        }
+    }
+}
+
+/* ---- inputs ---- */
+
+typedef struct inputs {
+    float x[MAX_T * CH];
+    float w[CH * TAPS];
+    float alpha[MAX_T * HV], beta[MAX_T * HV];
+} inputs;
+
+static inputs make_inputs(uint64_t seed) {
+    inputs in;
+    test_rng rng = test_rng_new(seed);
+    test_fill_normal(&rng, in.x, MAX_T * CH);
+    test_fill_normal(&rng, in.w, CH * TAPS);
+    for (size_t i = 0; i < MAX_T * HV; i++) {
+        in.alpha[i] = 0.6f + 0.4f * test_rng_unit(&rng);
+        in.beta[i] = test_rng_unit(&rng);
+    }
+    return in;
+}
+
+#define EPS 1e-6f
+
+/* A delta layer of the geometry above (NULL when it could not be made: the
+ * calls on it then fail with KVC_E_NULL_POINTER). */
+static kvc_layer *new_delta(void) {
+    kvc_layer *layer = NULL;
+    (void)kvc_layer_create_delta(HK, HV, DK, DV, TAPS, &layer);
+    return layer;
+}
+
+/* Tokens [from, from + T) of `in` through the layer in one call. */
+static kvc_status delta_tokens(kvc_layer *layer, const inputs *in, size_t from, size_t T, float *out) {
+    return kvc_layer_delta_n(layer, T, in->x + from * CH, in->w, in->alpha + from * HV, in->beta + from * HV, EPS, out);
+}
+
+static void state_of(const kvc_layer *layer, float *state) {
+    CHECK_OK(kvc_layer_recurrent_state(layer, state, kvc_layer_state_len(layer)));
+}
+
+#define STATE_LEN ((TAPS - 1) * CH + HV * DK * DV)
+
+/* ---- the definitions ---- */
+
+TEST(delta_layer_should_give_the_bits_of_its_definition_token_by_token) {
+    const inputs in = make_inputs(1);
+    kvc_layer *layer = new_delta();
+    reference r;
+    memset(&r, 0, sizeof r);
+    for (size_t t = 0; t < MAX_T; t++) {
+        float want[HV * DV], got[HV * DV];
+        reference_delta(&r, in.x + t * CH, in.w, in.alpha + t * HV, in.beta + t * HV, EPS, want);
+        CHECK_OK(delta_tokens(layer, &in, t, 1, got));
+        CHECK(memcmp(got, want, sizeof want) == 0);
+    }
+    float state[STATE_LEN];
+    state_of(layer, state);
+    CHECK(memcmp(state, r.conv, sizeof r.conv) == 0);
+    for (size_t h = 0; h < HV; h++) CHECK(memcmp(state + (TAPS - 1) * CH + h * DK * DV, r.S[h], sizeof r.S[h]) == 0);
+    CHECK(kvc_layer_steps(layer) == MAX_T);
+    CHECK(kvc_layer_seq_len(layer) == 0);
+    kvc_layer_free(layer);
+}
+
+TEST(conv_layer_should_give_the_bits_of_its_definition) {
+    const size_t C = 37;
+    const inputs in = make_inputs(2);
+    kvc_layer *layer;
+    CHECK_OK(kvc_layer_create_conv(C, TAPS, &layer));
+    reference r;
+    memset(&r, 0, sizeof r);
+    for (size_t t = 0; t < MAX_T; t++) {
+        float want[CH], got[CH];
+        reference_conv(&r, C, in.x + t * C, in.w, want);
+        CHECK_OK(kvc_layer_conv_n(layer, 1, in.x + t * C, in.w, got));
+        CHECK(memcmp(got, want, C * sizeof(float)) == 0);
+    }
+    float state[(TAPS - 1) * 37];
+    CHECK(kvc_layer_state_len(layer) == (TAPS - 1) * C);
+    state_of(layer, state);
+    CHECK(memcmp(state, r.conv, sizeof state) == 0);
+    kvc_layer_free(layer);
+}
+
+TEST(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one) {
+    const inputs in = make_inputs(3);
+    static const size_t splits[] = {1, 3, 7, 13};
+    float want[MAX_T * HV * DV], want_state[STATE_LEN];
+    kvc_layer *one = new_delta();
+    for (size_t t = 0; t < MAX_T; t++) CHECK_OK(delta_tokens(one, &in, t, 1, want + t * HV * DV));
+    state_of(one, want_state);
+    kvc_layer_free(one);
+    for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        kvc_layer *layer = new_delta();
+        float got[MAX_T * HV * DV], state[STATE_LEN];
+        for (size_t t = 0; t < MAX_T; t += splits[s]) {
+            const size_t T = MAX_T - t < splits[s] ? MAX_T - t : splits[s];
+            CHECK_OK(delta_tokens(layer, &in, t, T, got + t * HV * DV));
+        }
+        state_of(layer, state);
+        CHECK(memcmp(got, want, sizeof got) == 0);
+        CHECK(memcmp(state, want_state, sizeof state) == 0);
+        kvc_layer_free(layer);
+    }
+}
+
+TEST(delta_layer_should_give_the_same_bits_on_any_number_of_threads) {
+    const inputs in = make_inputs(4);
+    float want[MAX_T * HV * DV], got[MAX_T * HV * DV];
+    CHECK_OK(kvc_set_threads(1));
+    kvc_layer *layer = new_delta();
+    CHECK_OK(delta_tokens(layer, &in, 0, MAX_T, want));
+    kvc_layer_free(layer);
+    const size_t min_work = kvc_pool_set_min_work(0); /* every call on the pool */
+    for (size_t threads = 2; threads <= 4; threads++) {
+        const kvc_status status = kvc_set_threads(threads);
+        if (status == KVC_E_THREADS) {
+            test_skip("kvc_set_threads: this build's threads are started by the JS loader (wasm); "
+                      "tests/js/hybrid.test.mjs compares thread counts");
+            break;
+        }
+        CHECK_OK(status);
+        layer = new_delta();
+        CHECK_OK(delta_tokens(layer, &in, 0, MAX_T, got));
+        CHECK(memcmp(got, want, sizeof got) == 0);
+        kvc_layer_free(layer);
+    }
+    kvc_pool_set_min_work(min_work);
+    CHECK_OK(kvc_set_threads(1));
+}
+
+/* ---- speculative verify and taking back ---- */
+
+TEST(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing) {
+    const inputs in = make_inputs(5);
+    const size_t prefix = 5;
+    for (size_t k = 1; k <= 8; k++) {
+        for (size_t j = 0; j <= k; j++) {
+            kvc_layer *plain = new_delta(), *spec = new_delta();
+            float out[MAX_T * HV * DV], drafts[MAX_T * HV * DV], want[STATE_LEN], got[STATE_LEN];
+            CHECK_OK(delta_tokens(plain, &in, 0, prefix + j, out));
+            CHECK_OK(delta_tokens(spec, &in, 0, prefix, out));
+            CHECK_OK(kvc_layer_begin_verify(spec));
+            CHECK_OK(delta_tokens(spec, &in, prefix, k, drafts));
+            /* Each draft's output is plain decoding's. */
+            CHECK(memcmp(drafts, out + prefix * HV * DV, j * HV * DV * sizeof(float)) == 0);
+            CHECK(kvc_layer_draft_len(spec) == k);
+            CHECK(kvc_layer_memory_bytes(spec) == (1 + k) * STATE_LEN * sizeof(float));
+            CHECK_OK(kvc_layer_accept(spec, j));
+            state_of(plain, want);
+            state_of(spec, got);
+            CHECK(memcmp(got, want, sizeof got) == 0);
+            CHECK(kvc_layer_steps(spec) == prefix + j);
+            CHECK(kvc_layer_memory_bytes(spec) == STATE_LEN * sizeof(float));
+            /* And it goes on as plain decoding does. */
+            float a[HV * DV], b[HV * DV];
+            CHECK_OK(delta_tokens(plain, &in, prefix + j, 1, a));
+            CHECK_OK(delta_tokens(spec, &in, prefix + j, 1, b));
+            CHECK(memcmp(a, b, sizeof a) == 0);
+            kvc_layer_free(plain);
+            kvc_layer_free(spec);
+        }
+    }
+}
+
+TEST(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else) {
+    const inputs in = make_inputs(6);
+    kvc_layer *layer = new_delta();
+    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+    CHECK_OK(delta_tokens(layer, &in, 0, 4, out));
+    state_of(layer, before);
+    CHECK_OK(delta_tokens(layer, &in, 4, 3, out));
+    CHECK_STATUS(kvc_layer_truncate_last(layer, 2), KVC_E_KIND);
+    CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
+    CHECK_OK(kvc_layer_truncate_last(layer, 0));
+    CHECK_OK(kvc_layer_truncate_last(layer, 3));
+    state_of(layer, after);
+    CHECK(memcmp(before, after, sizeof before) == 0);
+    CHECK(kvc_layer_steps(layer) == 4);
+    /* Once: the call before is not held. */
+    CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
+    /* A verify's lanes overwrite what it would have taken back. */
+    CHECK_OK(delta_tokens(layer, &in, 4, 3, out));
+    CHECK_OK(kvc_layer_begin_verify(layer));
+    CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_VERIFYING);
+    CHECK_OK(delta_tokens(layer, &in, 7, 2, out));
+    CHECK_OK(kvc_layer_accept(layer, 0));
+    CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_KIND);
+    kvc_layer_free(layer);
+}
+
+/* ---- forks, snapshots, bytes ---- */
+
+TEST(a_fork_should_copy_the_state_and_go_its_own_way) {
+    const inputs in = make_inputs(7);
+    kvc_layer *layer = new_delta(), *fork;
+    float out[MAX_T * HV * DV], a[HV * DV], b[HV * DV], state[STATE_LEN], fork_state[STATE_LEN];
+    CHECK_OK(delta_tokens(layer, &in, 0, 6, out));
+    CHECK_OK(kvc_layer_clone(layer, &fork));
+    CHECK(kvc_layer_kind(fork) == KVC_KIND_DELTA && kvc_layer_steps(fork) == 6);
+    CHECK_OK(delta_tokens(fork, &in, 10, 3, out));
+    CHECK_OK(delta_tokens(layer, &in, 6, 1, a));
+    kvc_layer *again;
+    CHECK_OK(kvc_layer_clone(layer, &again));
+    state_of(layer, state);
+    state_of(again, fork_state);
+    CHECK(memcmp(state, fork_state, sizeof state) == 0);
+    CHECK_OK(delta_tokens(again, &in, 7, 1, a));
+    CHECK_OK(delta_tokens(layer, &in, 7, 1, b));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    kvc_layer_free(again);
+    kvc_layer_free(fork);
+    kvc_layer_free(layer);
+}
+
+TEST(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same) {
+    const inputs in = make_inputs(8);
+    kvc_layer *layers[2] = {new_delta(), NULL};
+    CHECK_OK(kvc_layer_create_conv(CH, TAPS, &layers[1]));
+    float out[MAX_T * CH];
+    for (size_t l = 0; l < 2; l++) {
+        kvc_layer *layer = layers[l];
+        if (l == 0) CHECK_OK(delta_tokens(layer, &in, 0, 9, out));
+        else CHECK_OK(kvc_layer_conv_n(layer, 9, in.x, in.w, out));
+        const size_t len = kvc_layer_snapshot_size(layer);
+        uint8_t *snap = test_alloc(len);
+        CHECK_OK(kvc_layer_serialize(layer, snap, len));
+        kvc_layer *back;
+        CHECK_OK(kvc_layer_deserialize(snap, len, &back));
+        CHECK(kvc_layer_kind(back) == kvc_layer_kind(layer) && kvc_layer_steps(back) == 9);
+        float a[STATE_LEN], b[STATE_LEN];
+        state_of(layer, a);
+        state_of(back, b);
+        CHECK(memcmp(a, b, kvc_layer_state_len(layer) * sizeof(float)) == 0);
+        float x[CH], y[CH];
+        if (l == 0) {
+            CHECK_OK(delta_tokens(layer, &in, 9, 1, x));
+            CHECK_OK(delta_tokens(back, &in, 9, 1, y));
+        } else {
+            CHECK_OK(kvc_layer_conv_n(layer, 1, in.x + 9 * CH, in.w, x));
+            CHECK_OK(kvc_layer_conv_n(back, 1, in.x + 9 * CH, in.w, y));
+        }
+        CHECK(memcmp(x, y, sizeof x) == 0);
+        /* Every byte changed is refused (the checksum), and every truncation. */
+        for (size_t i = 0; i < len; i += 7) {
+            snap[i] ^= 0x10;
+            kvc_layer *bad = NULL;
+            CHECK(kvc_layer_deserialize(snap, len, &bad) != KVC_OK && bad == NULL);
+            snap[i] ^= 0x10;
+        }
+        for (size_t cut = 0; cut < len; cut += 5) {
+            kvc_layer *bad = NULL;
+            CHECK(kvc_layer_deserialize(snap, cut, &bad) != KVC_OK && bad == NULL);
+        }
+        kvc_layer_free(back);
+        free(snap);
+        kvc_layer_free(layer);
+    }
+}
+
+TEST(memory_bytes_should_be_the_state_and_describe_should_name_the_kind) {
+    kvc_layer *layer = new_delta();
+    CHECK(kvc_layer_memory_bytes(layer) == STATE_LEN * sizeof(float));
+    CHECK(kvc_layer_capacity_bytes(layer) >= STATE_LEN * sizeof(float));
+    CHECK(kvc_layer_channels(layer) == CH && kvc_layer_conv_kernel(layer) == TAPS);
+    CHECK(kvc_layer_key_heads(layer) == HK && kvc_layer_value_heads(layer) == HV);
+    CHECK(kvc_layer_key_dim(layer) == DK && kvc_layer_delta_value_dim(layer) == DV);
+    char text[256];
+    CHECK(kvc_layer_describe(layer, text, sizeof text) > 0);
+    CHECK(strstr(text, "kind=delta") != NULL);
+    kvc_layer_free(layer);
+}
+
+/* ---- refused input ---- */
+
+TEST(create_should_refuse_geometry_out_of_range) {
+    kvc_layer *layer = (kvc_layer *)1;
+    CHECK_STATUS(kvc_layer_create_conv(0, 3, &layer), KVC_E_CONV);
+    CHECK(layer == NULL);
+    CHECK_STATUS(kvc_layer_create_conv(8, 1, &layer), KVC_E_CONV);
+    CHECK_STATUS(kvc_layer_create_conv(8, KVC_MAX_CONV_KERNEL + 1, &layer), KVC_E_CONV);
+    CHECK_STATUS(kvc_layer_create_conv(KVC_MAX_CHANNELS + 1, 3, &layer), KVC_E_CONV);
+    CHECK_STATUS(kvc_layer_create_conv(8, 3, NULL), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_create_delta(0, 4, 8, 8, 4, &layer), KVC_E_NUM_HEADS);
+    CHECK_STATUS(kvc_layer_create_delta(3, 4, 8, 8, 4, &layer), KVC_E_NUM_HEADS);
+    CHECK_STATUS(kvc_layer_create_delta(2, 4, 0, 8, 4, &layer), KVC_E_NUM_FEATURES);
+    CHECK_STATUS(kvc_layer_create_delta(2, 4, 8, KVC_MAX_HEAD_DIM + 1, 4, &layer), KVC_E_VALUE_DIM);
+    CHECK_STATUS(kvc_layer_create_delta(64, 64, 4096, 4096, 4, &layer), KVC_E_CONV);
+    CHECK(layer == NULL);
+}
+
+TEST(a_step_should_refuse_bad_input_and_change_nothing) {
+    inputs in = make_inputs(9);
+    kvc_layer *layer = new_delta();
+    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+    CHECK_OK(delta_tokens(layer, &in, 0, 3, out));
+    state_of(layer, before);
+    float saved;
+    float *places[] = {&in.x[CH + 5], &in.w[7], &in.alpha[HV + 1], &in.beta[2 * HV - 1]};
+    for (size_t p = 0; p < 4; p++) {
+        saved = *places[p];
+        *places[p] = NAN;
+        CHECK_STATUS(delta_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = INFINITY;
+        CHECK_STATUS(delta_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = saved;
+    }
+    CHECK_STATUS(kvc_layer_delta_n(layer, 1, in.x, in.w, in.alpha, in.beta, 0.0f, out), KVC_E_NONFINITE_INPUT);
+    CHECK_STATUS(kvc_layer_delta_n(layer, 0, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_layer_delta_n(layer, KVC_MAX_STEP_TOKENS + 1, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_layer_delta_n(layer, 1, in.x, in.w, NULL, in.beta, EPS, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_conv_n(layer, 1, in.x, in.w, out), KVC_E_KIND);
+    /* The calls of rows are not for it. */
+    CHECK_STATUS(kvc_layer_append(layer, in.x, in.x, NULL), KVC_E_KIND);
+    state_of(layer, after);
+    CHECK(memcmp(before, after, sizeof before) == 0);
+    CHECK(kvc_layer_steps(layer) == 3);
+    kvc_layer *full;
+    CHECK_OK(kvc_layer_create(1, 8, KVC_MODE_F32, &full));
+    CHECK_STATUS(kvc_layer_delta_n(full, 1, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_KIND);
+    CHECK_STATUS(kvc_layer_recurrent_state(full, before, STATE_LEN), KVC_E_KIND);
+    kvc_layer_free(full);
+    kvc_layer_free(layer);
+}
+
+TEST(out_of_memory_should_fail_the_call_and_keep_the_state) {
+    const inputs in = make_inputs(10);
+    CHECK_OK(test_fault_install());
+    kvc_layer *layer = new_delta();
+    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+    CHECK_OK(delta_tokens(layer, &in, 0, 2, out));
+    state_of(layer, before);
+    for (int verify = 0; verify < 2; verify++) {
+        if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
+        for (long at = 0; at < 4; at++) {
+            test_fault_arm(at, 0);
+            const kvc_status status = delta_tokens(layer, &in, 2, 5, out);
+            test_fault_arm(-1, 0);
+            if (status == KVC_OK) {
+                if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
+                else CHECK_OK(kvc_layer_truncate_last(layer, 5));
+                if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
+            } else {
+                CHECK_STATUS(status, KVC_E_NOMEM);
+            }
+            state_of(layer, after);
+            CHECK(memcmp(before, after, sizeof before) == 0);
+            CHECK(kvc_layer_steps(layer) == 2);
+        }
+        if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
+    }
+    kvc_layer_free(layer);
+    CHECK(test_fault_remove() == 0);
+}
+
+RUN_TESTS(CASE(delta_layer_should_give_the_bits_of_its_definition_token_by_token),
+          CASE(conv_layer_should_give_the_bits_of_its_definition),
+          CASE(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one),
+          CASE(delta_layer_should_give_the_same_bits_on_any_number_of_threads),
+          CASE(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing),
+          CASE(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else),
+          CASE(a_fork_should_copy_the_state_and_go_its_own_way),
+          CASE(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same),
+          CASE(memory_bytes_should_be_the_state_and_describe_should_name_the_kind),
+          CASE(create_should_refuse_geometry_out_of_range),
+          CASE(a_step_should_refuse_bad_input_and_change_nothing),
+          CASE(out_of_memory_should_fail_the_call_and_keep_the_state))
