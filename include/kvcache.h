@@ -787,7 +787,8 @@ kvc_status kvc_layer_linear_state(const kvc_layer *layer, double *dst, size_t ds
  * @return : as kvc_layer_linear_state. */
 kvc_status kvc_layer_linear_scratch(const kvc_layer *layer, double *dst, size_t dst_len);
 
-/* Linear accessors; 0 for a full layer (and kvc_layer_kind says which). */
+/* Linear accessors; 0 for a full layer (and kvc_layer_kind says which);
+ * value_dim and steps are also a delta layer's, steps a conv layer's. */
 kvc_kind kvc_layer_kind(const kvc_layer *layer);
 size_t kvc_layer_num_heads(const kvc_layer *layer);
 size_t kvc_layer_num_features(const kvc_layer *layer);
@@ -875,7 +876,7 @@ size_t kvc_layer_conv_kernel(const kvc_layer *layer);
 size_t kvc_layer_key_heads(const kvc_layer *layer);
 size_t kvc_layer_value_heads(const kvc_layer *layer);
 size_t kvc_layer_key_dim(const kvc_layer *layer);
-size_t kvc_layer_delta_value_dim(const kvc_layer *layer);
+/* (A delta layer's value_dim is kvc_layer_value_dim's, as a linear layer's.) */
 
 /* ------------------------------------------------------------------------ */
 /* Speculative verify                                                        */
@@ -1342,6 +1343,19 @@ float kvc_lm_rope_base(const kvc_lm *lm);
  * a layer out of range): kvc_lm_forward takes a cache whose layer is a
  * window layer of that window (kvc_layer_create_window) exactly there. */
 size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer);
+
+/* The kind of layer `layer` (KVC_KIND_FULL for NULL or a layer out of
+ * range): kvc_lm_forward takes a cache whose layer is of this kind --
+ * full, window (kvc_lm_layer_window), or a recurrent layer of the shape
+ * below: KVC_KIND_CONV (lfm2) or KVC_KIND_DELTA (qwen35). */
+kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer);
+
+/* The shape of the model's recurrent layers, one number by `which`:
+ * 0 channels, 1 kernel (kvc_layer_create_conv's); 2 key heads, 3 value
+ * heads, 4 key dim, 5 value dim (kvc_layer_create_delta's, with 1); 6 the
+ * floats of one layer's state (kvc_layer_state_len); 0 for a model without
+ * recurrent layers, NULL or another `which`. */
+size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which);
 
 /* Tokens a forward pass computes at once: a longer prefill goes through in
  * chunks of this many, and a verify holds at most this many. */

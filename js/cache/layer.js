@@ -1,5 +1,6 @@
-// LayerKvCache: one layer's cache, full attention (rows of keys and values)
-// or linear attention (a recurrent f64 state). A thin class over one C
+// LayerKvCache: one layer's cache, full or sliding-window attention (rows of
+// keys and values) or recurrent: linear attention (an f64 state), a short
+// convolution or a gated delta rule (f32 states). A thin class over one C
 // kvc_layer pointer; include/kvcache.h has the rules.
 import {
   callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, sizeOrInfinity, u32At,
@@ -20,6 +21,10 @@ export const MAX_HEAD_DIM = C_LIMITS.KVC_MAX_HEAD_DIM;
 export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
+const KIND_NAMES = { 0: 'full', [KIND_LINEAR]: 'linear', [KIND_WINDOW]: 'window', [C_CODES.KVC_KIND_CONV]: 'conv',
+  [C_CODES.KVC_KIND_DELTA]: 'delta' };
+const MAX_CHANNELS = C_LIMITS.KVC_MAX_CHANNELS;
+const MAX_CONV_KERNEL = C_LIMITS.KVC_MAX_CONV_KERNEL;
 
 const adoptPointer = Symbol('adoptPointer');
 const owned = ownedObjects((ptr) => lib().kvc_layer_free(ptr));
@@ -60,7 +65,9 @@ function hasResidualWindow(mode) {
 const FULL_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'maxRows', 'sinks', 'recent'];
 const LINEAR_OPTIONS = ['kind', 'numHeads', 'numFeatures', 'valueDim', 'phaseMass'];
 const WINDOW_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'window', 'rollback'];
-const OPTIONS = { full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS };
+const CONV_OPTIONS = ['kind', 'channels', 'kernel'];
+const DELTA_OPTIONS = ['kind', 'keyHeads', 'valueHeads', 'keyDim', 'valueDim', 'kernel'];
+const OPTIONS = { full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS };
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
@@ -103,8 +110,20 @@ export function createLayer(where, options) {
       throw new RangeError(`${where}: phaseMass must be a finite number >= 0 (got ${shown(phaseMass)})`);
     }
     return callOut(where, (outPtr) => exports.kvc_layer_create_linear(numHeads, numFeatures, valueDim, phaseMass, outPtr));
+  } else if (kind === 'conv') {
+    const channels = checkInteger(where, 'channels', options.channels, 1, MAX_CHANNELS);
+    const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_conv(channels, kernel, outPtr));
+  } else if (kind === 'delta') {
+    const keyHeads = checkInteger(where, 'keyHeads', options.keyHeads, 1, MAX_KV_HEADS);
+    const valueHeads = checkInteger(where, 'valueHeads', options.valueHeads, 1, MAX_KV_HEADS);
+    if (valueHeads % keyHeads !== 0) throw new RangeError(`${where}: valueHeads must be a multiple of keyHeads (got ${valueHeads} and ${keyHeads})`);
+    const keyDim = checkInteger(where, 'keyDim', options.keyDim, 1, MAX_HEAD_DIM);
+    const valueDim = checkInteger(where, 'valueDim', options.valueDim, 1, MAX_HEAD_DIM);
+    const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_delta(keyHeads, valueHeads, keyDim, valueDim, kernel, outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full', 'window' or 'linear' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv' or 'delta' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -121,11 +140,16 @@ export function wrapLayer(ptr, owner = null) {
  *     sliding-window attention: a query sees the newest `window` positions; the layer
  *     lets go of older rows, keeping `rollback` more (default 0) for truncateLast
  *   new LayerKvCache({ kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? })
+ *   new LayerKvCache({ kind: 'conv', channels, kernel })      a short convolution (LFM2's)
+ *   new LayerKvCache({ kind: 'delta', keyHeads, valueHeads, keyDim, valueDim, kernel })
+ *     a gated delta rule with its convolution in front (Qwen3.5's); the model
+ *     runner steps these two (include/kvcache.h: kvc_layer_conv_n, kvc_layer_delta_n)
  */
 export class LayerKvCache {
   #ptr = 0;
   #owner = null;
   #linear = false;
+  #rows = true;
   #kind = 'full';
   #numKvHeads = 0;
   #headDim = 0;
@@ -138,7 +162,8 @@ export class LayerKvCache {
     this.#owner = adopted?.owner ?? null;
     const kind = exports.kvc_layer_kind(ptr);
     this.#linear = kind === KIND_LINEAR;
-    this.#kind = this.#linear ? 'linear' : kind === KIND_WINDOW ? 'window' : 'full';
+    this.#kind = KIND_NAMES[kind] ?? 'full';
+    this.#rows = this.#kind === 'full' || this.#kind === 'window';
     this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
     this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
     if (!this.#owner) owned.adopt(this, ptr);
@@ -164,6 +189,7 @@ export class LayerKvCache {
   #full(where) {
     const ptr = this.#live(where);
     if (this.#linear) throw new TypeError(`LayerKvCache.${where}: this is a linear layer (it has no rows; see linearStep)`);
+    if (!this.#rows) throw new TypeError(`LayerKvCache.${where}: this is a ${this.#kind} layer (it has no rows, but a recurrent state)`);
     return ptr;
   }
 
@@ -188,12 +214,12 @@ export class LayerKvCache {
   /** How keys and values are stored: one of MODES (null for a linear layer). */
   get mode() {
     const ptr = this.#live('mode');
-    return this.#linear ? null : MODES[lib().kvc_layer_mode(ptr)];
+    return this.#rows ? MODES[lib().kvc_layer_mode(ptr)] : null;
   }
   /** The same per component: { keys, values }, each 'f32', 'q8' or 'q4' (null for a linear layer). */
   get components() {
     const ptr = this.#live('components');
-    if (this.#linear) return null;
+    if (!this.#rows) return null;
     const mode = lib().kvc_layer_mode(ptr);
     return { keys: COMPONENTS[lib().kvc_mode_component(mode, 0)], values: COMPONENTS[lib().kvc_mode_component(mode, 1)] };
   }
@@ -202,7 +228,7 @@ export class LayerKvCache {
   /** The most positions truncateLast can take back leaving the cache exactly as if they had never been appended (Infinity without q4 components). */
   get exactRollback() {
     const ptr = this.#live('exactRollback');
-    if (this.#linear) return 0;
+    if (!this.#rows) return 0;
     return sizeOrInfinity(lib().kvc_layer_exact_rollback(ptr));
   }
   /** Positions held, one slot each: appended (dead heads included) minus truncated and evicted. */
@@ -217,7 +243,20 @@ export class LayerKvCache {
   get numFeatures() { return lib().kvc_layer_num_features(this.#live('numFeatures')) >>> 0; }
   get valueDim() { return lib().kvc_layer_value_dim(this.#live('valueDim')) >>> 0; }
   get phaseMass() { return lib().kvc_layer_phase_mass(this.#live('phaseMass')); }
-  /** Steps a linear layer has taken, tentative ones included (0 for a full layer). */
+  /** A conv or delta layer's shape (0 for other kinds): the convolution's channels and taps, the delta rule's heads and sizes. */
+  get channels() { return lib().kvc_layer_channels(this.#live('channels')) >>> 0; }
+  get kernel() { return lib().kvc_layer_conv_kernel(this.#live('kernel')) >>> 0; }
+  get keyHeads() { return lib().kvc_layer_key_heads(this.#live('keyHeads')) >>> 0; }
+  get valueHeads() { return lib().kvc_layer_value_heads(this.#live('valueHeads')) >>> 0; }
+  get keyDim() { return lib().kvc_layer_key_dim(this.#live('keyDim')) >>> 0; }
+  /** A conv or delta layer's committed f32 state: the convolution's newest inputs, then each value head's keyDim × valueDim matrix (empty for other kinds). */
+  get recurrentState() {
+    const ptr = this.#live('recurrentState');
+    const n = lib().kvc_layer_state_len(ptr) >>> 0;
+    if (!n) return new Float32Array(0);
+    return this.#read('recurrentState', 'f32', n, (dst) => lib().kvc_layer_recurrent_state(ptr, dst, n));
+  }
+  /** Steps a recurrent layer has taken, tentative ones included (0 for a layer of rows). */
   get steps() { return lib().kvc_layer_steps(this.#live('steps')) >>> 0; }
   /** True while a speculative verify is open. */
   get verifying() { return lib().kvc_layer_verifying(this.#live('verifying')) !== 0; }
@@ -227,7 +266,7 @@ export class LayerKvCache {
   /** A copy of the importance vector, one slot per position (empty for a linear layer). */
   get imp() {
     const ptr = this.#live('imp');
-    if (this.#linear) return new Float32Array(0);
+    if (!this.#rows) return new Float32Array(0);
     const n = this.seqLen;
     return this.#read('imp', 'f32', n, (dst) => lib().kvc_layer_imp(ptr, dst, n));
   }

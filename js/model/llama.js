@@ -263,6 +263,10 @@ export class Llama {
       ropeBase: api.kvc_lm_rope_base(ptr),
       // Each layer's sliding window (0: global attention).
       layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
+      // Each layer's kind: 'full', 'window', or a recurrent layer's 'conv' (lfm2) or 'delta' (qwen35).
+      layerKinds: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => LAYER_KINDS[api.kvc_lm_layer_kind(ptr, l)])),
+      // The recurrent layers' shape (null without them): as LayerKvCache's 'conv' and 'delta' options take it.
+      recurrent: recurrentShape(api, ptr),
     });
     owned.adopt(this, ptr);
   }
@@ -287,11 +291,14 @@ export class Llama {
    */
   checkFits(where, positions, mode, extra, why = null) {
     const api = lib();
-    const { numKvHeads, headDim, layerWindows } = this.config;
+    const { numKvHeads, headDim, layerWindows, layerKinds } = this.config;
     // Infinity: a layer's cache alone passes the 32-bit address space. A
-    // window layer holds at most its window, its rollback, a page and a batch.
-    const cache = layerWindows.reduce((sum, window) => sum + sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode),
-      window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions)), 0);
+    // window layer holds at most its window, its rollback, a page and a batch;
+    // a recurrent layer its state, and another while it steps.
+    const cache = layerWindows.reduce((sum, window, l) => sum + (RECURRENT_KINDS.includes(layerKinds[l])
+      ? 2 * stateBytes(api, this.#ptr)
+      : sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode),
+        window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions))), 0);
     const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
     if (cache + extra > room || why) {
       const [size, missing] = cache === Infinity
@@ -428,23 +435,20 @@ export class LlamaSession {
   #checkpoints = [];
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
-    const { numLayers, numKvHeads, headDim, layerWindows } = llama.config;
+    const { config } = llama;
+    const { numLayers, numKvHeads, headDim } = config;
     if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache)) {
       throw new TypeError('llama.session: prefixCache must be a PrefixCache');
     }
     if (cache !== undefined) {
       if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
-      const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i))
-        .every((layer, i) => layer.kind === (layerWindows[i] ? 'window' : 'full') && layer.window === layerWindows[i] &&
-          layer.numKvHeads === numKvHeads && layer.headDim === headDim);
-      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers of ${numKvHeads} KV heads x ${headDim} (${describeLayers(layerWindows)})`);
+      const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i)).every((layer, i) => layerFits(config, layer, i));
+      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers of ${numKvHeads} KV heads x ${headDim} (${describeLayers(config)})`);
     }
     this.llama = llama;
     this.prefixCache = prefixCache ?? null;
-    this.cache = cache ?? new KvCache(layerWindows.some((w) => w)
-      ? { layers: layerWindows.map((window) => (window
-        ? { kind: 'window', window, rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows }
-        : { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent })) }
+    this.cache = cache ?? new KvCache(config.layerKinds.some((kind) => kind !== 'full')
+      ? { layers: cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) }
       : { numLayers, numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent });
     this.#bound = { maxRows: maxRows ?? 0, sinks, recent };
     this.#importance = importance;
@@ -482,12 +486,13 @@ export class LlamaSession {
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
     if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
-    if (this.llama.config.layerWindows.some((w) => w) && tokens.length > 0) this.#checkpoint();
+    if (this.llama.config.layerKinds.some((kind) => kind !== 'full') && tokens.length > 0) this.#checkpoint();
     return logits ? { reused, logits: last } : reused;
   }
 
   get mode() {
-    return this.cache.layer(0).mode;
+    const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
+    return layers.find((layer) => layer.mode !== null).mode;
   }
 
   /** Every token the session has taken in or emitted, in order (a copy). */
@@ -528,10 +533,11 @@ export class LlamaSession {
     if (n >= this.#history.length) return;
     this.#dropCheckpoints(n);
     const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
-    if (n < cached && layers.some((layer) => layer.kind === 'window' && layer.exactRollback < cached - n)) {
-      // The window layers no longer hold what the positions before n saw:
-      // back to the latest checkpoint before n (or the start), and the
-      // tokens after it taken in again.
+    if (n < cached && layers.some((layer) => (layer.kind === 'window' && layer.exactRollback < cached - n) || RECURRENT_KINDS.includes(layer.kind))) {
+      // The window layers no longer hold what the positions before n saw,
+      // or a recurrent layer's state cannot go back at all: back to the
+      // latest checkpoint before n (or the start), and the tokens after it
+      // taken in again.
       const from = this.#checkpoints.at(-1) ?? null;
       const restart = from ? from.cache.clone() : this.cache.clone();
       if (!from) restart.clear();
@@ -758,17 +764,59 @@ export class LlamaSession {
   }
 }
 
+// A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.
+const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta'];
+const RECURRENT_KINDS = ['conv', 'delta'];
+
+/** The shape of a model's recurrent layers (kvc_lm_recurrent_shape), or null. */
+function recurrentShape(api, ptr) {
+  const [channels, kernel, keyHeads, valueHeads, keyDim, valueDim] = Array.from({ length: 6 }, (_, i) => api.kvc_lm_recurrent_shape(ptr, i) >>> 0);
+  if (!channels) return null;
+  return Object.freeze(keyHeads ? { keyHeads, valueHeads, keyDim, valueDim, kernel } : { channels, kernel });
+}
+
+/** The bytes of one recurrent layer's state (0 without them). */
+function stateBytes(api, ptr) {
+  return 4 * (api.kvc_lm_recurrent_shape(ptr, 6) >>> 0);
+}
+
+/**
+ * The layers of a session's cache for a model of `config` (its kinds,
+ * windows and recurrent shape), in `mode` with the session's bound: what
+ * new KvCache({ layers }) takes.
+ */
+function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
+  const { numKvHeads, headDim, layerWindows, layerKinds, recurrent } = config;
+  return layerKinds.map((kind, l) => {
+    if (kind === 'window') return { kind, window: layerWindows[l], rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows };
+    if (RECURRENT_KINDS.includes(kind)) return { kind, ...recurrent };
+    return { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent };
+  });
+}
+
+/** Whether `layer` is what cacheLayers makes for layer l of `config`. */
+function layerFits(config, layer, l) {
+  const kind = config.layerKinds[l];
+  if (layer.kind !== kind) return false;
+  if (RECURRENT_KINDS.includes(kind)) {
+    const { channels, kernel, keyHeads = 0, valueHeads = 0, keyDim = 0, valueDim = 0 } = config.recurrent;
+    return layer.kernel === kernel && layer.keyHeads === keyHeads && layer.valueHeads === valueHeads &&
+      layer.keyDim === keyDim && layer.valueDim === valueDim && (kind === 'delta' || layer.channels === channels);
+  }
+  return layer.window === config.layerWindows[l] && layer.numKvHeads === config.numKvHeads && layer.headDim === config.headDim;
+}
+
 // The positions a session's window layers keep beyond their window, so that
 // a reply of up to this many tokens can be taken back by truncation (a
 // longer rewind goes back to a checkpoint or prefills again).
 const WINDOW_ROLLBACK = 64;
 
-/** What kinds of layer a model has, in words: "all full", or "window 512 at 0-4, 6-10; full at 5, 11". */
-function describeLayers(windows) {
-  if (!windows.some((w) => w)) return 'all full';
+/** What kinds of layer a model has, in words: "all full", or "window 512 at 0, 1, 2; full at 5". */
+function describeLayers({ layerKinds, layerWindows }) {
+  if (layerKinds.every((kind) => kind === 'full')) return 'all full';
   const byKind = new Map();
-  windows.forEach((w, i) => {
-    const kind = w ? `window ${w}` : 'full';
+  layerKinds.forEach((k, i) => {
+    const kind = k === 'window' ? `window ${layerWindows[i]}` : k;
     byKind.set(kind, [...(byKind.get(kind) ?? []), i]);
   });
   return [...byKind].map(([kind, layers]) => `${kind} at ${layers.join(', ')}`).join('; ');

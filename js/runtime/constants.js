@@ -17,12 +17,17 @@ export const C_LIMITS = Object.freeze({
   KVC_Q4_RESIDUAL_ROWS: 64,
   KVC_Q4_MAX_RESIDUAL_ROWS: 4096,
   KVC_LM_BATCH: 512,
+  KVC_MAX_CHANNELS: 65536,
+  KVC_MAX_CONV_KERNEL: 16,
+  KVC_MAX_STEP_TOKENS: 4096,
 });
 
 /** The header's enumerators and flags the package reads or passes, by their C names. */
 export const C_CODES = Object.freeze({
   KVC_KIND_LINEAR: 1,
   KVC_KIND_WINDOW: 2,
+  KVC_KIND_CONV: 3,
+  KVC_KIND_DELTA: 4,
   KVC_LM_IMPORTANCE: 1,
   KVC_LM_VERIFY: 2,
   KVC_GGUF_UINT8: 0,

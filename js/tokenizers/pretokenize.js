@@ -22,9 +22,10 @@ const GPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^${WHITE}\\p{L}\\p{
 // contractions (JavaScript has no (?i:...) group), a letter run with one
 // leading non-letter, digit groups, symbols with the newlines after them,
 // newline runs, then other whitespace as GPT-2 does.
-const llama3Like = (digits) =>
-  `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${digits}` +
-  `| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+// Qwen3.5's (letters) takes combining marks as letters.
+const llama3Like = (digits, letters = '\\p{L}') =>
+  `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\\r\\n\\p{L}\\p{N}]?[${letters}]+|${digits}` +
+  `| ?[^${WHITE}${letters}\\p{N}]+[\\r\\n]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
 
 // GPT-4o's (o200k, Phi-4-mini's): a word is a run of capitals then one of
 // small letters, or the other way round, with one leading non-letter and a
@@ -52,6 +53,7 @@ const PRE_TOKENIZERS = new Map([
   ['gpt-2', { splits: [GPT2] }],
   ['llama-bpe', { splits: [llama3Like('\\p{N}{1,3}')], ignoreMerges: true, addBos: true }],
   ['qwen2', { splits: [llama3Like('\\p{N}')], normalize: 'NFC' }],
+  ['qwen35', { splits: [llama3Like('\\p{N}', '\\p{L}\\p{M}')], normalize: 'NFC' }],
   // SmolLM's tokenizer.json: Digits (each alone), then GPT-2's ByteLevel split.
   ['smollm', { splits: ['\\p{N}', GPT2] }],
   // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
@@ -63,9 +65,10 @@ const PRE_TOKENIZERS = new Map([
 // splits, merges and begins as the row it names.
 const SAME_RULES = new Map([
   ...['gpt-2', 'phi-2', 'mpt', 'olmo', 'jais', 'trillion', 'jina-es', 'jina-de', 'jina-v2-es', 'jina-v2-de', 'jina-v2-code'].map((name) => [name, 'gpt-2']),
-  ...['llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'pixtral'].map((name) => [name, 'llama-bpe']),
+  ...['llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'pixtral', 'lfm2'].map((name) => [name, 'llama-bpe']),
   ...['smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva-7b'].map((name) => [name, 'smollm']),
   ...['qwen2', 'deepseek-r1-qwen'].map((name) => [name, 'qwen2']),
+  ['qwen35', 'qwen35'],
   ...['dbrx', 'smaug-bpe'].map((name) => [name, 'dbrx']),
   ...['gpt-4o', 'llama4'].map((name) => [name, 'gpt-4o']),
   ['default', 'default'],

@@ -226,6 +226,7 @@ size_t kvc_layer_num_features(const kvc_layer *layer) {
 }
 
 size_t kvc_layer_value_dim(const kvc_layer *layer) {
+    if (layer && layer->recurrent) return layer->recurrent->value_dim;
     return layer && layer->linear ? layer->linear->value_dim : 0;
 }
 

@@ -337,7 +337,3 @@ size_t kvc_layer_value_heads(const kvc_layer *layer) {
 size_t kvc_layer_key_dim(const kvc_layer *layer) {
     return layer && layer->recurrent ? layer->recurrent->key_dim : 0;
 }
-
-size_t kvc_layer_delta_value_dim(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->value_dim : 0;
-}

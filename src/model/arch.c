@@ -6,7 +6,8 @@
  * (phi3's attn_qkv and gate-and-up ffn_up), says how RoPE pairs channels
  * (llama.cpp's LLAMA_ROPE_TYPE_NORM for llama and smollm3, NEOX for qwen2/3,
  * gemma3 and phi3), which FFN gate it has, and which layers attend over a
- * sliding window or rotate nothing.  What any architecture may have is read
+ * sliding window or rotate nothing, and which kind of recurrent layer the
+ * hybrids (lfm2, qwen35) have in place of attention.  What any architecture may have is read
  * for all (lm.c): rope.dimension_count below the head size (partial RoPE),
  * RoPE factors (Llama 3's rope_freqs, LongRoPE's long and short ones) and
  * rope.scaling.attn_factor.
@@ -16,19 +17,30 @@
 #include "model.h"
 
 static const kvc_arch archs[] = {
-    {"llama", KVC_ROPE_ADJACENT, 0, KVC_ACT_SWIGLU, 0, 0.0f, 0},
-    {"qwen2", KVC_ROPE_HALVES, KVC_ARCH_QKV_BIAS, KVC_ACT_SWIGLU, 0, 0.0f, 0},
-    {"qwen3", KVC_ROPE_HALVES, KVC_ARCH_QK_NORM, KVC_ACT_SWIGLU, 0, 0.0f, 0},
+    {.name = "llama", .rope = KVC_ROPE_ADJACENT, .activation = KVC_ACT_SWIGLU},
+    {.name = "qwen2", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QKV_BIAS, .activation = KVC_ACT_SWIGLU},
+    {.name = "qwen3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM, .activation = KVC_ACT_SWIGLU},
     /* Five windowed layers to a global one; the windowed ones at RoPE base
      * 10000 whatever the file says (llama.cpp's rope_freq_base_train_swa). */
-    {"gemma3", KVC_ROPE_HALVES, KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE, KVC_ACT_GEGLU_TANH, 6,
-     10000.0f, 0},
+    {.name = "gemma3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE,
+     .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f},
     /* llama's block; every fourth layer without RoPE (llama.cpp's n_no_rope_layer_step). */
-    {"smollm3", KVC_ROPE_ADJACENT, 0, KVC_ACT_SWIGLU, 0, 0.0f, 4},
+    {.name = "smollm3", .rope = KVC_ROPE_ADJACENT, .activation = KVC_ACT_SWIGLU, .nope_every = 4},
     /* Phi-3.x, Phi-4-mini: fused projections, LongRoPE (lm.c), partial RoPE
      * (Phi-4-mini: 96 of 128).  No window: llama.cpp ignores the
      * attention.sliding_window the converter writes. */
-    {"phi3", KVC_ROPE_HALVES, KVC_ARCH_FUSED_QKV | KVC_ARCH_FUSED_GATE_UP, KVC_ACT_SWIGLU, 0, 0.0f, 0},
+    {.name = "phi3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_FUSED_QKV | KVC_ARCH_FUSED_GATE_UP,
+     .activation = KVC_ACT_SWIGLU},
+    /* LFM2: short convolutions where head_count_kv (a list, one per layer)
+     * is 0, GQA with q/k norms elsewhere; the final norm is token_embd_norm. */
+    {.name = "lfm2", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM, .activation = KVC_ACT_SWIGLU,
+     .recurrent = KVC_KIND_CONV, .output_norm = "token_embd_norm.weight"},
+    /* Qwen3.5: gated delta rules, every fourth layer gated attention (q/k
+     * norms, RoPE on part of a head: IMROPE, which is NeoX's for text);
+     * each block's FFN normed by post_attention_norm. */
+    {.name = "qwen35", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM | KVC_ARCH_GATED_ATTN,
+     .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_DELTA, .attention_every = 4,
+     .ffn_norm = "post_attention_norm.weight"},
 };
 
 const kvc_arch *kvc_arch_of(const char *name, size_t len) {

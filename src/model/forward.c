@@ -16,6 +16,14 @@
  *   x += att Wo (gemma3: RMSNorm'd first)
  *   xb = RMSNorm(x) * ffn_norm;  x += (act(xb Wgate) * xb Wup) Wdown (gemma3: RMSNorm'd first)
  * then logits = (RMSNorm(x) * output_norm) Wout for the rows asked for.
+ * qwen35's gated attention: Wq gives each head's queries and as many
+ * gates; the attention's output times sigmoid(gate) before Wo.
+ * A recurrent layer mixes the tokens in place of attention (the cache's
+ * conv and delta kinds hold the state):
+ *   lfm2's short convolution: B, C, u = xb Win; x += (C * conv(B * u)) Wout
+ *   qwen35's gated delta rule: qkv, z, b, a = xb Wqkv, xb Wz, xb Wbeta, xb Walpha;
+ *     o = delta(qkv; alpha = exp(softplus(a + dt_bias) * ssm_a), beta = sigmoid(b));
+ *     x += (RMSNorm(o_head) * ssm_norm * silu(z)) Wout
  *
  * Every step treats each token on its own (the weight kernels and the
  * cache's attention give a token the same bits alone or in a batch, on any
@@ -59,14 +67,22 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
     const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
     if (T > s->tokens) {
         /* Up to three encodings of a row of the widest input: at most four
-         * bytes a value each (kvc_matmul_codes_bytes). */
-        const size_t widest = max3(lm->dim, q_dim, lm->ffn_dim);
+         * bytes a value each (kvc_matmul_codes_bytes).  A delta layer's
+         * output (value heads x value_dim) goes into a product too. */
+        const kvc_recurrent_shape *r = &lm->recurrent;
+        const size_t inner = r->value_heads * r->value_dim;
+        const size_t widest = max3(lm->dim, q_dim, lm->ffn_dim > inner ? lm->ffn_dim : inner);
+        /* Products wider than a token's q: gated queries, a recurrent input projection. */
+        const size_t gated = lm->arch->flags & KVC_ARCH_GATED_ATTN ? 2 * q_dim : q_dim;
+        const size_t wide = max3(gated, lm->arch->recurrent == KVC_KIND_CONV ? 3 * r->channels : r->channels, 1);
         kvc_status status = KVC_OK;
         struct { void **array; size_t count; size_t bytes; } arrays[] = {
             {(void **)&s->x, elements(T, lm->dim), 4},      {(void **)&s->xb, elements(T, lm->dim), 4},
             {(void **)&s->q, elements(T, q_dim), 4},        {(void **)&s->k, elements(T, kv_dim), 4},
             {(void **)&s->v, elements(T, kv_dim), 4},       {(void **)&s->att, elements(T, q_dim), 4},
-            {(void **)&s->gate, elements(T, lm->ffn_dim), 4}, {(void **)&s->up, elements(T, lm->ffn_dim), 4},
+            {(void **)&s->gate, elements(T, widest), 4}, {(void **)&s->up, elements(T, lm->ffn_dim), 4},
+            {(void **)&s->wide, elements(T, wide), 4}, {(void **)&s->mixed, elements(T, widest), 4},
+            {(void **)&s->rates, elements(2 * T, r->value_heads), 4}, {(void **)&s->taps, elements(r->channels, r->kernel), 4},
             {(void **)&s->rope, elements(2 * T, lm->head_dim), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
             {(void **)&s->qh, elements(T, lm->head_dim), 4}, {(void **)&s->oh, elements(T, lm->head_dim), 4},
             {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->head_dim / 2, 4},
@@ -99,7 +115,8 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
 
 void kvc_lm_scratch_free(kvc_lm_scratch *s) {
     void *arrays[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->rope, s->codes,
-                      s->qh, s->oh, s->probs, s->mass, s->vector, s->rope_factors};
+                      s->qh, s->oh, s->probs, s->mass, s->vector, s->rope_factors,
+                      s->wide, s->mixed, s->rates, s->taps};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) kvc_free(arrays[i]);
     memset(s, 0, sizeof *s);
 }
@@ -171,20 +188,96 @@ static void norm_heads(kvc_lm *lm, size_t T, size_t heads, size_t hd, float *x, 
     for (size_t i = 0; i < T * heads; i++) kvc_rmsnorm(hd, x + i * hd, w, lm->rms_eps, x + i * hd);
 }
 
-/* Block l on the T tokens in s->x at positions first..; k and v go to the
- * layer; importance as forward's flags say (pending: kept for kvc_lm_keep,
- * at token offset `offset` of the verify). */
-static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
+/* 1 / (1 + e^-x) */
+static float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* ggml's softplus: log(1 + e^x), x itself above 20. */
+static float softplus(float x) {
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
+
+/* A convolution's taps [channels x kernel] as f32: the file's when F32 (what
+ * llama.cpp's converter and quantizer keep), else converted. */
+static const float *taps_of(kvc_lm *lm, const kvc_tensor *t) {
+    if (t->type->ggml_id == 0) return (const float *)t->data;
+    t->type->dequantize(t->data, 0, t->rows * t->cols, lm->scratch.taps);
+    return lm->scratch.taps;
+}
+
+/* How block l mixes its T tokens (s->xb, normalised) into s->xb: attention
+ * over the layer's rows, or the layer's recurrent step. */
+typedef kvc_status mixer_fn(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset);
+
+/* lfm2's short convolution: B, C, u = xb Win; xb = (C * conv(B * u)) Wout. */
+static kvc_status mix_conv(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    (void)flags, (void)offset;
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const size_t n = lm->recurrent.channels;
+    const kvc_product in = {&b->in_proj, s->wide, 3 * n};
+    kvc_matmul(1, &in, s->xb, T, s->codes);
+    for (size_t t = 0; t < T; t++) {
+        const float *bcu = s->wide + t * 3 * n;
+        for (size_t c = 0; c < n; c++) s->mixed[t * n + c] = bcu[c] * bcu[2 * n + c];
+    }
+    const kvc_status status = kvc_layer_conv_n(layer, T, s->mixed, taps_of(lm, &b->conv), s->xb);
+    if (status != KVC_OK) return status;
+    for (size_t t = 0; t < T; t++) {
+        const float *gates = s->wide + t * 3 * n + n;
+        for (size_t c = 0; c < n; c++) s->mixed[t * n + c] = gates[c] * s->xb[t * n + c];
+    }
+    const kvc_product out = {&b->out_proj, s->xb, lm->dim};
+    kvc_matmul(1, &out, s->mixed, T, s->codes);
+    return KVC_OK;
+}
+
+/* qwen35's gated delta rule (recurrent.c computes the rule itself). */
+static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    (void)flags, (void)offset;
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const kvc_recurrent_shape *r = &lm->recurrent;
+    const size_t H = r->value_heads, dv = r->value_dim, inner = H * dv;
+    float *alpha = s->rates, *beta = s->rates + T * H;
+    const kvc_product in[4] = {{&b->in_proj, s->wide, r->channels}, {&b->z_proj, s->gate, inner},
+                               {&b->beta_proj, beta, H}, {&b->alpha_proj, alpha, H}};
+    kvc_matmul(4, in, s->xb, T, s->codes);
+    /* alpha = exp(softplus(a + dt_bias) * ssm_a), ssm_a = -exp(A_log) as the converter writes it. */
+    const float *dt = vector_of(lm, &b->dt_bias);
+    for (size_t i = 0; i < T * H; i++) alpha[i] = softplus(alpha[i] + dt[i % H]);
+    const float *rate = vector_of(lm, &b->decay_rate);
+    for (size_t i = 0; i < T * H; i++) alpha[i] = expf(alpha[i] * rate[i % H]);
+    for (size_t i = 0; i < T * H; i++) beta[i] = sigmoid(beta[i]);
+    const kvc_status status = kvc_layer_delta_n(layer, T, s->wide, taps_of(lm, &b->conv), alpha, beta, lm->rms_eps, s->mixed);
+    if (status != KVC_OK) return status;
+    /* Each head's output RMS-normalised by ssm_norm, times silu(z). */
+    norm_heads(lm, T, H, dv, s->mixed, &b->head_norm);
+    kvc_swiglu(T * inner, s->gate, s->mixed);
+    const kvc_product out = {&b->out_proj, s->xb, lm->dim};
+    kvc_matmul(1, &out, s->gate, T, s->codes);
+    return KVC_OK;
+}
+
+/* Attention over the layer's rows: k and v go to the layer; importance as
+ * forward's flags say (pending: kept for kvc_lm_keep, at token offset
+ * `offset` of the verify). */
+static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const size_t hd = lm->head_dim;
     const size_t q_dim = lm->num_heads * hd;
     const size_t kv_dim = lm->num_kv_heads * hd;
-    kvc_layer *layer = kvc_model_layer(cache, l);
+    const int gated = (lm->arch->flags & KVC_ARCH_GATED_ATTN) != 0;
 
-    rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
-    const kvc_product qkv[3] = {{&b->wq, s->q, q_dim}, {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
+    const kvc_product qkv[3] = {{&b->wq, gated ? s->wide : s->q, gated ? 2 * q_dim : q_dim},
+                                {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
     kvc_matmul(3, qkv, s->xb, T, s->codes);
+    for (size_t t = 0; gated && t < T; t++) {
+        for (size_t h = 0; h < lm->num_heads; h++)
+            memcpy(s->q + t * q_dim + h * hd, s->wide + t * 2 * q_dim + 2 * h * hd, hd * sizeof(float));
+    }
     add_bias(lm, T, q_dim, s->q, &b->bq);
     add_bias(lm, T, kv_dim, s->k, &b->bk);
     add_bias(lm, T, kv_dim, s->v, &b->bv);
@@ -222,9 +315,33 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
         if (!(flags & KVC_LM_VERIFY)) kvc_layer_truncate_last(layer, T);
         return status;
     }
-
+    for (size_t t = 0; gated && t < T; t++) {
+        for (size_t h = 0; h < lm->num_heads; h++) {
+            const float *gate = s->wide + t * 2 * q_dim + (2 * h + 1) * hd;
+            float *att = s->att + t * q_dim + h * hd;
+            for (size_t i = 0; i < hd; i++) att[i] = att[i] * sigmoid(gate[i]);
+        }
+    }
     const kvc_product out = {&b->wo, s->xb, lm->dim};
     kvc_matmul(1, &out, s->att, T, s->codes);
+    return KVC_OK;
+}
+
+/* The mixer of each kind of layer. */
+static mixer_fn *const mixers[] = {
+    [KVC_KIND_FULL] = mix_attention,
+    [KVC_KIND_WINDOW] = mix_attention,
+    [KVC_KIND_CONV] = mix_conv,
+    [KVC_KIND_DELTA] = mix_delta,
+};
+
+/* Block l on the T tokens in s->x at positions first..: its mixer, then its FFN. */
+static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
+    const kvc_status status = mixers[lm->plans[l].kind](lm, kvc_model_layer(cache, l), l, T, flags, offset);
+    if (status != KVC_OK) return status;
     norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
     kvc_add(T * lm->dim, s->x, s->xb);
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
@@ -241,21 +358,37 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
 
 /* ---- the pass ---- */
 
-/* Whether `cache` is a cache for lm: its layers of lm's geometry, each full
- * or a window layer of its plan's window, at one next position. */
+/* Whether `cache` is a cache for lm: its layers of their plan's kind and
+ * lm's geometry (full; a window layer of the plan's window; a recurrent
+ * layer of lm's shape), at one next position. */
 static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
     if (kvc_model_num_layers(cache) != lm->num_layers) return 0;
-    const size_t next = kvc_layer_next_position(kvc_model_layer(cache, 0));
+    const size_t next = kvc_model_seq_len(cache);
+    const kvc_recurrent_shape *r = &lm->recurrent;
     for (size_t l = 0; l < lm->num_layers; l++) {
         const kvc_layer *layer = kvc_model_layer(cache, l);
-        const size_t window = lm->plans[l].window;
-        if (kvc_layer_kind(layer) != (window ? KVC_KIND_WINDOW : KVC_KIND_FULL) || kvc_layer_window(layer) != window ||
-            kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
-            kvc_layer_head_dim(layer) != lm->head_dim || kvc_layer_next_position(layer) != next) {
+        const kvc_layer_plan *plan = &lm->plans[l];
+        if (kvc_layer_kind(layer) != plan->kind) return 0;
+        if (plan->kind == KVC_KIND_CONV || plan->kind == KVC_KIND_DELTA) {
+            if (kvc_layer_channels(layer) != r->channels || kvc_layer_conv_kernel(layer) != r->kernel ||
+                kvc_layer_key_heads(layer) != r->key_heads || kvc_layer_value_heads(layer) != r->value_heads ||
+                kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||
+                kvc_layer_steps(layer) != next)
+                return 0;
+        } else if (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
+                   kvc_layer_head_dim(layer) != lm->head_dim || kvc_layer_next_position(layer) != next) {
             return 0;
         }
     }
     return 1;
+}
+
+/* Whether lm has layers a long forward cannot truncate (window, recurrent). */
+static int holds_back(const kvc_lm *lm) {
+    for (size_t l = 0; l < lm->num_layers; l++) {
+        if (lm->plans[l].kind != KVC_KIND_FULL) return 1;
+    }
+    return 0;
 }
 
 /* Room for a verify's importance: n tokens over `slots` slots a layer. */
@@ -293,7 +426,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] >= lm->vocab_size) return KVC_E_TOKEN;
     }
-    const size_t first = kvc_layer_next_position(kvc_model_layer(cache, 0));
+    const size_t first = kvc_model_seq_len(cache);
     if (first + n > KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
     kvc_status status = scratch_reserve(lm, n < KVC_LM_BATCH ? n : KVC_LM_BATCH, 0);
     if (status != KVC_OK) return status;
@@ -314,9 +447,10 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     }
 
     /* More than a chunk slides window layers past what truncation gives
-     * back: forks of them, for a failure to return to. */
+     * back, and steps recurrent layers past the one call they take back:
+     * forks of them, for a failure to return to. */
     kvc_layer **held = NULL;
-    if (n > KVC_LM_BATCH && lm->window && !(flags & KVC_LM_VERIFY) && (status = kvc_model_hold(cache, &held)) != KVC_OK)
+    if (n > KVC_LM_BATCH && holds_back(lm) && !(flags & KVC_LM_VERIFY) && (status = kvc_model_hold(cache, &held)) != KVC_OK)
         return status;
 
     size_t done = 0; /* tokens of this call every layer holds */
@@ -378,6 +512,7 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n) {
     kvc_lm_scratch *s = &lm->scratch;
     for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
         kvc_layer *layer = kvc_model_layer(cache, l);
+        if (lm->plans[l].kind == KVC_KIND_CONV || lm->plans[l].kind == KVC_KIND_DELTA) continue; /* no rows */
         const size_t L = kvc_layer_seq_len(layer);
         status = scratch_reserve(lm, s->tokens, L);
         if (status != KVC_OK) break;

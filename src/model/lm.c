@@ -141,17 +141,25 @@ static int has_tensor(const lm_source *src, const char *name) {
 
 /* Binds the tensors of block l.  A fused tensor is bound whole, then split
  * into row ranges (llama.cpp's views): the forward pass sees q, k, v, gate
- * and up as they are in any other file. */
+ * and up as they are in any other file.  A recurrent layer has its mixer's
+ * tensors in place of attention's. */
 static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     kvc_block *b = &lm->blocks[l];
     const size_t q_dim = lm->num_heads * lm->head_dim;
     const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
     const unsigned flags = lm->arch->flags;
+    const kvc_kind kind = lm->plans[l].kind;
+    const int attends = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW;
+    const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA;
+    const kvc_recurrent_shape *r = &lm->recurrent;
+    const size_t inner = r->value_heads * r->value_dim;
     char name[96];
     snprintf(name, sizeof name, "blk.%zu.attn_qkv.weight", l);
-    const int fused_qkv = (flags & KVC_ARCH_FUSED_QKV) && has_tensor(src, name);
+    const int fused_qkv = attends && (flags & KVC_ARCH_FUSED_QKV) && has_tensor(src, name);
     const int fused_up = (flags & KVC_ARCH_FUSED_GATE_UP) != 0;
+    const size_t q_rows = (flags & KVC_ARCH_GATED_ATTN ? 2 : 1) * q_dim;
     kvc_tensor qkv;
+    memset(b, 0, sizeof *b);
     const struct {
         const char *name;
         size_t cols, rows;
@@ -160,27 +168,36 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     } tensors[] = {
         {"attn_norm.weight", lm->dim, 0, 1, &b->attn_norm},
         {"attn_qkv.weight", lm->dim, q_dim + 2 * kv_dim, fused_qkv, &qkv},
-        {"attn_q.weight", lm->dim, q_dim, !fused_qkv, &b->wq},
-        {"attn_k.weight", lm->dim, kv_dim, !fused_qkv, &b->wk},
-        {"attn_v.weight", lm->dim, kv_dim, !fused_qkv, &b->wv},
-        {"attn_output.weight", q_dim, lm->dim, 1, &b->wo},
-        {"attn_q.bias", q_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
-        {"attn_k.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
-        {"attn_v.bias", kv_dim, 0, (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
-        {"attn_q_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
-        {"attn_k_norm.weight", lm->head_dim, 0, (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
+        {"attn_q.weight", lm->dim, q_rows, attends && !fused_qkv, &b->wq},
+        {"attn_k.weight", lm->dim, kv_dim, attends && !fused_qkv, &b->wk},
+        {"attn_v.weight", lm->dim, kv_dim, attends && !fused_qkv, &b->wv},
+        {"attn_output.weight", q_dim, lm->dim, attends, &b->wo},
+        {"attn_q.bias", q_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
+        {"attn_k.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
+        {"attn_v.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
+        {"attn_q_norm.weight", lm->head_dim, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
+        {"attn_k_norm.weight", lm->head_dim, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
+        {"shortconv.in_proj.weight", lm->dim, 3 * r->channels, conv, &b->in_proj},
+        {"shortconv.conv.weight", r->kernel, r->channels, conv, &b->conv},
+        {"shortconv.out_proj.weight", r->channels, lm->dim, conv, &b->out_proj},
+        {"attn_qkv.weight", lm->dim, r->channels, delta, &b->in_proj},
+        {"attn_gate.weight", lm->dim, inner, delta, &b->z_proj},
+        {"ssm_beta.weight", lm->dim, r->value_heads, delta, &b->beta_proj},
+        {"ssm_alpha.weight", lm->dim, r->value_heads, delta, &b->alpha_proj},
+        {"ssm_conv1d.weight", r->kernel, r->channels, delta, &b->conv},
+        {"ssm_dt.bias", r->value_heads, 0, delta, &b->dt_bias},
+        {"ssm_a", r->value_heads, 0, delta, &b->decay_rate},
+        {"ssm_norm.weight", r->value_dim, 0, delta, &b->head_norm},
+        {"ssm_out.weight", inner, lm->dim, delta, &b->out_proj},
         {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
         {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
-        {"ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
+        {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
         {"ffn_gate.weight", lm->dim, lm->ffn_dim, !fused_up, &b->w_gate},
         {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * lm->ffn_dim, 1, &b->w_up},
         {"ffn_down.weight", lm->ffn_dim, lm->dim, 1, &b->w_down},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        if (!tensors[i].present) {
-            memset(tensors[i].out, 0, sizeof *tensors[i].out);
-            continue;
-        }
+        if (!tensors[i].present) continue; /* absent: left zero (two kinds bind in_proj, conv, out_proj) */
         snprintf(name, sizeof name, "blk.%zu.%s", l, tensors[i].name);
         kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
         if (status != KVC_OK) return status;
@@ -227,6 +244,58 @@ static kvc_status bind_rope_factors(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
+/* Entry j of `<arch>.<name>` as a whole number below 2^24 (a list's entry,
+ * or the scalar itself for any j), to *out; absent: `fallback`. */
+static kvc_status layer_param(lm_source *src, const char *name, size_t j, size_t fallback, size_t *out) {
+    const size_t i = arch_key(src, name);
+    size_t count = 1;
+    if (i == KVC_GGUF_NONE) {
+        *out = fallback;
+        return KVC_OK;
+    }
+    (void)kvc_gguf_value(src->gguf, i, NULL, NULL, &count);
+    double value;
+    if (kvc_gguf_number(src->gguf, i, count == 1 ? 0 : j, &value) != KVC_OK || !(value >= 0 && value <= KVC_LM_MAX_SIZE) ||
+        value != (double)(size_t)value) {
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s has no usable entry for layer %zu", src->arch->name, name, j);
+    }
+    *out = (size_t)value;
+    return KVC_OK;
+}
+
+/* Whether `<arch>.<name>` is a list of `count` entries (a scalar: 0; a list
+ * of another length: refused). */
+static kvc_status per_layer(lm_source *src, const char *name, size_t count, int *listed) {
+    const size_t i = arch_key(src, name);
+    kvc_gguf_type type = KVC_GGUF_UINT32;
+    size_t entries = 1;
+    if (i != KVC_GGUF_NONE) (void)kvc_gguf_value(src->gguf, i, &type, NULL, &entries);
+    *listed = i != KVC_GGUF_NONE && type == KVC_GGUF_ARRAY;
+    if (*listed && entries != count)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s lists %zu layers, not %zu", src->arch->name, name, entries, count);
+    return KVC_OK;
+}
+
+/* The attention's KV heads: head_count_kv, or (lfm2) one entry a layer, 0
+ * for a recurrent layer and the same count for every other. */
+static kvc_status read_kv_heads(lm_source *src, kvc_lm *lm, size_t blocks) {
+    int listed;
+    kvc_status status = per_layer(src, "attention.head_count_kv", blocks, &listed);
+    if (status != KVC_OK) return status;
+    if (!listed) return size_param(src, "attention.head_count_kv", lm->num_heads, &lm->num_kv_heads);
+    lm->num_kv_heads = 0;
+    for (size_t l = 0; l < blocks; l++) {
+        size_t heads;
+        if ((status = layer_param(src, "attention.head_count_kv", l, 0, &heads)) != KVC_OK) return status;
+        if (heads && lm->num_kv_heads && heads != lm->num_kv_heads)
+            return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives layers %zu and %zu KV heads: this runner computes one count",
+                          src->arch->name, lm->num_kv_heads, heads);
+        if (heads) lm->num_kv_heads = heads;
+    }
+    if (!lm->num_kv_heads) return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives no layer attention", src->arch->name);
+    return KVC_OK;
+}
+
 /* The architecture and hyperparameters. */
 static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     const size_t a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
@@ -236,6 +305,12 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         return refuse(src, KVC_E_ARCH, "metadata general.architecture is missing");
     }
     src->arch = lm->arch = kvc_arch_of(name, len);
+    /* llama.cpp's converter writes a model's vision or audio encoder (LFM2-VL's,
+     * Qwen3.5's) to a file of its own, a projector of architecture clip. */
+    if (!lm->arch && len == 4 && memcmp(name, "clip", 4) == 0) {
+        return refuse(src, KVC_E_ARCH, "this file is a vision or audio encoder (a multimodal projector, architecture clip); "
+                                       "this runner reads text: load the language model's GGUF");
+    }
     if (!lm->arch) {
         size_t count;
         const kvc_arch *archs = kvc_archs(&count);
@@ -247,16 +322,23 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         return refuse(src, KVC_E_ARCH, "architecture %.*s is not supported; this runner reads %s", (int)(len < 64 ? len : 64), name, list);
     }
     kvc_status status;
+    size_t nextn = 0;
     if ((status = size_param(src, "block_count", 0, &lm->num_layers)) ||
+        (status = layer_param(src, "nextn_predict_layers", 0, 0, &nextn)) ||
         (status = size_param(src, "embedding_length", 0, &lm->dim)) ||
         (status = size_param(src, "feed_forward_length", 0, &lm->ffn_dim)) ||
         (status = size_param(src, "attention.head_count", 0, &lm->num_heads)) ||
-        (status = size_param(src, "attention.head_count_kv", lm->num_heads, &lm->num_kv_heads)) ||
+        (status = read_kv_heads(src, lm, lm->num_layers)) ||
         (status = size_param(src, "context_length", 0, &lm->context_length)) ||
         (status = real_param(src, "attention.layer_norm_rms_epsilon", 0, &lm->rms_eps)) ||
         (status = real_param(src, "rope.freq_base", 10000.0f, &lm->rope_base))) {
         return status;
     }
+    /* Qwen3.5's block count holds its multi-token prediction block after the
+     * stack (llama.cpp does not run it in the main pass, nor do we). */
+    if (nextn >= lm->num_layers)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.nextn_predict_layers is %zu of %zu blocks", src->arch->name, nextn, lm->num_layers);
+    lm->num_layers -= nextn;
     if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") == KVC_GGUF_NONE) {
         return refuse(src, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
     }
@@ -304,6 +386,76 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
+/* The shape of the recurrent layers, from the file: lfm2's convolution over
+ * the model's channels (shortconv.l_cache taps); qwen35's delta rule
+ * (ssm.*: group_count key heads of state_size, time_step_rank value heads
+ * sharing inner_size, conv_kernel taps).  Checked as the cache's creators
+ * check it, by making one. */
+static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
+    kvc_recurrent_shape *r = &lm->recurrent;
+    kvc_status status;
+    size_t inner = 0;
+    if (lm->arch->recurrent == KVC_KIND_CONV) {
+        r->channels = lm->dim;
+        if ((status = size_param(src, "shortconv.l_cache", 0, &r->kernel))) return status;
+    } else if ((status = size_param(src, "ssm.conv_kernel", 0, &r->kernel)) ||
+               (status = size_param(src, "ssm.state_size", 0, &r->key_dim)) ||
+               (status = size_param(src, "ssm.group_count", 0, &r->key_heads)) ||
+               (status = size_param(src, "ssm.time_step_rank", 0, &r->value_heads)) ||
+               (status = size_param(src, "ssm.inner_size", 0, &inner))) {
+        return status;
+    }
+    kvc_layer *probe = NULL;
+    if (lm->arch->recurrent == KVC_KIND_CONV) {
+        status = kvc_layer_create_conv(r->channels, r->kernel, &probe);
+    } else {
+        r->value_dim = inner / r->value_heads;
+        status = inner % r->value_heads ? KVC_E_VALUE_DIM
+                                        : kvc_layer_create_delta(r->key_heads, r->value_heads, r->key_dim, r->value_dim, r->kernel, &probe);
+        if (probe) r->channels = kvc_layer_channels(probe);
+    }
+    r->state_len = kvc_layer_state_len(probe);
+    kvc_layer_free(probe);
+    if (status == KVC_E_NOMEM) return status;
+    if (status != KVC_OK) {
+        if (lm->arch->recurrent == KVC_KIND_CONV)
+            return refuse(src, KVC_E_MODEL_FILE, "a convolution this runner does not compute: %zu channels, %zu taps", r->channels, r->kernel);
+        return refuse(src, KVC_E_MODEL_FILE,
+                      "a delta rule this runner does not compute: %zu key heads of %zu, %zu value heads sharing %zu, %zu taps",
+                      r->key_heads, r->key_dim, r->value_heads, inner, r->kernel);
+    }
+    return KVC_OK;
+}
+
+/* Each layer's kind (full, window, or the architecture's recurrent kind:
+ * lfm2's where head_count_kv is 0, qwen35's where full_attention_interval
+ * does not fall), window and RoPE table; the recurrent layers' shape. */
+static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
+    const kvc_arch *arch = lm->arch;
+    size_t interval = arch->attention_every;
+    kvc_status status;
+    if (arch->recurrent == KVC_KIND_DELTA && (status = size_param(src, "full_attention_interval", interval, &interval)))
+        return status;
+    size_t recurrent = 0;
+    for (size_t l = 0; l < lm->num_layers; l++) {
+        size_t kv_heads = 1;
+        if (arch->recurrent == KVC_KIND_CONV && (status = layer_param(src, "attention.head_count_kv", l, 1, &kv_heads)))
+            return status;
+        const int is_recurrent = arch->recurrent == KVC_KIND_CONV    ? kv_heads == 0
+                                 : arch->recurrent == KVC_KIND_DELTA ? (l + 1) % interval != 0
+                                                                     : 0;
+        const int windowed = !is_recurrent && lm->window && (l + 1) % arch->global_every != 0;
+        kvc_layer_plan *plan = &lm->plans[l];
+        plan->kind = is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
+        plan->window = windowed ? lm->window : 0;
+        plan->rope_table = arch->nope_every && (l + 1) % arch->nope_every == 0 ? KVC_ROPE_NONE
+                           : windowed                                          ? KVC_ROPE_WINDOW
+                                                                               : KVC_ROPE_GLOBAL;
+        recurrent += is_recurrent;
+    }
+    return recurrent ? read_recurrent_shape(src, lm) : KVC_OK;
+}
+
 kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len) {
     if (message && message_len) message[0] = '\0';
     if (!out) return KVC_E_NULL_POINTER;
@@ -328,14 +480,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         lm->plans = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->plans);
         if (!lm->blocks || !lm->plans) status = KVC_E_NOMEM;
     }
-    for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) {
-        const kvc_arch *arch = lm->arch;
-        const int windowed = lm->window && (l + 1) % arch->global_every != 0;
-        lm->plans[l].window = windowed ? lm->window : 0;
-        lm->plans[l].rope_table = arch->nope_every && (l + 1) % arch->nope_every == 0 ? KVC_ROPE_NONE
-                                  : windowed                                          ? KVC_ROPE_WINDOW
-                                                                                      : KVC_ROPE_GLOBAL;
-    }
+    if (status == KVC_OK) status = plan_layers(&src, lm);
     if (status == KVC_OK) {
         /* The vocabulary is token_embd's rows. */
         const size_t t = kvc_gguf_find_tensor(gguf, "token_embd.weight", strlen("token_embd.weight"));
@@ -345,7 +490,10 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         status = lm->vocab_size ? bind(&src, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
                                 : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
     }
-    if (status == KVC_OK) status = bind(&src, "output_norm.weight", lm->dim, 0, 0, &lm->output_norm);
+    if (status == KVC_OK) {
+        const char *norm = lm->arch->output_norm ? lm->arch->output_norm : "output_norm.weight";
+        status = bind(&src, norm, lm->dim, 0, 0, &lm->output_norm);
+    }
     if (status == KVC_OK) status = bind(&src, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
     if (status == KVC_OK) status = bind_rope_factors(&src, lm);
@@ -383,7 +531,8 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
         kvc_block *b = &lm->blocks[l];
         kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
                                &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
-                               &b->post_attn_norm, &b->post_ffn_norm};
+                               &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
+                               &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], lm->weights);
     }
     return KVC_OK;
@@ -413,6 +562,15 @@ float kvc_lm_rms_eps(const kvc_lm *lm) { return lm ? lm->rms_eps : 0.0f; }
 float kvc_lm_rope_base(const kvc_lm *lm) { return lm ? lm->rope_base : 0.0f; }
 size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer) {
     return lm && layer < lm->num_layers ? lm->plans[layer].window : 0;
+}
+kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer) {
+    return lm && layer < lm->num_layers ? lm->plans[layer].kind : KVC_KIND_FULL;
+}
+size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which) {
+    if (!lm) return 0;
+    const kvc_recurrent_shape *r = &lm->recurrent;
+    const size_t shape[] = {r->channels, r->kernel, r->key_heads, r->value_heads, r->key_dim, r->value_dim, r->state_len};
+    return which < sizeof shape / sizeof shape[0] ? shape[which] : 0;
 }
 size_t kvc_lm_scratch_bytes(const kvc_lm *lm) {
     return lm ? lm->scratch.bytes + 4 * (lm->pending.capacity + lm->pending.position_capacity) : 0;

@@ -27,7 +27,7 @@ typedef struct matmul_job {
     size_t cols;
     const uint8_t *codes[KVC_ACT_KINDS]; /* the activations in each encoding in use */
     size_t code_stride[KVC_ACT_KINDS];
-    size_t first_task[4];                /* product p's tasks start here; [count] = all */
+    size_t first_task[5];                /* product p's tasks start here; [count] = all */
     kvc_weight_set set;
 } matmul_job;
 

@@ -27,7 +27,9 @@ enum {
     KVC_ARCH_EMBED_SCALE = 1u << 3, /* the embeddings times sqrt(dim) (gemma3) */
     KVC_ARCH_FUSED_QKV = 1u << 4,   /* attn_qkv: q's rows, then k's, then v's, in place of
                                        attn_{q,k,v} when the file has it (phi3) */
-    KVC_ARCH_FUSED_GATE_UP = 1u << 5 /* ffn_up: the gate's rows, then up's; no ffn_gate (phi3) */
+    KVC_ARCH_FUSED_GATE_UP = 1u << 5, /* ffn_up: the gate's rows, then up's; no ffn_gate (phi3) */
+    KVC_ARCH_GATED_ATTN = 1u << 6     /* attn_q: per head its queries, then as many gates; the
+                                         attention's output times sigmoid(gate) (qwen35) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
@@ -48,15 +50,34 @@ typedef struct kvc_arch {
     float window_rope_base;
     /* Layer l rotates no channel when (l + 1) % nope_every == 0 (0: every layer rotates). */
     size_t nope_every;
+    /* The kind of its recurrent layers: KVC_KIND_CONV (lfm2: a layer whose
+     * head_count_kv is 0), KVC_KIND_DELTA (qwen35: every layer but each
+     * full_attention_interval-th), or KVC_KIND_FULL for none. */
+    kvc_kind recurrent;
+    /* qwen35: full_attention_interval when the file does not say. */
+    size_t attention_every;
+    /* The FFN's norm and the final norm under their names in the file
+     * (NULL: ffn_norm.weight, output_norm.weight). */
+    const char *ffn_norm, *output_norm;
 } kvc_arch;
 
-/* What differs from layer to layer: its attention's window (0: global) and
+/* What differs from layer to layer: its kind (full, window, or the
+ * architecture's recurrent kind), its attention's window (0: global) and
  * its RoPE table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW or KVC_ROPE_NONE). */
 enum { KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW, KVC_ROPE_NONE };
 typedef struct kvc_layer_plan {
+    kvc_kind kind;
     size_t window;
     int rope_table;
 } kvc_layer_plan;
+
+/* The geometry of a model's recurrent layers (recurrent.c's): the
+ * convolution's channels and taps; the delta rule's heads and sizes. */
+typedef struct kvc_recurrent_shape {
+    size_t channels, kernel;
+    size_t key_heads, value_heads, key_dim, value_dim;
+    size_t state_len; /* floats of one layer's state */
+} kvc_recurrent_shape;
 
 /* The architecture named `name` (length len), or NULL. */
 const kvc_arch *kvc_arch_of(const char *name, size_t len);
@@ -81,6 +102,14 @@ typedef struct kvc_block {
     kvc_tensor bq, bk, bv;     /* KVC_ARCH_QKV_BIAS */
     kvc_tensor q_norm, k_norm; /* KVC_ARCH_QK_NORM: [head_dim] each */
     kvc_tensor post_attn_norm, post_ffn_norm; /* KVC_ARCH_POST_NORMS */
+    /* A recurrent layer in place of attention: its input projection (lfm2's
+     * shortconv.in_proj: B, C, x; qwen35's attn_qkv: q, k, v), the
+     * convolution's taps [channels x kernel] and the output projection
+     * (shortconv.out_proj, ssm_out); qwen35's gate z (attn_gate), write
+     * strength (ssm_beta) and decay (ssm_alpha, ssm_dt.bias, ssm_a), and
+     * the norm of each head's output (ssm_norm). */
+    kvc_tensor in_proj, conv, out_proj;
+    kvc_tensor z_proj, beta_proj, alpha_proj, dt_bias, decay_rate, head_norm;
 } kvc_block;
 
 /* What a forward pass works in, sized for `tokens` tokens and grown on
@@ -90,6 +119,10 @@ typedef struct kvc_lm_scratch {
     size_t tokens;    /* what the arrays below are sized for */
     size_t positions; /* and the attention arrays for this many rows */
     float *x, *xb, *q, *k, *v, *att, *gate, *up; /* activations */
+    float *wide;      /* [tokens x widest]: a recurrent layer's input projection, or q with its gates */
+    float *mixed;     /* [tokens x dim or value heads x value_dim]: what a recurrent layer gives out */
+    float *rates;     /* [tokens x 2 value heads]: a delta layer's decays, then write strengths */
+    float *taps;      /* [channels x kernel]: a convolution's taps, as f32 */
     float *rope;      /* per table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW), a row of head_dim per
                          token: rope_dims / 2 cos, then as many sin */
     uint8_t *codes;   /* the activations coded for the weights' kernels */
@@ -119,6 +152,7 @@ struct kvc_lm {
     float rope_scale; /* rope.scaling.attn_factor: RoPE's cos and sin times it (1: none) */
     size_t window; /* attention.sliding_window (0: none) */
     kvc_layer_plan *plans; /* [num_layers] */
+    kvc_recurrent_shape recurrent; /* of the recurrent layers, if any */
     uint8_t *weights; /* the file's tensor data, as it is in the file */
     size_t weights_bytes;
     /* rope_freqs: the per-pair divisors of RoPE's angles [rope_dims / 2] it
@@ -157,7 +191,7 @@ typedef struct kvc_product {
     float *y;
     size_t y_stride;
 } kvc_product;
-/* The products of `count` (<= 3) weights with the same T activation rows x
+/* The products of `count` (<= 4) weights with the same T activation rows x
  * [T x cols] (every w has `cols` columns), in one job: the activations are
  * coded once per encoding into `codes`, then the rows of every weight go to
  * the pool in chunks of fixed size. */

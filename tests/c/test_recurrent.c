@@ -351,7 +351,7 @@ TEST(memory_bytes_should_be_the_state_and_describe_should_name_the_kind) {
     CHECK(kvc_layer_capacity_bytes(layer) >= STATE_LEN * sizeof(float));
     CHECK(kvc_layer_channels(layer) == CH && kvc_layer_conv_kernel(layer) == TAPS);
     CHECK(kvc_layer_key_heads(layer) == HK && kvc_layer_value_heads(layer) == HV);
-    CHECK(kvc_layer_key_dim(layer) == DK && kvc_layer_delta_value_dim(layer) == DV);
+    CHECK(kvc_layer_key_dim(layer) == DK && kvc_layer_value_dim(layer) == DV);
     char text[256];
     CHECK(kvc_layer_describe(layer, text, sizeof text) > 0);
     CHECK(strstr(text, "kind=delta") != NULL);

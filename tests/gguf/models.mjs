@@ -1,6 +1,6 @@
 // GGUF models for the tests and the benchmarks: random weights at a given
 // geometry and type mix -- llama (with or without Llama 3's RoPE scaling),
-// qwen2, qwen3, gemma3, smollm3 or phi3, the files llama.cpp's converter
+// qwen2, qwen3, gemma3, smollm3, phi3, and the hybrids lfm2 and qwen35, the files llama.cpp's converter
 // (convert_hf_to_gguf.py) writes for them -- the real models of ../shared/data re-encoded in another
 // type, and probes that show one tensor's dequantization through an engine's
 // hidden state. Written to a temporary folder when used, never committed.
@@ -54,6 +54,15 @@ export const GEOMETRIES = {
   // the 256 llama.cpp's test context holds), so that both sides turn by the long factors; a
   // window of 16, which llama.cpp ignores for phi3 (so must the runner).
   'tiny-phi3': { name: 'tiny-phi3', architecture: 'phi3', dim: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, ropeDims: 48, hiddenDim: 512, vocabSize: 1024, contextLength: 4096, originalContextLength: 128, ropeBase: 10000, eps: 1e-5, tied: true, slidingWindow: 16 },
+  // LFM2's block: short convolutions (3 taps) with attention at layers 2 and 5 of 6.
+  'tiny-lfm2': { name: 'tiny-lfm2', architecture: 'lfm2', dim: 256, numLayers: 6, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5], convTaps: 3 },
+  // Qwen3.5's block: gated delta rules (2 key heads, 4 value heads of 32, 4 taps) and gated
+  // attention every fourth layer, RoPE on 16 channels of 64.
+  'tiny-qwen35': { name: 'tiny-qwen35', architecture: 'qwen35', dim: 256, numLayers: 8, numHeads: 4, numKvHeads: 2, headDim: 64, ropeDims: 16, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 32, groupCount: 2, timeStepRank: 4 } },
+  'lfm2-350m': { name: 'lfm2-350m', architecture: 'lfm2', dim: 1024, numLayers: 16, numHeads: 16, numKvHeads: 8, hiddenDim: 4608, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
+  'lfm2-1.2b': { name: 'lfm2-1.2b', architecture: 'lfm2', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
+  'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', architecture: 'qwen35', dim: 1024, numLayers: 24, numHeads: 8, numKvHeads: 2, headDim: 256, ropeDims: 64, hiddenDim: 3584, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 16 } },
+  'qwen3.5-4b': { name: 'qwen3.5-4b', architecture: 'qwen35', dim: 2560, numLayers: 32, numHeads: 16, numKvHeads: 4, headDim: 256, ropeDims: 64, hiddenDim: 9216, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 32 } },
   'gemma-3-270m': { name: 'gemma-3-270m', architecture: 'gemma3', dim: 640, numLayers: 18, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 2048, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'gemma-3-1b': { name: 'gemma-3-1b', architecture: 'gemma3', dim: 1152, numLayers: 26, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 6912, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'smollm3-3b': { name: 'smollm3-3b', architecture: 'smollm3', dim: 2048, numLayers: 36, numHeads: 16, numKvHeads: 4, hiddenDim: 11008, vocabSize: 128256, contextLength: 65536, ropeBase: 5000000, eps: 1e-6, tied: true },
@@ -87,7 +96,29 @@ const ARCHITECTURES = {
   // vocabulary ends in added tokens, <|endoftext|> among them, which llama.cpp's vocabulary
   // loader looks up in a model whose general.name says phi3 (and fails to load without it).
   phi3: { llamaKeys: false, qkvBias: false, qkNorm: false, fused: true, longRope: true, control: ['<|endoftext|>'] },
+  // LFM2Model writes head_count_kv as a list (0 for a convolution layer) and shortconv.l_cache;
+  // a convolution layer has shortconv.{in_proj, conv, out_proj} in place of attention; the final
+  // norm is token_embd_norm.
+  lfm2: { llamaKeys: false, qkvBias: false, qkNorm: true, recurrent: 'conv' },
+  // Qwen3_5TextModel writes rope.dimension_count and its sections, the ssm.* keys and
+  // full_attention_interval; attn_q holds each head's queries and gates; a recurrent layer has
+  // attn_qkv, attn_gate and the ssm_* tensors; every block's FFN is normed by post_attention_norm.
+  qwen35: { llamaKeys: false, qkvBias: false, qkNorm: true, gatedAttn: true, recurrent: 'delta' },
 };
+
+/** Whether layer l of geometry g is recurrent (lfm2: not in attentionLayers; qwen35: not every fourth). */
+export function isRecurrentLayer(g, l) {
+  const { recurrent } = ARCHITECTURES[architectureOf(g)];
+  if (recurrent === 'conv') return !g.attentionLayers.includes(l);
+  if (recurrent === 'delta') return (l + 1) % 4 !== 0;
+  return false;
+}
+
+/** A qwen35 geometry's delta-rule sizes: key heads, value heads, their size, the convolution's channels. */
+function deltaShape(g) {
+  const { stateSize, groupCount, timeStepRank } = g.ssm;
+  return { dk: stateSize, hk: groupCount, hv: timeStepRank, inner: stateSize * timeStepRank, channels: 2 * stateSize * groupCount + stateSize * timeStepRank };
+}
 
 const architectureOf = (g) => g.architecture ?? 'llama';
 const headDimOf = (g) => g.headDim ?? g.dim / g.numHeads;
@@ -122,7 +153,8 @@ const useMoreBits = (layer, numLayers) =>
  */
 export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
   if (!MIXES.includes(mix)) throw new RangeError(`no mix ${mix} (known: ${MIXES.join(', ')})`);
-  if (dims.length === 1) return 'F32';
+  // Vectors, and the convolutions' taps (llama.cpp's ssm_conv reads f32; its quantizer keeps them).
+  if (dims.length === 1 || /shortconv\.conv\.weight$|ssm_conv1d\.weight$/.test(name)) return 'F32';
   const rowLength = dims[0];
   let want = mix;
   if (mix === 'Q4_K_M') {
@@ -239,7 +271,9 @@ function modelMetadata(g, { name, mix }) {
     [key('embedding_length'), gguf.u32(g.dim)],
     [key('feed_forward_length'), gguf.u32(g.hiddenDim)],
     [key('attention.head_count'), gguf.u32(g.numHeads)],
-    [key('attention.head_count_kv'), gguf.u32(g.numKvHeads)],
+    [key('attention.head_count_kv'), arch === 'lfm2'
+      ? gguf.array('i32', Array.from({ length: g.numLayers }, (_, l) => (isRecurrentLayer(g, l) ? 0 : g.numKvHeads)))
+      : gguf.u32(g.numKvHeads)],
     [key('rope.freq_base'), gguf.f32(g.ropeBase)],
     [key('attention.layer_norm_rms_epsilon'), gguf.f32(g.eps)],
     ...(g.headDim ? [[key('attention.key_length'), gguf.u32(g.headDim)], [key('attention.value_length'), gguf.u32(g.headDim)]] : []),
@@ -249,6 +283,17 @@ function modelMetadata(g, { name, mix }) {
       [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
       [key('rope.scaling.original_context_length'), gguf.u32(g.originalContextLength)],
       [key('rope.scaling.attn_factor'), gguf.f32(longRopeAttnFactor(g))],
+    ] : []),
+    ...(arch === 'lfm2' ? [[key('shortconv.l_cache'), gguf.u32(g.convTaps)]] : []),
+    ...(arch === 'qwen35' ? [
+      [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
+      [key('rope.dimension_sections'), gguf.array('i32', [11, 11, 10, 0])],
+      [key('ssm.conv_kernel'), gguf.u32(g.ssm.convKernel)],
+      [key('ssm.state_size'), gguf.u32(g.ssm.stateSize)],
+      [key('ssm.group_count'), gguf.u32(g.ssm.groupCount)],
+      [key('ssm.time_step_rank'), gguf.u32(g.ssm.timeStepRank)],
+      [key('ssm.inner_size'), gguf.u32(deltaShape(g).inner)],
+      [key('full_attention_interval'), gguf.u32(4)],
     ] : []),
   ];
 }
@@ -300,7 +345,7 @@ export function everyValueType() {
  */
 function modelTensors(g) {
   const { dim, hiddenDim, vocabSize, numLayers } = g;
-  const { qkvBias, qkNorm, postNorms = false, fused = false, longRope = false } = ARCHITECTURES[architectureOf(g)];
+  const { qkvBias, qkNorm, postNorms = false, fused = false, longRope = false, gatedAttn = false, recurrent } = ARCHITECTURES[architectureOf(g)];
   const headDim = headDimOf(g);
   const qDim = g.numHeads * headDim;
   const kvDim = g.numKvHeads * headDim;
@@ -312,10 +357,35 @@ function modelTensors(g) {
   list.push({ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 });
   for (let l = 0; l < numLayers; l++) {
     const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
+    if (isRecurrentLayer(g, l)) {
+      const delta = recurrent === 'delta' ? deltaShape(g) : null;
+      list.push(
+        ...block('attn_norm.weight', [dim]),
+        ...block('shortconv.conv.weight', [g.convTaps, dim], !delta),
+        ...block('shortconv.in_proj.weight', [dim, 3 * dim], !delta),
+        ...block('shortconv.out_proj.weight', [dim, dim], !delta),
+        ...(delta ? [
+          ...block('attn_qkv.weight', [dim, delta.channels]),
+          ...block('attn_gate.weight', [dim, delta.inner]),
+          ...block('ssm_conv1d.weight', [g.ssm.convKernel, delta.channels]),
+          ...block('ssm_dt.bias', [delta.hv]),
+          ...block('ssm_a', [delta.hv]),
+          ...block('ssm_beta.weight', [dim, delta.hv]),
+          ...block('ssm_alpha.weight', [dim, delta.hv]),
+          ...block('ssm_norm.weight', [delta.dk]),
+          ...block('ssm_out.weight', [delta.inner, dim]),
+          ...block('post_attention_norm.weight', [dim]),
+        ] : [...block('ffn_norm.weight', [dim])]),
+        ...block('ffn_gate.weight', [dim, hiddenDim]),
+        ...block('ffn_down.weight', [hiddenDim, dim]),
+        ...block('ffn_up.weight', [dim, hiddenDim]),
+      );
+      continue;
+    }
     list.push(
       ...block('attn_norm.weight', [dim]),
       ...block('attn_qkv.weight', [dim, qDim + 2 * kvDim], fused),
-      ...block('attn_q.weight', [dim, qDim], !fused),
+      ...block('attn_q.weight', [dim, (gatedAttn ? 2 : 1) * qDim], !fused),
       ...block('attn_q.bias', [qDim], qkvBias),
       ...block('attn_k.weight', [dim, kvDim], !fused),
       ...block('attn_k.bias', [kvDim], qkvBias),
@@ -324,15 +394,15 @@ function modelTensors(g) {
       ...block('attn_q_norm.weight', [headDim], qkNorm),
       ...block('attn_k_norm.weight', [headDim], qkNorm),
       ...block('attn_output.weight', [qDim, dim]),
-      ...block('post_attention_norm.weight', [dim], postNorms),
-      ...block('ffn_norm.weight', [dim]),
+      ...block('post_attention_norm.weight', [dim], postNorms || recurrent === 'delta'),
+      ...block('ffn_norm.weight', [dim], recurrent !== 'delta'),
       ...block('ffn_gate.weight', [dim, hiddenDim], !fused),
       ...block('ffn_down.weight', [hiddenDim, dim]),
       ...block('ffn_up.weight', [dim, (fused ? 2 : 1) * hiddenDim]),
       ...block('post_ffw_norm.weight', [dim], postNorms),
     );
   }
-  list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  list.push({ name: recurrent === 'conv' ? 'token_embd_norm.weight' : 'output_norm.weight', dims: [dim], layer: -1 });
   if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
   return list;
 }
@@ -388,6 +458,14 @@ function biasValues(count, random) {
 }
 
 /**
+ * qwen35's ssm_a, -exp(A_log) as the converter writes it: each value head's
+ * decay rate, from -0.4 to -2.7 (A_log uniform in [-1, 1]), in f32.
+ */
+function decayRates(count, random) {
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => -Math.exp(2 * random.unit() - 1)));
+}
+
+/**
  * LongRoPE's factors, the divisors of each pair's angle, in f32: the long
  * ones from 1 to 10 (a checkpoint's rise from 1 for its fast pairs to tens
  * for its slow ones, drawn), the short ones 1 to 1.2.
@@ -425,6 +503,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     if (t.dims.length > 1) data = () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
     else if (t.name.endsWith('.bias')) data = () => biasValues(count, rng(tensorSeed));
     else if (t.name.startsWith('rope_factors_')) data = () => ropeFactorValues(t.name, count, rng(tensorSeed));
+    else if (t.name.endsWith('.ssm_a')) data = () => decayRates(count, rng(tensorSeed));
     else data = () => normWeights(count, rng(tensorSeed));
     return { ...t, type: typeName, data };
   });

@@ -142,7 +142,7 @@ test('an architecture the runner does not read is refused, naming it and the one
   const s = spec('tiny-qwen2', 'F32');
   const metadata = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'gemma'] : [key.replace(/^qwen2\./, 'gemma.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata })),
-    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, smollm3, phi3');
+    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, smollm3, phi3, lfm2, qwen35');
   for (const [variant, name] of [['tiny-qwen2', 'blk.1.attn_k.bias'], ['tiny-qwen3', 'blk.0.attn_q_norm.weight']]) {
     const whole = spec(variant, 'F32');
     const without = { ...whole, tensors: whole.tensors.filter((t) => t.name !== name) };
