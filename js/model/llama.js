@@ -480,13 +480,23 @@ export class LlamaSession {
         for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
       }
     }
-    const last = reused < tokens.length
-      ? this.llama.forward(this.cache, tokens.slice(reused), { logits: logits ? 'last' : 0, importance: this.#importance })
-      : null;
+    // A model that cannot truncate every layer keeps a checkpoint where a
+    // reply's prompt ends but for its last token: regenerating the reply
+    // goes back there and computes that token again for its logits.
+    const checkpoints = this.llama.config.layerKinds.some((kind) => kind !== 'full');
+    const take = (part, want) => this.llama.forward(this.cache, part, { logits: want, importance: this.#importance });
+    let last = null;
+    if (reused < tokens.length - 1 && logits && checkpoints) {
+      take(tokens.slice(reused, -1), 0);
+      this.#checkpoint();
+      last = take(tokens.slice(-1), 'last');
+    } else if (reused < tokens.length) {
+      last = take(tokens.slice(reused), logits ? 'last' : 0);
+    }
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
     if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
-    if (this.llama.config.layerKinds.some((kind) => kind !== 'full') && tokens.length > 0) this.#checkpoint();
+    if (checkpoints && tokens.length > 0 && !logits) this.#checkpoint();
     return logits ? { reused, logits: last } : reused;
   }
 

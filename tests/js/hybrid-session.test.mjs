@@ -1,0 +1,190 @@
+// Sessions of hybrid models (tiny random lfm2: short convolutions with
+// attention at layers 2 and 5; tiny random qwen35: gated delta rules with
+// gated attention every fourth layer): their recurrent layers hold a state
+// of one size however long the conversation, beside attention rows that
+// grow; a speculative verify keeps each draft's state apart, so that
+// keeping j of k drafts is exactly plain decoding of those j tokens, at
+// every draft length from 1 to 8; a saved session restores bit for bit; a
+// fork copies the states and shares the attention pages; a rewind goes back
+// to the checkpoint at a reply's prompt (a state cannot be truncated); a
+// prompt of several chunks that fails in a later one changes nothing.
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { Llama, generate } from '../../js/llama.js';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { encodeGguf } from '../gguf/writer.mjs';
+import { bitsEqual, ready } from './helpers.mjs';
+
+const VARIANTS = ['tiny-lfm2', 'tiny-qwen35'];
+const models = {};
+before(async () => {
+  await ready();
+  for (const variant of VARIANTS) {
+    for (const mix of ['F32', 'Q8_0']) {
+      models[`${variant} ${mix}`] = Llama.fromGguf(encodeGguf(randomLlama({ ...GEOMETRIES[variant], contextLength: 4096 }, { mix, seed: 11 })));
+    }
+  }
+});
+
+// A prompt that repeats, so that prompt-lookup drafts are found and accepted.
+const PROMPT = [1, ...Array.from({ length: 200 }, (_, i) => 3 + ((i % 37) * 11) % 900)];
+const RECURRENT = ['conv', 'delta'];
+
+const layersOf = (cache) => Array.from({ length: cache.numLayers }, (_, i) => cache.layer(i));
+
+for (const variant of VARIANTS) {
+  test(`a ${variant} session's recurrent layers hold one state's bytes however long it runs; memoryBytes is their states and the attention rows`, () => {
+    const llama = models[`${variant} F32`];
+    const session = llama.session();
+    const layers = layersOf(session.cache);
+    assert.deepEqual(layers.map((layer) => layer.kind), llama.config.layerKinds);
+    assert.ok(layers.some((layer) => RECURRENT.includes(layer.kind)) && layers.some((layer) => layer.kind === 'full'));
+    const stateBytes = layers.filter((layer) => RECURRENT.includes(layer.kind)).map((layer) => layer.memoryBytes);
+    assert.ok(stateBytes.every((bytes) => bytes === stateBytes[0] && bytes > 0));
+    for (const steps of [100, 400]) {
+      llama.forward(session.cache, PROMPT.slice(0, steps > 200 ? 200 : steps), { logits: 0 });
+      const now = layersOf(session.cache);
+      assert.deepEqual(now.filter((layer) => RECURRENT.includes(layer.kind)).map((layer) => layer.memoryBytes), stateBytes);
+      assert.ok(now.every((layer) => (RECURRENT.includes(layer.kind) ? layer.steps : layer.seqLen) === session.cache.nextPosition));
+      assert.equal(session.cache.memoryBytes, now.reduce((sum, layer) => sum + layer.memoryBytes, 0));
+    }
+    session.free();
+  });
+
+  for (const mix of ['F32', 'Q8_0']) {
+    test(`keeping j of k drafts on ${variant} ${mix} is plain decoding of those j tokens, bit for bit, at every k from 1 to 8`, () => {
+      const llama = models[`${variant} ${mix}`];
+      const base = llama.session();
+      base.forward(PROMPT);
+      const drafts = [17, 250, 3, 99, 640, 12, 8, 511];
+      for (let k = 1; k <= 8; k++) {
+        for (const j of new Set([0, k >> 1, k])) {
+          const speculative = llama.restoreSession(base.save());
+          const { logits, keep } = speculative.verify(drafts.slice(0, k));
+          // (The model holds a verify's importance until keep: no other pass in between.)
+          keep(j);
+          const plain = llama.restoreSession(base.save());
+          // A verify's logits are those of the same tokens taken in one by one.
+          for (let i = 0; i < k; i++) {
+            const one = plain.forward([drafts[i]]);
+            assert.ok(bitsEqual(logits.subarray(i * one.length, (i + 1) * one.length), one), `k ${k}: draft ${i}'s logits`);
+          }
+          const kept = llama.restoreSession(base.save());
+          if (j > 0) kept.forward(drafts.slice(0, j));
+          assert.deepEqual(speculative.cache.serialize(), kept.cache.serialize(), `k ${k}, j ${j}: the cache`);
+          assert.ok(bitsEqual(speculative.forward([5, 6]), kept.forward([5, 6])), `k ${k}, j ${j}: what comes next`);
+          for (const session of [speculative, plain, kept]) session.free();
+        }
+      }
+      base.free();
+    });
+
+    test(`speculative decoding on ${variant} ${mix} emits exactly plain decoding's tokens at every draft length from 1 to 8`, () => {
+      const llama = models[`${variant} ${mix}`];
+      const plain = llama.session();
+      const a = generate(plain, PROMPT, { steps: 80, stopAtEos: false });
+      // (A random hybrid's greedy text does not repeat its prompt: the drafts are all rejected
+      // here, and the test above keeps them.)
+      for (let draft = 1; draft <= 8; draft++) {
+        const speculative = llama.session();
+        const b = generate(speculative, PROMPT, { steps: 80, stopAtEos: false, draft });
+        assert.deepEqual(b.tokens, a.tokens, `draft ${draft}`);
+        assert.deepEqual(speculative.cache.serialize(), plain.cache.serialize(), `draft ${draft}: the cache`);
+        speculative.free();
+      }
+      plain.free();
+    });
+  }
+
+  test(`a saved ${variant} session restores bit for bit and goes on as the original; a fork copies the states and shares the attention pages`, () => {
+    const llama = models[`${variant} Q8_0`];
+    const session = llama.session();
+    generate(session, PROMPT, { steps: 40, stopAtEos: false });
+    const fork = session.cache.clone();
+    const forkTokens = session.tokens;
+    const restored = llama.restoreSession(session.save());
+    assert.deepEqual(restored.cache.serialize(), session.cache.serialize());
+    const layers = layersOf(fork);
+    assert.ok(layers.filter((layer) => layer.kind === 'full').every((layer) => layer.sharedBytes > 0), 'attention pages shared');
+    assert.ok(layers.filter((layer) => RECURRENT.includes(layer.kind)).every((layer) => layer.sharedBytes === 0), 'states copied');
+    const next = [5, 6, 7];
+    const expected = session.forward(next);
+    assert.ok(bitsEqual(restored.forward(next), expected));
+    // The fork did not move with the session it came from.
+    const forked = llama.session({ cache: fork, tokens: forkTokens });
+    assert.ok(bitsEqual(forked.forward(next), expected));
+    forked.free();
+    restored.free();
+    session.free();
+  });
+}
+
+/** The tokens a session's reply to `conversation` gives (greedy), and the tokens its forward passes took in. */
+async function reply(session, conversation, maxTokens) {
+  const llama = session.llama;
+  let computed = 0;
+  const forward = llama.forward.bind(llama);
+  llama.forward = (cache, tokens, options) => {
+    computed += tokens.length;
+    return forward(cache, tokens, options);
+  };
+  const tokens = [];
+  try {
+    for await (const piece of session.respond(conversation, { temperature: 0, maxTokens })) tokens.push(...piece.tokens);
+  } finally {
+    delete llama.forward;
+  }
+  return { tokens, computed };
+}
+
+for (const variant of VARIANTS) {
+  test(`regenerating the last reply of a ${variant} conversation goes back to its prompt's checkpoint and computes only the reply`, async () => {
+    const llama = models[`${variant} Q8_0`];
+    const session = llama.session();
+    const turn1 = [1, ...Array.from({ length: 1500 }, (_, i) => 3 + ((i * 7919) % 1000))];
+    const first = await reply(session, turn1, 40);
+    const turn2 = [...turn1, ...first.tokens, ...Array.from({ length: 20 }, (_, i) => 40 + i)];
+    const second = await reply(session, turn2, 60);
+    assert.ok(second.computed < 20 + 60 + 8, `a turn computes its new tokens (${second.computed})`);
+    const again = await reply(session, turn2, 60);
+    assert.deepEqual(again.tokens, second.tokens);
+    assert.ok(again.computed <= again.tokens.length + 1, `regenerating computed ${again.computed} tokens for a reply of ${again.tokens.length}`);
+    const fresh = llama.session();
+    const once = await reply(fresh, turn2, 60);
+    assert.deepEqual(once.tokens, second.tokens);
+    assert.ok(bitsEqual(session.forward([5, 6, 7]), fresh.forward([5, 6, 7])));
+    session.free();
+    fresh.free();
+  });
+
+  test(`a prompt of several chunks that fails in a later chunk leaves a ${variant} cache as it was, though its states stepped`, () => {
+    // Token 999's embedding is NaN: the layers' inputs are not finite, wherever it stands.
+    const POISON = 999;
+    const spec = randomLlama({ ...GEOMETRIES[variant], contextLength: 4096 }, { mix: 'F32', seed: 11 });
+    const embeddings = spec.tensors.find((t) => t.name === 'token_embd.weight');
+    const drawn = embeddings.data;
+    embeddings.data = () => {
+      const bytes = drawn();
+      const { dim } = GEOMETRIES[variant];
+      new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).fill(NaN, POISON * dim, (POISON + 1) * dim);
+      return bytes;
+    };
+    const llama = Llama.fromGguf(encodeGguf(spec));
+    const session = llama.session();
+    llama.forward(session.cache, PROMPT, { logits: 0 });
+    const before = session.cache.serialize();
+    // 1200 tokens: chunks of 512, 512 and 176; the third fails, after two stepped every recurrent layer.
+    const long = Array.from({ length: 1200 }, (_, i) => (i === 1100 ? POISON : 3 + ((i * 31) % 900)));
+    assert.throws(() => llama.forward(session.cache, long, { logits: 0, importance: false }), /not finite|NaN|infinit/i);
+    assert.deepEqual(session.cache.serialize(), before, 'the cache is the one before the call');
+    // A failure in the first chunk too.
+    assert.throws(() => llama.forward(session.cache, [5, POISON, 6], { logits: 0 }), /not finite|NaN|infinit/i);
+    assert.deepEqual(session.cache.serialize(), before);
+    const other = llama.session();
+    llama.forward(other.cache, PROMPT, { logits: 0 });
+    assert.ok(bitsEqual(llama.forward(session.cache, long.slice(0, 600), { logits: 'last' }), llama.forward(other.cache, long.slice(0, 600), { logits: 'last' })));
+    other.free();
+    session.free();
+    llama.free();
+  });
+}
