@@ -1374,7 +1374,11 @@ size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which);
  * gave every slot (summed over its query heads in order) to imp -- what
  * eviction reads.  KVC_LM_VERIFY begins a verify on the cache (n <=
  * KVC_LM_BATCH tokens: the pending one and its drafts) and holds the
- * importance until kvc_lm_keep.  A failure appends nothing: the rows of the
+ * importance until kvc_lm_keep -- or, on a cache that verifies already
+ * (without KVC_LM_IMPORTANCE then), takes n more drafts into it, up to
+ * KVC_LM_BATCH in all: a draft model decodes its drafts one by one inside
+ * one verify, and kvc_lm_keep keeps those the target model accepted.  A
+ * failed verify ends rejected, drafts before the call too.  A failure appends nothing: the rows of the
  * call go again (a q4 component's rows back past kvc_layer_exact_rollback
  * read through their codes), though imp may keep attention the call gave to
  * older positions.
@@ -1382,7 +1386,8 @@ size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which);
  *           KVC_E_LENGTH (n = 0, logit_rows > n,
  *           unknown flags, a verify of more than KVC_LM_BATCH tokens),
  *           KVC_E_LAYERS (the cache is not of the model's geometry, or its
- *           layers stand at different positions), KVC_E_VERIFYING,
+ *           layers stand at different positions), KVC_E_VERIFYING (the
+ *           cache verifies, and the call is not a verify without importance),
  *           KVC_E_TOKEN (an id >= vocab_size), KVC_E_TOO_LONG,
  *           KVC_E_NONFINITE_KEY / _VALUE / _QUERY (the weights computed NaN or
  *           infinity) or KVC_E_NOMEM. */

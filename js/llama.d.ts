@@ -253,6 +253,9 @@ export interface ReplyOptions extends SamplingOptions {
   draft?: number;
   /** The shortest n-gram a draft may come from (default 2; with draft only). */
   minNgram?: number;
+  /** A session of a smaller model of the same vocabulary that drafts (greedily, `draft` tokens a round) in place of
+   * prompt lookup; it follows this session's tokens. The same text as without. */
+  draftSession?: LlamaSession;
   /** When the model's context fills: 'stop' (default: the reply ends, stop 'context') or 'slide' (keep the first 4 positions
    * and the newest, half the context, and go on). */
   context?: 'stop' | 'slide';
@@ -323,6 +326,8 @@ export interface GenerateOptions {
   draft?: number;
   /** The shortest n-gram a draft may come from (default 2). */
   minNgram?: number;
+  /** A session of a smaller model of the same vocabulary that drafts in place of prompt lookup (see RespondOptions). */
+  draftSession?: LlamaSession;
   /** 0 (default) is greedy. */
   temperature?: number;
   seed?: number;

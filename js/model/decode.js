@@ -1,13 +1,13 @@
 // Generation: a session's tokens decoded one forward pass at a time, with
-// speculative decoding (prompt-lookup drafts verified in one pass and rolled
-// back with the cache's verify) that emits exactly what plain decoding
-// emits. decode() is the step-by-step generator a UI animates; generate()
+// speculative decoding (drafts by prompt lookup or by a smaller model,
+// verified in one pass and rolled back with the cache's verify) that emits
+// exactly what plain decoding emits. decode() is the step-by-step generator a UI animates; generate()
 // runs it to the end; LlamaSession#generate (llama.js) streams text from it.
 import { checkObject } from '../runtime/checks.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import { createSampler } from './sampling.js';
 
-const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'temperature', 'seed', 'stopAtEos', 'topK', 'topP', 'minP', 'repeatPenalty', 'repeatLastN'];
+const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'draftSession', 'temperature', 'seed', 'stopAtEos', 'topK', 'topP', 'minP', 'repeatPenalty', 'repeatLastN'];
 /**
  * How decoding tells a session what it took in (LlamaSession implements them):
  * [hold](prompt, pending): the prompt's tokens and the one pending before
@@ -57,6 +57,48 @@ export function promptLookup(history, k, maxNgram = MAX_NGRAM, minNgram = 2) {
 }
 
 /**
+ * A draft model's drafts: `draftSession` (a session of a smaller model with
+ * the same vocabulary) follows the target session's tokens, and drafts k
+ * tokens greedily, one forward pass each, inside one verify of its own
+ * cache; once the target has checked them, it keeps those the target
+ * accepted -- its recurrent layers by their draft states, nothing decoded
+ * again. Its cache follows the target's tokens; where they part (a rewound
+ * conversation) it starts again from the first token they do not share.
+ * Returns { propose(history, k) -> drafts, settle(accepted) }.
+ */
+export function modelDrafter(draftSession) {
+  const llama = draftSession.llama;
+  let input = [];
+  let drafts = [];
+  const argmax = (z) => {
+    let best = 0;
+    for (let i = 1; i < z.length; i++) if (z[i] > z[best]) best = i;
+    return best;
+  };
+  return {
+    propose(history, k) {
+      // What its cache holds (a token it had pending is let go: the target's history says what follows).
+      if (draftSession.pending !== null) draftSession[rewind](draftSession.cache.nextPosition);
+      const held = draftSession.tokens;
+      let common = 0;
+      while (common < held.length && common < history.length - 1 && held[common] === history[common]) common++;
+      if (common < held.length) draftSession[rewind](common);
+      input = history.slice(common);
+      const next = (tokens) => argmax(llama.forward(draftSession.cache, tokens, { logits: 'last', importance: false, verify: true }));
+      drafts = [next(input)];
+      while (drafts.length < k) drafts.push(next([drafts.at(-1)]));
+      return drafts;
+    },
+    settle(accepted) {
+      // The last draft never went in: the accepted ones before it did.
+      const kept = Math.min(accepted, drafts.length - 1);
+      llama.keep(draftSession.cache, input.length + kept);
+      draftSession[taken]([...input, ...drafts.slice(0, kept)]);
+    },
+  };
+}
+
+/**
  * Decodes up to `steps` tokens after `prompt` (ids: <s> first on a fresh
  * session; on a session that decoded before, what follows its text), one
  * forward pass at a time, as a generator of events -- what a UI animates:
@@ -69,10 +111,12 @@ export function promptLookup(history, k, maxNgram = MAX_NGRAM, minNgram = 2) {
  * tokens as asked), 'end' (the end of the text: an end-of-generation token,
  * or a new <s>) or 'context' (the model's context is full).
  *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
- *     least minNgram tokens, default 2) and verifies them in one forward
- *     pass; the emitted tokens are exactly those of draft = 0 (greedy, or
- *     sampled with the same seed: a draft is kept only when it equals the
- *     token sampled at its place).
+ *     least minNgram tokens, default 2) -- or, given a draftSession (a
+ *     session of a smaller model of the same vocabulary, modelDrafter), by
+ *     that model -- and verifies them in one forward pass; the emitted
+ *     tokens are exactly those of draft = 0 (greedy, or sampled with the
+ *     same seed: a draft is kept only when it equals the token sampled at
+ *     its place).
  *   temperature: 0 (default) is greedy; topK, topP, minP, repeatPenalty,
  *     repeatLastN, seed: sampling.js (off by default here).
  *   stopAtEos: stop after an end-of-generation token or a new <s> (default true).
@@ -83,9 +127,22 @@ export function* decode(session, prompt, options = {}) {
   checkObject('decode', 'options', options);
   checkKeys('decode', options, DECODE_OPTIONS);
   if (!options.draft) checkUnused('decode', options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
-  const { steps = 256, draft = 0, minNgram = 2, stopAtEos = true, ...sampling } = options;
-  return yield* decodeWith(session, prompt, { steps, draft, minNgram, stop: stopAtEos ? session.llama.tokenizer.eogIds : new Set(),
-    sampler: createSampler('decode', { ...PLAIN, ...sampling }) });
+  if (!options.draft) checkUnused('decode', options, 'draftSession', 'it drafts, and draft is 0');
+  if (options.draftSession !== undefined) checkUnused('decode', options, 'minNgram', 'a draft model drafts, not prompt lookup');
+  const { steps = 256, draft = 0, minNgram = 2, draftSession, stopAtEos = true, ...sampling } = options;
+  return yield* decodeWith(session, prompt, { steps, draft, minNgram, drafter: drafterOf('decode', session, draftSession),
+    stop: stopAtEos ? session.llama.tokenizer.eogIds : new Set(), sampler: createSampler('decode', { ...PLAIN, ...sampling }) });
+}
+
+/** The drafter of a draftSession option (undefined: none), checked against the target session. */
+export function drafterOf(where, session, draftSession) {
+  if (draftSession === undefined) return null;
+  if (typeof draftSession?.verify !== 'function' || !draftSession.llama || draftSession === session) {
+    throw new TypeError(`${where}: draftSession must be a LlamaSession of another model`);
+  }
+  const [ours, theirs] = [session.llama.config.vocabSize, draftSession.llama.config.vocabSize];
+  if (ours !== theirs) throw new RangeError(`${where}: draftSession's model has ${theirs} tokens, the target's ${ours}: a draft model needs the same vocabulary`);
+  return modelDrafter(draftSession);
 }
 
 /** decode()'s statistics, before the first token; endStats() ends them with the reason. */
@@ -105,7 +162,7 @@ export function endStats(stats, stop) {
  * has. `stats` (decodeStats()) are filled as it goes, for a caller that
  * stops it early.
  */
-export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sampler, makeRoom = null, stats = decodeStats() }) {
+export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter = null, stop, sampler, makeRoom = null, stats = decodeStats() }) {
   const { config } = session.llama;
   if (!Array.isArray(prompt) || !prompt.every((t) => Number.isInteger(t) && t >= 0)) {
     throw new TypeError('decode: prompt must be an array of token ids');
@@ -156,7 +213,8 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sam
     const pending = session.pending;
     // Drafts must fit the steps left (the bonus token is one more) and the context.
     const history = session.tokens;
-    const drafts = draft > 0 ? promptLookup(history, Math.min(draft, room() - 1), MAX_NGRAM, minNgram) : [];
+    const k = Math.min(draft, room() - 1);
+    const drafts = k <= 0 ? [] : drafter ? drafter.propose(history, k) : promptLookup(history, k, MAX_NGRAM, minNgram);
     stats.forwardPasses++;
     if (drafts.length === 0) {
       const token = sampler.next(session[pass]([pending]), history);
@@ -177,6 +235,7 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, stop, sam
     }
     yield { type: 'verify', drafts, accepted };
     session.llama.keep(session.cache, 1 + accepted);
+    drafter?.settle(accepted);
     session[taken](drafts.slice(0, accepted));
     stats.verifies++;
     stats.drafted += drafts.length;

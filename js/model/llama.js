@@ -28,11 +28,11 @@ import {
   withStaging,
 } from '../runtime/runtime.js';
 import { aborted, sourceChunks } from './sources.js';
-import { decodeStats, decodeWith, endStats, hold, pass, rewind, take, taken } from './decode.js';
+import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
-const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'context', ...SAMPLING_OPTIONS];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', ...SAMPLING_OPTIONS];
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // A saved session: "KVSS" (a little-endian u32), the version, the token
 // count, the tokens (u32), then the cache's snapshot.
@@ -470,7 +470,9 @@ export class LlamaSession {
   prefill(tokens, { logits = false } = {}) {
     let reused = 0;
     const fresh = this.cache.nextPosition === 0;
-    if (this.prefixCache && fresh) {
+    // A PrefixCache holds caches of full layers only (a window's or a state's past cannot be cut back to a prefix).
+    const shares = this.prefixCache && this.llama.config.layerKinds.every((kind) => kind === 'full');
+    if (shares && fresh) {
       const hit = this.prefixCache.match(logits ? tokens.slice(0, -1) : tokens);
       if (hit) {
         this.cache.free();
@@ -495,7 +497,7 @@ export class LlamaSession {
     }
     const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
       .some((layer) => layer.seqLen !== layer.nextPosition);
-    if (this.prefixCache && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
+    if (shares && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
     if (checkpoints && tokens.length > 0 && !logits) this.#checkpoint();
     return logits ? { reused, logits: last } : reused;
   }
@@ -684,7 +686,7 @@ export class LlamaSession {
   #plan(where, options, keys) {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, context = 'stop', special = false, ...sampling } = options;
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, ...sampling } = options;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
     if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
@@ -692,18 +694,20 @@ export class LlamaSession {
     }
     if (context !== 'stop' && context !== 'slide') throw new RangeError(`${where}: options.context must be 'stop' or 'slide' (got ${shown(context)})`);
     if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
-    return { signal, maxTokens, stop, draft, minNgram, context, special, sampler: createSampler(where, sampling) };
+    if (!draft) checkUnused(where, options, 'draftSession', 'it drafts, and draft is 0');
+    return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
+      sampler: createSampler(where, sampling) };
   }
 
   // The pieces of a reply to `ids`, which follow what the session holds.
   // However it ends -- its end, a stop string, an abort, the caller's break
   // -- the session is left as far as the pieces went (a stop string: up to
   // the token that completed it).
-  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, context, sampler }) {
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler }) {
     const { tokenizer } = this.llama;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     const stats = decodeStats();
-    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, stop: tokenizer.eogIds, sampler, makeRoom, stats });
+    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats });
     // The reply continues the session's text: its first space stays unless no text came before (<s> alone).
     const decoder = tokenizer.decoder({ after: [...this.#history, ...ids] });
     const text = new StopText(stop);

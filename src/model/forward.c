@@ -420,9 +420,12 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
                           size_t logit_rows, uint32_t flags) {
     if (!lm || !cache || !tokens || (logit_rows && !logits) || !lm->weights) return KVC_E_NULL_POINTER;
     if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY))) return KVC_E_LENGTH;
-    if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH) return KVC_E_LENGTH;
+    /* A verify's drafts so far (a call that takes more into an open verify). */
+    const int more = kvc_model_verifying(cache);
+    const size_t drafts = more ? kvc_layer_draft_len(kvc_model_layer(cache, 0)) : 0;
+    if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH - drafts) return KVC_E_LENGTH;
     if (!cache_fits(lm, cache)) return KVC_E_LAYERS;
-    if (kvc_model_verifying(cache)) return KVC_E_VERIFYING;
+    if (more && (!(flags & KVC_LM_VERIFY) || (flags & KVC_LM_IMPORTANCE))) return KVC_E_VERIFYING;
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] >= lm->vocab_size) return KVC_E_TOKEN;
     }
@@ -442,8 +445,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
             status = pending_reserve(lm, n, most + n);
             if (status != KVC_OK) return status;
         }
-        status = kvc_model_begin_verify(cache);
-        if (status != KVC_OK) return status;
+        if (!more && (status = kvc_model_begin_verify(cache)) != KVC_OK) return status;
     }
 
     /* More than a chunk slides window layers past what truncation gives

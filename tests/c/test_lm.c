@@ -386,6 +386,38 @@ TEST(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding) {
     free_model(&m);
 }
 
+TEST(a_verify_takes_more_drafts_one_call_at_a_time_as_a_draft_model_decodes_them) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 11, &m, NULL, 0));
+    enum { PROMPT = 70, DRAFTS = 6 };
+    uint32_t tokens[PROMPT + DRAFTS];
+    tokens_of(tokens, PROMPT + DRAFTS, 12);
+    for (size_t keep = 0; keep <= DRAFTS; keep += 3) {
+        kvc_model *plain = make_cache(KVC_MODE_F32), *drafted = make_cache(KVC_MODE_F32);
+        float one[VOCAB], expected[VOCAB];
+        CHECK_OK(kvc_lm_forward(m.lm, plain, tokens, PROMPT + keep, NULL, 0, 0));
+        CHECK_OK(kvc_lm_forward(m.lm, drafted, tokens, PROMPT, NULL, 0, 0));
+        /* Two drafts, then one at a time: each call's logits are plain decoding's. */
+        CHECK_OK(kvc_lm_forward(m.lm, drafted, tokens + PROMPT, 2, NULL, 0, KVC_LM_VERIFY));
+        for (size_t i = 2; i < DRAFTS; i++) {
+            CHECK_OK(kvc_lm_forward(m.lm, drafted, tokens + PROMPT + i, 1, one, 1, KVC_LM_VERIFY));
+            kvc_model *check = make_cache(KVC_MODE_F32);
+            CHECK_OK(kvc_lm_forward(m.lm, check, tokens, PROMPT + i + 1, expected, 1, 0));
+            CHECK(same_bits(one, expected, VOCAB));
+            kvc_model_free(check);
+        }
+        CHECK(kvc_layer_draft_len(kvc_model_layer(drafted, 0)) == DRAFTS);
+        /* Importance is held for one verify call only; a plain pass waits for keep. */
+        CHECK_STATUS(kvc_lm_forward(m.lm, drafted, tokens, 1, NULL, 0, KVC_LM_VERIFY | KVC_LM_IMPORTANCE), KVC_E_VERIFYING);
+        CHECK_STATUS(kvc_lm_forward(m.lm, drafted, tokens, 1, NULL, 0, 0), KVC_E_VERIFYING);
+        CHECK_OK(kvc_lm_keep(m.lm, drafted, keep));
+        CHECK(test_models_equal(plain, drafted));
+        kvc_model_free(plain);
+        kvc_model_free(drafted);
+    }
+    free_model(&m);
+}
+
 TEST(forward_refuses_bad_arguments_and_changes_nothing) {
     test_model m;
     CHECK_OK(make_model(GGML_Q8_0, 0, 11, &m, NULL, 0));
@@ -473,5 +505,6 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for),
           CASE(logits_do_not_depend_on_the_number_of_threads),
           CASE(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding),
+          CASE(a_verify_takes_more_drafts_one_call_at_a_time_as_a_draft_model_decodes_them),
           CASE(forward_refuses_bad_arguments_and_changes_nothing),
           CASE(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was))

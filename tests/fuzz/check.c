@@ -182,7 +182,17 @@ static void check_linear(const kvc_layer *layer, const ref_layer *ref) {
 }
 
 void check_memory_formula(const kvc_layer *layer) {
-    if (kvc_layer_kind(layer) == KVC_KIND_LINEAR) {
+    const kvc_kind kind = kvc_layer_kind(layer);
+    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) {
+        /* The convolution's kernel - 1 rows of channels, then each value head's key_dim x value_dim. */
+        const size_t state = ((kvc_layer_conv_kernel(layer) - 1) * kvc_layer_channels(layer) +
+                              kvc_layer_value_heads(layer) * kvc_layer_key_dim(layer) * kvc_layer_value_dim(layer)) *
+                             sizeof(float);
+        FUZZ_REQUIRE(kvc_layer_state_len(layer) * sizeof(float) == state);
+        FUZZ_REQUIRE(kvc_layer_memory_bytes(layer) == (1 + kvc_layer_draft_len(layer)) * state);
+        return;
+    }
+    if (kind == KVC_KIND_LINEAR) {
         const size_t state = kvc_layer_num_heads(layer) * kvc_layer_num_features(layer) *
                              kvc_layer_value_dim(layer) * sizeof(double);
         FUZZ_REQUIRE(kvc_layer_memory_bytes(layer) == (1 + kvc_layer_draft_len(layer)) * state);

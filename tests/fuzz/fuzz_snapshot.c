@@ -33,11 +33,25 @@ static void check_serializes_to(const kvc_layer *layer, const uint8_t *bytes, si
     free(again);
 }
 
-/* begin_verify, one draft position (zeros; a step of a linear layer),
- * accept(0): the layer is back to `bytes`. */
+/* begin_verify, one draft position (zeros; a step of a linear, conv or
+ * delta layer), accept(0): the layer is back to `bytes`. */
 static void check_draft_rejected(kvc_layer *layer, const uint8_t *bytes, size_t size) {
     FUZZ_REQUIRE(kvc_layer_begin_verify(layer) == KVC_OK);
-    if (kvc_layer_kind(layer) == KVC_KIND_LINEAR) {
+    const kvc_kind kind = kvc_layer_kind(layer);
+    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) {
+        const size_t C = kvc_layer_channels(layer), K = kvc_layer_conv_kernel(layer);
+        const size_t H = kvc_layer_value_heads(layer), dv = kvc_layer_value_dim(layer);
+        float *x = fuzz_buffer(C * sizeof(float)), *w = fuzz_buffer(C * K * sizeof(float));
+        float *gates = fuzz_buffer((H ? H : 1) * sizeof(float));
+        float *out = fuzz_buffer((C > H * dv ? C : H * dv) * sizeof(float));
+        const kvc_status status = kind == KVC_KIND_CONV ? kvc_layer_conv_n(layer, 1, x, w, out)
+                                                        : kvc_layer_delta_n(layer, 1, x, w, gates, gates, 1e-6f, out);
+        FUZZ_REQUIRE(status == KVC_OK || status == KVC_E_TOO_LONG || status == KVC_E_NOMEM);
+        free(x);
+        free(w);
+        free(gates);
+        free(out);
+    } else if (kind == KVC_KIND_LINEAR) {
         const size_t H = kvc_layer_num_heads(layer), F = kvc_layer_num_features(layer);
         const size_t dv = kvc_layer_value_dim(layer);
         float *features = fuzz_buffer(H * F * sizeof(float)), *v = fuzz_buffer(H * dv * sizeof(float));

@@ -24,7 +24,8 @@ const oracle = nativeOracle();
 // phi3's too). KVC_GEOMETRIES=all runs every one, or a list of names those named.
 const GEOMETRY_CASES = [['gemma-3-270m', 'Q8_0', { slidingWindow: 32 }], ['gemma-3-1b', 'Q4_K_M', { slidingWindow: 32 }],
   ['smollm3-3b', 'Q4_K_M', {}], ['phi-4-mini', 'Q4_K_M', { originalContextLength: 128 }],
-  ['phi-3.5-mini', 'Q4_K_M', { originalContextLength: 128 }]];
+  ['phi-3.5-mini', 'Q4_K_M', { originalContextLength: 128 }],
+  ['lfm2-350m', 'Q8_0', {}], ['lfm2-1.2b', 'Q4_K_M', {}], ['qwen3.5-0.8b', 'Q8_0', {}], ['qwen3.5-0.8b', 'Q4_K_M', {}]];
 const TIER_GEOMETRIES = ['gemma-3-1b', 'smollm3-3b', 'phi-3.5-mini'];
 const chosen = process.env.KVC_GEOMETRIES === 'all' ? GEOMETRY_CASES.map(([name]) => name)
   : process.env.KVC_GEOMETRIES?.split(',') ?? TIER_GEOMETRIES;

@@ -119,6 +119,42 @@ for (const variant of VARIANTS) {
   });
 }
 
+for (const [target, drafter] of [['tiny-qwen35', 'tiny-qwen35'], ['tiny-lfm2', 'tiny-lfm2'], ['tiny-qwen35', 'tiny-lfm2']]) {
+  test(`a ${drafter} draft model drafting for ${target}: exactly plain decoding's tokens at every draft length, its drafts kept by their states`, () => {
+    const llama = models[`${target} Q8_0`];
+    // The same file drafts what the target samples (every draft accepted); another, what it happens to agree on.
+    const draftModel = models[`${drafter} ${target === drafter ? 'Q8_0' : 'F32'}`];
+    const plain = llama.session();
+    const a = generate(plain, PROMPT, { steps: 60, stopAtEos: false });
+    for (const draft of [1, 3, 8]) {
+      const speculative = llama.session();
+      const draftSession = draftModel.session();
+      const b = generate(speculative, PROMPT, { steps: 60, stopAtEos: false, draft, draftSession });
+      assert.deepEqual(b.tokens, a.tokens, `draft ${draft}`);
+      assert.deepEqual(speculative.cache.serialize(), plain.cache.serialize(), `draft ${draft}: the cache`);
+      if (target === drafter) assert.equal(b.stats.accepted, b.stats.drafted, `draft ${draft}: a model drafting for itself is always right`);
+      assert.ok(b.stats.drafted > 0 && b.stats.verifies > 0);
+      // The draft session holds what plain decoding of the same tokens gives it.
+      const check = draftModel.session();
+      check.forward([...PROMPT, ...b.tokens].slice(0, draftSession.cache.nextPosition));
+      assert.deepEqual(draftSession.cache.serialize().length, check.cache.serialize().length);
+      assert.ok(bitsEqual(draftSession.forward([5]), check.forward([5])), `draft ${draft}: the draft session follows`);
+      for (const session of [speculative, draftSession, check]) session.free();
+    }
+    plain.free();
+  });
+}
+
+test('a draft session is checked: another vocabulary, the target session itself, or no draft count is refused', () => {
+  const llama = models['tiny-qwen35 Q8_0'];
+  const session = llama.session();
+  assert.throws(() => generate(session, PROMPT, { steps: 2, draft: 2, draftSession: session }), /draftSession must be a LlamaSession of another model/);
+  assert.throws(() => generate(session, PROMPT, { steps: 2, draftSession: models['tiny-lfm2 F32'].session() }), /draftSession.*draft is 0/);
+  assert.throws(() => generate(session, PROMPT, { steps: 2, draft: 2, draftSession: {} }), TypeError);
+  assert.equal(session.cache.nextPosition, 0, 'nothing was taken in');
+  session.free();
+});
+
 /** The tokens a session's reply to `conversation` gives (greedy), and the tokens its forward passes took in. */
 async function reply(session, conversation, maxTokens) {
   const llama = session.llama;
