@@ -319,7 +319,7 @@ TEST(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same) {
         state_of(layer, a);
         state_of(back, b);
         CHECK(memcmp(a, b, kvc_layer_state_len(layer) * sizeof(float)) == 0);
-        float x[CH], y[CH];
+        float x[CH] = {0}, y[CH] = {0}; /* a delta step gives HV x DV of them, a conv step CH */
         if (l == 0) {
             CHECK_OK(delta_tokens(layer, &in, 9, 1, x));
             CHECK_OK(delta_tokens(back, &in, 9, 1, y));
