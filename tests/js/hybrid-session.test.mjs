@@ -14,6 +14,7 @@ import { Llama, generate } from '../../js/llama.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
+import { POISON, POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
 const VARIANTS = ['tiny-lfm2', 'tiny-qwen35'];
 const models = {};
@@ -26,8 +27,6 @@ before(async () => {
   }
 });
 
-// A prompt that repeats, so that prompt-lookup drafts are found and accepted.
-const PROMPT = [1, ...Array.from({ length: 200 }, (_, i) => 3 + ((i % 37) * 11) % 900)];
 const RECURRENT = ['conv', 'delta'];
 
 const layersOf = (cache) => Array.from({ length: cache.numLayers }, (_, i) => cache.layer(i));
@@ -155,24 +154,6 @@ test('a draft session is checked: another vocabulary, the target session itself,
   session.free();
 });
 
-/** The tokens a session's reply to `conversation` gives (greedy), and the tokens its forward passes took in. */
-async function reply(session, conversation, maxTokens) {
-  const llama = session.llama;
-  let computed = 0;
-  const forward = llama.forward.bind(llama);
-  llama.forward = (cache, tokens, options) => {
-    computed += tokens.length;
-    return forward(cache, tokens, options);
-  };
-  const tokens = [];
-  try {
-    for await (const piece of session.respond(conversation, { temperature: 0, maxTokens })) tokens.push(...piece.tokens);
-  } finally {
-    delete llama.forward;
-  }
-  return { tokens, computed };
-}
-
 for (const variant of VARIANTS) {
   test(`regenerating the last reply of a ${variant} conversation goes back to its prompt's checkpoint and computes only the reply`, async () => {
     const llama = models[`${variant} Q8_0`];
@@ -194,23 +175,13 @@ for (const variant of VARIANTS) {
   });
 
   test(`a prompt of several chunks that fails in a later chunk leaves a ${variant} cache as it was, though its states stepped`, () => {
-    // Token 999's embedding is NaN: the layers' inputs are not finite, wherever it stands.
-    const POISON = 999;
-    const spec = randomLlama({ ...GEOMETRIES[variant], contextLength: 4096 }, { mix: 'F32', seed: 11 });
-    const embeddings = spec.tensors.find((t) => t.name === 'token_embd.weight');
-    const drawn = embeddings.data;
-    embeddings.data = () => {
-      const bytes = drawn();
-      const { dim } = GEOMETRIES[variant];
-      new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).fill(NaN, POISON * dim, (POISON + 1) * dim);
-      return bytes;
-    };
-    const llama = Llama.fromGguf(encodeGguf(spec));
+    // Token POISON's embedding is NaN: the layers' inputs are not finite, wherever it stands.
+    const llama = poisonedLlama(variant);
     const session = llama.session();
     llama.forward(session.cache, PROMPT, { logits: 0 });
     const before = session.cache.serialize();
-    // 1200 tokens: chunks of 512, 512 and 176; the third fails, after two stepped every recurrent layer.
-    const long = Array.from({ length: 1200 }, (_, i) => (i === 1100 ? POISON : 3 + ((i * 31) % 900)));
+    // Chunks of 512, 512 and 176; the third fails, after two stepped every recurrent layer.
+    const long = POISONED_PROMPT;
     assert.throws(() => llama.forward(session.cache, long, { logits: 0, importance: false }), /not finite|NaN|infinit/i);
     assert.deepEqual(session.cache.serialize(), before, 'the cache is the one before the call');
     // A failure in the first chunk too.

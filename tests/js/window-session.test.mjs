@@ -12,6 +12,7 @@ import { Llama, generate } from '../../js/llama.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
+import { POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
 const models = {};
 before(async () => {
@@ -23,8 +24,6 @@ before(async () => {
   models.long = Llama.fromGguf(encodeGguf(randomLlama({ ...GEOMETRIES['tiny-gemma3'], contextLength: 8192 }, { mix: 'Q8_0', seed: 11 })));
 });
 
-// A prompt that repeats, so that prompt-lookup drafts are found and accepted.
-const PROMPT = [1, ...Array.from({ length: 200 }, (_, i) => 3 + ((i % 37) * 11) % 900)];
 
 test('a gemma3 session holds window layers: the global ones every position, the windowed ones only what their window sees', () => {
   const llama = models['tiny-gemma3'];
@@ -66,24 +65,6 @@ test('a saved gemma3 session restores bit for bit, and goes on as the original',
   restored.free();
   session.free();
 });
-
-/** The tokens a session's reply to `conversation` gives (greedy), and the tokens its forward passes took in. */
-async function reply(session, conversation, maxTokens) {
-  const llama = session.llama;
-  let computed = 0;
-  const forward = llama.forward.bind(llama);
-  llama.forward = (cache, tokens, options) => {
-    computed += tokens.length;
-    return forward(cache, tokens, options);
-  };
-  const tokens = [];
-  try {
-    for await (const piece of session.respond(conversation, { temperature: 0, maxTokens })) tokens.push(...piece.tokens);
-  } finally {
-    delete llama.forward;
-  }
-  return { tokens, computed };
-}
 
 /** Two sessions hold the same rows and give the same logits to what comes next (imp may differ: a rewound token's attention stays counted). */
 function assertGoesOnAlike(session, other) {
@@ -129,18 +110,8 @@ test('a rewind further back than any checkpoint takes the conversation in again,
 });
 
 test('a prompt of several chunks that fails in a later chunk leaves a windowed cache as it was, though its windows slid', () => {
-  // Token 999's embedding is NaN: its keys are not finite, wherever it stands.
-  const POISON = 999;
-  const spec = randomLlama({ ...GEOMETRIES['tiny-gemma3'], contextLength: 4096 }, { mix: 'F32', seed: 11 });
-  const embeddings = spec.tensors.find((t) => t.name === 'token_embd.weight');
-  const drawn = embeddings.data;
-  embeddings.data = () => {
-    const bytes = drawn();
-    const { dim } = GEOMETRIES['tiny-gemma3'];
-    new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).fill(NaN, POISON * dim, (POISON + 1) * dim);
-    return bytes;
-  };
-  const llama = Llama.fromGguf(encodeGguf(spec));
+  // Token POISON's embedding is NaN: what it touches is not finite, wherever it stands.
+  const llama = poisonedLlama('tiny-gemma3');
   // (A q4 mode's full layers read rows truncated past their exact rollback through the codes: kvc_lm_forward.)
   for (const mode of ['f32', 'q8']) {
     const session = llama.session({ mode });
@@ -148,7 +119,7 @@ test('a prompt of several chunks that fails in a later chunk leaves a windowed c
     const before = session.cache.serialize();
     const memory = session.cache.memoryBytes;
     // 1200 tokens: chunks of 512, 512 and 176; the third fails, after two chunks slid the window layers by 1024 positions.
-    const long = Array.from({ length: 1200 }, (_, i) => (i === 1100 ? POISON : 3 + ((i * 31) % 900)));
+    const long = POISONED_PROMPT;
     // Without importance: a failed call may leave the attention it gave older positions in imp (kvc_lm_forward).
     assert.throws(() => llama.forward(session.cache, long, { logits: 0, importance: false }), /not finite|NaN|infinit/i);
     assert.deepEqual(session.cache.serialize(), before, `${mode}: the cache is the one before the call`);
