@@ -23,9 +23,10 @@ const oracle = nativeOracle();
 // takes half the time of Phi-4-mini's 200k (its partial rotary is the tiny
 // phi3's too). KVC_GEOMETRIES=all runs every one, or a list of names those named.
 // The hybrids' geometries (LFM2-350M, LFM2-1.2B, Qwen3.5-0.8B) run with
-// KVC_GEOMETRIES too, and do not all keep the bound yet: Qwen3.5's quantized
+// KVC_GEOMETRIES too, and do not all keep the bound: Qwen3.5's quantized
 // files are about twice llama.cpp's own distance, LFM2-1.2B's Q4_K_M 1.2
-// times (docs/models.md has the figures and what was ruled out).
+// times -- recurrent states keep the 8-bit codes a last-bit difference moved
+// (docs/models.md has the figures and the evidence).
 const GEOMETRY_CASES = [['gemma-3-270m', 'Q8_0', { slidingWindow: 32 }], ['gemma-3-1b', 'Q4_K_M', { slidingWindow: 32 }],
   ['smollm3-3b', 'Q4_K_M', {}], ['phi-4-mini', 'Q4_K_M', { originalContextLength: 128 }],
   ['phi-3.5-mini', 'Q4_K_M', { originalContextLength: 128 }],

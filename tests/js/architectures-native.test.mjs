@@ -16,12 +16,13 @@ import { agreementWithNative, assertAsCloseAsLlamaCpp, nativeOracle } from './na
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 
 const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-lfm2', 'tiny-qwen35'];
-// The hybrids' recurrent layers carry every token's rounding on to all that
-// follow, and a random tiny model amplifies it: on quantized files the
-// runner's distance to llama.cpp is some times llama.cpp's own (flash
-// attention on against off touches two layers only) -- figures in
-// docs/models.md; the real geometries' agreement is in the full tier. F32
-// shows the arithmetic is llama.cpp's, to float rounding.
+// The hybrids' recurrent layers keep every 8-bit activation code that a
+// last-bit difference moved by one step in all later positions, and random
+// weights damp nothing: on quantized files the runner's distance to
+// llama.cpp is some times llama.cpp's own (flash attention on against off
+// touches two layers only), as its two builds' distance to each other is --
+// figures in docs/models.md. F32 shows the arithmetic is llama.cpp's, to
+// float rounding.
 const MIXES = { 'tiny-lfm2': ['F32'], 'tiny-qwen35': ['F32'] };
 
 const oracle = nativeOracle();
