@@ -982,8 +982,12 @@ kvc_status kvc_model_evict(kvc_model *model, size_t budget, size_t sinks, size_t
  * one sharing the longest prefix with a new sequence, truncated to it: a
  * conversation that starts with a system prompt someone already prefilled
  * prefills only the rest, and holds the prompt's pages once.  Entries are
- * full-attention models (no linear layers: a match truncates) that never
- * evicted, all of the first entry's geometry and mode.  When the entries'
+ * full-attention models (no linear or window layers: a match truncates)
+ * that never evicted, all of the first entry's geometry and mode -- or
+ * hybrids, full layers beside conv and delta layers, whose entries match
+ * only whole (a state cannot be cut back: the tokens must start with all
+ * of an entry's), which keeps a conversation's state at the turn boundaries
+ * it returns to.  When the entries'
  * bytes -- each page counted once, kvc_memory_stats' way -- exceed the
  * budget, the least recently added or matched go.  Not thread-safe: one
  * thread at a time per prefix cache. */
@@ -1005,14 +1009,15 @@ void kvc_prefix_cache_free(kvc_prefix_cache *cache);
  * this one too if it alone exceeds the budget: *kept (may be NULL) says
  * whether it stayed.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_VERIFYING, KVC_E_LENGTH (n is
- *           0 or not seq_len), KVC_E_KIND (a linear layer), KVC_E_PREFIX or
+ *           0 or not seq_len), KVC_E_KIND (a linear or window layer), KVC_E_PREFIX or
  *           KVC_E_NOMEM; nothing changes on error. */
 kvc_status kvc_prefix_cache_add(kvc_prefix_cache *cache, const uint32_t *tokens, size_t n,
                                 const kvc_model *model, int *kept);
 
 /* kvc_prefix_cache_match():
  * Finds the entry whose tokens share the longest prefix with `tokens` [n]
- * (ties: the most recently used).  When that prefix has at least
+ * (ties: the most recently used; a hybrid entry shares all its tokens or
+ * none).  When that prefix has at least
  * KVC_Q8_WINDOW tokens (the sinks a cache starts from), *length receives it
  * and *out a new model the caller owns: a fork of the entry truncated to
  * those positions; else *length = 0 and *out = NULL (no match).  A match

@@ -470,8 +470,9 @@ export class LlamaSession {
   prefill(tokens, { logits = false } = {}) {
     let reused = 0;
     const fresh = this.cache.nextPosition === 0;
-    // A PrefixCache holds caches of full layers only (a window's or a state's past cannot be cut back to a prefix).
-    const shares = this.prefixCache && this.llama.config.layerKinds.every((kind) => kind === 'full');
+    // A PrefixCache holds no window layers (their past cannot be cut back to
+    // a prefix); a hybrid's entries match whole, where a conversation returns.
+    const shares = this.prefixCache && !this.llama.config.layerKinds.includes('window');
     if (shares && fresh) {
       const hit = this.prefixCache.match(logits ? tokens.slice(0, -1) : tokens);
       if (hit) {
@@ -479,7 +480,9 @@ export class LlamaSession {
         this.cache = hit.cache;
         reused = hit.length;
         const { maxRows, sinks, recent } = this.#bound; // the entry's own bound came with it
-        for (let i = 0; i < this.cache.numLayers; i++) this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+        for (let i = 0; i < this.cache.numLayers; i++) {
+          if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+        }
       }
     }
     // A model that cannot truncate every layer keeps a checkpoint where a

@@ -8,7 +8,9 @@
  * alive, which the caches forked from it share in turn.  Entries are few
  * (a budget of bytes bounds them): a match compares the tokens with each,
  * and the budget drops the least recently used until the entries' pages --
- * each counted once -- fit.
+ * each counted once -- fit.  An entry of a hybrid model (recurrent layers:
+ * a state cannot be cut back) matches only whole: where a conversation
+ * returns to what it held, at a turn boundary.
  */
 #include <string.h>
 
@@ -73,16 +75,34 @@ size_t kvc_prefix_cache_bytes(const kvc_prefix_cache *cache) {
     return bytes;
 }
 
-/* A model an entry can hold: full layers only (a match truncates), none
- * evicted (slot s must be token s), and, when there are entries, their
- * layers' geometry, mode and residual window. */
+/* Whether a model has layers of a state (conv, delta): its entry matches whole only. */
+static int stateful(const kvc_model *model) {
+    for (size_t i = 0; i < kvc_model_num_layers(model); i++) {
+        if (kvc_model_layer(model, i)->recurrent) return 1;
+    }
+    return 0;
+}
+
+/* A model an entry can hold: full and recurrent (conv, delta) layers only
+ * (a match truncates the full ones), none evicted (slot s must be token s),
+ * and, when there are entries, their layers' kinds and geometry, mode and
+ * residual window. */
 static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *model) {
     const size_t L = kvc_model_num_layers(model);
     const kvc_model *other = cache->count ? cache->entries[0].model : NULL;
     if (other && kvc_model_num_layers(other) != L) return KVC_E_PREFIX;
     for (size_t i = 0; i < L; i++) {
         const kvc_layer *layer = kvc_model_layer(model, i);
+        if (layer->recurrent) {
+            const kvc_recurrent *r = layer->recurrent, *like = other ? kvc_model_layer(other, i)->recurrent : NULL;
+            if (other && (!like || kvc_model_layer(other, i)->kind != layer->kind ||
+                          kvc_recurrent_state_len(like) != kvc_recurrent_state_len(r) || like->channels != r->channels ||
+                          like->key_heads != r->key_heads || like->value_heads != r->value_heads))
+                return KVC_E_PREFIX;
+            continue;
+        }
         if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
+        if (other && kvc_model_layer(other, i)->kind != KVC_KIND_FULL) return KVC_E_PREFIX;
         if (layer->seq_len != layer->next_position) return KVC_E_PREFIX;
         if (!other) continue;
         const kvc_layer *like = kvc_model_layer(other, i);
@@ -165,7 +185,8 @@ kvc_status kvc_prefix_cache_match(kvc_prefix_cache *cache, const uint32_t *token
     size_t best = cache->count, best_len = 0;
     for (size_t i = 0; i < cache->count; i++) {
         const prefix_entry *e = &cache->entries[i];
-        const size_t common = common_prefix(e->tokens, e->len, tokens, n);
+        size_t common = common_prefix(e->tokens, e->len, tokens, n);
+        if (common < e->len && stateful(e->model)) common = 0; /* whole or nothing */
         if (common > best_len || (common == best_len && best < cache->count &&
                                   e->used > cache->entries[best].used)) {
             best = i;
@@ -177,7 +198,7 @@ kvc_status kvc_prefix_cache_match(kvc_prefix_cache *cache, const uint32_t *token
     kvc_model *fork;
     kvc_status status = kvc_model_clone(e->model, &fork);
     if (status != KVC_OK) return status;
-    (void)kvc_model_truncate_last(fork, e->len - best_len); /* full layers, not verifying */
+    (void)kvc_model_truncate_last(fork, e->len - best_len); /* full layers (a stateful entry: by 0), not verifying */
     e->used = ++cache->tick;
     *length = best_len;
     *out = fork;

@@ -242,9 +242,64 @@ TEST(add_should_refuse_what_an_entry_cannot_be_and_change_nothing) {
     test_data_free(&data);
 }
 
+/* A model of a conv layer (4 channels) beside a full layer holding
+ * positions [0, len) of `data`, the conv stepped on a token's inputs. */
+static kvc_model *conv_model_of(const test_data *data, size_t len) {
+    kvc_layer *layers[2] = {NULL, test_layer_with(data, len, KVC_MODE_F32)};
+    if (!layers[1] || kvc_layer_create_conv(4, 3, &layers[0]) != KVC_OK) return NULL;
+    const float taps[12] = {0.5f, -0.25f, 1.0f, 0.75f, 0.5f, -1.0f, 0.25f, 0.5f, 0.5f, 1.0f, -0.5f, 0.25f};
+    for (size_t t = 0; t < len; t++) {
+        const float x[4] = {(float)t, 1.0f, -(float)t / 8.0f, 0.5f};
+        float y[4];
+        if (kvc_layer_conv_n(layers[0], 1, x, taps, y) != KVC_OK) return NULL;
+    }
+    kvc_model *model = NULL;
+    if (kvc_model_create(layers, 2, &model) != KVC_OK) return NULL;
+    return model;
+}
+
+TEST(a_hybrid_entry_should_match_only_whole_where_a_conversation_returns) {
+    test_data data = test_data_make(408, LEN, H, D, 1);
+    kvc_prefix_cache *cache;
+    CHECK_OK(kvc_prefix_cache_create(SIZE_MAX, &cache));
+    uint32_t tokens[LEN];
+    tokens_of(tokens, LEN, 120, 1);
+    kvc_model *turn = conv_model_of(&data, 120);
+    CHECK(turn != NULL);
+    CHECK_OK(kvc_prefix_cache_add(cache, tokens, 120, turn, NULL));
+    size_t length;
+    kvc_model *fork;
+    /* The conversation goes on: the whole entry, its state as it was. */
+    CHECK_OK(kvc_prefix_cache_match(cache, tokens, 200, &length, &fork));
+    CHECK(length == 120 && fork && kvc_model_seq_len(fork) == 120);
+    /* The same bytes as the entry's model: rows and state. */
+    const size_t size = kvc_model_snapshot_size(turn);
+    uint8_t *want = test_alloc(size), *got = test_alloc(size);
+    CHECK(kvc_model_snapshot_size(fork) == size);
+    CHECK_OK(kvc_model_serialize(turn, want, size));
+    CHECK_OK(kvc_model_serialize(fork, got, size));
+    CHECK(memcmp(want, got, size) == 0);
+    free(want), free(got);
+    kvc_model_free(fork);
+    /* Another conversation sharing 100 of its tokens: a state cannot go back to 100. */
+    uint32_t other[LEN];
+    tokens_of(other, LEN, 100, 2);
+    for (size_t i = 0; i < 100; i++) other[i] = tokens[i];
+    CHECK_OK(kvc_prefix_cache_match(cache, other, 200, &length, &fork));
+    CHECK(length == 0 && fork == NULL);
+    /* Entries of another shape, or of full layers only, are refused beside it. */
+    kvc_model *full = model_of(&data, 120, KVC_MODE_F32);
+    CHECK_ADD_REFUSED(cache, tokens, 120, full, KVC_E_PREFIX);
+    kvc_model_free(full);
+    kvc_model_free(turn);
+    kvc_prefix_cache_free(cache);
+    test_data_free(&data);
+}
+
 RUN_TESTS(CASE(match_should_give_a_fork_of_the_longest_common_prefix),
           CASE(match_below_the_sink_window_should_find_nothing),
           CASE(entries_of_a_shared_prefix_should_count_its_pages_once),
           CASE(the_budget_should_drop_the_least_recently_used_entries),
           CASE(adding_the_same_tokens_should_replace_the_entry_and_delete_should_drop_it),
-          CASE(add_should_refuse_what_an_entry_cannot_be_and_change_nothing))
+          CASE(add_should_refuse_what_an_entry_cannot_be_and_change_nothing),
+          CASE(a_hybrid_entry_should_match_only_whole_where_a_conversation_returns))

@@ -11,6 +11,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { Llama, generate } from '../../js/llama.js';
+import { PrefixCache } from '../../js/index.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
@@ -153,6 +154,29 @@ test('a draft session is checked: another vocabulary, the target session itself,
   assert.equal(session.cache.nextPosition, 0, 'nothing was taken in');
   session.free();
 });
+
+for (const variant of VARIANTS) {
+  test(`a ${variant} conversation continued in another session starts from a PrefixCache entry of its last turn, whole`, () => {
+    const llama = models[`${variant} Q8_0`];
+    const prefixCache = new PrefixCache({ budgetBytes: 64 * 2 ** 20 });
+    const first = llama.session({ prefixCache });
+    assert.equal(first.prefill(PROMPT), 0);
+    assert.equal(prefixCache.size, 1);
+    // The conversation goes on elsewhere: its prompt starts with all of the entry's tokens.
+    const more = [...PROMPT, ...Array.from({ length: 30 }, (_, i) => 40 + i)];
+    const second = llama.session({ prefixCache });
+    const { reused, logits } = second.prefill(more, { logits: true });
+    assert.equal(reused, PROMPT.length);
+    const plain = llama.session();
+    const expected = plain.prefill(more, { logits: true });
+    assert.ok(bitsEqual(logits, expected.logits), 'what a session without the prefix cache computes');
+    // A prompt that shares only part of the entry's tokens cannot start from it (a state cannot go back).
+    const other = llama.session({ prefixCache });
+    assert.equal(other.prefill([...PROMPT.slice(0, 150), 7, 8, 9]), 0);
+    for (const session of [first, second, plain, other]) session.free();
+    prefixCache.free();
+  });
+}
 
 for (const variant of VARIANTS) {
   test(`regenerating the last reply of a ${variant} conversation goes back to its prompt's checkpoint and computes only the reply`, async () => {
