@@ -36,7 +36,6 @@ import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, extname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { KvCache } from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
 import { digitPrompt, tensorValues } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
@@ -414,13 +413,13 @@ export async function runnerAgreement(spec, tokens, positions, options = {}, run
   const hidden = await llamaCppHidden(bytes, tokens, positions, options);
   const hiddenMs = performance.now() - started;
   const vocab = runner.config.vocabSize;
-  const { numLayers, numKvHeads, headDim } = runner.config;
-  const cache = new KvCache({ numLayers, numKvHeads, headDim, mode: options.runnerMode ?? 'f32' });
+  // A session's cache: the model's layer kinds (window, conv, delta layers where it has them).
+  const session = runner.session({ mode: options.runnerMode ?? 'f32' });
   let reference;
   try {
-    reference = runner.forward(cache, tokens);
+    reference = runner.forward(session.cache, tokens);
   } finally {
-    cache.free();
+    session.free();
   }
   const outputName = spec.tensors.some((t) => t.name === 'output.weight') ? 'output.weight' : 'token_embd.weight';
   const output = tensorValues(spec, outputName);
