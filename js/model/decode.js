@@ -5,7 +5,7 @@
 // runs it to the end; LlamaSession#generate (llama.js) streams text from it.
 import { checkObject } from '../runtime/checks.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
-import { createSampler } from './sampling.js';
+import { argmax, createSampler } from './sampling.js';
 
 const DECODE_OPTIONS = ['steps', 'draft', 'minNgram', 'draftSession', 'temperature', 'seed', 'stopAtEos', 'topK', 'topP', 'minP', 'repeatPenalty', 'repeatLastN'];
 /**
@@ -70,11 +70,6 @@ export function modelDrafter(draftSession) {
   const llama = draftSession.llama;
   let input = [];
   let drafts = [];
-  const argmax = (z) => {
-    let best = 0;
-    for (let i = 1; i < z.length; i++) if (z[i] > z[best]) best = i;
-    return best;
-  };
   return {
     propose(history, k) {
       // What its cache holds (a token it had pending is let go: the target's history says what follows).
