@@ -1355,12 +1355,19 @@ size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer);
  * below: KVC_KIND_CONV (lfm2) or KVC_KIND_DELTA (qwen35). */
 kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer);
 
-/* The shape of the model's recurrent layers, one number by `which`:
- * 0 channels, 1 kernel (kvc_layer_create_conv's); 2 key heads, 3 value
- * heads, 4 key dim, 5 value dim (kvc_layer_create_delta's, with 1); 6 the
- * floats of one layer's state (kvc_layer_state_len); 0 for a model without
- * recurrent layers, NULL or another `which`. */
-size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which);
+/* The shape of the model's recurrent layers (each 0 for a model without
+ * them, or NULL). A conv layer (lfm2) is kvc_layer_create_conv's channels
+ * and kernel; a delta layer (qwen35) kvc_layer_create_delta's kernel, key
+ * heads, value heads, key dim and value dim, its channels the convolved
+ * queries, keys and values (2 key_heads key_dim + value_heads value_dim).
+ * State length is the floats of one layer's state (kvc_layer_state_len). */
+size_t kvc_lm_recurrent_channels(const kvc_lm *lm);
+size_t kvc_lm_recurrent_kernel(const kvc_lm *lm);
+size_t kvc_lm_recurrent_key_heads(const kvc_lm *lm);
+size_t kvc_lm_recurrent_value_heads(const kvc_lm *lm);
+size_t kvc_lm_recurrent_key_dim(const kvc_lm *lm);
+size_t kvc_lm_recurrent_value_dim(const kvc_lm *lm);
+size_t kvc_lm_recurrent_state_len(const kvc_lm *lm);
 
 /* Tokens a forward pass computes at once: a longer prefill goes through in
  * chunks of this many, and a verify holds at most this many. */

@@ -785,16 +785,21 @@ export class LlamaSession {
 const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta'];
 const RECURRENT_KINDS = ['conv', 'delta'];
 
-/** The shape of a model's recurrent layers (kvc_lm_recurrent_shape), or null. */
+/** The shape of a model's recurrent layers (kvc_lm_recurrent_*), or null. */
 function recurrentShape(api, ptr) {
-  const [channels, kernel, keyHeads, valueHeads, keyDim, valueDim] = Array.from({ length: 6 }, (_, i) => api.kvc_lm_recurrent_shape(ptr, i) >>> 0);
-  if (!channels) return null;
-  return Object.freeze(keyHeads ? { keyHeads, valueHeads, keyDim, valueDim, kernel } : { channels, kernel });
+  if (!api.kvc_lm_recurrent_channels(ptr)) return null;
+  const kernel = api.kvc_lm_recurrent_kernel(ptr) >>> 0;
+  const keyHeads = api.kvc_lm_recurrent_key_heads(ptr) >>> 0;
+  if (!keyHeads) return Object.freeze({ channels: api.kvc_lm_recurrent_channels(ptr) >>> 0, kernel });
+  const valueHeads = api.kvc_lm_recurrent_value_heads(ptr) >>> 0;
+  const keyDim = api.kvc_lm_recurrent_key_dim(ptr) >>> 0;
+  const valueDim = api.kvc_lm_recurrent_value_dim(ptr) >>> 0;
+  return Object.freeze({ keyHeads, valueHeads, keyDim, valueDim, kernel });
 }
 
 /** The bytes of one recurrent layer's state (0 without them). */
 function stateBytes(api, ptr) {
-  return 4 * (api.kvc_lm_recurrent_shape(ptr, 6) >>> 0);
+  return 4 * (api.kvc_lm_recurrent_state_len(ptr) >>> 0);
 }
 
 /**

@@ -566,12 +566,13 @@ size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer) {
 kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer) {
     return lm && layer < lm->num_layers ? lm->plans[layer].kind : KVC_KIND_FULL;
 }
-size_t kvc_lm_recurrent_shape(const kvc_lm *lm, size_t which) {
-    if (!lm) return 0;
-    const kvc_recurrent_shape *r = &lm->recurrent;
-    const size_t shape[] = {r->channels, r->kernel, r->key_heads, r->value_heads, r->key_dim, r->value_dim, r->state_len};
-    return which < sizeof shape / sizeof shape[0] ? shape[which] : 0;
-}
+size_t kvc_lm_recurrent_channels(const kvc_lm *lm) { return lm ? lm->recurrent.channels : 0; }
+size_t kvc_lm_recurrent_kernel(const kvc_lm *lm) { return lm ? lm->recurrent.kernel : 0; }
+size_t kvc_lm_recurrent_key_heads(const kvc_lm *lm) { return lm ? lm->recurrent.key_heads : 0; }
+size_t kvc_lm_recurrent_value_heads(const kvc_lm *lm) { return lm ? lm->recurrent.value_heads : 0; }
+size_t kvc_lm_recurrent_key_dim(const kvc_lm *lm) { return lm ? lm->recurrent.key_dim : 0; }
+size_t kvc_lm_recurrent_value_dim(const kvc_lm *lm) { return lm ? lm->recurrent.value_dim : 0; }
+size_t kvc_lm_recurrent_state_len(const kvc_lm *lm) { return lm ? lm->recurrent.state_len : 0; }
 size_t kvc_lm_scratch_bytes(const kvc_lm *lm) {
     return lm ? lm->scratch.bytes + 4 * (lm->pending.capacity + lm->pending.position_capacity) : 0;
 }
