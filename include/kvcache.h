@@ -216,6 +216,16 @@ typedef enum kvc_status {
  *           memory", ...); "unknown status" for a value not in kvc_status. */
 const char *kvc_status_name(kvc_status status);
 
+/* kvc_digest():
+ * XXH64 (xxHash's 64-bit digest, as its specification defines it) of the
+ * `n` bytes at `data`, with `seed`: chaining a second region with the first
+ * one's digest as its seed digests both.  The same value in every build and
+ * on every host.  What it is for: telling a changed copy of a file from the
+ * one stored (a model store checks its copy's tensor data at every load) --
+ * not a cryptographic hash, it finds damage, not forgery.  NULL data counts
+ * as no bytes. */
+uint64_t kvc_digest(const void *data, size_t n, uint64_t seed);
+
 /* Names and values for bindings.
  *
  * A binding in another language (the JS package) takes the names and limits

@@ -1,5 +1,5 @@
 // kvcache-wasm/chat: a conversation rendered by the model's chat template, in a local or a worker's session.
-import type { GeneratePiece, Llama, LlamaSession, ReplyOptions, SessionOptions, Tokenizer } from './llama.js';
+import type { GeneratePiece, Llama, LlamaSession, ModelStore, ReplyOptions, SessionOptions, Tokenizer } from './llama.js';
 import type { RemoteLlama, RemoteSession } from './worker.js';
 
 /** A turn of a conversation. Templates read role and content; some read more (tool_calls, reasoning_content). */
@@ -62,11 +62,13 @@ export class Chat {
    */
   send(input: string | readonly { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[], options?: ReplyOptions):
     AsyncGenerator<GeneratePiece, void, undefined>;
-  /** The conversation as bytes: its messages and its session. */
-  save(): Promise<Uint8Array>;
-  /** A chat save() saved, on a Llama or RemoteLlama of the same model. */
-  static restore(llama: Llama | RemoteLlama, bytes: Uint8Array | ArrayBuffer,
-    options?: { template?: string } & Omit<SessionOptions, 'mode' | 'residualRows' | 'cache' | 'tokens'>): Promise<Chat>;
+  /** The conversation as bytes: its messages and its session; given a name, also stored under it in a ModelStore
+   * (options.store, else the one the model was loaded through) with its model's digest. */
+  save(name?: string, options?: { store?: ModelStore }): Promise<Uint8Array>;
+  /** A chat save() saved -- its bytes, or the name it was stored under -- on a Llama or RemoteLlama of the same model
+   * (a stored one saved with another model file is refused). */
+  static restore(llama: Llama | RemoteLlama, saved: Uint8Array | ArrayBuffer | string,
+    options?: { template?: string; store?: ModelStore } & Omit<SessionOptions, 'mode' | 'residualRows' | 'cache' | 'tokens'>): Promise<Chat>;
   /** Frees the session (idempotent). */
   free(): void | Promise<void>;
 }

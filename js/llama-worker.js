@@ -10,6 +10,7 @@
 import * as kv from './index.js';
 import { Llama } from './model/llama.js';
 import { PrefixCache } from './cache/prefix.js';
+import { ModelStore } from './store/store.js';
 import { workerConstructionWatch } from './runtime/threads.js';
 
 const objects = new Map(); // handle -> { kind, object }
@@ -65,12 +66,14 @@ const OPS = {
     return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo() };
   },
   async load(source, options, signal, id) {
-    const llama = await Llama.load(source, { ...options, signal, onProgress: (progress) => postMessage({ id, progress }) });
+    const store = options.store && await ModelStore.open(options.store);
+    const llama = await Llama.load(source, { ...options, ...(store && { store }), signal, onProgress: (progress) => postMessage({ id, progress }) });
     return describeModel(keep('model', llama), llama);
   },
   encode: (model, text, options) => target('model', model).tokenizer.encode(text, options),
   decode: (model, ids, options) => target('model', model).tokenizer.decode(ids, options),
   memoryBytes: (model) => target('model', model).memoryBytes,
+  digest: (model) => target('model', model).digest,
   prefixCache: (options) => keep('prefixCache', new PrefixCache(options)),
   session: (model, options) => keep('session', target('model', model).session(sessionOptions(options))),
   restoreSession: (model, bytes, options) => keep('session', target('model', model).restoreSession(bytes, sessionOptions(options))),

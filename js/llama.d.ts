@@ -156,9 +156,22 @@ export interface LlamaConfig {
 /** Where Llama.load reads a GGUF file from. */
 export type ModelSource = Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array> | URL | string;
 
+/** Llama.load's progress; fromStore, fromNetwork and restarted with options.store. */
+export interface LoadProgress {
+  /** Bytes read so far. */
+  loaded: number;
+  /** The file's size where known (else null). */
+  total: number | null;
+  /** Of those, bytes read from the store and bytes downloaded. */
+  fromStore?: number;
+  fromNetwork?: number;
+  /** Why a download started over (a server that does not resume, a changed file, a damaged stored copy), else null. */
+  restarted?: string | null;
+}
+
 export interface LoadOptions {
-  /** Called after every chunk: bytes read so far, and the file's size where known (else null). */
-  onProgress?: (progress: { loaded: number; total: number | null }) => void;
+  /** Called after every chunk. */
+  onProgress?: (progress: LoadProgress) => void;
   /** Aborts the load (it rejects with the signal's reason); nothing is left in the heap. */
   signal?: AbortSignal;
   /** Positions the app will keep in a cache: checked to fit the heap with the weights before they load
@@ -166,6 +179,58 @@ export interface LoadOptions {
   contextLength?: number;
   /** The mode of that cache, and the sessions' default mode (default 'f32'). */
   cacheMode?: KvMode;
+  /** Keep a URL's file in this store: later loads read it from there without a request, a cut download resumes. */
+  store?: ModelStore;
+  /** With a store: ask the server once whether its file changed (a conditional request); default false. */
+  revalidate?: boolean;
+}
+
+/** A model stored by ModelStore#list. */
+export interface StoredModel {
+  /** Its URL. */
+  key: string;
+  /** The file's size (null while a download of unknown length is partial), and the bytes stored. */
+  size: number | null;
+  stored: number;
+  complete: boolean;
+  /** Llama#digest of the file, once complete (else null). */
+  digest: string | null;
+  etag: string | null;
+  lastModified: string | null;
+  storedAt: string | null;
+}
+
+/** A conversation saved by Chat#save(name). */
+export interface StoredConversation {
+  name: string;
+  /** Its model's digest (Llama#digest, StoredModel#digest). */
+  model: string;
+  bytes: number;
+  savedAt: string;
+}
+
+/** Model files downloaded once and kept (OPFS in a page or worker, a folder in Node / Deno / Bun, else the Cache API), and saved conversations. */
+export class ModelStore {
+  private constructor();
+  /** Opens the store `name` (default 'default'); directory: the folder in Node / Deno / Bun (default
+   * $XDG_CACHE_HOME or ~/.cache, then kvcache-wasm/<name>); persist: ask the browser to keep it (default true). */
+  static open(options?: { name?: string; backend?: 'opfs' | 'folder' | 'cache'; directory?: string; persist?: boolean }): Promise<ModelStore>;
+  readonly name: string;
+  readonly backend: 'opfs' | 'folder' | 'cache';
+  /** Where the backend keeps the store (a folder's path, or OPFS / the Cache API and its name). */
+  readonly where: string;
+  /** ModelStore.open's options that open this store again (in a worker). */
+  readonly openOptions: { name: string; backend: 'opfs' | 'folder' | 'cache'; directory?: string; persist: boolean };
+  /** The stored models, complete ones first. */
+  list(): Promise<StoredModel[]>;
+  /** Deletes a stored model (complete or partial) by its URL; true when there was one. */
+  delete(key: string | URL): Promise<boolean>;
+  /** Bytes held by the store, and the runtime's quota and free bytes (null where it does not say). */
+  usage(): Promise<{ bytes: number; quota: number | null; available: number | null }>;
+  /** navigator.storage.persist(): false where the runtime cannot. */
+  persist(): Promise<boolean>;
+  conversations(): Promise<StoredConversation[]>;
+  deleteConversation(name: string): Promise<boolean>;
 }
 
 export interface ForwardOptions {
@@ -191,6 +256,10 @@ export class Llama {
   readonly tensors: Map<string, GgufTensorInfo>;
   /** What the model holds in the heap, its caches apart (KvCache#memoryBytes). */
   readonly memoryBytes: { weights: number; scratch: number };
+  /** The file's digest, 16 hex digits (XXH64 of its header and tensor data): what a stored copy is checked by. */
+  readonly digest: string;
+  /** The ModelStore the model was loaded through, or null. */
+  store: ModelStore | null;
   /**
    * A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy).
    * With a prefixCache, a prompt starts from the longest prefix of it the prefix cache holds, and is added to it.

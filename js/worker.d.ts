@@ -1,8 +1,9 @@
 // kvcache-wasm/worker: the model runner in a dedicated worker, its API made asynchronous for the page.
 import type { InitOptions, KernelInfo, ThreadInfo } from './index.js';
 import type {
-  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, LlamaConfig, LoadOptions, ReplyOptions, SessionOptions,
+  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, LlamaConfig, LoadOptions, ModelStore, ReplyOptions, SessionOptions,
 } from './llama.js';
+export { ModelStore } from './llama.js';
 
 export interface LlamaWorkerOptions {
   /** A worker the app starts itself from the package's js/llama-worker.js (as a module worker), for bundlers that do
@@ -22,7 +23,8 @@ export class LlamaWorker {
   constructor(options?: LlamaWorkerOptions);
   /** What init() gave in the worker; rejects when the worker cannot start. */
   ready(): Promise<{ kernelInfo: KernelInfo; threadInfo: ThreadInfo }>;
-  /** Llama.load in the worker: onProgress, signal and the rest of its options. */
+  /** Llama.load in the worker: onProgress, signal and the rest of its options; a store is opened again in the worker
+   * (the same files) and becomes the RemoteLlama's store on the page. */
   load(source: RemoteModelSource, options?: LoadOptions): Promise<RemoteLlama>;
   /** A PrefixCache in the worker, for its sessions to share (options as PrefixCache's). */
   prefixCache(options: { budgetBytes: number }): Promise<RemotePrefixCache>;
@@ -55,6 +57,10 @@ export class RemoteLlama {
   private constructor();
   readonly config: LlamaConfig;
   readonly tokenizer: RemoteTokenizer;
+  /** Llama#digest, computed in the worker. */
+  readonly digest: Promise<string>;
+  /** The store the model was loaded through (on the page), or null. */
+  store: ModelStore | null;
   encode(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: readonly number[], options?: DecodeOptions): Promise<string>;
   memoryBytes(): Promise<{ weights: number; scratch: number }>;

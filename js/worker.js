@@ -8,3 +8,4 @@
 //   const chat = new Chat(await model.session(), { system: 'You are concise.' });
 //   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
 export { LlamaWorker, RemoteLlama, RemotePrefixCache, RemoteSession } from './workers/client.js';
+export { ModelStore } from './store/store.js';

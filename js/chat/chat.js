@@ -13,6 +13,7 @@
 import { checkBytes, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys } from '../runtime/options.js';
 import { ChatTemplate } from './template.js';
+import { checkName, getConversation, putConversation } from '../store/store.js';
 
 // A file without a chat template (a base model, like stories260K) chats as
 // plain text: the begin token, then each message's text on a line of its own.
@@ -105,9 +106,18 @@ export class Chat {
   /**
    * The conversation as bytes: its messages and its session (tokens and the
    * cache's snapshot, the same bytes from every build). Chat.restore takes
-   * it back, in another tab, worker or edge isolate.
+   * it back, in another tab, worker or edge isolate. Given a `name`, it is
+   * also stored under that name in a ModelStore (options.store, else the
+   * store the model was loaded through) with its model's digest, replacing
+   * what was saved under it: Chat.restore(llama, name) takes it back after
+   * a reload.
    */
-  async save() {
+  async save(name, options = {}) {
+    const where = 'Chat.save';
+    if (name !== undefined) checkName(where, name);
+    checkObject(where, 'options', options);
+    checkKeys(where, options, ['store']);
+    const store = name === undefined ? null : storeOf(where, options, this.#session.llama);
     const json = new TextEncoder().encode(JSON.stringify(this.#messages));
     const session = await this.#session.save();
     const out = new Uint8Array(SAVED_HEADER_BYTES + json.length + session.length);
@@ -117,20 +127,35 @@ export class Chat {
     view.setUint32(8, json.length, true);
     out.set(json, SAVED_HEADER_BYTES);
     out.set(session, SAVED_HEADER_BYTES + json.length);
+    if (store) await store[putConversation](name, out, { digest: await this.#session.llama.digest });
     return out;
   }
 
   /**
-   * A chat restored from save()'s bytes, on `llama` (a Llama, or a
-   * RemoteLlama from kvcache-wasm/worker) of the same model. options:
-   * template (as the constructor's) and the session's options
-   * (Llama#restoreSession's).
+   * A chat restored on `llama` (a Llama, or a RemoteLlama from
+   * kvcache-wasm/worker) of the same model: from save()'s bytes, or by the
+   * name it was saved under in a ModelStore (options.store, else the store
+   * llama was loaded through) -- refused, saying so, when it was saved with
+   * another model file. options: template (as the constructor's) and the
+   * session's options (Llama#restoreSession's).
    */
-  static async restore(llama, bytes, options = {}) {
+  static async restore(llama, saved, options = {}) {
     const where = 'Chat.restore';
-    const data = checkBytes(where, 'bytes', bytes);
     checkObject(where, 'options', options);
-    const { template, ...sessionOptions } = options;
+    const { template, store, ...sessionOptions } = options;
+    let data;
+    if (typeof saved === 'string') {
+      const from = storeOf(where, { store }, llama);
+      const found = await from[getConversation](saved);
+      if (!found) throw new Error(`${where}: no conversation is saved as ${shown(saved)} in the store ${from.name}`);
+      const digest = await llama.digest;
+      if (found.model.digest !== digest) {
+        throw new TypeError(`${where}: the conversation ${shown(saved)} was saved with another model file (digest ${found.model.digest}; this model's is ${digest})`);
+      }
+      data = found.bytes;
+    } else {
+      data = checkBytes(where, 'saved', saved);
+    }
     const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
     if (data.length < SAVED_HEADER_BYTES || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved chat`);
     const version = view.getUint32(4, true);
@@ -152,4 +177,13 @@ export class Chat {
   free() {
     return this.#session.free();
   }
+}
+
+/** The ModelStore a chat saves to or restores from: options.store, else the one its model was loaded through. */
+function storeOf(where, options, llama) {
+  const store = options.store ?? llama.store;
+  if (!store?.[putConversation]) {
+    throw new TypeError(`${where}: a conversation is saved by name in a ModelStore: options.store, or load the model with one (got ${shown(options.store)})`);
+  }
+  return store;
 }

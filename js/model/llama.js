@@ -28,6 +28,7 @@ import {
   withStaging,
 } from '../runtime/runtime.js';
 import { aborted, sourceChunks } from './sources.js';
+import { ModelStore, loadThrough } from '../store/store.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 
@@ -39,7 +40,7 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 const SAVED_MAGIC = 0x5353564b;
 const SAVED_VERSION = 1;
 const SAVED_HEADER_BYTES = 12;
-const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode'];
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // kvc_lm_forward's flags (kvcache.h).
 const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
@@ -83,9 +84,15 @@ class Prefix {
  * checks that all of it came and gives the Llama; `fail()` frees
  * everything.
  */
-function opening(where, g, { contextLength, cacheMode = 'f32' }) {
+function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
   const api = lib();
   const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
+  // The header's digest, the seed of the tensor data's (Llama#digest).
+  const header = bytes.subarray(0, Math.min(bytes.length, dataOffset));
+  const headerDigest = withStaging(where, [header.length], ([at]) => {
+    heap().u8.set(header, at);
+    return api.kvc_digest(at, header.length, 0n);
+  });
   const tokenizer = Tokenizer.fromGguf(metadata);
   const ptr = withStaging(where, [4, MESSAGE_BYTES], ([outPtr, message]) => {
     const status = api.kvc_lm_create(g, outPtr, message, MESSAGE_BYTES);
@@ -96,7 +103,7 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
     }
     return u32At(outPtr);
   });
-  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode } });
+  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode, headerDigest } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();
     throw new GgufError(`tokenizer.ggml.tokens holds ${tokenizer.vocabSize} tokens and token_embd.weight ${llama.config.vocabSize} rows: they must be one vocabulary`);
@@ -135,11 +142,13 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }) {
   };
 }
 
-/** Load options, checked: { onProgress, signal, contextLength, cacheMode }. */
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate }. */
 function loadOptions(where, options) {
   checkObject(where, 'options', options);
   checkKeys(where, options, LOAD_OPTIONS);
-  const { onProgress, signal, contextLength, cacheMode = 'f32' } = options;
+  const { onProgress, signal, contextLength, cacheMode = 'f32', store, revalidate = false } = options;
+  if (store !== undefined && !(store instanceof ModelStore)) throw new TypeError(`${where}: options.store must be a ModelStore (ModelStore.open) (got ${shown(store)})`);
+  if (typeof revalidate !== 'boolean') throw new TypeError(`${where}: options.revalidate must be a boolean (got ${shown(revalidate)})`);
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
   if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
@@ -148,7 +157,56 @@ function loadOptions(where, options) {
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
-  return { onProgress, signal, contextLength, cacheMode };
+  return { onProgress, signal, contextLength, cacheMode, store, revalidate };
+}
+
+/**
+ * A model read from a source's chunks ({ total, chunks }: sourceChunks'),
+ * streamed into the heap: the header is parsed as soon as it is whole (up to
+ * the tensor data), the tensor data then goes straight to the weights.
+ */
+async function readModel(where, { total, chunks }, { onProgress, signal, contextLength, cacheMode }) {
+  const prefix = new Prefix();
+  let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
+  let model = null;
+  let loaded = 0;
+  const open = (more) => {
+    const { g, needed } = parsePrefix(where, prefix.view, more);
+    if (!g) {
+      want = needed;
+      return;
+    }
+    try {
+      // The header up to the tensor data, whole (its digest is the file's seed).
+      const dataOffset = Number(lib().kvc_gguf_data_offset(g));
+      if (more && prefix.length < dataOffset) {
+        want = dataOffset;
+        return;
+      }
+      model = opening(where, g, { contextLength, cacheMode }, prefix.view); // before the tensor data comes: fits, or not
+    } finally {
+      lib().kvc_gguf_free(g);
+    }
+    model.take(prefix.view, 0);
+  };
+  try {
+    for await (const chunk of chunks) {
+      if (signal?.aborted) throw aborted(signal);
+      if (model) model.take(chunk, loaded);
+      else {
+        prefix.append(chunk);
+        if (prefix.length >= want) open(true);
+      }
+      loaded += chunk.length;
+      onProgress?.({ loaded, total });
+    }
+    if (signal?.aborted) throw aborted(signal);
+    if (!model) open(false);
+    return model.done(loaded);
+  } catch (error) {
+    model?.fail();
+    throw error;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -158,6 +216,10 @@ function loadOptions(where, options) {
 export class Llama {
   #ptr = 0;
   #cacheMode;
+  #headerDigest;
+  #digest = null;
+  /** The ModelStore the model was loaded through (Llama.load's options.store), or null. */
+  store = null;
 
   /**
    * Loads a GGUF file held whole in memory (bytes, or a GgufFile from
@@ -172,7 +234,7 @@ export class Llama {
     const g = parseWhole(where, bytes);
     let model;
     try {
-      model = opening(where, g, {});
+      model = opening(where, g, {}, bytes);
     } finally {
       lib().kvc_gguf_free(g);
     }
@@ -194,55 +256,29 @@ export class Llama {
    * cache of `contextLength` positions (default: the file's context, at most
    * 4096) in `cacheMode` (default 'f32'; also the sessions' default mode)
    * are checked to fit the heap: a KvCacheError 'KVC_E_NOMEM' says how many
-   * bytes are missing.
+   * bytes are missing. With `store` (a ModelStore) a URL's file is kept in
+   * the store: a later load reads it from there without a request (with
+   * `revalidate`, one conditional request), a cut download resumes where it
+   * stopped, and progress adds { fromStore, fromNetwork, restarted }.
    */
   static async load(source, options = {}) {
     const where = 'Llama.load';
     lib();
-    const { onProgress, signal, contextLength, cacheMode } = loadOptions(where, options);
+    const { onProgress, signal, contextLength, cacheMode, store, revalidate } = loadOptions(where, options);
     if (signal?.aborted) throw aborted(signal);
-    const { total, chunks } = await sourceChunks(where, source, { signal });
-    const prefix = new Prefix();
-    let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
-    let model = null;
-    let loaded = 0;
-    const open = (more) => {
-      const { g, needed } = parsePrefix(where, prefix.view, more);
-      if (!g) {
-        want = needed;
-        return;
-      }
-      try {
-        model = opening(where, g, { contextLength, cacheMode }); // before the tensor data comes: fits, or not
-      } finally {
-        lib().kvc_gguf_free(g);
-      }
-      model.take(prefix.view, 0);
-    };
-    try {
-      for await (const chunk of chunks) {
-        if (signal?.aborted) throw aborted(signal);
-        if (model) model.take(chunk, loaded);
-        else {
-          prefix.append(chunk);
-          if (prefix.length >= want) open(true);
-        }
-        loaded += chunk.length;
-        onProgress?.({ loaded, total });
-      }
-      if (signal?.aborted) throw aborted(signal);
-      if (!model) open(false);
-      return model.done(loaded);
-    } catch (error) {
-      model?.fail();
-      throw error;
-    }
+    const read = (chunked, progress) => readModel(where, chunked, { onProgress: progress, signal, contextLength, cacheMode });
+    if (!store) return read(await sourceChunks(where, source, { signal }), onProgress);
+    if (typeof source !== 'string' && !(source instanceof URL)) throw new TypeError(`${where}: a model loads through options.store from a URL (got ${shown(source)})`);
+    const llama = await store[loadThrough](where, source, { signal, onProgress, revalidate }, read);
+    llama.store = store;
+    return llama;
   }
 
   constructor(internal) {
     const adopted = internal?.[fromPointer];
     if (!adopted) throw new TypeError('new Llama: use Llama.load or Llama.fromGguf');
-    const { ptr, tokenizer, tensors, cacheMode } = adopted;
+    const { ptr, tokenizer, tensors, cacheMode, headerDigest } = adopted;
+    this.#headerDigest = headerDigest;
     const api = lib();
     this.#ptr = ptr;
     this.#cacheMode = cacheMode ?? 'f32';
@@ -274,6 +310,23 @@ export class Llama {
   #live(where) {
     if (!this.#ptr) throw new TypeError(`Llama.${where}: the model was freed`);
     return this.#ptr;
+  }
+
+  /**
+   * The file's digest, 16 hex digits: XXH64 (kvc_digest) of its header and
+   * its tensor data. The same file gives the same digest in every build; a
+   * changed byte, another digest. What a stored copy is checked by, and what
+   * names the model a saved conversation belongs to. Computed once (a
+   * gigabyte takes a few hundred milliseconds).
+   */
+  get digest() {
+    const ptr = this.#live('digest');
+    if (this.#digest === null) {
+      const api = lib();
+      const value = api.kvc_digest(api.kvc_lm_weights(ptr) >>> 0, api.kvc_lm_weights_bytes(ptr) >>> 0, this.#headerDigest);
+      this.#digest = BigInt.asUintN(64, value).toString(16).padStart(16, '0');
+    }
+    return this.#digest;
   }
 
   /** { weights, scratch }: the bytes the model holds in the heap (its caches count apart: KvCache#memoryBytes). */

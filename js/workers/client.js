@@ -14,6 +14,7 @@
 import { GgufError, KvCacheError, checkObject, shown } from '../runtime/checks.js';
 import { RUNTIME_FILES, locate } from '../runtime/files.js';
 import { checkResponse } from '../model/sources.js';
+import { ModelStore } from '../store/store.js';
 import { checkKeys } from '../runtime/options.js';
 
 const ERRORS = { TypeError, RangeError, KvCacheError, GgufError };
@@ -220,7 +221,12 @@ export class LlamaWorker {
   async load(source, options = {}) {
     const where = 'LlamaWorker.load';
     checkObject(where, 'options', options);
-    const { onProgress, signal, ...rest } = options;
+    const { onProgress, signal, store, ...rest } = options;
+    // A store goes as the options that open it again in the worker (the same files).
+    if (store !== undefined) {
+      if (!(store instanceof ModelStore)) throw new TypeError(`${where}: options.store must be a ModelStore (ModelStore.open) (got ${shown(store)})`);
+      rest.store = store.openOptions;
+    }
     if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
     if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
     let transfer = [];
@@ -237,7 +243,9 @@ export class LlamaWorker {
     const onAbort = () => this.#abort(id);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      return new RemoteLlama(this, await done);
+      const llama = new RemoteLlama(this, await done);
+      llama.store = store ?? null;
+      return llama;
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -285,12 +293,19 @@ function remoteSessionOptions(where, options) {
 export class RemoteLlama {
   #worker;
   #handle;
+  /** The ModelStore (on this thread) of the store the worker loaded the model through, or null. */
+  store = null;
 
   constructor(worker, { handle, config, tokenizer }) {
     this.#worker = worker;
     this.#handle = handle;
     this.config = config;
     this.tokenizer = Object.freeze({ ...tokenizer, eogIds: new Set(tokenizer.eogIds) });
+  }
+
+  /** Llama#digest, computed in the worker (a promise). */
+  get digest() {
+    return this.#worker.call('digest', [this.#handle]);
   }
 
   encode(text, options) {

@@ -119,3 +119,62 @@ size_t kvc_fields_bytes(const uint8_t *widths, size_t count) {
     for (size_t i = 0; i < count; i++) bytes += widths[i];
     return bytes;
 }
+
+/* ---- kvc_digest: XXH64 ----
+ * xxHash's 64-bit digest, as its specification defines it: four lanes of
+ * multiply-rotate rounds over 32-byte stripes, merged, the tail, a final
+ * mix.  Gigabytes a second in wasm, so a model's tensor data is checked at
+ * every load.  Words are read little-endian on any host. */
+static const uint64_t DIGEST_P1 = 0x9E3779B185EBCA87ull, DIGEST_P2 = 0xC2B2AE3D27D4EB4Full,
+                      DIGEST_P3 = 0x165667B19E3779F9ull, DIGEST_P4 = 0x85EBCA77C2B2AE63ull,
+                      DIGEST_P5 = 0x27D4EB2F165667C5ull;
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t load_le64(const uint8_t *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+#if KVC_HOST_BIG_ENDIAN
+    x = __builtin_bswap64(x);
+#endif
+    return x;
+}
+
+static uint64_t digest_round(uint64_t acc, uint64_t word) {
+    return rotl64(acc + word * DIGEST_P2, 31) * DIGEST_P1;
+}
+
+static uint64_t digest_merge(uint64_t h, uint64_t lane) {
+    return (h ^ digest_round(0, lane)) * DIGEST_P1 + DIGEST_P4;
+}
+
+uint64_t kvc_digest(const void *data, size_t n, uint64_t seed) {
+    const uint8_t *p = data;
+    if (!p) n = 0;
+    const uint8_t *const end = p + n;
+    uint64_t h;
+    if (n >= 32) {
+        uint64_t lane[4] = {seed + DIGEST_P1 + DIGEST_P2, seed + DIGEST_P2, seed, seed - DIGEST_P1};
+        for (; end - p >= 32; p += 32) {
+            for (int i = 0; i < 4; i++) lane[i] = digest_round(lane[i], load_le64(p + 8 * i));
+        }
+        h = rotl64(lane[0], 1) + rotl64(lane[1], 7) + rotl64(lane[2], 12) + rotl64(lane[3], 18);
+        for (int i = 0; i < 4; i++) h = digest_merge(h, lane[i]);
+    } else {
+        h = seed + DIGEST_P5;
+    }
+    h += (uint64_t)n;
+    for (; end - p >= 8; p += 8) h = rotl64(h ^ digest_round(0, load_le64(p)), 27) * DIGEST_P1 + DIGEST_P4;
+    if (end - p >= 4) {
+        const uint64_t word = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+        h = rotl64(h ^ word * DIGEST_P1, 23) * DIGEST_P2 + DIGEST_P3;
+        p += 4;
+    }
+    for (; p < end; p++) h = rotl64(h ^ (*p * DIGEST_P5), 11) * DIGEST_P1;
+    h ^= h >> 33;
+    h *= DIGEST_P2;
+    h ^= h >> 29;
+    h *= DIGEST_P3;
+    h ^= h >> 32;
+    return h;
+}

@@ -1405,7 +1405,29 @@ TEST(snapshots_should_keep_the_bytes_of_format_version_2) {
     kvc_model_free(model);
 }
 
+/* Values from xxHash's reference implementation (libxxhash 0.8.1) for the
+ * bytes (7i + 3) mod 256: every tail length (8-, 4- and 1-byte steps) and
+ * the 32-byte stripes, with and without a seed. */
+TEST(digest_should_be_xxh64_of_the_reference_implementation) {
+    uint8_t data[1000];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7 + 3);
+    static const struct { size_t n; uint64_t seed, digest; } expected[] = {
+        {0, 0, 0xef46db3751d8e999ull},    {1, 0, 0x1f25c8d0bc1f4bb6ull},    {3, 0, 0x31d2363f52e564c9ull},
+        {4, 0, 0x9bb64b7d66ee9fdaull},    {7, 0, 0x9a7b149959ce60d8ull},    {8, 0, 0xdab99d95c6f90092ull},
+        {31, 0, 0xa2aa5f33cc4a6119ull},   {32, 0, 0x23c3c17ef790fd97ull},   {33, 0, 0x50a7cfc7ba588784ull},
+        {100, 0, 0xa61f8d4c170fe531ull},  {1000, 0, 0x5f235fa033f1a3fbull},
+        {1000, 0x123456789abcdef0ull, 0x2c07c91f9c8937bdull},
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        CHECK(kvc_digest(data, expected[i].n, expected[i].seed) == expected[i].digest);
+    }
+    CHECK(kvc_digest(NULL, 5, 0) == kvc_digest(data, 0, 0));
+    data[500] ^= 1;
+    CHECK(kvc_digest(data, 1000, 0) != 0x5f235fa033f1a3fbull);
+}
+
 RUN_TESTS(CASE(layer_round_trip_should_be_bit_identical_in_every_mode_and_state),
+          CASE(digest_should_be_xxh64_of_the_reference_implementation),
           CASE(snapshots_should_keep_the_bytes_of_format_version_2),
           CASE(a_version_1_snapshot_should_still_load),
           CASE(a_snapshot_should_refuse_q4_codes_of_minus_8_and_set_pad_or_unused_bits),
