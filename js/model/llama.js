@@ -27,7 +27,7 @@ import {
   callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
   withStaging,
 } from '../runtime/runtime.js';
-import { aborted, sourceChunks } from './sources.js';
+import { aborted, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
@@ -87,8 +87,8 @@ class Prefix {
 function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
   const api = lib();
   const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
-  // The header's digest, the seed of the tensor data's (Llama#digest).
-  const header = bytes.subarray(0, Math.min(bytes.length, dataOffset));
+  // The header's digest (its bytes up to the tensor infos' end), the seed of the tensor data's (Llama#digest).
+  const header = bytes.subarray(0, api.kvc_gguf_header_bytes(g) >>> 0);
   const headerDigest = withStaging(where, [header.length], ([at]) => {
     heap().u8.set(header, at);
     return api.kvc_digest(at, header.length, 0n);
@@ -162,8 +162,8 @@ function loadOptions(where, options) {
 
 /**
  * A model read from a source's chunks ({ total, chunks }: sourceChunks'),
- * streamed into the heap: the header is parsed as soon as it is whole (up to
- * the tensor data), the tensor data then goes straight to the weights.
+ * streamed into the heap: the header is parsed as soon as it is whole, the
+ * tensor data then goes straight to the weights.
  */
 async function readModel(where, { total, chunks }, { onProgress, signal, contextLength, cacheMode }) {
   const prefix = new Prefix();
@@ -177,12 +177,6 @@ async function readModel(where, { total, chunks }, { onProgress, signal, context
       return;
     }
     try {
-      // The header up to the tensor data, whole (its digest is the file's seed).
-      const dataOffset = Number(lib().kvc_gguf_data_offset(g));
-      if (more && prefix.length < dataOffset) {
-        want = dataOffset;
-        return;
-      }
       model = opening(where, g, { contextLength, cacheMode }, prefix.view); // before the tensor data comes: fits, or not
     } finally {
       lib().kvc_gguf_free(g);

@@ -16,7 +16,7 @@
 import { checkObject, shown } from '../runtime/checks.js';
 import { toUrl } from '../runtime/files.js';
 import { checkKeys } from '../runtime/options.js';
-import { aborted, checkResponse, sourceChunks } from '../model/sources.js';
+import { aborted, checkResponse, sourceChunks } from './sources.js';
 import { BACKENDS, openBackend } from './backends.js';
 
 const PIECE_BYTES = 4 << 20;

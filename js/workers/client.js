@@ -13,7 +13,7 @@
 //   for await (const piece of chat.send('Hello!', { signal })) output.textContent += piece.text;
 import { GgufError, KvCacheError, checkObject, shown } from '../runtime/checks.js';
 import { RUNTIME_FILES, locate } from '../runtime/files.js';
-import { checkResponse } from '../model/sources.js';
+import { checkResponse } from '../store/sources.js';
 import { ModelStore } from '../store/store.js';
 import { checkKeys } from '../runtime/options.js';
 

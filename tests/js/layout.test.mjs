@@ -1,7 +1,9 @@
 // The package's JavaScript is in folders by concern, and imports point one
 // way: the model may use the cache and the runtime, never the reverse; the
-// tokenizers know no cache; chat knows no model (it renders for any
-// session); the page's side of the worker reads the model's sources. Nothing
+// tokenizers know no cache; the store (where a model's bytes come from, and
+// where files and conversations are kept) knows no model; chat knows no
+// model (it renders for any session); the page's side of the worker reads
+// the model's sources. Nothing
 // in a folder imports an entry point (the files at js/'s top, which are the
 // package's public face) -- but a folder may start a worker script (a new
 // thread, not an import).
@@ -18,9 +20,10 @@ const MAY_IMPORT = {
   runtime: ['dist'], // the .wasm modules it loads
   cache: ['runtime'],
   tokenizers: ['runtime'],
-  model: ['runtime', 'cache', 'tokenizers'],
-  chat: ['runtime', '@huggingface/jinja'],
-  workers: ['runtime', 'model'],
+  store: ['runtime'],
+  model: ['runtime', 'cache', 'tokenizers', 'store'],
+  chat: ['runtime', 'store', '@huggingface/jinja'],
+  workers: ['runtime', 'model', 'store'],
 };
 
 function sources(dir) {

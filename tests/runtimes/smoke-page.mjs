@@ -17,15 +17,16 @@ const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
 // What the server serves besides the page: the package and the smoke modules.
 const SERVED = ['js/', 'dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'support/synthetic.mjs', 'tests/runtimes/'];
 
-function page() {
-  const imports = Object.fromEntries(['.', './llama'].map((subpath) =>
+/** A page whose import map resolves the package's entry points as a bundler would for the browser. */
+export function page() {
+  const imports = Object.fromEntries(['.', './llama', './chat', './worker'].map((subpath) =>
     [`kvcache-wasm${subpath.slice(1)}`, resolveExport(PACKAGE, subpath, BROWSER_CONDITIONS).slice(1)]));
   return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm smoke</title><link rel="icon" href="data:,">
 <script type="importmap">${JSON.stringify({ imports })}</script>`;
 }
 
 /** The repository file a request path names, when it is one the server serves; else null. */
-function fileFor(pathname) {
+export function fileFor(pathname) {
   const path = posix.normalize(pathname).slice(1); // normalizing '/…' leaves no '..'
   const served = SERVED.some((prefix) => (prefix.endsWith('/') ? path.startsWith(prefix) : path === prefix));
   const file = join(ROOT, path);

@@ -14,10 +14,10 @@ export const ISOLATION_HEADERS = {
 
 const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
-/** Resolves to the listening server (server.address().port); close it with server.close(). */
-export function serveFiles(fileFor, { isolated, pages = {} }) {
+/** The request handler of serveFiles (for a server that serves these files beside others). */
+export function staticHandler(fileFor, { isolated, pages = {} }) {
   const headers = isolated ? ISOLATION_HEADERS : {};
-  const server = createServer((request, response) => {
+  return (request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pages[pathname]) {
       response.writeHead(200, { 'content-type': MIME['.html'], ...headers });
@@ -31,7 +31,12 @@ export function serveFiles(fileFor, { isolated, pages = {} }) {
     // Streamed, with its length: a model file may be gigabytes.
     response.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', 'content-length': statSync(file).size, ...headers });
     return createReadStream(file).pipe(response);
-  });
+  };
+}
+
+/** Resolves to the listening server (server.address().port); close it with server.close(). */
+export function serveFiles(fileFor, options) {
+  const server = createServer(staticHandler(fileFor, options));
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve(server));

@@ -1,0 +1,129 @@
+// The model store in a browser page (tests/integration/store.test.mjs and the
+// bench): each export is one step the Node side calls through
+// page.evaluate, returning plain data.
+import init from 'kvcache-wasm';
+import { Llama, ModelStore } from 'kvcache-wasm/llama';
+import { Chat } from 'kvcache-wasm/chat';
+import { LlamaWorker } from 'kvcache-wasm/worker';
+
+let started = null;
+const ready = () => (started ??= init({ threads: 1 }));
+const errorText = (error) => `${error?.name}: ${error?.message}`;
+
+/** Empties the store; says which backend it is. */
+export async function clear() {
+  const store = await ModelStore.open({ persist: false });
+  for (const m of await store.list()) await store.delete(m.key);
+  for (const c of await store.conversations()) await store.deleteConversation(c.name);
+  return store.backend;
+}
+
+/** Llama.load(url, { store }): { ms, digest, last progress } or { error, last }. */
+export async function load({ url }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  let last = null;
+  const t0 = performance.now();
+  try {
+    const llama = await Llama.load(url, { store, onProgress: (p) => { last = p; } });
+    const ms = performance.now() - t0;
+    const { digest } = llama;
+    llama.free();
+    return { ms, digest, last, backend: store.backend };
+  } catch (error) {
+    return { error: errorText(error), last };
+  }
+}
+
+/** Llama.load(url) without a store (the first load's yardstick): { ms }. */
+export async function loadPlain({ url }) {
+  await ready();
+  const t0 = performance.now();
+  const llama = await Llama.load(url);
+  const ms = performance.now() - t0;
+  llama.free();
+  return { ms };
+}
+
+/** The same model loaded in this page and in a worker at once, both through the store: their digests. */
+export async function loadTwice({ url }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const worker = new LlamaWorker({ init: { threads: 1 } });
+  try {
+    const [here, there] = await Promise.all([
+      Llama.load(url, { store }),
+      worker.ready().then(() => worker.load(url, { store })),
+    ]);
+    const digests = [here.digest, await there.digest];
+    here.free();
+    return { digests };
+  } finally {
+    worker.terminate();
+  }
+}
+
+/** Flips one bit of the stored entry's `piece`-th piece, where the backend keeps it. */
+export async function damage({ piece }) {
+  const store = await ModelStore.open({ persist: false });
+  if (store.backend === 'opfs') {
+    const models = await (await (await navigator.storage.getDirectory()).getDirectoryHandle('kvcache-wasm-default')).getDirectoryHandle('models');
+    const [entry] = await Array.fromAsync(models.values());
+    const names = (await Array.fromAsync(entry.keys())).filter((n) => /^\d+$/.test(n)).sort();
+    const handle = await entry.getFileHandle(names[piece]);
+    const bytes = new Uint8Array(await (await handle.getFile()).arrayBuffer());
+    bytes[1000] ^= 0x10;
+    const writable = await handle.createWritable();
+    await writable.write(bytes);
+    await writable.close();
+    return names[piece];
+  }
+  const cache = await caches.open('kvcache-wasm-default');
+  const keys = (await cache.keys()).filter((r) => /\/models\/\w+\/\d+$/.test(r.url)).sort((a, b) => a.url.localeCompare(b.url));
+  const bytes = new Uint8Array(await (await cache.match(keys[piece])).arrayBuffer());
+  bytes[1000] ^= 0x10;
+  await cache.put(keys[piece], new Response(bytes));
+  return keys[piece].url;
+}
+
+const GREEDY = { temperature: 0, maxTokens: 8 };
+async function reply(chat, text) {
+  let out = '';
+  for await (const piece of chat.send(text, GREEDY)) out += piece.text;
+  return out;
+}
+
+/**
+ * A conversation of `turns` messages on the stored model, saved as `name`,
+ * then one more turn: { next (that turn's reply), promptTokens }.
+ */
+export async function converse({ url, name, turns }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const llama = await Llama.load(url, { store });
+  const chat = new Chat(llama.session());
+  for (const text of turns) await reply(chat, text);
+  await chat.save(name);
+  const next = await reply(chat, 'And then?');
+  const promptTokens = chat.session.tokens.length;
+  chat.free();
+  llama.free();
+  return { next, promptTokens };
+}
+
+/** After a reload: the model from the store, the conversation `name` restored, its next turn: { next, requests }. */
+export async function resume({ url, name }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const llama = await Llama.load(url, { store });
+  try {
+    const chat = await Chat.restore(llama, name);
+    const next = await reply(chat, 'And then?');
+    chat.free();
+    return { next };
+  } catch (error) {
+    return { error: errorText(error) };
+  } finally {
+    llama.free();
+  }
+}
