@@ -34,6 +34,7 @@ const benchmarks = {
   window: () => import('./window.mjs'),
   llm: () => import('./llm.mjs'),
   chat: () => import('./chat.mjs'),
+  store: () => import('./store.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({

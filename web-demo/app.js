@@ -8,7 +8,7 @@
 // index.html). The chat runs in a worker (LlamaWorker, a Chat over its
 // RemoteSession); the panels read a replica of it on this page (replica.js).
 import init, { LayerKvCache, kernelIsa, memoryStats, setThreadLimit, threadInfo } from 'kvcache-wasm';
-import { Llama } from 'kvcache-wasm/llama';
+import { Llama, ModelStore } from 'kvcache-wasm/llama';
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat, ChatTemplate, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
 import uPlot from 'uplot';
@@ -685,6 +685,7 @@ async function send() {
       pageErrors.push(`reply: ${error.message}`);
     }
   } finally {
+    await saveChat();
     reply = null;
     done();
     chatControls();
@@ -707,8 +708,13 @@ async function stopReply() {
   await done;
 }
 
-/** A new chat on the model: a fresh worker session, and a fresh replica beside it. */
-async function newChat() {
+/**
+ * A new chat on the model: a fresh worker session, and a fresh replica
+ * beside it. With `restore`, the conversation saved for this model (after
+ * each reply) comes back instead, the replica brought to its tokens; a new
+ * chat otherwise drops what was saved.
+ */
+async function newChat({ restore = false } = {}) {
   await stopReply();
   const chosen = settings('model');
   if (chosen.errors) return refuse(chosen.errors);
@@ -723,9 +729,17 @@ async function newChat() {
   showReplyStats(null);
   const { mode, draft } = chosen.values;
   chatSettings = { mode, draft };
-  chat = new Chat(await model.remote.session({ mode }));
+  chat = restore ? await restoredChat() : null;
+  if (!chat && model.conversation) await store.deleteConversation(model.conversation);
+  chat ??= new Chat(await model.remote.session({ mode }));
   source = model.local ? new ChatReplica(model.local, { mode, modes: MODES, draft, context: contextPolicy() }) : null;
   if (source) applyBound();
+  observed.restored = chat.messages.length;
+  if (observed.restored > 0) {
+    for (const m of chat.messages) if (m.role !== 'system') addMessage(m.role, m.content);
+    addNotice(`The conversation of your last visit, restored from the store: ${chat.messages.length} messages, its cache as it was.`, 'end');
+    if (source) await syncReplica();
+  }
   $('template-note').textContent = model.template.plain
     ? `${model.name} has no chat template (a base model): the chat uses the package's plain template, PLAIN_TEMPLATE — ` +
       `the begin token, then each message on a line of its own: ${PLAIN_TEMPLATE}`
@@ -743,6 +757,61 @@ async function newChat() {
   chatControls();
   render();
   draw();
+}
+
+/** The conversation saved for this model, restored in the worker; null when there is none (or it does not restore). */
+async function restoredChat() {
+  if (!model.conversation) return null;
+  try {
+    return await Chat.restore(model.remote, model.conversation, { store });
+  } catch (error) {
+    if (!/no conversation is saved/.test(error.message)) addNotice(`The saved conversation did not restore: ${error.message}`, 'refused');
+    return null;
+  }
+}
+
+/** Saves the conversation under this model's name (after each reply), when the model came through the store. */
+async function saveChat() {
+  if (!model?.conversation || !chat) return;
+  try {
+    await chat.save(model.conversation, { store });
+  } catch (error) {
+    addNotice(`The conversation was not saved: ${error.message}`, 'refused');
+  }
+}
+
+/** The store's models, each with its size and buttons to use or delete it. */
+async function showStored() {
+  if (!store) {
+    $('stored').hidden = true;
+    return;
+  }
+  const models = await store.list();
+  const { bytes, available } = await store.usage();
+  $('stored-usage').textContent = `— ${byteLabel(bytes)} stored${available === null ? '' : `, ${byteLabel(available)} free`}`;
+  observed.stored = models.map((m) => ({ key: m.key, size: m.size, stored: m.stored, complete: m.complete }));
+  $('stored-list').replaceChildren(...models.map((m) => {
+    const item = document.createElement('li');
+    const name = document.createElement('strong');
+    name.textContent = decodeURIComponent(new URL(m.key).pathname.split('/').pop());
+    const size = document.createElement('span');
+    size.className = 'size';
+    size.textContent = m.complete ? byteLabel(m.size) : `${byteLabel(m.stored)} of ${m.size ? byteLabel(m.size) : '?'} (partial: the next load resumes)`;
+    const use = document.createElement('button');
+    use.type = 'button';
+    use.textContent = 'Use';
+    use.addEventListener('click', () => useModel(m.key, name.textContent, m.size));
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.textContent = 'Delete';
+    remove.dataset.key = m.key;
+    remove.addEventListener('click', async () => {
+      await store.delete(m.key);
+      await showStored();
+    });
+    item.append(name, size, use, remove);
+    return item;
+  }));
 }
 
 // ---------------------------------------------------------------------------
@@ -765,17 +834,23 @@ async function useModel(input, name, bytes) {
   note(`loading ${name}…`, 'loading');
   let remote = null;
   let local = null;
+  // A URL's file goes through the store (a File picked or dropped is on the machine already).
+  const stored = store && typeof input === 'string' ? { store } : {};
   try {
     remote = await worker.load(input, {
-      onProgress: ({ loaded, total }) => note(`loading ${name}: ${size(loaded)}${total ? ` of ${size(total)}` : ''}`, 'loading'),
+      ...stored,
+      onProgress: ({ loaded, total, fromStore }) => note(`loading ${name}: ${size(loaded)}${total ? ` of ${size(total)}` : ''}` +
+        `${fromStore ? ` (${size(fromStore)} from the store)` : ''}`, 'loading'),
     });
-    if (bytes === null || bytes <= REPLICA_MAX_BYTES) local = await Llama.load(input);
+    if (bytes === null || bytes <= REPLICA_MAX_BYTES) local = await Llama.load(input, stored);
     const { tokenizer } = remote;
     const templateSource = tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
     const engine = new ChatTemplate(templateSource, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
     await stopReply();
     const before = model;
-    model = { name, remote, local, template: { source: templateSource, plain: tokenizer.chatTemplate == null, engine } };
+    model = { name, remote, local, template: { source: templateSource, plain: tokenizer.chatTemplate == null, engine },
+      // The name its conversation is saved under, when the model came through the store.
+      conversation: stored.store ? `demo: ${new URL(input, location.href).href}` : null };
     remote = null;
     local = null;
     await chat?.free();
@@ -794,8 +869,9 @@ async function useModel(input, name, bytes) {
     note(`${name} was not loaded: ${error.message}.${model ? ` Still chatting with ${model.name}.` : ''}`, 'refused');
     return;
   }
+  await showStored();
   try {
-    await newChat();
+    await newChat({ restore: true });
   } catch (error) {
     note(`${name} loaded, but its chat did not start: ${error.message}.`, 'failed');
     pageErrors.push(`new chat: ${error.message}`);
@@ -823,6 +899,7 @@ let timer = null;
 let lastSeqLen = 0;
 const observed = {
   seqLenWentDown: false, finished: null, evictions: 0, refused: [], loadNote: null, workerCache: null, workerStats: null,
+  restored: 0, stored: [],
 };
 
 // What each mode costs at a head size, as measured (README, Storage): the
@@ -1026,8 +1103,12 @@ $('branch').addEventListener('click', branchNow);
 // The package on this page, and the chat's worker; `startup` names the step
 // under way, for a test to say where a start that never ends stopped.
 let startup = 'the package starting on the page';
+let store = null;
 const started = (async () => {
   await init();
+  startup = 'the model store opening';
+  store = await ModelStore.open().catch(() => null); // a private window may have none: the page works without
+  document.body.dataset.store = store?.backend ?? 'none';
   startup = 'the chat\'s worker starting';
   worker = new LlamaWorker();
   workerInfo = await worker.ready();
@@ -1096,6 +1177,9 @@ window.demo = {
       inputNote: $('input-note').hidden ? '' : $('input-note').textContent,
       model: model?.name ?? null,
       loadNote: observed.loadNote,
+      // The store's models as the picker lists them, and the messages a restored conversation brought back.
+      stored: observed.stored.map((m) => ({ ...m })),
+      restored: observed.restored,
       chat: {
         open: chat !== null,
         messages: chat ? chat.messages : [],

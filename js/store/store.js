@@ -20,6 +20,7 @@ import { aborted, checkResponse, sourceChunks } from './sources.js';
 import { BACKENDS, openBackend } from './backends.js';
 
 const PIECE_BYTES = 4 << 20;
+const WRITE_BEHIND_BYTES = 64 << 20;
 const OPEN_OPTIONS = ['name', 'backend', 'directory', 'persist'];
 // A piece's file name: its offset, zero-padded so names sort as offsets.
 const pieceName = (offset) => String(offset).padStart(15, '0');
@@ -289,14 +290,19 @@ export class ModelStore {
     const writer = pieceWriter(where, backend, dir, meta, have, () => this.#backend.space());
     const chunks = (async function* all() {
       if (stored) yield* stored;
+      let complete = false;
       try {
         for await (const chunk of network.chunks) {
           await writer.add(chunk);
           report.fromNetwork += chunk.length;
           yield chunk;
         }
+        complete = true;
       } finally {
-        await writer.flush().catch(() => {}); // a drop or an abort keeps what came, to resume from
+        // A drop or an abort keeps what came, to resume from; a write that failed fails a load that did not.
+        const flushed = writer.flush();
+        if (complete) await flushed;
+        else await flushed.catch(() => {});
       }
       if (meta.size !== null && writer.at !== meta.size) {
         throw new TypeError(`${where}: the download of ${key} stopped at byte ${writer.at} of ${meta.size}; what came is stored: load it again to resume`);
@@ -396,38 +402,62 @@ async function* storedChunks(backend, dir, meta, report, signal) {
 /**
  * Gathers a download's chunks into pieces and stores each one whole, then
  * the entry's meta.json with it: what is stored is always a prefix of the
- * file that meta.json lists. flush() stores a last, shorter piece.
+ * file that meta.json lists. The writes run behind the download, up to
+ * WRITE_BEHIND_BYTES ahead of them: the network is read as fast as the
+ * model takes it, so that a connection that drops loses nothing the
+ * browser had received (a fetch's queued chunks go with its error), and
+ * storage as slow as a browser's file system writes (30 MB/s here) does not
+ * hold the load back. flush() stores a last, shorter piece and waits for
+ * every write; `at` is the bytes stored.
  */
 function pieceWriter(where, backend, dir, meta, have, space) {
   let piece = new Uint8Array(PIECE_BYTES);
   let fill = 0;
+  let queued = 0; // bytes of pieces waiting for their write
+  let next = have; // the offset of the next piece
+  let writing = Promise.resolve();
+  let failed = null;
+  const store = async (offset, bytes) => {
+    try {
+      await backend.put(`${dir}/${pieceName(offset)}`, bytes);
+      meta.pieces.push([offset, bytes.length]);
+      writer.at += bytes.length;
+      await backend.put(`${dir}/meta.json`, jsonBytes(meta));
+    } catch (error) {
+      if (error?.name !== 'QuotaExceededError') throw error;
+      const s = await space().catch(() => null);
+      const needed = meta.size === null ? bytes.length : meta.size - writer.at;
+      throw new DOMException(`${where}: storing ${meta.url} needs ${needed} more bytes; ${s ? `${Math.max(0, s.quota - s.used)} are free` : 'the store is full'} (${writer.at} bytes are stored, to resume from)`, 'QuotaExceededError');
+    } finally {
+      queued -= bytes.length;
+    }
+  };
+  const enqueue = () => {
+    const bytes = piece.subarray(0, fill);
+    const offset = next;
+    next += fill;
+    queued += fill;
+    writing = writing.then(() => (failed ? undefined : store(offset, bytes))).catch((error) => { failed ??= error; });
+    piece = new Uint8Array(PIECE_BYTES);
+    fill = 0;
+  };
   const writer = {
     at: have,
     async add(chunk) {
+      if (failed) throw failed;
       for (let from = 0; from < chunk.length;) {
         const n = Math.min(chunk.length - from, PIECE_BYTES - fill);
         piece.set(chunk.subarray(from, from + n), fill);
         fill += n;
         from += n;
-        if (fill === PIECE_BYTES) await writer.flush();
+        if (fill === PIECE_BYTES) enqueue();
       }
+      if (queued > WRITE_BEHIND_BYTES) await writing;
     },
     async flush() {
-      if (fill === 0) return;
-      const offset = writer.at;
-      try {
-        await backend.put(`${dir}/${pieceName(offset)}`, piece.subarray(0, fill));
-        meta.pieces.push([offset, fill]);
-        writer.at += fill;
-        fill = 0;
-        await backend.put(`${dir}/meta.json`, jsonBytes(meta));
-      } catch (error) {
-        if (error?.name !== 'QuotaExceededError') throw error;
-        const s = await space().catch(() => null);
-        const needed = meta.size === null ? fill : meta.size - writer.at;
-        throw new DOMException(`${where}: storing ${meta.url} needs ${needed} more bytes; ${s ? `${Math.max(0, s.quota - s.used)} are free` : 'the store is full'} (${writer.at} bytes are stored, to resume from)`, 'QuotaExceededError');
-      }
-      piece = new Uint8Array(PIECE_BYTES); // the last one may still be read by the backend
+      if (fill > 0 && !failed) enqueue();
+      await writing;
+      if (failed) throw failed;
     },
   };
   return writer;

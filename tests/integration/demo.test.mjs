@@ -13,7 +13,7 @@
 // to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
@@ -511,6 +511,42 @@ for (const name of BROWSERS) {
       assert.match(await text('#context-meter'), /its 7 sliding-window layers hold \d+ rows each at most/);
       await screenshot(t, 'windowed-model', `gemma3 at ${positions.at(-1)} positions: global ${global.at(-1)} rows, window ${window.at(-1)}`);
       await noProblems(state);
+    });
+
+    test('the stored-model picker lists stories260K with its size; after a reload the conversation is back, its cache as it was', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+      // As tests/integration/store.test.mjs finds: nothing a page stores outlives a reload there.
+      if (name === 'webkit') return t.skip('WebKitGTK under WebDriver keeps Cache API entries only until a reload, and has no OPFS');
+      let state = await snapshot();
+      const stored = state.stored.find((m) => m.key.endsWith('/models/stories260k.gguf'));
+      assert.deepEqual(stored && [stored.complete, stored.size], [true, statSync(MODEL_PATH).size], `the picker lists ${JSON.stringify(state.stored)}`);
+      if (state.model !== 'stories260K') {
+        // Picked from the store's list (a windowed model may be loaded from disk by now).
+        await page.evaluate(`async (key) => [...document.querySelectorAll('#stored-list li')]
+          .find((li) => li.querySelector('[data-key]').dataset.key === key).querySelector('button').click()`, stored.key);
+        await waitFor((s) => s.model === 'stories260k.gguf' && s.chat.open && !s.replying, 'stories260K from the store (named by its file)');
+      }
+      await page.select('#source', 'model');
+      await page.click('#new-chat');
+      await waitFor((s) => s.chat.open && s.chat.replies.length === 0, 'a new chat');
+      const { state: before } = await chatTurn('Lily had a red ball.', { maxTokens: 30 });
+      await page.evaluate('async () => { setTimeout(() => location.reload(), 20); return true; }');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const start = await waitFor((ready) => ready === 'ready', 'the reloaded page to start',
+        () => page.evaluate(`async () => window.demo ? Promise.race([window.demo.ready.then(() => 'ready'),
+          new Promise((resolve) => setTimeout(() => resolve(window.demo.startup), 1000))]) : 'loading'`).catch(() => 'loading'));
+      assert.equal(start, 'ready');
+      state = await waitFor((s) => s.chat.open && s.model === 'stories260K', 'the reloaded page\'s chat');
+      assert.deepEqual(state.chat.messages, before.chat.messages, 'the conversation is back');
+      assert.equal(state.restored, before.chat.messages.length);
+      assert.equal(state.chat.workerCache.nextPosition, before.chat.workerCache.nextPosition, 'the worker\'s cache holds what it held');
+      assert.equal(state.position, state.chat.workerCache.nextPosition, 'the page\'s replica follows it');
+      assert.equal(await page.evaluate("async () => document.querySelectorAll('#chat-log .message').length"), before.chat.messages.length);
+      const next = await chatTurn('The sun was hot.', { maxTokens: 20 });
+      assert.ok(next.reply.pieces > 0, 'the restored conversation goes on');
+      await screenshot(t, 'restored-chat', `${state.restored} messages restored; stored: ${JSON.stringify(state.stored)}`);
+      await noProblems(next.state);
     });
 
     test(`no horizontal overflow at ${NARROW} px, in the chat and on the synthetic stream`, async (t) => {

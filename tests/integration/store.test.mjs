@@ -82,9 +82,15 @@ for (const name of BROWSERS) {
 
     it('a download cut at half resumes: at most 55% of the file more, the same model', async () => {
       await step('clear');
-      server.faults.dropAt = Math.floor(size / 2);
+      // Chromium and Firefox pass every byte they received to the page before a dropped connection's error.
+      // WebKit holds up to ~30 MB it has not passed on yet, which the error discards: loopback speed loses half
+      // of what came, 100 MB/s two thirds, 50 MB/s (a 400 Mbit/s connection) under 2%. It is cut at 50 MB/s.
+      Object.assign(server.faults, { dropAt: Math.floor(size / 2), rate: name === 'webkit' ? 50e6 : undefined });
       const cut = await counted(() => step('load', { url: '/models/kjv.gguf' }));
+      delete server.faults.rate;
       assert.ok(cut.result.error, 'the cut load failed');
+      const [partial] = await step('list');
+      assert.ok(partial.stored > 0.4 * size, `after ${cut.result.error}: ${JSON.stringify(partial)}`);
       const resumed = await counted(() => step('load', { url: '/models/kjv.gguf' }));
       assert.equal(resumed.result.error, undefined);
       assert.ok(resumed.bytes <= 0.55 * size, `the resume transferred ${resumed.bytes} of ${size} bytes`);
@@ -112,7 +118,12 @@ for (const name of BROWSERS) {
       assert.equal(both.bytes, size);
     });
 
-    it('a conversation saved by name answers after a reload as it would have without one', async () => {
+    // WebKitGTK's WebDriver session has no navigator.storage (so no OPFS) and keeps Cache API entries only until
+    // the page reloads (the cache's name stays, its entries go): nothing a page stores there outlives a reload.
+    const reloadSkip = name === 'webkit'
+      ? 'WebKitGTK under WebDriver keeps Cache API entries only until a reload, and has no OPFS: nothing stored survives one here' : null;
+    it('a conversation saved by name answers after a reload as it would have without one', async (t) => {
+      if (reloadSkip) return t.skip(reloadSkip);
       const saved = await step('converse', { url: '/models/stories.gguf', name: 'tale', turns: ['Once upon a time', 'The dog'] });
       await tab.evaluate('async () => { setTimeout(() => location.reload(), 20); return true; }');
       await sleep(500);
@@ -127,7 +138,8 @@ for (const name of BROWSERS) {
       assert.equal(resumed.result.next, saved.next);
       const other = await step('resume', { url: '/models/kjv.gguf', name: 'tale' });
       assert.match(other.error, /was saved with another model file/);
-      assert.deepEqual(tab.problems(), []);
+      // The one error the page may show is the cut download's (Chromium logs the short body).
+      assert.deepEqual(tab.problems().filter((p) => !/ERR_CONTENT_LENGTH_MISMATCH/.test(p)), []);
     });
   });
 }

@@ -23,6 +23,7 @@ const EXPECTED = {
   'docs/chat.md': 1, // streaming, Chat, save and restore
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
+  'docs/stored-models.md': 1, // a store in Node: a model downloaded once, a conversation restored
 };
 
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
@@ -61,7 +62,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 8);
+  assert.equal(examples.length, 9);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {

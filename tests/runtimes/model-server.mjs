@@ -6,9 +6,11 @@
 //   faults.noRanges  -- Range is ignored: every answer is the whole file, 200
 //   faults.notFound  -- every model path answers 404
 //   faults.etag      -- a validator of the test's in place of the file's (a file that changed)
+//   faults.rate      -- bytes a second the server sends at most (a network's bandwidth; default: as fast as it can)
 // Any other path goes to `fallback(request, response)` (a static server), or 404.
 import { createServer } from 'node:http';
-import { createReadStream, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 
 /** Resolves to { server, url(path), stats, faults, close() } serving `files` ({ '/models/x.gguf': path }). */
 export async function serveModels(files, { headers = {}, fallback = null } = {}) {
@@ -55,28 +57,9 @@ export async function serveModels(files, { headers = {}, fallback = null } = {})
       ...headers, ...validators, 'content-type': 'application/octet-stream', 'content-length': length,
       ...(status === 206 && { 'content-range': `bytes ${start}-${end}/${size}` }),
     });
-    const dropAt = faults.dropAt;
+    const dropAt = faults.dropAt ?? Infinity;
     delete faults.dropAt;
-    const stream = createReadStream(file, { start, end });
-    let sent = 0;
-    stream.on('data', (chunk) => {
-      if (dropAt !== undefined && sent + chunk.length > dropAt) {
-        const part = chunk.subarray(0, Math.max(0, dropAt - sent));
-        stats.bytes += part.length;
-        stream.destroy();
-        // The connection cut mid-body: the client sees fewer bytes than content-length.
-        response.write(part, () => response.destroy());
-        return;
-      }
-      sent += chunk.length;
-      stats.bytes += chunk.length;
-      if (!response.write(chunk)) {
-        stream.pause();
-        response.once('drain', () => stream.resume());
-      }
-    });
-    stream.on('end', () => response.end());
-    request.on('close', () => stream.destroy());
+    send(file, start, length, { dropAt, rate: faults.rate, stats, request, response });
   });
   await new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -91,4 +74,50 @@ export async function serveModels(files, { headers = {}, fallback = null } = {})
       server.close(resolve);
     }),
   };
+}
+
+const SEND_BYTES = 1 << 16;
+
+/**
+ * Sends `length` bytes of `file` from `start`, at most `rate` bytes a second,
+ * waiting for the socket to drain; after `dropAt` bytes the connection is cut
+ * (the client sees fewer bytes than content-length said).
+ */
+async function send(file, start, length, { dropAt, rate, stats, request, response }) {
+  const handle = await open(file);
+  const began = Date.now();
+  let closed = false;
+  request.on('close', () => { closed = true; });
+  try {
+    const buffer = Buffer.alloc(SEND_BYTES);
+    for (let sent = 0; sent < length && !closed;) {
+      const n = Math.min(SEND_BYTES, length - sent, dropAt - sent);
+      if (n <= 0) {
+        response.destroy();
+        return;
+      }
+      const { bytesRead } = await handle.read(buffer, 0, n, start + sent);
+      const early = rate ? (sent + bytesRead) / rate * 1000 - (Date.now() - began) : 0;
+      if (early > 1) await new Promise((resolve) => { setTimeout(resolve, early); });
+      sent += bytesRead;
+      stats.bytes += bytesRead;
+      if (!response.write(buffer.subarray(0, bytesRead))) await drained(response);
+    }
+    response.end();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Resolves when `response` drains or closes. */
+function drained(response) {
+  return new Promise((resolve) => {
+    const done = () => {
+      response.off('drain', done);
+      response.off('close', done);
+      resolve();
+    };
+    response.on('drain', done);
+    response.on('close', done);
+  });
 }

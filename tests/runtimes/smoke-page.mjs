@@ -15,12 +15,14 @@ import { PACKAGE, resolveExport } from './exports.mjs';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BROWSER_CONDITIONS = ['browser', 'import', 'default'];
 // What the server serves besides the page: the package and the smoke modules.
-const SERVED = ['js/', 'dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'support/synthetic.mjs', 'tests/runtimes/'];
+const JINJA = 'node_modules/@huggingface/jinja/dist/index.js'; // the chat templates' one dependency
+const SERVED = ['js/', 'dist/kvcache.wasm', 'dist/kvcache-relaxed.wasm', 'support/synthetic.mjs', 'tests/runtimes/', JINJA];
 
 /** A page whose import map resolves the package's entry points as a bundler would for the browser. */
 export function page() {
   const imports = Object.fromEntries(['.', './llama', './chat', './worker'].map((subpath) =>
     [`kvcache-wasm${subpath.slice(1)}`, resolveExport(PACKAGE, subpath, BROWSER_CONDITIONS).slice(1)]));
+  imports['@huggingface/jinja'] = `/${JINJA}`;
   return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm smoke</title><link rel="icon" href="data:,">
 <script type="importmap">${JSON.stringify({ imports })}</script>`;
 }

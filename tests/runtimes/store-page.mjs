@@ -127,3 +127,62 @@ export async function resume({ url, name }) {
     llama.free();
   }
 }
+
+/** What the store lists. */
+export async function list() {
+  const store = await ModelStore.open({ persist: false });
+  return store.list();
+}
+
+/** The model from the store, and a user message of about `tokens` tokens answered with 8, saved as `name`: { tokens }. */
+export async function prepareConversation({ url, name, tokens }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
+  let words = 16;
+  let text = '';
+  for (;;) {
+    text = Array.from({ length: words }, (_, i) => `word${(i * 7919) % 997}`).join(' ');
+    const n = llama.tokenizer.encode(text).length;
+    if (n >= tokens - 64) break;
+    words = Math.ceil(words * Math.min(4, tokens / n));
+  }
+  const chat = new Chat(llama.session());
+  for await (const piece of chat.send(text, { maxTokens: 8, temperature: 0 })) void piece;
+  await chat.save(name);
+  const held = chat.session.tokens.length;
+  chat.free();
+  llama.free();
+  return { tokens: held };
+}
+
+/**
+ * The first token of the next message of the conversation `name`: restored
+ * (Chat.restore, its time included) and re-read by a fresh session, on the
+ * model loaded from the store: { restoreMs, restoredMs, rereadMs }.
+ */
+export async function timeFirstToken({ url, name, tokens }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
+  try {
+    const next = { maxTokens: 1, temperature: 0 };
+    let t = performance.now();
+    const chat = await Chat.restore(llama, name);
+    const restoreMs = performance.now() - t;
+    let restoredMs = null;
+    for await (const piece of chat.send('And then?', next)) restoredMs ??= (void piece, performance.now() - t);
+    const messages = chat.messages.slice(0, -1);
+    chat.free();
+    const fresh = new Chat(llama.session());
+    t = performance.now();
+    let rereadMs = null;
+    for await (const piece of fresh.send(messages, next)) rereadMs ??= (void piece, performance.now() - t);
+    fresh.free();
+    return { restoreMs, restoredMs, rereadMs };
+  } catch (error) {
+    return { error: errorText(error) };
+  } finally {
+    llama.free();
+  }
+}

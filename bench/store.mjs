@@ -1,0 +1,94 @@
+// Stored models and conversations in each browser engine, as an app sees
+// them: a model of SmolLM2-135M's geometry in Q8_0 (random valid weights,
+// kept in the same folder as the llm benchmark's) served by a local HTTP
+// server that counts what it sends (tests/runtimes/model-server.mjs).
+// - Loads: without a store, the first through one (download and store at
+//   once), the second (from the store, no request).
+// - A conversation of ~2k tokens saved by name: its next message's first
+//   token after Chat.restore, against a fresh session re-reading the whole
+//   conversation, in the same page on the same model. In Chromium and
+//   Firefox the page reloads between saving and restoring; WebKitGTK's
+//   WebDriver session keeps nothing stored past a reload, so there both
+//   run in the page that saved it.
+import { mkdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GEOMETRIES, REAL_MODELS, modelFile, randomLlama } from '../tests/gguf/models.mjs';
+import { BROWSERS, browserMissing, launchBrowser } from '../tests/runtimes/browsers.mjs';
+import { serveModels } from '../tests/runtimes/model-server.mjs';
+import { fileFor, page } from '../tests/runtimes/smoke-page.mjs';
+import { staticHandler } from '../tests/runtimes/static-server.mjs';
+
+const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
+const CONVERSATION_TOKENS = 2048;
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+async function reload(tab) {
+  await tab.evaluate('async () => { setTimeout(() => location.reload(), 20); return true; }');
+  await sleep(500);
+  for (let i = 0; i < 100; i++) {
+    if (await tab.evaluate("async () => document.readyState === 'complete'").catch(() => false)) return;
+    await sleep(100);
+  }
+}
+
+export async function run({ quick = false } = {}) {
+  const loadTitle = 'Loading a model through a ModelStore: without a store, the first load (download and store), the second (from the store), ms';
+  const loadColumns = ['browser', 'backend', 'file MiB', 'no store ms', 'first load ms', 'from the store ms', 'no store ÷ from the store', 'bytes from the network (second load)'];
+  const chatTitle = `A saved conversation of ~${quick ? 64 : CONVERSATION_TOKENS} tokens: its next message's first token after Chat.restore, against re-reading it, ms`;
+  const chatColumns = ['browser', 'reloaded', 'conversation tokens', 'Chat.restore ms', 'first token, restored ms', 'first token, re-read ms', 're-read ÷ restored'];
+  mkdirSync(MODELS, { recursive: true });
+  const file = quick ? REAL_MODELS['kjv-d512-h64'].path
+    : modelFile(MODELS, 'smollm2-135m-Q8_0', () => randomLlama(GEOMETRIES['smollm2-135m'], { mix: 'Q8_0', seed: 1 }));
+  const label = quick ? 'kjv-d512-h64' : 'SmolLM2-135M geometry, Q8_0';
+  const server = await serveModels({ '/models/model.gguf': file }, { fallback: staticHandler(fileFor, { isolated: false, pages: { '/': page } }) });
+  const loads = [];
+  const chats = [];
+  const notes = [];
+  try {
+    for (const name of quick ? ['chromium'] : BROWSERS) {
+      const missing = await browserMissing(name);
+      if (missing) {
+        notes.push(`${name} skipped: ${missing}`);
+        continue;
+      }
+      const browser = await launchBrowser(name);
+      try {
+        const tab = await browser.open(server.url('/'));
+        const step = (op, arg = {}) => tab.evaluate(`async (arg) => (await import('/tests/runtimes/store-page.mjs'))[arg.op](arg)`, { op, ...arg });
+        const url = '/models/model.gguf';
+        const backend = await step('clear');
+        const plain = await step('loadPlain', { url });
+        const first = await step('load', { url });
+        const before = server.stats.bytes;
+        const second = await step('load', { url });
+        if (first.error || second.error) throw new Error(`${name}: ${first.error ?? second.error}`);
+        loads.push([name, backend, statSync(file).size / 2 ** 20, plain.ms, first.ms, second.ms, plain.ms / second.ms, server.stats.bytes - before]);
+
+        const conversation = { url, name: 'bench', tokens: quick ? 64 : CONVERSATION_TOKENS };
+        const saved = await step('prepareConversation', conversation);
+        const reloads = name !== 'webkit';
+        if (reloads) await reload(tab);
+        const timed = await step('timeFirstToken', conversation);
+        if (timed.error) throw new Error(`${name}: ${timed.error}`);
+        chats.push([name, reloads ? 'yes' : 'no (WebKitGTK keeps nothing past one)', saved.tokens, timed.restoreMs, timed.restoredMs, timed.rereadMs, timed.rereadMs / timed.restoredMs]);
+        await tab.close();
+        notes.push(browser.version);
+      } finally {
+        await browser.close();
+      }
+    }
+  } finally {
+    await server.close();
+  }
+  const common = `${label}, ${(statSync(file).size / 2 ** 20).toFixed(0)} MiB, random weights, served from 127.0.0.1 by a Node HTTP server; one thread; ${notes.join('; ')}.`;
+  return [
+    { name: 'store-load', title: loadTitle, columns: loadColumns, rows: loads, notes: [
+      `${common} No store: Llama.load(url), streamed into the heap. First: Llama.load(url, { store }) on an empty store, the file stored as it loads. ` +
+      'From the store: the same call again; the server counts the bytes it sent during it. WebKitGTK here has no navigator.storage, so its store is the Cache API.'] },
+    { name: 'store-conversation', title: chatTitle, columns: chatColumns, rows: chats, notes: [
+      `${common} The conversation: one user message of that many tokens and an 8-token reply, saved with chat.save(name). Restored: ` +
+      'Chat.restore(llama, name) from the store (its ms included in the first token\'s), then send(\'And then?\') until its first piece. Re-read: a new ' +
+      'session sent the same messages and the new one, until its first piece. The model is loaded from the store before either.'] },
+  ];
+}
