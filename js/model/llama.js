@@ -29,6 +29,7 @@ import {
 } from '../runtime/runtime.js';
 import { aborted, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
+import { joinParts, splitParts } from './split.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 
@@ -203,6 +204,18 @@ async function readModel(where, { total, chunks }, { onProgress, signal, context
   }
 }
 
+/** A split model's parts, as given to Llama.load: at least two sources. */
+function checkParts(where, parts) {
+  if (parts.length < 2) throw new TypeError(`${where}: a split model's parts are two or more sources (got ${parts.length})`);
+  return parts;
+}
+
+/** What an error names a part by: its URL, a File's name, else its place. */
+function partName(part) {
+  if (typeof part === 'string' || part instanceof URL) return String(part);
+  return typeof part?.name === 'string' ? part.name : 'a part given as bytes or a stream';
+}
+
 // ---------------------------------------------------------------------------
 // The model
 
@@ -260,12 +273,30 @@ export class Llama {
     lib();
     const { onProgress, signal, contextLength, cacheMode, store, revalidate } = loadOptions(where, options);
     if (signal?.aborted) throw aborted(signal);
-    const read = (chunked, progress) => readModel(where, chunked, { onProgress: progress, signal, contextLength, cacheMode });
-    if (!store) return read(await sourceChunks(where, source, { signal }), onProgress);
-    if (typeof source !== 'string' && !(source instanceof URL)) throw new TypeError(`${where}: a model loads through options.store from a URL (got ${shown(source)})`);
-    const llama = await store[loadThrough](where, source, { signal, onProgress, revalidate }, read);
-    llama.store = store;
-    return llama;
+    // A split model: its parts given, or found from the name of one of them.
+    const parts = Array.isArray(source) ? checkParts(where, source)
+      : (typeof source === 'string' || source instanceof URL) ? splitParts(source) : null;
+    const read = async (sources, progress) => {
+      const file = sources.length === 1 ? sources[0] : await joinParts(where, sources);
+      return readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode });
+    };
+    if (store) {
+      const urls = parts ?? [source];
+      if (!urls.every((url) => typeof url === 'string' || url instanceof URL)) {
+        throw new TypeError(`${where}: a model loads through options.store from a URL (got ${shown(urls.find((url) => typeof url !== 'string' && !(url instanceof URL)))})`);
+      }
+      const llama = await store[loadThrough](where, urls, { signal, onProgress, revalidate }, read);
+      llama.store = store;
+      return llama;
+    }
+    const sources = [];
+    try {
+      for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
+      return await read(sources, onProgress);
+    } catch (error) {
+      for (const { chunks } of sources) await chunks.return?.().catch(() => {});
+      throw error;
+    }
   }
 
   constructor(internal) {

@@ -201,57 +201,69 @@ export class ModelStore {
   }
 
   /**
-   * Llama.load through the store: `consume({ total, chunks }, onProgress)`
-   * reads a source into a model and gives the Llama. The bytes come from
-   * the stored entry of `url`, and from the network for what it lacks,
+   * Llama.load through the store: `consume(parts, onProgress)` reads the
+   * sources of `urls` (one file, or the parts of a split one: [{ name,
+   * total, chunks }]) into a model and gives the Llama. Each part's bytes
+   * come from its stored entry, and from the network for what it lacks,
    * stored as they come. Progress adds fromStore and fromNetwork (bytes)
    * and, when a download started over, restarted (why).
    */
-  async [loadThrough](where, url, { signal, onProgress, revalidate = false }, consume) {
-    const key = keyOf(where, url);
-    const dir = `models/${idOf(key)}`;
-    return locked(`kvcache-wasm:${this.#name}:${dir}`, signal, async () => {
+  async [loadThrough](where, urls, { signal, onProgress, revalidate = false }, consume) {
+    const keys = urls.map((url) => keyOf(where, url));
+    const dirs = keys.map((key) => `models/${idOf(key)}`);
+    return locked(`kvcache-wasm:${this.#name}:${dirs[0]}`, signal, async () => {
       const report = { fromStore: 0, fromNetwork: 0, restarted: null };
       for (let attempt = 0; ; attempt++) {
+        const parts = [];
         try {
-          return await this.#load(where, key, dir, { signal, onProgress, revalidate, report }, consume);
+          for (const [i, key] of keys.entries()) parts.push(await this.#part(where, key, dirs[i], { signal, revalidate, report }));
+          let llama;
+          try {
+            llama = await consume(parts.map(({ name, total, chunks }) => ({ name, total, chunks })), progress(onProgress, report));
+          } catch (error) {
+            if (error?.name !== 'GgufError') throw error;
+            // A stored file that no longer reads is damage; a downloaded one that does not read was no model: not kept.
+            if (parts.some((part) => part.stored)) throw damage(error.message);
+            for (const dir of dirs) await this.#backend.remove(dir);
+            throw error;
+          }
+          if (parts.some((part) => part.stored && part.meta.digest !== llama.digest)) {
+            llama.free();
+            throw damage('its bytes changed since they were stored');
+          }
+          for (const part of parts) if (!part.stored) await part.finish(llama.digest);
+          return llama;
         } catch (error) {
+          for (const part of parts) {
+            await part.chunks.return?.().catch(() => {});
+            part.cancel?.(); // a part whose bytes were never asked for: its response let go
+          }
           // A stored copy that is not what was stored: dropped, and downloaded once more.
           if (!error?.[damaged] || attempt > 0) throw error;
-          await this.#backend.remove(dir);
+          for (const [i, part] of parts.entries()) if (part.stored) await this.#backend.remove(dirs[i]);
           report.restarted = `the stored copy was damaged (${error.message}); downloading it again`;
         }
       }
     });
   }
 
-  async #load(where, key, dir, { signal, onProgress, revalidate, report }, consume) {
+  /**
+   * One file's source through the store: { name, total, chunks, stored
+   * (complete before this load), meta, finish(digest) (marks a download
+   * complete) }: the stored entry, or what it lacks from the network.
+   */
+  async #part(where, key, dir, { signal, revalidate, report }) {
     const backend = this.#backend;
     let meta = await this.#meta(dir);
     if (meta && meta.url !== key) meta = null; // another key with this id: replaced
+    let response = null;
     if (meta?.complete) {
-      let response = null;
       if (revalidate) response = await conditionalFetch(key, meta, signal);
-      if (!response) {
-        const llama = await consume({ total: meta.size, chunks: storedChunks(backend, dir, meta, report, signal) }, progress(onProgress, report))
-          .catch((error) => { throw error?.name === 'GgufError' ? damage(error.message) : error; });
-        if (llama.digest !== meta.digest) {
-          llama.free();
-          throw damage('its bytes changed since they were stored');
-        }
-        return llama;
-      }
+      if (!response) return { name: key, total: meta.size, chunks: storedChunks(backend, dir, meta, report, signal), stored: true, meta };
       await backend.remove(dir);
       report.restarted = 'the server has a newer file';
       meta = null;
-      return this.#download(where, key, dir, null, response, { signal, onProgress, report }, consume);
     }
-    return this.#download(where, key, dir, meta, null, { signal, onProgress, report }, consume);
-  }
-
-  /** Downloads what the entry lacks (all of it without `meta`), stores it, and loads the whole file. */
-  async #download(where, key, dir, meta, response, { signal, onProgress, report }, consume) {
-    const backend = this.#backend;
     if (this.#persist && !this.#asked) {
       this.#asked = true;
       await this.persist().catch(() => false);
@@ -308,20 +320,14 @@ export class ModelStore {
         throw new TypeError(`${where}: the download of ${key} stopped at byte ${writer.at} of ${meta.size}; what came is stored: load it again to resume`);
       }
     })();
-    let llama;
-    try {
-      llama = await consume({ total: meta.size, chunks }, progress(onProgress, report));
-    } catch (error) {
-      // A file that is not a model is not kept; a cut download is, to resume.
-      if (error?.name === 'GgufError') await backend.remove(dir);
-      throw error;
-    }
-    meta.size = writer.at;
-    meta.complete = true;
-    meta.digest = llama.digest;
-    meta.storedAt = new Date().toISOString();
-    await backend.put(`${dir}/meta.json`, jsonBytes(meta));
-    return llama;
+    return {
+      name: key, total: meta.size, chunks, stored: false, meta,
+      cancel: () => response.body?.cancel().catch(() => {}),
+      async finish(digest) {
+        Object.assign(meta, { size: writer.at, complete: true, digest, storedAt: new Date().toISOString() });
+        await backend.put(`${dir}/meta.json`, jsonBytes(meta));
+      },
+    };
   }
 
   /** Refuses, naming the bytes, a download that the runtime says will not fit. */
