@@ -249,8 +249,9 @@ export class Llama {
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
   /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
    * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read, and a response that holds
-   * no model (an HTTP error, an HTML page) with a GgufError saying what it was. */
-  static load(source: ModelSource, options?: LoadOptions): Promise<Llama>;
+   * no model (an HTTP error, an HTML page) with a GgufError saying what it was. A split model (llama.cpp's gguf-split):
+   * its parts in order, or the URL of one part (`…-00001-of-00003.gguf`), from which the others are found. */
+  static load(source: ModelSource | readonly ModelSource[], options?: LoadOptions): Promise<Llama>;
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
   readonly tensors: Map<string, GgufTensorInfo>;

@@ -25,7 +25,7 @@ export class LlamaWorker {
   ready(): Promise<{ kernelInfo: KernelInfo; threadInfo: ThreadInfo }>;
   /** Llama.load in the worker: onProgress, signal and the rest of its options; a store is opened again in the worker
    * (the same files) and becomes the RemoteLlama's store on the page. */
-  load(source: RemoteModelSource, options?: LoadOptions): Promise<RemoteLlama>;
+  load(source: RemoteModelSource | readonly RemoteModelSource[], options?: LoadOptions): Promise<RemoteLlama>;
   /** A PrefixCache in the worker, for its sessions to share (options as PrefixCache's). */
   prefixCache(options: { budgetBytes: number }): Promise<RemotePrefixCache>;
   /** Stops the worker: every model and cache in it goes; pending calls reject. */

@@ -235,7 +235,10 @@ export class LlamaWorker {
       checkResponse(where, source);
       source = source.body;
     }
-    if (typeof source === 'string' || source instanceof URL) source = new URL(source, globalThis.location?.href).href;
+    const href = (url) => new URL(url, globalThis.location?.href).href;
+    if (typeof source === 'string' || source instanceof URL) source = href(source);
+    // A split model's parts: URLs (relative to the page) or Blobs, cloned over.
+    else if (Array.isArray(source)) source = source.map((part) => (typeof part === 'string' || part instanceof URL ? href(part) : part));
     else if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) ({ value: source, transfer } = outgoing(source));
     else if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) transfer = [source];
     await this.#ready;

@@ -126,6 +126,28 @@ storeTest('an aborted download keeps what came, and the next load resumes it', a
   resumed.llama.free();
 });
 
+storeTest('a download that stalls goes on waiting until the app aborts it; what came is kept and the next load resumes', async () => {
+  const store = await open();
+  const size = readFileSync(KJV).length;
+  server.faults.stallAt = Math.floor(size / 2);
+  const controller = new AbortController();
+  let timer = null;
+  // The app's watchdog: no progress for half a second aborts the load.
+  const watch = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => controller.abort(new Error('no progress for 500 ms')), 500);
+  };
+  watch();
+  await assert.rejects(Llama.load(server.url('/models/kjv.gguf'), { store, signal: controller.signal, onProgress: watch }), /no progress for 500 ms/);
+  clearTimeout(timer);
+  const [partial] = await store.list();
+  assert.ok(partial.stored > 0.4 * size && partial.stored <= size / 2, `${partial.stored} of ${size} stored`);
+  const resumed = await load(store, '/models/kjv.gguf');
+  assert.ok(resumed.bytes <= 0.6 * size);
+  assert.equal(resumed.llama.digest, expected.kjv);
+  resumed.llama.free();
+});
+
 storeTest('a server that ignores Range, or whose file changed, restarts the download and says so', async () => {
   for (const fault of [{ noRanges: true }, { etag: '"another-file"' }]) {
     rmSync(dir, { recursive: true, force: true });

@@ -6,6 +6,7 @@
 //   faults.noRanges  -- Range is ignored: every answer is the whole file, 200
 //   faults.notFound  -- every model path answers 404
 //   faults.etag      -- a validator of the test's in place of the file's (a file that changed)
+//   faults.stallAt   -- the next response of a file stops sending after this many bytes, the connection kept open (then cleared)
 //   faults.rate      -- bytes a second the server sends at most (a network's bandwidth; default: as fast as it can)
 // Any other path goes to `fallback(request, response)` (a static server), or 404.
 import { createServer } from 'node:http';
@@ -58,8 +59,10 @@ export async function serveModels(files, { headers = {}, fallback = null } = {})
       ...(status === 206 && { 'content-range': `bytes ${start}-${end}/${size}` }),
     });
     const dropAt = faults.dropAt ?? Infinity;
+    const stallAt = faults.stallAt ?? Infinity;
     delete faults.dropAt;
-    send(file, start, length, { dropAt, rate: faults.rate, stats, request, response });
+    delete faults.stallAt;
+    send(file, start, length, { dropAt, stallAt, rate: faults.rate, stats, request, response });
   });
   await new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -81,9 +84,10 @@ const SEND_BYTES = 1 << 16;
 /**
  * Sends `length` bytes of `file` from `start`, at most `rate` bytes a second,
  * waiting for the socket to drain; after `dropAt` bytes the connection is cut
- * (the client sees fewer bytes than content-length said).
+ * (the client sees fewer bytes than content-length said), after `stallAt`
+ * nothing more is sent and the connection stays open.
  */
-async function send(file, start, length, { dropAt, rate, stats, request, response }) {
+async function send(file, start, length, { dropAt, stallAt, rate, stats, request, response }) {
   const handle = await open(file);
   const began = Date.now();
   let closed = false;
@@ -91,7 +95,8 @@ async function send(file, start, length, { dropAt, rate, stats, request, respons
   try {
     const buffer = Buffer.alloc(SEND_BYTES);
     for (let sent = 0; sent < length && !closed;) {
-      const n = Math.min(SEND_BYTES, length - sent, dropAt - sent);
+      const n = Math.min(SEND_BYTES, length - sent, dropAt - sent, stallAt - sent);
+      if (sent >= stallAt) return; // nothing more, until the client gives up (the connection stays open)
       if (n <= 0) {
         response.destroy();
         return;

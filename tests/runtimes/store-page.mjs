@@ -134,8 +134,8 @@ export async function list() {
   return store.list();
 }
 
-/** The model from the store, and a user message of about `tokens` tokens answered with 8, saved as `name`: { tokens }. */
-export async function prepareConversation({ url, name, tokens }) {
+/** The model from the store, and a user message of about `tokens` tokens answered with 8 in a session of `mode`, saved as `name`: { tokens }. */
+export async function prepareConversation({ url, name, tokens, mode = 'f32' }) {
   await ready();
   const store = await ModelStore.open({ persist: false });
   const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
@@ -147,7 +147,7 @@ export async function prepareConversation({ url, name, tokens }) {
     if (n >= tokens - 64) break;
     words = Math.ceil(words * Math.min(4, tokens / n));
   }
-  const chat = new Chat(llama.session());
+  const chat = new Chat(llama.session({ mode }));
   for await (const piece of chat.send(text, { maxTokens: 8, temperature: 0 })) void piece;
   await chat.save(name);
   const held = chat.session.tokens.length;
@@ -161,7 +161,7 @@ export async function prepareConversation({ url, name, tokens }) {
  * (Chat.restore, its time included) and re-read by a fresh session, on the
  * model loaded from the store: { restoreMs, restoredMs, rereadMs }.
  */
-export async function timeFirstToken({ url, name, tokens }) {
+export async function timeFirstToken({ url, name, tokens, mode = 'f32' }) {
   await ready();
   const store = await ModelStore.open({ persist: false });
   const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
@@ -174,7 +174,7 @@ export async function timeFirstToken({ url, name, tokens }) {
     for await (const piece of chat.send('And then?', next)) restoredMs ??= (void piece, performance.now() - t);
     const messages = chat.messages.slice(0, -1);
     chat.free();
-    const fresh = new Chat(llama.session());
+    const fresh = new Chat(llama.session({ mode }));
     t = performance.now();
     let rereadMs = null;
     for await (const piece of fresh.send(messages, next)) rereadMs ??= (void piece, performance.now() - t);
