@@ -149,8 +149,9 @@ static uint64_t digest_merge(uint64_t h, uint64_t lane) {
 }
 
 uint64_t kvc_digest(const void *data, size_t n, uint64_t seed) {
-    const uint8_t *p = data;
-    if (!p) n = 0;
+    static const uint8_t no_bytes[1];
+    const uint8_t *p = data ? (const uint8_t *)data : no_bytes;
+    if (!data) n = 0;
     const uint8_t *const end = p + n;
     uint64_t h;
     if (n >= 32) {
