@@ -43,6 +43,8 @@ function idOf(key) {
   return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
 }
 
+/** The bytes an entry's stored pieces hold. */
+const storedLength = (meta) => meta.pieces.reduce((sum, [, length]) => sum + length, 0);
 const json = (bytes) => JSON.parse(new TextDecoder().decode(bytes));
 const jsonBytes = (value) => new TextEncoder().encode(JSON.stringify(value));
 
@@ -126,7 +128,7 @@ export class ModelStore {
       const meta = await this.#meta(`models/${id}`);
       if (!meta) continue;
       out.push({
-        key: meta.url, size: meta.size, stored: meta.pieces.reduce((sum, [, length]) => sum + length, 0),
+        key: meta.url, size: meta.size, stored: storedLength(meta),
         complete: meta.complete, digest: meta.digest, etag: meta.etag, lastModified: meta.lastModified, storedAt: meta.storedAt,
       });
     }
@@ -269,7 +271,7 @@ export class ModelStore {
       this.#asked = true;
       await this.persist().catch(() => false);
     }
-    let have = meta ? meta.pieces.reduce((sum, [, length]) => sum + length, 0) : 0;
+    let have = meta ? storedLength(meta) : 0;
     if (!response) {
       const headers = have > 0 ? { range: `bytes=${have}-`, 'if-range': meta.etag ?? meta.lastModified } : {};
       if (have > 0 && !headers['if-range']) delete headers['if-range'];

@@ -58,16 +58,15 @@ async function load(store, path, options = {}) {
   return { llama, last, bytes: server.stats.bytes - before.bytes, requests: server.stats.requests - before.requests };
 }
 
-/** The stored pieces of the only entry, concatenated (the file as the store holds it). */
-function storedBytes() {
-  const [entry] = readdirSync(join(dir, 'models'));
-  const names = readdirSync(join(dir, 'models', entry)).filter((n) => /^\d+$/.test(n)).sort();
-  return Buffer.concat(names.map((n) => readFileSync(join(dir, 'models', entry, n))));
-}
-
+/** The files of the only entry's stored pieces, in order. */
 function pieceFiles() {
   const [entry] = readdirSync(join(dir, 'models'));
   return readdirSync(join(dir, 'models', entry)).filter((n) => /^\d+$/.test(n)).sort().map((n) => join(dir, 'models', entry, n));
+}
+
+/** The stored pieces of the only entry, concatenated (the file as the store holds it). */
+function storedBytes() {
+  return Buffer.concat(pieceFiles().map((file) => readFileSync(file)));
 }
 
 storeTest('a second load reads the store: no request, the same model', async () => {
