@@ -53,15 +53,15 @@ export class Chat {
   /** A chat in `session`, which it then owns. */
   constructor(session: LlamaSession | RemoteSession, options?: ChatOptions);
   /** The conversation so far (a copy). */
-  readonly messages: { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[];
+  readonly messages: ConversationMessage[];
   readonly session: LlamaSession | RemoteSession;
   /**
    * Sends a user message (text) -- or takes an array of messages as the conversation to answer (an edited or
    * regenerated turn) -- and streams the reply; only what the session's cache does not hold is computed. The reply,
    * whole or as far as an abort let it come, joins the messages.
    */
-  send(input: string | readonly { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[], options?: ReplyOptions):
-    AsyncGenerator<GeneratePiece, void, undefined>;
+  send(input: string | readonly ConversationMessage[], options?: ReplyOptions & ToolOptions):
+    AsyncGenerator<GeneratePiece & { toolCalls?: ToolCall[] }, void, undefined>;
   /** The conversation as bytes: its messages and its session; given a name, also stored under it in a ModelStore
    * (options.store, else the one the model was loaded through) with its model's digest. */
   save(name?: string, options?: { store?: ModelStore }): Promise<Uint8Array>;
@@ -72,3 +72,39 @@ export class Chat {
   /** Frees the session (idempotent). */
   free(): void | Promise<void>;
 }
+
+/** A tool call, OpenAI-shaped: its arguments are JSON text. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A message of a conversation: an assistant's may carry tool_calls, a tool's the id of the call it answers. */
+export interface ConversationMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  name?: string;
+  [key: string]: unknown;
+}
+
+/** A tool: its parameters a JSON Schema (checked as responseFormat's are). Also taken OpenAI-shaped ({ type: 'function', function }). */
+export interface Tool {
+  name: string;
+  description?: string;
+  parameters?: object;
+}
+
+export interface ToolOptions {
+  /** Tools the model may call, rendered by its template; calls are constrained to their parameters and parsed. */
+  tools?: readonly (Tool | { type: 'function'; function: Tool })[];
+  /** 'auto' (default), 'required' (at least one call), 'none', or the one tool to call. */
+  toolChoice?: 'auto' | 'required' | 'none' | { type: 'function'; function: { name: string } };
+}
+
+/** An OpenAI-shaped client over a session: client.chat.completions.create(request). */
+export function completions(session: LlamaSession | RemoteSession, options?: { template?: string }): {
+  chat: { completions: { create(request: Record<string, unknown> & { messages: readonly ConversationMessage[]; stream?: boolean }): Promise<any> } };
+};

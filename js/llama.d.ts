@@ -329,6 +329,17 @@ export interface ReplyOptions extends SamplingOptions {
   /** When the model's context fills: 'stop' (default: the reply ends, stop 'context') or 'slide' (keep the first 4 positions
    * and the newest, half the context, and go on). */
   context?: 'stop' | 'slide';
+  /** Constrains the reply to JSON ({ type: 'json_object' }) or to a JSON Schema ({ type: 'json_schema', schema } or
+   * OpenAI's { type: 'json_schema', json_schema: { name, schema, strict } }); a keyword the engine would not enforce is
+   * refused, naming it. At most one of responseFormat, grammar, regex, structuralTag; draft must be 0 with one. */
+  responseFormat?: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; schema: object | boolean; strict?: true }
+    | { type: 'json_schema'; json_schema: { name?: string; schema: object | boolean; strict?: true } };
+  /** Constrains the reply to a grammar: EBNF (XGrammar's, which reads llama.cpp's GBNF), its rule `root` first. */
+  grammar?: string;
+  /** Constrains the whole reply to match a regular expression. */
+  regex?: string;
+  /** Constrains the reply by an XGrammar structural tag (what tool calls are constrained by). */
+  structuralTag?: object;
 }
 
 export interface GenerateTextOptions extends ReplyOptions {

@@ -13,6 +13,7 @@
 import { checkBytes, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys } from '../runtime/options.js';
 import { ChatTemplate } from './template.js';
+import { parseToolCalls, templateMessages, toolRequest } from './tools.js';
 import { checkName, getConversation, putConversation } from '../store/store.js';
 
 // A file without a chat template (a base model, like stories260K) chats as
@@ -28,14 +29,62 @@ const SAVED_VERSION = 1;
 const SAVED_HEADER_BYTES = 12;
 const restored = Symbol('restored');
 
-function checkMessages(where, messages) {
+/** `messages` checked: { role, content } (an assistant's with its tool_calls, a tool's with its tool_call_id), copied. */
+export function checkMessages(where, messages) {
   if (!Array.isArray(messages) || messages.length === 0) throw new TypeError(`${where}: messages must be a non-empty array`);
-  messages.forEach((m, i) => {
-    if (m === null || typeof m !== 'object' || !ROLES.includes(m.role) || typeof m.content !== 'string') {
+  return messages.map((m, i) => {
+    const calls = m?.role === 'assistant' ? m.tool_calls : undefined;
+    const content = calls !== undefined && m.content == null ? '' : m?.content;
+    if (m === null || typeof m !== 'object' || !ROLES.includes(m.role) || typeof content !== 'string') {
       throw new TypeError(`${where}: messages[${i}] must be { role: ${ROLES.map((r) => `'${r}'`).join(' | ')}, content: string } (got ${shown(m)})`);
     }
+    const message = { role: m.role, content };
+    if (calls !== undefined && calls.length > 0) message.tool_calls = checkCalls(where, i, calls);
+    if (m.role === 'tool' && m.tool_call_id !== undefined) message.tool_call_id = String(m.tool_call_id);
+    if (m.role === 'tool' && m.name !== undefined) message.name = String(m.name);
+    return message;
   });
-  return messages.map(({ role, content }) => ({ role, content }));
+}
+
+function checkCalls(where, i, calls) {
+  const ok = Array.isArray(calls) && calls.every((c) => typeof c?.function?.name === 'string' &&
+    (typeof c.function.arguments === 'string' || (c.function.arguments !== null && typeof c.function.arguments === 'object')));
+  if (!ok) throw new TypeError(`${where}: messages[${i}].tool_calls must be [{ id, type: 'function', function: { name, arguments } }]`);
+  return calls.map((c) => ({ id: String(c.id ?? ''), type: 'function', function: { name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) } }));
+}
+
+// A name for a tool call, as OpenAI's ids look.
+const callId = () => `call_${Math.random().toString(36).slice(2, 12)}`;
+
+/**
+ * The reply to `messages` in `session` rendered by `template`, streamed as
+ * pieces; the last piece (its stop set) carries `toolCalls` when options.tools
+ * were given, and `message`: the assistant turn as it joins the
+ * conversation ({ role, content, tool_calls? }) -- and promptTokens, the
+ * rendering's length in tokens. What Chat#send and the
+ * OpenAI-shaped client run.
+ */
+export async function* reply(where, session, template, messages, options) {
+  const { tools, toolChoice, ...rest } = options;
+  let request = null;
+  if (tools !== undefined) request = toolRequest(where, template.source, tools, toolChoice);
+  else if (toolChoice !== undefined) throw new TypeError(`${where}: options.toolChoice is given without options.tools`);
+  const variables = request ? request.variables : {};
+  const text = template.render(templateMessages(messages), { addGenerationPrompt: true, ...variables });
+  const promptTokens = session.llama.tokenizer.encode(text, { special: true, bos: false }).length;
+  const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
+  let whole = '';
+  for await (const piece of session.respond(text, respondOptions)) {
+    whole += piece.text;
+    if (piece.stop === null) {
+      yield piece;
+      continue;
+    }
+    const parsed = request && toolChoice !== 'none' ? parseToolCalls(request.format, whole, callId) : { content: whole, toolCalls: [] };
+    const message = { role: 'assistant', content: parsed.toolCalls.length > 0 ? parsed.content : whole };
+    if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
+    yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message, promptTokens };
+  }
 }
 
 export class Chat {
@@ -81,25 +130,40 @@ export class Chat {
    * as the conversation to answer (an edited or regenerated turn) -- and
    * streams the assistant's reply as LlamaSession#generate does (pieces {
    * text, tokens, stop, stats }; its options: signal, maxTokens, sampling,
-   * stop, draft, context). The rendering goes to the session's respond(),
-   * which computes only what its cache does not hold. The reply, whole or
-   * as far as an abort (or a loop's break) let it come, joins the messages;
-   * a call refused before its first piece changes nothing.
+   * stop, draft, context, and a constraint: responseFormat, grammar, regex
+   * or structuralTag, as generate()'s). options.tools ([{ name,
+   * description, parameters }]) go to the template, and the calls' names
+   * and arguments are constrained to them (toolChoice: 'auto', 'required',
+   * 'none' or { type: 'function', function: { name } }); the last piece's
+   * toolCalls are the calls, OpenAI-shaped. A tool's result goes back as a
+   * message { role: 'tool', content, tool_call_id } in the next send's
+   * array. The rendering goes to the session's respond(), which computes
+   * only what its cache does not hold. The reply, whole or as far as an
+   * abort (or a loop's break) let it come, joins the messages (its calls as
+   * tool_calls); a call refused before its first piece changes nothing.
    */
   async *send(input, options = {}) {
     const where = 'Chat.send';
+    checkObject(where, 'options', options);
     const messages = typeof input === 'string'
       ? [...this.#messages, { role: 'user', content: input }]
       : checkMessages(where, input);
-    const text = this.#template.render(messages, { addGenerationPrompt: true });
-    let reply = null;
+    let partial = null;
+    let ended = null;
     try {
-      for await (const piece of this.#session.respond(text, options)) {
-        reply = (reply ?? '') + piece.text;
-        yield piece;
+      for await (const piece of reply(where, this.#session, this.#template, messages, options)) {
+        partial = (partial ?? '') + piece.text;
+        if (piece.message) {
+          ended = piece.message;
+          const { message, promptTokens, ...rest } = piece;
+          yield rest;
+        } else {
+          yield piece;
+        }
       }
     } finally {
-      if (reply !== null) this.#messages = [...messages, { role: 'assistant', content: reply }];
+      if (ended) this.#messages = [...messages, ended];
+      else if (partial !== null) this.#messages = [...messages, { role: 'assistant', content: partial }];
     }
   }
 

@@ -32,9 +32,10 @@ import { ModelStore, loadThrough } from '../store/store.js';
 import { joinParts, splitParts } from './split.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
+import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
-const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', ...SAMPLING_OPTIONS];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // A saved session: "KVSS" (a little-endian u32), the version, the token
 // count, the tokens (u32), then the cache's snapshot.
@@ -767,7 +768,8 @@ export class LlamaSession {
   #plan(where, options, keys) {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, ...sampling } = options;
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false,
+      responseFormat, grammar, regex, structuralTag, ...sampling } = options;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
     if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
@@ -776,16 +778,19 @@ export class LlamaSession {
     if (context !== 'stop' && context !== 'slide') throw new RangeError(`${where}: options.context must be 'stop' or 'slide' (got ${shown(context)})`);
     if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
     if (!draft) checkUnused(where, options, 'draftSession', 'it drafts, and draft is 0');
+    const constraint = constraintOf(where, { responseFormat, grammar, regex, structuralTag });
+    if (constraint && draft) throw new TypeError(`${where}: options.draft must be 0 with a constrained reply (drafts are not verified under a constraint)`);
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
-      sampler: createSampler(where, sampling) };
+      sampler: createSampler(where, sampling), constraint, where };
   }
 
   // The pieces of a reply to `ids`, which follow what the session holds.
   // However it ends -- its end, a stop string, an abort, the caller's break
   // -- the session is left as far as the pieces went (a stop string: up to
   // the token that completed it).
-  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler }) {
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, where }) {
     const { tokenizer } = this.llama;
+    const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain) : plain;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     const stats = decodeStats();
     const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats });
@@ -807,6 +812,7 @@ export class LlamaSession {
           yield { text: text.flush(decoder.flush()), tokens: [], stop: 'abort', stats: endStats(stats, 'abort') };
           return;
         }
+        if (sampler.constrained) await sampler.ready();
         const { value, done } = events.next();
         if (done) {
           open = false;
@@ -827,6 +833,7 @@ export class LlamaSession {
       }
     } finally {
       if (open) close();
+      if (sampler.constrained) sampler.free();
     }
   }
 

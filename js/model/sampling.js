@@ -79,9 +79,15 @@ export function createSampler(where, options = {}) {
       const z = penalize(logits, history);
       if (o.temperature === 0) return argmax(z);
       // Candidates: the topK largest (all when off), largest first.
-      let ids = Array.from(z.keys());
-      if (o.topK > 0 && o.topK < ids.length) ids = topK(z, o.topK);
-      else ids.sort((a, b) => z[b] - z[a] || a - b);
+      // (A logit of -Infinity, a token a constraint forbids, is never a candidate.)
+      let ids;
+      if (o.topK > 0 && o.topK < z.length) {
+        ids = topK(z, o.topK);
+      } else {
+        ids = [];
+        for (let id = 0; id < z.length; id++) if (z[id] !== -Infinity) ids.push(id);
+        ids.sort((a, b) => z[b] - z[a] || a - b);
+      }
       const max = z[ids[0]];
       let p = ids.map((id) => Math.exp(z[id] - max));
       let sum = p.reduce((a, b) => a + b, 0);
@@ -103,42 +109,54 @@ export function createSampler(where, options = {}) {
         u -= p[i];
         if (u < 0) return ids[i];
       }
-      return ids[ids.length - 1];
+      // Rounding left a sliver: the last candidate that has a chance (never one a constraint forbids).
+      let last = ids.length - 1;
+      while (last > 0 && p[last] === 0) last--;
+      return ids[last];
     },
   };
 }
 
-/** The k largest of z, largest first (ties: the lower id first), without sorting all of them. */
+/**
+ * The k largest of z, largest first (ties: the lower id first), without
+ * sorting all of them: one pass with a min-heap of the k best so far (ids
+ * come in increasing order, so a later equal value is never better).
+ */
 function topK(z, k) {
-  // A min-heap of the k best seen so far.
-  const heap = [];
-  const worse = (a, b) => z[a] < z[b] || (z[a] === z[b] && a > b);
-  const down = (i) => {
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < heap.length && worse(heap[l], heap[m])) m = l;
-      if (r < heap.length && worse(heap[r], heap[m])) m = r;
-      if (m === i) return;
-      [heap[i], heap[m]] = [heap[m], heap[i]];
-      i = m;
-    }
+  const ids = new Int32Array(k);
+  const values = new Float32Array(k);
+  let size = 0;
+  // Whether heap entry a is worse than b: a smaller value, or the same and a higher id.
+  const worse = (a, b) => values[a] < values[b] || (values[a] === values[b] && ids[a] > ids[b]);
+  const swap = (a, b) => {
+    [ids[a], ids[b]] = [ids[b], ids[a]];
+    [values[a], values[b]] = [values[b], values[a]];
   };
   for (let id = 0; id < z.length; id++) {
-    if (heap.length < k) {
-      heap.push(id);
-      for (let i = heap.length - 1; i > 0;) {
+    const v = z[id];
+    if (size < k) {
+      ids[size] = id;
+      values[size] = v;
+      for (let i = size++; i > 0;) {
         const parent = (i - 1) >> 1;
-        if (!worse(heap[i], heap[parent])) break;
-        [heap[i], heap[parent]] = [heap[parent], heap[i]];
+        if (!worse(i, parent)) break;
+        swap(i, parent);
         i = parent;
       }
-    } else if (worse(heap[0], id)) {
-      heap[0] = id;
-      down(0);
+    } else if (v > values[0]) {
+      ids[0] = id;
+      values[0] = v;
+      for (let i = 0; ;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < size && worse(l, m)) m = l;
+        if (r < size && worse(r, m)) m = r;
+        if (m === i) break;
+        swap(i, m);
+        i = m;
+      }
     }
   }
-  return heap.sort((a, b) => z[b] - z[a] || a - b);
+  return Array.from(ids).sort((a, b) => z[b] - z[a] || a - b);
 }
-

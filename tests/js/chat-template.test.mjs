@@ -146,6 +146,24 @@ for (const [name, { bundledParses }] of Object.entries(TEMPLATES)) {
   }
 }
 
+// A tool-calling conversation: the call (arguments as templates read them: an object), its result, the answer.
+const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+const TOOL_TURNS = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+  { role: 'tool', tool_call_id: 'call_1', content: '{"celsius": 21}' },
+  { role: 'assistant', content: 'It is 21 °C in Paris.' },
+];
+for (const name of ['Qwen3', 'Llama 3.2 Instruct']) {
+  test(`${name}: tools and a call's round trip render byte for byte as transformers.js's apply_chat_template with the same tools`, () => {
+    const { hf, template, variables } = setup(name);
+    for (const upTo of [1, 3, 4]) {
+      const messages = TOOL_TURNS.slice(0, upTo);
+      assert.equal(template.render(messages, { tools: TOOLS, ...variables }), transformersJs(hf, messages, { add_generation_prompt: true, tools: TOOLS, ...variables }), `${upTo} turns`);
+    }
+  });
+}
+
 test('render ends with the generation prompt by default, as apply_chat_template does given add_generation_prompt: true', () => {
   const { hf, template } = setup('Qwen3');
   const messages = CONVERSATIONS['a system turn and a user turn'];

@@ -21,7 +21,7 @@ const MAY_IMPORT = {
   cache: ['runtime'],
   tokenizers: ['runtime'],
   store: ['runtime'],
-  model: ['runtime', 'cache', 'tokenizers', 'store'],
+  model: ['runtime', 'cache', 'tokenizers', 'store', '@mlc-ai/web-xgrammar'],
   chat: ['runtime', 'store', '@huggingface/jinja'],
   workers: ['runtime', 'model', 'store'],
 };

@@ -1,0 +1,137 @@
+// Tool calls: an app's tools rendered by the model's own chat template, the
+// call's arguments constrained to each tool's parameters schema, and the
+// calls read back out of the reply, OpenAI-shaped. How a model calls a tool
+// is its template's: the format is recognized from the template's text.
+//
+//   hermes  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, any
+//           number of them, text around them (Qwen2.5, Qwen3, Qwen3.5;
+//           SmolLM3, whose template reads its tools from `xml_tools`)
+//   llama3  {"name": "f", "parameters": {...}} as the whole reply, one call
+//           (Llama 3.1, 3.2 and 3.3)
+//
+// A template without tools (Gemma 3's) or with another format is refused
+// when tools are given, naming the template's lack.
+import { shown } from '../runtime/checks.js';
+
+const FORMATS = {
+  hermes: {
+    begin: (name) => `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": `,
+    end: '}\n</tool_call>',
+    trigger: '<tool_call>',
+    parse: (text) => {
+      const calls = [];
+      const content = text.replace(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g, (whole, json) => {
+        const call = parseCall(json, 'arguments');
+        if (!call) return whole;
+        calls.push(call);
+        return '';
+      });
+      return { content: content.trim(), calls };
+    },
+  },
+  llama3: {
+    begin: (name) => `{"name": ${JSON.stringify(name)}, "parameters": `,
+    end: '}',
+    trigger: '{"name": ',
+    single: true,
+    parse: (text) => {
+      const call = parseCall(text.replace(/^\s*<\|python_tag\|>/, '').trim(), 'parameters');
+      return call ? { content: '', calls: [call] } : { content: text, calls: [] };
+    },
+  },
+};
+
+function parseCall(json, argumentsKey) {
+  let value;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  if (value === null || typeof value !== 'object' || typeof value.name !== 'string') return null;
+  const args = value[argumentsKey] ?? {};
+  return { name: value.name, arguments: args };
+}
+
+/** The tool-call format of a chat template's text ('hermes', 'llama3'), and the variable it reads tools from; null: it has none. */
+export function toolFormatOf(source) {
+  if (source.includes('<tool_call>')) return { name: 'hermes', variable: source.includes('xml_tools') ? 'xml_tools' : 'tools' };
+  if (source.includes('"parameters": ') && /\btools\b/.test(source)) return { name: 'llama3', variable: 'tools' };
+  return null;
+}
+
+/**
+ * send()'s tools and toolChoice, checked against the template: the tools
+ * OpenAI-shaped ({ type: 'function', function: { name, description,
+ * parameters } }: what templates read), the template variables that carry
+ * them, and the structural tag that constrains the calls (null when
+ * toolChoice is 'none'). tools: [{ name, description, parameters }] or the
+ * OpenAI shape; toolChoice: 'auto' (default: a call or text), 'required'
+ * (at least one call), 'none', or { type: 'function', function: { name } }
+ * (or { name }): that tool.
+ */
+export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
+  if (!Array.isArray(tools) || tools.length === 0) throw new TypeError(`${where}: options.tools must be a non-empty array of { name, description, parameters } (got ${shown(tools)})`);
+  const format = toolFormatOf(templateSource);
+  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON or Llama 3's JSON)`);
+  const shaped = tools.map((tool, i) => {
+    const fn = tool?.type === 'function' ? tool.function : tool;
+    if (fn === null || typeof fn !== 'object' || typeof fn.name !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(fn.name)) {
+      throw new TypeError(`${where}: options.tools[${i}] must be { name, description, parameters } with a name of letters, digits, _ . - (got ${shown(tool)})`);
+    }
+    const parameters = fn.parameters ?? { type: 'object', properties: {} };
+    if (parameters === null || typeof parameters !== 'object' || Array.isArray(parameters)) throw new TypeError(`${where}: options.tools[${i}].parameters must be a JSON Schema object`);
+    return { type: 'function', function: { name: fn.name, ...(fn.description === undefined ? {} : { description: fn.description }), parameters } };
+  });
+  const names = shaped.map((t) => t.function.name);
+  if (new Set(names).size !== names.length) throw new TypeError(`${where}: options.tools name a tool twice`);
+  const forced = typeof toolChoice === 'object' && toolChoice !== null ? (toolChoice.function?.name ?? toolChoice.name) : null;
+  if (!(['auto', 'required', 'none'].includes(toolChoice) || names.includes(forced))) {
+    throw new TypeError(`${where}: options.toolChoice must be 'auto', 'required', 'none' or { type: 'function', function: { name } } naming one of the tools (got ${shown(toolChoice)})`);
+  }
+  const spec = FORMATS[format.name];
+  const chosen = forced ? shaped.filter((t) => t.function.name === forced) : shaped;
+  const tags = chosen.map(({ function: fn }) => ({
+    type: 'tag', begin: spec.begin(fn.name), content: { type: 'json_schema', json_schema: fn.parameters }, end: spec.end,
+  }));
+  const mustCall = forced !== null || toolChoice === 'required';
+  const structuralTag = toolChoice === 'none' ? null : {
+    type: 'structural_tag',
+    format: mustCall
+      ? { type: 'tags_with_separator', tags, separator: '\n', at_least_one: true, stop_after_first: Boolean(spec.single) }
+      : { type: 'triggered_tags', triggers: [spec.trigger], tags, at_least_one: false, stop_after_first: Boolean(spec.single) },
+  };
+  return { format: format.name, variables: { [format.variable]: shaped }, structuralTag, tools: shaped };
+}
+
+/**
+ * The calls in a reply of a template's format: { content (the text around
+ * them), toolCalls (OpenAI-shaped: { id, type: 'function', function: {
+ * name, arguments (JSON text) } }) }. `idOf(i)` names the i-th call.
+ */
+export function parseToolCalls(format, text, idOf) {
+  const { content, calls } = FORMATS[format].parse(text);
+  return {
+    content,
+    toolCalls: calls.map((call, i) => ({ id: idOf(i), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })),
+  };
+}
+
+/**
+ * Messages as templates read them: an assistant turn's tool_calls with
+ * their arguments as objects (OpenAI's are JSON text; templates print them
+ * with tojson), and no tool_calls key where there are none (templates test
+ * for the key).
+ */
+export function templateMessages(messages) {
+  return messages.map((m) => {
+    const { tool_calls: calls, ...rest } = m;
+    if (!calls || calls.length === 0) return rest;
+    return {
+      ...rest,
+      tool_calls: calls.map((c) => ({
+        ...c, function: { ...c.function, arguments: typeof c.function.arguments === 'string' ? JSON.parse(c.function.arguments) : c.function.arguments },
+      })),
+    };
+  });
+}

@@ -1,0 +1,322 @@
+// Structured output (js/model/grammar.js) and tool calls (js/chat/tools.js):
+// on random-weight models with real vocabularies (Qwen3's, Llama 3's),
+// whose unconstrained output is noise, every constrained reply must parse
+// and validate (ajv); a schema keyword the engine would not enforce is
+// refused naming it; the JSON-Schema-Test-Suite's draft-4 cases, forced
+// through the matcher token by token, are accepted when valid and rejected
+// when invalid; tool calls come back parsed, and their results go back.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import Ajv from 'ajv';
+import { Template } from '@huggingface/jinja';
+import addFormats from 'ajv-formats';
+import { ready } from './helpers.mjs';
+import { Llama } from '../../js/llama.js';
+import { Chat, completions } from '../../js/chat.js';
+import { constrainedSampler, constraintOf } from '../../js/model/grammar.js';
+import { templateMessages } from '../../js/chat/tools.js';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { encodeGguf } from '../gguf/writer.mjs';
+import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
+
+await ready();
+const FIXTURES = JSON.parse(readFileSync(new URL('../fixtures/chat-templates.json', import.meta.url), 'utf8'));
+// A small block over a real vocabulary: the vocabulary is what the mask is about.
+const GEOMETRY = { ...GEOMETRIES.tiny, name: 'vocabulary', dim: 64, hiddenDim: 128, numHeads: 2, numKvHeads: 1, tied: true, contextLength: 2048 };
+const VOCABS = {
+  qwen3: VOCABULARIES.qwen3,
+  'llama-3.2': { ...VOCABULARIES.llama3, config: { eos_token: FIXTURES['llama-3.2-instruct'].eos_token, chat_template: FIXTURES['llama-3.2-instruct'].chat_template } },
+};
+const models = new Map();
+function model(name) {
+  if (!models.has(name)) {
+    const vocabulary = hfVocabulary(VOCABS[name]);
+    models.set(name, { vocabulary, llama: Llama.fromGguf(encodeGguf(randomLlama(GEOMETRY, { tokenizer: vocabulary.entries, seed: 5, mix: 'Q8_0' }))) });
+  }
+  return models.get(name);
+}
+
+async function replyOf(session, prompt, options) {
+  let text = '';
+  let last = null;
+  for await (const piece of session.generate(prompt, options)) {
+    text += piece.text;
+    last = piece;
+  }
+  return { text, last };
+}
+
+const SCHEMAS = {
+  'a nested object': {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 24 }, address: { type: 'object', properties: { city: { type: 'string', maxLength: 16 }, zip: { type: 'string', pattern: '^[0-9]{5}$' } }, required: ['city', 'zip'] } },
+    required: ['name', 'address'],
+  },
+  'an array with bounds': { type: 'object', properties: { scores: { type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 4 } }, required: ['scores'] },
+  'enums and const': { type: 'object', properties: { level: { enum: ['low', 'mid', 'high'] }, version: { const: 2 }, ok: { type: 'boolean' } }, required: ['level', 'version', 'ok'] },
+  anyOf: { type: 'object', properties: { value: { anyOf: [{ type: 'integer' }, { type: 'string', maxLength: 8 }, { type: 'null' }] } }, required: ['value'] },
+  '$ref and $defs, recursive': {
+    $defs: { node: { type: 'object', properties: { label: { type: 'string', maxLength: 6 }, next: { anyOf: [{ $ref: '#/$defs/node' }, { type: 'null' }] } }, required: ['label', 'next'] } },
+    $ref: '#/$defs/node',
+  },
+  'string formats': {
+    type: 'object',
+    properties: { id: { type: 'string', format: 'uuid' }, v6: { type: 'string', format: 'ipv6' } },
+    required: ['id', 'v6'],
+  },
+  'patterns and lengths': { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{2}-[0-9]{3}$' }, tag: { type: 'string', minLength: 2, maxLength: 5 } }, required: ['code', 'tag'] },
+  'a top-level array of objects': { type: 'array', items: { type: 'object', properties: { n: { type: 'number' }, t: { type: ['string', 'null'], maxLength: 10 } }, required: ['n', 't'] }, maxItems: 3 },
+};
+
+test('200 constrained replies of a random-weight model, sampled at temperature 1, all parse and validate against their schemas (ajv)', async () => {
+  const { llama } = model('qwen3');
+  const ajv = new Ajv({ strict: false });
+  addFormats(ajv);
+  const perSchema = 25;
+  let valid = 0;
+  for (const [name, schema] of Object.entries(SCHEMAS)) {
+    const validate = ajv.compile(schema);
+    for (let seed = 0; seed < perSchema; seed++) {
+      const session = llama.session();
+      const { text, last } = await replyOf(session, 'Answer in JSON:', { maxTokens: 600, temperature: 1, topK: 0, minP: 0, seed, responseFormat: { type: 'json_schema', schema } });
+      session.free();
+      assert.equal(last.stop, 'end', `${name}, seed ${seed}: the reply ended by the grammar (${text.length} chars)`);
+      let value;
+      try { value = JSON.parse(text); } catch (e) { assert.fail(`${name}, seed ${seed}: ${JSON.stringify(text)}: ${e.message}`); }
+      assert.ok(validate(value), `${name}, seed ${seed}: ${JSON.stringify(value)} ${ajv.errorsText(validate.errors)}`);
+      valid++;
+    }
+  }
+  console.log(`# ${valid} of ${Object.keys(SCHEMAS).length * perSchema} constrained replies valid`);
+});
+
+test('greedy decoding obeys the constraint too; json_object gives JSON an object', async () => {
+  const { llama } = model('qwen3');
+  const session = llama.session();
+  for (const schema of Object.values(SCHEMAS)) {
+    const { text, last } = await replyOf(session, ' JSON:', { maxTokens: 600, temperature: 0, responseFormat: { type: 'json_schema', schema } });
+    assert.equal(last.stop, 'end');
+    JSON.parse(text);
+  }
+  // Any JSON: its strings have no bound, so a random model's may run on; what came is JSON so far.
+  const { text } = await replyOf(session, ' JSON:', { maxTokens: 40, temperature: 0, responseFormat: { type: 'json_object' } });
+  assert.match(text, /^\s*\{/);
+  session.free();
+});
+
+test('a schema keyword the engine does not enforce is refused when the request is made, naming it, and the session is unchanged', async () => {
+  const { llama } = model('qwen3');
+  const session = llama.session();
+  const refused = {
+    'options.responseFormat.schema/properties/a/uniqueItems is not supported': { type: 'object', properties: { a: { type: 'array', items: {}, uniqueItems: true } } },
+    'options.responseFormat.schema/oneOf is not supported': { oneOf: [{ type: 'string' }, { type: 'integer' }] },
+    'options.responseFormat.schema/allOf is not supported': { allOf: [{ type: 'string' }] },
+    'options.responseFormat.schema/minimum is not supported': { type: 'integer', minimum: 2 },
+    'options.responseFormat.schema/format "bogus" is not a format': { type: 'string', format: 'bogus' },
+    'options.responseFormat.schema/format "date-time" is not a format': { type: 'string', format: 'date-time' },
+    'options.responseFormat.schema/$ref must point into the schema itself': { $ref: 'https://example.com/s.json' },
+    'options.responseFormat.schema/maxLength needs type: \'string\'': { maxLength: 3 },
+    'options.responseFormat.schema/pattern must be anchored': { type: 'string', pattern: '[a-z]+' },
+    'options.responseFormat.schema/frobnicate is not a keyword': { type: 'string', frobnicate: 1 },
+  };
+  for (const [message, schema] of Object.entries(refused)) {
+    await assert.rejects(replyOf(session, 'x', { responseFormat: { type: 'json_schema', schema } }), (e) => e instanceof TypeError && e.message.includes(message), message);
+  }
+  await assert.rejects(replyOf(session, 'x', { grammar: 'root ::= "a"', regex: '^a$' }), /options.grammar and options.regex both constrain the reply/);
+  await assert.rejects(replyOf(session, 'x', { regex: '^a$', draft: 2 }), /options.draft must be 0 with a constrained reply/);
+  await assert.rejects(replyOf(session, 'x', { grammar: 'root ::= nothing' }), /LlamaSession.generate: the constraint does not compile/);
+  assert.deepEqual(session.tokens, []);
+  session.free();
+});
+
+test('a GBNF grammar and a regex bound the reply', async () => {
+  const { llama } = model('qwen3');
+  for (let seed = 0; seed < 5; seed++) {
+    const session = llama.session();
+    const { text: answer } = await replyOf(session, 'Yes or no?', { seed, temperature: 1, grammar: 'root ::= ("yes" | "no") " because " [a-z]{1,12} "."' });
+    assert.match(answer, /^(yes|no) because [a-z]{1,12}\.$/);
+    const { text: date } = await replyOf(session, ' Date:', { seed, temperature: 1, regex: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' });
+    assert.match(date, /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/);
+    session.free();
+  }
+});
+
+test('an abort in the middle of a constrained reply leaves the session as far as its pieces went, and usable', async () => {
+  const { llama } = model('qwen3');
+  const session = llama.session();
+  const controller = new AbortController();
+  let pieces = 0;
+  let last;
+  const responseFormat = { type: 'json_schema', schema: SCHEMAS['a nested object'] };
+  for await (const piece of session.generate('JSON:', { signal: controller.signal, maxTokens: 200, responseFormat })) {
+    if (++pieces === 5) controller.abort();
+    last = piece;
+  }
+  assert.equal(last.stop, 'abort');
+  const held = session.tokens.length;
+  const { text, last: end } = await replyOf(session, ' Again:', { maxTokens: 600, temperature: 1, seed: 2, responseFormat });
+  assert.equal(end.stop, 'end');
+  assert.equal(typeof JSON.parse(text), 'object');
+  assert.ok(session.tokens.length > held);
+  session.free();
+});
+
+// The draft-4 suite's cases, forced token by token through the matcher (the
+// text tokenized as the model would write it, then its end-of-generation
+// token): a valid instance must be producible, an invalid one refused. A
+// schema refused as a whole (a keyword the engine does not enforce) is
+// counted, not run. The suite's schemas mostly leave out `type` (its
+// keywords then let other types pass); those get the type their keywords
+// name, and only the instances of that type are run. Strict replies have no
+// properties beyond the schema's: a valid instance with undeclared ones is
+// left out.
+const SUITE = new URL('tests/draft4/', `file://${createRequire(import.meta.url).resolve('json-schema-test-suite/package.json')}`);
+const KIND_KEYWORDS = { object: ['properties', 'required', 'additionalProperties'], array: ['items', 'minItems', 'maxItems'], string: ['minLength', 'maxLength', 'pattern', 'format'] };
+const impliedKinds = (s) => (s && typeof s === 'object' && s.type === undefined ? Object.keys(KIND_KEYWORDS).filter((k) => KIND_KEYWORDS[k].some((key) => key in s)) : []);
+function typed(schema) {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return schema;
+  const out = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (['properties', 'definitions'].includes(key)) out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, typed(v)]));
+    else if (['items', 'additionalProperties', 'not'].includes(key)) out[key] = typed(value);
+    else if (['anyOf', 'allOf', 'oneOf'].includes(key)) out[key] = value.map(typed);
+    else out[key] = value;
+  }
+  const kinds = impliedKinds(schema);
+  if (kinds.length === 1) out.type = kinds[0];
+  return out;
+}
+const jsonType = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v);
+
+test('JSON-Schema-Test-Suite (draft 4): every valid instance of a supported schema is producible token by token, every invalid one refused', async () => {
+  const { llama } = model('qwen3');
+  const eos = [...llama.tokenizer.eogIds][0];
+  const logits = new Float32Array(llama.config.vocabSize);
+  const accepts = async (constraint, text) => {
+    let forced;
+    const sampler = await constrainedSampler('suite', llama, constraint, { options: {}, next: () => forced });
+    try {
+      for (const token of [...llama.tokenizer.encode(text, { bos: false }), eos]) {
+        await sampler.ready();
+        if (!sampler.allows(token)) return false;
+        forced = token;
+        sampler.next(logits, []);
+      }
+      return sampler.complete;
+    } finally {
+      sampler.free();
+    }
+  };
+  const counts = { run: 0, refusedSchemas: 0, keywords: new Set() };
+  const wrong = [];
+  for (const file of readdirSync(SUITE).filter((f) => f.endsWith('.json'))) {
+    for (const group of JSON.parse(readFileSync(new URL(file, SUITE), 'utf8'))) {
+      const kinds = impliedKinds(group.schema);
+      let constraint;
+      try {
+        constraint = constraintOf('suite', { responseFormat: { type: 'json_schema', schema: typed(group.schema) } });
+      } catch (error) {
+        assert.ok(error instanceof TypeError && /options\.responseFormat\.schema/.test(error.message), error.message);
+        counts.refusedSchemas++;
+        continue;
+      }
+      // A root reference under an added type would change what the schema means.
+      if (kinds.length === 1 && JSON.stringify(group.schema).includes('"$ref":"#"')) continue;
+      const declared = Object.keys(group.schema.properties ?? {});
+      for (const { data, valid, description } of group.tests) {
+        if (kinds.length === 1 && jsonType(data) !== kinds[0]) continue;
+        if (valid && group.schema.properties && jsonType(data) === 'object' && Object.keys(data).some((k) => !declared.includes(k))) continue;
+        counts.run++;
+        counts.keywords.add(file.replace('.json', ''));
+        if (await accepts(constraint, JSON.stringify(data)) !== valid) wrong.push(`${file}: ${group.description} / ${description}`);
+      }
+    }
+  }
+  assert.deepEqual(wrong, []);
+  assert.ok(counts.run >= 90, `${counts.run} cases run`);
+  console.log(`# ${counts.run} cases run (${[...counts.keywords].join(', ')}); ${counts.refusedSchemas} schemas refused as using what the engine does not enforce`);
+});
+
+const WEATHER = { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['C', 'F'] } }, required: ['city', 'unit'] } };
+const TIME = { name: 'get_time', description: 'The time in a zone', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 8 } }, required: ['zone'] } };
+
+for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['Llama 3.2 JSON', 'llama-3.2']]) {
+  test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async () => {
+    const { llama, vocabulary } = model(name);
+    const ajv = new Ajv({ strict: false });
+    for (let seed = 0; seed < 4; seed++) {
+      const chat = new Chat(llama.session());
+      let last;
+      for await (const piece of chat.send('What is the weather in Paris?', { tools: [WEATHER, TIME], toolChoice: 'required', maxTokens: 300, temperature: 1, seed })) last = piece;
+      assert.equal(last.stop, 'end');
+      assert.ok(last.toolCalls.length >= 1);
+      for (const call of last.toolCalls) {
+        const tool = [WEATHER, TIME].find((t) => t.name === call.function.name);
+        assert.ok(tool, call.function.name);
+        assert.ok(ajv.validate(tool.parameters, JSON.parse(call.function.arguments)), call.function.arguments);
+        assert.match(call.id, /^call_/);
+      }
+      const [assistant] = chat.messages.slice(-1);
+      assert.deepEqual(assistant.tool_calls, last.toolCalls);
+      // The tool's result, and the model's answer to it (not forced to call again).
+      const messages = [...chat.messages, ...last.toolCalls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '{"celsius": 21}' }))];
+      for await (const piece of chat.send(messages, { tools: [WEATHER, TIME], maxTokens: 24, seed })) last = piece;
+      assert.ok(['end', 'maxTokens'].includes(last.stop));
+      // What the session took in starts with transformers.js's rendering of the conversation with the same tools.
+      const tools = [WEATHER, TIME].map((t) => ({ type: 'function', function: t }));
+      // transformers.js on the engine it ships with now (its fork bundles an older one), dated as our engine dates.
+      const source = vocabulary.hf.chat_template;
+      vocabulary.hf._compiled_template_cache.set(source, new Template(source));
+      const variables = { date_string: new Template('{{ strftime_now("%d %b %Y") }}').render({}) };
+      const hf = vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
+      const prompt = llama.tokenizer.encode(hf, { special: true, bos: false });
+      assert.deepEqual(chat.session.tokens.slice(0, prompt.length), prompt);
+      chat.free();
+    }
+  });
+}
+
+test('tool choice: a named tool is the one called; none calls nothing; a template without tool calls is refused', async () => {
+  const { llama } = model('qwen3');
+  const chat = new Chat(llama.session());
+  let last;
+  for await (const piece of chat.send('Time?', { tools: [WEATHER, TIME], toolChoice: { type: 'function', function: { name: 'get_time' } }, maxTokens: 200, temperature: 1, seed: 1 })) last = piece;
+  assert.ok(last.toolCalls.length >= 1 && last.toolCalls.every((c) => c.function.name === 'get_time'));
+  for await (const piece of chat.send('Hi', { tools: [WEATHER], toolChoice: 'none', maxTokens: 8 })) last = piece;
+  assert.deepEqual(last.toolCalls, []);
+  await assert.rejects(async () => {
+    for await (const piece of chat.send('Hi', { tools: [WEATHER], toolChoice: 'get_time' })) void piece;
+  }, /options.toolChoice must be/);
+  chat.free();
+  const plain = new Chat(llama.session(), { template: '{% for m in messages %}{{ m.content }}{% endfor %}' });
+  await assert.rejects(async () => {
+    for await (const piece of plain.send('Hi', { tools: [WEATHER] })) void piece;
+  }, /the model's chat template has no tool calls/);
+  plain.free();
+});
+
+test('completions(session).chat.completions.create: OpenAI-shaped replies, tool calls and streamed chunks', async () => {
+  const { llama } = model('qwen3');
+  const client = completions(llama.session());
+  const json = await client.chat.completions.create({
+    messages: [{ role: 'user', content: 'A JSON object with a.' }], max_tokens: 300, seed: 3, temperature: 1,
+    response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] }, strict: true } },
+  });
+  assert.equal(json.object, 'chat.completion');
+  assert.equal(json.choices[0].finish_reason, 'stop');
+  assert.equal(Number.isInteger(JSON.parse(json.choices[0].message.content).a), true);
+  assert.ok(json.usage.prompt_tokens > 0 && json.usage.completion_tokens > 0);
+  const called = await client.chat.completions.create({
+    messages: [{ role: 'user', content: 'Weather?' }], tools: [{ type: 'function', function: WEATHER }], tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300, seed: 4, temperature: 1,
+  });
+  assert.equal(called.choices[0].finish_reason, 'tool_calls');
+  assert.equal(called.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  const chunks = [];
+  for await (const chunk of await client.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 4 })) chunks.push(chunk);
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+  assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
+  await assert.rejects(client.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], n: 2 }), /n must be 1/);
+});
