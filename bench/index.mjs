@@ -35,6 +35,7 @@ const benchmarks = {
   llm: () => import('./llm.mjs'),
   chat: () => import('./chat.mjs'),
   store: () => import('./store.mjs'),
+  structured: () => import('./structured.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({

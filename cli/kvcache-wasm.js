@@ -50,9 +50,21 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
   --repeat-penalty F   divide the logits of recent tokens by F (default 1: off)
   --repeat-last-n N    the tokens that counts as recent (default 64)
   --seed S             seed of the sampler (default: generate 1, chat a random one)
+  --json-schema FILE   every reply is JSON matching the JSON Schema in FILE (a keyword the engine
+                       does not enforce is refused, naming it)
+  --grammar FILE       every reply follows the grammar in FILE (GBNF or EBNF, its rule root first)
   --threads N          threads for the matmuls and attention (default: what the machine has)`;
 
 class UsageError extends Error {}
+
+/** The text of the file an option names, or a UsageError saying why not. */
+function readFile(option, path) {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`--${option} ${path} cannot be read: ${error.code ?? error.message}`);
+  }
+}
 /** A model file that did not load: its message says which and why, in a sentence. */
 class LoadError extends Error {}
 
@@ -89,6 +101,8 @@ function parse(argv) {
         'repeat-penalty': { type: 'string', default: '1' },
         'repeat-last-n': { type: 'string', default: '64' },
         seed: { type: 'string' },
+        'json-schema': { type: 'string' },
+        grammar: { type: 'string' },
         threads: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
@@ -149,6 +163,20 @@ function parse(argv) {
   if (!['stop', 'slide'].includes(values.context)) throw new UsageError(`--context must be stop or slide (got ${values.context})`);
   if (values.stop.some((text) => text === '')) throw new UsageError('--stop must be a non-empty text');
   const chat = command === 'chat';
+  if (values['json-schema'] !== undefined && values.grammar !== undefined) throw new UsageError('--json-schema and --grammar both constrain the reply: give one');
+  const constraint = {};
+  if (values['json-schema'] !== undefined) {
+    let schema;
+    try {
+      schema = JSON.parse(readFile('json-schema', values['json-schema']));
+    } catch (error) {
+      if (error instanceof UsageError) throw error;
+      throw new UsageError(`--json-schema ${values['json-schema']} is not JSON: ${error.message}`);
+    }
+    constraint.responseFormat = { type: 'json_schema', schema };
+  }
+  if (values.grammar !== undefined) constraint.grammar = readFile('grammar', values.grammar);
+  if (Object.keys(constraint).length > 0 && integer('draft', 0) > 0) throw new UsageError('--draft goes without --json-schema and --grammar: drafts are not verified under a constraint');
   return {
     command,
     model: values.model,
@@ -172,6 +200,7 @@ function parse(argv) {
       repeatPenalty: number('repeat-penalty', 0, 100),
       repeatLastN: integer('repeat-last-n', 0),
       seed: values.seed === undefined ? (chat ? Math.floor(Math.random() * 2 ** 32) : 1) : integer('seed', 0, 2 ** 32 - 1),
+      ...constraint,
     },
   };
 }
@@ -382,6 +411,11 @@ main().then((code) => {
   const command = process.argv.slice(2).find((arg) => COMMANDS.includes(arg)) ?? 'generate';
   if (error instanceof UsageError) {
     console.error(`kvcache-wasm: ${error.message} (kvcache-wasm --help lists the options)`);
+    process.exitCode = 2;
+  } else if (error instanceof TypeError && /: (options\.(responseFormat|grammar)|the constraint does not compile)/.test(error.message)) {
+    // The schema or grammar a file holds, refused: what --json-schema or --grammar gave.
+    const option = /responseFormat/.test(error.message) ? '--json-schema' : '--grammar';
+    console.error(`kvcache-wasm ${command}: ${option} is refused: ${error.message.replace(/^[\w.]+: /, '')}`);
     process.exitCode = 2;
   } else if (error instanceof LoadError) {
     console.error(`kvcache-wasm ${command}: ${error.message}`);

@@ -12,6 +12,7 @@ import { Llama } from './model/llama.js';
 import { PrefixCache } from './cache/prefix.js';
 import { ModelStore } from './store/store.js';
 import { workerConstructionWatch } from './runtime/threads.js';
+import { setGrammarEngine } from './model/grammar.js';
 
 const objects = new Map(); // handle -> { kind, object }
 const calls = new Map(); // call id -> the AbortController of a load or a stream
@@ -57,9 +58,10 @@ const OPS = {
   async init(options, signal, id) {
     // The page sent locateFile's answers, by file name; it hears when a pool
     // worker is being constructed (threads.js says why).
-    const { locateFile: located } = options;
+    const { locateFile: located, grammarEngine, ...initOptions } = options;
+    if (grammarEngine !== undefined) setGrammarEngine(grammarEngine);
     await kv.init({
-      ...options,
+      ...initOptions,
       ...(located && { locateFile: (name) => located[name] }),
       [workerConstructionWatch]: (constructing) => postMessage({ id, progress: { constructingThread: constructing } }),
     });

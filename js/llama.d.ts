@@ -351,7 +351,11 @@ export interface GenerateTextOptions extends ReplyOptions {
 export type StopReason = 'end' | 'stop' | 'maxTokens' | 'context' | 'abort';
 
 /** How a reply went: decode()'s statistics, with its stop reason. */
-export type ReplyStats = Omit<GenerateStats, 'stop'> & { stop: StopReason };
+export type ReplyStats = Omit<GenerateStats, 'stop'> & {
+  stop: StopReason;
+  /** The tokens the reply follows: the session's before it and the prompt's. */
+  promptTokens: number;
+};
 
 /** A piece of a streamed reply. */
 export interface GeneratePiece {

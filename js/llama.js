@@ -13,3 +13,4 @@ export { GgufError, GgufFile, readGguf } from './model/gguf.js';
 export { Tokenizer } from './tokenizers/tokenizer.js';
 export { decode, generate, promptLookup } from './model/decode.js';
 export { seededRandom } from './model/sampling.js';
+export { setGrammarEngine } from './model/grammar.js';

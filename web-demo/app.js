@@ -612,20 +612,33 @@ function draftLabel(id) {
   return decoder.push(id) + decoder.flush();
 }
 
+/** With JSON on: the schema the editor holds, parsed ({ value } or { error }); off: { value: null }. */
+function jsonSchema() {
+  if (!$('json-mode').checked) return { value: null };
+  try {
+    return { value: JSON.parse($('json-schema').value) };
+  } catch (error) {
+    return { error: `the JSON Schema is not JSON (${error.message})` };
+  }
+}
+
 /** Sends the input's text and streams the reply into the transcript; the replica follows each token. */
 async function send() {
   if (reply || !chat) return;
   const text = $('chat-input').value;
   const maxTokens = readInteger('max-tokens');
   const temperature = readNumber('temperature');
-  const refused = [maxTokens, temperature].filter((x) => x.error);
+  const schema = jsonSchema();
+  const refused = [maxTokens, temperature, schema].filter((x) => x.error);
   if (refused.length) return refuse(refused.map((x) => x.error));
   refuse([]);
   $('chat-input').value = '';
   const controller = new AbortController();
   const context = contextPolicy();
   const options = { signal: controller.signal, maxTokens: maxTokens.value, temperature: temperature.value, seed: chatView.replies.length + 1, context };
-  if (chatSettings.draft > 0) options.draft = chatSettings.draft;
+  // A constrained reply does not draft: the matcher takes one token a step.
+  if (schema.value) options.responseFormat = { type: 'json_schema', schema: schema.value };
+  else if (chatSettings.draft > 0) options.draft = chatSettings.draft;
   let done;
   reply = { controller, done: new Promise((resolve) => { done = resolve; }) };
   chatControls();
@@ -1097,6 +1110,7 @@ $('budget').addEventListener('input', () => {
   draw();
 });
 $('bound').addEventListener('change', applyBound);
+$('json-mode').addEventListener('change', () => { $('json-schema-editor').hidden = !$('json-mode').checked; });
 $('evict').addEventListener('click', evictNow);
 $('branch').addEventListener('click', branchNow);
 

@@ -40,6 +40,7 @@ function routes(modelPath) {
     ['/pkg/dist/kvcache-relaxed.wasm', join(root, 'dist', 'kvcache-relaxed.wasm')],
     ['/vendor/uplot/', join(root, 'node_modules', 'uplot', 'dist')],
     ['/vendor/jinja/', join(root, 'node_modules', '@huggingface', 'jinja', 'dist')],
+    ['/vendor/xgrammar/', join(root, 'node_modules', '@mlc-ai', 'web-xgrammar', 'lib')],
     ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],
     ['/', join(root, 'web-demo')],

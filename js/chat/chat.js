@@ -60,8 +60,7 @@ const callId = () => `call_${Math.random().toString(36).slice(2, 12)}`;
  * The reply to `messages` in `session` rendered by `template`, streamed as
  * pieces; the last piece (its stop set) carries `toolCalls` when options.tools
  * were given, and `message`: the assistant turn as it joins the
- * conversation ({ role, content, tool_calls? }) -- and promptTokens, the
- * rendering's length in tokens. What Chat#send and the
+ * conversation ({ role, content, tool_calls? }). What Chat#send and the
  * OpenAI-shaped client run.
  */
 export async function* reply(where, session, template, messages, options) {
@@ -71,7 +70,6 @@ export async function* reply(where, session, template, messages, options) {
   else if (toolChoice !== undefined) throw new TypeError(`${where}: options.toolChoice is given without options.tools`);
   const variables = request ? request.variables : {};
   const text = template.render(templateMessages(messages), { addGenerationPrompt: true, ...variables });
-  const promptTokens = session.llama.tokenizer.encode(text, { special: true, bos: false }).length;
   const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
   let whole = '';
   for await (const piece of session.respond(text, respondOptions)) {
@@ -83,7 +81,7 @@ export async function* reply(where, session, template, messages, options) {
     const parsed = request && toolChoice !== 'none' ? parseToolCalls(request.format, whole, callId) : { content: whole, toolCalls: [] };
     const message = { role: 'assistant', content: parsed.toolCalls.length > 0 ? parsed.content : whole };
     if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
-    yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message, promptTokens };
+    yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message };
   }
 }
 
@@ -155,7 +153,7 @@ export class Chat {
         partial = (partial ?? '') + piece.text;
         if (piece.message) {
           ended = piece.message;
-          const { message, promptTokens, ...rest } = piece;
+          const { message, ...rest } = piece;
           yield rest;
         } else {
           yield piece;

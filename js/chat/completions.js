@@ -71,9 +71,8 @@ export function completions(session, options = {}) {
 // 'length' when cut short (a call in it may be unfinished), else 'tool_calls' when it called.
 const finishReason = (piece) => (FINISH[piece.stop] === 'length' ? 'length' : piece.message.tool_calls ? 'tool_calls' : FINISH[piece.stop]);
 
-function usage(stats, promptTokens) {
-  const completion = stats?.tokens ?? 0;
-  return { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
+function usage({ promptTokens, tokens }) {
+  return { prompt_tokens: promptTokens, completion_tokens: tokens, total_tokens: promptTokens + tokens };
 }
 
 function choiceMessage(message) {
@@ -89,7 +88,7 @@ async function whole(pieces, head) {
     return {
       ...head, object: 'chat.completion',
       choices: [{ index: 0, message: choiceMessage(piece.message), finish_reason: finish }],
-      usage: usage(piece.stats, piece.promptTokens),
+      usage: usage(piece.stats),
     };
   }
   throw new Error('chat.completions.create: the reply ended without its last piece');

@@ -101,7 +101,37 @@ export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
       ? { type: 'tags_with_separator', tags, separator: '\n', at_least_one: true, stop_after_first: Boolean(spec.single) }
       : { type: 'triggered_tags', triggers: [spec.trigger], tags, at_least_one: false, stop_after_first: Boolean(spec.single) },
   };
-  return { format: format.name, variables: { [format.variable]: shaped }, structuralTag, tools: shaped };
+  // SmolLM3's template prints each tool with `tool | string`: Python's repr of a dict, which
+  // the engine has no filter for; the tools go to it as that text.
+  const given = format.variable === 'xml_tools' ? shaped.map(pythonRepr) : shaped;
+  return { format: format.name, variables: { [format.variable]: given }, structuralTag, tools: shaped };
+}
+
+/** A JSON value as Python's repr() prints it (str() of a dict, list, str, number, bool or None). */
+export function pythonRepr(value) {
+  if (value === null || value === undefined) return 'None';
+  if (value === true) return 'True';
+  if (value === false) return 'False';
+  if (typeof value === 'number') return Number.isInteger(value) ? String(value) : String(value).replace(/e([+-])(\d)$/, 'e$10$2');
+  if (typeof value === 'string') return pythonString(value);
+  if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`;
+  return `{${Object.entries(value).map(([k, v]) => `${pythonString(k)}: ${pythonRepr(v)}`).join(', ')}}`;
+}
+
+// Python's repr of a str: single quotes unless it has one and no double quote; \\, \n, \r, \t and the quote escaped, other controls as \xNN.
+function pythonString(text) {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of text) {
+    const code = ch.codePointAt(0);
+    if (ch === '\\' || ch === quote) out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return out + quote;
 }
 
 /**

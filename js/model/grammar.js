@@ -187,7 +187,8 @@ function responseFormatOf(where, format) {
   const name = 'options.responseFormat';
   if (format === null || typeof format !== 'object') throw new TypeError(`${where}: ${name} must be { type: 'json_schema' | 'json_object' | 'text', ... } (got ${shown(format)})`);
   if (format.type === 'text') return null;
-  if (format.type === 'json_object') return { key: 'json', compile: (c) => c.compileBuiltinJSONGrammar() };
+  // Any JSON object (the engine's own JSON grammar allows an array too).
+  if (format.type === 'json_object') return { key: 'json', compile: async (c, xgrammar) => c.compileGrammar(await schemaGrammar(xgrammar, { type: 'object' }), 'root') };
   if (format.type !== 'json_schema') throw new TypeError(`${where}: ${name}.type must be 'json_schema', 'json_object' or 'text' (got ${shown(format.type)})`);
   // OpenAI's shape nests the schema in json_schema; the short one has it at the top.
   const inner = format.json_schema ?? format;
@@ -271,7 +272,22 @@ async function schemasAsGrammars(node, xgrammar) {
 // The engine, loaded on first use.
 
 let engine = null;
-const ENGINE = ['@mlc-ai', 'web-xgrammar'].join('/');
+/** The engine's package name, which Node, Deno, Bun and a page's import map resolve. */
+export const GRAMMAR_ENGINE = ['@mlc-ai', 'web-xgrammar'].join('/');
+let engineSource = GRAMMAR_ENGINE;
+
+/**
+ * Where constrained replies import the engine from: its package name by
+ * default, which a browser resolves only through an import map or a
+ * bundler; a URL of its lib/index.js otherwise (a worker, which sees no
+ * import map, is sent the page's). Before the first constrained reply.
+ */
+export function setGrammarEngine(source) {
+  const where = 'setGrammarEngine';
+  if (!(source instanceof URL) && !(typeof source === 'string' && source.length > 0)) throw new TypeError(`${where}: source must be a URL or a non-empty string (got ${shown(source)})`);
+  if (engine) throw new Error(`${where}: the engine is already loaded (from ${engineSource})`);
+  engineSource = String(source);
+}
 
 /**
  * XGrammar's module. Its file is a UMD script published as an ES module:
@@ -288,15 +304,23 @@ function loadEngine() {
       globalThis.require = () => ({ pathToFileURL: (path) => new URL(`file://${path}`) });
       globalThis.__filename = '/web-xgrammar.js';
     }
+    // The engine binds console.log and console.error when its wasm is
+    // instantiated, and writes its errors and warnings there: it is given
+    // these, which hand what it writes to the call that made it (engineCall).
+    const { log, error } = console;
+    console.log = (...args) => engineWrote(log, args);
+    console.error = (...args) => engineWrote(error, args);
     try {
       // A specifier bundlers leave alone: the engine's file names Node's url module, which
-      // browser bundles cannot resolve; a page resolves it by its import map or bundler alias.
-      const module = await import(/* webpackIgnore: true */ /* @vite-ignore */ ENGINE);
+      // browser bundles cannot resolve; a page resolves it by its import map, or names its URL.
+      const module = await import(/* webpackIgnore: true */ /* @vite-ignore */ engineSource);
       const xgrammar = module.GrammarCompiler ? module : globalThis.xgrammar;
       if (!xgrammar?.GrammarCompiler) throw new Error('@mlc-ai/web-xgrammar did not load');
       (await xgrammar.Grammar.builtinJSONGrammar()).dispose(); // its wasm, instantiated
       return xgrammar;
     } finally {
+      console.log = log;
+      console.error = error;
       if (lent) {
         delete globalThis.require;
         delete globalThis.__filename;
@@ -308,6 +332,30 @@ function loadEngine() {
   return engine;
 }
 
+// What the engine wrote during the current engineCall (null: outside one, where it goes to the console).
+let written = null;
+function engineWrote(print, args) {
+  if (written) written.push(args.join(' '));
+  else print(...args);
+}
+
+/**
+ * Runs an engine call, keeping what the engine writes from the console: an
+ * error it throws (it aborts with "Aborted()") is a TypeError of `where`
+ * saying `what` with the engine's own message.
+ */
+async function engineCall(where, what, call) {
+  written = [];
+  try {
+    return await call();
+  } catch (error) {
+    const said = written.map((line) => line.replace(/^\[(FATAL|ERROR)\] \S+:\d+: /, '')).filter((line) => !/^Aborted\(/.test(line) && !/^\[WARNING\]/.test(line));
+    throw new TypeError(`${where}: ${what}: ${said.length ? said.join('; ') : String(error?.message ?? error)}`, { cause: error });
+  } finally {
+    written = null;
+  }
+}
+
 // Per tokenizer: its compiler, and the grammars it compiled, newest last.
 const compilers = new WeakMap();
 const GRAMMARS_KEPT = 32;
@@ -317,15 +365,23 @@ const GRAMMARS_KEPT = 32;
  * control tokens are given as empty (so no constraint allows them as text)
  * and the end-of-generation tokens are its stop tokens.
  */
-async function compilerFor(tokenizer, vocabSize) {
+async function compilerFor(where, tokenizer, vocabSize) {
   let entry = compilers.get(tokenizer);
   if (!entry) {
     entry = (async () => {
-      const xgrammar = await loadEngine();
+      let xgrammar;
+      try {
+        xgrammar = await loadEngine();
+      } catch (error) {
+        throw new Error(`${where}: the structured-output engine (${engineSource}) did not load: ${error?.message ?? error}`, { cause: error });
+      }
       const tokens = tokenizer.tokens.map((token, id) => (tokenizer.tokenTypes[id] === CONTROL ? '' : token));
       const vocabType = tokenizer.model === 'gpt2' ? 'byte_level' : 'byte_fallback';
-      const info = await xgrammar.TokenizerInfo.createTokenizerInfo(tokens, vocabType, false, vocabSize, [...tokenizer.eogIds]);
-      return { xgrammar, compiler: await xgrammar.GrammarCompiler.createGrammarCompiler(info, false), grammars: new Map() };
+      const compiler = await engineCall(where, 'the model\'s vocabulary could not be prepared for constraints', async () => {
+        const info = await xgrammar.TokenizerInfo.createTokenizerInfo(tokens, vocabType, false, vocabSize, [...tokenizer.eogIds]);
+        return xgrammar.GrammarCompiler.createGrammarCompiler(info, false);
+      });
+      return { xgrammar, compiler, grammars: new Map() };
     })();
     compilers.set(tokenizer, entry);
     entry.catch(() => compilers.delete(tokenizer));
@@ -337,16 +393,12 @@ const CONTROL = 3;
 
 /** The compiled grammar of `constraint` (constraintOf's) for a model's vocabulary: compiled once, kept for the next 31 others. */
 export async function compiledGrammar(where, tokenizer, vocabSize, constraint) {
-  const { xgrammar, compiler, grammars } = await compilerFor(tokenizer, vocabSize);
+  const { xgrammar, compiler, grammars } = await compilerFor(where, tokenizer, vocabSize);
   let compiled = grammars.get(constraint.key);
   if (compiled) {
     grammars.delete(constraint.key);
   } else {
-    try {
-      compiled = await constraint.compile(compiler, xgrammar);
-    } catch (error) {
-      throw new TypeError(`${where}: the constraint does not compile: ${engineMessage(error)}`, { cause: error });
-    }
+    compiled = await engineCall(where, 'the constraint does not compile', () => constraint.compile(compiler, xgrammar));
     if (grammars.size >= GRAMMARS_KEPT) {
       const [oldest, grammar] = grammars.entries().next().value;
       grammars.delete(oldest);
@@ -355,10 +407,6 @@ export async function compiledGrammar(where, tokenizer, vocabSize, constraint) {
   }
   grammars.set(constraint.key, compiled);
   return { xgrammar, compiled };
-}
-
-function engineMessage(error) {
-  return String(error?.message ?? error).replace(/^.*?\] /, '').trim();
 }
 
 /**
@@ -371,7 +419,7 @@ function engineMessage(error) {
  */
 export async function constrainedSampler(where, llama, constraint, sampler) {
   const { xgrammar, compiled } = await compiledGrammar(where, llama.tokenizer, llama.config.vocabSize, constraint);
-  const matcher = await xgrammar.GrammarMatcher.createGrammarMatcher(compiled);
+  const matcher = await engineCall(where, 'the constraint\'s matcher could not be made', () => xgrammar.GrammarMatcher.createGrammarMatcher(compiled));
   let mask = null;
   return {
     options: sampler.options,
@@ -386,6 +434,10 @@ export async function constrainedSampler(where, llama, constraint, sampler) {
       mask = null;
       if (!matcher.acceptToken(token)) throw new Error(`${where}: the constraint's matcher refused token ${token}, which its mask allowed`);
       return token;
+    },
+    /** The step's mask (after ready()): a bit per token, 32 a word. */
+    get mask() {
+      return mask;
     },
     /** Whether the step's mask (after ready()) allows `token`. */
     allows(token) {

@@ -792,7 +792,8 @@ export class LlamaSession {
     const { tokenizer } = this.llama;
     const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain) : plain;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
-    const stats = decodeStats();
+    // promptTokens: what the reply follows, the session's tokens and these.
+    const stats = { ...decodeStats(), promptTokens: this.#history.length + ids.length };
     const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats });
     // The reply continues the session's text: its first space stays unless no text came before (<s> alone).
     const decoder = tokenizer.decoder({ after: [...this.#history, ...ids] });

@@ -16,6 +16,17 @@ import { RUNTIME_FILES, locate } from '../runtime/files.js';
 import { checkResponse } from '../store/sources.js';
 import { ModelStore } from '../store/store.js';
 import { checkKeys } from '../runtime/options.js';
+import { GRAMMAR_ENGINE } from '../model/grammar.js';
+
+/** Where this page's import map sends `specifier` (undefined: it has none for it, or the runtime has no import.meta.resolve). */
+function pageResolved(specifier) {
+  try {
+    const url = import.meta.resolve?.(specifier);
+    return typeof url === 'string' && /^(https?|file|blob):/.test(url) ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 const ERRORS = { TypeError, RangeError, KvCacheError, GgufError };
 
@@ -55,7 +66,10 @@ export class LlamaWorker {
    * a start be stuck), or the Worker. options.init: init()'s options in the worker
    * (threads, isa, maxMemory, wasm as a URL, locateFile), sent before the
    * first call; locateFile is asked here for each file the package loads
-   * (RUNTIME_FILES), and the worker is sent its answers as URLs.
+   * (RUNTIME_FILES), and the worker is sent its answers as URLs;
+   * grammarEngine: where the worker imports the structured-output engine
+   * from (setGrammarEngine), by default where this page's import map
+   * resolves it (a worker sees none).
    */
   constructor(options = {}) {
     const where = 'new LlamaWorker';
@@ -71,7 +85,11 @@ export class LlamaWorker {
       throw new TypeError(`${where}: options.init.locateFile must be a function (name) => URL or string (got ${shown(locateFile)})`);
     }
     const located = locateFile && Object.fromEntries(Object.values(RUNTIME_FILES).map((name) => [name, locate(init, name).href]));
-    this.#ready = this.#start(worker, [locateFile ? { ...init, locateFile: located } : init]);
+    const { grammarEngine = pageResolved(GRAMMAR_ENGINE) } = init;
+    if (grammarEngine !== undefined && !(grammarEngine instanceof URL) && typeof grammarEngine !== 'string') {
+      throw new TypeError(`${where}: options.init.grammarEngine must be a URL or a string (got ${shown(grammarEngine)})`);
+    }
+    this.#ready = this.#start(worker, [{ ...init, ...(locateFile && { locateFile: located }), ...(grammarEngine !== undefined && { grammarEngine: String(grammarEngine) }) }]);
   }
 
   /**

@@ -211,6 +211,27 @@ for (const name of BROWSERS) {
       await noProblems(state);
     });
 
+    test('JSON on: the reply, constrained in the worker to the editor\'s schema, parses and matches it; a schema the engine does not enforce is refused, naming the keyword', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+      await page.click('#json-mode');
+      assert.equal(await page.evaluate('async () => document.querySelector("#json-schema-editor").hidden'), false, 'the editor shows');
+      const before = (await snapshot()).chat.replies.length;
+      await page.fill('#max-tokens', '200');
+      await page.fill('#chat-input', 'Tom and his dog.');
+      await page.click('#send');
+      let state = await waitFor((s) => !s.replying && s.chat.replies[before]?.stop, 'the JSON reply\'s end');
+      const value = JSON.parse(state.chat.replies[before].text);
+      assert.ok(typeof value.name === 'string' && value.name.length <= 16 && ['happy', 'sad'].includes(value.mood), JSON.stringify(value));
+      await page.fill('#json-schema', '{ "type": "string", "format": "date" }');
+      await page.fill('#chat-input', 'Again.');
+      await page.click('#send');
+      state = await waitFor((s) => !s.replying && s.chat.replies.length > before + 1, 'the refusal');
+      assert.match(await text('#chat-log .notice:last-child'), /Refused: .*format "date" is not a format the engine enforces/);
+      await page.click('#json-mode');
+      await noProblems(state);
+    });
+
     test('Stop aborts a reply: it ends as far as it came, short of the same reply let run, and the next turn goes on', async (t) => {
       if (skipWhy) return t.skip(skipWhy);
       if (MODEL_MISSING) return t.skip(MODEL_MISSING);

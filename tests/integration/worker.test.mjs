@@ -17,7 +17,8 @@ import { assertWorkerResult, workerExpected } from '../runtimes/worker-expected.
 import { MODEL_MISSING, MODEL_PATH, ready } from '../js/helpers.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const SERVED = ['js/', 'dist/', 'tests/runtimes/worker-smoke.mjs', 'node_modules/@huggingface/jinja/dist/'];
+const SERVED = ['js/', 'dist/', 'tests/runtimes/worker-smoke.mjs', 'node_modules/@huggingface/jinja/dist/', 'node_modules/@mlc-ai/web-xgrammar/lib/'];
+const XGRAMMAR = 'node_modules/@mlc-ai/web-xgrammar/lib/index.js';
 const JINJA = 'node_modules/@huggingface/jinja/dist/index.js';
 // Where the main thread must never stall while the worker generates (the issue's target), measured in Chromium.
 const MAX_BLOCK_MS = 50;
@@ -26,13 +27,14 @@ function page() {
   const imports = Object.fromEntries(['./worker', './chat'].map((subpath) =>
     [`kvcache-wasm${subpath.slice(1)}`, resolveExport(PACKAGE, subpath, ['browser', 'default']).slice(1)]));
   imports['@huggingface/jinja'] = `/${JINJA}`;
+  imports['@mlc-ai/web-xgrammar'] = `/${XGRAMMAR}`;
   return `<!doctype html><meta charset="utf-8"><title>kvcache-wasm worker</title><link rel="icon" href="data:,">
 <script type="importmap">${JSON.stringify({ imports })}</script>
 <script type="module">
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat } from 'kvcache-wasm/chat';
 import { workerSmoke } from '/tests/runtimes/worker-smoke.mjs';
-window.workerDone = workerSmoke({ LlamaWorker, Chat }, '/model.gguf').then((result) => ({ result }), (error) => ({ error: \`\${error}\${error?.stack ? \`\\n\${error.stack}\` : ''}\` }));
+window.workerDone = workerSmoke({ LlamaWorker, Chat }, '/model.gguf', {}, { constrained: true }).then((result) => ({ result }), (error) => ({ error: \`\${error}\${error?.stack ? \`\\n\${error.stack}\` : ''}\` }));
 </script>`;
 }
 

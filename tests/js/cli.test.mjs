@@ -94,6 +94,35 @@ modelTest('generate prints the story and, at the end, tokens/s and the cache mem
   assert.match(result.stderr, /cache: f32, 5 layers, 40 positions, [\d.]+ KiB/);
 });
 
+modelTest('generate --json-schema FILE prints JSON that matches the schema; --grammar FILE text the grammar gives; a schema or grammar the engine refuses exits 2 saying why', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcache-cli-'));
+  try {
+    const schema = { type: 'object', properties: { hero: { type: 'string', maxLength: 12 }, friends: { type: 'array', items: { enum: ['cat', 'dog'] }, maxItems: 2 } }, required: ['hero', 'friends'] };
+    writeFileSync(join(dir, 'schema.json'), JSON.stringify(schema));
+    const json = run('generate', '--model', MODEL_PATH, '--json-schema', join(dir, 'schema.json'), '--steps', '120', '--temperature', '0.8');
+    assert.equal(json.status, 0, json.stderr);
+    const value = JSON.parse(json.stdout);
+    assert.ok(typeof value.hero === 'string' && value.hero.length <= 12 && value.friends.every((f) => ['cat', 'dog'].includes(f)), json.stdout);
+    writeFileSync(join(dir, 'story.gbnf'), 'root ::= "Once upon a time, " [a-z ]{1,20} "."\n');
+    const story = run('generate', '--model', MODEL_PATH, '--grammar', join(dir, 'story.gbnf'), '--steps', '60', '--temperature', '0.8');
+    assert.equal(story.status, 0, story.stderr);
+    assert.match(story.stdout.trim(), /^Once upon a time, [a-z ]{1,20}\.$/);
+    writeFileSync(join(dir, 'date.json'), JSON.stringify({ type: 'string', format: 'date-time' }));
+    const refused = run('generate', '--model', MODEL_PATH, '--json-schema', join(dir, 'date.json'));
+    assert.equal(refused.status, 2);
+    assert.match(refused.stderr, /--json-schema is refused: .*format "date-time" is not a format the engine enforces/);
+    writeFileSync(join(dir, 'bad.gbnf'), 'root ::= nope\n');
+    const bad = run('generate', '--model', MODEL_PATH, '--grammar', join(dir, 'bad.gbnf'));
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /--grammar is refused: the constraint does not compile: .*Rule "nope" is not defined/);
+    const both = run('generate', '--model', MODEL_PATH, '--grammar', join(dir, 'story.gbnf'), '--json-schema', join(dir, 'schema.json'));
+    assert.equal(both.status, 2);
+    assert.match(both.stderr, /--json-schema and --grammar both constrain the reply/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 modelTest('generate --mode q8 --draft 4 prints the same greedy text and its speculative statistics', () => {
   const plain = run('generate', '--model', MODEL_PATH, '--steps', '60', '--mode', 'q8');
   const speculative = run('generate', '--model', MODEL_PATH, '--steps', '60', '--mode', 'q8', '--draft', '4');

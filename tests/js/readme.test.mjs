@@ -24,6 +24,7 @@ const EXPECTED = {
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
   'docs/stored-models.md': 1, // a store in Node: a model downloaded once, a conversation restored
+  'docs/structured-output.md': 1, // a JSON Schema, a grammar, completions() with json_object
 };
 
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;

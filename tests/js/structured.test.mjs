@@ -7,6 +7,7 @@
 // when invalid; tool calls come back parsed, and their results go back.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import Ajv from 'ajv';
@@ -25,8 +26,10 @@ await ready();
 const FIXTURES = JSON.parse(readFileSync(new URL('../fixtures/chat-templates.json', import.meta.url), 'utf8'));
 // A small block over a real vocabulary: the vocabulary is what the mask is about.
 const GEOMETRY = { ...GEOMETRIES.tiny, name: 'vocabulary', dim: 64, hiddenDim: 128, numHeads: 2, numKvHeads: 1, tied: true, contextLength: 2048 };
+const MORE = JSON.parse(readFileSync(new URL('./chat-templates-more.json', import.meta.url), 'utf8'));
 const VOCABS = {
   qwen3: VOCABULARIES.qwen3,
+  smollm3: { ...VOCABULARIES.llama3, config: { eos_token: MORE.smollm3.eos_token, chat_template: MORE.smollm3.chat_template } },
   'llama-3.2': { ...VOCABULARIES.llama3, config: { eos_token: FIXTURES['llama-3.2-instruct'].eos_token, chat_template: FIXTURES['llama-3.2-instruct'].chat_template } },
 };
 const models = new Map();
@@ -239,11 +242,47 @@ test('JSON-Schema-Test-Suite (draft 4): every valid instance of a supported sche
   console.log(`# ${counts.run} cases run (${[...counts.keywords].join(', ')}); ${counts.refusedSchemas} schemas refused as using what the engine does not enforce`);
 });
 
+// transformers' own renderer: Python's jinja2 as apply_chat_template sets it up (its tojson, raise_exception,
+// strftime_now; trim_blocks, lstrip_blocks, loop controls, its generation block), given the generation prompt and `variables`.
+const PYTHON_RENDER = `
+import json, sys
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
+class AssistantTracker(Extension):
+    # transformers' {% generation %} block: its text as it is.
+    tags = {'generation'}
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(['name:endgeneration'], drop_needle=True)
+        return nodes.CallBlock(self.call_method('_render'), [], [], body).set_lineno(lineno)
+    def _render(self, caller):
+        return caller()
+d = json.load(sys.stdin)
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+def raise_exception(message):
+    raise Exception(message)
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols])
+env.filters['tojson'] = tojson
+env.globals['raise_exception'] = raise_exception
+env.globals['strftime_now'] = lambda format: d['date']
+variables = d['variables']
+sys.stdout.write(env.from_string(d['template']).render(messages=d['messages'], add_generation_prompt=True, **variables))
+`;
+const PYTHON_MISSING = spawnSync('python3', ['-c', 'import jinja2'], { encoding: 'utf8' }).status === 0 ? null : 'python3 with jinja2 is not installed';
+function pythonJinja(template, messages, { date, ...variables }) {
+  const run = spawnSync('python3', ['-c', PYTHON_RENDER], { input: JSON.stringify({ template, messages, variables, date }), encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  return run.stdout;
+}
+
 const WEATHER = { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['C', 'F'] } }, required: ['city', 'unit'] } };
 const TIME = { name: 'get_time', description: 'The time in a zone', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 8 } }, required: ['zone'] } };
 
-for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['Llama 3.2 JSON', 'llama-3.2']]) {
-  test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async () => {
+for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['hermes, SmolLM3 (tools as xml_tools)', 'smollm3'], ['Llama 3.2 JSON', 'llama-3.2']]) {
+  test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async (t) => {
+    if (name === 'smollm3' && PYTHON_MISSING) return t.skip(PYTHON_MISSING);
     const { llama, vocabulary } = model(name);
     const ajv = new Ajv({ strict: false });
     for (let seed = 0; seed < 4; seed++) {
@@ -270,7 +309,11 @@ for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['L
       const source = vocabulary.hf.chat_template;
       vocabulary.hf._compiled_template_cache.set(source, new Template(source));
       const variables = { date_string: new Template('{{ strftime_now("%d %b %Y") }}').render({}) };
-      const hf = vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
+      // SmolLM3's template reads the tools from xml_tools (apply_chat_template's extra variable) and prints
+      // each with Python's str(), which no JavaScript engine has: Python's jinja2 renders it as transformers does.
+      const hf = name === 'smollm3'
+        ? pythonJinja(source, templateMessages(messages), { xml_tools: tools, date: new Template('{{ strftime_now("%d %B %Y") }}').render({}) })
+        : vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
       const prompt = llama.tokenizer.encode(hf, { special: true, bos: false });
       assert.deepEqual(chat.session.tokens.slice(0, prompt.length), prompt);
       chat.free();

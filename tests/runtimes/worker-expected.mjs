@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { Llama, generate } from '../../js/llama.js';
 import { Chat } from '../../js/chat.js';
-import { ABORT_AFTER, CHAT_SYSTEM, CHAT_TOKENS, CHAT_TURNS, HELD_TOKENS, PAGE_HELD_MS, WORKER_PROMPT, WORKER_TOKENS } from './worker-smoke.mjs';
+import { ABORT_AFTER, CONSTRAINED, CHAT_SYSTEM, CHAT_TOKENS, CHAT_TURNS, HELD_TOKENS, PAGE_HELD_MS, WORKER_PROMPT, WORKER_TOKENS } from './worker-smoke.mjs';
 
 /** Node's results on the model at `path` (init() must have run). */
 export async function workerExpected(path) {
@@ -23,7 +23,11 @@ export async function workerExpected(path) {
       replies.push(text);
     }
     chat.free();
-    return { tokens, text: llama.tokenizer.decode(tokens), promptTokens: llama.tokenizer.encode(WORKER_PROMPT).length, replies,
+    const json = llama.session();
+    let constrained = '';
+    for await (const piece of json.generate(WORKER_PROMPT, CONSTRAINED)) constrained += piece.text;
+    json.free();
+    return { constrained, tokens, text: llama.tokenizer.decode(tokens), promptTokens: llama.tokenizer.encode(WORKER_PROMPT).length, replies,
       fileBytes: statSync(path).size };
   } finally {
     llama.free();
@@ -47,4 +51,8 @@ export function assertWorkerResult(result, expected) {
   assert.deepEqual([result.chat.first, result.chat.second], expected.replies, 'the chat Node has');
   assert.equal(result.chat.restoredSecond, result.chat.second, 'the restored chat goes on as the original');
   assert.deepEqual(result.chat.messages.map((m) => m.role), ['system', 'user', 'assistant', 'user', 'assistant']);
+  if (result.constrained !== null) {
+    assert.equal(result.constrained, expected.constrained, 'the constrained reply Node gives');
+    JSON.parse(result.constrained);
+  }
 }

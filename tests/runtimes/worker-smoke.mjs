@@ -7,6 +7,7 @@
 //
 //   const result = await workerSmoke({ LlamaWorker, Chat }, '/model.gguf');
 //   const bundled = await workerSmoke({ LlamaWorker, Chat }, './model.gguf', { worker, init: { locateFile } });
+//   const constrained = await workerSmoke({ LlamaWorker, Chat }, '/model.gguf', {}, { constrained: true });
 
 export const WORKER_PROMPT = 'Once upon a time';
 export const WORKER_TOKENS = 24;
@@ -17,6 +18,8 @@ export const CHAT_TOKENS = 12;
 // A reply while the page's thread is held: the worker must go on without it.
 export const PAGE_HELD_MS = 400;
 export const HELD_TOKENS = 16;
+// A reply constrained to a JSON Schema, in the worker (its engine imported there).
+export const CONSTRAINED = { temperature: 0, maxTokens: 80, responseFormat: { type: 'json_schema', schema: { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, kind: { enum: ['dog', 'cat'] } }, required: ['name', 'kind'] } } };
 
 /** Watches the page's thread: the longest gap between timer ticks, and (Chromium) its long tasks. */
 export function watchMainThread() {
@@ -52,7 +55,7 @@ async function reply(chat, text) {
   return out;
 }
 
-export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions = {}) {
+export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions = {}, { constrained: withConstraint = false } = {}) {
   const worker = new LlamaWorker(workerOptions);
   try {
     const { kernelInfo, threadInfo } = await worker.ready();
@@ -120,11 +123,19 @@ export async function workerSmoke({ LlamaWorker, Chat }, modelUrl, workerOptions
     const messages = chat.messages;
     await chat.free();
     await restored.free();
+
+    let constrained = null;
+    if (withConstraint) {
+      const json = await model.session();
+      constrained = '';
+      for await (const piece of json.generate(WORKER_PROMPT, CONSTRAINED)) constrained += piece.text;
+      await json.free();
+    }
     await model.free();
     return {
       kernelInfo, threads: threadInfo.threads, progress, tokens, text, stop, firstPieceMs, generateMs, maxGapMs, longTasks,
       abort: { seen, piecesAfterAbort, abortMs, stop: abortStop, sessionTokens: abortedTokens.length }, heldPage,
-      chat: { first, second, restoredSecond, savedBytes: saved.length, messages },
+      chat: { first, second, restoredSecond, savedBytes: saved.length, messages }, constrained,
     };
   } finally {
     worker.terminate();
