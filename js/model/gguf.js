@@ -172,7 +172,8 @@ export function parsePrefix(where, prefix, more) {
  */
 export function describeGguf(where, g) {
   const api = lib();
-  const decoder = new TextDecoder('utf-8', { fatal: false });
+  // A string is its bytes: a leading U+FEFF is a character of it (Gemma 3 has a token "\uFEFF//" beside "//").
+  const decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
   return withStaging(where, SLOT_BYTES, ([a, b, c, dims, offset, bytes, d]) => {
     const s = { a, b, c, d, dims, offset, bytes };
     const metadata = new Map();

@@ -63,7 +63,7 @@ function walkHeader(bytes) {
     const n = u64();
     need(n);
     at += n;
-    return new TextDecoder().decode(bytes.subarray(at - n, at));
+    return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes.subarray(at - n, at)); // a leading U+FEFF kept, as gguf.js keeps it
   };
   const scalar = (type) => {
     const size = VALUE_BYTES[type];

@@ -284,13 +284,15 @@ test('bad tokenizer metadata is refused with a GgufError naming the key', () => 
   refuses(bosWithoutId, /begin token is to be added but the vocabulary has none/);
 });
 
-test('the converter\'s metadata written as a GGUF file reads back through the GGUF reader into the same tokenizer', () => {
-  const { entries, ours } = vocabulary('gpt2');
-  const gguf = readGguf(encodeGguf(entries));
-  for (const { key, value } of entries) assert.deepEqual(gguf.metadata.get(key), value, key);
-  const fromFile = Tokenizer.fromGguf(gguf.metadata);
-  for (const text of CORPUS) assert.deepEqual(fromFile.encode(text, { special: true }), ours.encode(text, { special: true }));
-});
+for (const name of ['gpt2', 'gemma3']) {
+  test(`the converter's metadata written as a GGUF file reads back through the GGUF reader into the same tokenizer (${name}${name === 'gemma3' ? ': its token "\\uFEFF//" beside "//"' : ''})`, () => {
+    const { entries, ours } = vocabulary(name);
+    const gguf = readGguf(encodeGguf(entries));
+    for (const { key, value } of entries) assert.deepEqual(gguf.metadata.get(key), value, key);
+    const fromFile = Tokenizer.fromGguf(gguf.metadata);
+    for (const text of CORPUS) assert.deepEqual(fromFile.encode(text, { special: true }), ours.encode(text, { special: true }));
+  });
+}
 
 test('a chat\'s worth of text encodes in milliseconds, and a 20,000-letter word without a quadratic merge', () => {
   const { ours } = vocabulary('llama3');
