@@ -17,8 +17,11 @@ import { VOCABULARIES, hfVocabulary } from '../tests/js/hf-tokenizers.mjs';
 
 const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
 const PROMPT = 'Reply in JSON:';
-// A tool's parameters as apps write them: nested, an enum, a bounded array.
-const TOOL_SCHEMA = {
+// A tool's parameters as apps write them: a string and an enum; and with more
+// in it (nested, a bounded array, a string of at most 40 characters, which
+// the engine compiles as 40 states).
+const TOOL_SCHEMA = { type: 'object', properties: { city: { type: 'string' }, unit: { enum: ['celsius', 'fahrenheit'] } }, required: ['city', 'unit'] };
+const BOUNDED_TOOL_SCHEMA = {
   type: 'object',
   properties: {
     city: { type: 'string', maxLength: 40 }, unit: { enum: ['celsius', 'fahrenheit'] },
@@ -58,29 +61,34 @@ export async function run({ quick = false } = {}) {
     const probe = await constrainedSampler('bench', llama, constraintOf('bench', { responseFormat: { type: 'json_object' } }), { options: {}, next: () => 0 });
     const prepareMs = performance.now() - t;
     probe.free();
-    const tool = constraintOf('bench', { responseFormat: { type: 'json_schema', schema: TOOL_SCHEMA } });
-    t = performance.now();
-    (await constrainedSampler('bench', llama, tool, { options: {}, next: () => 0 })).free();
-    const compileMs = performance.now() - t;
-    t = performance.now();
-    (await constrainedSampler('bench', llama, tool, { options: {}, next: () => 0 })).free();
-    const cachedMs = performance.now() - t;
+    const compileTime = async (schema) => {
+      const started = performance.now();
+      (await constrainedSampler('bench', llama, constraintOf('bench', { responseFormat: { type: 'json_schema', schema } }), { options: {}, next: () => 0 })).free();
+      return performance.now() - started;
+    };
+    const compileMs = await compileTime(TOOL_SCHEMA);
+    const cachedMs = await compileTime(TOOL_SCHEMA);
+    const boundedMs = await compileTime(BOUNDED_TOOL_SCHEMA);
 
-    // A plain decode step, then the constrained reply (its grammar compiled before: a warm cache), greedy.
-    const plainSession = llama.session();
-    await reply(plainSession, { maxTokens: 4, temperature: 0 });
-    plainSession.free();
-    const plain = llama.session();
-    const plainRun = await reply(plain, { maxTokens: steps, temperature: 0 });
-    plain.free();
+    // The constrained reply (its grammar compiled before: a warm cache), then a plain one as
+    // long, greedy; each three times, the median per token (a step's cost grows with the position).
     const responseFormat = { type: 'json_schema', schema: REPLY_SCHEMA };
-    const warm = llama.session();
-    await reply(warm, { maxTokens: 2, temperature: 0, responseFormat });
-    warm.free();
-    const constrained = llama.session();
-    const constrainedRun = await reply(constrained, { maxTokens: steps, temperature: 0, responseFormat });
-    const replyTokens = constrained.tokens.slice(-constrainedRun.tokens);
-    constrained.free();
+    const run = async (options) => {
+      const session = llama.session();
+      const result = await reply(session, options);
+      result.tokensHeld = session.tokens;
+      session.free();
+      return result;
+    };
+    await run({ maxTokens: 2, temperature: 0, responseFormat });
+    const constrainedRuns = [await run({ maxTokens: steps, temperature: 0, responseFormat })];
+    const replyTokens = constrainedRuns[0].tokensHeld.slice(-constrainedRuns[0].tokens);
+    const length = constrainedRuns[0].tokens;
+    const plainRuns = [];
+    for (let i = 0; i < 3; i++) plainRuns.push(await run({ maxTokens: length, temperature: 0 }));
+    for (let i = 0; i < 2; i++) constrainedRuns.push(await run({ maxTokens: steps, temperature: 0, responseFormat }));
+    const plainRun = { perToken: median(plainRuns.map((r) => r.perToken)) };
+    const constrainedRun = { perToken: median(constrainedRuns.map((r) => r.perToken)), tokens: length };
 
     // The mask alone over that reply's steps: the matcher's mask, then the logits it forbids.
     const logits = new Float32Array(llama.config.vocabSize);
@@ -100,19 +108,20 @@ export async function run({ quick = false } = {}) {
     sampler.free();
     const mask = median(maskMs);
     rows.push([`${name} (${llama.config.vocabSize.toLocaleString('en-US')} tokens)`, ms(plainRun.perToken), ms(constrainedRun.perToken), constrainedRun.tokens,
-      ms(mask), ms(Math.max(...maskMs)), `${(100 * mask / plainRun.perToken).toFixed(1)}%`, ms(prepareMs), ms(compileMs), ms(cachedMs)]);
+      ms(mask), ms(Math.max(...maskMs)), `${(100 * mask / plainRun.perToken).toFixed(1)}%`, ms(prepareMs), ms(compileMs), ms(cachedMs), ms(boundedMs)]);
     llama.free();
   }
   return [{
     name: 'structured',
     title: `A constrained reply: the mask's cost per decode step, greedy, ${quick ? 'a tiny block' : "SmolLM2-135M's block, Q8_0"}, 1 thread (Node)`,
     columns: ['vocabulary', 'plain step ms', 'constrained step ms', 'constrained tokens', 'mask ms (median)', 'mask ms (max)', 'mask ÷ plain step',
-      'vocabulary prepared ms (once)', 'tool schema compiled ms', 'compiled again ms (cached)'],
+      'vocabulary prepared ms (once)', 'tool schema compiled ms', 'compiled again ms (cached)', 'a larger tool schema compiled ms'],
     rows,
     notes: [
       'mask: the matcher\'s next-token mask (XGrammar) and setting the forbidden logits to -Infinity, per step of the constrained reply, replayed',
-      'constrained step: the reply to a JSON Schema, per token after the first (the step, the mask and the matcher taking the token)',
+      'constrained step: the reply to a JSON Schema, per token after the first (the step, the mask and the matcher taking the token); plain step: a reply as long without one; each the median of 3',
       'vocabulary prepared: once per model, on its first constrained reply (the engine loaded, the tokens decoded for it)',
+      `tool schema: ${JSON.stringify(TOOL_SCHEMA)}; the larger one: ${JSON.stringify(BOUNDED_TOOL_SCHEMA)}`,
     ],
   }];
 }

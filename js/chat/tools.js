@@ -4,13 +4,14 @@
 // is its template's: the format is recognized from the template's text.
 //
 //   hermes  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, any
-//           number of them, text around them (Qwen2.5, Qwen3, Qwen3.5;
-//           SmolLM3, whose template reads its tools from `xml_tools`)
+//           number of them, text around them (Qwen2.5, Qwen3; SmolLM3,
+//           whose template reads its tools from `xml_tools`)
 //   llama3  {"name": "f", "parameters": {...}} as the whole reply, one call
 //           (Llama 3.1, 3.2 and 3.3)
 //
-// A template without tools (Gemma 3's) or with another format is refused
-// when tools are given, naming the template's lack.
+// A template without tools (Gemma 3's) or with another format (LFM2's
+// Python calls, Qwen3-Coder's <function=...> XML) is refused when tools are
+// given, naming the template's lack.
 import { shown } from '../runtime/checks.js';
 
 const FORMATS = {
@@ -55,6 +56,7 @@ function parseCall(json, argumentsKey) {
 
 /** The tool-call format of a chat template's text ('hermes', 'llama3'), and the variable it reads tools from; null: it has none. */
 export function toolFormatOf(source) {
+  if (source.includes('<function=')) return null; // <tool_call> around XML parameters, not JSON
   if (source.includes('<tool_call>')) return { name: 'hermes', variable: source.includes('xml_tools') ? 'xml_tools' : 'tools' };
   if (source.includes('"parameters": ') && /\btools\b/.test(source)) return { name: 'llama3', variable: 'tools' };
   return null;

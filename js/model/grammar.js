@@ -9,7 +9,8 @@
 // The engine is XGrammar (@mlc-ai/web-xgrammar, what WebLLM constrains
 // with): its compiler turns a constraint into a pushdown automaton with a
 // token mask precomputed per state for the model's vocabulary, and its
-// matcher gives each step's mask in microseconds. It is imported the first
+// matcher gives each step's mask in a fraction of a millisecond (npm run
+// bench -- structured). It is imported the first
 // time a reply is constrained, so an app that never constrains loads none
 // of it. Its JSON Schema converter ignores some keywords and aborts on
 // others; so a schema is checked here first, and a keyword the converter
@@ -41,19 +42,17 @@ const REFUSED = {
   patternProperties: 'the converter does not enforce it', propertyNames: 'the converter does not enforce it',
   minProperties: 'the converter does not enforce it', maxProperties: 'the converter does not enforce it',
   contains: 'the converter does not enforce it', minContains: 'the converter does not enforce it', maxContains: 'the converter does not enforce it',
-  additionalItems: 'use prefixItems and items',
+  additionalItems: 'use prefixItems and items', unevaluatedProperties: 'use additionalProperties', unevaluatedItems: 'use items',
   minimum: 'the engine\'s number ranges are not exact (1 passes minimum 2)', maximum: 'the engine\'s number ranges are not exact',
-  exclusiveMinimum: 'the engine\'s number ranges are not exact', exclusiveMaximum: 'the engine\'s number ranges are not exact', unevaluatedProperties: 'use additionalProperties', unevaluatedItems: 'use items',
+  exclusiveMinimum: 'the engine\'s number ranges are not exact', exclusiveMaximum: 'the engine\'s number ranges are not exact',
 };
-// The string formats whose grammar is exact (ajv agrees with every string it
-// allows, tests/js/structured.test.mjs); the converter's date, time and
+// The string formats whose grammar held up (ajv took every string the tests
+// drew through it, tests/js/structured.test.mjs); the converter's date, time and
 // date-time let a 31st of February and a 60th minute through, its ipv4
 // leading zeros (000.1.2.3), its email and hostname ignore maxLength: those
 // are refused.
 const FORMATS = ['uuid', 'ipv6'];
 const TYPES = ['object', 'array', 'string', 'number', 'integer', 'boolean', 'null'];
-
-class SchemaError extends TypeError {}
 
 /**
  * Checks a JSON Schema for what the engine enforces: throws a TypeError
@@ -61,7 +60,7 @@ class SchemaError extends TypeError {}
  * malformed one. `where` and `name` say whose parameter it is.
  */
 export function checkSchema(where, name, schema) {
-  const fail = (path, why) => { throw new SchemaError(`${where}: ${name}${path || ''} ${why}`); };
+  const fail = (path, why) => { throw new TypeError(`${where}: ${name}${path || ''} ${why}`); };
   const visit = (node, path) => {
     if (typeof node === 'boolean') return;
     if (node === null || typeof node !== 'object' || Array.isArray(node)) fail(path, `must be a schema (an object or a boolean), not ${shown(node)}`);
@@ -89,7 +88,12 @@ export function checkSchema(where, name, schema) {
     }
     if (node.$ref !== undefined && resolvePointer(schema, node.$ref) === undefined) fail(`${path}/$ref`, `points at nothing (${node.$ref})`);
     if (node.format !== undefined && !FORMATS.includes(node.format)) fail(`${path}/format`, `${shown(node.format)} is not a format the engine enforces (${FORMATS.join(', ')})`);
-    if (node.pattern !== undefined) checkPattern(fail, `${path}/pattern`, node.pattern);
+    if (node.pattern !== undefined) {
+      checkPattern(fail, `${path}/pattern`, node.pattern);
+      // JSON Schema's patterns match anywhere in a string; the engine's match all of it.
+      const anchored = node.pattern.startsWith('^') && node.pattern.endsWith('$') && !node.pattern.endsWith('\\$');
+      if (!anchored) fail(`${path}/pattern`, `must be anchored (^...$): the engine matches the whole string (got ${shown(node.pattern)})`);
+    }
     if (node.properties !== undefined && node.additionalProperties !== undefined && node.additionalProperties !== false) {
       fail(`${path}/additionalProperties`, 'must be false beside properties: the engine lets an additional property take a declared one\'s name');
     }
@@ -124,8 +128,6 @@ function checkPattern(fail, path, pattern) {
   } catch (error) {
     fail(path, `is not a regular expression: ${error.message}`);
   }
-  // JSON Schema's patterns match anywhere; the engine's, the whole string.
-  if (!(pattern.startsWith('^') && pattern.endsWith('$') && !pattern.endsWith('\\$'))) fail(path, `must be anchored (^...$): the engine matches the whole string (got ${shown(pattern)})`);
   // The engine's regexes have no lookaround or backreferences.
   if (/\(\?[=!<]|\\[1-9]|\\k</.test(pattern)) fail(path, 'uses a lookaround or a backreference, which the engine does not have');
 }
@@ -144,8 +146,8 @@ function resolvePointer(root, pointer) {
 
 /**
  * The constraint generate()'s or respond()'s options ask for, checked (at
- * most one of CONSTRAINT_OPTIONS): null, or { key, compile(compiler) }
- * where key names it for the compiled-grammar cache. Every JSON Schema in
+ * most one of CONSTRAINT_OPTIONS): null, or { key, compile(compiler,
+ * xgrammar) } where key names it for the compiled-grammar cache. Every JSON Schema in
  * it is checked (checkSchema).
  *   responseFormat: { type: 'json_object' } any JSON object;
  *     { type: 'json_schema', schema, strict } or OpenAI's { type:
@@ -153,7 +155,7 @@ function resolvePointer(root, pointer) {
  *     strict, as OpenAI's strict mode: no properties beyond the schema's;
  *     { type: 'text' }: none.
  *   grammar: EBNF text (XGrammar's dialect, which reads llama.cpp's GBNF), its rule `root` first.
- *   regex: a regular expression the whole reply matches.
+ *   regex: a regular expression the whole reply matches (anchored or not).
  *   structuralTag: XGrammar's structural tag (an object; see its docs).
  */
 export function constraintOf(where, options) {
@@ -174,11 +176,11 @@ export function constraintOf(where, options) {
   }
   if (key === 'structuralTag') {
     if (value === null || typeof value !== 'object') throw new TypeError(`${where}: options.structuralTag must be a structural tag object (got ${shown(value)})`);
+    const { text, value: tag } = jsonCopy(where, 'options.structuralTag', value);
     const schemas = [];
-    findSchemas(value, '', schemas);
-    for (const { path, schema } of schemas) checked(() => checkSchema(where, `options.structuralTag${path}.json_schema`, schema));
-    const text = JSON.stringify(value);
-    return { key: `tag:${text}`, compile: async (c, xgrammar) => c.compileStructuralTag(JSON.stringify(await schemasAsGrammars(value, xgrammar))) };
+    findSchemas(tag, '', schemas);
+    for (const { path, schema } of schemas) checkSchema(where, `options.structuralTag${path}.json_schema`, schema);
+    return { key: `tag:${text}`, compile: async (c, xgrammar) => c.compileStructuralTag(JSON.stringify(await schemasAsGrammars(tag, xgrammar))) };
   }
   return responseFormatOf(where, value);
 }
@@ -192,14 +194,25 @@ function responseFormatOf(where, format) {
   if (format.type !== 'json_schema') throw new TypeError(`${where}: ${name}.type must be 'json_schema', 'json_object' or 'text' (got ${shown(format.type)})`);
   // OpenAI's shape nests the schema in json_schema; the short one has it at the top.
   const inner = format.json_schema ?? format;
-  const where2 = format.json_schema ? `${name}.json_schema` : name;
-  const { schema, strict = true } = inner;
-  if (schema === undefined) throw new TypeError(`${where}: ${where2}.schema is missing: the JSON Schema the reply is to match`);
-  if (strict !== true) throw new TypeError(`${where}: ${where2}.strict must be true (or left out): a reply has no properties beyond the schema's (got ${shown(strict)})`);
-  checked(() => checkSchema(where, `${where2}.schema`, schema));
-  const text = JSON.stringify(withDefaults(schema));
-  // Any whitespace between tokens, but at most a few in a row: a reply cannot stall in blanks.
+  const named = format.json_schema ? `${name}.json_schema` : name;
+  const { strict = true } = inner;
+  if (inner.schema === undefined) throw new TypeError(`${where}: ${named}.schema is missing: the JSON Schema the reply is to match`);
+  if (strict !== true) throw new TypeError(`${where}: ${named}.strict must be true (or left out): a reply has no properties beyond the schema's (got ${shown(strict)})`);
+  const { text, value: schema } = jsonCopy(where, `${named}.schema`, inner.schema);
+  checkSchema(where, `${named}.schema`, schema);
   return { key: `schema:${text}`, compile: async (c, xgrammar) => c.compileGrammar(await schemaGrammar(xgrammar, schema), 'root') };
+}
+
+// A value as JSON text and a copy read back from it: what is checked is what
+// is compiled, whatever the caller does to its object meanwhile.
+function jsonCopy(where, name, value) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    throw new TypeError(`${where}: ${name} must be JSON (${error.message})`);
+  }
+  return { text, value: JSON.parse(text) };
 }
 
 // The longest run of whitespace a JSON reply may have between two of its tokens.
@@ -236,15 +249,6 @@ function withDefaults(node) {
 async function schemaGrammar(xgrammar, schema) {
   const ebnf = await xgrammar.Testings._jsonSchemaToEBNF(JSON.stringify(withDefaults(schema)), true, undefined, undefined, true, MAX_BLANKS);
   return ebnf.replaceAll('[^"\\\\\\r\\n]', '[^"\\\\\\0-\\x1f]');
-}
-
-// A SchemaError as the TypeError the caller sees.
-function checked(check) {
-  try {
-    check();
-  } catch (error) {
-    throw error instanceof SchemaError ? new TypeError(error.message) : error;
-  }
 }
 
 // The json_schema formats in a structural tag, with where they are.

@@ -142,6 +142,9 @@ test('a GBNF grammar and a regex bound the reply', async () => {
     assert.match(answer, /^(yes|no) because [a-z]{1,12}\.$/);
     const { text: date } = await replyOf(session, ' Date:', { seed, temperature: 1, regex: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' });
     assert.match(date, /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/);
+    // The whole reply matches, anchored or not.
+    const { text: code } = await replyOf(session, ' Code:', { seed, temperature: 1, regex: '[A-Z]{2}[0-9]{1,3}' });
+    assert.match(code, /^[A-Z]{2}[0-9]{1,3}$/);
     session.free();
   }
 });
