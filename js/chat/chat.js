@@ -53,6 +53,11 @@ function checkCalls(where, i, calls) {
   return calls.map((c) => ({ id: String(c.id ?? ''), type: 'function', function: { name: c.function.name, arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments) } }));
 }
 
+/** The chat template a model's conversations render by: `source` (Jinja text), else its file's, else PLAIN_TEMPLATE. */
+export function templateFor(tokenizer, source) {
+  return new ChatTemplate(source ?? tokenizer.chatTemplate ?? PLAIN_TEMPLATE, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
+}
+
 // A name for a tool call, as OpenAI's ids look.
 const callId = () => `call_${Math.random().toString(36).slice(2, 12)}`;
 
@@ -106,9 +111,7 @@ export class Chat {
     const { system, template } = options;
     if (system !== undefined && typeof system !== 'string') throw new TypeError(`${where}: options.system must be a string (got ${shown(system)})`);
     if (system !== undefined && internal) throw new TypeError('Chat.restore: options.system is the saved chat\'s');
-    const { tokenizer } = session.llama;
-    const source = template ?? tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
-    this.#template = new ChatTemplate(source, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
+    this.#template = templateFor(session.llama.tokenizer, template);
     this.#session = session;
     this.#messages = internal?.[restored] ?? (system === undefined ? [] : [{ role: 'system', content: system }]);
   }
@@ -151,13 +154,9 @@ export class Chat {
     try {
       for await (const piece of reply(where, this.#session, this.#template, messages, options)) {
         partial = (partial ?? '') + piece.text;
-        if (piece.message) {
-          ended = piece.message;
-          const { message, ...rest } = piece;
-          yield rest;
-        } else {
-          yield piece;
-        }
+        const { message, ...rest } = piece;
+        if (message) ended = message;
+        yield rest;
       }
     } finally {
       if (ended) this.#messages = [...messages, ended];

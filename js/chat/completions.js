@@ -12,8 +12,7 @@
 //   r.choices[0].message.content
 import { checkObject, shown } from '../runtime/checks.js';
 import { checkKeys } from '../runtime/options.js';
-import { ChatTemplate } from './template.js';
-import { PLAIN_TEMPLATE, checkMessages, reply } from './chat.js';
+import { checkMessages, reply, templateFor } from './chat.js';
 
 // The request's keys, and the generate() option each maps to (null: handled here).
 const REQUEST = {
@@ -44,8 +43,7 @@ export function completions(session, options = {}) {
   }
   checkObject(where, 'options', options);
   checkKeys(where, options, ['template']);
-  const { tokenizer } = session.llama;
-  const template = new ChatTemplate(options.template ?? tokenizer.chatTemplate ?? PLAIN_TEMPLATE, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
+  const template = templateFor(session.llama.tokenizer, options.template);
   let count = 0;
   const create = async (request) => {
     const call = 'chat.completions.create';

@@ -63,7 +63,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 9);
+  assert.equal(examples.length, 10);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {
