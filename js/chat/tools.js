@@ -8,11 +8,14 @@
 //           whose template reads its tools from `xml_tools`)
 //   llama3  {"name": "f", "parameters": {...}} as the whole reply, one call
 //           (Llama 3.1, 3.2 and 3.3)
+//   python  <|tool_call_start|>[f(city='Paris')]<|tool_call_end|>, text
+//           around them (LFM2.5: python-calls.js)
 //
-// A template without tools (Gemma 3's) or with another format (LFM2's
-// Python calls, Qwen3-Coder's <function=...> XML) is refused when tools are
-// given, naming the template's lack.
+// A template without tools (Gemma 3's) or with another format (Qwen3-Coder's
+// <function=...> XML) is refused when tools are given, naming the
+// template's lack.
 import { shown } from '../runtime/checks.js';
+import { kwargsGrammar, parsePythonCalls } from './python-calls.js';
 
 const FORMATS = {
   hermes: {
@@ -27,6 +30,27 @@ const FORMATS = {
         calls.push(call);
         return '';
       });
+      return { content: content.trim(), calls };
+    },
+  },
+  python: {
+    begin: (name) => `<|tool_call_start|>[${name}(`,
+    end: ')]<|tool_call_end|>',
+    trigger: '<|tool_call_start|>',
+    content: (where, fn) => ({ type: 'grammar', grammar: kwargsGrammar(where, fn.name, fn.parameters) }),
+    // The markers are control tokens, which a reply's text leaves out: a call is a list of calls in it.
+    parse: (text) => {
+      const calls = [];
+      let content = '';
+      for (let i = 0; i < text.length;) {
+        const parsed = text[i] === '[' ? parsePythonCalls(text.slice(i)) : null;
+        if (parsed) {
+          calls.push(...parsed.calls);
+          i = text.length - parsed.rest.length;
+        } else {
+          content += text[i++];
+        }
+      }
       return { content: content.trim(), calls };
     },
   },
@@ -57,6 +81,7 @@ function parseCall(json, argumentsKey) {
 /** The tool-call format of a chat template's text ('hermes', 'llama3'), and the variable it reads tools from; null: it has none. */
 export function toolFormatOf(source) {
   if (source.includes('<function=')) return null; // <tool_call> around XML parameters, not JSON
+  if (source.includes('<|tool_call_start|>')) return { name: 'python', variable: 'tools' };
   if (source.includes('<tool_call>')) return { name: 'hermes', variable: source.includes('xml_tools') ? 'xml_tools' : 'tools' };
   if (source.includes('"parameters": ') && /\btools\b/.test(source)) return { name: 'llama3', variable: 'tools' };
   return null;
@@ -75,7 +100,7 @@ export function toolFormatOf(source) {
 export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
   if (!Array.isArray(tools) || tools.length === 0) throw new TypeError(`${where}: options.tools must be a non-empty array of { name, description, parameters } (got ${shown(tools)})`);
   const format = toolFormatOf(templateSource);
-  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON or Llama 3's JSON)`);
+  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON, Llama 3's JSON or LFM2's Python calls)`);
   const shaped = tools.map((tool, i) => {
     const fn = tool?.type === 'function' ? tool.function : tool;
     if (fn === null || typeof fn !== 'object' || typeof fn.name !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(fn.name)) {
@@ -94,7 +119,7 @@ export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
   const spec = FORMATS[format.name];
   const chosen = forced ? shaped.filter((t) => t.function.name === forced) : shaped;
   const tags = chosen.map(({ function: fn }) => ({
-    type: 'tag', begin: spec.begin(fn.name), content: { type: 'json_schema', json_schema: fn.parameters }, end: spec.end,
+    type: 'tag', begin: spec.begin(fn.name), content: spec.content?.(where, fn) ?? { type: 'json_schema', json_schema: fn.parameters }, end: spec.end,
   }));
   const mustCall = forced !== null || toolChoice === 'required';
   const structuralTag = toolChoice === 'none' ? null : {

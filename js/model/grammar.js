@@ -16,6 +16,7 @@
 // others; so a schema is checked here first, and a keyword the converter
 // does not enforce is refused, naming it, when the request is made.
 import { shown } from '../runtime/options.js';
+import { TokenType } from '../tokenizers/tokenizer.js';
 
 /** generate()'s and respond()'s options that constrain the reply (at most one of them). */
 export const CONSTRAINT_OPTIONS = ['responseFormat', 'grammar', 'regex', 'structuralTag'];
@@ -180,7 +181,10 @@ export function constraintOf(where, options) {
     const schemas = [];
     findSchemas(tag, '', schemas);
     for (const { path, schema } of schemas) checkSchema(where, `options.structuralTag${path}.json_schema`, schema);
-    return { key: `tag:${text}`, compile: async (c, xgrammar) => c.compileStructuralTag(JSON.stringify(await schemasAsGrammars(tag, xgrammar))) };
+    return {
+      key: `tag:${text}`, literals: tagLiterals(tag),
+      compile: async (c, xgrammar) => c.compileStructuralTag(JSON.stringify(await schemasAsGrammars(tag, xgrammar))),
+    };
   }
   return responseFormatOf(where, value);
 }
@@ -249,6 +253,17 @@ function withDefaults(node) {
 async function schemaGrammar(xgrammar, schema) {
   const ebnf = await xgrammar.Testings._jsonSchemaToEBNF(JSON.stringify(withDefaults(schema)), true, undefined, undefined, true, MAX_BLANKS);
   return ebnf.replaceAll('[^"\\\\\\r\\n]', '[^"\\\\\\0-\\x1f]');
+}
+
+// The text a structural tag spells out itself: its tags' begins and ends, triggers, separators, constant strings.
+function tagLiterals(node, found = []) {
+  if (node === null || typeof node !== 'object') return found;
+  for (const [key, child] of Object.entries(node)) {
+    if (typeof child === 'string' && ['begin', 'end', 'separator', 'value'].includes(key)) found.push(child);
+    else if (key === 'triggers' && Array.isArray(child)) found.push(...child.filter((t) => typeof t === 'string'));
+    else tagLiterals(child, found);
+  }
+  return found;
 }
 
 // The json_schema formats in a structural tag, with where they are.
@@ -360,17 +375,21 @@ async function engineCall(where, what, call) {
   }
 }
 
-// Per tokenizer: its compiler, and the grammars it compiled, newest last.
+// Per tokenizer, per set of control tokens kept: its compiler, and the grammars it compiled, newest last.
 const compilers = new WeakMap();
 const GRAMMARS_KEPT = 32;
 
 /**
- * The XGrammar compiler for a model's vocabulary (made once per tokenizer):
- * control tokens are given as empty (so no constraint allows them as text)
+ * The XGrammar compiler for a model's vocabulary (made once per tokenizer
+ * and `kept`): control tokens are given as empty (so no constraint allows
+ * them as text) but those in `kept` (ids, which a constraint spells out),
  * and the end-of-generation tokens are its stop tokens.
  */
-async function compilerFor(where, tokenizer, vocabSize) {
-  let entry = compilers.get(tokenizer);
+async function compilerFor(where, tokenizer, vocabSize, kept) {
+  let perTokenizer = compilers.get(tokenizer);
+  if (!perTokenizer) compilers.set(tokenizer, (perTokenizer = new Map()));
+  const key = kept.join(',');
+  let entry = perTokenizer.get(key);
   if (!entry) {
     entry = (async () => {
       let xgrammar;
@@ -379,7 +398,8 @@ async function compilerFor(where, tokenizer, vocabSize) {
       } catch (error) {
         throw new Error(`${where}: the structured-output engine (${engineSource}) did not load: ${error?.message ?? error}`, { cause: error });
       }
-      const tokens = tokenizer.tokens.map((token, id) => (tokenizer.tokenTypes[id] === CONTROL ? '' : token));
+      const keep = new Set(kept);
+      const tokens = tokenizer.tokens.map((token, id) => (tokenizer.tokenTypes[id] === TokenType.CONTROL && !keep.has(id) ? '' : token));
       const vocabType = tokenizer.model === 'gpt2' ? 'byte_level' : 'byte_fallback';
       const compiler = await engineCall(where, 'the model\'s vocabulary could not be prepared for constraints', async () => {
         const info = await xgrammar.TokenizerInfo.createTokenizerInfo(tokens, vocabType, false, vocabSize, [...tokenizer.eogIds]);
@@ -387,17 +407,33 @@ async function compilerFor(where, tokenizer, vocabSize) {
       });
       return { xgrammar, compiler, grammars: new Map() };
     })();
-    compilers.set(tokenizer, entry);
-    entry.catch(() => compilers.delete(tokenizer));
+    perTokenizer.set(key, entry);
+    entry.catch(() => perTokenizer.delete(key));
   }
   return entry;
 }
-// llama.cpp's token type for control tokens (tokenizer.js's TokenType.CONTROL).
-const CONTROL = 3;
+
+// Per tokenizer: its control tokens, [id, text].
+const controlTokens = new WeakMap();
+
+/** The ids of the control tokens (not ending a generation) whose text `literals` spell out: LFM2's <|tool_call_start|>. */
+function controlTokensIn(tokenizer, literals) {
+  if (literals.length === 0) return [];
+  let controls = controlTokens.get(tokenizer);
+  if (!controls) {
+    controls = [];
+    tokenizer.tokens.forEach((text, id) => {
+      if (tokenizer.tokenTypes[id] === TokenType.CONTROL && text !== '' && !tokenizer.eogIds.has(id)) controls.push([id, text]);
+    });
+    controlTokens.set(tokenizer, controls);
+  }
+  return controls.filter(([, text]) => literals.some((l) => l.includes(text))).map(([id]) => id).sort((a, b) => a - b);
+}
 
 /** The compiled grammar of `constraint` (constraintOf's) for a model's vocabulary: compiled once, kept for the next 31 others. */
 export async function compiledGrammar(where, tokenizer, vocabSize, constraint) {
-  const { xgrammar, compiler, grammars } = await compilerFor(where, tokenizer, vocabSize);
+  const kept = controlTokensIn(tokenizer, constraint.literals ?? []);
+  const { xgrammar, compiler, grammars } = await compilerFor(where, tokenizer, vocabSize, kept);
   let compiled = grammars.get(constraint.key);
   if (compiled) {
     grammars.delete(constraint.key);

