@@ -310,7 +310,9 @@ for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['h
       const chat = new Chat(llama.session());
       let last;
       for await (const piece of chat.send('What is the weather in Paris?', { tools: [WEATHER, TIME], toolChoice: 'required', maxTokens: 300, temperature: 1, seed })) last = piece;
-      assert.equal(last.stop, 'end');
+      // A random model may go on calling (a template that takes several calls lets it) until maxTokens;
+      // the calls that came whole are read.
+      assert.ok(['end', 'maxTokens'].includes(last.stop), last.stop);
       assert.ok(last.toolCalls.length >= 1);
       for (const call of last.toolCalls) {
         const tool = [WEATHER, TIME].find((t) => t.name === call.function.name);
