@@ -101,16 +101,10 @@ export function kwargsGrammar(where, name, parameters) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) fail(`/properties/${key}`, 'is not a Python keyword argument name');
     return { key, required: required.has(key), rule: rule(`${literal(`${key}=`)} ${value(schema, `/properties/${key}`)}`) };
   });
-  // tail_i: the arguments from i on, each after ", "; a required one cannot be left out.
-  const tails = [];
-  for (let i = args.length; i >= 0; i--) {
-    if (i === args.length) {
-      tails[i] = '""';
-      continue;
-    }
-    const next = `", " ${args[i].rule} ${tails[i + 1] === '""' ? '' : `t${i + 1}`}`.trim();
+  // t_i: the arguments from i on, each after ", "; a required one cannot be left out.
+  for (let i = args.length - 1; i >= 0; i--) {
+    const next = `", " ${args[i].rule}${i + 1 < args.length ? ` t${i + 1}` : ''}`;
     rules.push(`t${i} ::= ${args[i].required ? next : `(${next})?`}`);
-    tails[i] = `t${i}`;
   }
   // The first argument given is any up to the first required one; or none, when none is required.
   const starts = [];

@@ -768,8 +768,8 @@ export class LlamaSession {
   #plan(where, options, keys) {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false,
-      responseFormat, grammar, regex, structuralTag, ...sampling } = options;
+    // The sampler reads its own options (SAMPLING_OPTIONS) of the rest; constraintOf, CONSTRAINT_OPTIONS.
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, ...sampling } = options;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
     if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
@@ -778,7 +778,7 @@ export class LlamaSession {
     if (context !== 'stop' && context !== 'slide') throw new RangeError(`${where}: options.context must be 'stop' or 'slide' (got ${shown(context)})`);
     if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
     if (!draft) checkUnused(where, options, 'draftSession', 'it drafts, and draft is 0');
-    const constraint = constraintOf(where, { responseFormat, grammar, regex, structuralTag });
+    const constraint = constraintOf(where, options);
     if (constraint && draft) throw new TypeError(`${where}: options.draft must be 0 with a constrained reply (drafts are not verified under a constraint)`);
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
       sampler: createSampler(where, sampling), constraint, where };
