@@ -65,54 +65,70 @@ export function samplingOptions(where, options) {
 export function createSampler(where, options = {}) {
   const o = samplingOptions(where, options);
   const random = seededRandom(o.seed ?? Math.floor(Math.random() * 2 ** 32));
+  // The penalty touches only the recent tokens: their logits before it, by id.
   const penalize = (logits, history) => {
-    if (o.repeatPenalty === 1 || o.repeatLastN === 0 || history.length === 0) return logits;
-    const out = Float32Array.from(logits);
-    for (const token of new Set(history.slice(-o.repeatLastN))) {
-      out[token] = out[token] > 0 ? out[token] / o.repeatPenalty : out[token] * o.repeatPenalty;
+    const original = new Map();
+    if (o.repeatPenalty === 1) return original;
+    for (let i = Math.max(0, history.length - o.repeatLastN); i < history.length; i++) {
+      const token = history[i];
+      const v = logits[token];
+      if (v === undefined || original.has(token)) continue;
+      original.set(token, v);
+      logits[token] = v > 0 ? v / o.repeatPenalty : v * o.repeatPenalty;
     }
-    return out;
+    return original;
+  };
+  /** The token of logits z, the penalty already in them. */
+  const choose = (z) => {
+    if (o.temperature === 0) return argmax(z);
+    // Candidates: the topK largest (all when off), largest first.
+    // (A logit of -Infinity, a token a constraint forbids, is never a candidate.)
+    let ids;
+    if (o.topK > 0 && o.topK < z.length) {
+      ids = topK(z, o.topK);
+    } else {
+      ids = [];
+      for (let id = 0; id < z.length; id++) if (z[id] !== -Infinity) ids.push(id);
+      ids.sort((a, b) => z[b] - z[a] || a - b);
+    }
+    const max = z[ids[0]];
+    let p = ids.map((id) => Math.exp(z[id] - max));
+    let sum = p.reduce((a, b) => a + b, 0);
+    if (o.topP < 1) {
+      let kept = 0;
+      for (let cumulative = 0; kept < ids.length && cumulative < o.topP * sum; kept++) cumulative += p[kept];
+      ids = ids.slice(0, Math.max(1, kept));
+      p = p.slice(0, ids.length);
+    }
+    if (o.minP > 0) {
+      const keep = p.filter((x) => x >= o.minP * p[0]).length;
+      ids = ids.slice(0, Math.max(1, keep));
+    }
+    // The temperature, on what is left.
+    p = ids.map((id) => Math.exp((z[id] - max) / o.temperature));
+    sum = p.reduce((a, b) => a + b, 0);
+    let u = random() * sum;
+    for (let i = 0; i < ids.length; i++) {
+      u -= p[i];
+      if (u < 0) return ids[i];
+    }
+    // Rounding left a sliver: the last candidate that has a chance (never one a constraint forbids).
+    let last = ids.length - 1;
+    while (last > 0 && p[last] === 0) last--;
+    return ids[last];
   };
   return {
     options: o,
     next(logits, history = []) {
-      const z = penalize(logits, history);
-      if (o.temperature === 0) return argmax(z);
-      // Candidates: the topK largest (all when off), largest first.
-      // (A logit of -Infinity, a token a constraint forbids, is never a candidate.)
-      let ids;
-      if (o.topK > 0 && o.topK < z.length) {
-        ids = topK(z, o.topK);
-      } else {
-        ids = [];
-        for (let id = 0; id < z.length; id++) if (z[id] !== -Infinity) ids.push(id);
-        ids.sort((a, b) => z[b] - z[a] || a - b);
+      // The penalized logits are written into the caller's array for the
+      // choice and put back after it: the cost is that of the recent tokens,
+      // not a copy of the vocabulary.
+      const original = penalize(logits, history);
+      try {
+        return choose(logits);
+      } finally {
+        for (const [id, v] of original) logits[id] = v;
       }
-      const max = z[ids[0]];
-      let p = ids.map((id) => Math.exp(z[id] - max));
-      let sum = p.reduce((a, b) => a + b, 0);
-      if (o.topP < 1) {
-        let kept = 0;
-        for (let cumulative = 0; kept < ids.length && cumulative < o.topP * sum; kept++) cumulative += p[kept];
-        ids = ids.slice(0, Math.max(1, kept));
-        p = p.slice(0, ids.length);
-      }
-      if (o.minP > 0) {
-        const keep = p.filter((x) => x >= o.minP * p[0]).length;
-        ids = ids.slice(0, Math.max(1, keep));
-      }
-      // The temperature, on what is left.
-      p = ids.map((id) => Math.exp((z[id] - max) / o.temperature));
-      sum = p.reduce((a, b) => a + b, 0);
-      let u = random() * sum;
-      for (let i = 0; i < ids.length; i++) {
-        u -= p[i];
-        if (u < 0) return ids[i];
-      }
-      // Rounding left a sliver: the last candidate that has a chance (never one a constraint forbids).
-      let last = ids.length - 1;
-      while (last > 0 && p[last] === 0) last--;
-      return ids[last];
     },
   };
 }
@@ -125,37 +141,36 @@ export function createSampler(where, options = {}) {
 function topK(z, k) {
   const ids = new Int32Array(k);
   const values = new Float32Array(k);
-  let size = 0;
   // Whether heap entry a is worse than b: a smaller value, or the same and a higher id.
   const worse = (a, b) => values[a] < values[b] || (values[a] === values[b] && ids[a] > ids[b]);
-  const swap = (a, b) => {
-    [ids[a], ids[b]] = [ids[b], ids[a]];
-    [values[a], values[b]] = [values[b], values[a]];
+  const siftDown = (i) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < k && worse(l, m)) m = l;
+      if (r < k && worse(r, m)) m = r;
+      if (m === i) return;
+      const id = ids[i], v = values[i];
+      ids[i] = ids[m]; values[i] = values[m];
+      ids[m] = id; values[m] = v;
+      i = m;
+    }
   };
-  for (let id = 0; id < z.length; id++) {
+  for (let id = 0; id < k; id++) {
+    ids[id] = id;
+    values[id] = z[id];
+  }
+  for (let i = (k >> 1) - 1; i >= 0; i--) siftDown(i);
+  // The rest against the worst kept: one comparison for almost every logit.
+  let worst = values[0];
+  for (let id = k; id < z.length; id++) {
     const v = z[id];
-    if (size < k) {
-      ids[size] = id;
-      values[size] = v;
-      for (let i = size++; i > 0;) {
-        const parent = (i - 1) >> 1;
-        if (!worse(i, parent)) break;
-        swap(i, parent);
-        i = parent;
-      }
-    } else if (v > values[0]) {
+    if (v > worst) {
       ids[0] = id;
       values[0] = v;
-      for (let i = 0; ;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < size && worse(l, m)) m = l;
-        if (r < size && worse(r, m)) m = r;
-        if (m === i) break;
-        swap(i, m);
-        i = m;
-      }
+      siftDown(0);
+      worst = values[0];
     }
   }
   return Array.from(ids).sort((a, b) => z[b] - z[a] || a - b);

@@ -5,8 +5,8 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Llama, generate } from '../../js/llama.js';
-import { createSampler } from '../../js/model/sampling.js';
-import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
+import { createSampler, seededRandom } from '../../js/model/sampling.js';
+import { MODEL_MISSING, MODEL_PATH, ready, rng } from './helpers.mjs';
 
 const PROMPT = 'Once upon a time';
 let llama;
@@ -302,6 +302,32 @@ test('the repeat penalty lowers the logits of recent tokens', () => {
   assert.equal(sampler.next(logits, [0]), 1, '2 / 1.1 < 1.9');
   assert.equal(sampler.next(logits, [1]), 0);
   assert.equal(createSampler('test', { temperature: 0, repeatPenalty: 1.1, repeatLastN: 1 }).next(logits, [0, 2]), 0, 'only the last token counts');
+  assert.deepEqual(Array.from(logits), Array.from(Float32Array.from([2, 1.9, -1])), 'the caller\'s logits come back as they were');
+});
+
+test('top-k sampling picks what sorting every logit would, the penalty applied, and leaves the logits as they were', () => {
+  const random = rng(11);
+  const logits = Float32Array.from({ length: 5000 }, () => random.int(40) / 4); // many ties
+  const before = Float32Array.from(logits);
+  const history = Array.from({ length: 300 }, () => random.int(5000));
+  for (const options of [{ topK: 40 }, { topK: 1 }, { topK: 4999 }, { topK: 40, repeatPenalty: 1.3, repeatLastN: 64 }]) {
+    const o = { temperature: 0.7, topP: 1, minP: 0, seed: 3, ...options };
+    // The reference: the penalty on a copy, every id sorted (ties: the lower id first), the topK first kept, a draw.
+    const z = Float32Array.from(logits);
+    if (o.repeatPenalty) for (const id of new Set(history.slice(-o.repeatLastN))) z[id] = z[id] > 0 ? z[id] / o.repeatPenalty : z[id] * o.repeatPenalty;
+    const ids = Array.from(z.keys()).sort((a, b) => z[b] - z[a] || a - b).slice(0, o.topK);
+    const sampler = createSampler('test', o);
+    for (let i = 0; i < 50; i++) {
+      const token = sampler.next(logits, history);
+      assert.ok(ids.includes(token), `${JSON.stringify(options)}: ${token} is not among the ${o.topK} largest`);
+    }
+    const p = ids.map((id) => Math.exp((z[id] - z[ids[0]]) / o.temperature));
+    const u = seededRandom(3)() * p.reduce((a, b) => a + b, 0);
+    let at = 0;
+    for (let acc = p[0]; acc <= u; acc += p[++at]);
+    assert.equal(createSampler('test', o).next(logits, history), ids[at], `${JSON.stringify(options)}: the first draw`);
+  }
+  assert.deepEqual(logits, before);
 });
 
 modelTest('generate names a bad option and takes nothing in', async () => {
