@@ -7,6 +7,7 @@
 // It imports none of them, so that they import it.
 import { readFileSync } from 'node:fs';
 import { LayerKvCache, setThreadLimit, threadCount } from '../js/index.js';
+import { importsFor } from '../js/runtime/imports.js';
 
 export const NUM_KV_HEADS = 8;
 export const NUM_Q_HEADS = 32;
@@ -19,9 +20,7 @@ export async function rawModule(file) {
   const importsMemory = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
   // 16 MiB to start (above the 1 MiB these modules ask for), growing to wasm32's 4 GiB.
   const memory = importsMemory ? new WebAssembly.Memory({ initial: 256, maximum: 65536, shared: true }) : null;
-  const instance = await WebAssembly.instantiate(module, {
-    env: { memory, emscripten_notify_memory_growth() {} },
-  });
+  const instance = await WebAssembly.instantiate(module, importsFor(memory));
   instance.exports._initialize?.();
   const e = instance.exports;
   return {

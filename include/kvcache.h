@@ -243,8 +243,9 @@ const char *kvc_status_symbol(kvc_status status);
  * KVC_Q8_WINDOW, KVC_MAX_KV_HEADS, KVC_MAX_HEAD_DIM, KVC_MAX_POSITIONS,
  * KVC_MAX_THREADS, KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS,
  * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
- * KVC_LM_IMPORTANCE, KVC_LM_VERIFY and every kvc_gguf_type (KVC_GGUF_UINT8
- * .. KVC_GGUF_FLOAT64); their order is not part of the API.
+ * KVC_LM_IMPORTANCE, KVC_LM_VERIFY, every kvc_gguf_type (KVC_GGUF_UINT8
+ * .. KVC_GGUF_FLOAT64) and every kvc_profile_op; their order is not part
+ * of the API.
  * @return : the name, or NULL past the last; the value, or 0 past the last. */
 const char *kvc_constant_name(size_t index);
 uint32_t kvc_constant_value(size_t index);
@@ -294,6 +295,43 @@ kvc_status kvc_set_threads(size_t count);
 /* kvc_thread_count():
  * @return : the threads calls run on now: 1 + the pool threads running. */
 size_t kvc_thread_count(void);
+
+/* What a profile times: the operations of a forward pass (kvc_lm_forward),
+ * each on the calling thread, its wait for pool threads apart. */
+typedef enum kvc_profile_op {
+    KVC_PROFILE_EMBED = 0,      /* token embeddings and RoPE tables */
+    KVC_PROFILE_NORM = 1,       /* RMSNorms: of the blocks, per head (qwen3), of the output */
+    KVC_PROFILE_QUANTIZE = 2,   /* activations coded for the weight products */
+    KVC_PROFILE_QKV = 3,        /* the q, k, v products */
+    KVC_PROFILE_ROPE = 4,       /* biases, RoPE, the gate of gated attention */
+    KVC_PROFILE_APPEND = 5,     /* keys and values into the layer */
+    KVC_PROFILE_ATTEND = 6,     /* the attention over the layer's rows */
+    KVC_PROFILE_WO = 7,         /* the attention's output product */
+    KVC_PROFILE_RECURRENT = 8,  /* a recurrent layer's step, its own products included */
+    KVC_PROFILE_GATE_UP = 9,    /* the FFN's gate and up products */
+    KVC_PROFILE_ACTIVATION = 10,/* SwiGLU / GeGLU */
+    KVC_PROFILE_DOWN = 11,      /* the FFN's down product */
+    KVC_PROFILE_RESIDUAL = 12,  /* the residual additions */
+    KVC_PROFILE_LOGITS = 13,    /* the output product */
+    KVC_PROFILE_POOL_WAIT = 14, /* the calling thread waiting for pool threads to finish a job */
+    KVC_PROFILE_OPS = 15
+} kvc_profile_op;
+
+/* kvc_profile_start():
+ * From now on, the time each operation takes on the calling thread is
+ * added to ms[op], in milliseconds, after ms is set to zeros; the
+ * operations exclude the wait for pool threads, which is an operation of
+ * its own, so that their sum is the time of the calls profiled.  The
+ * clock is read twice an operation (in WebAssembly, the loader's
+ * performance.now, whose resolution a browser may coarsen).  ms must stay
+ * valid until kvc_profile_stop.  Not thread-safe: one thread calls the
+ * library while a profile is on.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_LENGTH (count is not
+ *           KVC_PROFILE_OPS). */
+kvc_status kvc_profile_start(double *ms, size_t count);
+
+/* kvc_profile_stop(): no more timing; ms keeps the totals. */
+void kvc_profile_stop(void);
 
 /* Allocation hook.  realloc must behave like C realloc (keep the old block on
  * failure); free must accept NULL.  `user` is passed back to every call. */

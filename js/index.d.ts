@@ -71,6 +71,23 @@ export function setThreadLimit(limit: number): void;
  * alive, so this is for releasing them early, not a duty. */
 export function shutdown(): Promise<void>;
 
+/** An operation of a forward pass that a profile times. */
+export type ProfileOperation = 'embed' | 'norm' | 'quantize' | 'qkv' | 'rope' | 'append' | 'attend' | 'wo' | 'recurrent' |
+  'gateUp' | 'activation' | 'down' | 'residual' | 'logits' | 'poolWait';
+/** The operations, in the module's order. */
+export const PROFILE_OPERATIONS: readonly ProfileOperation[];
+export interface Profile<T> {
+  /** What `run` returned. */
+  value: T;
+  /** Its wall time, ms. */
+  totalMs: number;
+  /** Milliseconds of each operation of the forward passes made on this thread meanwhile; they exclude `poolWait` (the
+   * wait for pool threads), so they sum to the passes' time; the rest of totalMs is the caller's (sampling, JS). */
+  ms: Record<ProfileOperation, number>;
+}
+/** Runs `run` with a profile on: where the time of its forward passes went, operation by operation. One at a time. */
+export function profile<T>(run: () => T | Promise<T>): Promise<Profile<Awaited<T>>>;
+
 /** The kernel set the module runs: "wasm-relaxed-simd" or "wasm-simd128". */
 export function kernelIsa(): string;
 export interface KernelInfo {

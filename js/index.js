@@ -22,6 +22,7 @@ export {
 export { KvCache } from './cache/model.js';
 export { PrefixCache } from './cache/prefix.js';
 export { threadCount, threadInfo, setThreadLimit, shutdown } from './runtime/threads.js';
+export { PROFILE_OPERATIONS, profile } from './runtime/profile.js';
 export { kernelInfo, kernelIsa, version } from './runtime/runtime.js';
 export { memoryStats } from './cache/memory.js';
 export { attentionHead } from './cache/attention.js';

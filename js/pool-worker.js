@@ -4,13 +4,13 @@
 // one message: { module, memory, index, stackTop }; it answers 'ready', then
 // 'closed' when the pool closes, or 'failed' with a message.
 
+import { importsFor } from './runtime/imports.js';
+
 function serve(post, close) {
   return ({ module, memory, index, stackTop }) => {
     let exports;
     try {
-      const instance = new WebAssembly.Instance(module, {
-        env: { memory, emscripten_notify_memory_growth() {} },
-      });
+      const instance = new WebAssembly.Instance(module, importsFor(memory));
       exports = instance.exports;
       exports.stackRestore(stackTop);
       if (exports.kvc_wasm_worker_join(index) !== 0) throw new Error(`pool slot ${index} is not open`);

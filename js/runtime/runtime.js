@@ -5,10 +5,13 @@
 import { KvCacheError } from './checks.js';
 import { C_LIMITS, checkNames } from './constants.js';
 import { RUNTIME_FILES, fetchFile, locate, toUrl } from './files.js';
+import { importsFor } from './imports.js';
 import { checkKeys, shown } from './options.js';
 import { checkThreads, startThreads } from './threads.js';
 
-const WASM_ABI = 10; // must equal KVC_WASM_ABI in src/wasm/abi.c
+export { importsFor };
+
+const WASM_ABI = 11; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
 // in 64 KiB pages; tests/js/constants.test.mjs reads them off the built files.
 export const MEMORY_INITIAL_PAGES = 16;
@@ -153,17 +156,6 @@ function checkMaxMemory(maxMemory) {
     throw new RangeError(`init: options.maxMemory must be a whole number of bytes from ${min} to ${max} (got ${String(maxMemory)})`);
   }
   return Math.floor(maxMemory / PAGE);
-}
-
-/** The imports of an instance of the module over `memory` (every thread's). */
-export function importsFor(memory) {
-  return {
-    env: {
-      memory,
-      // Views are refreshed lazily (see heap()), so growth needs no action here.
-      emscripten_notify_memory_growth() {},
-    },
-  };
 }
 
 /**
@@ -516,7 +508,7 @@ function staged(where, ...sizes) {
   return pointers;
 }
 
-function outOfMemory(where) {
+export function outOfMemory(where) {
   return new KvCacheError(`${where}: out of memory (the wasm heap cannot grow further); nothing was changed`, 'KVC_E_NOMEM');
 }
 

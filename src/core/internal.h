@@ -243,6 +243,14 @@ void kvc_pool_inject_fault(size_t thread);
  * which is the single-threaded library.  Returns the value it replaces. */
 size_t kvc_pool_set_min_work(size_t work);
 
+/* ---- profile.c: the time of each operation while kvc_profile_start's ---- */
+/* What an operation passes to kvc_profile_end (0 when no profile is on).
+ * Operations do not nest, but for the pool's wait, which is charged to
+ * KVC_PROFILE_POOL_WAIT and not to the operation around it. */
+double kvc_profile_begin(void);
+/* Adds the time since `began` to operation op's total (no profile: nothing). */
+void kvc_profile_end(kvc_profile_op op, double began);
+
 /* ---- threads-pthread.c / threads-wasm.c: how idle pool threads sleep ---- */
 /* Sleeps while *word == expected (may return early). */
 void kvc_thread_wait(_Atomic uint32_t *word, uint32_t expected);

@@ -29,6 +29,16 @@
  * phases of one call follow each other within microseconds. */
 #define KVC_POOL_SPIN 20000
 
+/* A pool thread that another process keeps off its core takes few of a
+ * job's tasks, and the caller then waits for the one it holds: a step on
+ * two threads ran at 0.6x one thread's speed with the second core busy.
+ * The caller keeps the share of tasks the pool threads took, averaged over
+ * the last jobs (in 1/256ths); below a quarter of their fair share, the
+ * next KVC_POOL_REST jobs run on the caller alone, and then the pool is
+ * tried again.  Where tasks run never changes a result. */
+#define KVC_POOL_SHARE_ONE 256u
+#define KVC_POOL_REST 256u
+
 typedef struct pool_slot {
     _Atomic uint32_t state;    /* SLOT_* */
     _Atomic uint64_t running;  /* claim word of the task it runs, + 1; 0 when none */
@@ -52,8 +62,10 @@ static struct {
     _Atomic size_t fault_thread;   /* test hook: this thread traps at its next task */
     _Atomic size_t min_work;       /* smaller jobs run inline */
     _Atomic size_t limit;          /* threads a job may use at most */
+    size_t help;                   /* the pool threads' share of recent jobs' tasks (caller only) */
+    size_t rest;                   /* jobs to run on the caller alone before trying the pool again */
     pool_slot slot[KVC_MAX_THREADS];
-} pool = {.min_work = KVC_POOL_MIN_WORK, .limit = KVC_MAX_THREADS};
+} pool = {.min_work = KVC_POOL_MIN_WORK, .limit = KVC_MAX_THREADS, .help = KVC_POOL_SHARE_ONE};
 
 size_t kvc_pool_threads(void) {
     return 1 + atomic_load(&pool.slots);
@@ -214,6 +226,12 @@ void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, 
         run_inline(fn, context, count);
         return;
     }
+    if (pool.rest > 0) {
+        pool.rest--;
+        atomic_store(&pool.busy, 0);
+        run_inline(fn, context, count);
+        return;
+    }
     /* Publish: seq odd, the job, the claim word of the new generation, seq even. */
     const uint32_t seq = atomic_load(&pool.seq) + 1;
     atomic_store(&pool.seq, seq);
@@ -229,12 +247,23 @@ void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, 
     kvc_thread_wake_all(&pool.wake);
 
     uint64_t claimed;
+    size_t own = 0;
     while ((claimed = claim_task(generation, count)) != 0) {
         run_task(fn, context, claimed, 0);
         atomic_fetch_add(&pool.done, 1);
+        own++;
     }
     /* The caller may not sleep (a browser's main thread cannot): it polls
      * until the last task is in, taking over any a failed thread dropped. */
-    while (atomic_load(&pool.done) < count) adopt_orphans(fn, context, generation, slots);
+    const double waiting = kvc_profile_begin();
+    while (atomic_load(&pool.done) < count) own += adopt_orphans(fn, context, generation, slots);
+    kvc_profile_end(KVC_PROFILE_POOL_WAIT, waiting);
+    const size_t share = (count - own) * KVC_POOL_SHARE_ONE / count;
+    const size_t fair = (threads - 1) * KVC_POOL_SHARE_ONE / threads;
+    pool.help = (7 * pool.help + share) / 8;
+    if (pool.help < fair / 4) {
+        pool.rest = KVC_POOL_REST;
+        pool.help = KVC_POOL_SHARE_ONE; /* a fresh start when the pool is tried again */
+    }
     atomic_store(&pool.busy, 0);
 }

@@ -28,6 +28,8 @@ typedef struct matmul_job {
     const uint8_t *codes[KVC_ACT_KINDS]; /* the activations in each encoding in use */
     size_t code_stride[KVC_ACT_KINDS];
     size_t first_task[5];                /* product p's tasks start here; [count] = all */
+    size_t ranges;                       /* contiguous ranges of rows a product is split in */
+    size_t range_rows[4];                /* rows of product p's ranges */
     kvc_weight_set set;
 } matmul_job;
 
@@ -38,30 +40,40 @@ static void matmul_task(void *context, size_t task, size_t thread) {
     while (task >= job->first_task[p + 1]) p++;
     const kvc_product *product = &job->products[p];
     const kvc_tensor *w = product->w;
-    const size_t r0 = (task - job->first_task[p]) * KVC_MATMUL_ROWS;
-    const size_t rows = w->rows - r0 < KVC_MATMUL_ROWS ? w->rows - r0 : KVC_MATMUL_ROWS;
+    const size_t local = task - job->first_task[p], range = local % job->ranges;
+    const size_t r0 = range * job->range_rows[p] + (local / job->ranges) * KVC_MATMUL_ROWS;
+    size_t end = (range + 1) * job->range_rows[p];
+    if (end > w->rows) end = w->rows;
+    if (r0 >= end) return;
+    const size_t rows = end - r0 < KVC_MATMUL_ROWS ? end - r0 : KVC_MATMUL_ROWS;
     const kvc_act_kind act = w->type->act;
     w->type->gemm[job->set](job->cols, rows, job->T, w->data + r0 * w->row_bytes, w->row_bytes,
                             job->codes[act], job->code_stride[act], product->y + r0, product->y_stride);
 }
 
-void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_t T, uint8_t *codes) {
+void kvc_matmul(kvc_profile_op op, size_t count, const kvc_product *products, const float *x, size_t T,
+                uint8_t *codes) {
     matmul_job job = {.count = count, .products = products, .T = T, .cols = products[0].w->cols,
-                      .set = kvc_weight_set_active()};
+                      .set = kvc_weight_set_active(), .ranges = kvc_pool_threads()};
     uint64_t work = 0;
     for (size_t p = 0; p < count; p++) {
         const kvc_tensor *w = products[p].w;
         const kvc_act_kind act = w->type->act;
         if (!job.codes[act]) {
+            const double coding = kvc_profile_begin();
             const kvc_act_encoding *encoding = kvc_act_encoding_of(act);
             const size_t stride = (job.cols / encoding->block_values) * encoding->block_bytes;
             for (size_t t = 0; t < T; t++) encoding->quantize[job.set](job.cols, x + t * job.cols, codes + t * stride);
             job.codes[act] = codes;
             job.code_stride[act] = stride;
             codes += T * stride;
+            kvc_profile_end(KVC_PROFILE_QUANTIZE, coding);
         }
-        job.first_task[p + 1] = job.first_task[p] + (w->rows + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS;
+        job.range_rows[p] = (w->rows + job.ranges - 1) / job.ranges;
+        job.first_task[p + 1] = job.first_task[p] + job.ranges * ((job.range_rows[p] + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS);
         work += (uint64_t)w->rows * job.cols * T;
     }
+    const double multiplying = kvc_profile_begin();
     kvc_pool_run(matmul_task, &job, job.first_task[count], kvc_pool_threads(), work);
+    kvc_profile_end(op, multiplying);
 }

@@ -194,8 +194,10 @@ typedef struct kvc_product {
 /* The products of `count` (<= 4) weights with the same T activation rows x
  * [T x cols] (every w has `cols` columns), in one job: the activations are
  * coded once per encoding into `codes`, then the rows of every weight go to
- * the pool in chunks of fixed size. */
-void kvc_matmul(size_t count, const kvc_product *products, const float *x, size_t T, uint8_t *codes);
+ * the pool in chunks of fixed size.  A profile charges the coding to
+ * KVC_PROFILE_QUANTIZE and the products to op. */
+void kvc_matmul(kvc_profile_op op, size_t count, const kvc_product *products, const float *x, size_t T,
+                uint8_t *codes);
 /* Bytes kvc_matmul's `codes` needs for T rows of n columns of `type`. */
 size_t kvc_matmul_codes_bytes(const kvc_weight_type *type, size_t n, size_t T);
 

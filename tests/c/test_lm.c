@@ -356,6 +356,37 @@ TEST(logits_do_not_depend_on_the_number_of_threads) {
     free_model(&m);
 }
 
+TEST(a_profile_times_each_operation_of_the_passes_made_while_it_is_on) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 9, &m, NULL, 0));
+    enum { N = 40 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 10);
+    float *logits = test_alloc(N * VOCAB * sizeof(float));
+    double ms[KVC_PROFILE_OPS];
+    CHECK(kvc_profile_start(NULL, KVC_PROFILE_OPS) == KVC_E_NULL_POINTER);
+    CHECK(kvc_profile_start(ms, KVC_PROFILE_OPS - 1) == KVC_E_LENGTH);
+    CHECK_OK(kvc_profile_start(ms, KVC_PROFILE_OPS));
+    CHECK(run(&m, KVC_MODE_F32, tokens, N, 8, KVC_LM_IMPORTANCE, logits, NULL)); /* chunks, then steps */
+    CHECK(run(&m, KVC_MODE_F32, tokens, 4, 1, KVC_LM_IMPORTANCE, logits, NULL));
+    kvc_profile_stop();
+    /* What every block of this model does takes time; it has no recurrent layer. */
+    const kvc_profile_op done[] = {KVC_PROFILE_EMBED, KVC_PROFILE_NORM, KVC_PROFILE_QUANTIZE, KVC_PROFILE_QKV,
+                                   KVC_PROFILE_ROPE, KVC_PROFILE_APPEND, KVC_PROFILE_ATTEND, KVC_PROFILE_WO,
+                                   KVC_PROFILE_GATE_UP, KVC_PROFILE_ACTIVATION, KVC_PROFILE_DOWN,
+                                   KVC_PROFILE_RESIDUAL, KVC_PROFILE_LOGITS};
+    for (size_t i = 0; i < sizeof done / sizeof done[0]; i++) CHECK(ms[done[i]] > 0.0);
+    CHECK(ms[KVC_PROFILE_RECURRENT] == 0.0);
+    for (size_t op = 0; op < KVC_PROFILE_OPS; op++) CHECK(ms[op] >= 0.0);
+    /* Stopped: the totals stay as they were. */
+    double kept[KVC_PROFILE_OPS];
+    memcpy(kept, ms, sizeof ms);
+    CHECK(run(&m, KVC_MODE_F32, tokens, N, N, 0, logits, NULL));
+    CHECK(memcmp(kept, ms, sizeof ms) == 0);
+    free(logits);
+    free_model(&m);
+}
+
 TEST(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding) {
     test_model m;
     CHECK_OK(make_model(GGML_Q8_0, 0, 9, &m, NULL, 0));
@@ -504,6 +535,7 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
           CASE(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for),
           CASE(logits_do_not_depend_on_the_number_of_threads),
+          CASE(a_profile_times_each_operation_of_the_passes_made_while_it_is_on),
           CASE(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding),
           CASE(a_verify_takes_more_drafts_one_call_at_a_time_as_a_draft_model_decodes_them),
           CASE(forward_refuses_bad_arguments_and_changes_nothing),

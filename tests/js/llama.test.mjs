@@ -5,7 +5,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { GgufError, Llama, Tokenizer, generate, promptLookup, readGguf } from '../../js/llama.js';
-import { KvCacheError } from '../../js/index.js';
+import { KvCacheError, PROFILE_OPERATIONS, profile } from '../../js/index.js';
 import { MODEL_MISSING, MODEL_PATH, MODES, bitsEqual, fingerprint, ready, rng } from './helpers.mjs';
 import { writeGguf } from './gguf-writer.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
@@ -50,6 +50,32 @@ function modelTest(name, fn) {
 }
 
 const argmax = (row) => row.reduce((best, z, i) => (z > row[best] ? i : best), 0);
+
+modelTest('a profile tells where the time of the forward passes it wraps went, operation by operation', async () => {
+  const session = llama.session({ mode: 'f32' });
+  const prompt = greedy.slice(0, 40);
+  const { value, totalMs, ms } = await profile(() => {
+    llama.forward(session.cache, prompt, { logits: 'last' });
+    return llama.forward(session.cache, [greedy[40]], { logits: 'last' });
+  });
+  assert.equal(value.length, llama.config.vocabSize, 'run\'s value comes back');
+  assert.deepEqual(Object.keys(ms), [...PROFILE_OPERATIONS]);
+  for (const op of ['embed', 'norm', 'quantize', 'qkv', 'attend', 'wo', 'gateUp', 'activation', 'down', 'logits']) {
+    assert.ok(ms[op] > 0, `${op}: ${ms[op]} ms`);
+  }
+  assert.equal(ms.recurrent, 0, 'no recurrent layer');
+  const sum = Object.values(ms).reduce((a, b) => a + b, 0);
+  assert.ok(sum <= totalMs + 0.01, `the operations (${sum} ms) fit in the call (${totalMs} ms)`);
+  // Off again: a pass after it changes nothing it returned.
+  const before = { ...ms };
+  llama.forward(session.cache, [greedy[41]], { logits: 'last' });
+  assert.deepEqual(ms, before);
+  await assert.rejects(profile('run'), { name: 'TypeError', message: /profile: run must be a function/ });
+  await assert.rejects(profile(() => profile(() => 0)), { message: /a profile is running already/ });
+  assert.equal((await profile(() => 7)).value, 7, 'a refused profile leaves the next one free to run');
+  await assert.rejects(profile(() => { throw new RangeError('boom'); }), { name: 'RangeError', message: 'boom' });
+  session.free();
+});
 
 modelTest('greedy decoding from <s> tells the published story', () => {
   assert.ok(llama.tokenizer.decode(greedy).startsWith(STORY_OPENING), llama.tokenizer.decode(greedy).slice(0, 80));

@@ -10,10 +10,11 @@
 import init, {
   init as namedInit, kernelIsa, kernelInfo, version, attentionHead, KvCacheError, LayerKvCache, KvCache,
   Q8_WINDOW, MAX_KV_HEADS, MAX_HEAD_DIM, MAX_POSITIONS, threadCount, threadInfo, setThreadLimit, shutdown,
+  PROFILE_OPERATIONS, profile,
 } from 'kvcache-wasm';
 import type {
   AliveMask, AttentionResult, EvictionPolicy, FullLayerOptions, InitOptions, KvCacheConfig, KvMode,
-  KernelInfo, LayerKvCacheOptions, LinearLayerOptions, ThreadInfo,
+  KernelInfo, LayerKvCacheOptions, LinearLayerOptions, Profile, ThreadInfo,
 } from 'kvcache-wasm';
 import {
   GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom, slideCache,
@@ -63,6 +64,8 @@ async function useInit(): Promise<void> {
   setThreadLimit(1);
   check(threadInfo().limit === 1, 'setThreadLimit');
   setThreadLimit(2);
+  const profiled: Profile<number> = await profile(() => 3);
+  check(profiled.value === 3 && Object.keys(profiled.ms).join() === PROFILE_OPERATIONS.join() && profiled.ms.qkv === 0, 'profile()');
   check(/^\d+\.\d+\.\d+/.test(version()), 'version()');
   check(Q8_WINDOW === 64 && MAX_KV_HEADS === 4096 && MAX_HEAD_DIM === 4096 && MAX_POSITIONS > 0, 'the limits');
   const error = new KvCacheError('out of memory', 'KVC_E_NOMEM');
