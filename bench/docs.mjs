@@ -48,7 +48,7 @@ export function machineLine(machine, quick = false) {
 
 /** The command that reproduces suite `name`'s tables (and rewrites its section). */
 export function command(name, { quick = false, files, threads } = {}) {
-  const filters = name === 'llm' ? [files && `--files ${files}`, threads && `--threads ${threads}`].filter(Boolean) : [];
+  const filters = ['llm', 'native'].includes(name) ? [files && `--files ${files}`, threads && `--threads ${threads}`].filter(Boolean) : [];
   return ['npm run bench --', name, ...(quick ? ['--quick'] : []), ...filters, '--write-docs'].join(' ');
 }
 

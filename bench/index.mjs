@@ -5,9 +5,9 @@
 //                    [--write-docs [--docs-file PATH]]
 //     --quick  a small subset in seconds (npm test runs it so that the
 //              harness cannot rot)
-//     --files  llm only: these of its files (geometry-mix, as
-//              llama-3.2-1b-F16), not all of them
-//     --threads llm only: these of its thread counts (1, 2)
+//     --files  llm and native only: these of their files (geometry-mix,
+//              as llama-3.2-1b-F16), not all of them
+//     --threads llm and native only: these of their thread counts (1, 2)
 //     --out    where results go (default bench/results; with --quick,
 //              nothing is written unless --out is given)
 //     --write-docs  also rewrite each suite's section of docs/performance.md
@@ -36,6 +36,7 @@ const benchmarks = {
   chat: () => import('./chat.mjs'),
   store: () => import('./store.mjs'),
   structured: () => import('./structured.mjs'),
+  native: () => import('./native.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({
@@ -71,7 +72,7 @@ for (const name of wanted) {
 const relaxedProfile = join(relaxedBuildDir, 'bench', 'kernel-profile.js');
 const needed = [wasmPath, relaxedWasmPath, join(wasmBuildDir, 'bench', 'kvcache-scalar.wasm'),
   join(wasmBuildDir, 'bench', 'kvcache-contiguous.wasm'), join(wasmBuildDir, 'bench', 'naive-attend.wasm'),
-  join(wasmBuildDir, 'bench', 'kernel-profile.js'), join(nativeBuildDir, 'kvc_bench_native'),
+  join(wasmBuildDir, 'bench', 'kernel-profile.js'), join(wasmBuildDir, 'bench', 'weights-bench.js'), join(nativeBuildDir, 'kvc_bench_native'),
   ...(existsSync(relaxedProfile) ? [relaxedProfile] : [])];
 if (!builtUpToDate(needed)) {
   ensureToolchain();

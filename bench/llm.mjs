@@ -74,7 +74,7 @@ const RUN = `async ({ url, threads, context, decode, mode }) => {
 }`;
 
 /** This package in Chromium: one page per thread count (init runs once a page). */
-async function ourEngine() {
+export async function ourEngine() {
   const served = (pathname) => {
     const path = posix.normalize(pathname).slice(1);
     if (path.startsWith('models/')) return join(MODELS, path.slice('models/'.length));

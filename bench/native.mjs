@@ -1,0 +1,201 @@
+// Decode and prefill against native llama.cpp, and where the time goes.
+// The files of the llm benchmark's two 2024 geometries (SmolLM2-135M's and
+// Llama-3.2-1B's, random valid weights) in Q8_0 and llama.cpp's Q4_K_M mix;
+// for each, on 1 thread and on 2, one after the other: this package in Node
+// (native-node.mjs, a process per run) and in headless Chromium (llm.mjs's
+// page), and native llama.cpp's CPU build (node-llama-cpp, installed for the
+// tests and benchmarks only) on the same file and threads. A prompt of 512
+// tokens, then 32 greedy steps.
+//
+// The profile: the milliseconds of each operation of a step and of the
+// prompt (kvc_profile_start), beside two floors: the bytes the operation
+// reads (weights; for attention, the cache) at the rate the module's read
+// probe streams on one thread, and its weights at the rate their kernel runs
+// on a matrix that stays in cache (build-wasm/bench/weights-bench.js, one
+// thread) -- what the kernel costs when memory costs nothing. Sampling:
+// the chat path's sampler (llama.cpp's defaults, a repeat penalty) on
+// 151,669 logits.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readGguf } from '../js/llama.js';
+import { createSampler } from '../js/model/sampling.js';
+import { GEOMETRIES, modelFile, randomLlama } from '../tests/gguf/models.mjs';
+import { browserMissing } from '../tests/runtimes/browsers.mjs';
+import { closeNativeLlamaCpp, nativeLlamaCppMissing, nativeTimings } from '../tests/runtimes/llamacpp-native.mjs';
+import { relaxedBuildDir, wasmBuildDir } from '../scripts/toolchain.mjs';
+import { ourEngine } from './llm.mjs';
+
+const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
+const CHILD = fileURLToPath(new URL('./native-node.mjs', import.meta.url));
+// The weight kernels timed apart, in the build each module is made by.
+const WEIGHTS_BENCH = { 'wasm-simd128': join(wasmBuildDir, 'bench', 'weights-bench.js'), 'wasm-relaxed-simd': join(relaxedBuildDir, 'bench', 'weights-bench.js') };
+const CONTEXT = 512;
+const DECODE = 32;
+const SAMPLING_VOCAB = 151669;
+
+// The operations a profile names, grouped by what reads weights.
+const PRODUCTS = {
+  qkv: ['attn_q', 'attn_k', 'attn_v'], wo: ['attn_output'], gateUp: ['ffn_gate', 'ffn_up'], down: ['ffn_down'],
+};
+
+function files(quick, only) {
+  mkdirSync(MODELS, { recursive: true });
+  const all = quick ? [['smollm2-135m', 'Q8_0']]
+    : ['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [g, mix]));
+  return all.filter(([g, mix]) => !only || only.includes(`${g}-${mix}`)).map(([g, mix]) => {
+    const path = modelFile(MODELS, `${g}-${mix}`, () => randomLlama(GEOMETRIES[g], { mix, seed: 1 }));
+    return { geometry: g, mix, path };
+  });
+}
+
+/** This package in Node on `threads`: { threads, isa, prefill, decode } (native-node.mjs). */
+function inNode(path, threads, context, decode) {
+  const run = spawnSync(process.execPath, [CHILD, path, String(threads), String(context), String(decode)], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`bench native: ${CHILD} failed: ${run.stderr.trim().split('\n').slice(-3).join(' ')}`);
+  return JSON.parse(run.stdout.trim().split('\n').at(-1));
+}
+
+/** Per operation of the profile: the bytes of weights a token's pass reads, and per weight type its bytes and multiply-adds. */
+function weightBytes(path) {
+  const gguf = readGguf(readFileSync(path));
+  const ops = {};
+  const add = (op, tensor) => {
+    ops[op] ??= { bytes: 0, byType: new Map() };
+    ops[op].bytes += tensor.bytes;
+    const kind = ops[op].byType.get(tensor.type) ?? { bytes: 0, macs: 0 };
+    ops[op].byType.set(tensor.type, { bytes: kind.bytes + tensor.bytes, macs: kind.macs + tensor.dims[0] * tensor.dims[1] });
+  };
+  for (const [name, tensor] of gguf.tensors) {
+    const op = Object.keys(PRODUCTS).find((key) => PRODUCTS[key].some((part) => name.endsWith(`.${part}.weight`)));
+    if (op) add(op, tensor);
+  }
+  add('logits', gguf.tensors.get('output.weight') ?? gguf.tensors.get('token_embd.weight'));
+  const config = {
+    layers: gguf.metadata.get('llama.block_count'), kvHeads: gguf.metadata.get('llama.attention.head_count_kv'),
+    headDim: gguf.metadata.get('llama.embedding_length') / gguf.metadata.get('llama.attention.head_count'),
+  };
+  return { ops, config };
+}
+
+/** The weight kernels' rates on one thread in `isa`'s build (weights-bench.js): type -> { hot, stream, probe, prefillMacs } per second, or null. */
+function kernelRates(types, isa) {
+  const bench = WEIGHTS_BENCH[isa];
+  if (!existsSync(bench)) return null;
+  const names = { q8_0: 'Q8_0', q4_k: 'Q4_K', q6_k: 'Q6_K' };
+  const rates = new Map();
+  for (const type of types) {
+    const name = names[type.toLowerCase()] ?? type;
+    const run = spawnSync(process.execPath, [bench, `2048:2048:${name}`], { encoding: 'utf8' });
+    if (run.status !== 0) continue;
+    const r = JSON.parse(run.stdout.trim().split('\n').at(-1));
+    rates.set(type, { hot: r.decode_hot_gbs * 1e9, stream: r.decode_gbs * 1e9, probe: r.floor_gbs * 1e9, prefillMacs: r.prefill_gmacs * 1e9 });
+  }
+  return rates;
+}
+
+/** The chat path's sampler on `vocab` logits, ms a token (median of rounds). */
+function samplingMs(vocab) {
+  let state = 7;
+  const logits = Float32Array.from({ length: vocab }, () => ((state = (state * 1103515245 + 12345) >>> 0) / 2 ** 32) * 12 - 6);
+  const history = Array.from({ length: 200 }, (_, i) => (i * 7919) % vocab);
+  const sampler = createSampler('bench', { seed: 1, repeatPenalty: 1.1 });
+  const rounds = [];
+  for (let round = 0; round < 9; round++) {
+    const started = performance.now();
+    for (let i = 0; i < 100; i++) sampler.next(logits, history);
+    rounds.push((performance.now() - started) / 100);
+  }
+  return rounds.sort((a, b) => a - b)[4];
+}
+
+export async function run({ quick = false, files: onlyFiles, threads: onlyThreads } = {}) {
+  const context = quick ? 64 : CONTEXT;
+  const decode = quick ? 4 : DECODE;
+  const threadCounts = (quick ? [1] : [1, 2]).filter((n) => !onlyThreads || onlyThreads.includes(n));
+  const nativeMissing = await nativeLlamaCppMissing();
+  const chromiumMissing = quick ? 'not in --quick' : await browserMissing('chromium');
+  const chromium = chromiumMissing ? null : await ourEngine();
+  const rows = [];
+  const profiles = [];
+  let probe = null; // bytes/s the read probe streams on one thread
+  let missingKernels = null;
+  const notes = [];
+  try {
+    for (const file of files(quick, onlyFiles)) {
+      const { ops, config } = weightBytes(file.path);
+      const measured = {};
+      for (const threads of threadCounts) {
+        const node = inNode(file.path, threads, context, decode);
+        const page = chromium ? await chromium.run(file.path, threads, context, decode, 'f32') : null;
+        const native = nativeMissing ? null : await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
+        measured[threads] = node;
+        const ratio = (a, b) => (a && b ? a / b : null);
+        rows.push([file.geometry, file.mix, threads,
+          node.decode.tokensPerSecond, page?.decodeTokensPerSecond, native?.decodeTokensPerSecond,
+          ratio(node.decode.tokensPerSecond, native?.decodeTokensPerSecond), ratio(page?.decodeTokensPerSecond, node.decode.tokensPerSecond),
+          node.prefill.tokensPerSecond, page?.prefillTokensPerSecond, native?.prefillTokensPerSecond,
+          ratio(node.prefill.tokensPerSecond, native?.prefillTokensPerSecond), ratio(page?.prefillTokensPerSecond, node.prefill.tokensPerSecond)]);
+      }
+      const isa = measured[threadCounts[0]].isa;
+      const rates = kernelRates(new Set(Object.values(ops).flatMap((o) => [...o.byType.keys()])), isa);
+      if (!rates) missingKernels = `kernel floors: ${WEIGHTS_BENCH[isa]} is not built (npm run build)`;
+      // The profile of each phase, per token, with the floors of what reads memory.
+      if (rates?.size) probe = Math.max(...[...rates.values()].map((r) => r.probe));
+      const cacheBytes = (positions) => config.layers * config.kvHeads * config.headDim * positions * 2 * 4;
+      for (const phase of ['decode', 'prefill']) {
+        const per = phase === 'decode' ? decode : context;
+        const opsOf = (threads) => measured[threads]?.[phase].ms;
+        const names = Object.keys(opsOf(threadCounts[0])).filter((op) => threadCounts.some((n) => opsOf(n)[op] > 0));
+        for (const op of [...names, 'js']) {
+          const ms = (threads) => {
+            const m = measured[threads]?.[phase];
+            if (!m) return null;
+            if (op !== 'js') return m.ms[op] / per;
+            return (m.totalMs - Object.values(m.ms).reduce((a, b) => a + b, 0)) / per;
+          };
+          const weights = ops[op];
+          const readBytes = weights?.bytes ?? (op === 'attend' && phase === 'decode' ? cacheBytes(context + decode / 2) : null);
+          const memoryFloor = readBytes && probe ? (phase === 'decode' ? readBytes / probe : readBytes / probe / context) * 1000 : null;
+          // The kernel alone: decode at its in-cache rate, prefill at its multiply-add rate.
+          let kernelFloor = null;
+          if (weights && rates && [...weights.byType.keys()].every((t) => rates.has(t))) {
+            // (A prompt's logits are its last token's: one decode product a prompt.)
+            kernelFloor = 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + (phase === 'decode' ? bytes / rates.get(t).hot
+              : op === 'logits' ? bytes / rates.get(t).hot / context : macs / rates.get(t).prefillMacs), 0);
+          }
+          profiles.push([file.geometry, file.mix, phase, op === 'js' ? 'JS around the pass' : op, ...threadCounts.map(ms),
+            memoryFloor, kernelFloor]);
+        }
+      }
+    }
+  } finally {
+    await chromium?.close();
+    await closeNativeLlamaCpp();
+  }
+  if (nativeMissing) notes.push(`native llama.cpp: ${nativeMissing}`);
+  if (chromiumMissing) notes.push(`Chromium: ${chromiumMissing}`);
+  if (missingKernels) notes.push(missingKernels);
+  const sampling = samplingMs(SAMPLING_VOCAB);
+  return [
+    { name: 'native', title: 'Decode and prefill against native llama.cpp on the same file and threads, tokens/s',
+      columns: ['geometry', 'file', 'threads', 'decode, Node', 'decode, Chromium', 'decode, native', 'Node ÷ native', 'Chromium ÷ Node',
+        'prefill, Node', 'prefill, Chromium', 'prefill, native', 'Node ÷ native', 'Chromium ÷ Node'],
+      rows,
+      notes: [`Random valid weights; a prompt of ${context} tokens in one call, then ${decode} greedy steps, each engine in turn on each file and thread count. ` +
+        'Ours: this package\'s forward passes with an f32 cache, in Node (a process per run) and in headless Chromium (cross-origin isolated); ' +
+        'native: llama.cpp\'s CPU build through node-llama-cpp in Node, its cache f16 and flash attention as it defaults, timed by the clock around its calls ' +
+        '(node-llama-cpp\'s own per-token overhead is in its decode figure).', ...notes] },
+    { name: 'native-profile', title: 'Where the time goes: ms per token of each operation (Node), beside its floors on one thread',
+      columns: ['geometry', 'file', 'phase', 'operation', ...threadCounts.map((n) => `${n} thread${n > 1 ? 's' : ''}`), 'memory floor', 'kernel in cache'],
+      rows: profiles,
+      notes: [
+        'kvc_profile_start\'s operations on the calling thread; poolWait is the calling thread waiting for the pool\'s others; "JS around the pass" is the rest of the wall time (argmax, the logits out). ' +
+        `Memory floor: the bytes the operation reads (its weights; attention at decode, its f32 cache at ~${context} positions) at the module's read-probe rate on one thread${probe ? ` (${(probe / 1e9).toFixed(1)} GB/s)` : ''}; prefill: the weights once per ${context}-token prompt. ` +
+        'Kernel in cache: at decode, the weights at the rate their kernel reads a 2048 x 2048 matrix that stays in cache; at prefill, the multiply-adds at the rate the kernel makes them on 16 tokens (weights-bench, one thread).',
+        `Sampling, the chat path's sampler (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens) on ${SAMPLING_VOCAB.toLocaleString('en')} logits: ${sampling.toFixed(3)} ms a token.`,
+      ] },
+  ];
+}
