@@ -278,7 +278,9 @@ const char *kvc_kernel_isa(void);
  * every result -- outputs, probabilities, rows, snapshot bytes -- is the
  * same bit for bit with 1 thread or 64.  Small calls (under about 2^17
  * multiply-adds) run on the calling thread alone, as does a call made while
- * another one uses the pool.  Pool threads never allocate: the calling
+ * another one uses the pool, and, for a while, every call after the pool
+ * threads took little of the last ones' work (another process holding
+ * their cores).  Pool threads never allocate: the calling
  * thread prepares all the memory a call needs before it starts them.
  *
  * kvc_set_threads():

@@ -213,7 +213,8 @@ typedef void kvc_task_fn(void *context, size_t task, size_t thread);
 /* Runs fn(context, t, thread) for every t < count, on the calling thread and
  * the pool threads whose index is below `threads` (the scratches the caller
  * prepared), and returns when all are done.  Any task may run on any thread;
- * small jobs, or all when the pool is busy with another call, run inline. */
+ * small jobs, or all when the pool is busy with another call or rests (its
+ * threads took little of the last jobs), run inline. */
 void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, uint64_t work);
 /* 1 + the worker slots opened: the thread indices a job may see. */
 size_t kvc_pool_threads(void);
@@ -239,8 +240,9 @@ size_t kvc_pool_set_limit(size_t threads);
 void kvc_pool_inject_fault(size_t thread);
 /* Test and benchmark hook: jobs of fewer multiply-adds than `work` run
  * inline (default KVC_POOL_MIN_WORK); 0 sends every job of two or more tasks
- * to the pool, so that small test cases exercise it too, and SIZE_MAX none,
- * which is the single-threaded library.  Returns the value it replaces. */
+ * to the pool (but those pool.c's rest keeps inline), so that small test
+ * cases exercise it too, and SIZE_MAX none, which is the single-threaded
+ * library.  Returns the value it replaces. */
 size_t kvc_pool_set_min_work(size_t work);
 
 /* ---- profile.c: the time of each operation while kvc_profile_start's ---- */

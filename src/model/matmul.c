@@ -3,8 +3,13 @@
  *
  * The activations are coded once per encoding their weights read (q8 blocks
  * of 32 or 256, or f32), on the calling thread; then every weight's rows go
- * to the pool in chunks of KVC_MATMUL_ROWS.  A weight kernel computes each
- * (row, token) the same way whatever rows and tokens a call holds
+ * to the pool as one contiguous range per thread, in tasks of
+ * KVC_MATMUL_ROWS that take the ranges in turn (task t: range t mod ranges),
+ * so that each thread, claiming tasks in order, streams a range of its own
+ * (two threads reading alternate 32-row chunks of one range decoded no
+ * faster than one, measured here), and the small tasks still let a thread
+ * that is done take the rest of a late one's range.  A weight kernel
+ * computes each (row, token) the same way whatever rows and tokens a call holds
  * (kernels/weights.h), so which thread takes which chunk, how many threads
  * there are and how many tokens the pass carries change no bit of a result.
  */
