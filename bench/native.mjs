@@ -5,7 +5,7 @@
 // (native-node.mjs, a process per run) and in headless Chromium (llm.mjs's
 // page), and native llama.cpp's CPU build (node-llama-cpp, installed for the
 // tests and benchmarks only) on the same file and threads. A prompt of 512
-// tokens, then 32 greedy steps.
+// tokens, then 32 greedy steps; each engine twice, in turn, its best kept.
 //
 // The profile: the milliseconds of each operation of a step and of the
 // prompt (kvc_profile_start), beside two floors: the bytes the operation
@@ -34,6 +34,7 @@ const CHILD = fileURLToPath(new URL('./native-node.mjs', import.meta.url));
 const WEIGHTS_BENCH = { 'wasm-simd128': join(wasmBuildDir, 'bench', 'weights-bench.js'), 'wasm-relaxed-simd': join(relaxedBuildDir, 'bench', 'weights-bench.js') };
 const CONTEXT = 512;
 const DECODE = 32;
+const ROUNDS = 2;
 const SAMPLING_VOCAB = 151669;
 
 // The operations a profile names, grouped by what reads weights.
@@ -115,6 +116,7 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
   const context = quick ? 64 : CONTEXT;
   const decode = quick ? 4 : DECODE;
   const threadCounts = (quick ? [1] : [1, 2]).filter((n) => !onlyThreads || onlyThreads.includes(n));
+  const rounds = quick ? 1 : ROUNDS;
   const nativeMissing = await nativeLlamaCppMissing();
   const chromiumMissing = quick ? 'not in --quick' : await browserMissing('chromium');
   const chromium = chromiumMissing ? null : await ourEngine();
@@ -127,17 +129,35 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
     for (const file of files(quick, onlyFiles)) {
       const { ops, config } = weightBytes(file.path);
       const measured = {};
+      // Each engine ROUNDS times, in turn, its best kept: the machine is shared, and a
+      // neighbour's burst slows whichever engine runs through it.
+      const best = {};
+      const keep = (key, run, rate) => {
+        if (run && (!best[key] || rate(run) > rate(best[key]))) best[key] = run;
+      };
+      for (let round = 0; round < rounds; round++) {
+        for (const threads of threadCounts) {
+          const node = inNode(file.path, threads, context, decode);
+          keep(`node-decode-${threads}`, node, (r) => r.decode.tokensPerSecond);
+          keep(`node-prefill-${threads}`, node, (r) => r.prefill.tokensPerSecond);
+          const page = chromium ? await chromium.run(file.path, threads, context, decode, 'f32') : null;
+          keep(`page-decode-${threads}`, page, (r) => r.decodeTokensPerSecond);
+          keep(`page-prefill-${threads}`, page, (r) => r.prefillTokensPerSecond);
+          const native = nativeMissing ? null : await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
+          keep(`native-decode-${threads}`, native, (r) => r.decodeTokensPerSecond);
+          keep(`native-prefill-${threads}`, native, (r) => r.prefillTokensPerSecond);
+        }
+      }
+      const ratio = (a, b) => (a && b ? a / b : null);
       for (const threads of threadCounts) {
-        const node = inNode(file.path, threads, context, decode);
-        const page = chromium ? await chromium.run(file.path, threads, context, decode, 'f32') : null;
-        const native = nativeMissing ? null : await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
-        measured[threads] = node;
-        const ratio = (a, b) => (a && b ? a / b : null);
-        rows.push([file.geometry, file.mix, threads,
-          node.decode.tokensPerSecond, page?.decodeTokensPerSecond, native?.decodeTokensPerSecond,
-          ratio(node.decode.tokensPerSecond, native?.decodeTokensPerSecond), ratio(page?.decodeTokensPerSecond, node.decode.tokensPerSecond),
-          node.prefill.tokensPerSecond, page?.prefillTokensPerSecond, native?.prefillTokensPerSecond,
-          ratio(node.prefill.tokensPerSecond, native?.prefillTokensPerSecond), ratio(page?.prefillTokensPerSecond, node.prefill.tokensPerSecond)]);
+        const decodeOf = (engine) => best[`${engine}-decode-${threads}`];
+        const prefillOf = (engine) => best[`${engine}-prefill-${threads}`];
+        // The profile: the best step's run for decode, the best prompt's for prefill.
+        measured[threads] = { isa: decodeOf('node').isa, decode: decodeOf('node').decode, prefill: prefillOf('node').prefill };
+        const [node, page, native] = [decodeOf('node')?.decode.tokensPerSecond, decodeOf('page')?.decodeTokensPerSecond, decodeOf('native')?.decodeTokensPerSecond];
+        const [nodeP, pageP, nativeP] = [prefillOf('node')?.prefill.tokensPerSecond, prefillOf('page')?.prefillTokensPerSecond, prefillOf('native')?.prefillTokensPerSecond];
+        rows.push([file.geometry, file.mix, threads, node, page, native, ratio(node, native), ratio(page, node),
+          nodeP, pageP, nativeP, ratio(nodeP, nativeP), ratio(pageP, nodeP)]);
       }
       const isa = measured[threadCounts[0]].isa;
       const rates = kernelRates(new Set(Object.values(ops).flatMap((o) => [...o.byType.keys()])), isa);
@@ -184,7 +204,7 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
       columns: ['geometry', 'file', 'threads', 'decode, Node', 'decode, Chromium', 'decode, native', 'Node ÷ native', 'Chromium ÷ Node',
         'prefill, Node', 'prefill, Chromium', 'prefill, native', 'Node ÷ native', 'Chromium ÷ Node'],
       rows,
-      notes: [`Random valid weights; a prompt of ${context} tokens in one call, then ${decode} greedy steps, each engine in turn on each file and thread count. ` +
+      notes: [`Random valid weights; a prompt of ${context} tokens in one call, then ${decode} greedy steps; each engine in turn on each file and thread count, ${rounds === 1 ? 'once' : `${rounds} times, the best of each figure kept`}. ` +
         'Ours: this package\'s forward passes with an f32 cache, in Node (a process per run) and in headless Chromium (cross-origin isolated); ' +
         'native: llama.cpp\'s CPU build through node-llama-cpp in Node, its cache f16 and flash attention as it defaults, timed by the clock around its calls ' +
         '(node-llama-cpp\'s own per-token overhead is in its decode figure).', ...notes] },
