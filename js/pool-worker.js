@@ -4,13 +4,16 @@
 // one message: { module, memory, index, stackTop }; it answers 'ready', then
 // 'closed' when the pool closes, or 'failed' with a message.
 
-import { importsFor } from './runtime/imports.js';
-
 function serve(post, close) {
   return ({ module, memory, index, stackTop }) => {
     let exports;
     try {
-      const instance = new WebAssembly.Instance(module, importsFor(memory));
+      // A file of its own, importing nothing: bundlers copy a worker's script as it is.
+      const instance = new WebAssembly.Instance(module, {
+        env: { memory, emscripten_notify_memory_growth() {} },
+        // Only the calling thread profiles (src/core/profile.c): a pool thread never reads the clock.
+        wasi_snapshot_preview1: { clock_time_get: () => 52 /* ENOSYS */ },
+      });
       exports = instance.exports;
       exports.stackRestore(stackTop);
       if (exports.kvc_wasm_worker_join(index) !== 0) throw new Error(`pool slot ${index} is not open`);

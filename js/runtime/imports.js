@@ -1,8 +1,9 @@
-// What an instance of the module imports: the memory, a growth hook and
-// WASI's clock, which a profile reads (kvc_profile_start). Every thread's
-// instance takes the same (js/runtime/runtime.js, js/pool-worker.js).
+// What the calling thread's instance of the module imports: the memory, a
+// growth hook and WASI's clock, which a profile reads (kvc_profile_start).
+// (A pool thread's instance, js/pool-worker.js, is given the same but a
+// clock it never reads.)
 
-/** The imports of an instance of the module over `memory` (every thread's). */
+/** The imports of the calling thread's instance of the module over `memory`. */
 export function importsFor(memory) {
   let view = null; // over the memory's current buffer (a grown memory has a new one)
   return {
