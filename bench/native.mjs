@@ -117,9 +117,12 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
   const decode = quick ? 4 : DECODE;
   const threadCounts = (quick ? [1] : [1, 2]).filter((n) => !onlyThreads || onlyThreads.includes(n));
   const rounds = quick ? 1 : ROUNDS;
-  const nativeMissing = await nativeLlamaCppMissing();
-  const chromiumMissing = quick ? 'not in --quick' : await browserMissing('chromium');
-  const chromium = chromiumMissing ? null : await ourEngine();
+  const comparison = { name: 'native', title: 'Decode and prefill against native llama.cpp on the same file and threads, tokens/s',
+    columns: ['geometry', 'file', 'threads', 'decode, Node', 'decode, Chromium', 'decode, native', 'Node ÷ native', 'Chromium ÷ Node',
+      'prefill, Node', 'prefill, Chromium', 'prefill, native', 'Node ÷ native', 'Chromium ÷ Node'] };
+  const missing = (await nativeLlamaCppMissing()) ?? (await browserMissing('chromium'));
+  if (missing) return [{ ...comparison, rows: [], notes: [`skipped: ${missing}`] }];
+  const chromium = await ourEngine();
   const rows = [];
   const profiles = [];
   let probe = null; // bytes/s the read probe streams on one thread
@@ -140,10 +143,10 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
           const node = inNode(file.path, threads, context, decode);
           keep(`node-decode-${threads}`, node, (r) => r.decode.tokensPerSecond);
           keep(`node-prefill-${threads}`, node, (r) => r.prefill.tokensPerSecond);
-          const page = chromium ? await chromium.run(file.path, threads, context, decode, 'f32') : null;
+          const page = await chromium.run(file.path, threads, context, decode, 'f32');
           keep(`page-decode-${threads}`, page, (r) => r.decodeTokensPerSecond);
           keep(`page-prefill-${threads}`, page, (r) => r.prefillTokensPerSecond);
-          const native = nativeMissing ? null : await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
+          const native = await nativeTimings(file.path, { promptTokens: context, decodeTokens: decode, threads });
           keep(`native-decode-${threads}`, native, (r) => r.decodeTokensPerSecond);
           keep(`native-prefill-${threads}`, native, (r) => r.prefillTokensPerSecond);
         }
@@ -186,23 +189,20 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
             kernelFloor = 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + (phase === 'decode' ? bytes / rates.get(t).hot
               : op === 'logits' ? bytes / rates.get(t).hot / context : macs / rates.get(t).prefillMacs), 0);
           }
+          // '-': a floor this operation has none of (what it reads is not weights or a cache).
           profiles.push([file.geometry, file.mix, phase, op === 'js' ? 'JS around the pass' : op, ...threadCounts.map(ms),
-            memoryFloor, kernelFloor]);
+            memoryFloor ?? '-', kernelFloor ?? '-']);
         }
       }
     }
   } finally {
-    await chromium?.close();
+    await chromium.close();
     await closeNativeLlamaCpp();
   }
-  if (nativeMissing) notes.push(`native llama.cpp: ${nativeMissing}`);
-  if (chromiumMissing) notes.push(`Chromium: ${chromiumMissing}`);
   if (missingKernels) notes.push(missingKernels);
   const sampling = samplingMs(SAMPLING_VOCAB);
   return [
-    { name: 'native', title: 'Decode and prefill against native llama.cpp on the same file and threads, tokens/s',
-      columns: ['geometry', 'file', 'threads', 'decode, Node', 'decode, Chromium', 'decode, native', 'Node ÷ native', 'Chromium ÷ Node',
-        'prefill, Node', 'prefill, Chromium', 'prefill, native', 'Node ÷ native', 'Chromium ÷ Node'],
+    { ...comparison,
       rows,
       notes: [`Random valid weights; a prompt of ${context} tokens in one call, then ${decode} greedy steps; each engine in turn on each file and thread count, ${rounds === 1 ? 'once' : `${rounds} times, the best of each figure kept`}. ` +
         'Ours: this package\'s forward passes with an f32 cache, in Node (a process per run) and in headless Chromium (cross-origin isolated); ' +
