@@ -295,7 +295,10 @@ export class Llama {
       for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
       return await read(sources, onProgress);
     } catch (error) {
-      for (const { chunks } of sources) await chunks.return?.().catch(() => {});
+      for (const { chunks, cancel } of sources) {
+        await chunks.return?.().catch(() => {});
+        cancel?.(); // a part whose bytes were never asked for: its response let go
+      }
       throw error;
     }
   }

@@ -22,9 +22,11 @@ export function aborted(signal) {
 }
 
 /**
- * { total, chunks }: the source's size in bytes where it is known (else
- * null), and an async iterator of its bytes as Uint8Arrays. `signal` aborts
- * between chunks (and a fetch in flight).
+ * { total, chunks, cancel }: the source's size in bytes where it is known
+ * (else null), an async iterator of its bytes as Uint8Arrays, and a
+ * function that lets go of a stream (a fetch's body) whose chunks were never
+ * asked for -- an iterator's return() before its first next() runs none of
+ * its code. `signal` aborts between chunks (and a fetch in flight).
  */
 export async function sourceChunks(where, source, { signal } = {}) {
   if (typeof source === 'string' || source instanceof URL) source = await fetch(source, { signal });
@@ -57,7 +59,7 @@ export async function sourceChunks(where, source, { signal } = {}) {
     source = source.body;
   }
   if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
-    return { total, chunks: streamChunks(where, source, signal, page) };
+    return { total, ...streamChunks(where, source, signal, page) };
   }
   throw new TypeError(`${where}: source must be bytes, a Blob or File, a Response, a ReadableStream or a URL (got ${shown(source)})`);
 }
@@ -87,36 +89,43 @@ function answeredHtml(response) {
 }
 
 /**
- * A stream's chunks. A byte stream (a fetch's body) is read into one buffer
- * again and again (a BYOB reader), each chunk a view of it valid until the
- * next is asked for: a gigabyte's load then leaves no gigabyte of chunks for
- * the garbage collector, which a page busy loading may not run. Any other
- * stream gives the chunks it has. A first chunk that begins as an HTML page
- * is refused: `page` says whose it is.
+ * A stream's { chunks, cancel }. A byte stream (a fetch's body) is read into
+ * one buffer again and again (a BYOB reader), each chunk a view of it valid
+ * until the next is asked for: a gigabyte's load then leaves no gigabyte of
+ * chunks for the garbage collector, which a page busy loading may not run.
+ * Any other stream gives the chunks it has. A first chunk that begins as an
+ * HTML page is refused: `page` says whose it is. The reader is taken at
+ * once, not at the first chunk: a fetch's body left unlocked is cancelled
+ * when its Response is collected (Node's fetch does), and a split model's
+ * first part waits unread while the others are fetched.
  */
-async function* streamChunks(where, stream, signal, page) {
+function streamChunks(where, stream, signal, page) {
   let reader;
   let buffer = null;
-  let first = true;
   try {
     reader = stream.getReader({ mode: 'byob' });
     buffer = new ArrayBuffer(STREAM_BUFFER_BYTES);
   } catch {
     reader = stream.getReader(); // not a byte stream
   }
-  try {
-    for (;;) {
-      if (signal?.aborted) throw aborted(signal);
-      const { value, done } = await (buffer ? reader.read(new Uint8Array(buffer)) : reader.read());
-      if (done) return;
-      if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
-      if (buffer) buffer = value.buffer; // the read transferred it: this is the same memory, to read into next
-      const html = first ? HTML_START.exec(new TextDecoder().decode(value.subarray(0, 64))) : null;
-      if (html) throw new GgufError(`${where}: ${page} (it begins ${html[1]}) where a GGUF file was expected`);
-      first = false;
-      yield value;
+  const cancel = () => { reader.cancel().catch(() => {}); };
+  async function* chunks() {
+    let first = true;
+    try {
+      for (;;) {
+        if (signal?.aborted) throw aborted(signal);
+        const { value, done } = await (buffer ? reader.read(new Uint8Array(buffer)) : reader.read());
+        if (done) return;
+        if (!(value instanceof Uint8Array)) throw new TypeError(`${where}: the stream gave ${shown(value)}, not bytes`);
+        if (buffer) buffer = value.buffer; // the read transferred it: this is the same memory, to read into next
+        const html = first ? HTML_START.exec(new TextDecoder().decode(value.subarray(0, 64))) : null;
+        if (html) throw new GgufError(`${where}: ${page} (it begins ${html[1]}) where a GGUF file was expected`);
+        first = false;
+        yield value;
+      }
+    } finally {
+      cancel();
     }
-  } finally {
-    reader.cancel().catch(() => {});
   }
+  return { chunks: chunks(), cancel };
 }

@@ -325,7 +325,7 @@ export class ModelStore {
     })();
     return {
       name: key, total: meta.size, chunks, stored: false, meta,
-      cancel: () => response.body?.cancel().catch(() => {}),
+      cancel: network.cancel,
       async finish(digest) {
         Object.assign(meta, { size: writer.at, complete: true, digest, storedAt: new Date().toISOString() });
         await backend.put(`${dir}/meta.json`, jsonBytes(meta));

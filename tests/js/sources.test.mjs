@@ -2,13 +2,18 @@
 // page a dev server answers in place of a file it lacks (status 200), is
 // refused saying what the response was -- not "not a GGUF file" -- from a
 // Response, a URL, and through LlamaWorker.load (the package's worker, run
-// here on a Node thread that stands in for a Web Worker).
+// here on a Node thread that stands in for a Web Worker). A fetched body
+// waiting unread (a split model's first part while the others are fetched)
+// is read whole after its Response is collected.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { GgufError, Llama } from '../../js/llama.js';
 import { LlamaWorker } from '../../js/worker.js';
+import { sourceChunks } from '../../js/store/sources.js';
 import { ready } from './helpers.mjs';
 
 const PAGE = '<!DOCTYPE html>\n<html><head><title>App</title></head><body><div id="app"></div></body></html>\n';
@@ -16,6 +21,7 @@ const PAGE = '<!DOCTYPE html>\n<html><head><title>App</title></head><body><div i
 const ROUTES = {
   '/fallback.gguf': [200, 'text/html; charset=utf-8', PAGE], // a dev server's fallback page
   '/unlabelled.gguf': [200, 'application/octet-stream', PAGE], // an HTML page by its first bytes only
+  '/bytes.bin': [200, 'application/octet-stream', Buffer.alloc(300_000, 7)],
 };
 
 let server;
@@ -44,6 +50,20 @@ async function refusal(load) {
 const missing = (where) => `${where}: the response for ${base}/missing.gguf was 404 Not Found, not a model file`;
 const fallback = (where) => `${where}: the server answered ${base}/fallback.gguf with an HTML page (content type text/html; charset=utf-8) ` +
   'where a GGUF file was expected';
+
+test('a fetched body left unread is read whole after its Response is collected', async () => {
+  setFlagsFromString('--expose-gc');
+  const collect = runInNewContext('gc');
+  const { chunks } = await sourceChunks('test', `${base}/bytes.bin`);
+  // Node's fetch cancels an unlocked body when its Response is collected (its finalizer runs a task later).
+  for (let round = 0; round < 3; round++) {
+    collect();
+    await new Promise((resolve) => { setTimeout(resolve, 10); });
+  }
+  let read = 0;
+  for await (const chunk of chunks) read += chunk.length;
+  assert.equal(read, 300_000);
+});
 
 test('Llama.load of a 404 Response or URL names the status, its text and the URL', async () => {
   assert.equal(await refusal(async () => Llama.load(await fetch(`${base}/missing.gguf`))), missing('Llama.load'));

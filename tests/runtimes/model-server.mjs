@@ -94,7 +94,7 @@ async function send(file, start, length, { dropAt, stallAt, rate, stats, request
   request.on('close', () => { closed = true; });
   try {
     const buffer = Buffer.alloc(SEND_BYTES);
-    for (let sent = 0; sent < length && !closed;) {
+    for (let sent = 0; sent < length && !closed && !response.destroyed;) {
       const n = Math.min(SEND_BYTES, length - sent, dropAt - sent, stallAt - sent);
       if (sent >= stallAt) return; // nothing more, until the client gives up (the connection stays open)
       if (n <= 0) {
@@ -114,9 +114,13 @@ async function send(file, start, length, { dropAt, stallAt, rate, stats, request
   }
 }
 
-/** Resolves when `response` drains or closes. */
+/** Resolves when `response` drains or closes (at once if the client went away: a write then returns false and no event comes). */
 function drained(response) {
   return new Promise((resolve) => {
+    if (response.destroyed) {
+      resolve();
+      return;
+    }
     const done = () => {
       response.off('drain', done);
       response.off('close', done);
