@@ -21,17 +21,18 @@ typedef struct kvc_codes16 {
     v128_t q, scale;
 } kvc_codes16;
 
-static inline kvc_codes32 kvc_codes32_scaled(v128_t q0, v128_t q1, int32_t sc) {
-    kvc_codes32 c = {q0, q1, wasm_i16x8_splat((int16_t)sc)};
+/* scale: the sub-block's scale in every i16 lane. */
+static inline kvc_codes32 kvc_codes32_scaled(v128_t q0, v128_t q1, v128_t scale) {
+    kvc_codes32 c = {q0, q1, scale};
     return c;
 }
 
 static inline kvc_codes32 kvc_codes32_of(v128_t q0, v128_t q1) {
-    return kvc_codes32_scaled(q0, q1, 1);
+    return kvc_codes32_scaled(q0, q1, wasm_i16x8_const_splat(1));
 }
 
-static inline kvc_codes16 kvc_codes16_scaled(v128_t q, int32_t sc) {
-    kvc_codes16 c = {q, wasm_i16x8_splat((int16_t)sc)};
+static inline kvc_codes16 kvc_codes16_scaled(v128_t q, v128_t scale) {
+    kvc_codes16 c = {q, scale};
     return c;
 }
 

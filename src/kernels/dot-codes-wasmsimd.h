@@ -27,16 +27,15 @@ static inline kvc_codes32 kvc_codes32_of(v128_t q0, v128_t q1) {
     return c;
 }
 
-/* The same times sc (sc * code within i16: |sc| <= 128 by codes <= 63). */
-static inline kvc_codes32 kvc_codes32_scaled(v128_t q0, v128_t q1, int32_t sc) {
-    const v128_t scale = wasm_i16x8_splat((int16_t)sc);
+/* The same times the scale in every i16 lane of scale (|scale * code| <
+ * 2^15: |scale| <= 128 by codes <= 63). */
+static inline kvc_codes32 kvc_codes32_scaled(v128_t q0, v128_t q1, v128_t scale) {
     kvc_codes32 c = kvc_codes32_of(q0, q1);
     for (int i = 0; i < 4; i++) c.v[i] = wasm_i16x8_mul(c.v[i], scale);
     return c;
 }
 
-static inline kvc_codes16 kvc_codes16_scaled(v128_t q, int32_t sc) {
-    const v128_t scale = wasm_i16x8_splat((int16_t)sc);
+static inline kvc_codes16 kvc_codes16_scaled(v128_t q, v128_t scale) {
     kvc_codes16 c = {{wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(q), scale),
                       wasm_i16x8_mul(wasm_u16x8_extend_high_u8x16(q), scale)}};
     return c;

@@ -45,15 +45,15 @@ static inline v128_t kmin_min_sums(v128_t scales_mins, const uint8_t *sums) {
  * spill them). */
 static inline void kmin_dots(const uint8_t *block, v128_t scales_mins, const kvc_act_q8_row *a,
                              size_t count, size_t b, v128_t *S) {
-    uint8_t sc[16];
-    wasm_v128_store(sc, scales_mins);
+    v128_t scales = wasm_u16x8_extend_low_u8x16(scales_mins); /* sub-blocks 2 k, 2 k + 1 in lanes 0, 1 */
     for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_const_splat(0);
 #pragma clang loop unroll(disable)
     for (size_t k = 0; k < 4; k++) {
         v128_t q[4];
         KVC_KMIN_CODES(block, k, q);
-        const kvc_codes32 even = kvc_codes32_scaled(q[0], q[1], sc[2 * k]);
-        const kvc_codes32 odd = kvc_codes32_scaled(q[2], q[3], sc[2 * k + 1]);
+        const kvc_codes32 even = kvc_codes32_scaled(q[0], q[1], kvc_i16_splat_lane0(scales));
+        const kvc_codes32 odd = kvc_codes32_scaled(q[2], q[3], kvc_i16_splat_lane1(scales));
+        scales = kvc_i16_down2(scales);
         for (size_t i = 0; i < count; i++) {
             const size_t at = 256 * b + 64 * k;
             S[i] = wasm_i32x4_add(S[i], wasm_i32x4_add(kvc_dot32(&even, a[i].codes + at, a[i].codes16 + at),

@@ -51,7 +51,9 @@ static inline void q6_k_dots(const uint8_t *block, const kvc_act_q8_row *a, size
         q6_k_codes(block, h, q);
 #pragma clang loop unroll(disable)
         for (size_t g = 0; g < 8; g++) {
-            const kvc_codes16 c = kvc_codes16_scaled(q[g], sc[8 * h + g]);
+            /* The scale read as a scalar and splat: taken from a vector of
+             * them by shuffles instead, prefill ran 25% slower here. */
+            const kvc_codes16 c = kvc_codes16_scaled(q[g], wasm_i16x8_splat(sc[8 * h + g]));
             const size_t at = 256 * b + 128 * h + 16 * g;
             for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_add(S[i], kvc_dot16(&c, a[i].codes + at, a[i].codes16 + at));
         }

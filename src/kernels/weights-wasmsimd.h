@@ -73,6 +73,22 @@ static inline void kvc_fifth_bits_i8x16(const uint8_t *qh, v128_t *q0, v128_t *q
     *q1 = wasm_v128_or(*q1, kvc_bits_as_16(high, mask));
 }
 
+/* Sub-block scales as i16 lanes, taken one a loop turn: lane i in every
+ * lane, and the lanes moved down by two for the next turn (one shuffle
+ * each, where a scale stored and read back as a scalar cost a store, a load
+ * and a splat). */
+static inline v128_t kvc_i16_splat_lane0(v128_t scales) {
+    return wasm_i16x8_shuffle(scales, scales, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+static inline v128_t kvc_i16_splat_lane1(v128_t scales) {
+    return wasm_i16x8_shuffle(scales, scales, 1, 1, 1, 1, 1, 1, 1, 1);
+}
+
+static inline v128_t kvc_i16_down2(v128_t scales) {
+    return wasm_i16x8_shuffle(scales, scales, 2, 3, 4, 5, 6, 7, 0, 1);
+}
+
 /* (lane 0 + lane 1) + (lane 2 + lane 3): the four accumulators of one dot. */
 static inline float kvc_combine_lanes(v128_t acc) {
     float lanes[4];
