@@ -81,7 +81,14 @@ function weightBytes(path) {
   return { ops, config };
 }
 
-/** The weight kernels' rates on one thread in `isa`'s build (weights-bench.js): type -> { hot, stream, probe, prefillMacs } per second, or null. */
+/**
+ * The weight kernels' rates on one thread in `isa`'s build (weights-bench.js):
+ * type -> { hot, stream, probe, prefillMacs, floorDecodeMacs, floorPrefillMacs }
+ * per second, or null. The floors are the arithmetic floor of the
+ * multiply-add the type's kernel is made of: the relaxed i8 chain for the
+ * k-quants in the relaxed build, SIMD128's i16 dot otherwise (Q8_0's signed
+ * codes cannot take the relaxed dot).
+ */
 function kernelRates(types, isa) {
   const bench = WEIGHTS_BENCH[isa];
   if (!existsSync(bench)) return null;
@@ -92,9 +99,23 @@ function kernelRates(types, isa) {
     const run = spawnSync(process.execPath, [bench, `2048:2048:${name}`], { encoding: 'utf8' });
     if (run.status !== 0) continue;
     const r = JSON.parse(run.stdout.trim().split('\n').at(-1));
-    rates.set(type, { hot: r.decode_hot_gbs * 1e9, stream: r.decode_gbs * 1e9, probe: r.floor_gbs * 1e9, prefillMacs: r.prefill_gmacs * 1e9 });
+    const chain = isa === 'wasm-relaxed-simd' && name.endsWith('_K') ? 'i8' : 'i16';
+    rates.set(type, { hot: r.decode_hot_gbs * 1e9, stream: r.decode_gbs * 1e9, probe: r.floor_gbs * 1e9, prefillMacs: r.prefill_gmacs * 1e9,
+      floorDecodeMacs: r[`floor_${chain}_decode_gmacs`] * 1e9, floorPrefillMacs: r[`floor_${chain}_prefill_gmacs`] * 1e9 });
   }
   return rates;
+}
+
+/**
+ * ms a token of an operation's weight products at `seconds(rates of a type,
+ * its multiply-adds, its bytes)` each, summed over its weight types; null
+ * when a type has no rates. A prompt's logits are its last token's: one
+ * decode product a prompt, shared by its `context` tokens.
+ */
+function weightsMs(weights, rates, phase, op, context, seconds) {
+  if (![...weights.byType.keys()].every((t) => rates.has(t))) return null;
+  const share = phase === 'prefill' && op === 'logits' ? context : 1;
+  return 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + seconds(rates.get(t), macs, bytes), 0) / share;
 }
 
 /** The chat path's sampler on `vocab` logits, ms a token (median of rounds). */
@@ -182,16 +203,11 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
           const weights = ops[op];
           const readBytes = weights?.bytes ?? (op === 'attend' && phase === 'decode' ? cacheBytes(context + decode / 2) : null);
           const memoryFloor = readBytes && probe ? (phase === 'decode' ? readBytes / probe : readBytes / probe / context) * 1000 : null;
-          // The kernel alone: decode at its in-cache rate, prefill at its multiply-add rate.
-          let kernelFloor = null;
-          if (weights && rates && [...weights.byType.keys()].every((t) => rates.has(t))) {
-            // (A prompt's logits are its last token's: one decode product a prompt.)
-            kernelFloor = 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + (phase === 'decode' ? bytes / rates.get(t).hot
-              : op === 'logits' ? bytes / rates.get(t).hot / context : macs / rates.get(t).prefillMacs), 0);
-          }
+          const arithmeticFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs) => macs / (phase === 'decode' || op === 'logits' ? r.floorDecodeMacs : r.floorPrefillMacs)) : null;
+          const kernelFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs, bytes) => (phase === 'decode' || op === 'logits' ? bytes / r.hot : macs / r.prefillMacs)) : null;
           // '-': a floor this operation has none of (what it reads is not weights or a cache).
           profiles.push([file.geometry, file.mix, phase, op === 'js' ? 'JS around the pass' : op, ...threadCounts.map(ms),
-            memoryFloor ?? '-', kernelFloor ?? '-']);
+            memoryFloor ?? '-', arithmeticFloor ?? '-', kernelFloor ?? '-']);
         }
       }
     }
@@ -209,11 +225,13 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
         'native: llama.cpp\'s CPU build through node-llama-cpp in Node, its cache f16 and flash attention as it defaults, timed by the clock around its calls ' +
         '(node-llama-cpp\'s own per-token overhead is in its decode figure).', ...notes] },
     { name: 'native-profile', title: 'Where the time goes: ms per token of each operation (Node), beside its floors on one thread',
-      columns: ['geometry', 'file', 'phase', 'operation', ...threadCounts.map((n) => `${n} thread${n > 1 ? 's' : ''}`), 'memory floor', 'kernel in cache'],
+      columns: ['geometry', 'file', 'phase', 'operation', ...threadCounts.map((n) => `${n} thread${n > 1 ? 's' : ''}`), 'memory floor', 'arithmetic floor', 'kernel in cache'],
       rows: profiles,
       notes: [
         'kvc_profile_start\'s operations on the calling thread; poolWait is the calling thread waiting for the pool\'s others; "JS around the pass" is the rest of the wall time (argmax, the logits out). ' +
         `Memory floor: the bytes the operation reads (its weights; attention at decode, its f32 cache at ~${context} positions) at the module's read-probe rate on one thread${probe ? ` (${(probe / 1e9).toFixed(1)} GB/s)` : ''}; prefill: the weights once per ${context}-token prompt. ` +
+        'Arithmetic floor: the multiply-adds at the rate of the best loop of the integer multiply-add the kernel is made of, on operands in L1 with nothing decoded or scaled, at the register tile each phase allows (4 rows x 1 token at decode, 2 rows x 4 tokens at prefill): ' +
+        'SIMD128\'s i32x4.dot_i16x8_s, or for the k-quants in the relaxed build two i16x8.relaxed_dot_i8x16_i7x16_s widened by i32x4.dot_i16x8_s (weights-bench, one thread). ' +
         'Kernel in cache: at decode, the weights at the rate their kernel reads a 2048 x 2048 matrix that stays in cache; at prefill, the multiply-adds at the rate the kernel makes them on 16 tokens (weights-bench, one thread).',
         `Sampling, the chat path's sampler (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens) on ${SAMPLING_VOCAB.toLocaleString('en')} logits: ${sampling.toFixed(3)} ms a token.`,
       ] },

@@ -6,7 +6,13 @@
  *     on one matrix that stays in cache ("hot"); beside the floor, the
  *     project's read probe (src/wasm/probe.c) over the same bytes, timed
  *     in turn with each gemm;
- *   prefill (T = 16): multiply-adds per second, streaming.
+ *   prefill (T = 16): multiply-adds per second, streaming;
+ * and beside them the arithmetic floor: multiply-adds per second of the best
+ * loop of the integer multiply-add the products are made of, on operands in
+ * L1 with nothing decoded or scaled -- SIMD128's i32x4.dot_i16x8_s, and in
+ * the relaxed build the k-quants' chain (two i16x8.relaxed_dot_i8x16_i7x16_s
+ * added, then widened by i32x4.dot_i16x8_s) -- at the register tile each
+ * phase allows: 4 rows x 1 token at decode, 2 rows x 4 tokens at prefill.
  * One line per type and shape:  weights-bench.js [rows:n[:TYPE] ...]
  * (default 2048:2048 576:1536, every type).  Best of ROUNDS runs each, in
  * the process's CPU time (Node's process.cpuUsage).
@@ -17,6 +23,7 @@
 #include <string.h>
 
 #include "kernels/weights.h"
+#include "mac_floor.h"
 
 #define ROUNDS 9
 #define STREAM_BYTES (192u << 20) /* six times a 32 MiB L3 */
@@ -108,6 +115,36 @@ static void run_probe(void *ctx) {
     j->sink = kvc_wasm_read_probe((const float *)j->w, j->copies * j->matrix_bytes / 4 / 16 * 16);
 }
 
+/* Multiply-adds per second (G) of each floor loop, measured once. */
+typedef struct floors {
+    double i16_decode, i16_prefill, i8_decode, i8_prefill; /* the i8 pair 0 without relaxed SIMD */
+} floors;
+
+static floors measure_floors(void) {
+    static floors measured;
+    static int done;
+    if (done) return measured;
+    mac_floor_job *f = malloc(sizeof *f);
+    if (!f) return measured;
+    for (size_t r = 0; r < 4; r++) {
+        for (size_t k = 0; k < MAC_FLOOR_K; k++) {
+            f->w16[r][k] = (int16_t)(next_random() % 64), f->a16[r][k] = (int16_t)(next_random() % 255) - 127;
+            f->w8[r][k] = (int8_t)f->w16[r][k], f->a8[r][k] = (int8_t)f->a16[r][k];
+        }
+    }
+    /* Each loop makes 4 (decode) or 2 x 4 (prefill) dots of MAC_FLOOR_K values MAC_FLOOR_REPS times. */
+    const double macs = (double)MAC_FLOOR_REPS * MAC_FLOOR_K * 4 / 1e6;
+    measured.i16_decode = macs / best_ms(mac_floor_i16_decode, f);
+    measured.i16_prefill = 2 * macs / best_ms(mac_floor_i16_prefill, f);
+    if (mac_floor_i8_decode) {
+        measured.i8_decode = macs / best_ms(mac_floor_i8_decode, f);
+        measured.i8_prefill = 2 * macs / best_ms(mac_floor_i8_prefill, f);
+    }
+    free(f);
+    done = 1;
+    return measured;
+}
+
 static int bench(const kvc_weight_type *type, shape s, uint8_t *buffer) {
     const kvc_weight_set set = kvc_weight_set_active();
     const kvc_act_encoding *e = kvc_act_encoding_of(type->act);
@@ -135,10 +172,12 @@ static int bench(const kvc_weight_type *type, shape s, uint8_t *buffer) {
     j.copies = j.copies / 8 ? j.copies / 8 : 1;
     const double prefill = best_ms(run_stream, &j);
     const double macs = (double)j.copies * (double)PREFILL_T * (double)s.n * (double)s.rows;
+    const floors f = measure_floors();
     printf("{\"type\":\"%s\",\"set\":\"%s\",\"rows\":%zu,\"n\":%zu,\"floor_gbs\":%.2f,\"decode_gbs\":%.2f,"
-           "\"decode_hot_gbs\":%.2f,\"prefill_gmacs\":%.2f}\n",
+           "\"decode_hot_gbs\":%.2f,\"prefill_gmacs\":%.2f,\"floor_i16_decode_gmacs\":%.2f,"
+           "\"floor_i16_prefill_gmacs\":%.2f,\"floor_i8_decode_gmacs\":%.2f,\"floor_i8_prefill_gmacs\":%.2f}\n",
            type->name, kvc_weight_set_name(set), s.rows, s.n, bytes / probe / 1e6, bytes / stream / 1e6,
-           bytes / hot / 1e6, macs / prefill / 1e6);
+           bytes / hot / 1e6, macs / prefill / 1e6, f.i16_decode, f.i16_prefill, f.i8_decode, f.i8_prefill);
     fflush(stdout);
     free(x), free(xa), free(j.y);
     return 0;
