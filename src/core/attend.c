@@ -473,6 +473,8 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
 
 typedef struct causal_job {
     size_t m, d, S, n;                  /* queries, channels, segments, the head's rows */
+    size_t chunks;                      /* the queries' chunks: a task is a segment's chunk */
+    size_t *chunk_first;                /* [chunks + 1]: chunk k's queries [chunk_first[k], chunk_first[k + 1]) */
     const kvc_rows_view *keys, *values;
     /* With a component that keeps copies, query i reads the rows as the
      * layer held them when it was the newest (its own residual window):
@@ -496,15 +498,17 @@ static float *causal_z(const causal_job *job, size_t i, size_t first, kvc_scratc
     return job->probs ? job->probs + i * job->n + first : scratch->z;
 }
 
-static void causal_segment_task(void *context, size_t c, size_t thread) {
+/* Task t: segment t / chunks for the queries of chunk t mod chunks. */
+static void causal_segment_task(void *context, size_t t, size_t thread) {
     const causal_job *job = context;
-    const size_t d = job->d, S = job->S, m = job->m;
+    const size_t d = job->d, S = job->S, c = t / job->chunks;
+    const size_t lo = job->chunk_first[t % job->chunks], m = job->chunk_first[t % job->chunks + 1];
     const size_t first = c * KVC_SEGMENT_ROWS;
     const size_t end = job->n - first < KVC_SEGMENT_ROWS ? job->n : first + KVC_SEGMENT_ROWS;
     kvc_scratch *scratch = &job->scratch[thread];
     size_t stride;
     if (job->per_query) {
-        for (size_t i = m; i-- > 0 && job->seen[i] > first;) {
+        for (size_t i = m; i-- > lo && job->seen[i] > first;) {
             float *z = causal_z(job, i, first, scratch, &stride);
             const kvc_partials partials = {job->max + i * S + c, job->sum + i * S + c,
                                            job->outs + (i * S + c) * d, S};
@@ -516,7 +520,7 @@ static void causal_segment_task(void *context, size_t c, size_t thread) {
     }
     /* The queries that see the whole segment are the last ones: one group. */
     size_t whole = m;
-    while (whole > 0 && job->seen[whole - 1] >= end) whole--;
+    while (whole > lo && job->seen[whole - 1] >= end) whole--;
     if (whole < m) {
         float *z = causal_z(job, whole, first, scratch, &stride);
         const kvc_partials partials = {job->max + whole * S + c, job->sum + whole * S + c,
@@ -525,7 +529,7 @@ static void causal_segment_task(void *context, size_t c, size_t thread) {
                            end - first, z, stride, &partials, scratch);
     }
     /* Those that see part of it, one by one. */
-    for (size_t i = whole; i-- > 0 && job->seen[i] > first;) {
+    for (size_t i = whole; i-- > lo && job->seen[i] > first;) {
         float *z = causal_z(job, i, first, scratch, &stride);
         const kvc_partials partials = {job->max + i * S + c, job->sum + i * S + c,
                                        job->outs + (i * S + c) * d, S};
@@ -564,6 +568,7 @@ static void causal_normalise_task(void *context, size_t c, size_t thread) {
 static void plan_causal(causal_job *job, carve *c, size_t threads, const float *q) {
     const size_t m = job->m, d = job->d, S = job->S;
     job->seen = take(c, m, sizeof(size_t));
+    job->chunk_first = take(c, job->chunks + 1, sizeof(size_t));
     if (job->per_query) {
         job->query_keys = take(c, m, sizeof(kvc_rows_view));
         job->query_values = take(c, m, sizeof(kvc_rows_view));
@@ -603,7 +608,10 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
         memset(out, 0, m * d * sizeof(float));
         return KVC_OK;
     }
-    const size_t threads = threads_for(job.S);
+    /* A prompt over fewer segments than threads (a 512-token prompt is one
+     * segment) shares its queries out too, in chunks of equal rows seen. */
+    job.chunks = job.S < kvc_pool_threads() ? (m < kvc_pool_threads() ? m : kvc_pool_threads()) : 1;
+    const size_t threads = threads_for(job.S * job.chunks);
     carve sizing = {NULL, 0};
     plan_causal(&job, &sizing, threads, q);
     uint8_t *block = kvc_realloc_array(NULL, sizing.used, 1);
@@ -613,15 +621,26 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     /* Query i sees positions < seq_len - m + i + 1: the rows at later
      * positions are hidden from it, fewer for each next query. */
     size_t hidden = kvc_head_rows_between(layer, kv_head, seq_len - m + 1, seq_len);
+    uint64_t rows_seen = 0;
     for (size_t i = 0; i < m; i++) {
         if (i > 0) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
         job.seen[i] = job.n - hidden;
+        rows_seen += job.seen[i];
         if (job.per_query) {
             job.query_keys[i] = kvc_store_view_prefix(&head->keys, layer->residual_rows, job.seen[i]);
             job.query_values[i] = kvc_store_view_prefix(&head->values, layer->residual_rows, job.seen[i]);
         }
     }
-    kvc_pool_run(causal_segment_task, &job, job.S, threads, (uint64_t)job.n * m * d * 2);
+    /* Chunk k ends at the first query by which k + 1 shares of the rows
+     * seen are (which query computes a value changes none of its bits). */
+    job.chunk_first[0] = 0;
+    uint64_t seen_so_far = 0;
+    for (size_t i = 0, k = 1; k < job.chunks; k++) {
+        while (i < m - (job.chunks - k) && seen_so_far * job.chunks < rows_seen * k) seen_so_far += job.seen[i++];
+        job.chunk_first[k] = i;
+    }
+    job.chunk_first[job.chunks] = m;
+    kvc_pool_run(causal_segment_task, &job, job.S * job.chunks, threads, (uint64_t)job.n * m * d * 2);
     kvc_pool_run(causal_merge_task, &job, m, threads, (uint64_t)m * job.S * d);
     if (probs) kvc_pool_run(causal_normalise_task, &job, job.S, threads, (uint64_t)job.n * m);
     kvc_free(block);

@@ -1,7 +1,8 @@
 /*
  * test_threads.c -- the pool: every parallel call gives the same bits on 1,
  * 2, 3 and 8 threads (more threads than this machine has cores included),
- * in every mode, for heads long enough to span several segments.
+ * in every mode, for heads long enough to span several segments, and for a
+ * prompt within one segment (its queries shared out between threads).
  *
  * Natively the pool is pthreads (kvc_set_threads).  In a wasm build the
  * threads are workers the JS loader starts, which these C programs cannot:
@@ -19,12 +20,15 @@ static const size_t thread_counts[] = {2, 3, 8};
 /* Two and a half segments of 1024 rows, four heads (one never alive, one
  * alive at about half the positions), three queries per KV head. */
 enum { LEN = 2600, H = 4, D = 24, G = 3, M = 7 };
+/* A prompt's rows: within one segment. */
+enum { SHORT_LEN = 300 };
 
 /* Everything the parallel calls give for one layer, as bytes. */
 typedef struct results {
     float *heads_out, *heads_probs, *heads_out_only;
     float *group_out[H], *group_probs[H];
     float *causal_out[H], *causal_probs[H];
+    float *prompt_out[H], *prompt_probs[H]; /* causal over SHORT_LEN rows */
     float *head_out, *head_probs;
     uint8_t *snapshot;
     size_t snapshot_len;
@@ -35,6 +39,7 @@ static void results_free(results *r) {
     for (size_t h = 0; h < H; h++) {
         free(r->group_out[h]), free(r->group_probs[h]);
         free(r->causal_out[h]), free(r->causal_probs[h]);
+        free(r->prompt_out[h]), free(r->prompt_probs[h]);
     }
     free(r->head_out), free(r->head_probs), free(r->snapshot);
     memset(r, 0, sizeof *r);
@@ -75,6 +80,16 @@ static int take_results(const test_data *data, kvc_mode mode, const float *q, re
     r->snapshot = test_alloc(r->snapshot_len);
     ok = ok && kvc_layer_serialize(layer, r->snapshot, r->snapshot_len) == KVC_OK;
     kvc_layer_free(layer);
+    kvc_layer *prompt;
+    if (!ok || kvc_layer_create(H, D, mode, &prompt) != KVC_OK) return 0;
+    ok = test_data_append(prompt, data, 0, SHORT_LEN) == KVC_OK;
+    for (size_t h = 0; h < H && ok; h++) {
+        const size_t n = kvc_layer_head_len(prompt, h);
+        r->prompt_out[h] = test_alloc(M * D * sizeof(float));
+        r->prompt_probs[h] = test_alloc((M * n + 1) * sizeof(float));
+        ok = kvc_layer_attend_causal(prompt, q, M, h, r->prompt_out[h], r->prompt_probs[h]) == KVC_OK;
+    }
+    kvc_layer_free(prompt);
     return ok;
 }
 
@@ -92,6 +107,10 @@ static int results_equal(const results *a, const results *b, const test_data *da
             !test_bits_equal(a->group_probs[h], b->group_probs[h], G * n) ||
             !test_bits_equal(a->causal_out[h], b->causal_out[h], M * D) ||
             !test_bits_equal(a->causal_probs[h], b->causal_probs[h], M * n))
+            return 0;
+        const size_t prompt_n = test_data_rows(data, h, 0, SHORT_LEN);
+        if (!test_bits_equal(a->prompt_out[h], b->prompt_out[h], M * D) ||
+            !test_bits_equal(a->prompt_probs[h], b->prompt_probs[h], M * prompt_n))
             return 0;
     }
     return a->snapshot_len == b->snapshot_len && memcmp(a->snapshot, b->snapshot, a->snapshot_len) == 0;
