@@ -246,12 +246,15 @@ void kvc_pool_inject_fault(size_t thread);
 size_t kvc_pool_set_min_work(size_t work);
 
 /* ---- profile.c: the time of each operation while kvc_profile_start's ---- */
-/* What an operation passes to kvc_profile_end (0 when no profile is on).
- * Operations do not nest, but for the pool's wait, which is charged to
- * KVC_PROFILE_POOL_WAIT and not to the operation around it. */
-double kvc_profile_begin(void);
-/* Adds the time since `began` to operation op's total (no profile: nothing). */
-void kvc_profile_end(kvc_profile_op op, double began);
+/* A pass begins: the next mark charges the time from here. */
+void kvc_profile_pass_begin(void);
+/* An operation ends: the time since the previous mark, less the pool's
+ * waits in it, is added to op's total (no profile: nothing). */
+void kvc_profile_mark(kvc_profile_op op);
+/* The pool's wait, charged to KVC_PROFILE_POOL_WAIT and not to the
+ * operation around it: what kvc_profile_wait_end takes (0 with no profile). */
+double kvc_profile_wait_begin(void);
+void kvc_profile_wait_end(double began);
 
 /* ---- threads-pthread.c / threads-wasm.c: how idle pool threads sleep ---- */
 /* Sleeps while *word == expected (may return early). */

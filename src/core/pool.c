@@ -255,9 +255,9 @@ void kvc_pool_run(kvc_task_fn *fn, void *context, size_t count, size_t threads, 
     }
     /* The caller may not sleep (a browser's main thread cannot): it polls
      * until the last task is in, taking over any a failed thread dropped. */
-    const double waiting = kvc_profile_begin();
+    const double waiting = kvc_profile_wait_begin();
     while (atomic_load(&pool.done) < count) own += adopt_orphans(fn, context, generation, slots);
-    kvc_profile_end(KVC_PROFILE_POOL_WAIT, waiting);
+    kvc_profile_wait_end(waiting);
     const size_t share = (count - own) * KVC_POOL_SHARE_ONE / count;
     const size_t fair = (threads - 1) * KVC_POOL_SHARE_ONE / threads;
     pool.help = (7 * pool.help + share) / 8;

@@ -218,7 +218,6 @@ static kvc_status mix_conv(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uin
     const size_t n = lm->recurrent.channels;
     const kvc_product in = {&b->in_proj, s->wide, 3 * n};
     kvc_matmul(KVC_PROFILE_RECURRENT, 1, &in, s->xb, T, s->codes);
-    const double mixing = kvc_profile_begin();
     for (size_t t = 0; t < T; t++) {
         const float *bcu = s->wide + t * 3 * n;
         for (size_t c = 0; c < n; c++) s->mixed[t * n + c] = bcu[c] * bcu[2 * n + c];
@@ -229,7 +228,7 @@ static kvc_status mix_conv(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uin
         const float *gates = s->wide + t * 3 * n + n;
         for (size_t c = 0; c < n; c++) s->mixed[t * n + c] = gates[c] * s->xb[t * n + c];
     }
-    kvc_profile_end(KVC_PROFILE_RECURRENT, mixing);
+    kvc_profile_mark(KVC_PROFILE_RECURRENT);
     const kvc_product out = {&b->out_proj, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_RECURRENT, 1, &out, s->mixed, T, s->codes);
     return KVC_OK;
@@ -246,7 +245,6 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     const kvc_product in[4] = {{&b->in_proj, s->wide, r->channels}, {&b->z_proj, s->gate, inner},
                                {&b->beta_proj, beta, H}, {&b->alpha_proj, alpha, H}};
     kvc_matmul(KVC_PROFILE_RECURRENT, 4, in, s->xb, T, s->codes);
-    const double mixing = kvc_profile_begin();
     /* alpha = exp(softplus(a + dt_bias) * ssm_a), ssm_a = -exp(A_log) as the converter writes it. */
     const float *dt = vector_of(lm, &b->dt_bias);
     for (size_t i = 0; i < T * H; i++) alpha[i] = softplus(alpha[i] + dt[i % H]);
@@ -258,7 +256,7 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     /* Each head's output RMS-normalised by ssm_norm, times silu(z). */
     norm_heads(lm, T, H, dv, s->mixed, &b->head_norm);
     kvc_swiglu(T * inner, s->gate, s->mixed);
-    kvc_profile_end(KVC_PROFILE_RECURRENT, mixing);
+    kvc_profile_mark(KVC_PROFILE_RECURRENT);
     const kvc_product out = {&b->out_proj, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_RECURRENT, 1, &out, s->gate, T, s->codes);
     return KVC_OK;
@@ -278,7 +276,6 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     const kvc_product qkv[3] = {{&b->wq, gated ? s->wide : s->q, gated ? 2 * q_dim : q_dim},
                                 {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
     kvc_matmul(KVC_PROFILE_QKV, 3, qkv, s->xb, T, s->codes);
-    double began = kvc_profile_begin();
     for (size_t t = 0; gated && t < T; t++) {
         for (size_t h = 0; h < lm->num_heads; h++)
             memcpy(s->q + t * q_dim + h * hd, s->wide + t * 2 * q_dim + 2 * h * hd, hd * sizeof(float));
@@ -286,24 +283,20 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     add_bias(lm, T, q_dim, s->q, &b->bq);
     add_bias(lm, T, kv_dim, s->k, &b->bk);
     add_bias(lm, T, kv_dim, s->v, &b->bv);
-    kvc_profile_end(KVC_PROFILE_ROPE, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_ROPE);
     norm_heads(lm, T, lm->num_heads, hd, s->q, &b->q_norm);
     norm_heads(lm, T, lm->num_kv_heads, hd, s->k, &b->k_norm);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_NORM);
     const int table = lm->plans[l].rope_table;
     for (size_t t = 0; t < T && table != KVC_ROPE_NONE; t++) {
         const float *rope = s->rope + ((size_t)table * T + t) * hd;
         kvc_rope_apply(lm->num_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->q + t * q_dim);
         kvc_rope_apply(lm->num_kv_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->k + t * kv_dim);
     }
-    kvc_profile_end(KVC_PROFILE_ROPE, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_ROPE);
     kvc_status status = kvc_layer_append_n(layer, T, s->k, s->v, NULL);
-    kvc_profile_end(KVC_PROFILE_APPEND, began);
+    kvc_profile_mark(KVC_PROFILE_APPEND);
     if (status != KVC_OK) return status;
-    began = kvc_profile_begin();
 
     const int importance = (flags & KVC_LM_IMPORTANCE) != 0;
     const size_t L = kvc_layer_seq_len(layer);
@@ -328,8 +321,7 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
         if (!(flags & KVC_LM_VERIFY)) kvc_layer_truncate_last(layer, T);
         return status;
     }
-    kvc_profile_end(KVC_PROFILE_ATTEND, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_ATTEND);
     for (size_t t = 0; gated && t < T; t++) {
         for (size_t h = 0; h < lm->num_heads; h++) {
             const float *gate = s->wide + t * 2 * q_dim + (2 * h + 1) * hd;
@@ -337,7 +329,7 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
             for (size_t i = 0; i < hd; i++) att[i] = att[i] * sigmoid(gate[i]);
         }
     }
-    kvc_profile_end(KVC_PROFILE_ROPE, began);
+    kvc_profile_mark(KVC_PROFILE_ROPE);
     const kvc_product out = {&b->wo, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_WO, 1, &out, s->att, T, s->codes);
     return KVC_OK;
@@ -355,34 +347,27 @@ static mixer_fn *const mixers[] = {
 static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
-    double began = kvc_profile_begin();
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
+    kvc_profile_mark(KVC_PROFILE_NORM);
     const kvc_status status = mixers[lm->plans[l].kind](lm, kvc_model_layer(cache, l), l, T, flags, offset);
     if (status != KVC_OK) return status;
-    began = kvc_profile_begin();
     norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_NORM);
     kvc_add(T * lm->dim, s->x, s->xb);
-    kvc_profile_end(KVC_PROFILE_RESIDUAL, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
+    kvc_profile_mark(KVC_PROFILE_NORM);
     const kvc_product ffn[2] = {{&b->w_gate, s->gate, lm->ffn_dim}, {&b->w_up, s->up, lm->ffn_dim}};
     kvc_matmul(KVC_PROFILE_GATE_UP, 2, ffn, s->xb, T, s->codes);
-    began = kvc_profile_begin();
     if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * lm->ffn_dim, s->gate, s->up);
     else kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
-    kvc_profile_end(KVC_PROFILE_ACTIVATION, began);
+    kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &down, s->gate, T, s->codes);
-    began = kvc_profile_begin();
     norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_ffn_norm);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
-    began = kvc_profile_begin();
+    kvc_profile_mark(KVC_PROFILE_NORM);
     kvc_add(T * lm->dim, s->x, s->xb);
-    kvc_profile_end(KVC_PROFILE_RESIDUAL, began);
+    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
     return KVC_OK;
 }
 
@@ -441,9 +426,8 @@ static kvc_status pending_reserve(kvc_lm *lm, size_t n, size_t slots) {
  * of `logits`. */
 static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
     kvc_lm_scratch *s = &lm->scratch;
-    const double began = kvc_profile_begin();
     rmsnorm_rows(lm, count, lm->dim, s->x + from * lm->dim, &lm->output_norm, s->xb);
-    kvc_profile_end(KVC_PROFILE_NORM, began);
+    kvc_profile_mark(KVC_PROFILE_NORM);
     const kvc_product product = {&lm->output, logits, lm->vocab_size};
     kvc_matmul(KVC_PROFILE_LOGITS, 1, &product, s->xb, count, s->codes);
 }
@@ -493,9 +477,9 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
      * from the scratch the block's norms use. */
     const float *factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
     const float embed_scale = sqrtf((float)lm->dim);
+    kvc_profile_pass_begin();
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
         const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
-        const double embedding = kvc_profile_begin();
         for (size_t t = 0; t < T; t++) {
             float *x = s->x + t * lm->dim;
             lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
@@ -507,7 +491,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
                                s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->head_dim);
             }
         }
-        kvc_profile_end(KVC_PROFILE_EMBED, embedding);
+        kvc_profile_mark(KVC_PROFILE_EMBED);
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
         if (status != KVC_OK) {

@@ -65,20 +65,18 @@ void kvc_matmul(kvc_profile_op op, size_t count, const kvc_product *products, co
         const kvc_tensor *w = products[p].w;
         const kvc_act_kind act = w->type->act;
         if (!job.codes[act]) {
-            const double coding = kvc_profile_begin();
             const kvc_act_encoding *encoding = kvc_act_encoding_of(act);
             const size_t stride = (job.cols / encoding->block_values) * encoding->block_bytes;
             for (size_t t = 0; t < T; t++) encoding->quantize[job.set](job.cols, x + t * job.cols, codes + t * stride);
             job.codes[act] = codes;
             job.code_stride[act] = stride;
             codes += T * stride;
-            kvc_profile_end(KVC_PROFILE_QUANTIZE, coding);
+            kvc_profile_mark(KVC_PROFILE_QUANTIZE);
         }
         job.range_rows[p] = (w->rows + job.ranges - 1) / job.ranges;
         job.first_task[p + 1] = job.first_task[p] + job.ranges * ((job.range_rows[p] + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS);
         work += (uint64_t)w->rows * job.cols * T;
     }
-    const double multiplying = kvc_profile_begin();
     kvc_pool_run(matmul_task, &job, job.first_task[count], kvc_pool_threads(), work);
-    kvc_profile_end(op, multiplying);
+    kvc_profile_mark(op);
 }
