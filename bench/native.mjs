@@ -100,8 +100,10 @@ function kernelRates(types, isa) {
     if (run.status !== 0) continue;
     const r = JSON.parse(run.stdout.trim().split('\n').at(-1));
     const chain = isa === 'wasm-relaxed-simd' && name.endsWith('_K') ? 'i8' : 'i16';
+    // A prompt may take either tile: its floor is the faster loop.
     rates.set(type, { hot: r.decode_hot_gbs * 1e9, stream: r.decode_gbs * 1e9, probe: r.floor_gbs * 1e9, prefillMacs: r.prefill_gmacs * 1e9,
-      floorDecodeMacs: r[`floor_${chain}_decode_gmacs`] * 1e9, floorPrefillMacs: r[`floor_${chain}_prefill_gmacs`] * 1e9 });
+      floorDecodeMacs: r[`floor_${chain}_decode_gmacs`] * 1e9,
+      floorPrefillMacs: Math.max(r[`floor_${chain}_decode_gmacs`], r[`floor_${chain}_prefill_gmacs`]) * 1e9 });
   }
   return rates;
 }
@@ -230,7 +232,7 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
       notes: [
         'kvc_profile_start\'s operations on the calling thread; poolWait is the calling thread waiting for the pool\'s others; "JS around the pass" is the rest of the wall time (argmax, the logits out). ' +
         `Memory floor: the bytes the operation reads (its weights; attention at decode, its f32 cache at ~${context} positions) at the module's read-probe rate on one thread${probe ? ` (${(probe / 1e9).toFixed(1)} GB/s)` : ''}; prefill: the weights once per ${context}-token prompt. ` +
-        'Arithmetic floor: the multiply-adds at the rate of the best loop of the integer multiply-add the kernel is made of, on operands in L1 with nothing decoded or scaled, at the register tile each phase allows (4 rows x 1 token at decode, 2 rows x 4 tokens at prefill): ' +
+        'Arithmetic floor: the multiply-adds at the rate of the best loop of the integer multiply-add the kernel is made of, on operands in L1 with nothing decoded or scaled, at the register tile each phase allows (4 rows x 1 token at decode; at prefill the faster of that and 2 rows x 4 tokens): ' +
         'SIMD128\'s i32x4.dot_i16x8_s, or for the k-quants in the relaxed build two i16x8.relaxed_dot_i8x16_i7x16_s widened by i32x4.dot_i16x8_s (weights-bench, one thread). ' +
         'Kernel in cache: at decode, the weights at the rate their kernel reads a 2048 x 2048 matrix that stays in cache; at prefill, the multiply-adds at the rate the kernel makes them on 16 tokens (weights-bench, one thread).',
         `Sampling, the chat path's sampler (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens) on ${SAMPLING_VOCAB.toLocaleString('en')} logits: ${sampling.toFixed(3)} ms a token.`,

@@ -12,9 +12,8 @@
  */
 
 /* (x[0] + x[1], y[0] + y[1], x[2] + x[3], y[2] + y[3]) by unpacks only
- * (punpck{l,h}{dq,qdq}): an engine lowers any other two-input shuffle to
- * two pshufb and an or, each with a mask it builds anew (eleven
- * instructions, measured in V8). */
+ * (punpck{l,h}{dq,qdq}), one instruction each: V8 lowers the other
+ * two-input shuffles to three (two pshufd and a pblendw). */
 static inline v128_t pair_sums(v128_t x, v128_t y) {
     const v128_t low = wasm_i32x4_shuffle(x, y, 0, 4, 1, 5), high = wasm_i32x4_shuffle(x, y, 2, 6, 3, 7);
     return wasm_f32x4_add(wasm_i64x2_shuffle(low, high, 0, 2), wasm_i64x2_shuffle(low, high, 1, 3));

@@ -10,9 +10,9 @@
 #include "kernels.h"
 
 /* Lane i of the result: the sum of the four lanes of v[i] (exact:
- * integers, in any order).  Unpacks only (punpck{l,h}{dq,qdq}): an engine
- * lowers any other two-input shuffle to two pshufb and an or, each with a
- * mask it builds anew (eleven instructions, measured in V8). */
+ * integers, in any order).  Unpacks only (punpck{l,h}{dq,qdq}), one
+ * instruction each: V8 lowers the other two-input shuffles to three (two
+ * pshufd and a pblendw). */
 static inline v128_t kvc_horizontal_sums4_i32(const v128_t v[4]) {
     /* a = (v0[0] + v0[2], v1[0] + v1[2], v0[1] + v0[3], v1[1] + v1[3]), b the same of v2, v3 */
     const v128_t a = wasm_i32x4_add(wasm_i32x4_shuffle(v[0], v[1], 0, 4, 1, 5), wasm_i32x4_shuffle(v[0], v[1], 2, 6, 3, 7));
