@@ -110,14 +110,16 @@ function kernelRates(types, isa) {
 
 /**
  * ms a token of an operation's weight products at `seconds(rates of a type,
- * its multiply-adds, its bytes)` each, summed over its weight types; null
- * when a type has no rates. A prompt's logits are its last token's: one
- * decode product a prompt, shared by its `context` tokens.
+ * its multiply-adds, its bytes, oneToken)` each, summed over its weight
+ * types; null when a type has no rates. oneToken: the product is a decode
+ * one (a prompt's logits are its last token's: one such product a prompt,
+ * shared by its `context` tokens).
  */
 function weightsMs(weights, rates, phase, op, context, seconds) {
   if (![...weights.byType.keys()].every((t) => rates.has(t))) return null;
+  const oneToken = phase === 'decode' || op === 'logits';
   const share = phase === 'prefill' && op === 'logits' ? context : 1;
-  return 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + seconds(rates.get(t), macs, bytes), 0) / share;
+  return 1000 * [...weights.byType].reduce((sum, [t, { bytes, macs }]) => sum + seconds(rates.get(t), macs, bytes, oneToken), 0) / share;
 }
 
 /** The chat path's sampler on `vocab` logits, ms a token (median of rounds). */
@@ -205,8 +207,8 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
           const weights = ops[op];
           const readBytes = weights?.bytes ?? (op === 'attend' && phase === 'decode' ? cacheBytes(context + decode / 2) : null);
           const memoryFloor = readBytes && probe ? (phase === 'decode' ? readBytes / probe : readBytes / probe / context) * 1000 : null;
-          const arithmeticFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs) => macs / (phase === 'decode' || op === 'logits' ? r.floorDecodeMacs : r.floorPrefillMacs)) : null;
-          const kernelFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs, bytes) => (phase === 'decode' || op === 'logits' ? bytes / r.hot : macs / r.prefillMacs)) : null;
+          const arithmeticFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs, bytes, oneToken) => macs / (oneToken ? r.floorDecodeMacs : r.floorPrefillMacs)) : null;
+          const kernelFloor = weights && rates ? weightsMs(weights, rates, phase, op, context, (r, macs, bytes, oneToken) => (oneToken ? bytes / r.hot : macs / r.prefillMacs)) : null;
           // '-': a floor this operation has none of (what it reads is not weights or a cache).
           profiles.push([file.geometry, file.mix, phase, op === 'js' ? 'JS around the pass' : op, ...threadCounts.map(ms),
             memoryFloor ?? '-', arithmeticFloor ?? '-', kernelFloor ?? '-']);

@@ -27,7 +27,7 @@ import {
   callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
   withStaging,
 } from '../runtime/runtime.js';
-import { aborted, sourceChunks } from '../store/sources.js';
+import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
 import { joinParts, splitParts } from './split.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
@@ -295,10 +295,7 @@ export class Llama {
       for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
       return await read(sources, onProgress);
     } catch (error) {
-      for (const { chunks, cancel } of sources) {
-        await chunks.return?.().catch(() => {});
-        cancel?.(); // a part whose bytes were never asked for: its response let go
-      }
+      for (const source of sources) await letGo(source);
       throw error;
     }
   }

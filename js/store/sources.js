@@ -65,6 +65,15 @@ export async function sourceChunks(where, source, { signal } = {}) {
 }
 
 /**
+ * Lets go of a source of sourceChunks, read or not: its iterator ended, and
+ * a stream whose chunks were never asked for cancelled.
+ */
+export async function letGo({ chunks, cancel }) {
+  await chunks.return?.().catch(() => {});
+  cancel?.();
+}
+
+/**
  * Refuses a Response that holds no model file, with a GgufError saying what
  * it was: an HTTP error (its status, status text and URL), or an HTML page
  * by its content type (a dev server's fallback page, status 200). Its body

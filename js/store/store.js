@@ -16,7 +16,7 @@
 import { checkObject, shown } from '../runtime/checks.js';
 import { toUrl } from '../runtime/files.js';
 import { checkKeys } from '../runtime/options.js';
-import { aborted, checkResponse, sourceChunks } from './sources.js';
+import { aborted, checkResponse, letGo, sourceChunks } from './sources.js';
 import { BACKENDS, openBackend } from './backends.js';
 
 const PIECE_BYTES = 4 << 20;
@@ -237,10 +237,7 @@ export class ModelStore {
           for (const part of parts) if (!part.stored) await part.finish(llama.digest);
           return llama;
         } catch (error) {
-          for (const part of parts) {
-            await part.chunks.return?.().catch(() => {});
-            part.cancel?.(); // a part whose bytes were never asked for: its response let go
-          }
+          for (const part of parts) await letGo(part);
           // A stored copy that is not what was stored: dropped, and downloaded once more.
           if (!error?.[damaged] || attempt > 0) throw error;
           for (const [i, part] of parts.entries()) if (part.stored) await this.#backend.remove(dirs[i]);

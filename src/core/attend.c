@@ -610,7 +610,8 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     }
     /* A prompt over fewer segments than threads (a 512-token prompt is one
      * segment) shares its queries out too, in chunks of equal rows seen. */
-    job.chunks = job.S < kvc_pool_threads() ? (m < kvc_pool_threads() ? m : kvc_pool_threads()) : 1;
+    const size_t pool_threads = kvc_pool_threads();
+    job.chunks = job.S < pool_threads ? (m < pool_threads ? m : pool_threads) : 1;
     const size_t threads = threads_for(job.S * job.chunks);
     carve sizing = {NULL, 0};
     plan_causal(&job, &sizing, threads, q);
