@@ -15,19 +15,18 @@
 #include "weights-wasmsimd.h"
 
 
-/* The codes of half h (sub-blocks 8 h .. 8 h + 7), 16 per vector. */
-static inline void q6_k_codes(const uint8_t *block, size_t h, v128_t q[8]) {
-    const uint8_t *ql = block + 64 * h, *qh = block + 128 + 32 * h;
+/* The codes of sub-blocks i, 2 + i, 4 + i and 6 + i of half h (i < 2), 16
+ * per vector: three loads make all four.  The shifts are 16-bit ones (one
+ * instruction; an 8-bit shift is three more on x86, for its mask): the bits
+ * they carry across a byte boundary fall outside the mask that follows. */
+static inline void q6_k_codes(const uint8_t *block, size_t h, size_t i, v128_t q[4]) {
+    const uint8_t *ql = block + 64 * h + 16 * i, *qh = block + 128 + 32 * h + 16 * i;
     const v128_t nibble = wasm_i8x16_const_splat(15), pair = wasm_i8x16_const_splat(0x30);
-    const v128_t low[4] = {wasm_v128_load(ql), wasm_v128_load(ql + 16), wasm_v128_load(ql + 32),
-                           wasm_v128_load(ql + 48)};
-    const v128_t high[2] = {wasm_v128_load(qh), wasm_v128_load(qh + 16)};
-    for (size_t i = 0; i < 2; i++) {
-        q[i] = wasm_v128_or(wasm_v128_and(low[i], nibble), wasm_v128_and(wasm_i8x16_shl(high[i], 4), pair));
-        q[2 + i] = wasm_v128_or(wasm_v128_and(low[2 + i], nibble), wasm_v128_and(wasm_i8x16_shl(high[i], 2), pair));
-        q[4 + i] = wasm_v128_or(wasm_u8x16_shr(low[i], 4), wasm_v128_and(high[i], pair));
-        q[6 + i] = wasm_v128_or(wasm_u8x16_shr(low[2 + i], 4), wasm_v128_and(wasm_u8x16_shr(high[i], 2), pair));
-    }
+    const v128_t low0 = wasm_v128_load(ql), low1 = wasm_v128_load(ql + 32), high = wasm_v128_load(qh);
+    q[0] = wasm_v128_or(wasm_v128_and(low0, nibble), wasm_v128_and(wasm_i16x8_shl(high, 4), pair));
+    q[1] = wasm_v128_or(wasm_v128_and(low1, nibble), wasm_v128_and(wasm_i16x8_shl(high, 2), pair));
+    q[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(low0, 4), nibble), wasm_v128_and(high, pair));
+    q[3] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(low1, 4), nibble), wasm_v128_and(wasm_u16x8_shr(high, 2), pair));
 }
 
 /* 32 sum_g sc_g A_g: the offset's share of S. */
@@ -38,24 +37,38 @@ static inline v128_t q6_k_offset(const uint8_t *block, const uint8_t *sums) {
     return wasm_i32x4_shl(offset, 5);
 }
 
+/* Sub-block g, its codes q, into S[i] against block b of activation rows
+ * a[i], i < count: the codes scaled once for every row. */
+static inline void q6_k_subblock(v128_t q, const uint8_t *block, size_t g, const kvc_act_q8_row *a, size_t count,
+                                 size_t b, v128_t *S) {
+    /* The scale read as a scalar and splat: taken from a vector of them by
+     * shuffles instead, prefill ran 25% slower here. */
+    const kvc_codes16 c = kvc_codes16_scaled(q, wasm_i16x8_splat(((const int8_t *)block)[192 + g]));
+    const size_t at = 256 * b + 16 * g;
+    for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_add(S[i], kvc_dot16(&c, a[i].codes + at, a[i].codes16 + at));
+}
+
 /* S[i] = lanes summing to S of one super-block against block b of
- * activation rows a[i], i < count (1, or a tile's 4): each sub-block's
- * codes scaled once for every row, one sub-block per loop turn (unrolled,
- * the engine would load all the activations at once and spill them). */
+ * activation rows a[i], i < count (1, or a tile's 4), four sub-blocks a
+ * loop turn (unrolled, the engine would load all the activations at once
+ * and spill them). */
 static inline void q6_k_dots(const uint8_t *block, const kvc_act_q8_row *a, size_t count, size_t b, v128_t *S) {
-    const int8_t *sc = (const int8_t *)(block + 192);
     for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_const_splat(0);
 #pragma clang loop unroll(disable)
-    for (size_t h = 0; h < 2; h++) {
-        v128_t q[8];
-        q6_k_codes(block, h, q);
+    for (size_t j = 0; j < 4; j++) {
+        const size_t h = j >> 1, i = j & 1;
+        v128_t q[4];
+        q6_k_codes(block, h, i, q);
+        if (count == 1) {
+            /* Decode: the four sub-blocks one after another, their codes in
+             * registers (a loop turn each read them back from memory: 28%
+             * slower). */
+            for (size_t k = 0; k < 4; k++) q6_k_subblock(q[k], block, 8 * h + 2 * k + i, a, count, b, S);
+        } else {
+            /* A tile: a sub-block a loop turn against its four tokens
+             * (unrolled, their activation loads spill: 15% slower). */
 #pragma clang loop unroll(disable)
-        for (size_t g = 0; g < 8; g++) {
-            /* The scale read as a scalar and splat: taken from a vector of
-             * them by shuffles instead, prefill ran 25% slower here. */
-            const kvc_codes16 c = kvc_codes16_scaled(q[g], wasm_i16x8_splat(sc[8 * h + g]));
-            const size_t at = 256 * b + 128 * h + 16 * g;
-            for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_add(S[i], kvc_dot16(&c, a[i].codes + at, a[i].codes16 + at));
+            for (size_t k = 0; k < 4; k++) q6_k_subblock(q[k], block, 8 * h + 2 * k + i, a, count, b, S);
         }
     }
     for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_sub(S[i], q6_k_offset(block, a[i].sums + 32 * b));
