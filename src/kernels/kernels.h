@@ -131,6 +131,13 @@ typedef void kvc_softmax_fn(size_t G, size_t n, float *z, size_t z_stride, float
 typedef void kvc_softmax_merge_fn(size_t S, const float *max, const float *sum, float *weight);
 /* x[j] = x[j] * a */
 typedef void kvc_scale_f32_fn(size_t n, float a, float *x);
+/* SwiGLU's gate, in place: gate[i] = silu(gate[i]) * up[i], silu(x) =
+ * x / (1 + e^-x) with t = e^-|x| by kvc_exp_f32 (exp-f32.h), which never
+ * overflows: x / (1 + t) for x >= 0, (x t) / (1 + t) below.  Within a few
+ * ulp of silu's value, but below x = KVC_EXP_MIN (-87.34, where e^x leaves
+ * the normal floats) a zero of x's sign, where |silu(x)| < 1.1e-36; NaN for
+ * a NaN gate and for -Inf (-Inf * 0). */
+typedef void kvc_swiglu_f32_fn(size_t n, float *gate, const float *up);
 
 /* Linear attention, one head, f64: for every feature f,
  *   dst[f][j] = decay[f] * src[f][j] + phi_k[f] * v[j]    (dst may be src)
@@ -171,6 +178,7 @@ typedef void kvc_conv_taps_f32_fn(size_t C, size_t K, const float *x, const floa
     X(softmax)            \
     X(softmax_merge)      \
     X(scale_f32)          \
+    X(swiglu_f32)         \
     X(linear_update_f64)  \
     X(linear_read_f64)    \
     X(delta_step_f32)     \

@@ -278,10 +278,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
     CHECK(strcmp(kvc_kernels_scalar.isa, "scalar") == 0);
 }
 
-/* This file has a case for each of the nineteen operations: one added to
+/* This file has a case for each of the twenty operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 19,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 20,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 
@@ -1106,6 +1106,62 @@ TEST(scale_f32_should_give_scalar_bits_at_every_length) {
     }
 }
 
+/* silu(x) * up in double, the definition. */
+static double swiglu_exact(float x, float up) {
+    return (double)x / (1.0 + exp(-(double)x)) * (double)up;
+}
+
+TEST(swiglu_f32_should_be_within_4_ulp_of_silu_and_give_scalar_bits) {
+    const kernel_sets sets = kernels_to_check();
+    test_rng rng = test_rng_new(31);
+    float gate[MAX_D], up[MAX_D], want[MAX_D], got[MAX_D];
+    double worst = 0.0;
+    for (size_t i = 0; i < NUM_DIMS; i++) {
+        const size_t n = dims[i];
+        for (int trial = 0; trial < TRIALS; trial++) {
+            fill_row(&rng, gate, n, trial);
+            for (size_t j = 0; j < n; j++) up[j] = test_rng_normal(&rng);
+            memcpy(want, gate, n * sizeof(float));
+            kvc_swiglu_f32__scalar(n, want, up);
+            for (size_t j = 0; j < n; j++) {
+                const double exact = swiglu_exact(gate[j], up[j]);
+                if (gate[j] < KVC_EXP_MIN) { /* e^x below the normal floats: silu(x) under 1.1e-36 */
+                    CHECK(want[j] == 0.0f && fabs(exact) < 1.1e-36 * fabs((double)up[j]));
+                    continue;
+                }
+                if (fabs(exact) < FLT_MIN) {
+                    CHECK(fabs((double)want[j] - exact) < 1e-37);
+                    continue;
+                }
+                int exponent;
+                frexp(exact, &exponent);
+                const double err = fabs((double)want[j] - exact) / ldexp(1.0, exponent - 24);
+                if (err > worst) worst = err;
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                memcpy(got, gate, n * sizeof(float));
+                sets.set[s]->swiglu_f32(n, got, up);
+                CHECK(memcmp(got, want, n * sizeof(float)) == 0);
+            }
+        }
+    }
+    printf("  swiglu_f32 max error: %.3f ulp\n", worst);
+    CHECK(worst <= 4.0);
+    /* Far out on either side: x itself above, a zero of x's sign below (e^-|x| never
+     * overflows); NaN for NaN and for -Inf, whose value is -Inf * 0. */
+    static const float x[8] = {1e4f, INFINITY, -1e4f, -FLT_MAX, -0.0f, 0.0f, NAN, -INFINITY};
+    for (size_t s = 0; s < sets.count; s++) {
+        float g[8];
+        const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        memcpy(g, x, sizeof g);
+        sets.set[s]->swiglu_f32(8, g, ones);
+        CHECK(g[0] == 1e4f && g[1] == INFINITY);
+        CHECK(g[2] == 0.0f && signbit(g[2]) && g[3] == 0.0f && signbit(g[3]));
+        CHECK(g[4] == 0.0f && signbit(g[4]) && g[5] == 0.0f && !signbit(g[5]));
+        CHECK(isnan(g[6]) && isnan(g[7]));
+    }
+}
+
 /* Error of kvc_exp_f32(x) in units of the last place of the float nearest
  * e^x (double exp as the reference: its own error is far below 1e-6 ulp). */
 static double exp_ulp_error(float x) {
@@ -1430,6 +1486,7 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(softmax_should_give_its_definition_bits_in_every_row),
           CASE(softmax_merge_should_give_its_definition_bits_and_weights_that_normalise),
           CASE(scale_f32_should_give_scalar_bits_at_every_length),
+          CASE(swiglu_f32_should_be_within_4_ulp_of_silu_and_give_scalar_bits),
           CASE(exp_f32_should_stay_within_2_5_ulp_and_give_zero_below_its_range),
           CASE(quantize_row_should_round_ties_to_even),
           CASE(quantize_row_should_give_floor_scale_and_zero_codes_for_zero_row),
