@@ -4,7 +4,7 @@
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
  * in double, RoPE's angles from powf) -- but SwiGLU, whose exponential per
- * value took 4% of a prompt's time: it is a kernel (swiglu_f32).
+ * value took 6% of a prompt's time: it is a kernel (swiglu_f32).
  */
 #include <math.h>
 
