@@ -1,8 +1,6 @@
-#include <string.h>
-#include <wasm_simd128.h>
-
 #include "exp-f32-wasmsimd.h"
 #include "kernels.h"
+#include "map-f32-wasmsimd.h"
 
 /* The scalar kernel's operations on four lanes: the same bits. */
 static inline v128_t swiglu4(v128_t x, v128_t up) {
@@ -12,13 +10,5 @@ static inline v128_t swiglu4(v128_t x, v128_t up) {
 }
 
 void kvc_swiglu_f32__wasmsimd(size_t n, float *gate, const float *up) {
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) wasm_v128_store(gate + i, swiglu4(wasm_v128_load(gate + i), wasm_v128_load(up + i)));
-    if (i < n) {
-        float x[4] = {0.0f}, u[4] = {0.0f};
-        memcpy(x, gate + i, (n - i) * sizeof(float));
-        memcpy(u, up + i, (n - i) * sizeof(float));
-        wasm_v128_store(x, swiglu4(wasm_v128_load(x), wasm_v128_load(u)));
-        memcpy(gate + i, x, (n - i) * sizeof(float));
-    }
+    kvc_map2_f32(swiglu4, n, gate, up, gate);
 }
