@@ -1401,9 +1401,26 @@ size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer);
 
 /* The kind of layer `layer` (KVC_KIND_FULL for NULL or a layer out of
  * range): kvc_lm_forward takes a cache whose layer is of this kind --
- * full, window (kvc_lm_layer_window), or a recurrent layer of the shape
- * below: KVC_KIND_CONV (lfm2) or KVC_KIND_DELTA (qwen35). */
+ * full, window (kvc_lm_layer_window), shared (gemma4's shared-KV blocks:
+ * kvc_layer_create_shared of kvc_lm_layer_owner), or a recurrent layer of
+ * the shape below: KVC_KIND_CONV (lfm2) or KVC_KIND_DELTA (qwen35). */
 kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer);
+
+/* A layer's attention: its head size and KV heads (a full or window layer
+ * of the cache has them; a shared one attends over its owner's), 0 for a
+ * recurrent layer, NULL or a layer out of range.  gemma4's window and
+ * global layers differ in head size. */
+size_t kvc_lm_layer_head_dim(const kvc_lm *lm, size_t layer);
+size_t kvc_lm_layer_kv_heads(const kvc_lm *lm, size_t layer);
+
+/* The layer a shared layer attends over (an earlier full or window layer);
+ * SIZE_MAX for any other layer, NULL or a layer out of range. */
+size_t kvc_lm_layer_owner(const kvc_lm *lm, size_t layer);
+
+/* The width of each block's slice of a token's per-layer input (gemma4's
+ * per-layer embeddings, embedding_length_per_layer_input); 0 without them
+ * or for NULL. */
+size_t kvc_lm_per_layer_dim(const kvc_lm *lm);
 
 /* The shape of the model's recurrent layers (each 0 for a model without
  * them, or NULL). A conv layer (lfm2) is kvc_layer_create_conv's channels

@@ -325,8 +325,13 @@ export class Llama {
       ropeBase: api.kvc_lm_rope_base(ptr),
       // Each layer's sliding window (0: global attention).
       layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
-      // Each layer's kind: 'full', 'window', or a recurrent layer's 'conv' (lfm2) or 'delta' (qwen35).
+      // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), or a recurrent layer's 'conv' (lfm2) or 'delta' (qwen35).
       layerKinds: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => LAYER_KINDS[api.kvc_lm_layer_kind(ptr, l)])),
+      // Each layer's attention: its head size and KV heads (gemma4's window and global layers differ; 0 for a recurrent layer).
+      layerHeadDims: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_head_dim(ptr, l) >>> 0)),
+      layerKvHeads: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_kv_heads(ptr, l) >>> 0)),
+      // The layer each shared layer attends over (-1 for any other layer).
+      layerOwners: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_owner(ptr, l) | 0)),
       // The recurrent layers' shape (null without them): as LayerKvCache's 'conv' and 'delta' options take it.
       recurrent: recurrentShape(api, ptr),
     });
@@ -370,14 +375,18 @@ export class Llama {
    */
   checkFits(where, positions, mode, extra, why = null) {
     const api = lib();
-    const { numKvHeads, headDim, layerWindows, layerKinds } = this.config;
+    const { layerKvHeads, layerHeadDims, layerWindows, layerKinds } = this.config;
     // Infinity: a layer's cache alone passes the 32-bit address space. A
     // window layer holds at most its window, its rollback, a page and a batch;
-    // a recurrent layer its state, and another while it steps.
-    const cache = layerWindows.reduce((sum, window, l) => sum + (RECURRENT_KINDS.includes(layerKinds[l])
-      ? 2 * stateBytes(api, this.#ptr)
-      : sizeOrInfinity(api.kvc_layer_bytes_for(numKvHeads, headDim, MODES.indexOf(mode),
-        window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions))), 0);
+    // a recurrent layer its state, and another while it steps; a shared
+    // layer nothing.
+    const layerBytes = (window, l) => {
+      if (layerKinds[l] === 'shared') return 0;
+      if (RECURRENT_KINDS.includes(layerKinds[l])) return 2 * stateBytes(api, this.#ptr);
+      return sizeOrInfinity(api.kvc_layer_bytes_for(layerKvHeads[l], layerHeadDims[l], MODES.indexOf(mode),
+        window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions));
+    };
+    const cache = layerWindows.reduce((sum, window, l) => sum + layerBytes(window, l), 0);
     const room = heapLimitBytes() - heap().buffer.byteLength + (api.kvc_wasm_heap_free_bytes() >>> 0);
     if (cache + extra > room || why) {
       const [size, missing] = cache === Infinity
@@ -522,7 +531,7 @@ export class LlamaSession {
     if (cache !== undefined) {
       if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
       const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i)).every((layer, i) => layerFits(config, layer, i));
-      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers of ${numKvHeads} KV heads x ${headDim} (${describeLayers(config)})`);
+      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers (${describeLayers(config)}; ${numKvHeads} KV heads x ${headDim} where the layers are alike)`);
     }
     this.llama = llama;
     this.prefixCache = prefixCache ?? null;
@@ -868,7 +877,7 @@ export class LlamaSession {
 }
 
 // A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.
-const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta'];
+const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared'];
 const RECURRENT_KINDS = ['conv', 'delta'];
 
 /** The shape of a model's recurrent layers (kvc_lm_recurrent_*), or null. */
@@ -894,9 +903,11 @@ function stateBytes(api, ptr) {
  * new KvCache({ layers }) takes.
  */
 function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
-  const { numKvHeads, headDim, layerWindows, layerKinds, recurrent } = config;
+  const { layerWindows, layerKinds, layerKvHeads, layerHeadDims, layerOwners, recurrent } = config;
   return layerKinds.map((kind, l) => {
+    const numKvHeads = layerKvHeads[l], headDim = layerHeadDims[l];
     if (kind === 'window') return { kind, window: layerWindows[l], rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows };
+    if (kind === 'shared') return { kind, owner: layerOwners[l] };
     if (RECURRENT_KINDS.includes(kind)) return { kind, ...recurrent };
     return { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent };
   });
@@ -911,7 +922,8 @@ function layerFits(config, layer, l) {
     return layer.kernel === kernel && layer.keyHeads === keyHeads && layer.valueHeads === valueHeads &&
       layer.keyDim === keyDim && layer.valueDim === valueDim && (kind === 'delta' || layer.channels === channels);
   }
-  return layer.window === config.layerWindows[l] && layer.numKvHeads === config.numKvHeads && layer.headDim === config.headDim;
+  if (kind === 'shared') return layer.owner === config.layerOwners[l];
+  return layer.window === config.layerWindows[l] && layer.numKvHeads === config.layerKvHeads[l] && layer.headDim === config.layerHeadDims[l];
 }
 
 // The positions a session's window layers keep beyond their window, so that

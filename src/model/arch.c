@@ -7,7 +7,8 @@
  * (llama.cpp's LLAMA_ROPE_TYPE_NORM for llama and smollm3, NEOX for qwen2/3,
  * gemma3 and phi3), which FFN gate it has, and which layers attend over a
  * sliding window or rotate nothing, and which kind of recurrent layer the
- * hybrids (lfm2, qwen35) have in place of attention.  What any architecture may have is read
+ * hybrids (lfm2, qwen35) have in place of attention, and which blocks share
+ * another's keys and values (gemma4).  What any architecture may have is read
  * for all (lm.c): rope.dimension_count below the head size (partial RoPE),
  * RoPE factors (Llama 3's rope_freqs, LongRoPE's long and short ones) and
  * rope.scaling.attn_factor.
@@ -20,12 +21,28 @@ static const kvc_arch archs[] = {
     {.name = "llama", .rope = KVC_ROPE_ADJACENT, .activation = KVC_ACT_SWIGLU},
     {.name = "qwen2", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QKV_BIAS, .activation = KVC_ACT_SWIGLU},
     {.name = "qwen3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM, .activation = KVC_ACT_SWIGLU},
-    /* Five windowed layers to a global one; the windowed ones at RoPE base
-     * 10000 whatever the file says (llama.cpp's rope_freq_base_train_swa). */
-    {.name = "gemma3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE,
+    /* Five windowed layers to a global one (or as attention.sliding_window_pattern
+     * says); the windowed ones at RoPE base rope.freq_base_swa, 10000 without
+     * it (llama.cpp's rope_freq_base_train_swa). */
+    {.name = "gemma3", .rope = KVC_ROPE_HALVES,
+     .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE | KVC_ARCH_LOGIT_SOFTCAP | KVC_ARCH_WINDOW_PATTERN,
      .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f},
+    /* Gemma 4 (llama.cpp's src/models/gemma4.cpp): Gemma 3's block, window
+     * and global layers of their own head sizes and RoPE (the global ones'
+     * partial RoPE as rope_freqs factors of 1e30), V normed without a
+     * weight, q.k unscaled, the last attention.shared_kv_layers blocks
+     * reading the rows of the last window and global blocks before them,
+     * per-layer embeddings, each block's output scaled, logits soft-capped. */
+    {.name = "gemma4", .rope = KVC_ROPE_HALVES,
+     .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE | KVC_ARCH_V_NORM | KVC_ARCH_LOGIT_SOFTCAP |
+              KVC_ARCH_SHARED_KV | KVC_ARCH_PER_LAYER_INPUT | KVC_ARCH_WINDOW_PATTERN | KVC_ARCH_OUTPUT_SCALE,
+     .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f, .attention_scale = 1.0f,
+     .logit_softcap = 30.0f},
     /* llama's block; every fourth layer without RoPE (llama.cpp's n_no_rope_layer_step). */
     {.name = "smollm3", .rope = KVC_ROPE_ADJACENT, .activation = KVC_ACT_SWIGLU, .nope_every = 4},
+    /* Ministral 3 (text): llama's block; YaRN in its RoPE (read for every
+     * architecture, lm.c) and Llama 4's attention temperature. */
+    {.name = "mistral3", .rope = KVC_ROPE_ADJACENT, .flags = KVC_ARCH_QUERY_TEMPERATURE, .activation = KVC_ACT_SWIGLU},
     /* Phi-3.x, Phi-4-mini: fused projections, LongRoPE (lm.c), partial RoPE
      * (Phi-4-mini: 96 of 128).  No window: llama.cpp ignores the
      * attention.sliding_window the converter writes. */

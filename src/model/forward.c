@@ -63,15 +63,16 @@ static size_t elements(size_t a, size_t b) {
  * capacity. */
 static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
     kvc_lm_scratch *s = &lm->scratch;
-    const size_t q_dim = lm->num_heads * lm->head_dim;
-    const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
+    const size_t q_dim = lm->num_heads * lm->widest_head;
+    const size_t kv_dim = lm->num_kv_heads * lm->widest_head;
     if (T > s->tokens) {
         /* Up to three encodings of a row of the widest input: at most four
          * bytes a value each (kvc_matmul_codes_bytes).  A delta layer's
-         * output (value heads x value_dim) goes into a product too. */
+         * output (value heads x value_dim) goes into a product too, and so
+         * does a per-layer input's gated slice. */
         const kvc_recurrent_shape *r = &lm->recurrent;
         const size_t inner = r->value_heads * r->value_dim;
-        const size_t widest = max3(lm->dim, q_dim, lm->ffn_dim > inner ? lm->ffn_dim : inner);
+        const size_t widest = max3(lm->dim, q_dim, max3(lm->ffn_dim, inner, lm->per_layer_dim));
         /* Products wider than a token's q: gated queries, a recurrent input projection. */
         const size_t gated = lm->arch->flags & KVC_ARCH_GATED_ATTN ? 2 * q_dim : q_dim;
         const size_t wide = max3(gated, lm->arch->recurrent == KVC_KIND_CONV ? 3 * r->channels : r->channels, 1);
@@ -80,12 +81,14 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             {(void **)&s->x, elements(T, lm->dim), 4},      {(void **)&s->xb, elements(T, lm->dim), 4},
             {(void **)&s->q, elements(T, q_dim), 4},        {(void **)&s->k, elements(T, kv_dim), 4},
             {(void **)&s->v, elements(T, kv_dim), 4},       {(void **)&s->att, elements(T, q_dim), 4},
-            {(void **)&s->gate, elements(T, widest), 4}, {(void **)&s->up, elements(T, lm->ffn_dim), 4},
+            {(void **)&s->gate, elements(T, widest), 4}, {(void **)&s->up, elements(T, widest), 4},
             {(void **)&s->wide, elements(T, wide), 4}, {(void **)&s->mixed, elements(T, widest), 4},
             {(void **)&s->rates, elements(2 * T, r->value_heads), 4}, {(void **)&s->taps, elements(r->channels, r->kernel), 4},
-            {(void **)&s->rope, elements(2 * T, lm->head_dim), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
-            {(void **)&s->qh, elements(T, lm->head_dim), 4}, {(void **)&s->oh, elements(T, lm->head_dim), 4},
-            {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->head_dim / 2, 4},
+            {(void **)&s->rope, elements(2 * T, lm->widest_head), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
+            {(void **)&s->qh, elements(T, lm->widest_head), 4}, {(void **)&s->oh, elements(T, lm->widest_head), 4},
+            {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->widest_head / 2, 4},
+            {(void **)&s->per_layer, elements(T, lm->per_layer_dim * lm->num_layers), 4},
+            {(void **)&s->query_scale, T, 4},
         };
         size_t bytes = 0;
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0] && status == KVC_OK; i++) {
@@ -116,22 +119,23 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
 void kvc_lm_scratch_free(kvc_lm_scratch *s) {
     void *arrays[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->rope, s->codes,
                       s->qh, s->oh, s->probs, s->mass, s->vector, s->rope_factors,
-                      s->wide, s->mixed, s->rates, s->taps};
+                      s->wide, s->mixed, s->rates, s->taps, s->per_layer, s->query_scale};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) kvc_free(arrays[i]);
     memset(s, 0, sizeof *s);
 }
 
 /* ---- one block ---- */
 
-/* The attention of the T tokens of block l, with (importance) the mass each
- * token gave each of the layer's L slots, summed over the query heads in
- * order, to s->mass [T x L]. */
-static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t T, int importance) {
+/* The attention of the T tokens of block l over `layer` (its own, or a
+ * shared block's owner's), with (importance) the mass each token gave each
+ * of the layer's L slots, summed over the query heads in order, to s->mass
+ * [T x L]. */
+static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int importance) {
     kvc_lm_scratch *s = &lm->scratch;
-    const size_t hd = lm->head_dim;
+    const size_t hd = lm->plans[l].head_dim;
     const size_t q_dim = lm->num_heads * hd;
     const size_t L = kvc_layer_seq_len(layer);
-    const size_t G = lm->num_heads / lm->num_kv_heads;
+    const size_t G = lm->num_heads / lm->plans[l].kv_heads;
     float *probs = importance ? s->probs : NULL;
     if (importance) memset(s->mass, 0, T * L * sizeof(float));
     if (T == 1) {
@@ -181,11 +185,15 @@ static void norm_rows_in_place(kvc_lm *lm, size_t T, size_t n, float *x, const k
     if (weight->type) rmsnorm_rows(lm, T, n, x, weight, x);
 }
 
+/* Each of the `rows` rows of n values of x RMS-normalised in place by w
+ * (NULL: no weight). */
+static void norm_each(const kvc_lm *lm, size_t rows, size_t n, float *x, const float *w) {
+    for (size_t i = 0; i < rows; i++) kvc_rmsnorm(n, x + i * n, w, lm->rms_eps, x + i * n);
+}
+
 /* qwen3: every head of x [T x heads x hd] RMS-normalised by weight [hd]. */
 static void norm_heads(kvc_lm *lm, size_t T, size_t heads, size_t hd, float *x, const kvc_tensor *weight) {
-    if (!weight->type) return;
-    const float *w = vector_of(lm, weight);
-    for (size_t i = 0; i < T * heads; i++) kvc_rmsnorm(hd, x + i * hd, w, lm->rms_eps, x + i * hd);
+    if (weight->type) norm_each(lm, T * heads, hd, x, vector_of(lm, weight));
 }
 
 /* 1 / (1 + e^-x) */
@@ -262,20 +270,22 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     return KVC_OK;
 }
 
-/* Attention over the layer's rows: k and v go to the layer; importance as
- * forward's flags say (pending: kept for kvc_lm_keep, at token offset
- * `offset` of the verify). */
-static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+/* The queries, keys and values of block l's T tokens: s->q (with its gates
+ * in s->wide for gated attention), s->k, s->v, normed and turned.  A shared
+ * block computes its queries alone. */
+static void project_qkv(kvc_lm *lm, size_t l, size_t T) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
-    const size_t hd = lm->head_dim;
+    const kvc_layer_plan *plan = &lm->plans[l];
+    const size_t hd = plan->head_dim;
     const size_t q_dim = lm->num_heads * hd;
-    const size_t kv_dim = lm->num_kv_heads * hd;
+    const size_t kv_dim = plan->kv_heads * hd;
     const int gated = (lm->arch->flags & KVC_ARCH_GATED_ATTN) != 0;
-
+    const int owns_rows = b->wk.type != NULL;
+    /* gemma4: a block without attn_v takes V from attn_k's product. */
     const kvc_product qkv[3] = {{&b->wq, gated ? s->wide : s->q, gated ? 2 * q_dim : q_dim},
-                                {&b->wk, s->k, kv_dim}, {&b->wv, s->v, kv_dim}};
-    kvc_matmul(KVC_PROFILE_QKV, 3, qkv, s->xb, T, s->codes);
+                                {&b->wk, s->k, kv_dim}, {b->wv.type ? &b->wv : &b->wk, s->v, kv_dim}};
+    kvc_matmul(KVC_PROFILE_QKV, owns_rows ? 3 : 1, qkv, s->xb, T, s->codes);
     for (size_t t = 0; gated && t < T; t++) {
         for (size_t h = 0; h < lm->num_heads; h++)
             memcpy(s->q + t * q_dim + h * hd, s->wide + t * 2 * q_dim + 2 * h * hd, hd * sizeof(float));
@@ -285,23 +295,47 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     add_bias(lm, T, kv_dim, s->v, &b->bv);
     kvc_profile_mark(KVC_PROFILE_ROPE);
     norm_heads(lm, T, lm->num_heads, hd, s->q, &b->q_norm);
-    norm_heads(lm, T, lm->num_kv_heads, hd, s->k, &b->k_norm);
+    norm_heads(lm, T, plan->kv_heads, hd, s->k, &b->k_norm);
+    if (owns_rows && (lm->arch->flags & KVC_ARCH_V_NORM)) norm_each(lm, T * plan->kv_heads, hd, s->v, NULL);
     kvc_profile_mark(KVC_PROFILE_NORM);
-    const int table = lm->plans[l].rope_table;
+    const int table = plan->rope_table;
     for (size_t t = 0; t < T && table != KVC_ROPE_NONE; t++) {
-        const float *rope = s->rope + ((size_t)table * T + t) * hd;
-        kvc_rope_apply(lm->num_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->q + t * q_dim);
-        kvc_rope_apply(lm->num_kv_heads, hd, lm->rope_dims, lm->arch->rope, rope, s->k + t * kv_dim);
+        const float *rope = s->rope + ((size_t)table * T + t) * lm->widest_head;
+        kvc_rope_apply(lm->num_heads, hd, plan->rope_dims, lm->arch->rope, rope, s->q + t * q_dim);
+        if (owns_rows) kvc_rope_apply(plan->kv_heads, hd, plan->rope_dims, lm->arch->rope, rope, s->k + t * kv_dim);
+    }
+    for (size_t t = 0; lm->temperature_scale > 0 && t < T; t++) {
+        for (size_t i = 0; i < q_dim; i++) s->q[t * q_dim + i] *= s->query_scale[t];
+    }
+    /* The cache's attention scales q.k by 1 / sqrt(hd): an architecture of
+     * another scale (gemma4's 1) has its queries scaled to make it so. */
+    if (lm->arch->attention_scale > 0) {
+        const float scale = lm->arch->attention_scale * sqrtf((float)hd);
+        for (size_t i = 0; i < T * q_dim; i++) s->q[i] *= scale;
     }
     kvc_profile_mark(KVC_PROFILE_ROPE);
-    kvc_status status = kvc_layer_append_n(layer, T, s->k, s->v, NULL);
+}
+
+/* Attention over the rows of `layer`: block l's own, k and v appended to
+ * it first; or (a shared block) its owner's, which it reads and leaves.
+ * Importance as forward's flags say (pending: kept for kvc_lm_keep, at
+ * token offset `offset` of the verify). */
+static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const size_t q_dim = lm->num_heads * lm->plans[l].head_dim;
+    const int gated = (lm->arch->flags & KVC_ARCH_GATED_ATTN) != 0;
+    const int owns_rows = b->wk.type != NULL;
+
+    project_qkv(lm, l, T);
+    kvc_status status = owns_rows ? kvc_layer_append_n(layer, T, s->k, s->v, NULL) : KVC_OK;
     kvc_profile_mark(KVC_PROFILE_APPEND);
     if (status != KVC_OK) return status;
 
     const int importance = (flags & KVC_LM_IMPORTANCE) != 0;
     const size_t L = kvc_layer_seq_len(layer);
     status = scratch_reserve(lm, T, importance ? L : 0);
-    if (status == KVC_OK) status = attend(lm, layer, T, importance);
+    if (status == KVC_OK) status = attend(lm, layer, l, T, importance);
     if (status == KVC_OK && importance) {
         if (flags & KVC_LM_VERIFY) {
             kvc_lm_pending *p = &lm->pending;
@@ -318,12 +352,13 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     }
     if (status != KVC_OK) {
         /* This layer gives back its rows (a verify's reject takes them all). */
-        if (!(flags & KVC_LM_VERIFY)) kvc_layer_truncate_last(layer, T);
+        if (owns_rows && !(flags & KVC_LM_VERIFY)) kvc_layer_truncate_last(layer, T);
         return status;
     }
     kvc_profile_mark(KVC_PROFILE_ATTEND);
     for (size_t t = 0; gated && t < T; t++) {
         for (size_t h = 0; h < lm->num_heads; h++) {
+            const size_t hd = lm->plans[l].head_dim;
             const float *gate = s->wide + t * 2 * q_dim + (2 * h + 1) * hd;
             float *att = s->att + t * q_dim + h * hd;
             for (size_t i = 0; i < hd; i++) att[i] = att[i] * sigmoid(gate[i]);
@@ -341,15 +376,44 @@ static mixer_fn *const mixers[] = {
     [KVC_KIND_WINDOW] = mix_attention,
     [KVC_KIND_CONV] = mix_conv,
     [KVC_KIND_DELTA] = mix_delta,
+    [KVC_KIND_SHARED] = mix_attention,
 };
 
-/* Block l on the T tokens in s->x at positions first..: its mixer, then its FFN. */
+/* The cache layer block l's mixer works on: its own, or the one a shared
+ * block attends over. */
+static kvc_layer *layer_of(const kvc_lm *lm, const kvc_model *cache, size_t l) {
+    const size_t owner = lm->plans[l].owner;
+    return kvc_model_layer(cache, owner == SIZE_MAX ? l : owner);
+}
+
+/* gemma4's per-layer input, after block l's FFN: x += RMSNorm((gelu(x
+ * Wgate) * the block's slice of the tokens' per-layer inputs) Wproj). */
+static void add_per_layer_input(kvc_lm *lm, size_t l, size_t T) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const size_t n = lm->per_layer_dim;
+    const kvc_product gate = {&b->ple_gate, s->gate, n};
+    kvc_matmul(KVC_PROFILE_GATE_UP, 1, &gate, s->x, T, s->codes);
+    for (size_t t = 0; t < T; t++) memcpy(s->up + t * n, s->per_layer + (t * lm->num_layers + l) * n, n * sizeof(float));
+    kvc_geglu_tanh(T * n, s->gate, s->up);
+    kvc_profile_mark(KVC_PROFILE_ACTIVATION);
+    const kvc_product proj = {&b->ple_proj, s->xb, lm->dim};
+    kvc_matmul(KVC_PROFILE_DOWN, 1, &proj, s->gate, T, s->codes);
+    rmsnorm_rows(lm, T, lm->dim, s->xb, &b->ple_norm, s->xb);
+    kvc_profile_mark(KVC_PROFILE_NORM);
+    kvc_add(T * lm->dim, s->x, s->xb);
+    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+}
+
+/* Block l on the T tokens in s->x at positions first..: its mixer, then its
+ * FFN, then (gemma4) its per-layer input and output scale. */
 static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
+    const size_t ffn = lm->plans[l].ffn_dim;
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
     kvc_profile_mark(KVC_PROFILE_NORM);
-    const kvc_status status = mixers[lm->plans[l].kind](lm, kvc_model_layer(cache, l), l, T, flags, offset);
+    const kvc_status status = mixers[lm->plans[l].kind](lm, layer_of(lm, cache, l), l, T, flags, offset);
     if (status != KVC_OK) return status;
     norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
     kvc_profile_mark(KVC_PROFILE_NORM);
@@ -357,10 +421,10 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
     kvc_profile_mark(KVC_PROFILE_NORM);
-    const kvc_product ffn[2] = {{&b->w_gate, s->gate, lm->ffn_dim}, {&b->w_up, s->up, lm->ffn_dim}};
-    kvc_matmul(KVC_PROFILE_GATE_UP, 2, ffn, s->xb, T, s->codes);
-    if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * lm->ffn_dim, s->gate, s->up);
-    else kvc_swiglu(T * lm->ffn_dim, s->gate, s->up);
+    const kvc_product products[2] = {{&b->w_gate, s->gate, ffn}, {&b->w_up, s->up, ffn}};
+    kvc_matmul(KVC_PROFILE_GATE_UP, 2, products, s->xb, T, s->codes);
+    if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * ffn, s->gate, s->up);
+    else kvc_swiglu(T * ffn, s->gate, s->up);
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &down, s->gate, T, s->codes);
@@ -368,6 +432,11 @@ static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32
     kvc_profile_mark(KVC_PROFILE_NORM);
     kvc_add(T * lm->dim, s->x, s->xb);
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+    if (lm->per_layer_dim) add_per_layer_input(lm, l, T);
+    if (b->out_scale.type) {
+        const float scale = *vector_of(lm, &b->out_scale);
+        for (size_t i = 0; i < T * lm->dim; i++) s->x[i] *= scale;
+    }
     return KVC_OK;
 }
 
@@ -390,8 +459,10 @@ static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
                 kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||
                 kvc_layer_steps(layer) != next)
                 return 0;
-        } else if (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != lm->num_kv_heads ||
-                   kvc_layer_head_dim(layer) != lm->head_dim || kvc_layer_next_position(layer) != next) {
+        } else if (plan->kind == KVC_KIND_SHARED) {
+            if (kvc_layer_owner(layer) != plan->owner) return 0; /* the owner is checked as itself */
+        } else if (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != plan->kv_heads ||
+                   kvc_layer_head_dim(layer) != plan->head_dim || kvc_layer_next_position(layer) != next) {
             return 0;
         }
     }
@@ -430,6 +501,32 @@ static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
     kvc_profile_mark(KVC_PROFILE_NORM);
     const kvc_product product = {&lm->output, logits, lm->vocab_size};
     kvc_matmul(KVC_PROFILE_LOGITS, 1, &product, s->xb, count, s->codes);
+    if (lm->logit_softcap > 0) kvc_softcap(count * lm->vocab_size, logits, lm->logit_softcap);
+}
+
+/* gemma4: the per-layer inputs of the chunk's T tokens, from their embeddings
+ * in s->x (scaled) into s->per_layer [T x layers x per_layer_dim]: each
+ * block's slice of (RMSNorm(x Wproj / sqrt(dim)) + the token's row of
+ * per_layer_token_embd * sqrt(per_layer_dim)) / sqrt(2). */
+static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, size_t T) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const size_t n = lm->per_layer_dim, width = n * lm->num_layers;
+    const kvc_product product = {&lm->per_layer_proj, s->per_layer, width};
+    kvc_matmul(KVC_PROFILE_EMBED, 1, &product, s->x, T, s->codes);
+    const float projection_scale = 1.0f / sqrtf((float)lm->dim);
+    for (size_t i = 0; i < T * width; i++) s->per_layer[i] *= projection_scale;
+    rmsnorm_rows(lm, T * lm->num_layers, n, s->per_layer, &lm->per_layer_norm, s->per_layer);
+    const float row_scale = sqrtf((float)n), input_scale = 1.0f / sqrtf(2.0f);
+    const kvc_tensor *table = &lm->per_layer_embd;
+    for (size_t t = 0; t < T; t++) {
+        float *row = s->mixed; /* widest >= per_layer_dim: a slice at a time */
+        for (size_t l = 0; l < lm->num_layers; l++) {
+            table->type->dequantize(table->data + tokens[t] * table->row_bytes, l * n, n, row);
+            float *x = s->per_layer + (t * lm->num_layers + l) * n;
+            for (size_t i = 0; i < n; i++) x[i] = (x[i] + row[i] * row_scale) * input_scale;
+        }
+    }
+    kvc_profile_mark(KVC_PROFILE_EMBED);
 }
 
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
@@ -455,7 +552,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
             /* Room for the layer that holds the most slots (window layers hold fewer). */
             size_t most = 0;
             for (size_t l = 0; l < lm->num_layers; l++) {
-                const size_t held = kvc_layer_seq_len(kvc_model_layer(cache, l));
+                const size_t held = kvc_layer_seq_len(layer_of(lm, cache, l));
                 if (held > most) most = held;
             }
             status = pending_reserve(lm, n, most + n);
@@ -475,7 +572,8 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
     kvc_lm_scratch *s = &lm->scratch;
     /* RoPE's frequency factors (Llama 3's rope_freqs, LongRoPE's), apart
      * from the scratch the block's norms use. */
-    const float *factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
+    kvc_rope_params rope_global = lm->rope_global;
+    rope_global.factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
     const float embed_scale = sqrtf((float)lm->dim);
     kvc_profile_pass_begin();
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
@@ -484,14 +582,16 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
             float *x = s->x + t * lm->dim;
             lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
             for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
-            kvc_rope_table(lm->rope_dims, first + start + t, lm->rope_base, factors, lm->rope_scale,
-                           s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->head_dim);
-            if (lm->window) {
-                kvc_rope_table(lm->rope_dims, first + start + t, lm->window_rope_base, NULL, lm->rope_scale,
-                               s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->head_dim);
+            kvc_rope_table(&rope_global, first + start + t, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
+            if (lm->window) kvc_rope_table(&lm->rope_window, first + start + t, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
+            if (lm->temperature_scale > 0) {
+                /* llama.cpp's llm_graph_input_attn_temp, its float and double steps as they are. */
+                const float steps = floorf((float)(first + start + t) / (float)lm->temperature_floor);
+                s->query_scale[t] = (float)(log((double)steps + 1.0) * (double)lm->temperature_scale + 1.0);
             }
         }
         kvc_profile_mark(KVC_PROFILE_EMBED);
+        if (lm->per_layer_dim) per_layer_inputs(lm, tokens + start, T);
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
         if (status != KVC_OK) {
@@ -531,7 +631,7 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n) {
      * saw (an accept that evicted back to maxRows holds fewer). */
     kvc_lm_scratch *s = &lm->scratch;
     for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
-        kvc_layer *layer = kvc_model_layer(cache, l);
+        kvc_layer *layer = layer_of(lm, cache, l);
         if (lm->plans[l].kind == KVC_KIND_CONV || lm->plans[l].kind == KVC_KIND_DELTA) continue; /* no rows */
         const size_t L = kvc_layer_seq_len(layer);
         status = scratch_reserve(lm, s->tokens, L);

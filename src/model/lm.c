@@ -8,6 +8,7 @@
  * vectors (norms, biases) are F32 in every file llama.cpp's converter
  * writes, and required to be.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -145,12 +146,16 @@ static int has_tensor(const lm_source *src, const char *name) {
  * tensors in place of attention's. */
 static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     kvc_block *b = &lm->blocks[l];
-    const size_t q_dim = lm->num_heads * lm->head_dim;
-    const size_t kv_dim = lm->num_kv_heads * lm->head_dim;
+    const kvc_layer_plan *plan = &lm->plans[l];
+    const size_t hd = plan->head_dim, ffn = plan->ffn_dim;
+    const size_t q_dim = lm->num_heads * hd;
+    const size_t kv_dim = plan->kv_heads * hd;
     const unsigned flags = lm->arch->flags;
-    const kvc_kind kind = lm->plans[l].kind;
-    const int attends = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW;
+    const kvc_kind kind = plan->kind;
+    const int owns_rows = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW;
+    const int attends = owns_rows || kind == KVC_KIND_SHARED;
     const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA;
+    const int per_layer = lm->per_layer_dim > 0;
     const kvc_recurrent_shape *r = &lm->recurrent;
     const size_t inner = r->value_heads * r->value_dim;
     char name[96];
@@ -158,25 +163,30 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     const int fused_qkv = attends && (flags & KVC_ARCH_FUSED_QKV) && has_tensor(src, name);
     const int fused_up = (flags & KVC_ARCH_FUSED_GATE_UP) != 0;
     const size_t q_rows = (flags & KVC_ARCH_GATED_ATTN ? 2 : 1) * q_dim;
+    /* gemma4: a block without attn_v takes V from attn_k's product. */
+    snprintf(name, sizeof name, "blk.%zu.attn_v.weight", l);
+    const int has_v = owns_rows && !fused_qkv && (!(flags & KVC_ARCH_V_NORM) || has_tensor(src, name));
     kvc_tensor qkv;
     memset(b, 0, sizeof *b);
+    /* present: 1 required, 0 absent or not read (a shared block's k and v,
+     * which llama.cpp does not read either). */
     const struct {
         const char *name;
         size_t cols, rows;
-        int present; /* 1 required, 0 absent for this architecture */
+        int present;
         kvc_tensor *out;
     } tensors[] = {
         {"attn_norm.weight", lm->dim, 0, 1, &b->attn_norm},
         {"attn_qkv.weight", lm->dim, q_dim + 2 * kv_dim, fused_qkv, &qkv},
         {"attn_q.weight", lm->dim, q_rows, attends && !fused_qkv, &b->wq},
-        {"attn_k.weight", lm->dim, kv_dim, attends && !fused_qkv, &b->wk},
-        {"attn_v.weight", lm->dim, kv_dim, attends && !fused_qkv, &b->wv},
+        {"attn_k.weight", lm->dim, kv_dim, owns_rows && !fused_qkv, &b->wk},
+        {"attn_v.weight", lm->dim, kv_dim, has_v, &b->wv},
         {"attn_output.weight", q_dim, lm->dim, attends, &b->wo},
         {"attn_q.bias", q_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
         {"attn_k.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
         {"attn_v.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
-        {"attn_q_norm.weight", lm->head_dim, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
-        {"attn_k_norm.weight", lm->head_dim, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
+        {"attn_q_norm.weight", hd, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
+        {"attn_k_norm.weight", hd, 0, owns_rows && (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
         {"shortconv.in_proj.weight", lm->dim, 3 * r->channels, conv, &b->in_proj},
         {"shortconv.conv.weight", r->kernel, r->channels, conv, &b->conv},
         {"shortconv.out_proj.weight", r->channels, lm->dim, conv, &b->out_proj},
@@ -192,9 +202,12 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
         {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
         {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
-        {"ffn_gate.weight", lm->dim, lm->ffn_dim, !fused_up, &b->w_gate},
-        {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * lm->ffn_dim, 1, &b->w_up},
-        {"ffn_down.weight", lm->ffn_dim, lm->dim, 1, &b->w_down},
+        {"ffn_gate.weight", lm->dim, ffn, !fused_up, &b->w_gate},
+        {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * ffn, 1, &b->w_up},
+        {"ffn_down.weight", ffn, lm->dim, 1, &b->w_down},
+        {"inp_gate.weight", lm->dim, lm->per_layer_dim, per_layer, &b->ple_gate},
+        {"proj.weight", lm->per_layer_dim, lm->dim, per_layer, &b->ple_proj},
+        {"post_norm.weight", lm->dim, 0, per_layer, &b->ple_norm},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].present) continue; /* absent: left zero (two kinds bind in_proj, conv, out_proj) */
@@ -202,6 +215,13 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
         if (status != KVC_OK) return status;
     }
+    snprintf(name, sizeof name, "blk.%zu.layer_output_scale.weight", l);
+    kvc_status status = flags & KVC_ARCH_OUTPUT_SCALE ? bind(src, name, 1, 0, 1, &b->out_scale) : KVC_OK;
+    if (status != KVC_OK) return status;
+    /* Gemma 4's 26B-A4B routes its FFN to experts beside the dense one. */
+    snprintf(name, sizeof name, "blk.%zu.ffn_gate_inp.weight", l);
+    if (has_tensor(src, name))
+        return refuse(src, KVC_E_MODEL_FILE, "tensor %s: a mixture-of-experts FFN, which this runner does not compute", name);
     if (fused_qkv) {
         b->wq = row_range(&qkv, 0, q_dim);
         b->wk = row_range(&qkv, q_dim, kv_dim);
@@ -210,8 +230,8 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     if (fused_up) {
         /* llama.cpp's swiglu of one product: silu of its first half times the second. */
         const kvc_tensor gate_up = b->w_up;
-        b->w_gate = row_range(&gate_up, 0, lm->ffn_dim);
-        b->w_up = row_range(&gate_up, lm->ffn_dim, lm->ffn_dim);
+        b->w_gate = row_range(&gate_up, 0, ffn);
+        b->w_up = row_range(&gate_up, ffn, ffn);
     }
     return KVC_OK;
 }
@@ -276,8 +296,9 @@ static kvc_status per_layer(lm_source *src, const char *name, size_t count, int 
     return KVC_OK;
 }
 
-/* The attention's KV heads: head_count_kv, or (lfm2) one entry a layer, 0
- * for a recurrent layer and the same count for every other. */
+/* The most KV heads any layer has: head_count_kv, one count or one entry a
+ * layer (lfm2: 0 for a recurrent layer; gemma4's larger files: fewer in
+ * the global layers); plan_layers reads each layer's. */
 static kvc_status read_kv_heads(lm_source *src, kvc_lm *lm, size_t blocks) {
     int listed;
     kvc_status status = per_layer(src, "attention.head_count_kv", blocks, &listed);
@@ -287,12 +308,94 @@ static kvc_status read_kv_heads(lm_source *src, kvc_lm *lm, size_t blocks) {
     for (size_t l = 0; l < blocks; l++) {
         size_t heads;
         if ((status = layer_param(src, "attention.head_count_kv", l, 0, &heads)) != KVC_OK) return status;
-        if (heads && lm->num_kv_heads && heads != lm->num_kv_heads)
-            return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives layers %zu and %zu KV heads: this runner computes one count",
-                          src->arch->name, lm->num_kv_heads, heads);
-        if (heads) lm->num_kv_heads = heads;
+        if (heads > lm->num_kv_heads) lm->num_kv_heads = heads;
     }
     if (!lm->num_kv_heads) return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives no layer attention", src->arch->name);
+    return KVC_OK;
+}
+
+/* The widest FFN: feed_forward_length, one size or one a layer (gemma4's
+ * shared-KV blocks twice the others'); plan_layers reads each layer's. */
+static kvc_status read_ffn(lm_source *src, kvc_lm *lm, size_t blocks) {
+    int listed;
+    kvc_status status = per_layer(src, "feed_forward_length", blocks, &listed);
+    if (status != KVC_OK || !listed) return status != KVC_OK ? status : size_param(src, "feed_forward_length", 0, &lm->ffn_dim);
+    lm->ffn_dim = 0;
+    for (size_t l = 0; l < blocks && status == KVC_OK; l++) {
+        size_t ffn = 0;
+        status = layer_param(src, "feed_forward_length", l, 0, &ffn);
+        if (status == KVC_OK && ffn == 0) status = refuse(src, KVC_E_MODEL_FILE, "metadata %s.feed_forward_length is 0 for layer %zu", src->arch->name, l);
+        if (ffn > lm->ffn_dim) lm->ffn_dim = ffn;
+    }
+    return status;
+}
+
+/* The angle's scale at which a pair turns `turns` times over `context`
+ * positions: ggml's ggml_rope_yarn_corr_dim. */
+static float yarn_corr_dim(size_t dims, size_t context, float turns, float base) {
+    return (float)dims * logf((float)context / (turns * 2.0f * 3.14159265358979323846f)) / (2.0f * logf(base));
+}
+
+/* ggml's YaRN magnitude of a scaling factor: 1 + 0.1 m ln(factor) past 1. */
+static float yarn_mscale(float factor, float m) {
+    return factor <= 1.0f ? 1.0f : 0.1f * m * logf(factor) + 1.0f;
+}
+
+/* RoPE's scaling (rope.scaling.type: none, linear or yarn, with
+ * rope.scaling.factor) into the global and window layers' tables, as
+ * llama.cpp's context sets them up: linear divides every angle by the
+ * factor; YaRN (Ministral 3) interpolates the slow pairs only, between the
+ * correction pairs of rope.scaling.yarn_beta_fast and _slow turns over
+ * rope.scaling.original_context_length, and scales cos and sin by
+ * mscale(factor) / mscale(factor, yarn_log_multiplier) (1 when they are
+ * equal, as Ministral 3's are) times attn_factor.  The window layers keep
+ * their angles unscaled (llama.cpp's rope_freq_scale_train_swa).  Then
+ * attention.temperature_scale (KVC_ARCH_QUERY_TEMPERATURE). */
+static kvc_status read_rope_scaling(lm_source *src, kvc_lm *lm) {
+    const kvc_rope_params unscaled = {.dims = lm->rope_dims, .base = lm->rope_base, .scale = lm->rope_scale, .freq_scale = 1.0f};
+    lm->rope_global = unscaled;
+    lm->rope_window = unscaled;
+    lm->rope_window.dims = lm->window_rope_dims;
+    lm->rope_window.base = lm->window_rope_base;
+    const size_t scaling = arch_key(src, "rope.scaling.type");
+    const char *type = "none";
+    size_t type_len = 4;
+    if (scaling != KVC_GGUF_NONE && kvc_gguf_string(src->gguf, scaling, 0, &type, &type_len) != KVC_OK)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.rope.scaling.type is not a string", lm->arch->name);
+    const int linear = type_len == 6 && memcmp(type, "linear", 6) == 0, yarn = type_len == 4 && memcmp(type, "yarn", 4) == 0;
+    if (!linear && !yarn && !(type_len == 4 && memcmp(type, "none", 4) == 0)) {
+        return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (none, linear and yarn are; Llama 3's comes as rope_freqs.weight, which is)",
+                      (int)(type_len < 32 ? type_len : 32), type);
+    }
+    kvc_status status;
+    size_t original = lm->context_length;
+    float factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f, log_multiplier = 0.0f;
+    if ((linear || yarn) &&
+        ((status = real_param(src, "rope.scaling.factor", 1.0f, &factor)) ||
+         (status = size_param(src, "rope.scaling.original_context_length", lm->context_length, &original)) ||
+         (status = real_param(src, "rope.scaling.yarn_beta_fast", beta_fast, &beta_fast)) ||
+         (status = real_param(src, "rope.scaling.yarn_beta_slow", beta_slow, &beta_slow))))
+        return status;
+    if (yarn && arch_key(src, "rope.scaling.yarn_log_multiplier") != KVC_GGUF_NONE &&
+        (status = real_param(src, "rope.scaling.yarn_log_multiplier", 0, &log_multiplier)))
+        return status;
+    kvc_rope_params *rope = &lm->rope_global;
+    rope->freq_scale = 1.0f / factor;
+    if (yarn) {
+        rope->ext_factor = 1.0f;
+        const float mscale = log_multiplier != 0.0f ? yarn_mscale(factor, 1.0f) / yarn_mscale(factor, log_multiplier)
+                                                    : yarn_mscale(factor, 1.0f);
+        /* ggml scales by 1 + 0.1 ln(factor) again where it mixes the angles: llama.cpp divides it out. */
+        rope->scale = mscale * (1.0f / (1.0f + 0.1f * logf(factor))) * lm->rope_scale;
+        const float low = floorf(yarn_corr_dim(rope->dims, original, beta_fast, rope->base));
+        const float high = ceilf(yarn_corr_dim(rope->dims, original, beta_slow, rope->base));
+        rope->corr_low = fmaxf(0.0f, low);
+        rope->corr_high = fminf((float)rope->dims - 1.0f, high);
+    }
+    if ((lm->arch->flags & KVC_ARCH_QUERY_TEMPERATURE) && arch_key(src, "attention.temperature_scale") != KVC_GGUF_NONE) {
+        if ((status = real_param(src, "attention.temperature_scale", 0, &lm->temperature_scale))) return status;
+        lm->temperature_floor = original;
+    }
     return KVC_OK;
 }
 
@@ -326,7 +429,6 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     if ((status = size_param(src, "block_count", 0, &lm->num_layers)) ||
         (status = layer_param(src, "nextn_predict_layers", 0, 0, &nextn)) ||
         (status = size_param(src, "embedding_length", 0, &lm->dim)) ||
-        (status = size_param(src, "feed_forward_length", 0, &lm->ffn_dim)) ||
         (status = size_param(src, "attention.head_count", 0, &lm->num_heads)) ||
         (status = read_kv_heads(src, lm, lm->num_layers)) ||
         (status = size_param(src, "context_length", 0, &lm->context_length)) ||
@@ -339,10 +441,11 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     if (nextn >= lm->num_layers)
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.nextn_predict_layers is %zu of %zu blocks", src->arch->name, nextn, lm->num_layers);
     lm->num_layers -= nextn;
+    if ((status = read_ffn(src, lm, lm->num_layers))) return status;
     if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") == KVC_GGUF_NONE) {
         return refuse(src, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
     }
-    size_t value_dim;
+    size_t value_dim, window_value_dim;
     if ((status = size_param(src, "attention.key_length", lm->dim / lm->num_heads, &lm->head_dim)) ||
         (status = size_param(src, "attention.value_length", lm->head_dim, &value_dim))) {
         return status;
@@ -350,40 +453,49 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     /* RoPE turns the first rope_dims channels of a head (llama.cpp's n_rot;
      * Phi-4-mini 96 of 128) by rope.scaling.attn_factor's scale (the
      * converter's LongRoPE magnitude; llama.cpp multiplies cos and sin by it
-     * whatever the factors, and takes 1 without the key). */
+     * whatever the factors, and takes 1 without the key).  Window layers may
+     * have a head size and RoPE channels of their own (gemma4: 256 and 256,
+     * against 512 and 512 of which factors leave 384 unturned); llama.cpp
+     * takes the global layers' where the file does not say. */
     if ((status = size_param(src, "rope.dimension_count", lm->head_dim, &lm->rope_dims)) ||
-        (status = real_param(src, "rope.scaling.attn_factor", 1.0f, &lm->rope_scale))) {
+        (status = real_param(src, "rope.scaling.attn_factor", 1.0f, &lm->rope_scale)) ||
+        (status = size_param(src, "attention.key_length_swa", lm->head_dim, &lm->window_head_dim)) ||
+        (status = size_param(src, "attention.value_length_swa", lm->window_head_dim, &window_value_dim)) ||
+        (status = size_param(src, "rope.dimension_count_swa", lm->rope_dims, &lm->window_rope_dims))) {
         return status;
     }
     /* The query's width is a size like the others: a product of two that
      * passed 32 bits would wrap in wasm32 to a width a small attn_q.weight
      * matches. */
-    if (value_dim != lm->head_dim || lm->rope_dims % 2 || lm->rope_dims > lm->head_dim || lm->head_dim % 2 ||
-        lm->head_dim > KVC_MAX_HEAD_DIM ||
-        lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % lm->num_kv_heads ||
-        lm->num_heads > KVC_LM_MAX_SIZE / lm->head_dim) {
+    const size_t widest_head = lm->head_dim > lm->window_head_dim ? lm->head_dim : lm->window_head_dim;
+    if (value_dim != lm->head_dim || window_value_dim != lm->window_head_dim || lm->rope_dims % 2 ||
+        lm->rope_dims > lm->head_dim || lm->window_rope_dims % 2 || lm->window_rope_dims > lm->window_head_dim ||
+        lm->head_dim % 2 || lm->window_head_dim % 2 || widest_head > KVC_MAX_HEAD_DIM ||
+        lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads > KVC_LM_MAX_SIZE / widest_head) {
         return refuse(src, KVC_E_MODEL_FILE,
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, lm->rope_dims, lm->num_kv_heads);
     }
+    lm->widest_head = widest_head;
     /* The sliding window, where the architecture has windowed layers and
      * the file gives one (llama.cpp attends globally everywhere without it). */
     if (lm->arch->global_every && arch_key(src, "attention.sliding_window") != KVC_GGUF_NONE &&
         (status = size_param(src, "attention.sliding_window", 0, &lm->window))) {
         return status;
     }
-    lm->window_rope_base = lm->arch->window_rope_base > 0 ? lm->arch->window_rope_base : lm->rope_base;
-    const size_t scaling = arch_key(src, "rope.scaling.type");
-    if (scaling != KVC_GGUF_NONE) {
-        const char *type = NULL;
-        size_t type_len = 0;
-        if (kvc_gguf_string(src->gguf, scaling, 0, &type, &type_len) != KVC_OK ||
-            !(type_len == 4 && memcmp(type, "none", 4) == 0)) {
-            return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (Llama 3's comes as rope_freqs.weight, which is)",
-                          (int)(type_len < 32 ? type_len : 32), type ? type : "");
-        }
-    }
-    return KVC_OK;
+    if ((status = real_param(src, "rope.freq_base_swa", lm->arch->window_rope_base > 0 ? lm->arch->window_rope_base : lm->rope_base,
+                             &lm->window_rope_base)))
+        return status;
+    /* The logits' cap: the file's, else the architecture's (llama.cpp's
+     * hparams default of 30, which gemma4 keeps and gemma3 sets to none). */
+    lm->logit_softcap = lm->arch->logit_softcap;
+    if ((lm->arch->flags & KVC_ARCH_LOGIT_SOFTCAP) && arch_key(src, "final_logit_softcapping") != KVC_GGUF_NONE &&
+        (status = real_param(src, "final_logit_softcapping", 0, &lm->logit_softcap)))
+        return status;
+    if ((lm->arch->flags & KVC_ARCH_PER_LAYER_INPUT) &&
+        (status = layer_param(src, "embedding_length_per_layer_input", 0, 0, &lm->per_layer_dim)))
+        return status;
+    return read_rope_scaling(src, lm);
 }
 
 /* The shape of the recurrent layers, from the file: lfm2's convolution over
@@ -427,33 +539,93 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
-/* Each layer's kind (full, window, or the architecture's recurrent kind:
- * lfm2's where head_count_kv is 0, qwen35's where full_attention_interval
- * does not fall), window and RoPE table; the recurrent layers' shape. */
+/* Whether layer l attends over a window (before the window itself is
+ * known to be there): attention.sliding_window_pattern's entry (a list) or
+ * period, where the architecture reads it; else the architecture's period,
+ * every global_every-th layer global. */
+static kvc_status windowed_layer(lm_source *src, const kvc_lm *lm, size_t l, int *windowed) {
+    const kvc_arch *arch = lm->arch;
+    size_t period = arch->global_every, entry = 0;
+    int listed = 0;
+    kvc_status status = KVC_OK;
+    if ((arch->flags & KVC_ARCH_WINDOW_PATTERN) && arch_key(src, "attention.sliding_window_pattern") != KVC_GGUF_NONE) {
+        status = per_layer(src, "attention.sliding_window_pattern", lm->num_layers, &listed);
+        if (status == KVC_OK) status = listed ? layer_param(src, "attention.sliding_window_pattern", l, 0, &entry)
+                                              : size_param(src, "attention.sliding_window_pattern", 0, &period);
+    }
+    *windowed = listed ? entry != 0 : period && (l + 1) % period != 0;
+    return status;
+}
+
+/* Each layer's kind (full, window, shared, or the architecture's recurrent
+ * kind: lfm2's where head_count_kv is 0, qwen35's where
+ * full_attention_interval does not fall), window, RoPE table and sizes;
+ * the recurrent layers' shape.  A shared layer (the last
+ * attention.shared_kv_layers) attends over the last layer before them of
+ * its own kind, window or global: llama.cpp's n_layer_kv_from_start - 2 and
+ * - 1 in the files it reads, whose last two layers with rows are a window
+ * and a global one. */
 static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
     const kvc_arch *arch = lm->arch;
-    size_t interval = arch->attention_every;
+    size_t interval = arch->attention_every, shared = 0;
     kvc_status status;
     if (arch->recurrent == KVC_KIND_DELTA && (status = size_param(src, "full_attention_interval", interval, &interval)))
         return status;
+    if ((arch->flags & KVC_ARCH_SHARED_KV) && (status = layer_param(src, "attention.shared_kv_layers", 0, 0, &shared)))
+        return status;
+    if (shared >= lm->num_layers)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.shared_kv_layers is %zu of %zu blocks", arch->name, shared, lm->num_layers);
+    const size_t owning = lm->num_layers - shared;
     size_t recurrent = 0;
     for (size_t l = 0; l < lm->num_layers; l++) {
+        kvc_layer_plan *plan = &lm->plans[l];
         size_t kv_heads = 1;
-        if (arch->recurrent == KVC_KIND_CONV && (status = layer_param(src, "attention.head_count_kv", l, 1, &kv_heads)))
+        int windowed_kind = 0;
+        if ((status = layer_param(src, "attention.head_count_kv", l, lm->num_heads, &kv_heads)) ||
+            (status = layer_param(src, "feed_forward_length", l, 0, &plan->ffn_dim)) ||
+            (status = windowed_layer(src, lm, l, &windowed_kind)))
             return status;
         const int is_recurrent = arch->recurrent == KVC_KIND_CONV    ? kv_heads == 0
                                  : arch->recurrent == KVC_KIND_DELTA ? (l + 1) % interval != 0
                                                                      : 0;
-        const int windowed = !is_recurrent && lm->window && (l + 1) % arch->global_every != 0;
-        kvc_layer_plan *plan = &lm->plans[l];
+        const int windowed = !is_recurrent && lm->window && windowed_kind;
         plan->kind = is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
         plan->window = windowed ? lm->window : 0;
         plan->rope_table = arch->nope_every && (l + 1) % arch->nope_every == 0 ? KVC_ROPE_NONE
                            : windowed                                          ? KVC_ROPE_WINDOW
                                                                                : KVC_ROPE_GLOBAL;
+        plan->head_dim = windowed ? lm->window_head_dim : lm->head_dim;
+        plan->rope_dims = windowed ? lm->window_rope_dims : lm->rope_dims;
+        plan->kv_heads = is_recurrent ? 0 : kv_heads;
+        plan->owner = SIZE_MAX;
+        if (!is_recurrent && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
+            return refuse(src, KVC_E_MODEL_FILE, "layer %zu: %zu query heads do not share %zu KV heads", l, lm->num_heads, kv_heads);
+        if (l >= owning) {
+            for (size_t o = owning; o-- > 0 && plan->owner == SIZE_MAX;)
+                if (lm->plans[o].kind == plan->kind) plan->owner = o;
+            if (plan->owner == SIZE_MAX || lm->plans[plan->owner].kv_heads != plan->kv_heads)
+                return refuse(src, KVC_E_MODEL_FILE, "layer %zu shares keys and values, and no layer with rows before it is of its kind and shape", l);
+            plan->kind = KVC_KIND_SHARED;
+        }
         recurrent += is_recurrent;
     }
     return recurrent ? read_recurrent_shape(src, lm) : KVC_OK;
+}
+
+/* The per-layer input's tables: a row of every block's slice a token
+ * (per_layer_token_embd), the projection of the embedding beside it and
+ * that projection's norm. */
+static kvc_status bind_per_layer_input(lm_source *src, kvc_lm *lm) {
+    if (lm->per_layer_dim > KVC_LM_MAX_SIZE / lm->num_layers)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.embedding_length_per_layer_input is %zu: too wide for %zu blocks",
+                      lm->arch->name, lm->per_layer_dim, lm->num_layers);
+    const size_t width = lm->per_layer_dim * lm->num_layers;
+    kvc_status status;
+    if ((status = bind(src, "per_layer_token_embd.weight", width, lm->vocab_size, 0, &lm->per_layer_embd)) ||
+        (status = bind(src, "per_layer_model_proj.weight", lm->dim, width, 0, &lm->per_layer_proj)) ||
+        (status = bind(src, "per_layer_proj_norm.weight", lm->per_layer_dim, 0, 0, &lm->per_layer_norm)))
+        return status;
+    return KVC_OK;
 }
 
 kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len) {
@@ -496,6 +668,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     }
     if (status == KVC_OK) status = bind(&src, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
+    if (status == KVC_OK && lm->per_layer_dim) status = bind_per_layer_input(&src, lm);
     if (status == KVC_OK) status = bind_rope_factors(&src, lm);
     for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
     if (status == KVC_OK) *out = lm;
@@ -525,14 +698,16 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
     /* At least a byte, so that a model of no tensor data has a pointer. */
     lm->weights = lm->weights_bytes < SIZE_MAX ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
     if (!lm->weights) return KVC_E_NOMEM;
-    kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs};
+    kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
+                           &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) place(model[i], lm->weights);
     for (size_t l = 0; l < lm->num_layers; l++) {
         kvc_block *b = &lm->blocks[l];
         kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
                                &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
                                &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
-                               &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm};
+                               &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm,
+                               &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], lm->weights);
     }
     return KVC_OK;
@@ -566,6 +741,16 @@ size_t kvc_lm_layer_window(const kvc_lm *lm, size_t layer) {
 kvc_kind kvc_lm_layer_kind(const kvc_lm *lm, size_t layer) {
     return lm && layer < lm->num_layers ? lm->plans[layer].kind : KVC_KIND_FULL;
 }
+size_t kvc_lm_layer_head_dim(const kvc_lm *lm, size_t layer) {
+    return lm && layer < lm->num_layers ? lm->plans[layer].head_dim : 0;
+}
+size_t kvc_lm_layer_kv_heads(const kvc_lm *lm, size_t layer) {
+    return lm && layer < lm->num_layers ? lm->plans[layer].kv_heads : 0;
+}
+size_t kvc_lm_layer_owner(const kvc_lm *lm, size_t layer) {
+    return lm && layer < lm->num_layers ? lm->plans[layer].owner : SIZE_MAX;
+}
+size_t kvc_lm_per_layer_dim(const kvc_lm *lm) { return lm ? lm->per_layer_dim : 0; }
 size_t kvc_lm_recurrent_channels(const kvc_lm *lm) { return lm ? lm->recurrent.channels : 0; }
 size_t kvc_lm_recurrent_kernel(const kvc_lm *lm) { return lm ? lm->recurrent.kernel : 0; }
 size_t kvc_lm_recurrent_key_heads(const kvc_lm *lm) { return lm ? lm->recurrent.key_heads : 0; }

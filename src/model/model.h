@@ -18,6 +18,21 @@ typedef enum kvc_rope_pairing {
     KVC_ROPE_HALVES    /* (i, i + rope_dims / 2): NeoX's (qwen2, qwen3, phi3) */
 } kvc_rope_pairing;
 
+/* How a RoPE table turns the first `dims` channels of a head: pair i by
+ * the angle position * base^(-2i / dims) / factor_i (factors NULL: all 1),
+ * its cos and sin times `scale`.  freq_scale below 1 interpolates the angle
+ * (linear scaling: the angle times it); YaRN (ext_factor 1) takes the
+ * interpolated angle for the pairs past corr_high, the original one for
+ * those before corr_low, a mix between, and scales cos and sin by
+ * 1 + 0.1 ln(1 / freq_scale) besides -- ggml's rope_yarn. */
+typedef struct kvc_rope_params {
+    size_t dims;
+    float base;
+    const float *factors;
+    float scale;
+    float freq_scale, ext_factor, corr_low, corr_high;
+} kvc_rope_params;
+
 /* What a block of an architecture has beyond llama's. */
 enum {
     KVC_ARCH_QKV_BIAS = 1u << 0,   /* attn_{q,k,v}.bias (qwen2) */
@@ -28,8 +43,24 @@ enum {
     KVC_ARCH_FUSED_QKV = 1u << 4,   /* attn_qkv: q's rows, then k's, then v's, in place of
                                        attn_{q,k,v} when the file has it (phi3) */
     KVC_ARCH_FUSED_GATE_UP = 1u << 5, /* ffn_up: the gate's rows, then up's; no ffn_gate (phi3) */
-    KVC_ARCH_GATED_ATTN = 1u << 6     /* attn_q: per head its queries, then as many gates; the
+    KVC_ARCH_GATED_ATTN = 1u << 6,    /* attn_q: per head its queries, then as many gates; the
                                          attention's output times sigmoid(gate) (qwen35) */
+    KVC_ARCH_V_NORM = 1u << 7,        /* V RMS-normalised per head, without a weight; a block
+                                         without attn_v takes its V from attn_k's product (gemma4) */
+    KVC_ARCH_LOGIT_SOFTCAP = 1u << 8, /* final_logit_softcapping (else kvc_arch.logit_softcap):
+                                         logits = cap * tanh(logits / cap) */
+    KVC_ARCH_SHARED_KV = 1u << 9,     /* attention.shared_kv_layers: the last blocks attend over the
+                                         rows of the last block of their kind that owns rows (gemma4) */
+    KVC_ARCH_PER_LAYER_INPUT = 1u << 10, /* embedding_length_per_layer_input: per-layer embeddings
+                                            (per_layer_token_embd and its projection) gated into
+                                            each block's output (gemma4) */
+    KVC_ARCH_WINDOW_PATTERN = 1u << 11, /* attention.sliding_window_pattern, a list of the windowed
+                                           layers or their period, in place of global_every (gemma4) */
+    KVC_ARCH_OUTPUT_SCALE = 1u << 12,   /* layer_output_scale ([1], optional): each block's output,
+                                           the residual stream, times it (gemma4) */
+    KVC_ARCH_QUERY_TEMPERATURE = 1u << 13 /* attention.temperature_scale s: the queries at position p
+                                             times 1 + s ln(floor(p / original context) + 1)
+                                             (mistral3: Llama 4's attention temperature) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
@@ -59,16 +90,25 @@ typedef struct kvc_arch {
     /* The FFN's norm and the final norm under their names in the file
      * (NULL: ffn_norm.weight, output_norm.weight). */
     const char *ffn_norm, *output_norm;
+    /* The attention's scale of q.k (0: 1 / sqrt(head size)). */
+    float attention_scale;
+    /* KVC_ARCH_LOGIT_SOFTCAP: the cap where the file gives none (0: none). */
+    float logit_softcap;
 } kvc_arch;
 
-/* What differs from layer to layer: its kind (full, window, or the
- * architecture's recurrent kind), its attention's window (0: global) and
- * its RoPE table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW or KVC_ROPE_NONE). */
+/* What differs from layer to layer: its kind (full, window, shared, or the
+ * architecture's recurrent kind), its attention's window (0: global), its
+ * RoPE table (KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW or KVC_ROPE_NONE), the sizes
+ * of its attention and FFN (gemma4's window and global layers differ in
+ * head size, its shared-KV blocks in FFN width), and a shared layer's owner:
+ * the layer whose rows it attends over. */
 enum { KVC_ROPE_GLOBAL, KVC_ROPE_WINDOW, KVC_ROPE_NONE };
 typedef struct kvc_layer_plan {
     kvc_kind kind;
     size_t window;
     int rope_table;
+    size_t head_dim, kv_heads, rope_dims, ffn_dim;
+    size_t owner;
 } kvc_layer_plan;
 
 /* The geometry of a model's recurrent layers (recurrent.c's): the
@@ -110,6 +150,11 @@ typedef struct kvc_block {
      * the norm of each head's output (ssm_norm). */
     kvc_tensor in_proj, conv, out_proj;
     kvc_tensor z_proj, beta_proj, alpha_proj, dt_bias, decay_rate, head_norm;
+    /* KVC_ARCH_PER_LAYER_INPUT: the gate of the block's slice of the
+     * per-layer input (inp_gate), its projection back (proj), that
+     * projection's norm (post_norm), and the block's output scale
+     * (layer_output_scale, [1]; optional). */
+    kvc_tensor ple_gate, ple_proj, ple_norm, out_scale;
 } kvc_block;
 
 /* What a forward pass works in, sized for `tokens` tokens and grown on
@@ -131,6 +176,8 @@ typedef struct kvc_lm_scratch {
     float *mass;      /* the attention each token gave each slot, summed over heads */
     float *vector;    /* a vector weight (norm, bias) of another type than F32, as f32 */
     float *rope_factors; /* the RoPE factors (kvc_lm.rope_freqs), as f32 when they are not F32 */
+    float *per_layer; /* [tokens x layers x per_layer_dim]: each token's per-layer inputs */
+    float *query_scale; /* [tokens]: KVC_ARCH_QUERY_TEMPERATURE's factor of each token's queries */
 } kvc_lm_scratch;
 
 /* The importance a verify's tokens gave, held until kvc_lm_keep: per layer,
@@ -146,10 +193,23 @@ typedef struct kvc_lm_pending {
 
 struct kvc_lm {
     const kvc_arch *arch;
+    /* num_kv_heads and ffn_dim: the most any layer has; head_dim: the global
+     * layers' (kvc_layer_plan says each layer's) */
     size_t num_layers, dim, num_heads, num_kv_heads, head_dim, ffn_dim, vocab_size, context_length;
     size_t rope_dims; /* the channels of a head RoPE rotates: even, <= head_dim */
+    size_t window_head_dim, window_rope_dims; /* the same of the window layers */
+    size_t widest_head; /* the larger of the two head sizes */
     float rms_eps, rope_base, window_rope_base;
+    float logit_softcap; /* KVC_ARCH_LOGIT_SOFTCAP: the cap (0: none) */
+    size_t per_layer_dim; /* KVC_ARCH_PER_LAYER_INPUT: each block's slice of a token's per-layer input (0: none) */
     float rope_scale; /* rope.scaling.attn_factor: RoPE's cos and sin times it (1: none) */
+    /* The global and window layers' RoPE (the global ones' factors set as a
+     * pass begins, from rope_freqs). */
+    kvc_rope_params rope_global, rope_window;
+    /* KVC_ARCH_QUERY_TEMPERATURE: attention.temperature_scale, and the
+     * positions a step of it spans (rope.scaling.original_context_length). */
+    float temperature_scale;
+    size_t temperature_floor;
     size_t window; /* attention.sliding_window (0: none) */
     kvc_layer_plan *plans; /* [num_layers] */
     kvc_recurrent_shape recurrent; /* of the recurrent layers, if any */
@@ -158,6 +218,10 @@ struct kvc_lm {
     /* rope_freqs: the per-pair divisors of RoPE's angles [rope_dims / 2] it
      * uses, Llama 3's rope_freqs.weight or one of LongRoPE's (lm.c), or absent. */
     kvc_tensor token_embd, output_norm, output, rope_freqs;
+    /* KVC_ARCH_PER_LAYER_INPUT: the per-layer embeddings [layers x
+     * per_layer_dim per token], the projection of the embedding that joins
+     * them, and its norm [per_layer_dim]. */
+    kvc_tensor per_layer_embd, per_layer_proj, per_layer_norm;
     kvc_block *blocks;
     kvc_lm_scratch scratch;
     kvc_lm_pending pending;
@@ -167,12 +231,11 @@ struct kvc_lm {
 void kvc_lm_scratch_free(kvc_lm_scratch *scratch);
 
 /* ---- ops.c: the block's element-wise arithmetic, on f32 rows ---- */
-/* out = x * (1 / sqrt(mean(x^2) + eps)) * weight, the mean summed in double. */
+/* out = x * (1 / sqrt(mean(x^2) + eps)) * weight (NULL: no weight), the mean summed in double. */
 void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float *out);
-/* scale * cos and scale * sin of position * theta_i, theta_i = base^(-2i /
- * rope_dims) / factor_i (factors NULL: all 1), for i < rope_dims / 2:
- * table[i], table[rope_dims / 2 + i]. */
-void kvc_rope_table(size_t rope_dims, size_t position, float base, const float *factors, float scale, float *table);
+/* cos and sin of each pair's angle at `position`, as rope says: table[i],
+ * table[dims / 2 + i] for i < dims / 2. */
+void kvc_rope_table(const kvc_rope_params *rope, size_t position, float *table);
 /* Rotates the first rope_dims channels of each of `heads` heads of x
  * [heads x head_dim] by the table; the others stay. */
 void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pairing pairing, const float *table,
@@ -183,6 +246,8 @@ void kvc_swiglu(size_t n, float *gate, const float *up);
 void kvc_geglu_tanh(size_t n, float *gate, const float *up);
 /* x += y */
 void kvc_add(size_t n, float *x, const float *y);
+/* x = cap * tanh(x / cap) */
+void kvc_softcap(size_t n, float *x, float cap);
 
 /* ---- matmul.c: products with weights, on the thread pool ---- */
 /* One product of a pass: y[t * y_stride + r] = dot(row r of w, x_t). */

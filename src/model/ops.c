@@ -1,6 +1,6 @@
 /*
  * ops.c -- the element-wise arithmetic of a transformer block, on f32 rows:
- * RMSNorm, RoPE, SwiGLU and GeGLU and the residual add.  Each costs O(dim) per token
+ * RMSNorm, RoPE, SwiGLU and GeGLU, the residual add and the logits' soft cap.  Each costs O(dim) per token
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
  * in double, RoPE's angles from powf) -- but SwiGLU, whose exponential per
@@ -16,14 +16,32 @@ void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float
     for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
+    if (!weight) {
+        for (size_t i = 0; i < n; i++) out[i] = x[i] * scale;
+        return;
+    }
     for (size_t i = 0; i < n; i++) out[i] = (x[i] * scale) * weight[i];
 }
 
-void kvc_rope_table(size_t rope_dims, size_t position, float base, const float *factors, float scale, float *table) {
-    const size_t half = rope_dims / 2;
+/* ggml's rope_yarn_ramp: 1 for the pairs before low, 0 past high. */
+static float yarn_ramp(float low, float high, size_t pair) {
+    const float y = ((float)pair - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+void kvc_rope_table(const kvc_rope_params *rope, size_t position, float *table) {
+    const size_t half = rope->dims / 2;
+    float scale = rope->scale;
+    if (rope->ext_factor != 0.0f) scale *= 1.0f + 0.1f * logf(1.0f / rope->freq_scale);
     for (size_t i = 0; i < half; i++) {
-        float theta = (float)position * powf(base, -2.0f * (float)i / (float)rope_dims);
-        if (factors) theta /= factors[i];
+        float extrapolated = (float)position * powf(rope->base, -2.0f * (float)i / (float)rope->dims);
+        if (rope->factors) extrapolated /= rope->factors[i];
+        const float interpolated = rope->freq_scale * extrapolated;
+        float theta = interpolated;
+        if (rope->ext_factor != 0.0f) {
+            const float mix = yarn_ramp(rope->corr_low, rope->corr_high, i) * rope->ext_factor;
+            theta = interpolated * (1.0f - mix) + extrapolated * mix;
+        }
         table[i] = cosf(theta) * scale;
         table[half + i] = sinf(theta) * scale;
     }
@@ -63,4 +81,10 @@ void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
 
 void kvc_add(size_t n, float *x, const float *y) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void kvc_softcap(size_t n, float *x, float cap) {
+    /* ggml's three steps: a scale by 1 / cap, tanh, a scale by cap. */
+    const float inverse = 1.0f / cap;
+    for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inverse) * cap;
 }

@@ -140,7 +140,8 @@ TEST(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_res
      * and (2, 3) adjacent; angles pos * base^(-2i / 4) / factor_i. */
     const float factors[2] = {2.0f, 4.0f};
     float table[4];
-    kvc_rope_table(4, 3, 100.0f, factors, 1.5f, table);
+    const kvc_rope_params rope = {.dims = 4, .base = 100.0f, .factors = factors, .scale = 1.5f, .freq_scale = 1.0f};
+    kvc_rope_table(&rope, 3, table);
     const float theta[2] = {3.0f / 2.0f, 3.0f * 0.1f / 4.0f};
     for (size_t i = 0; i < 2; i++) {
         CHECK(fabsf(table[i] - 1.5f * cosf(theta[i])) < 1e-6f && fabsf(table[2 + i] - 1.5f * sinf(theta[i])) < 1e-6f);

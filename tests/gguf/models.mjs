@@ -59,6 +59,21 @@ export const GEOMETRIES = {
   // Qwen3.5's block: gated delta rules (2 key heads, 4 value heads of 32, 4 taps) and gated
   // attention every fourth layer, RoPE on 16 channels of 64.
   'tiny-qwen35': { name: 'tiny-qwen35', architecture: 'qwen35', dim: 256, numLayers: 8, numHeads: 4, numKvHeads: 2, headDim: 64, ropeDims: 16, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 32, groupCount: 2, timeStepRank: 4 } },
+  // Gemma 4's block at E2B's proportions: window layers (head 64, window 16) and global ones
+  // (head 128, RoPE on a quarter of it) in E2B's pattern of four to one, the last 5 of 10 blocks
+  // sharing the keys and values of the last window and global blocks before them (and twice as
+  // wide an FFN), per-layer embeddings of 64 a block, logits capped at 30.
+  'tiny-gemma4': { name: 'tiny-gemma4', architecture: 'gemma4', dim: 256, numLayers: 10, numHeads: 4, numKvHeads: 1, headDim: 64, globalHeadDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 16, windowPeriod: 5, sharedKvLayers: 5, doubleWideMlp: true, perLayerDim: 64, softcap: 30 },
+  // Gemma 4's larger block (31B's): no shared layers nor per-layer embeddings, fewer KV heads in
+  // the global layers (head_count_kv a list), whose V is K's projection (no attn_v); period 6.
+  'tiny-gemma4-kv': { name: 'tiny-gemma4-kv', architecture: 'gemma4', dim: 256, numLayers: 6, numHeads: 4, numKvHeads: 2, globalKvHeads: 1, headDim: 64, globalHeadDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 16, windowPeriod: 6, sharedKvLayers: 0, kEqV: true, perLayerDim: 0, softcap: 30 },
+  'gemma-4-e2b': { name: 'gemma-4-e2b', architecture: 'gemma4', dim: 1536, numLayers: 35, numHeads: 8, numKvHeads: 1, headDim: 256, globalHeadDim: 512, hiddenDim: 6144, vocabSize: 262144, contextLength: 131072, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512, windowPeriod: 5, sharedKvLayers: 20, doubleWideMlp: true, perLayerDim: 256, softcap: 30 },
+  'gemma-4-e4b': { name: 'gemma-4-e4b', architecture: 'gemma4', dim: 2560, numLayers: 42, numHeads: 8, numKvHeads: 2, headDim: 256, globalHeadDim: 512, hiddenDim: 10240, vocabSize: 262144, contextLength: 131072, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512, windowPeriod: 6, sharedKvLayers: 18, perLayerDim: 256, softcap: 30 },
+  // Ministral 3's block (llama's) with its YaRN (factor 16, betas 32 and 1, mscale 1) and Llama 4's
+  // attention temperature (beta 0.1) over an original context of 32, so that 128 tokens step the
+  // temperature three times and YaRN turns its slow pairs as it would past 16k.
+  'tiny-mistral3': { name: 'tiny-mistral3', architecture: 'mistral3', dim: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-5, tied: true, yarn: { factor: 16, originalContextLength: 32, betaFast: 32, betaSlow: 1, logMultiplier: 1 }, temperatureScale: 0.1 },
+  'ministral-3-3b': { name: 'ministral-3-3b', architecture: 'mistral3', dim: 3072, numLayers: 26, numHeads: 32, numKvHeads: 8, headDim: 128, hiddenDim: 9216, vocabSize: 131072, contextLength: 262144, ropeBase: 1000000, eps: 1e-5, tied: true, yarn: { factor: 16, originalContextLength: 16384, betaFast: 32, betaSlow: 1, logMultiplier: 1 }, temperatureScale: 0.1 },
   'lfm2-350m': { name: 'lfm2-350m', architecture: 'lfm2', dim: 1024, numLayers: 16, numHeads: 16, numKvHeads: 8, hiddenDim: 4608, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
   'lfm2-1.2b': { name: 'lfm2-1.2b', architecture: 'lfm2', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
   'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', architecture: 'qwen35', dim: 1024, numLayers: 24, numHeads: 8, numKvHeads: 2, headDim: 256, ropeDims: 64, hiddenDim: 3584, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 16 } },
@@ -104,7 +119,37 @@ const ARCHITECTURES = {
   // full_attention_interval; attn_q holds each head's queries and gates; a recurrent layer has
   // attn_qkv, attn_gate and the ssm_* tensors; every block's FFN is normed by post_attention_norm.
   qwen35: { llamaKeys: false, qkvBias: false, qkNorm: true, gatedAttn: true, recurrent: 'delta' },
+  // Gemma4Model (Gemma3Model's keys, then its own): window and global layers of their own head
+  // size (key_length_swa) and RoPE (rope.dimension_count_swa, rope.freq_base_swa; the global
+  // layers' partial RoPE as rope_freqs.weight), the window pattern as a list, shared_kv_layers,
+  // the per-layer input's width; each block's k_norm and V only where it owns rows, V from K's
+  // projection where the checkpoint has attention_k_eq_v (no attn_v), per-layer input tensors,
+  // layer_output_scale.
+  gemma4: { llamaKeys: false, qkvBias: false, qkNorm: true, postNorms: true },
+  // Ministral3Model is a LlamaModel; TextModel writes the YaRN keys of rope_parameters, it the
+  // log multiplier (mscale_all_dim) and attention.temperature_scale (llama_4_scaling_beta).
+  mistral3: { llamaKeys: true, qkvBias: false, qkNorm: false },
 };
+
+/** gemma4: whether layer l of geometry g is a window layer (its pattern: every windowPeriod-th global). */
+const isWindowLayer = (g, l) => (l + 1) % g.windowPeriod !== 0;
+/** gemma4: whether layer l holds rows (the last sharedKvLayers read those of earlier ones). */
+const ownsRows = (g, l) => l < g.numLayers - (g.sharedKvLayers ?? 0);
+/** gemma4: layer l's head size, KV heads and FFN width. */
+function gemma4Layer(g, l) {
+  const window = isWindowLayer(g, l);
+  return {
+    window, headDim: window ? g.headDim : g.globalHeadDim,
+    kvHeads: window ? g.numKvHeads : g.globalKvHeads ?? g.numKvHeads,
+    hiddenDim: g.doubleWideMlp && !ownsRows(g, l) ? 2 * g.hiddenDim : g.hiddenDim,
+  };
+}
+
+/** gemma4's rope_freqs.weight (Gemma4Model.generate_extra_tensors): 1 for the pairs a quarter of the global head turns, 1e30 (no turn) for the rest. */
+function proportionalRopeFactors(g) {
+  const pairs = g.globalHeadDim / 2, turned = Math.trunc((g.globalHeadDim * 0.25) / 2);
+  return Float32Array.from({ length: pairs }, (_, i) => (i < turned ? 1 : 1e30));
+}
 
 /** Whether layer l of geometry g is recurrent (lfm2: not in attentionLayers; qwen35: not every fourth). */
 export function isRecurrentLayer(g, l) {
@@ -260,7 +305,9 @@ function modelMetadata(g, { name, mix }) {
   const arch = architectureOf(g);
   const key = (suffix) => `${arch}.${suffix}`;
   const { llamaKeys, longRope = false } = ARCHITECTURES[arch];
-  return [
+  // A key written twice (Gemma4Model's head sizes and per-layer lists after Gemma3Model's) keeps
+  // its place and takes the later value, as the converter's writer does.
+  return [...new Map([
     ['general.architecture', arch],
     ['general.name', name],
     ['general.file_type', gguf.u32(FILE_TYPES[mix] ?? 0)],
@@ -285,6 +332,16 @@ function modelMetadata(g, { name, mix }) {
       [key('rope.scaling.attn_factor'), gguf.f32(longRopeAttnFactor(g))],
     ] : []),
     ...(arch === 'lfm2' ? [[key('shortconv.l_cache'), gguf.u32(g.convTaps)]] : []),
+    ...(arch === 'gemma4' ? gemma4Metadata(g, key) : []),
+    ...(g.yarn ? [
+      [key('rope.scaling.type'), 'yarn'],
+      [key('rope.scaling.factor'), gguf.f32(g.yarn.factor)],
+      [key('rope.scaling.original_context_length'), gguf.u32(g.yarn.originalContextLength)],
+      [key('rope.scaling.yarn_beta_fast'), gguf.f32(g.yarn.betaFast)],
+      [key('rope.scaling.yarn_beta_slow'), gguf.f32(g.yarn.betaSlow)],
+      [key('rope.scaling.yarn_log_multiplier'), gguf.f32(g.yarn.logMultiplier)],
+      [key('attention.temperature_scale'), gguf.f32(g.temperatureScale)],
+    ] : []),
     ...(arch === 'qwen35' ? [
       [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
       [key('rope.dimension_sections'), gguf.array('i32', [11, 11, 10, 0])],
@@ -295,6 +352,27 @@ function modelMetadata(g, { name, mix }) {
       [key('ssm.inner_size'), gguf.u32(deltaShape(g).inner)],
       [key('full_attention_interval'), gguf.u32(4)],
     ] : []),
+  ])];
+}
+
+/** Gemma4Model's keys beyond Gemma3Model's (which wrote key_length and value_length, and the final logit cap). */
+function gemma4Metadata(g, key) {
+  const layers = Array.from({ length: g.numLayers }, (_, l) => gemma4Layer(g, l));
+  return [
+    [key('attention.key_length'), gguf.u32(g.globalHeadDim)],
+    [key('attention.value_length'), gguf.u32(g.globalHeadDim)],
+    [key('rope.freq_base_swa'), gguf.f32(10000)],
+    [key('final_logit_softcapping'), gguf.f32(g.softcap)],
+    [key('attention.sliding_window'), gguf.u32(g.slidingWindow)],
+    [key('attention.shared_kv_layers'), gguf.u32(g.sharedKvLayers)],
+    [key('embedding_length_per_layer_input'), gguf.u32(g.perLayerDim)],
+    [key('attention.sliding_window_pattern'), gguf.array('bool', layers.map((x) => x.window))],
+    [key('attention.key_length_swa'), gguf.u32(g.headDim)],
+    [key('attention.value_length_swa'), gguf.u32(g.headDim)],
+    ...(g.doubleWideMlp ? [[key('feed_forward_length'), gguf.array('i32', layers.map((x) => x.hiddenDim))]] : []),
+    ...(g.globalKvHeads ? [[key('attention.head_count_kv'), gguf.array('i32', layers.map((x) => x.kvHeads))]] : []),
+    [key('rope.dimension_count'), gguf.u32(g.globalHeadDim)],
+    [key('rope.dimension_count_swa'), gguf.u32(g.headDim)],
   ];
 }
 
@@ -354,6 +432,7 @@ function modelTensors(g) {
   if (longRope) {
     for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight']) list.push({ name, dims: [ropeDimsOf(g) / 2], layer: -1 });
   }
+  if (architectureOf(g) === 'gemma4') return gemma4Tensors(g);
   list.push({ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 });
   for (let l = 0; l < numLayers; l++) {
     const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
@@ -407,6 +486,46 @@ function modelTensors(g) {
   return list;
 }
 
+/** gemma4's tensors, in the converter's order (its generated rope_freqs first). */
+function gemma4Tensors(g) {
+  const { dim, vocabSize, numLayers, perLayerDim } = g;
+  const list = [
+    { name: 'rope_freqs.weight', dims: [g.globalHeadDim / 2], layer: -1 },
+    { name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 },
+    ...(perLayerDim ? [
+      { name: 'per_layer_token_embd.weight', dims: [perLayerDim * numLayers, vocabSize], layer: -1 },
+      { name: 'per_layer_model_proj.weight', dims: [dim, perLayerDim * numLayers], layer: -1 },
+      { name: 'per_layer_proj_norm.weight', dims: [perLayerDim], layer: -1 },
+    ] : []),
+  ];
+  for (let l = 0; l < numLayers; l++) {
+    const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
+    const { window, headDim, kvHeads, hiddenDim } = gemma4Layer(g, l);
+    const owns = ownsRows(g, l);
+    list.push(
+      ...block('attn_norm.weight', [dim]),
+      ...block('attn_q.weight', [dim, g.numHeads * headDim]),
+      ...block('attn_k.weight', [dim, kvHeads * headDim], owns),
+      ...block('attn_v.weight', [dim, kvHeads * headDim], owns && !(g.kEqV && !window)),
+      ...block('attn_q_norm.weight', [headDim]),
+      ...block('attn_k_norm.weight', [headDim], owns),
+      ...block('attn_output.weight', [g.numHeads * headDim, dim]),
+      ...block('post_attention_norm.weight', [dim]),
+      ...block('ffn_norm.weight', [dim]),
+      ...block('ffn_gate.weight', [dim, hiddenDim]),
+      ...block('ffn_up.weight', [dim, hiddenDim]),
+      ...block('ffn_down.weight', [hiddenDim, dim]),
+      ...block('post_ffw_norm.weight', [dim]),
+      ...block('inp_gate.weight', [dim, perLayerDim], perLayerDim > 0),
+      ...block('proj.weight', [perLayerDim, dim], perLayerDim > 0),
+      ...block('post_norm.weight', [dim], perLayerDim > 0),
+      ...block('layer_output_scale.weight', [1]),
+    );
+  }
+  list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  return list;
+}
+
 /**
  * rope_freqs.weight as the converter computes it from a rope_scaling of
  * type llama3 (LlamaModel.generate_extra_tensors), in torch's float32 step
@@ -445,9 +564,18 @@ function randomRms(name, dims) {
 }
 
 /** Norm weights (output_norm, a block's and qwen3's per-head ones): 1 give or take 0.1, in f32. */
-function normWeights(count, random) {
-  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => 1 + 0.2 * (random.unit() - 0.5)));
+function normWeights(count, random, scale = 1) {
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => scale * (1 + 0.2 * (random.unit() - 0.5))));
 }
+
+/**
+ * gemma4's q and k norms: its attention does not divide q.k by sqrt(head),
+ * which trained norms make up for; norms of 1 would give scores of RMS
+ * sqrt(head), an attention so peaked that a last-bit difference moves it
+ * (llama.cpp's flash attention on against off: mean KL 3e-6 at 10 layers).
+ * Norms of head^-1/4 give q.k an RMS of 1, as 1/sqrt(head) does elsewhere.
+ */
+const qkNormScale = (g, name) => (architectureOf(g) === 'gemma4' && /attn_[qk]_norm/.test(name) ? 1 : 0);
 
 /**
  * Biases (qwen2's q, k and v): uniform in [-1, 1], in f32 -- an RMS of
@@ -496,7 +624,8 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
     const count = t.dims.reduce((a, b) => a * b, 1);
     if (t.name === 'rope_freqs.weight') {
-      return { ...t, type: typeName, data: () => GGML_TYPES.F32.encode(llama3RopeFactors(headDimOf(g), g.ropeBase, g.ropeScaling)) };
+      const factors = architectureOf(g) === 'gemma4' ? proportionalRopeFactors(g) : llama3RopeFactors(headDimOf(g), g.ropeBase, g.ropeScaling);
+      return { ...t, type: typeName, data: () => GGML_TYPES.F32.encode(factors) };
     }
     const tensorSeed = (seed * 1000003 + drawn++ * 7919) >>> 0;
     let data;
@@ -504,7 +633,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     else if (t.name.endsWith('.bias')) data = () => biasValues(count, rng(tensorSeed));
     else if (t.name.startsWith('rope_factors_')) data = () => ropeFactorValues(t.name, count, rng(tensorSeed));
     else if (t.name.endsWith('.ssm_a')) data = () => decayRates(count, rng(tensorSeed));
-    else data = () => normWeights(count, rng(tensorSeed));
+    else data = () => normWeights(count, rng(tensorSeed), qkNormScale(g, t.name) ? count ** -0.25 : 1);
     return { ...t, type: typeName, data };
   });
   const metadata = [...modelMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab)),

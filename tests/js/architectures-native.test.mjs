@@ -3,7 +3,11 @@
 // 128 positions -- gemma3's window of 16 crossed eight times; smollm3's
 // layers without RoPE; phi3's fused projections, RoPE on 48 channels of 64
 // and LongRoPE's long factors; lfm2's short convolutions and qwen35's gated
-// delta rules and gated attention -- in F32, Q8_0 and Q4_K_M. The bound is
+// delta rules and gated attention; gemma4's window and global layers of two
+// head sizes, shared-KV blocks, per-layer inputs and output scales (and, in
+// its -kv variant, V from K's projection and fewer global KV heads);
+// mistral3's YaRN and attention temperature over an original context of 32
+// -- in F32, Q8_0 and Q4_K_M. The bound is
 // llama.cpp's agreement with itself (flash attention on against off): the
 // runner's mean KL within it and within 1e-3, and its top-1 at least as
 // high, or every top-1 it misses a near tie. Each case prints both figures.
@@ -15,7 +19,7 @@ import { shown } from './architecture-cases.mjs';
 import { agreementWithNative, assertAsCloseAsLlamaCpp, nativeOracle } from './native-cases.mjs';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 
-const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-lfm2', 'tiny-qwen35'];
+const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-lfm2', 'tiny-qwen35', 'tiny-gemma4', 'tiny-gemma4-kv', 'tiny-mistral3'];
 // The hybrids' recurrent layers keep every 8-bit activation code that a
 // last-bit difference moved by one step in all later positions, and random
 // weights damp nothing: on quantized files the runner's distance to
