@@ -202,6 +202,7 @@ kvc_status test_hybrid_append(kvc_model *model, const test_hybrid *h, size_t at,
 typedef struct test_state {
     int kind, verifying;
     size_t draft_len;
+    size_t owner;        /* kvc_layer_owner: a shared layer's, SIZE_MAX for the rest */
     size_t num_kv_heads, head_dim, seq_len, memory_bytes;
     size_t next_position;
     int mode, field_frozen;
