@@ -122,6 +122,15 @@ int test_refused(const char *file, int line, const char *what, kvc_status got,
     return 0;
 }
 
+uint32_t test_crc32(const uint8_t *p, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
 void *test_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) {

@@ -270,6 +270,10 @@ int test_refused(const char *file, int line, const char *what, kvc_status got,
             return;                                                              \
     } while (0)
 
+/* CRC-32 as zlib's crc32 (reflected, polynomial 0xEDB88320), bit by bit: a
+ * snapshot's checksum, for tests that change its bytes. */
+uint32_t test_crc32(const uint8_t *p, size_t n);
+
 /* Allocation that the test stops on if it fails (the tests' own memory). */
 void *test_alloc(size_t bytes);
 

@@ -61,6 +61,27 @@ static int owners_as_plain(const kvc_model *model, const kvc_model *plain) {
            kvc_model_memory_bytes(model) == kvc_model_memory_bytes(plain);
 }
 
+/* A model with shared layers beside one of its owners alone, on the same data. */
+typedef struct side_by_side {
+    test_data data;
+    kvc_model *model, *plain;
+} side_by_side;
+
+/* seed's data of n positions; the model holding its first model_len, the
+ * plain one its first plain_len.  1 if both were made. */
+static int side_by_side_make(side_by_side *s, uint64_t seed, size_t n, size_t model_len, size_t plain_len) {
+    s->data = test_data_make(seed, n, H, D, 1);
+    s->model = model_with(&s->data, model_len, 1);
+    s->plain = model_with(&s->data, plain_len, 0);
+    return s->model && s->plain;
+}
+
+static void side_by_side_free(side_by_side *s) {
+    kvc_model_free(s->model);
+    kvc_model_free(s->plain);
+    test_data_free(&s->data);
+}
+
 static uint8_t *model_snapshot(const kvc_model *model, size_t *len) {
     *len = kvc_model_snapshot_size(model);
     uint8_t *bytes = test_alloc(*len);
@@ -183,12 +204,13 @@ TEST(model_create_should_refuse_a_shared_layer_without_an_earlier_layer_of_rows)
 }
 
 TEST(a_model_with_shared_layers_should_count_each_owner_once) {
-    test_data data = test_data_make(11, LEN, H, D, 1);
-    kvc_model *model = model_with(&data, 0, 1), *plain = model_with(&data, 0, 0);
-    CHECK(model && plain);
+    side_by_side s;
+    CHECK(side_by_side_make(&s, 11, LEN, 0, 0));
+    kvc_model *model = s.model, *plain = s.plain;
+    const test_data *data = &s.data;
     for (size_t at = 0; at < LEN; at += 30) {
-        CHECK_OK(append_to_owners(model, &data, at, 30));
-        CHECK_OK(append_to_owners(plain, &data, at, 30));
+        CHECK_OK(append_to_owners(model, data, at, 30));
+        CHECK_OK(append_to_owners(plain, data, at, 30));
         size_t owners_bytes = 0;
         for (size_t i = 0; i < OWNERS; i++) owners_bytes += kvc_layer_memory_bytes(kvc_model_layer(model, i));
         CHECK(owners_bytes > 0 && kvc_model_memory_bytes(model) == owners_bytes);
@@ -204,39 +226,35 @@ TEST(a_model_with_shared_layers_should_count_each_owner_once) {
     /* Capacity counts each shared layer's struct, no more than a few hundred bytes. */
     CHECK(kvc_model_capacity_bytes(model) > kvc_model_capacity_bytes(plain));
     CHECK(kvc_model_capacity_bytes(model) - kvc_model_capacity_bytes(plain) < (LAYERS - OWNERS) * 1024);
-    kvc_model_free(model);
-    kvc_model_free(plain);
-    test_data_free(&data);
+    side_by_side_free(&s);
 }
 
 TEST(accept_should_leave_the_owners_as_plain_appends_and_the_shared_layers_intact) {
     enum { START = 90, DRAFTS = 5 };
-    test_data data = test_data_make(12, START + DRAFTS, H, D, 1);
     for (size_t j = 0; j <= DRAFTS; j++) {
-        kvc_model *model = model_with(&data, START, 1), *plain = model_with(&data, START + j, 0);
-        CHECK(model && plain);
+        side_by_side s;
+        CHECK(side_by_side_make(&s, 12, START + DRAFTS, START, START + j));
+        kvc_model *model = s.model;
         CHECK_OK(kvc_model_begin_verify(model));
         CHECK(kvc_model_verifying(model));
-        CHECK_OK(append_to_owners(model, &data, START, DRAFTS));
+        CHECK_OK(append_to_owners(model, &s.data, START, DRAFTS));
         CHECK(kvc_layer_draft_len(kvc_model_layer(model, 0)) == DRAFTS);
         CHECK_MODEL_REFUSED(model, kvc_model_accept(model, DRAFTS + 1), KVC_E_ACCEPT);
         CHECK_OK(kvc_model_accept(model, j));
         CHECK(!kvc_model_verifying(model));
-        CHECK(owners_as_plain(model, plain));
-        kvc_model_free(model);
-        kvc_model_free(plain);
+        CHECK(owners_as_plain(model, s.plain));
+        side_by_side_free(&s);
     }
-    test_data_free(&data);
 }
 
 TEST(truncate_evict_and_clear_should_reach_the_owners_and_pass_the_shared_layers_by) {
-    test_data data = test_data_make(13, LEN, H, D, 1);
-    kvc_model *model = model_with(&data, 0, 1), *plain = model_with(&data, 0, 0);
-    CHECK(model && plain);
+    side_by_side s;
+    CHECK(side_by_side_make(&s, 13, LEN, 0, 0));
+    kvc_model *model = s.model, *plain = s.plain;
     /* Ten at a time: the window slides, and truncation meets its bound. */
     for (size_t at = 0; at < LEN; at += 10) {
-        CHECK_OK(append_to_owners(model, &data, at, 10));
-        CHECK_OK(append_to_owners(plain, &data, at, 10));
+        CHECK_OK(append_to_owners(model, &s.data, at, 10));
+        CHECK_OK(append_to_owners(plain, &s.data, at, 10));
     }
     CHECK_OK(kvc_model_truncate_last(model, ROLLBACK));
     CHECK_OK(kvc_model_truncate_last(plain, ROLLBACK));
@@ -249,26 +267,22 @@ TEST(truncate_evict_and_clear_should_reach_the_owners_and_pass_the_shared_layers
     kvc_model_clear(model);
     CHECK(kvc_model_seq_len(model) == 0 && kvc_model_memory_bytes(model) == 0);
     for (size_t i = OWNERS; i < LAYERS; i++) CHECK(kvc_layer_owner(kvc_model_layer(model, i)) == shared_owner[i]);
-    kvc_model_free(model);
-    kvc_model_free(plain);
-    test_data_free(&data);
+    side_by_side_free(&s);
 }
 
 TEST(hold_and_give_back_should_take_the_owners_back_and_pass_the_shared_layers_by) {
-    test_data data = test_data_make(14, LEN, H, D, 1);
-    kvc_model *model = model_with(&data, 60, 1), *plain = model_with(&data, 60, 0);
-    CHECK(model && plain);
+    side_by_side s;
+    CHECK(side_by_side_make(&s, 14, LEN, 60, 60));
+    kvc_model *model = s.model;
     kvc_layer **held = NULL;
     CHECK_OK(kvc_model_hold(model, &held));
     for (size_t i = OWNERS; i < LAYERS; i++) CHECK(held[i] == NULL);
-    CHECK_OK(append_to_owners(model, &data, 60, 40));
-    CHECK_OK(append_to_owners(model, &data, 100, 50));
+    CHECK_OK(append_to_owners(model, &s.data, 60, 40));
+    CHECK_OK(append_to_owners(model, &s.data, 100, 50));
     kvc_model_give_back(model, held, 90);
     kvc_model_release(model, held);
-    CHECK(owners_as_plain(model, plain));
-    kvc_model_free(model);
-    kvc_model_free(plain);
-    test_data_free(&data);
+    CHECK(owners_as_plain(model, s.plain));
+    side_by_side_free(&s);
 }
 
 TEST(a_snapshot_should_carry_the_shared_layers_and_re_serialize_byte_identical) {
@@ -293,15 +307,6 @@ TEST(a_snapshot_should_carry_the_shared_layers_and_re_serialize_byte_identical) 
     test_data_free(&data);
 }
 
-static uint32_t crc32_of(const uint8_t *p, size_t n) {
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
-}
-
 static void put_le(uint8_t *at, uint64_t x, size_t bytes) {
     for (size_t i = 0; i < bytes; i++) at[i] = (uint8_t)(x >> (8 * i));
 }
@@ -323,8 +328,8 @@ TEST(a_snapshot_naming_a_bad_owner_should_be_refused) {
     const uint64_t bad[] = {LAYERS - 1, LAYERS, LAYERS - 2, (uint64_t)1 << 40};
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         put_le(last + AT_OWNER, bad[b], 8);
-        put_le(last + SHARED_FRAME - 4, crc32_of(last, SHARED_FRAME - 4), 4);
-        put_le(bytes + len - 4, crc32_of(bytes, len - 4), 4);
+        put_le(last + SHARED_FRAME - 4, test_crc32(last, SHARED_FRAME - 4), 4);
+        put_le(bytes + len - 4, test_crc32(bytes, len - 4), 4);
         kvc_model *out = model;
         const kvc_status status = kvc_model_deserialize(bytes, len, &out);
         CHECK(status == KVC_E_SNAPSHOT_CORRUPT || (bad[b] > SIZE_MAX && status == KVC_E_SNAPSHOT_TOO_LARGE));
@@ -339,7 +344,7 @@ TEST(a_snapshot_naming_a_bad_owner_should_be_refused) {
         const size_t n = cut ? SHARED_FRAME - 4 : SHARED_FRAME + 4; /* payload 8 or 16 bytes */
         memmove(frame + n - 4, frame + SHARED_FRAME - 4, 4);
         put_le(frame + 8, n - 20, 8);
-        put_le(frame + n - 4, crc32_of(frame, n - 4), 4);
+        put_le(frame + n - 4, test_crc32(frame, n - 4), 4);
         CHECK(kvc_layer_deserialize(frame, n, &out) == (cut ? KVC_E_SNAPSHOT_TRUNCATED : KVC_E_SNAPSHOT_CORRUPT));
         CHECK(out == NULL);
         CHECK_OK(kvc_layer_serialize(shared, frame, SHARED_FRAME));
@@ -375,18 +380,28 @@ TEST(a_clone_should_be_copy_on_write_and_its_shared_layers_read_its_own_owners) 
     test_data_free(&data);
 }
 
+/* Prefix caches take full layers (and states): a q8 and an f32 full layer
+ * holding positions [0, len) of data, then a layer shared from each, in the
+ * order of `owners`; NULL if a call failed. */
+static kvc_model *full_model_with(const test_data *data, size_t len, const size_t owners[2]) {
+    kvc_layer *layers[4] = {0};
+    kvc_status status = kvc_layer_create(H, D, KVC_MODE_Q8, &layers[0]);
+    if (status == KVC_OK) status = kvc_layer_create(H, D, KVC_MODE_F32, &layers[1]);
+    for (size_t i = 0; i < 2 && status == KVC_OK; i++) status = kvc_layer_create_shared(owners[i], &layers[2 + i]);
+    for (size_t i = 0; i < 2 && status == KVC_OK; i++) status = test_data_append(layers[i], data, 0, len);
+    kvc_model *model = NULL;
+    if (status == KVC_OK) status = kvc_model_create(layers, 4, &model);
+    if (status != KVC_OK) {
+        for (size_t i = 0; i < 4; i++) kvc_layer_free(layers[i]);
+    }
+    return model;
+}
+
 TEST(a_prefix_cache_should_hold_and_match_models_with_shared_layers) {
     enum { PROMPT = 120, MATCHED = 80 };
     test_data data = test_data_make(18, PROMPT, H, D, 1);
-    /* Prefix caches take full layers (and states): owners 0 and 1 full here. */
-    kvc_layer *layers[4] = {0};
-    CHECK_OK(kvc_layer_create(H, D, KVC_MODE_Q8, &layers[0]));
-    CHECK_OK(kvc_layer_create(H, D, KVC_MODE_F32, &layers[1]));
-    CHECK_OK(kvc_layer_create_shared(0, &layers[2]));
-    CHECK_OK(kvc_layer_create_shared(1, &layers[3]));
-    for (size_t i = 0; i < 2; i++) CHECK_OK(test_data_append(layers[i], &data, 0, PROMPT));
-    kvc_model *model = NULL, *match = NULL;
-    CHECK_OK(kvc_model_create(layers, 4, &model));
+    kvc_model *model = full_model_with(&data, PROMPT, (const size_t[]){0, 1}), *match = NULL;
+    CHECK(model);
     uint32_t tokens[PROMPT];
     for (size_t i = 0; i < PROMPT; i++) tokens[i] = (uint32_t)(i * 3 + 1);
     kvc_prefix_cache *cache = NULL;
@@ -408,14 +423,8 @@ TEST(a_prefix_cache_should_hold_and_match_models_with_shared_layers) {
     }
     for (size_t i = 2; i < 4; i++) CHECK(kvc_layer_owner(kvc_model_layer(match, i)) == i - 2);
     /* Entries must agree on the shared layers too. */
-    kvc_layer *swapped[4] = {0};
-    CHECK_OK(kvc_layer_create(H, D, KVC_MODE_Q8, &swapped[0]));
-    CHECK_OK(kvc_layer_create(H, D, KVC_MODE_F32, &swapped[1]));
-    CHECK_OK(kvc_layer_create_shared(1, &swapped[2]));
-    CHECK_OK(kvc_layer_create_shared(0, &swapped[3]));
-    for (size_t i = 0; i < 2; i++) CHECK_OK(test_data_append(swapped[i], &data, 0, PROMPT));
-    kvc_model *unlike = NULL;
-    CHECK_OK(kvc_model_create(swapped, 4, &unlike));
+    kvc_model *unlike = full_model_with(&data, PROMPT, (const size_t[]){1, 0});
+    CHECK(unlike);
     CHECK_STATUS(kvc_prefix_cache_add(cache, other, PROMPT, unlike, NULL), KVC_E_PREFIX);
     CHECK(kvc_prefix_cache_size(cache) == 1);
     kvc_model_free(unlike);
