@@ -124,16 +124,19 @@ int kvc_component_keeps_window(kvc_component component);
 
 /* A layer is full attention (rows of keys and values), sliding-window
  * attention (rows, of which each query sees the newest `window` positions:
- * kvc_layer_create_window) or recurrent: a fixed-size state instead of rows,
+ * kvc_layer_create_window), recurrent: a fixed-size state instead of rows,
  * the seed's generic linear attention (f64), a short convolution (LFM2's) or
  * a gated delta rule with its convolution in front (Qwen3.5's Gated
- * DeltaNet; kvc_layer_create_conv, kvc_layer_create_delta). */
+ * DeltaNet; kvc_layer_create_conv, kvc_layer_create_delta), or shared: no
+ * rows of its own, it reads an earlier layer's of its model (Gemma 4's
+ * shared-KV blocks; kvc_layer_create_shared). */
 typedef enum kvc_kind {
     KVC_KIND_FULL = 0,
     KVC_KIND_LINEAR = 1,
     KVC_KIND_WINDOW = 2,
     KVC_KIND_CONV = 3,
-    KVC_KIND_DELTA = 4
+    KVC_KIND_DELTA = 4,
+    KVC_KIND_SHARED = 5
 } kvc_kind;
 
 /* Limits of the recurrent kinds: a convolution's channels and taps, a delta
@@ -171,8 +174,9 @@ typedef enum kvc_status {
     KVC_E_VALUE_DIM = 19,       /* value_dim is 0 or above KVC_MAX_HEAD_DIM */
     KVC_E_PHASE_MASS = 20,      /* phase_mass is negative, NaN or infinite */
     KVC_E_NONFINITE_DECAY = 21, /* a decay is NaN or +-Inf */
-    KVC_E_LAYERS = 22,          /* model layers: none, repeated, already in a model, or at
-                                   different position counts */
+    KVC_E_LAYERS = 22,          /* model layers: none, repeated, already in a model, at
+                                   different position counts, or a shared layer whose owner
+                                   is not an earlier layer of rows */
     KVC_E_SNAPSHOT_MAGIC = 23,  /* not a snapshot of this kind (wrong magic bytes) */
     KVC_E_SNAPSHOT_VERSION = 24,/* a snapshot format version this library does not read */
     KVC_E_SNAPSHOT_TRUNCATED = 25, /* the snapshot ends before its contents do */
@@ -243,6 +247,7 @@ const char *kvc_status_symbol(kvc_status status);
  * KVC_Q8_WINDOW, KVC_MAX_KV_HEADS, KVC_MAX_HEAD_DIM, KVC_MAX_POSITIONS,
  * KVC_MAX_THREADS, KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS,
  * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
+ * KVC_KIND_WINDOW, KVC_KIND_CONV, KVC_KIND_DELTA, KVC_KIND_SHARED,
  * KVC_LM_IMPORTANCE, KVC_LM_VERIFY, every kvc_gguf_type (KVC_GGUF_UINT8
  * .. KVC_GGUF_FLOAT64) and every kvc_profile_op; their order is not part
  * of the API.
@@ -418,6 +423,27 @@ kvc_status kvc_layer_create_window(size_t num_kv_heads, size_t head_dim, kvc_mod
  * positions it keeps besides for truncation. */
 size_t kvc_layer_window(const kvc_layer *layer);
 size_t kvc_layer_window_rollback(const kvc_layer *layer);
+
+/* kvc_layer_create_shared():
+ * A shared layer (Gemma 4's shared-KV blocks, whose queries attend over the
+ * keys and values of an earlier block): it holds nothing and names layer
+ * `owner` of the model it joins, whose rows a forward pass reads in its
+ * place.  kvc_model_create takes it only after its owner, a full or window
+ * layer of the same model (KVC_E_LAYERS otherwise).  In a model it costs no
+ * memory (kvc_layer_memory_bytes 0), its positions are its owner's, and
+ * every model call treats the owner once: truncation, clear, verify,
+ * eviction and forks leave the shared layer as it is; a clone's shared
+ * layer reads the clone's owner; a snapshot holds its kind and owner.
+ * Calls on rows (append, attend, truncate_last, head_keys, evict, ...)
+ * refuse it with KVC_E_KIND and change nothing; alone (in no model) it may
+ * be cloned, serialized and freed.  On success *out owns the layer.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (*out set to NULL). */
+kvc_status kvc_layer_create_shared(size_t owner, kvc_layer **out);
+
+/* kvc_layer_owner():
+ * @return : the index of the layer a shared layer reads, or SIZE_MAX for
+ *           any other kind and for NULL. */
+size_t kvc_layer_owner(const kvc_layer *layer);
 
 /* kvc_layer_free(): releases `layer` and everything it holds.  NULL is a no-op. */
 void kvc_layer_free(kvc_layer *layer);
@@ -969,7 +995,9 @@ typedef struct kvc_model kvc_model;
  * Makes a model of `num_layers` layers, taking ownership of them on success
  * (they are then freed with the model, and kvc_layer_free ignores them).
  * They must be distinct, in no other model, not verifying, and at the same
- * position count (seq_len for full layers, steps for linear ones).
+ * position count (seq_len for full layers, steps for linear ones; a shared
+ * layer has none of its own), and a shared layer's owner must be an earlier
+ * layer of the list, full or window (kvc_layer_create_shared).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LAYERS, KVC_E_VERIFYING or
  *           KVC_E_NOMEM; on error the caller still owns the layers. */
 kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out);
@@ -987,9 +1015,10 @@ kvc_status kvc_model_clone(const kvc_model *model, kvc_model **out);
 kvc_layer *kvc_model_layer(const kvc_model *model, size_t i);
 size_t kvc_model_num_layers(const kvc_model *model);
 /* Positions every layer has taken in: the least next position (full
- * layers; their seq_len until they evict) or steps (linear). */
+ * layers; their seq_len until they evict) or steps (linear); a shared
+ * layer's are its owner's. */
 size_t kvc_model_seq_len(const kvc_model *model);
-/* Sums over the layers. */
+/* Sums over the layers (a shared layer's memory is 0: its owner counts it). */
 size_t kvc_model_memory_bytes(const kvc_model *model);
 size_t kvc_model_shared_bytes(const kvc_model *model);
 size_t kvc_model_capacity_bytes(const kvc_model *model);
@@ -1009,7 +1038,8 @@ void kvc_model_clear(kvc_model *model);
 kvc_status kvc_model_begin_verify(kvc_model *model);
 
 /* kvc_model_accept(): accept(j) in every layer, or in none: every layer must
- * verify and hold the same number k >= j of draft positions.
+ * verify and hold the same number k >= j of draft positions (a shared
+ * layer's are its owner's: it holds none itself).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, KVC_E_ACCEPT or
  *           KVC_E_NOMEM (as kvc_layer_accept). */
 kvc_status kvc_model_accept(kvc_model *model, size_t j);

@@ -184,7 +184,16 @@ export interface LinearLayerOptions {
   phaseMass?: number;
 }
 
-export type LayerKvCacheOptions = FullLayerOptions | WindowLayerOptions | LinearLayerOptions;
+/** A shared layer (Gemma 4's shared-KV blocks): it holds nothing, and in a KvCache reads the rows of
+ * layer `owner`, an earlier full or window layer of the same cache. It costs no memory, and the cache's
+ * operations (truncateLast, beginVerify/accept, evict, clone, serialize) reach its owner once. */
+export interface SharedLayerOptions {
+  kind: 'shared';
+  /** The index of the layer whose rows it reads: in a KvCache, an earlier full or window layer. */
+  owner: number;
+}
+
+export type LayerKvCacheOptions = FullLayerOptions | WindowLayerOptions | LinearLayerOptions | SharedLayerOptions;
 
 /** Thrown for what argument checks cannot prevent; `code` is the C status name (e.g. "KVC_E_NOMEM"). */
 export class KvCacheError extends Error {
@@ -218,7 +227,9 @@ export interface LayerKvCache extends WasmHandle {}
 export class LayerKvCache {
   constructor(options: LayerKvCacheOptions);
 
-  readonly kind: 'full' | 'window' | 'linear';
+  readonly kind: 'full' | 'window' | 'linear' | 'shared';
+  /** A shared layer's owner: the index of the layer of its KvCache whose rows it reads (null for other kinds). */
+  readonly owner: number | null;
   /** A window layer's window (0 for other kinds). */
   readonly window: number;
   /** A window layer's rollback: positions kept beyond the window for truncateLast (0 for other kinds). */

@@ -1,12 +1,13 @@
 // LayerKvCache: one layer's cache, full or sliding-window attention (rows of
-// keys and values) or recurrent: linear attention (an f64 state), a short
-// convolution or a gated delta rule (f32 states). A thin class over one C
-// kvc_layer pointer; include/kvcache.h has the rules.
+// keys and values), recurrent: linear attention (an f64 state), a short
+// convolution or a gated delta rule (f32 states), or shared: no rows of its
+// own, it names the earlier layer of its KvCache whose rows it reads. A thin
+// class over one C kvc_layer pointer; include/kvcache.h has the rules.
 import {
   callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, sizeOrInfinity, u32At,
 } from '../runtime/runtime.js';
 import {
-  checkAccepted, checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
+  KvCacheError, checkAccepted, checkAlive, checkFloat32, checkInteger, checkInto, checkObject, checkPolicy, shown,
 } from '../runtime/checks.js';
 import { COMPONENTS, C_CODES, C_LIMITS, MODES } from '../runtime/constants.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
@@ -22,7 +23,9 @@ export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
 const KIND_NAMES = { 0: 'full', [KIND_LINEAR]: 'linear', [KIND_WINDOW]: 'window', [C_CODES.KVC_KIND_CONV]: 'conv',
-  [C_CODES.KVC_KIND_DELTA]: 'delta' };
+  [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared' };
+/** The most layers a KvCache holds, and so the largest owner a shared layer names. */
+export const MAX_LAYERS = 4096;
 const MAX_CHANNELS = C_LIMITS.KVC_MAX_CHANNELS;
 const MAX_CONV_KERNEL = C_LIMITS.KVC_MAX_CONV_KERNEL;
 
@@ -67,7 +70,10 @@ const LINEAR_OPTIONS = ['kind', 'numHeads', 'numFeatures', 'valueDim', 'phaseMas
 const WINDOW_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'window', 'rollback'];
 const CONV_OPTIONS = ['kind', 'channels', 'kernel'];
 const DELTA_OPTIONS = ['kind', 'keyHeads', 'valueHeads', 'keyDim', 'valueDim', 'kernel'];
-const OPTIONS = { full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS };
+const SHARED_OPTIONS = ['kind', 'owner'];
+const OPTIONS = {
+  full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS, shared: SHARED_OPTIONS,
+};
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
@@ -122,8 +128,12 @@ export function createLayer(where, options) {
     const valueDim = checkInteger(where, 'valueDim', options.valueDim, 1, MAX_HEAD_DIM);
     const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
     return callOut(where, (outPtr) => exports.kvc_layer_create_delta(keyHeads, valueHeads, keyDim, valueDim, kernel, outPtr));
+  } else if (kind === 'shared') {
+    // Whether it names an earlier layer of rows is for the KvCache it joins to check.
+    const owner = checkInteger(where, 'owner', options.owner, 0, MAX_LAYERS - 1);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_shared(owner, outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv' or 'delta' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta' or 'shared' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -144,6 +154,9 @@ export function wrapLayer(ptr, owner = null) {
  *   new LayerKvCache({ kind: 'delta', keyHeads, valueHeads, keyDim, valueDim, kernel })
  *     a gated delta rule with its convolution in front (Qwen3.5's); the model
  *     runner steps these two (include/kvcache.h: kvc_layer_conv_n, kvc_layer_delta_n)
+ *   new LayerKvCache({ kind: 'shared', owner })
+ *     holds nothing: in a KvCache, it reads the rows of layer `owner`, an earlier
+ *     full or window layer (Gemma 4's shared-KV blocks)
  */
 export class LayerKvCache {
   #ptr = 0;
@@ -189,6 +202,9 @@ export class LayerKvCache {
   #full(where) {
     const ptr = this.#live(where);
     if (this.#linear) throw new TypeError(`LayerKvCache.${where}: this is a linear layer (it has no rows; see linearStep)`);
+    if (this.#kind === 'shared') {
+      throw new KvCacheError(`LayerKvCache.${where}: this is a shared layer (it holds no rows: it reads those of layer ${this.owner}, its owner); nothing was changed`, 'KVC_E_KIND');
+    }
     if (!this.#rows) throw new TypeError(`LayerKvCache.${where}: this is a ${this.#kind} layer (it has no rows, but a recurrent state)`);
     return ptr;
   }
@@ -205,6 +221,11 @@ export class LayerKvCache {
   }
 
   get kind() { this.#live('kind'); return this.#kind; }
+  /** A shared layer's owner: the index of the layer of its KvCache whose rows it reads (null for other kinds). */
+  get owner() {
+    const ptr = this.#live('owner');
+    return this.#kind === 'shared' ? lib().kvc_layer_owner(ptr) >>> 0 : null;
+  }
   /** A window layer's window: the positions a query sees (0 for other kinds). */
   get window() { return lib().kvc_layer_window(this.#live('window')) >>> 0; }
   /** A window layer's rollback: the positions it keeps beyond its window for truncateLast (0 for other kinds). */

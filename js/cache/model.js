@@ -2,7 +2,7 @@
 // linear), with the speculative session that reaches every layer or none.
 import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from '../runtime/runtime.js';
 import { KvCacheError, checkAccepted, checkInteger, checkObject, checkPolicy, shown } from '../runtime/checks.js';
-import { MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
+import { MAX_LAYERS, MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
 
@@ -11,7 +11,6 @@ const adoptPointer = Symbol('adoptPointer');
 export const modelPointer = Symbol('modelPointer');
 export const adoptModel = Symbol('adoptModel');
 const owned = ownedObjects((ptr) => lib().kvc_model_free(ptr));
-const MAX_LAYERS = 4096;
 
 // The layer specs of a config: { layers: [...] } or a uniform one.
 const UNIFORM_OPTIONS = ['numLayers', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'maxRows', 'sinks', 'recent'];
@@ -24,6 +23,7 @@ function layerSpecs(where, config) {
     if (!Array.isArray(config.layers) || config.layers.length === 0 || config.layers.length > MAX_LAYERS) {
       throw new TypeError(`${where}: config.layers must be an array of 1 to ${MAX_LAYERS} layer configs`);
     }
+    config.layers.forEach((spec, i) => checkOwner(where, config.layers, i));
     return config.layers;
   }
   checkKeys(where, config, UNIFORM_OPTIONS, 'config');
@@ -32,11 +32,26 @@ function layerSpecs(where, config) {
   return Array.from({ length: numLayers }, () => ({ kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent }));
 }
 
+// A shared layer's owner: an earlier layer of rows (full or window) of the list.
+function checkOwner(where, specs, i) {
+  if (specs[i]?.kind !== 'shared') return;
+  const name = `layers[${i}].owner`;
+  const owner = checkInteger(where, name, specs[i].owner, 0, specs.length - 1);
+  if (owner >= i) throw new RangeError(`${where}: ${name} must name an earlier layer (got ${owner}, not below ${i})`);
+  const kind = specs[owner]?.kind ?? 'full';
+  if (kind !== 'full' && kind !== 'window') {
+    throw new RangeError(`${where}: ${name} must name a full or window layer, whose rows it reads (layer ${owner} is ${shown(kind)})`);
+  }
+}
+
 /**
  * A model's cache.
  *   new KvCache({ numLayers, numKvHeads, headDim, mode?, residualRows? })      uniform
  *   new KvCache({ layers: [{ kind: 'full', numKvHeads, headDim, mode? },
- *                          { kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? }, …] })
+ *                          { kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? },
+ *                          { kind: 'shared', owner: 0 }, …] })
+ * A shared layer holds nothing: it reads the rows of layer `owner`, and the
+ * model's operations reach that layer once.
  */
 export class KvCache {
   #ptr = 0;
@@ -171,8 +186,9 @@ export class KvCache {
   accept(j) {
     const where = 'KvCache.accept';
     const ptr = this.#live('accept');
-    const drafts = this.verifying ? this.#layers.map((layer) => layer.draftLen) : [];
-    const differs = drafts.findIndex((k) => k !== drafts[0]);
+    // A shared layer's drafts are its owner's rows: it holds none to compare.
+    const drafts = this.verifying ? this.#layers.map((layer) => (layer.kind === 'shared' ? null : layer.draftLen)) : [];
+    const differs = drafts.findIndex((k) => k !== null && k !== drafts[0]);
     if (differs >= 0) {
       throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer 0 has ${drafts[0]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
     }

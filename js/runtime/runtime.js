@@ -11,7 +11,7 @@ import { checkThreads, startThreads } from './threads.js';
 
 export { importsFor };
 
-const WASM_ABI = 11; // must equal KVC_WASM_ABI in src/wasm/abi.c
+const WASM_ABI = 12; // must equal KVC_WASM_ABI in src/wasm/abi.c
 // The module's memory import (CMakeLists.txt: INITIAL_MEMORY, MAXIMUM_MEMORY),
 // in 64 KiB pages; tests/js/constants.test.mjs reads them off the built files.
 export const MEMORY_INITIAL_PAGES = 16;

@@ -172,6 +172,7 @@ struct kvc_layer {
     int verifying;       /* a speculative verify is open */
     size_t verify_base;  /* seq_len when it began (full layers) */
     int in_model;        /* owned by a kvc_model: kvc_layer_free leaves it alone */
+    size_t owner;        /* shared layers: the index of the model's layer they read */
     kvc_linear *linear;  /* linear layers only */
     kvc_recurrent *recurrent; /* conv and delta layers only */
     size_t num_kv_heads;
@@ -455,6 +456,14 @@ static inline int kvc_has_rows(const kvc_layer *layer) {
 kvc_status kvc_model_hold(const kvc_model *model, kvc_layer ***held);
 void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n);
 void kvc_model_release(const kvc_model *model, kvc_layer **held);
+/* 1 if the layers that take positions (all but shared ones) have taken as
+ * many: what a snapshot of the model needs. */
+int kvc_model_aligned(const kvc_model *model);
+
+/* ---- shared.c ---- */
+/* 1 if layer i of a model's list is no shared layer, or one whose owner is
+ * an earlier layer of rows of the list. */
+int kvc_shared_owner_valid(kvc_layer *const *layers, size_t i);
 
 /* ---- append.c ---- */
 /* truncate_last without the checks: the slots at positions >= cut go, and

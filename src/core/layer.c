@@ -39,6 +39,7 @@ static const kvc_kind_traits kinds[] = {
     [KVC_KIND_WINDOW] = {"window", 1},
     [KVC_KIND_CONV] = {"conv", 0},
     [KVC_KIND_DELTA] = {"delta", 0},
+    [KVC_KIND_SHARED] = {"shared", 0},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
@@ -190,6 +191,7 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
     if (kvc_has_rows(layer)) return fork_rows(layer, out);
+    if (layer->kind == KVC_KIND_SHARED) return kvc_layer_create_shared(layer->owner, out);
     kvc_layer *copy = kvc_layer_alloc(layer->kind);
     if (!copy) return KVC_E_NOMEM;
     /* A recurrent state is a few MB at most: a fork copies it. */
@@ -407,6 +409,12 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
                            kvc_kind_traits_of(layer->kind)->name, r->channels, r->kernel, r->key_heads,
                            r->value_heads, r->key_dim, r->value_dim, kvc_layer_steps(layer), layer->verifying,
                            kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
+        return written < 0 ? 0 : (size_t)written;
+    }
+    if (layer->kind == KVC_KIND_SHARED) {
+        written = snprintf(buf, buf_len, "kvc_layer{kind=shared owner=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
+                           layer->owner, layer->verifying, kvc_layer_memory_bytes(layer),
+                           kvc_layer_capacity_bytes(layer));
         return written < 0 ? 0 : (size_t)written;
     }
     written = snprintf(buf, buf_len,

@@ -1,6 +1,8 @@
 /*
  * model.c -- a model's cache: its layers, full and linear, and the
- * operations that must reach all of them or none.
+ * operations that must reach all of them or none.  A shared layer holds
+ * nothing and takes no positions of its own: the operations on rows and
+ * positions pass it by, and reach the layer it reads as any other.
  */
 #include <string.h>
 
@@ -29,6 +31,21 @@ static kvc_status model_of(kvc_layer *const *layers, size_t num_layers, kvc_mode
     return KVC_OK;
 }
 
+/* 1 if every layer but the shared ones has taken in as many positions as
+ * the first (never shared: a shared layer's owner comes before it). */
+static int layers_aligned(kvc_layer *const *layers, size_t num_layers) {
+    for (size_t i = 1; i < num_layers; i++) {
+        if (layers[i]->kind != KVC_KIND_SHARED &&
+            kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[0]))
+            return 0;
+    }
+    return 1;
+}
+
+int kvc_model_aligned(const kvc_model *model) {
+    return layers_aligned(model->layers, model->num_layers);
+}
+
 kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_model **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
@@ -37,13 +54,15 @@ kvc_status kvc_model_create(kvc_layer *const *layers, size_t num_layers, kvc_mod
     for (size_t i = 0; i < num_layers; i++) {
         if (!layers[i]) return KVC_E_NULL_POINTER;
         if (layers[i]->verifying) return KVC_E_VERIFYING;
-        if (layers[i]->in_model ||
-            kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[0]))
-            return KVC_E_LAYERS;
+        if (layers[i]->in_model) return KVC_E_LAYERS;
         for (size_t other = 0; other < i; other++) {
             if (layers[other] == layers[i]) return KVC_E_LAYERS;
         }
     }
+    for (size_t i = 0; i < num_layers; i++) {
+        if (!kvc_shared_owner_valid(layers, i)) return KVC_E_LAYERS;
+    }
+    if (!layers_aligned(layers, num_layers)) return KVC_E_LAYERS;
     return model_of(layers, num_layers, out);
 }
 
@@ -90,6 +109,7 @@ size_t kvc_model_seq_len(const kvc_model *model) {
     if (!model) return 0;
     size_t least = kvc_layer_positions_taken(model->layers[0]);
     for (size_t i = 1; i < model->num_layers; i++) {
+        if (model->layers[i]->kind == KVC_KIND_SHARED) continue; /* its owner's positions */
         const size_t positions = kvc_layer_positions_taken(model->layers[i]);
         if (positions < least) least = positions;
     }
@@ -123,11 +143,14 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     for (size_t i = 0; i < model->num_layers; i++) {
         const kvc_layer *layer = model->layers[i];
         if (layer->verifying) return KVC_E_VERIFYING;
+        if (layer->kind == KVC_KIND_SHARED) continue;
         /* A recurrent layer takes back its last call, nothing else. */
         if (layer->recurrent ? n > 0 && n != layer->recurrent->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
         if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW;
     }
-    for (size_t i = 0; i < model->num_layers; i++) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
+    for (size_t i = 0; i < model->num_layers; i++) {
+        if (model->layers[i]->kind != KVC_KIND_SHARED) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
+    }
     return KVC_OK;
 }
 
@@ -157,7 +180,9 @@ void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
             held[i]->recurrent = taken;
         } else if (held[i]) {
             kvc_layer_swap_rows(model->layers[i], held[i]);
-        } else (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
+        } else if (kvc_has_rows(model->layers[i])) {
+            (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
+        }
     }
 }
 
@@ -189,7 +214,9 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j) {
     const size_t drafts = kvc_layer_draft_len(model->layers[0]);
     for (size_t i = 0; i < model->num_layers; i++) {
         if (!model->layers[i]->verifying) return KVC_E_NOT_VERIFYING;
-        if (kvc_layer_draft_len(model->layers[i]) != drafts) return KVC_E_ACCEPT;
+        /* A shared layer's drafts are its owner's rows. */
+        if (model->layers[i]->kind != KVC_KIND_SHARED && kvc_layer_draft_len(model->layers[i]) != drafts)
+            return KVC_E_ACCEPT;
     }
     if (j > drafts) return KVC_E_ACCEPT;
     /* One scratch for every layer's max_rows eviction, and every page it

@@ -83,8 +83,8 @@ static int stateful(const kvc_model *model) {
     return 0;
 }
 
-/* A model an entry can hold: full and recurrent (conv, delta) layers only
- * (a match truncates the full ones), none evicted (slot s must be token s),
+/* A model an entry can hold: full, recurrent (conv, delta) and shared layers
+ * only (a match truncates the full ones), none evicted (slot s must be token s),
  * and, when there are entries, their layers' kinds and geometry, mode and
  * residual window. */
 static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *model) {
@@ -93,6 +93,10 @@ static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *mo
     if (other && kvc_model_num_layers(other) != L) return KVC_E_PREFIX;
     for (size_t i = 0; i < L; i++) {
         const kvc_layer *layer = kvc_model_layer(model, i);
+        if (layer->kind == KVC_KIND_SHARED) { /* its owner's rows are checked as that layer */
+            if (other && kvc_layer_owner(kvc_model_layer(other, i)) != layer->owner) return KVC_E_PREFIX;
+            continue;
+        }
         if (layer->recurrent) {
             const kvc_recurrent *r = layer->recurrent, *like = other ? kvc_model_layer(other, i)->recurrent : NULL;
             if (other && (!like || kvc_model_layer(other, i)->kind != layer->kind ||

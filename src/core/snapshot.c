@@ -24,9 +24,9 @@
 /* Version 2 added the q4 components: the modes after KVC_MODE_Q8V, the
  * residual window (in what was a reserved word) and a q4 store's window
  * rows.  Version 1 snapshots still load.  The recurrent kinds conv and
- * delta are layers of their own kind values (a reader that predates them
- * refuses them as corrupt), not a new version: every other snapshot keeps
- * its bytes. */
+ * delta, and the shared kind, are layers of their own kind values (a reader
+ * that predates them refuses them as corrupt), not a new version: every
+ * other snapshot keeps its bytes. */
 #define SNAPSHOT_VERSION 2u
 #define SNAPSHOT_OLDEST_VERSION 1u
 /* The CRC-32 after the payload. */
@@ -75,6 +75,9 @@ static const uint8_t linear_widths[LINEAR_FIELDS] = {4, 4, 4, 8, 8};
 enum { RECURRENT_CHANNELS, RECURRENT_KERNEL, RECURRENT_KEY_HEADS, RECURRENT_VALUE_HEADS, RECURRENT_KEY_DIM,
        RECURRENT_VALUE_DIM, RECURRENT_STEPS, RECURRENT_FIELDS };
 static const uint8_t recurrent_widths[RECURRENT_FIELDS] = {4, 4, 4, 4, 4, 4, 8};
+
+/* A shared layer, after its kind: the index of the layer it reads. */
+static const uint8_t owner_width[1] = {8};
 
 /* A layer's kind; a model's count of layers; the length of each layer's
  * snapshot before it. */
@@ -214,10 +217,16 @@ static void write_recurrent(kvc_writer *w, const kvc_layer *layer) {
     kvc_put_array(w, r->state, kvc_recurrent_state_len(r), sizeof(float));
 }
 
+static void write_shared(kvc_writer *w, const kvc_layer *layer) {
+    put_field(w, kind_width, KVC_KIND_SHARED);
+    put_field(w, owner_width, layer->owner);
+}
+
 static void write_layer(kvc_writer *w, const void *what) {
     const kvc_layer *layer = what;
     if (layer->linear) write_linear(w, layer->linear);
     else if (layer->recurrent) write_recurrent(w, layer);
+    else if (layer->kind == KVC_KIND_SHARED) write_shared(w, layer);
     else write_full(w, layer);
 }
 
@@ -562,6 +571,16 @@ static kvc_status read_recurrent(kvc_reader *r, kvc_kind kind, kvc_layer **out) 
     return KVC_OK;
 }
 
+/* Whether the owner is an earlier layer of rows is the model's to check
+ * (kvc_model_create): alone, a shared layer may name any layer. */
+static kvc_status read_shared(kvc_reader *r, kvc_layer **out) {
+    const uint64_t owner = get_field(r, owner_width);
+    if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
+    if (kvc_left(r) != 0) return KVC_E_SNAPSHOT_CORRUPT;
+    if (owner > SIZE_MAX) return KVC_E_SNAPSHOT_TOO_LARGE; /* no model of this build has that many layers */
+    return kvc_layer_create_shared((size_t)owner, out);
+}
+
 static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     const uint64_t kind = get_field(r, kind_width);
     if (r->failed) return KVC_E_SNAPSHOT_TRUNCATED;
@@ -569,6 +588,7 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     if (kind == KVC_KIND_WINDOW) return read_window(r, version, out);
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
     if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) return read_recurrent(r, (kvc_kind)kind, out);
+    if (kind == KVC_KIND_SHARED) return read_shared(r, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }
 
@@ -606,11 +626,7 @@ kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_
     if (kvc_model_verifying(model)) return KVC_E_VERIFYING;
     /* A reader refuses layers that took in different numbers of positions
      * (a runner between two layers of a step): so does the writer. */
-    for (size_t i = 1; i < kvc_model_num_layers(model); i++) {
-        if (kvc_layer_positions_taken(kvc_model_layer(model, i)) !=
-            kvc_layer_positions_taken(kvc_model_layer(model, 0)))
-            return KVC_E_LAYERS;
-    }
+    if (!kvc_model_aligned(model)) return KVC_E_LAYERS;
     return serialize_framed(MODEL_MAGIC, write_model, model, dst, dst_len);
 }
 

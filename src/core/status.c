@@ -36,7 +36,7 @@ _Static_assert(sizeof mode_names / sizeof mode_names[0] == KVC_MODE_COUNT, "a na
     X(KVC_E_VALUE_DIM, "value_dim is 0 or above the maximum")                                                                  \
     X(KVC_E_PHASE_MASS, "phase_mass is negative, NaN or infinite")                                                             \
     X(KVC_E_NONFINITE_DECAY, "a decay is NaN or infinite")                                                                     \
-    X(KVC_E_LAYERS, "layers are missing, repeated, in another model or not aligned")                                           \
+    X(KVC_E_LAYERS, "layers are missing, repeated, in another model, not aligned, or shared from no earlier layer of rows")                                           \
     X(KVC_E_SNAPSHOT_MAGIC, "not a snapshot of this kind (wrong magic bytes)")                                                 \
     X(KVC_E_SNAPSHOT_VERSION, "a snapshot format version this library does not read")                                          \
     X(KVC_E_SNAPSHOT_TRUNCATED, "the snapshot is truncated")                                                                   \
@@ -106,7 +106,7 @@ static const struct {
     CONSTANT(KVC_GGUF_ARRAY),       CONSTANT(KVC_GGUF_UINT64),          CONSTANT(KVC_GGUF_INT64),
     CONSTANT(KVC_GGUF_FLOAT64),     CONSTANT(KVC_LM_BATCH),             CONSTANT(KVC_KIND_CONV),
     CONSTANT(KVC_KIND_DELTA),       CONSTANT(KVC_MAX_CHANNELS),         CONSTANT(KVC_MAX_CONV_KERNEL),
-    CONSTANT(KVC_MAX_STEP_TOKENS),
+    CONSTANT(KVC_MAX_STEP_TOKENS),  CONSTANT(KVC_KIND_SHARED),
     CONSTANT(KVC_PROFILE_EMBED),
     CONSTANT(KVC_PROFILE_NORM),
     CONSTANT(KVC_PROFILE_QUANTIZE),

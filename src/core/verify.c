@@ -43,7 +43,7 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
         kvc_linear_commit(layer->linear, j);
     } else if (layer->recurrent) {
         kvc_recurrent_commit(layer->recurrent, j);
-    } else {
+    } else if (kvc_has_rows(layer)) { /* a shared layer has nothing to keep or drop: its owner does */
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
         if (layer->max_rows && j > 0 && layer->seq_len > layer->max_rows) {
             size_t sinks, recent;

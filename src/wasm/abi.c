@@ -14,7 +14,7 @@
 
 /* Bump when an exported signature or a status value changes, or the loader
  * needs an export an older module lacks. */
-#define KVC_WASM_ABI 11
+#define KVC_WASM_ABI 12
 
 /* The heap grows by at least 1 MiB at a time, not dlmalloc's 64 KiB: each
  * grow of a memory no worker shares costs about 0.2 ms here, and a 93 MB

@@ -122,6 +122,15 @@ int test_refused(const char *file, int line, const char *what, kvc_status got,
     return 0;
 }
 
+uint32_t test_crc32(const uint8_t *p, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
 void *test_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) {
@@ -398,6 +407,8 @@ test_state *test_state_take(const kvc_layer *layer) {
     s->verifying = kvc_layer_verifying(layer);
     s->draft_len = kvc_layer_draft_len(layer);
     s->memory_bytes = kvc_layer_memory_bytes(layer);
+    s->owner = kvc_layer_owner(layer);
+    if (s->kind == KVC_KIND_SHARED) return s; /* nothing else to read: it holds nothing */
     if (s->kind == KVC_KIND_LINEAR) {
         take_linear(layer, s);
         return s;
@@ -463,6 +474,8 @@ int test_state_equal(const test_state *a, const test_state *b) {
     if (a->verifying != b->verifying || a->draft_len != b->draft_len)
         return state_differs("verifying or draft_len", 0);
     if (a->memory_bytes != b->memory_bytes) return state_differs("memory_bytes", 0);
+    if (a->owner != b->owner) return state_differs("owner", 0);
+    if (a->kind == KVC_KIND_SHARED) return 1;
     if (a->kind == KVC_KIND_LINEAR) return linear_equal(a, b);
     if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
         return state_differs("geometry or mode", 0);

@@ -202,6 +202,7 @@ kvc_status test_hybrid_append(kvc_model *model, const test_hybrid *h, size_t at,
 typedef struct test_state {
     int kind, verifying;
     size_t draft_len;
+    size_t owner;        /* kvc_layer_owner: a shared layer's, SIZE_MAX for the rest */
     size_t num_kv_heads, head_dim, seq_len, memory_bytes;
     size_t next_position;
     int mode, field_frozen;
@@ -268,6 +269,10 @@ int test_refused(const char *file, int line, const char *what, kvc_status got,
         if (!test_refused(__FILE__, __LINE__, #expr, got_, expected, same_))     \
             return;                                                              \
     } while (0)
+
+/* CRC-32 as zlib's crc32 (reflected, polynomial 0xEDB88320), bit by bit: a
+ * snapshot's checksum, for tests that change its bytes. */
+uint32_t test_crc32(const uint8_t *p, size_t n);
 
 /* Allocation that the test stops on if it fails (the tests' own memory). */
 void *test_alloc(size_t bytes);

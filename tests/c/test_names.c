@@ -108,6 +108,7 @@ TEST(constants_should_give_each_listed_macro_once_with_its_value) {
         {"KVC_LM_BATCH", KVC_LM_BATCH},
         {"KVC_KIND_CONV", KVC_KIND_CONV},
         {"KVC_KIND_DELTA", KVC_KIND_DELTA},
+        {"KVC_KIND_SHARED", KVC_KIND_SHARED},
         {"KVC_MAX_CHANNELS", KVC_MAX_CHANNELS},
         {"KVC_MAX_CONV_KERNEL", KVC_MAX_CONV_KERNEL},
         {"KVC_MAX_STEP_TOKENS", KVC_MAX_STEP_TOKENS},

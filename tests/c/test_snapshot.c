@@ -38,16 +38,6 @@ enum { AT_LIN_H = 20, AT_LIN_F = 24, AT_LIN_DV = 28, AT_LIN_PHASE = 32, AT_LIN_S
 
 /* ---- bytes ---- */
 
-/* CRC-32 as zlib's crc32 (reflected, polynomial 0xEDB88320), bit by bit. */
-static uint32_t crc32_of(const uint8_t *p, size_t n) {
-    uint32_t crc = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
-}
-
 static uint32_t get32(const uint8_t *at) {
     return (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
 }
@@ -75,7 +65,7 @@ static void put_f32(uint8_t *at, float x) {
  * payload length from len, and the CRC-32 of all before it. */
 static void reframe(uint8_t *snap, size_t len) {
     put64(snap + AT_PAYLOAD_LEN, len - FRAME);
-    put32(snap + len - 4, crc32_of(snap, len - 4));
+    put32(snap + len - 4, test_crc32(snap, len - 4));
 }
 
 static uint8_t *copy_bytes(const uint8_t *src, size_t len, size_t room) {
