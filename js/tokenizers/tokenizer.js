@@ -25,9 +25,11 @@ const MODELS = new Map([
 // A vocabulary that cannot be used; fromGguf reports it as the file's fault.
 class VocabError extends TypeError {}
 
-// The end-of-turn markers llama.cpp takes as ends of generation where the
-// vocabulary has them as control tokens (src/llama-vocab.cpp).
-const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>'];
+// End-of-turn markers llama.cpp takes as ends of generation wherever the
+// vocabulary has them, making each a control token if the file did not (Gemma
+// 4's <|tool_response> is user-defined there); from src/llama-vocab.cpp's list.
+const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>',
+  '<eos>', '<turn|>', '<|tool_response>'];
 
 const utf8 = new TextEncoder();
 const NO_BYTES = new Uint8Array(0);
@@ -98,14 +100,18 @@ export class Tokenizer {
   /**
    * The tokens that end a generation, as llama.cpp gathers them: the end
    * token, those the file names (end of turn, end of message), and the
-   * control tokens spelled as the end markers of the chat formats it knows
-   * (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...).
+   * tokens spelled as the end markers of the chat formats it knows
+   * (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...),
+   * which become control tokens: taken whole by encode() only with
+   * `special`, hidden by decode() without it.
    */
   #endsOfGeneration(named) {
     const eog = new Set([this.eosId, ...named].filter((t) => t !== null));
     for (const marker of END_MARKERS) {
       const t = this.ids.get(marker);
-      if (t !== undefined && this.tokenTypes[t] === TokenType.CONTROL) eog.add(t);
+      if (t === undefined) continue;
+      eog.add(t);
+      this.tokenTypes[t] = TokenType.CONTROL;
     }
     return eog;
   }

@@ -15,7 +15,7 @@ import { readGguf } from '../../js/model/gguf.js';
 import { TokenType, Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { closeNativeLlamaCpp, nativeDetokenize, nativeLlamaCppMissing, nativeTokenize } from '../runtimes/llamacpp-native.mjs';
 import { llamaCppVocab, llamaCppVocabMissing } from '../runtimes/llamacpp-vocab.mjs';
-import { ready } from './helpers.mjs';
+import { ready, rng } from './helpers.mjs';
 import { CORPUS } from './hf-tokenizers.mjs';
 
 const VOCABULARY = 'gemma-4';
@@ -32,11 +32,24 @@ const GEMMA4_TEXTS = [
   '𝔘\u0001\ue000\u{10ffff}\u{e0061}',
 ];
 
+// Pieces to draw random strings from: letters, marks and digits of many
+// scripts, symbols, every kind of whitespace, characters the vocabulary
+// lacks, and control, user-defined and lookalike token spellings. ('▁'
+// itself is left out: written in text, it decodes as a space, in llama.cpp too.)
+const PIECES = ['a', 'b', 'Z', 'é', 'ß', 'İ', 'ſ', "'", "'s", ' ', '  ', '   ', '\t', '\n', '\n\n', '\r', '\r\n', '\u00a0', '\u2009', '\u3000',
+  '\u2028', '1', '23', '456', '٣', '½', '.', ',', '!', '?', '-', '_', '(', ')', '{', '}', '#', '$', '…', '—', '“', '"', '😀', '🏽', '\u200d',
+  '♀', '\ufe0f', '🇫', '中', '文', 'の', '한', 'ا', 'ل', 'न', '\u093f', '\u0301', '𝔘', '\u0001', '\ue000', '\u{e0061}', 'hello', 'Hello',
+  'WORLD', ' the', '<|', '|>', '<|im_start|>', '<|endoftext|>', '<bos>', '<eos>', '<|turn>', '<turn|>', '<|channel>', '<|"|>',
+  '<|tool_response>', '</s>', '<s>', '<unused3>', '<mask>', '<0x41>'];
+
 let vocabulary = null; // { path, cases, ours }
-let missing = null;
+// Why the vocabulary cannot be had, or why native llama.cpp cannot run on it (null: it can).
+let vocabularyMissing = null;
+let nativeMissing = null;
 before(async () => {
-  missing = llamaCppVocabMissing(VOCABULARY) ?? await nativeLlamaCppMissing();
-  if (missing !== null) return;
+  vocabularyMissing = llamaCppVocabMissing(VOCABULARY);
+  nativeMissing = vocabularyMissing ?? await nativeLlamaCppMissing();
+  if (vocabularyMissing !== null) return;
   await ready(); // readGguf parses in wasm
   const { path, cases } = llamaCppVocab(VOCABULARY);
   vocabulary = { path, cases, ours: Tokenizer.fromGguf(readGguf(readFileSync(path)).metadata) };
@@ -44,27 +57,31 @@ before(async () => {
 after(() => closeNativeLlamaCpp());
 
 test('gemma4: the GGUF file reads as llama.cpp reads it: BPE with its merges, the gemma4 pre-tokenizer, the begin token added', (t) => {
-  if (missing !== null) return t.skip(missing);
+  if (vocabularyMissing !== null) return t.skip(vocabularyMissing);
   const { ours } = vocabulary;
   assert.equal(ours.model, 'gemma4');
   assert.equal(ours.pre, 'gemma4');
   assert.ok(ours.merges.length > 0, 'merges');
   assert.equal(ours.addBos, true);
   assert.equal(ours.encode('Hi')[0], ours.bosId);
-  for (const marker of ['<|channel>', '<channel|>', '<|tool_call>', '<tool_call|>', '<|tool_response>', '<tool_response|>', '<|"|>']) {
+  for (const marker of ['<|channel>', '<channel|>', '<|tool_call>', '<tool_call|>', '<tool_response|>', '<|"|>']) {
     assert.equal(ours.tokenTypes[ours.ids.get(marker)], TokenType.USER_DEFINED, marker);
   }
+  // The file's user-defined <|tool_response> ends a generation, and so is a control token, as in llama.cpp.
+  const ends = ['<eos>', '<turn|>', '<|tool_response>'].map((marker) => ours.ids.get(marker));
+  assert.deepEqual([...ours.eogIds].sort((a, b) => a - b), ends.sort((a, b) => a - b));
+  for (const end of ends) assert.equal(ours.tokenTypes[end], TokenType.CONTROL, ours.tokens[end]);
 });
 
 test('gemma4: every text of llama.cpp\'s ggml-vocab-gemma-4.gguf.inp gives exactly the ids of its .out (test-tokenizer-0: no begin token, special tokens as text)', (t) => {
-  if (missing !== null) return t.skip(missing);
+  if (vocabularyMissing !== null) return t.skip(vocabularyMissing);
   const { cases, ours } = vocabulary;
   for (const { text, ids } of cases) assert.deepEqual(ours.encode(text, { bos: false }), ids, JSON.stringify(text));
   console.log(`# gemma-4: ${cases.length} of ${cases.length} .inp texts give the .out ids`);
 });
 
 test('gemma4: the mixed corpus, Gemma 4\'s markers and the .inp texts give native llama.cpp\'s ids, special tokens read as text and as tokens', async (t) => {
-  if (missing !== null) return t.skip(missing);
+  if (nativeMissing !== null) return t.skip(nativeMissing);
   const { path, cases, ours } = vocabulary;
   const texts = [...CORPUS, ...GEMMA4_TEXTS, ...cases.map((c) => c.text)];
   for (const special of [false, true]) {
@@ -76,7 +93,7 @@ test('gemma4: the mixed corpus, Gemma 4\'s markers and the .inp texts give nativ
 });
 
 test('gemma4: decode(encode(text)) gives the text back, and llama.cpp\'s detokenization of the same ids wherever that gives the text back', async (t) => {
-  if (missing !== null) return t.skip(missing);
+  if (nativeMissing !== null) return t.skip(nativeMissing);
   const { path, cases, ours } = vocabulary;
   let agreed = 0;
   let texts = 0;
@@ -92,4 +109,18 @@ test('gemma4: decode(encode(text)) gives the text back, and llama.cpp\'s detoken
     }
   }
   console.log(`# gemma-4: ${texts} encodings decode to their text; llama.cpp's detokenizer gives ${agreed} of them back, the rest with spaces cleaned`);
+});
+
+test('gemma4: 300 random strings of mixed pieces give native llama.cpp\'s ids, special tokens read as text and as tokens, and decode back', async (t) => {
+  if (nativeMissing !== null) return t.skip(nativeMissing);
+  const { path, ours } = vocabulary;
+  const random = rng(11);
+  for (let i = 0; i < 300; i++) {
+    const text = Array.from({ length: 1 + random.int(25) }, () => PIECES[random.int(PIECES.length)]).join('');
+    for (const special of [false, true]) {
+      const ids = ours.encode(text, { bos: false, special });
+      assert.deepEqual(ids, await nativeTokenize(path, text, { special }), `${JSON.stringify(text)}, special: ${special}`);
+      assert.equal(ours.decode(ids, { special: true }), text, JSON.stringify(text));
+    }
+  }
 });
