@@ -65,7 +65,7 @@ export class BytePairModel {
     return {
       merges: read.required('tokenizer.ggml.merges', read.strings('tokenizer.ggml.merges')),
       pre,
-      // llama.cpp overrides the file's add_bos_token for such a pre-tokenizer (Gemma 4's files say false).
+      // llama.cpp overrides the file's add_bos_token for such a pre-tokenizer (some Gemma 4 files say false).
       ...(preTokenizer(pre)?.forcesBos ? { addBos: true } : {}),
     };
   }

@@ -64,8 +64,8 @@ const PRE_TOKENIZERS = new Map([
   // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
   ['dbrx', { splits: [llama3Like('\\p{N}{1,3}')] }],
   ['gpt-4o', { splits: [GPT4O] }],
-  // Gemma 4's: merges run over whole lines; newlines alone are cut apart,
-  // since no merge spans one (llama.cpp's reason for the split).
+  // Gemma 4's: no cut into words -- merges run over each line whole, and
+  // each run of newlines stands apart.
   ['gemma4', { splits: ['[^\\n]+|\\n+'], pieceSpelling: true, newlineRunsWhole: true, addBos: true, forcesBos: true }],
 ]);
 
