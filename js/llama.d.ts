@@ -49,8 +49,8 @@ export interface TokenizerMetadata {
 }
 
 export interface TokenizerVocab {
-  /** 'llama': SentencePiece BPE (the default); 'gpt2': byte-level BPE. */
-  model?: 'llama' | 'gpt2';
+  /** 'llama': SentencePiece BPE (the default); 'gpt2': byte-level BPE; 'gemma4': Gemma 4's BPE (raw UTF-8, '▁' for a space). */
+  model?: 'llama' | 'gpt2' | 'gemma4';
   tokens: string[];
   /**
    * GGUF's token type per token, numbered as llama.cpp does: 1 normal, 2 unknown, 3 control, 4 user-defined,
@@ -59,7 +59,7 @@ export interface TokenizerVocab {
   tokenTypes?: ArrayLike<number>;
   /** SentencePiece: a score per token. */
   scores?: number[];
-  /** Byte-level BPE: "left right" pairs, the first merged first. */
+  /** BPE (byte-level and Gemma 4's): "left right" pairs, the first merged first. */
   merges?: string[];
   /** Byte-level BPE: the pre-tokenizer, by its tokenizer.ggml.pre name (default 'default'). */
   pre?: 'default' | 'gpt-2' | 'llama-bpe' | 'qwen2' | 'smollm';
@@ -102,9 +102,9 @@ export class Tokenizer {
   constructor(vocab: TokenizerVocab);
   /** The tokenizer of a GGUF file's tokenizer.* keys; throws a GgufError naming what is wrong. */
   static fromGguf(metadata: GgufFile | TokenizerMetadata): Tokenizer;
-  /** tokenizer.ggml.model: 'llama' (SentencePiece) or 'gpt2' (byte-level BPE). */
-  readonly model: 'llama' | 'gpt2';
-  /** Byte-level BPE: tokenizer.ggml.pre; null for SentencePiece. */
+  /** tokenizer.ggml.model: 'llama' (SentencePiece), 'gpt2' (byte-level BPE) or 'gemma4' (Gemma 4's BPE). */
+  readonly model: 'llama' | 'gpt2' | 'gemma4';
+  /** BPE: tokenizer.ggml.pre ('gemma4' for Gemma 4's); null for SentencePiece. */
   readonly pre: string | null;
   readonly tokens: string[];
   /** The token types (see TokenizerVocab.tokenTypes); 0 for a type llama.cpp does not know either. */

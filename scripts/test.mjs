@@ -7,7 +7,8 @@
 // into build-tools/), then the C tests natively (ctest, scalar kernels) and
 // compiled to wasm with SIMD128 in Node, and the JavaScript tests of
 // tests/js/ (node --test): none needs a browser, a bundler or llama.cpp's
-// wasm build; the tiny files of the 2026 architectures meet native llama.cpp.
+// wasm build; the tiny files of the 2026 architectures and Gemma 4's tokenizer
+// meet native llama.cpp.
 //
 // npm run test:all (node scripts/test.mjs --all) -- what CI runs: the same,
 // and the relaxed-SIMD C tests in Node 22, the C tests and the fuzz corpora
@@ -107,7 +108,7 @@ if (ready) {
     }
     await step('C tests, sanitized', sanitizedTests);
   }
-  // The oracle of the *-native tests: a failed install fails this step (the tests then skip, saying why).
+  // The oracle of the *-native tests and of Gemma 4's tokenizer: a failed install fails this step (the tests then skip, saying why).
   await step('native llama.cpp', ensureNativeLlamaCpp);
   await step('JS tests', () => nodeTests('js'));
   if (all) {

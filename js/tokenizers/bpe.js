@@ -4,7 +4,12 @@
 // character per byte), and adjacent symbols merge in the order of the merge
 // list -- the lowest rank first, the leftmost on a tie -- until no listed pair
 // is left. Decoding maps the alphabet back to bytes.
+// Gemma 4's BPE (tokenizer.ggml.model "gemma4") merges the same way over
+// words spelled as SentencePiece spells them (its pre-tokenizer's
+// pieceSpelling): raw characters, '▁' for a space, <0xNN> byte tokens for a
+// character left without a token.
 
+import { BytePieces, SPACE } from './byte-pieces.js';
 import { MergeQueue } from './merge-queue.js';
 import { preTokenizer, preTokenizerNames } from './pretokenize.js';
 
@@ -26,6 +31,7 @@ const CACHE_WORDS = 1 << 16;
 // Rank and left position in one number for the queue: ranks stay below 2^21
 // and positions below 2^32, well inside a double's exact integers.
 const POSITION = 2 ** 32;
+const NEWLINE_RUN = /^\n+$/;
 
 const utf8 = new TextEncoder();
 
@@ -45,24 +51,33 @@ function spell(word) {
 export class BytePairModel {
   /** No unknown token unless the file names one; the begin token as llama.cpp adds it for the pre-tokenizer. */
   static defaultUnkId = null;
-  static addsBos = (pre) => preTokenizer(pre)?.addBos ?? false;
+  /** The pre-tokenizer llama.cpp gives every file of this model, whatever tokenizer.ggml.pre says (null: the file's). */
+  static pre = null;
+
+  static addsBos(pre) {
+    return preTokenizer(this.pre ?? pre)?.addBos ?? false;
+  }
 
   /** Its keys of a GGUF file, through fromGguf's checked reader. */
   static readGguf(read) {
+    // llama.cpp reads a file without a pre-tokenizer with its default one.
+    const pre = this.pre ?? read.string('tokenizer.ggml.pre') ?? 'default';
     return {
       merges: read.required('tokenizer.ggml.merges', read.strings('tokenizer.ggml.merges')),
-      // llama.cpp reads a file without a pre-tokenizer with its default one.
-      pre: read.string('tokenizer.ggml.pre') ?? 'default',
+      pre,
+      // llama.cpp overrides the file's add_bos_token for such a pre-tokenizer (some Gemma 4 files say false).
+      ...(preTokenizer(pre)?.forcesBos ? { addBos: true } : {}),
     };
   }
 
   /**
    * @param {{ tokens: string[], ids: Map<string, number>, merges: string[], pre: string, unkId: number | null }} vocab
    *   merges are "left right" strings, the first the most frequent (rank 0);
-   *   pre a name preTokenizer() knows.
+   *   pre a name preTokenizer() knows (the model's own where it has one).
    */
   constructor({ tokens, ids, merges, pre = 'default', unkId }) {
-    if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new TypeError('a byte-level BPE vocabulary needs its merges, an array of strings');
+    if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) throw new TypeError('a BPE vocabulary needs its merges, an array of strings');
+    pre = new.target.pre ?? pre;
     this.pre = preTokenizer(pre);
     if (this.pre === undefined) throw new TypeError(`pre-tokenizer ${JSON.stringify(pre)} is not one of ${preTokenizerNames().join(', ')}`);
     this.tokens = tokens;
@@ -78,9 +93,11 @@ export class BytePairModel {
       this.ranks.set(merge, rank);
     }
     this.cache = new Map();
+    // The byte tokens a character without a token falls back to, and decoding's '▁'.
+    this.bytePieces = this.pre.pieceSpelling ? new BytePieces(tokens) : null;
   }
 
-  /** Byte-level decoding drops nothing: every space is a word's. */
+  /** Decoding drops nothing: every space is a word's (Gemma 4's text gets no space before it). */
   get stripsFirstSpace() {
     return false;
   }
@@ -88,10 +105,12 @@ export class BytePairModel {
   /** Appends the ids of `text` (no special tokens in it) to `out`. */
   encodeText(text, out) {
     const { pre, cache } = this;
-    for (const word of pre.split(pre.normalize ? text.normalize(pre.normalize) : text)) {
+    const normalized = pre.normalize ? text.normalize(pre.normalize) : text;
+    // SentencePiece's spelling escapes the spaces of the whole text before the split, as llama.cpp does.
+    for (const word of pre.split(pre.pieceSpelling ? normalized.replaceAll(' ', SPACE) : normalized)) {
       let ids = cache.get(word);
       if (ids === undefined) {
-        ids = this.#encodeWord(spell(word));
+        ids = this.#encodeWord(pre.pieceSpelling ? word : spell(word));
         if (cache.size >= CACHE_WORDS) cache.clear();
         cache.set(word, ids);
       }
@@ -102,10 +121,10 @@ export class BytePairModel {
   #encodeWord(word) {
     const { ids, ranks } = this;
     const whole = ids.get(word);
-    if (whole !== undefined && (this.pre.ignoreMerges || word.length === 1)) return [whole];
-    // One symbol per character of the spelled word (all of them below U+0144, one UTF-16 unit each).
-    const n = word.length;
+    if (whole !== undefined && (this.pre.ignoreMerges || word.length === 1 || (this.pre.newlineRunsWhole && NEWLINE_RUN.test(word)))) return [whole];
+    // One symbol per character of the spelled word.
     const symbols = Array.from(word);
+    const n = symbols.length;
     const next = Int32Array.from({ length: n }, (_, i) => (i + 1 < n ? i + 1 : -1));
     const prev = Int32Array.from({ length: n }, (_, i) => i - 1);
     const queue = new MergeQueue((a, b) => a < b);
@@ -137,9 +156,19 @@ export class BytePairModel {
     return out;
   }
 
-  // A symbol the merges made but the vocabulary lacks (a faulty vocabulary):
-  // its characters one by one, the unknown token for those missing too.
+  // A symbol the merges left but the vocabulary lacks. Spelled as
+  // SentencePiece spells: its UTF-8 bytes as byte tokens (a byte without one
+  // is left out, as llama.cpp leaves it). In GPT-2's alphabet (a faulty
+  // vocabulary): its characters one by one, the unknown token for those
+  // missing too.
   #spellOut(symbol, out) {
+    if (this.bytePieces !== null) {
+      for (const byte of utf8.encode(symbol)) {
+        const id = this.bytePieces.byteIds[byte];
+        if (id >= 0) out.push(id);
+      }
+      return;
+    }
     for (const char of symbol) {
       const id = this.ids.get(char) ?? this.unkId;
       if (id !== null) out.push(id);
@@ -148,6 +177,7 @@ export class BytePairModel {
 
   /** The bytes token `id` stands for in text (a character outside the alphabet stands for its own UTF-8). */
   tokenBytes(id) {
+    if (this.bytePieces !== null) return this.bytePieces.tokenBytes(id);
     const token = this.tokens[id];
     const bytes = [];
     for (const char of token) {
@@ -158,4 +188,9 @@ export class BytePairModel {
     }
     return Uint8Array.from(bytes);
   }
+}
+
+/** Gemma 4's BPE (tokenizer.ggml.model "gemma4"): llama.cpp splits every such file with its gemma4 pre-tokenizer. */
+export class Gemma4Model extends BytePairModel {
+  static pre = 'gemma4';
 }

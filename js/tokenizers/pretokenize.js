@@ -45,7 +45,12 @@ const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${UPPER}*${LOWER}+${CONTRACTION}|[^\\r\\n\\
  * a token as a whole is that token (Llama 3's tokenizer.json says so),
  * normalize: the Unicode form text is put in first (the vocabulary's
  * tokenizer.json normalizer, which GGUF does not record), addBos: whether
- * llama.cpp adds the begin token when the file does not say }.
+ * llama.cpp adds the begin token when the file does not say, forcesBos:
+ * whether it adds it even when the file says not to, pieceSpelling: words
+ * are spelled as SentencePiece spells them -- raw UTF-8 characters with '▁'
+ * for a space, a missing character as <0xNN> byte tokens -- instead of in
+ * GPT-2's byte alphabet, newlineRunsWhole: a word of newlines alone that is
+ * a token is that token }.
  */
 const PRE_TOKENIZERS = new Map([
   // llama.cpp's fallback for BPE files that name none.
@@ -59,6 +64,9 @@ const PRE_TOKENIZERS = new Map([
   // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
   ['dbrx', { splits: [llama3Like('\\p{N}{1,3}')] }],
   ['gpt-4o', { splits: [GPT4O] }],
+  // Gemma 4's: no cut into words -- merges run over each line whole, and
+  // each run of newlines stands apart.
+  ['gemma4', { splits: ['[^\\n]+|\\n+'], pieceSpelling: true, newlineRunsWhole: true, addBos: true, forcesBos: true }],
 ]);
 
 // The names llama.cpp (llama-vocab.cpp) gives the same rules under: each
@@ -71,6 +79,7 @@ const SAME_RULES = new Map([
   ['qwen35', 'qwen35'],
   ...['dbrx', 'smaug-bpe'].map((name) => [name, 'dbrx']),
   ...['gpt-4o', 'llama4'].map((name) => [name, 'gpt-4o']),
+  ['gemma4', 'gemma4'],
   ['default', 'default'],
 ]);
 
@@ -79,7 +88,7 @@ export const preTokenizerNames = () => [...SAME_RULES.keys()];
 
 /**
  * The pre-tokenizer `name`, or undefined when there is none of that name:
- * { name, split(text) -> words, ignoreMerges, normalize, addBos }.
+ * { name, split(text) -> words, ignoreMerges, normalize, addBos, forcesBos, pieceSpelling, newlineRunsWhole }.
  */
 export function preTokenizer(name) {
   const row = PRE_TOKENIZERS.get(SAME_RULES.get(name));
@@ -90,6 +99,9 @@ export function preTokenizer(name) {
     ignoreMerges: row.ignoreMerges ?? false,
     normalize: row.normalize ?? null,
     addBos: row.addBos ?? false,
+    forcesBos: row.forcesBos ?? false,
+    pieceSpelling: row.pieceSpelling ?? false,
+    newlineRunsWhole: row.newlineRunsWhole ?? false,
     split: (text) => expressions.reduce((pieces, expression) => splitEach(pieces, expression), [text]),
   };
 }

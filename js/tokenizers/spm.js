@@ -4,10 +4,9 @@
 // piece scores best merges, the leftmost on a tie, until no joined pair is a
 // piece. Decoding reads '▁' as a space and <0xNN> as its byte.
 
+import { BytePieces, SPACE } from './byte-pieces.js';
 import { MergeQueue } from './merge-queue.js';
 
-const SPACE = '\u2581'; // '▁'
-const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/;
 const utf8 = new TextEncoder();
 
 const bestFirst = (a, b) => a.score > b.score || (a.score === b.score && a.left < b.left);
@@ -37,17 +36,7 @@ export class SentencePieceModel {
     this.scores = scores;
     this.unkId = unkId;
     this.addSpacePrefix = addSpacePrefix;
-    // Byte-fallback ids, and the byte each byte piece stands for.
-    this.byteIds = new Int32Array(256).fill(-1);
-    this.pieceBytes = new Int16Array(tokens.length).fill(-1);
-    tokens.forEach((piece, id) => {
-      const match = BYTE_PIECE.exec(piece);
-      if (match) {
-        const byte = parseInt(match[1], 16);
-        this.byteIds[byte] = id;
-        this.pieceBytes[id] = byte;
-      }
-    });
+    this.bytePieces = new BytePieces(tokens);
   }
 
   /** The space a decoder drops from the first piece: the one encoding put before the text. */
@@ -58,6 +47,7 @@ export class SentencePieceModel {
   /** Appends the ids of `text` (no special tokens in it) to `out`; a segment's start gets the '▁' prefix. */
   encodeText(text, out, startsSegment) {
     const { tokens, ids, scores } = this;
+    const { byteIds } = this.bytePieces;
     const pieces = [];
     const spaced = text.replaceAll(' ', SPACE);
     for (const char of this.addSpacePrefix && startsSegment ? SPACE + spaced : spaced) {
@@ -66,7 +56,7 @@ export class SentencePieceModel {
         pieces.push(id);
         continue;
       }
-      for (const byte of utf8.encode(char)) pieces.push(this.byteIds[byte] >= 0 ? this.byteIds[byte] : this.unkId);
+      for (const byte of utf8.encode(char)) pieces.push(byteIds[byte] >= 0 ? byteIds[byte] : this.unkId);
     }
     const n = pieces.length;
     const next = Int32Array.from({ length: n }, (_, i) => (i + 1 < n ? i + 1 : -1));
@@ -96,7 +86,6 @@ export class SentencePieceModel {
 
   /** The bytes token `id` stands for in text. */
   tokenBytes(id) {
-    const byte = this.pieceBytes[id];
-    return byte >= 0 ? Uint8Array.of(byte) : utf8.encode(this.tokens[id].replaceAll(SPACE, ' '));
+    return this.bytePieces.tokenBytes(id);
   }
 }

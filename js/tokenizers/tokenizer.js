@@ -1,12 +1,13 @@
-// The tokenizers of GGUF files: SentencePiece BPE ("llama") and byte-level
-// BPE ("gpt2"), picked by tokenizer.ggml.model from one table. This file does
+// The tokenizers of GGUF files: SentencePiece BPE ("llama"), byte-level BPE
+// ("gpt2") and Gemma 4's BPE ("gemma4"), picked by tokenizer.ggml.model from
+// one table. This file does
 // what both share, as llama.cpp does it: control and user-defined tokens
 // written in the text are matched whole before the model sees the rest, the
 // begin and end tokens are added as the vocabulary says, and decoding streams
 // bytes, holding a character's first bytes until its last one comes.
 
 import { GgufError } from '../runtime/checks.js';
-import { BytePairModel } from './bpe.js';
+import { BytePairModel, Gemma4Model } from './bpe.js';
 import { SentencePieceModel } from './spm.js';
 
 /** GGUF's token types (tokenizer.ggml.token_type), numbered as llama.cpp numbers them. */
@@ -18,14 +19,17 @@ export const TokenType = Object.freeze({ NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER
 const MODELS = new Map([
   ['llama', SentencePieceModel],
   ['gpt2', BytePairModel],
+  ['gemma4', Gemma4Model],
 ]);
 
 // A vocabulary that cannot be used; fromGguf reports it as the file's fault.
 class VocabError extends TypeError {}
 
-// The end-of-turn markers llama.cpp takes as ends of generation where the
-// vocabulary has them as control tokens (src/llama-vocab.cpp).
-const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>'];
+// End-of-turn markers llama.cpp takes as ends of generation wherever the
+// vocabulary has them, making each a control token if the file did not (Gemma
+// 4's <|tool_response> is user-defined there); from src/llama-vocab.cpp's list.
+const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>',
+  '<eos>', '<turn|>', '<|tool_response>'];
 
 const utf8 = new TextEncoder();
 const NO_BYTES = new Uint8Array(0);
@@ -33,13 +37,13 @@ const NO_BYTES = new Uint8Array(0);
 export class Tokenizer {
   /**
    * @param {object} vocab
-   * @param {'llama' | 'gpt2'} [vocab.model] the tokenizer kind (default 'llama', SentencePiece)
+   * @param {'llama' | 'gpt2' | 'gemma4'} [vocab.model] the tokenizer kind (default 'llama', SentencePiece)
    * @param {string[]} vocab.tokens
    * @param {number[]} [vocab.tokenTypes] a TokenType per token; without them the begin and end
    *   tokens are control tokens, the unknown token unknown and the rest normal
    * @param {number[]} [vocab.scores] SentencePiece: a score per token
-   * @param {string[]} [vocab.merges] byte-level BPE: "left right", most frequent first
-   * @param {string} [vocab.pre] byte-level BPE: the pre-tokenizer's name (default 'default')
+   * @param {string[]} [vocab.merges] BPE (byte-level and Gemma 4's): "left right", most frequent first
+   * @param {string} [vocab.pre] byte-level BPE: the pre-tokenizer's name (default 'default'; Gemma 4's is always 'gemma4')
    * @param {number | null} vocab.bosId
    * @param {number | null} vocab.eosId
    * @param {number | null} [vocab.unkId] (SentencePiece default 0)
@@ -96,14 +100,18 @@ export class Tokenizer {
   /**
    * The tokens that end a generation, as llama.cpp gathers them: the end
    * token, those the file names (end of turn, end of message), and the
-   * control tokens spelled as the end markers of the chat formats it knows
-   * (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...).
+   * tokens spelled as the end markers of the chat formats it knows
+   * (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...),
+   * which become control tokens: taken whole by encode() only with
+   * `special`, hidden by decode() without it.
    */
   #endsOfGeneration(named) {
     const eog = new Set([this.eosId, ...named].filter((t) => t !== null));
     for (const marker of END_MARKERS) {
       const t = this.ids.get(marker);
-      if (t !== undefined && this.tokenTypes[t] === TokenType.CONTROL) eog.add(t);
+      if (t === undefined) continue;
+      eog.add(t);
+      this.tokenTypes[t] = TokenType.CONTROL;
     }
     return eog;
   }
@@ -143,7 +151,7 @@ export class Tokenizer {
     };
     const model = read.required('tokenizer.ggml.model', read.string('tokenizer.ggml.model'));
     const Model = MODELS.get(model);
-    if (Model === undefined) throw new GgufError(`tokenizer.ggml.model is ${JSON.stringify(model)}; this package reads ${[...MODELS.keys()].join(' and ')}`);
+    if (Model === undefined) throw new GgufError(`tokenizer.ggml.model is ${JSON.stringify(model)}; this package reads ${[...MODELS.keys()].join(', ')}`);
     const tokens = read.required('tokenizer.ggml.tokens', read.strings('tokenizer.ggml.tokens'));
     const types = read.integers('tokenizer.ggml.token_type');
     if (types !== undefined && types.length < tokens.length) throw new GgufError(`tokenizer.ggml.token_type has ${types.length} entries for ${tokens.length} tokens`);

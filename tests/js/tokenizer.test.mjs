@@ -226,6 +226,23 @@ test('merges go by rank, the leftmost first when one pair repeats', () => {
   assert.deepEqual(bpeVocab(tokens, ['a a'], 'gpt-2').encode('aaa'), [5, 0]);
 });
 
+test('gemma4: BPE over raw characters with \'▁\' for a space, a run of newlines that is a token whole, bytes as <0xNN>, the begin token whatever the file says', () => {
+  const tokens = ['<pad>', '<eos>', '<bos>', 'a', 'b', '▁', 'ab', '▁ab', '\n', '\n\n', '<0xC3>', '<0xA9>'];
+  const vocab = { model: 'gemma4', tokens, tokenTypes: [3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 6], merges: ['a b', '▁ ab'], bosId: 2, eosId: 1 };
+  const tokenizer = new Tokenizer(vocab);
+  assert.equal(tokenizer.pre, 'gemma4');
+  assert.deepEqual(tokenizer.encode('ab ab'), [2, 6, 7]);
+  // '\n\n' is a token though no merge makes it; '\n\n\n' is not, and no merge joins newlines.
+  assert.deepEqual(tokenizer.encode('a\n\nb\n\n\né', { bos: false }), [3, 9, 4, 8, 8, 8, 10, 11]);
+  assert.equal(tokenizer.decode([6, 7, 9, 10, 11]), 'ab ab\n\né');
+  assert.deepEqual(preTokenizer('gemma4').split('a b\n\nc\n'), ['a b', '\n\n', 'c', '\n']);
+  // llama.cpp: a gemma4 file splits as gemma4 whatever tokenizer.ggml.pre says, and begins with <bos> even where add_bos_token is false.
+  const fromFile = Tokenizer.fromGguf(new Map([['tokenizer.ggml.model', 'gemma4'], ['tokenizer.ggml.tokens', tokens], ['tokenizer.ggml.token_type', vocab.tokenTypes],
+    ['tokenizer.ggml.merges', vocab.merges], ['tokenizer.ggml.pre', 'gpt-2'], ['tokenizer.ggml.bos_token_id', 2], ['tokenizer.ggml.add_bos_token', false]]));
+  assert.deepEqual([fromFile.pre, fromFile.addBos], ['gemma4', true]);
+  assert.deepEqual(fromFile.encode('ab ab'), [2, 6, 7]);
+});
+
 test('pre-tokenizers cut as their expressions say: smollm single digits, llama-bpe three, default punctuation apart, gpt-4o at case changes', () => {
   assert.deepEqual(preTokenizer('smollm').split('x 2024'), ['x', ' ', '2', '0', '2', '4']);
   assert.deepEqual(preTokenizer('smollm').split('½٣①'), ['½', '٣', '①'], 'every Unicode number, as char::is_numeric');
@@ -272,7 +289,7 @@ test('bad tokenizer metadata is refused with a GgufError naming the key', () => 
   const { entries } = vocabulary('gpt2');
   const edit = (key, value) => metadataMap(entries.map((entry) => (entry.key === key ? { ...entry, value } : entry)));
   const refuses = (metadata, pattern) => assert.throws(() => Tokenizer.fromGguf(metadata), (error) => error instanceof GgufError && pattern.test(error.message));
-  refuses(edit('tokenizer.ggml.model', 'bert'), /tokenizer\.ggml\.model is "bert"; this package reads llama and gpt2/);
+  refuses(edit('tokenizer.ggml.model', 'bert'), /tokenizer\.ggml\.model is "bert"; this package reads llama, gpt2, gemma4/);
   refuses(edit('tokenizer.ggml.token_type', [1, 2, 3]), /token_type has 3 entries for 50257 tokens/);
   refuses(edit('tokenizer.ggml.merges', ['Ġt', 'h e']), /merge 0 \("Ġt"\) is not two symbols/);
   refuses(edit('tokenizer.ggml.bos_token_id', 50257), /bosId is 50257, not a token id \(0 to 50256\)/);

@@ -7,6 +7,8 @@
 //   const why = await nativeLlamaCppMissing();   // a reason to skip, or null
 //   const logits = await nativeLogits(path, tokens, vocab, { flashAttention: false });  // [tokens x vocab]
 //   const t = await nativeTimings(path, { promptTokens: 512, decodeTokens: 32, threads: 2 });  // tokens/s
+//   const ids = await nativeTokenize(vocabPath, text, { special: true });  // a vocabulary-only file will do
+//   const text = await nativeDetokenize(vocabPath, ids, { special: true });
 //   await closeNativeLlamaCpp();
 //
 // The cache is f32 (keys and values), so that what is compared is the
@@ -19,7 +21,7 @@ import { nativeLlamaCppDir } from '../../scripts/toolchain.mjs';
 
 const entry = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 let llama = null;
-let loaded = null; // { path, model }
+let loaded = null; // { path, vocabOnly, model }
 
 async function runtime() {
   if (!llama) {
@@ -40,12 +42,27 @@ export async function nativeLlamaCppMissing() {
   }
 }
 
-async function modelAt(path) {
-  if (loaded?.path !== path) {
+async function modelAt(path, { vocabOnly = false } = {}) {
+  if (loaded?.path !== path || loaded.vocabOnly !== vocabOnly) {
     await loaded?.model.dispose();
-    loaded = { path, model: await (await runtime()).loadModel({ modelPath: path }) };
+    loaded = { path, vocabOnly, model: await (await runtime()).loadModel({ modelPath: path, vocabOnly }) };
   }
   return loaded.model;
+}
+
+/**
+ * llama.cpp's ids for `text` from the vocabulary of the file at `path` (its
+ * weights not loaded), without the begin token (common_tokenize's
+ * add_special false); `special`: control tokens written in the text are
+ * taken whole (parse_special).
+ */
+export async function nativeTokenize(path, text, { special = false } = {}) {
+  return (await modelAt(path, { vocabOnly: true })).tokenize(text, special);
+}
+
+/** llama.cpp's text for `ids` (llama_detokenize; `special`: control tokens read as their text). */
+export async function nativeDetokenize(path, ids, { special = false } = {}) {
+  return (await modelAt(path, { vocabOnly: true })).detokenize(ids, special);
 }
 
 /** The context nativeLogits gives llama.cpp for up to this many tokens (LongRoPE picks its factors by it). */
