@@ -4,7 +4,7 @@
 // on rows are refused, changing nothing.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { KvCache, KvCacheError, LayerKvCache, PrefixCache } from '../../js/index.js';
+import { KvCache, KvCacheError, LayerKvCache, PrefixCache, memoryStats } from '../../js/index.js';
 import { fingerprint, normals, ready, rng } from './helpers.mjs';
 
 before(ready);
@@ -89,14 +89,16 @@ test('a bad owner throws naming layers[i].owner, and nothing is created', () => 
     [[...OWNERS, { kind: 'shared', owner: 2 }], RangeError, /layers\[2\]\.owner must name an earlier layer/],
     [[{ kind: 'shared', owner: 0 }, ...OWNERS], RangeError, /layers\[0\]\.owner must name an earlier layer/],
     [[...OWNERS, { kind: 'shared', owner: 3 }, { kind: 'full', numKvHeads: H, headDim: D }], RangeError, /layers\[2\]\.owner must name an earlier layer/],
-    [[...OWNERS, { kind: 'shared', owner: 0 }, { kind: 'shared', owner: 2 }], RangeError, /layers\[3\]\.owner must name a full or window layer.*'shared'/],
-    [[{ kind: 'conv', channels: 4, kernel: 3 }, { kind: 'shared', owner: 0 }], RangeError, /layers\[1\]\.owner must name a full or window layer.*'conv'/],
-    [[{ kind: 'linear', numHeads: 1, numFeatures: 2, valueDim: 2 }, { kind: 'shared', owner: 0 }], RangeError, /layers\[1\]\.owner must name a full or window layer.*'linear'/],
+    [[...OWNERS, { kind: 'shared', owner: 0 }, { kind: 'shared', owner: 2 }], RangeError, /layers\[3\]\.owner must name a full or window layer.*"shared"/],
+    [[{ kind: 'conv', channels: 4, kernel: 3 }, { kind: 'shared', owner: 0 }], RangeError, /layers\[1\]\.owner must name a full or window layer.*"conv"/],
+    [[{ kind: 'linear', numHeads: 1, numFeatures: 2, valueDim: 2 }, { kind: 'shared', owner: 0 }], RangeError, /layers\[1\]\.owner must name a full or window layer.*"linear"/],
     [[...OWNERS, { kind: 'shared', owner: 0, window: 3 }], TypeError, /window/],
   ];
+  const live = memoryStats().layers;
   for (const [layers, type, message] of cases) {
     assert.throws(() => new KvCache({ layers }), (error) => error instanceof type && message.test(error.message),
       JSON.stringify(layers.slice(-2)));
+    assert.equal(memoryStats().layers, live, 'no layer is left behind');
   }
   // Alone, a shared layer's owner is any index a cache can have.
   assert.throws(() => new LayerKvCache({ kind: 'shared', owner: -1 }), /owner must be between 0 and 4095/);
