@@ -81,6 +81,32 @@ function loopsOverUndefinedAsEmpty(program) {
   visit(program);
 }
 
+// A string filter (upper, lower, ...) of something undefined -- `value['type'] | upper`
+// for a property without a type, in Gemma 4's template -- is '' in jinja2, which
+// prints an undefined value as '', but throws in the engine. So each such
+// filter's operand is read as `(x if x is defined else '')`, the engine's own
+// node from a probe template. Where the engine's tree is not shaped as this
+// expects, filters stay as they are.
+const STRING_FILTERS = new Set(['upper', 'lower', 'trim', 'title', 'capitalize']);
+let definedOrBlank;
+function stringFiltersOfUndefinedAsBlank(program) {
+  if (definedOrBlank === undefined) {
+    const probe = new Template('{{ (y if y is defined else "") | upper }}').parsed.body?.[0]?.operand;
+    const fits = probe?.type === 'Ternary' && probe.condition?.type === 'TestExpression' && probe.condition.operand?.type === 'Identifier' &&
+      probe.trueExpr?.type === 'Identifier' && probe.falseExpr?.type === 'StringLiteral';
+    const copy = (node, fields) => Object.assign(Object.create(Object.getPrototypeOf(node)), node, fields);
+    definedOrBlank = fits ? (operand) => copy(probe, { condition: copy(probe.condition, { operand }), trueExpr: operand }) : null;
+  }
+  if (definedOrBlank === null) return;
+  const visit = (node) => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (node === null || typeof node !== 'object' || typeof node.type !== 'string') return;
+    for (const value of Object.values(node)) visit(value);
+    if (node.type === 'FilterExpression' && node.filter?.type === 'Identifier' && STRING_FILTERS.has(node.filter.value)) node.operand = definedOrBlank(node.operand);
+  };
+  visit(program);
+}
+
 // Variables render() sets itself; a caller gives them another way.
 const OWN = { messages: 'the messages are render\'s first argument', add_generation_prompt: 'give options.addGenerationPrompt' };
 
@@ -104,6 +130,7 @@ export class ChatTemplate {
       throw new ChatTemplateError(`the chat template does not parse: ${error.message}`, { cause: error });
     }
     loopsOverUndefinedAsEmpty(this.#template.parsed);
+    stringFiltersOfUndefinedAsBlank(this.#template.parsed);
     this.source = source;
     this.bosToken = bosToken;
     this.eosToken = eosToken;

@@ -25,7 +25,10 @@ class VocabError extends TypeError {}
 
 // The end-of-turn markers llama.cpp takes as ends of generation where the
 // vocabulary has them as control tokens (src/llama-vocab.cpp).
-const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>'];
+// Gemma 4's are <eos>, <turn|> and <|tool_response>: a model turn ends at its
+// end, or where a call's result is to follow.
+const END_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|eom_id|>', '<EOT>', '<|return|>', '<|end_of_text|>',
+  '<eos>', '<turn|>', '<|tool_response>'];
 
 const utf8 = new TextEncoder();
 const NO_BYTES = new Uint8Array(0);
