@@ -525,7 +525,7 @@ test('Gemma 4\'s calls: a tool\'s parameters become a grammar of its call syntax
   chat.free();
 });
 
-test('Gemma 4: <turn|>, <eos> and <|tool_response> end a reply; a thought comes apart from the content, as reasoning_content', async () => {
+test('Gemma 4: <turn|>, <eos> and <|tool_response> end a reply; a thought comes apart from the content, as reasoning_content, which the conversation keeps', async () => {
   const { llama } = model('gemma4');
   const { tokenizer } = llama;
   assert.deepEqual(['<eos>', '<turn|>', '<|tool_response>'].map((t) => tokenizer.eogIds.has(tokenizer.ids.get(t))), [true, true, true]);
@@ -544,5 +544,8 @@ test('Gemma 4: <turn|>, <eos> and <|tool_response> end a reply; a thought comes 
   assert.equal(reply.content, 'Hello.');
   assert.match(reply.reasoning_content, /^[a-z]{3,6}$/);
   assert.ok(text.startsWith(`thought\n${reply.reasoning_content}`), text); // the streamed text leaves the control tokens out
+  // The conversation given back keeps it.
+  for await (const piece of chat.send([...chat.messages, { role: 'user', content: 'More?' }], { maxTokens: 2 })) void piece;
+  assert.equal(chat.messages[1].reasoning_content, reply.reasoning_content);
   chat.free();
 });
