@@ -80,11 +80,13 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
-/** A message of a conversation: an assistant's may carry tool_calls, a tool's the id of the call it answers. */
+/** A message of a conversation: an assistant's may carry tool_calls and reasoning_content, a tool's the id of the call it answers. */
 export interface ConversationMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
   tool_calls?: ToolCall[];
+  /** An assistant's thinking (Gemma 4's thinking channel), which its content leaves out. */
+  reasoning_content?: string;
   tool_call_id?: string;
   name?: string;
   [key: string]: unknown;

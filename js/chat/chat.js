@@ -13,7 +13,7 @@
 import { checkBytes, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys } from '../runtime/options.js';
 import { ChatTemplate } from './template.js';
-import { parseToolCalls, templateMessages, toolRequest } from './tools.js';
+import { parseReply, readsControlTokens, templateMessages, toolFormatOf, toolRequest } from './tools.js';
 import { checkName, getConversation, putConversation } from '../store/store.js';
 
 // A file without a chat template (a base model, like stories260K) chats as
@@ -29,7 +29,7 @@ const SAVED_VERSION = 1;
 const SAVED_HEADER_BYTES = 12;
 const restored = Symbol('restored');
 
-/** `messages` checked: { role, content } (an assistant's with its tool_calls, a tool's with its tool_call_id), copied. */
+/** `messages` checked: { role, content } (an assistant's with its tool_calls and reasoning_content, a tool's with its tool_call_id), copied. */
 export function checkMessages(where, messages) {
   if (!Array.isArray(messages) || messages.length === 0) throw new TypeError(`${where}: messages must be a non-empty array`);
   return messages.map((m, i) => {
@@ -40,6 +40,7 @@ export function checkMessages(where, messages) {
     }
     const message = { role: m.role, content };
     if (calls !== undefined && calls.length > 0) message.tool_calls = checkCalls(where, i, calls);
+    if (m.role === 'assistant' && typeof m.reasoning_content === 'string') message.reasoning_content = m.reasoning_content;
     if (m.role === 'tool' && m.tool_call_id !== undefined) message.tool_call_id = String(m.tool_call_id);
     if (m.role === 'tool' && m.name !== undefined) message.name = String(m.name);
     return message;
@@ -65,8 +66,9 @@ const callId = () => `call_${Math.random().toString(36).slice(2, 12)}`;
  * The reply to `messages` in `session` rendered by `template`, streamed as
  * pieces; the last piece (its stop set) carries `toolCalls` when options.tools
  * were given, and `message`: the assistant turn as it joins the
- * conversation ({ role, content, tool_calls? }). What Chat#send and the
- * OpenAI-shaped client run.
+ * conversation ({ role, content, tool_calls?, reasoning_content? -- a
+ * thinking channel's text, which a Gemma 4 reply's content leaves out }).
+ * What Chat#send and the OpenAI-shaped client run.
  */
 export async function* reply(where, session, template, messages, options) {
   const { tools, toolChoice, ...rest } = options;
@@ -76,18 +78,29 @@ export async function* reply(where, session, template, messages, options) {
   const variables = request ? request.variables : {};
   const text = template.render(templateMessages(messages), { addGenerationPrompt: true, ...variables });
   const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
+  const format = request?.format ?? toolFormatOf(template.source)?.name ?? null;
+  const special = readsControlTokens(format);
   let whole = '';
+  const ids = [];
   for await (const piece of session.respond(text, respondOptions)) {
     whole += piece.text;
+    if (special) ids.push(...piece.tokens.filter((id) => !session.llama.tokenizer.eogIds.has(id))); // its end token is not its text
     if (piece.stop === null) {
       yield piece;
       continue;
     }
-    const parsed = request && toolChoice !== 'none' ? parseToolCalls(request.format, whole, callId) : { content: whole, toolCalls: [] };
-    const message = { role: 'assistant', content: parsed.toolCalls.length > 0 ? parsed.content : whole };
+    const read = special ? await decodeWithControlTokens(session.llama, ids) : whole;
+    const parsed = parseReply(format, read, Boolean(request) && toolChoice !== 'none', callId);
+    const message = { role: 'assistant', content: parsed.toolCalls.length > 0 || special ? parsed.content : whole };
+    if (parsed.reasoning) message.reasoning_content = parsed.reasoning;
     if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
     yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message };
   }
+}
+
+// A reply's tokens as text with their control tokens written in it: a Llama's tokenizer decodes here, a RemoteLlama's in its worker.
+function decodeWithControlTokens(llama, ids) {
+  return typeof llama.tokenizer.decode === 'function' ? llama.tokenizer.decode(ids, { special: true }) : llama.decode(ids, { special: true });
 }
 
 export class Chat {

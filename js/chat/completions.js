@@ -75,6 +75,7 @@ function usage({ promptTokens, tokens }) {
 
 function choiceMessage(message) {
   const out = { role: 'assistant', content: message.tool_calls ? (message.content || null) : message.content };
+  if (message.reasoning_content) out.reasoning_content = message.reasoning_content;
   if (message.tool_calls) out.tool_calls = message.tool_calls;
   return out;
 }

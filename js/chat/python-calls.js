@@ -8,6 +8,7 @@
 // arguments for a tool's parameters schema (its properties in order, the
 // optional ones may be left out); parsePythonCalls(text) reads the calls.
 import { shown } from '../runtime/checks.js';
+import { grammarRules, keyedSequence, listOf } from './call-grammar.js';
 
 // What a Python-style argument can be, by schema keyword; anything else is refused.
 const ANNOTATIONS = ['title', 'description', 'default', 'examples', '$comment'];
@@ -32,14 +33,7 @@ function pythonLiteral(value) {
  * call cannot carry.
  */
 export function kwargsGrammar(where, name, parameters) {
-  const rules = [];
-  const fail = (path, why) => { throw new TypeError(`${where}: options.tools: ${name}'s parameters${path} ${why}`); };
-  let count = 0;
-  const rule = (body) => {
-    const id = `v${count++}`;
-    rules.push(`${id} ::= ${body}`);
-    return id;
-  };
+  const { rules, rule, fail } = grammarRules(where, name);
   const value = (schema, path) => {
     if (schema === true || (schema && typeof schema === 'object' && Object.keys(schema).every((k) => ANNOTATIONS.includes(k)))) {
       fail(path, 'must say what the argument is (type, enum or const): a Python-style call has no free value');
@@ -74,16 +68,7 @@ export function kwargsGrammar(where, name, parameters) {
         choices.push('"None"');
       } else if (type === 'array') {
         if (schema.items === undefined) fail(path, 'must say what its items are (items)');
-        const item = value(schema.items, `${path}/items`);
-        const min = schema.minItems ?? 0;
-        const max = schema.maxItems;
-        if (max !== undefined && max < min) fail(`${path}/maxItems`, 'is below minItems');
-        if (max === 0) {
-          choices.push('"[]"');
-        } else {
-          const rest = `("," " "? ${item}){${Math.max(0, min - 1)},${max === undefined ? '' : max - 1}}`;
-          choices.push(min > 0 ? `"[" ${item} ${rest} "]"` : `"[" (${item} ${rest})? "]"`);
-        }
+        choices.push(listOf(value(schema.items, `${path}/items`), schema, path, fail, '"," " "?'));
       } else {
         fail(`${path}/type`, `${shown(type)} is not an argument a Python-style call takes (string, integer, number, boolean, null, array)`);
       }
@@ -99,21 +84,9 @@ export function kwargsGrammar(where, name, parameters) {
   for (const r of required) if (!properties.some(([k]) => k === r)) fail('/required', `names ${shown(r)}, which is not a property`);
   const args = properties.map(([key, schema]) => {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) fail(`/properties/${key}`, 'is not a Python keyword argument name');
-    return { key, required: required.has(key), rule: rule(`${literal(`${key}=`)} ${value(schema, `/properties/${key}`)}`) };
+    return { required: required.has(key), rule: rule(`${literal(`${key}=`)} ${value(schema, `/properties/${key}`)}`) };
   });
-  // t_i: the arguments from i on, each after ", "; a required one cannot be left out.
-  for (let i = args.length - 1; i >= 0; i--) {
-    const next = `", " ${args[i].rule}${i + 1 < args.length ? ` t${i + 1}` : ''}`;
-    rules.push(`t${i} ::= ${args[i].required ? next : `(${next})?`}`);
-  }
-  // The first argument given is any up to the first required one; or none, when none is required.
-  const starts = [];
-  for (let i = 0; i < args.length; i++) {
-    starts.push(`${args[i].rule}${i + 1 < args.length ? ` t${i + 1}` : ''}`);
-    if (args[i].required) break;
-  }
-  if (!args.some((a) => a.required)) starts.push('""');
-  return [`root ::= ${starts.length ? starts.join(' | ') : '""'}`, ...rules].join('\n');
+  return [`root ::= ${keyedSequence(rule, args, '", "')}`, ...rules].join('\n');
 }
 
 /**

