@@ -332,7 +332,9 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     kvc_profile_mark(KVC_PROFILE_APPEND);
     if (status != KVC_OK) return status;
 
-    const int importance = (flags & KVC_LM_IMPORTANCE) != 0;
+    /* A shared block's attention is not its owner's importance: each layer's
+     * imp sums its own block's, a token at a time in any batching. */
+    const int importance = (flags & KVC_LM_IMPORTANCE) != 0 && owns_rows;
     const size_t L = kvc_layer_seq_len(layer);
     status = scratch_reserve(lm, T, importance ? L : 0);
     if (status == KVC_OK) status = attend(lm, layer, l, T, importance);
@@ -631,8 +633,9 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n) {
      * saw (an accept that evicted back to maxRows holds fewer). */
     kvc_lm_scratch *s = &lm->scratch;
     for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
-        kvc_layer *layer = layer_of(lm, cache, l);
-        if (lm->plans[l].kind == KVC_KIND_CONV || lm->plans[l].kind == KVC_KIND_DELTA) continue; /* no rows */
+        kvc_layer *layer = kvc_model_layer(cache, l);
+        const kvc_kind kind = lm->plans[l].kind;
+        if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_SHARED) continue; /* no rows of its own */
         const size_t L = kvc_layer_seq_len(layer);
         status = scratch_reserve(lm, s->tokens, L);
         if (status != KVC_OK) break;

@@ -142,13 +142,15 @@ test('an architecture the runner does not read is refused, naming it and the one
   const s = spec('tiny-qwen2', 'F32');
   const metadata = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'gemma'] : [key.replace(/^qwen2\./, 'gemma.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata })),
-    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, smollm3, phi3, lfm2, qwen35');
+    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, gemma4, smollm3, mistral3, phi3, lfm2, qwen35');
   // A multimodal projector (LFM2-VL's, Qwen3.5's vision tower) is a file of its own, architecture clip.
   const clip = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'clip'] : [key.replace(/^qwen2\./, 'clip.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata: clip })),
     (error) => error instanceof GgufError && /vision or audio encoder .*load the language model's GGUF/.test(error.message));
   for (const [variant, name] of [['tiny-qwen2', 'blk.1.attn_k.bias'], ['tiny-qwen3', 'blk.0.attn_q_norm.weight'],
-    ['tiny-lfm2', 'blk.0.shortconv.conv.weight'], ['tiny-qwen35', 'blk.1.ssm_a'], ['tiny-qwen35', 'blk.3.attn_q_norm.weight']]) {
+    ['tiny-lfm2', 'blk.0.shortconv.conv.weight'], ['tiny-qwen35', 'blk.1.ssm_a'], ['tiny-qwen35', 'blk.3.attn_q_norm.weight'],
+    ['tiny-gemma4', 'per_layer_proj_norm.weight'], ['tiny-gemma4', 'blk.2.inp_gate.weight'], ['tiny-gemma4', 'blk.7.attn_q_norm.weight'],
+    ['tiny-gemma4', 'blk.4.attn_k.weight']]) {
     const whole = spec(variant, 'F32');
     const without = { ...whole, tensors: whole.tensors.filter((t) => t.name !== name) };
     assert.throws(() => Llama.fromGguf(encodeGguf(without)), (error) => error instanceof GgufError && error.message === `tensor ${name} is missing`);
