@@ -10,8 +10,9 @@
 // every thread; native llama.cpp (node-llama-cpp) on the same files beside
 // them. Also: the JS heap while a 1.3 GB file loads. The 2026 geometries
 // (Gemma 3 270M and 1B, with their window layers, and SmolLM3-3B) run in Q8_0
-// and Q4_K_M, Phi-3.5-mini's and Phi-4-mini's in Q4_K_M, and the hybrids
-// LFM2-350M (Q8_0), LFM2-1.2B (Q4_K_M) and Qwen3.5-0.8B (Q8_0).
+// and Q4_K_M, Phi-3.5-mini's and Phi-4-mini's in Q4_K_M, the hybrids
+// LFM2-350M (Q8_0), LFM2-1.2B (Q4_K_M) and Qwen3.5-0.8B (Q8_0), and Gemma 4
+// E2B's and Ministral 3 3B's in Q4_K_M.
 //
 // llama.cpp prefills a few tokens a second on this machine, so long contexts
 // take it most of an hour per file: the full run measures 512 everywhere on 1
@@ -112,7 +113,8 @@ function files(quick, only) {
       [long, 'Q8_0', true],
       ...['gemma-3-270m', 'gemma-3-1b', 'smollm3-3b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [GEOMETRIES[g], mix, false])),
       ...['phi-3.5-mini', 'phi-4-mini'].map((g) => [GEOMETRIES[g], 'Q4_K_M', false]),
-      ...[['lfm2-350m', 'Q8_0'], ['lfm2-1.2b', 'Q4_K_M'], ['qwen3.5-0.8b', 'Q8_0']].map(([g, mix]) => [GEOMETRIES[g], mix, false])];
+      ...[['lfm2-350m', 'Q8_0'], ['lfm2-1.2b', 'Q4_K_M'], ['qwen3.5-0.8b', 'Q8_0']].map(([g, mix]) => [GEOMETRIES[g], mix, false]),
+      ...['gemma-4-e2b', 'ministral-3-3b'].map((g) => [GEOMETRIES[g], 'Q4_K_M', false])];
   const named = (g, mix) => `${g.name}-${mix}`;
   const unknown = only?.filter((name) => !all.some(([g, mix]) => named(g, mix) === name));
   if (unknown?.length) throw new RangeError(`bench llm: no file ${unknown.join(', ')}; known: ${all.map(([g, mix]) => named(g, mix)).join(', ')}`);

@@ -1503,6 +1503,34 @@ size_t kvc_lm_recurrent_state_len(const kvc_lm *lm);
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
                           size_t logit_rows, uint32_t flags);
 
+/* kvc_lm_forward_rows():
+ * kvc_lm_forward for a model whose per-layer embeddings stay outside its
+ * weights (kvc_lm_keep_per_layer_outside): `rows` holds the n tokens' rows of
+ * the table, in order, kvc_lm_per_layer_row_bytes each, as they are in the
+ * file.  A model whose table is inside takes rows NULL (and reads its own).
+ * @return : as kvc_lm_forward; KVC_E_NULL_POINTER also for rows NULL where
+ *           the table is outside, KVC_E_KIND for rows where it is inside. */
+kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
+                               float *logits, size_t logit_rows, uint32_t flags);
+
+/* kvc_lm_keep_per_layer_outside():
+ * Leaves the per-layer embeddings (gemma4's per_layer_token_embd: a row of
+ * kvc_lm_per_layer_row_bytes a token, billions of values, each read only for
+ * its token) out of the weights region, before kvc_lm_alloc_weights: the
+ * region is then the file's tensor data without the table's bytes
+ * (kvc_lm_per_layer_outside_range), the tensors after it moved down by
+ * them, and every forward pass takes its tokens' rows (kvc_lm_forward_rows).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (the model has no such
+ *           table, or its weights are allocated already). */
+kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm);
+
+/* The bytes of a token's row of the per-layer embeddings (0 without them or
+ * for NULL); and where the table lies in the file's tensor data (from
+ * kvc_gguf_data_offset) while it stays outside: *offset and *bytes, both 0
+ * when it is inside or absent. */
+size_t kvc_lm_per_layer_row_bytes(const kvc_lm *lm);
+void kvc_lm_per_layer_outside_range(const kvc_lm *lm, size_t *offset, size_t *bytes);
+
 /* kvc_lm_keep():
  * Ends the verify a KVC_LM_VERIFY forward began: keeps its first n tokens
  * (kvc_model_accept) and adds their held importance, each kept token's at

@@ -135,7 +135,7 @@ export class Tokenizer {
 }
 
 export interface LlamaConfig {
-  /** general.architecture: 'llama', 'qwen2', 'qwen3', 'gemma3', 'smollm3' or 'phi3'. */
+  /** general.architecture: 'llama', 'qwen2', 'qwen3', 'gemma3', 'gemma4', 'smollm3', 'mistral3', 'phi3', 'lfm2' or 'qwen35'. */
   architecture: string;
   dim: number;
   numLayers: number;
@@ -151,7 +151,24 @@ export interface LlamaConfig {
   /** Each layer's sliding window (gemma3's window layers), 0 for a layer that attends every position;
    * a session's cache has a window layer (kind 'window') exactly where this is not 0. */
   layerWindows: readonly number[];
+  /** Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), 'conv' (lfm2) or 'delta' (qwen35). */
+  layerKinds: readonly ('full' | 'window' | 'shared' | 'conv' | 'delta')[];
+  /** Each layer's head size and KV heads (gemma4's window and global layers differ; 0 for a recurrent layer). */
+  layerHeadDims: readonly number[];
+  layerKvHeads: readonly number[];
+  /** The layer each shared layer attends over, -1 for any other layer. */
+  layerOwners: readonly number[];
 }
+
+/**
+ * Where a model's per-layer embeddings (gemma4's per_layer_token_embd: a row of every block's slice a token,
+ * read only for that token) are kept: 'outside' (default) in JavaScript memory beside the heap -- a view of
+ * Llama.fromGguf's bytes, or a copy made as Llama.load streams the file; 'heap' with the other weights; or
+ * read by the app, { read(offset, length) }, a synchronous reader of the file's bytes (Node's fs.readSync on the
+ * file, an OPFS sync access handle in a worker): every forward pass reads its tokens' rows first, and a read that
+ * throws fails the pass before anything is computed.
+ */
+export type PerLayerEmbeddings = 'outside' | 'heap' | { read(offset: number, length: number): Uint8Array };
 
 /** Where Llama.load reads a GGUF file from. */
 export type ModelSource = Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array> | URL | string;
@@ -183,6 +200,8 @@ export interface LoadOptions {
   store?: ModelStore;
   /** With a store: ask the server once whether its file changed (a conditional request); default false. */
   revalidate?: boolean;
+  /** Where the per-layer embeddings are kept (gemma4): see PerLayerEmbeddings; default 'outside'. */
+  perLayerEmbeddings?: PerLayerEmbeddings;
 }
 
 /** A model stored by ModelStore#list. */
@@ -246,7 +265,7 @@ export class Llama {
   /** Llama.load() and Llama.fromGguf() make them. */
   private constructor();
   /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K tensors) held whole in memory. */
-  static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile): Llama;
+  static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile, options?: { perLayerEmbeddings?: PerLayerEmbeddings }): Llama;
   /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
    * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read, and a response that holds
    * no model (an HTTP error, an HTML page) with a GgufError saying what it was. A split model (llama.cpp's gguf-split):
@@ -255,8 +274,9 @@ export class Llama {
   readonly config: LlamaConfig;
   readonly tokenizer: Tokenizer;
   readonly tensors: Map<string, GgufTensorInfo>;
-  /** What the model holds in the heap, its caches apart (KvCache#memoryBytes). */
-  readonly memoryBytes: { weights: number; scratch: number };
+  /** What the model holds in the heap, its caches apart (KvCache#memoryBytes), and the bytes of per-layer
+   * embeddings it keeps in JavaScript memory outside it (0 in the heap or read by the app). */
+  readonly memoryBytes: { weights: number; scratch: number; perLayerOutside: number };
   /** The file's digest, 16 hex digits (XXH64 of its header and tensor data): what a stored copy is checked by. */
   readonly digest: string;
   /** The ModelStore the model was loaded through, or null. */

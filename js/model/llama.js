@@ -42,8 +42,10 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 const SAVED_MAGIC = 0x5353564b;
 const SAVED_VERSION = 1;
 const SAVED_HEADER_BYTES = 12;
-const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate'];
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
+// The chunks Llama#digest reads a model's per-layer embeddings in.
+const DIGEST_CHUNK = 1 << 24;
 // kvc_lm_forward's flags (kvcache.h).
 const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
 // A header prefix's first buffer (it doubles as the header needs).
@@ -86,7 +88,7 @@ class Prefix {
  * checks that all of it came and gives the Llama; `fail()` frees
  * everything.
  */
-function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
+function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbeddings = 'outside' }, bytes) {
   const api = lib();
   const { metadata, tensors, dataOffset, dataBytes } = describeGguf(where, g);
   // The header's digest (its bytes up to the tensor infos' end), the seed of the tensor data's (Llama#digest).
@@ -105,12 +107,28 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
     }
     return u32At(outPtr);
   });
-  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode, headerDigest } });
+  // The per-layer embeddings (gemma4's) stay out of the heap unless asked
+  // for: in JavaScript memory, or read by the app's own reader.
+  const rowBytes = api.kvc_lm_per_layer_row_bytes(ptr) >>> 0;
+  let table = null; // { offset, bytes } within the tensor data, and how its rows are read
+  if (rowBytes && perLayerEmbeddings !== 'heap') {
+    checkStatus(where, api.kvc_lm_keep_per_layer_outside(ptr));
+    const [offset, size] = withStaging(where, [4, 4], ([offsetPtr, bytesPtr]) => {
+      api.kvc_lm_per_layer_outside_range(ptr, offsetPtr, bytesPtr);
+      return [u32At(offsetPtr), u32At(bytesPtr)];
+    });
+    table = { offset, bytes: size, rowBytes, held: null, read: typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings.read : null };
+  }
+  const perLayer = table && perLayerRows(where, table, dataOffset);
+  // Where the table lies in the tensor data, in or out of the heap (Llama#digest).
+  const tableInfo = rowBytes ? tensors.get('per_layer_token_embd.weight') : null;
+  const tableRange = tableInfo && { offset: tableInfo.offset - dataOffset, bytes: tableInfo.bytes };
+  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();
     throw new GgufError(`tokenizer.ggml.tokens holds ${tokenizer.vocabSize} tokens and token_embd.weight ${llama.config.vocabSize} rows: they must be one vocabulary`);
   }
-  const weightsBytes = dataBytes;
+  const weightsBytes = dataBytes - (table?.bytes ?? 0);
   try {
     llama.checkFits(where, contextLength ?? Math.min(llama.config.contextLength, DEFAULT_CONTEXT), cacheMode, weightsBytes);
     const status = api.kvc_lm_alloc_weights(ptr);
@@ -126,16 +144,37 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
     llama,
     weightsBytes,
     take(chunk, at) {
-      // The part of [at, at + chunk.length) that is tensor data.
-      const from = Math.max(at, dataOffset);
-      const to = Math.min(at + chunk.length, dataOffset + weightsBytes);
-      if (from >= to) return;
-      heap().u8.set(chunk.subarray(from - at, to - at), weights + from - dataOffset);
-      filled += to - from;
+      // The part of [at, at + chunk.length) that is tensor data: the
+      // per-layer table's bytes (when it stays outside) to it, the rest to
+      // the weights, those after the table moved down by it.
+      const end = dataOffset + weightsBytes + (table?.bytes ?? 0);
+      const piece = (from, to, put) => {
+        from = Math.max(from, at);
+        to = Math.min(to, at + chunk.length);
+        if (from < to) put(chunk.subarray(from - at, to - at), from);
+      };
+      const toWeights = (shift) => (part, from) => {
+        heap().u8.set(part, weights + from - dataOffset - shift);
+        filled += part.length;
+      };
+      if (!table) return piece(dataOffset, end, toWeights(0));
+      const tableFrom = dataOffset + table.offset, tableTo = tableFrom + table.bytes;
+      piece(dataOffset, tableFrom, toWeights(0));
+      piece(tableFrom, tableTo, (part, from) => {
+        if (table.read) return; // the app reads its rows
+        // A chunk holding the whole table (Llama.fromGguf's bytes) is kept as it is; else copied.
+        if (part.length === table.bytes) table.held = part;
+        else (table.held ??= new Uint8Array(table.bytes)).set(part, from - tableFrom);
+        table.filled = (table.filled ?? 0) + part.length;
+      });
+      piece(tableTo, end, toWeights(table.bytes));
     },
     done(fileLength) {
-      if (filled < weightsBytes) checkTensorsPresent(tensors, fileLength);
-      if (filled < weightsBytes) throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + weightsBytes}`);
+      const tableMissing = table && !table.read && (table.filled ?? 0) < table.bytes;
+      if (filled < weightsBytes || tableMissing) checkTensorsPresent(tensors, fileLength);
+      if (filled < weightsBytes || tableMissing) {
+        throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + dataBytes}`);
+      }
       return llama;
     },
     fail() {
@@ -144,7 +183,51 @@ function opening(where, g, { contextLength, cacheMode = 'f32' }, bytes) {
   };
 }
 
-/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate }. */
+/**
+ * How a model whose per-layer embeddings stay outside the heap reads a
+ * pass's rows: rows(tokens) gives the tokens' rows of the table, in order,
+ * as they are in the file -- from the bytes kept in JavaScript, or through
+ * the app's read(offset, length) (offset in the file), a distinct token
+ * read once a pass. A read that throws or gives the wrong bytes fails the
+ * pass before anything is computed.
+ */
+function perLayerRows(where, table, dataOffset) {
+  const { rowBytes } = table;
+  return {
+    rowBytes,
+    get heldBytes() { return table.held?.byteLength ?? 0; },
+    // The table's bytes in chunks of at most `size` (Llama#digest reads them in this order).
+    *chunks(size) {
+      for (let at = 0; at < table.bytes; at += size) yield this.read(table.offset + at, Math.min(size, table.bytes - at));
+    },
+    read(offset, length) {
+      if (!table.read) return table.held.subarray(offset - table.offset, offset - table.offset + length);
+      const bytes = table.read(dataOffset + offset, length);
+      if (!(bytes instanceof Uint8Array) || bytes.length !== length) {
+        throw new TypeError(`${where}: options.perLayerEmbeddings.read(${dataOffset + offset}, ${length}) must return a Uint8Array of ${length} bytes (got ${shown(bytes)})`);
+      }
+      return bytes;
+    },
+    rows(tokens) {
+      const out = new Uint8Array(tokens.length * rowBytes);
+      const seen = new Map();
+      tokens.forEach((token, i) => {
+        if (!seen.has(token)) seen.set(token, this.read(table.offset + token * rowBytes, rowBytes));
+        out.set(seen.get(token), i * rowBytes);
+      });
+      return out;
+    },
+  };
+}
+
+/** perLayerEmbeddings: 'outside' (default), 'heap', or { read(offset, length) } (a synchronous reader of the file). */
+function checkPerLayerEmbeddings(where, value) {
+  if (value === undefined || value === 'outside' || value === 'heap') return value ?? 'outside';
+  if (typeof value === 'object' && value !== null && typeof value.read === 'function') return value;
+  throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside', 'heap' or { read(offset, length) } (got ${shown(value)})`);
+}
+
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings }. */
 function loadOptions(where, options) {
   checkObject(where, 'options', options);
   checkKeys(where, options, LOAD_OPTIONS);
@@ -159,7 +242,7 @@ function loadOptions(where, options) {
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
-  return { onProgress, signal, contextLength, cacheMode, store, revalidate };
+  return { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings) };
 }
 
 /**
@@ -167,7 +250,7 @@ function loadOptions(where, options) {
  * streamed into the heap: the header is parsed as soon as it is whole, the
  * tensor data then goes straight to the weights.
  */
-async function readModel(where, { total, chunks }, { onProgress, signal, contextLength, cacheMode }) {
+async function readModel(where, { total, chunks }, { onProgress, signal, contextLength, cacheMode, perLayerEmbeddings }) {
   const prefix = new Prefix();
   let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
   let model = null;
@@ -179,7 +262,7 @@ async function readModel(where, { total, chunks }, { onProgress, signal, context
       return;
     }
     try {
-      model = opening(where, g, { contextLength, cacheMode }, prefix.view); // before the tensor data comes: fits, or not
+      model = opening(where, g, { contextLength, cacheMode, perLayerEmbeddings }, prefix.view); // before the tensor data comes: fits, or not
     } finally {
       lib().kvc_gguf_free(g);
     }
@@ -226,23 +309,30 @@ export class Llama {
   #cacheMode;
   #headerDigest;
   #digest = null;
+  #perLayer; // the per-layer embeddings' rows where they stay outside the heap (perLayerRows), or null
+  #tableRange; // where the per-layer embeddings lie in the tensor data ({ offset, bytes }), or null
   /** The ModelStore the model was loaded through (Llama.load's options.store), or null. */
   store = null;
 
   /**
    * Loads a GGUF file held whole in memory (bytes, or a GgufFile from
-   * readGguf), its tensor data copied into the heap once. For a file the
-   * size of a real model, Llama.load streams it instead.
+   * readGguf), its tensor data copied into the heap once -- but for
+   * per-layer embeddings (gemma4), which by default stay in `input` and are
+   * read from there (options.perLayerEmbeddings: see Llama.load). For a file
+   * the size of a real model, Llama.load streams it instead.
    * @param {Uint8Array | ArrayBuffer | GgufFile} input
    */
-  static fromGguf(input) {
+  static fromGguf(input, options = {}) {
     const where = 'Llama.fromGguf';
     lib();
     const bytes = input instanceof GgufFile ? input.bytes : checkBytes(where, 'input', input);
+    checkObject(where, 'options', options);
+    checkKeys(where, options, ['perLayerEmbeddings']);
+    const perLayerEmbeddings = checkPerLayerEmbeddings(where, options.perLayerEmbeddings);
     const g = parseWhole(where, bytes);
     let model;
     try {
-      model = opening(where, g, {}, bytes);
+      model = opening(where, g, { perLayerEmbeddings }, bytes);
     } finally {
       lib().kvc_gguf_free(g);
     }
@@ -268,18 +358,23 @@ export class Llama {
    * the store: a later load reads it from there without a request (with
    * `revalidate`, one conditional request), a cut download resumes where it
    * stopped, and progress adds { fromStore, fromNetwork, restarted }.
+   * `perLayerEmbeddings` (gemma4's per-layer table, read a token's row at a
+   * time): 'outside' (default: kept in JavaScript beside the heap, copied as
+   * the file streams), 'heap', or { read(offset, length) }, a synchronous
+   * reader of the file's bytes that every forward pass asks for its tokens'
+   * rows.
    */
   static async load(source, options = {}) {
     const where = 'Llama.load';
     lib();
-    const { onProgress, signal, contextLength, cacheMode, store, revalidate } = loadOptions(where, options);
+    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings } = loadOptions(where, options);
     if (signal?.aborted) throw aborted(signal);
     // A split model: its parts given, or found from the name of one of them.
     const parts = Array.isArray(source) ? checkParts(where, source)
       : (typeof source === 'string' || source instanceof URL) ? splitParts(source) : null;
     const read = async (sources, progress) => {
       const file = sources.length === 1 ? sources[0] : await joinParts(where, sources);
-      return readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode });
+      return readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode, perLayerEmbeddings });
     };
     if (store) {
       const urls = parts ?? [source];
@@ -303,8 +398,10 @@ export class Llama {
   constructor(internal) {
     const adopted = internal?.[fromPointer];
     if (!adopted) throw new TypeError('new Llama: use Llama.load or Llama.fromGguf');
-    const { ptr, tokenizer, tensors, cacheMode, headerDigest } = adopted;
+    const { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange } = adopted;
     this.#headerDigest = headerDigest;
+    this.#perLayer = perLayer ?? null;
+    this.#tableRange = tableRange ?? null;
     const api = lib();
     this.#ptr = ptr;
     this.#cacheMode = cacheMode ?? 'f32';
@@ -350,12 +447,33 @@ export class Llama {
    * names the model a saved conversation belongs to. Computed once (a
    * gigabyte takes a few hundred milliseconds).
    */
+  // XXH64 of the tensor data seeded by the header's: in one pass; or, for a
+  // model with per-layer embeddings, wherever they are, in three -- the
+  // bytes before the table, the table in chunks of DIGEST_CHUNK, the bytes
+  // after it -- each seeded by the one before.
+  #tensorDigest(api, ptr) {
+    const weights = api.kvc_lm_weights(ptr) >>> 0, size = api.kvc_lm_weights_bytes(ptr) >>> 0;
+    if (!this.#tableRange) return api.kvc_digest(weights, size, this.#headerDigest);
+    const { offset: start, bytes } = this.#tableRange;
+    let digest = api.kvc_digest(weights, start, this.#headerDigest);
+    if (this.#perLayer) {
+      for (const chunk of this.#perLayer.chunks(DIGEST_CHUNK)) {
+        digest = withStaging('Llama.digest', [chunk.length], ([at]) => {
+          heap().u8.set(chunk, at);
+          return api.kvc_digest(at, chunk.length, digest);
+        });
+      }
+      return api.kvc_digest(weights + start, size - start, digest);
+    }
+    for (let at = 0; at < bytes; at += DIGEST_CHUNK) digest = api.kvc_digest(weights + start + at, Math.min(DIGEST_CHUNK, bytes - at), digest);
+    return api.kvc_digest(weights + start + bytes, size - start - bytes, digest);
+  }
+
   get digest() {
     const ptr = this.#live('digest');
     if (this.#digest === null) {
       const api = lib();
-      const value = api.kvc_digest(api.kvc_lm_weights(ptr) >>> 0, api.kvc_lm_weights_bytes(ptr) >>> 0, this.#headerDigest);
-      this.#digest = BigInt.asUintN(64, value).toString(16).padStart(16, '0');
+      this.#digest = BigInt.asUintN(64, this.#tensorDigest(api, ptr)).toString(16).padStart(16, '0');
     }
     return this.#digest;
   }
@@ -363,7 +481,8 @@ export class Llama {
   /** { weights, scratch }: the bytes the model holds in the heap (its caches count apart: KvCache#memoryBytes). */
   get memoryBytes() {
     const ptr = this.#live('memoryBytes');
-    return { weights: lib().kvc_lm_weights_bytes(ptr) >>> 0, scratch: lib().kvc_lm_scratch_bytes(ptr) >>> 0 };
+    return { weights: lib().kvc_lm_weights_bytes(ptr) >>> 0, scratch: lib().kvc_lm_scratch_bytes(ptr) >>> 0,
+      perLayerOutside: this.#perLayer?.heldBytes ?? 0 };
   }
 
   /**
@@ -488,9 +607,11 @@ export class Llama {
       throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
     }
     const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
-    return callC(where, [Uint32Array.from(tokens), 4 * rows * vocabSize],
-      (tokensPtr, logitsPtr) => lib().kvc_lm_forward(ptr, cachePtr, tokensPtr, n, logitsPtr, rows, flags),
-      ([, logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
+    // Per-layer embeddings outside the heap: the tokens' rows, all read before the pass.
+    const perLayer = this.#perLayer?.rows(tokens) ?? null;
+    return callC(where, [Uint32Array.from(tokens), perLayer, 4 * rows * vocabSize],
+      (tokensPtr, rowsPtr, logitsPtr) => lib().kvc_lm_forward_rows(ptr, cachePtr, tokensPtr, n, rowsPtr, logitsPtr, rows, flags),
+      ([, , logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
   }
 
   /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */

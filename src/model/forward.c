@@ -506,11 +506,13 @@ static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
     if (lm->logit_softcap > 0) kvc_softcap(count * lm->vocab_size, logits, lm->logit_softcap);
 }
 
-/* gemma4: the per-layer inputs of the chunk's T tokens, from their embeddings
- * in s->x (scaled) into s->per_layer [T x layers x per_layer_dim]: each
+/* gemma4: the per-layer inputs of the chunk's T tokens (their rows of the
+ * table: `rows` where it stays outside the weights, else the weights'),
+ * from their embeddings in s->x (scaled) into s->per_layer [T x layers x
+ * per_layer_dim]: each
  * block's slice of (RMSNorm(x Wproj / sqrt(dim)) + the token's row of
  * per_layer_token_embd * sqrt(per_layer_dim)) / sqrt(2). */
-static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, size_t T) {
+static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, const uint8_t *rows, size_t T) {
     kvc_lm_scratch *s = &lm->scratch;
     const size_t n = lm->per_layer_dim, width = n * lm->num_layers;
     const kvc_product product = {&lm->per_layer_proj, s->per_layer, width};
@@ -523,7 +525,8 @@ static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, size_t T) {
     for (size_t t = 0; t < T; t++) {
         float *row = s->mixed; /* widest >= per_layer_dim: a slice at a time */
         for (size_t l = 0; l < lm->num_layers; l++) {
-            table->type->dequantize(table->data + tokens[t] * table->row_bytes, l * n, n, row);
+            const uint8_t *embedded = rows ? rows + t * table->row_bytes : table->data + tokens[t] * table->row_bytes;
+            table->type->dequantize(embedded, l * n, n, row);
             float *x = s->per_layer + (t * lm->num_layers + l) * n;
             for (size_t i = 0; i < n; i++) x[i] = (x[i] + row[i] * row_scale) * input_scale;
         }
@@ -533,7 +536,13 @@ static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, size_t T) {
 
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
                           size_t logit_rows, uint32_t flags) {
+    return kvc_lm_forward_rows(lm, cache, tokens, n, NULL, logits, logit_rows, flags);
+}
+
+kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
+                               float *logits, size_t logit_rows, uint32_t flags) {
     if (!lm || !cache || !tokens || (logit_rows && !logits) || !lm->weights) return KVC_E_NULL_POINTER;
+    if (lm->outside_bytes ? !rows : rows != NULL) return rows ? KVC_E_KIND : KVC_E_NULL_POINTER;
     if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY))) return KVC_E_LENGTH;
     /* A verify's drafts so far (a call that takes more into an open verify). */
     const int more = kvc_model_verifying(cache);
@@ -593,7 +602,7 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
             }
         }
         kvc_profile_mark(KVC_PROFILE_EMBED);
-        if (lm->per_layer_dim) per_layer_inputs(lm, tokens + start, T);
+        if (lm->per_layer_dim) per_layer_inputs(lm, tokens + start, rows ? rows + start * lm->per_layer_embd.row_bytes : NULL, T);
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
         if (status != KVC_OK) {

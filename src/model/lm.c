@@ -687,9 +687,54 @@ void kvc_lm_free(kvc_lm *lm) {
     kvc_free(lm);
 }
 
+/* Calls fn(t, context) for every tensor the model binds (absent ones too). */
+static void each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), void *context) {
+    kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
+                           &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm};
+    for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) fn(model[i], context);
+    for (size_t l = 0; l < lm->num_layers; l++) {
+        kvc_block *b = &lm->blocks[l];
+        kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
+                               &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
+                               &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
+                               &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm,
+                               &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale};
+        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) fn(block[i], context);
+    }
+}
+
+/* A tensor after the per-layer table, moved down by the table's bytes. */
+static void move_down_past_table(kvc_tensor *t, void *context) {
+    const kvc_lm *lm = context;
+    if (t->type && t->offset >= lm->outside_offset + lm->outside_bytes) t->offset -= lm->outside_bytes;
+}
+
+kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm) {
+    if (!lm) return KVC_E_NULL_POINTER;
+    if (!lm->per_layer_embd.type || lm->weights) return KVC_E_KIND;
+    if (lm->outside_bytes) return KVC_OK;
+    const kvc_tensor *table = &lm->per_layer_embd;
+    lm->outside_offset = table->offset;
+    lm->outside_bytes = table->rows * table->row_bytes;
+    /* Every tensor past the table moves down by its bytes; the table
+     * itself keeps its file offset, which only forward's rows stand for. */
+    each_tensor(lm, move_down_past_table, lm);
+    lm->weights_bytes -= lm->outside_bytes;
+    return KVC_OK;
+}
+
+size_t kvc_lm_per_layer_row_bytes(const kvc_lm *lm) {
+    return lm && lm->per_layer_embd.type ? lm->per_layer_embd.row_bytes : 0;
+}
+
+void kvc_lm_per_layer_outside_range(const kvc_lm *lm, size_t *offset, size_t *bytes) {
+    if (offset) *offset = lm ? lm->outside_offset : 0;
+    if (bytes) *bytes = lm ? lm->outside_bytes : 0;
+}
+
 /* A tensor's data, once the weights are there. */
-static void place(kvc_tensor *t, const uint8_t *weights) {
-    t->data = t->type ? weights + t->offset : NULL;
+static void place(kvc_tensor *t, void *weights) {
+    t->data = t->type ? (const uint8_t *)weights + t->offset : NULL;
 }
 
 kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
@@ -698,18 +743,8 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
     /* At least a byte, so that a model of no tensor data has a pointer. */
     lm->weights = lm->weights_bytes < SIZE_MAX ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
     if (!lm->weights) return KVC_E_NOMEM;
-    kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
-                           &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm};
-    for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) place(model[i], lm->weights);
-    for (size_t l = 0; l < lm->num_layers; l++) {
-        kvc_block *b = &lm->blocks[l];
-        kvc_tensor *block[] = {&b->attn_norm, &b->wq, &b->wk, &b->wv, &b->wo, &b->ffn_norm, &b->w_gate, &b->w_up,
-                               &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
-                               &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
-                               &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm,
-                               &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale};
-        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], lm->weights);
-    }
+    each_tensor(lm, place, lm->weights);
+    if (lm->outside_bytes) lm->per_layer_embd.data = NULL; /* forward's rows stand for it */
     return KVC_OK;
 }
 

@@ -222,6 +222,9 @@ struct kvc_lm {
      * per_layer_dim per token], the projection of the embedding that joins
      * them, and its norm [per_layer_dim]. */
     kvc_tensor per_layer_embd, per_layer_proj, per_layer_norm;
+    /* The per-layer embeddings' bytes in the file's tensor data while they
+     * stay outside the weights (kvc_lm_keep_per_layer_outside; 0: inside). */
+    size_t outside_offset, outside_bytes;
     kvc_block *blocks;
     kvc_lm_scratch scratch;
     kvc_lm_pending pending;

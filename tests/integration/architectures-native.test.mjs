@@ -1,8 +1,11 @@
 // The runner and native llama.cpp (tests/runtimes/llamacpp-native.mjs: an f32
 // cache) at the real geometries of the 2026 architectures, random weights,
 // teacher-forced over 128 positions: one of each in the full tier --
-// Gemma-3-1B (window 32), SmolLM3-3B and Phi-3.5-mini -- and Gemma-3-270M and
-// Phi-4-mini with KVC_GEOMETRIES (below). Bounded as the tiny files are
+// Gemma-3-1B (window 32), SmolLM3-3B, Phi-3.5-mini, Gemma 4 E2B (window 32;
+// its 2.6 GB Q4_K_M file, per-layer embeddings in the heap) and Ministral 3
+// 3B (an original context of 32, so that YaRN's temperature steps within the
+// 128 positions) -- and Gemma-3-270M and Phi-4-mini with KVC_GEOMETRIES
+// (below). Bounded as the tiny files are
 // (tests/js/architectures-native.test.mjs, tests/js/native-cases.mjs); each
 // case prints the runner's figures and llama.cpp's against itself.
 import { test } from 'node:test';
@@ -30,8 +33,10 @@ const oracle = nativeOracle();
 const GEOMETRY_CASES = [['gemma-3-270m', 'Q8_0', { slidingWindow: 32 }], ['gemma-3-1b', 'Q4_K_M', { slidingWindow: 32 }],
   ['smollm3-3b', 'Q4_K_M', {}], ['phi-4-mini', 'Q4_K_M', { originalContextLength: 128 }],
   ['phi-3.5-mini', 'Q4_K_M', { originalContextLength: 128 }],
-  ['lfm2-350m', 'Q8_0', {}], ['lfm2-1.2b', 'Q4_K_M', {}], ['qwen3.5-0.8b', 'Q8_0', {}], ['qwen3.5-0.8b', 'Q4_K_M', {}]];
-const TIER_GEOMETRIES = ['gemma-3-1b', 'smollm3-3b', 'phi-3.5-mini'];
+  ['lfm2-350m', 'Q8_0', {}], ['lfm2-1.2b', 'Q4_K_M', {}], ['qwen3.5-0.8b', 'Q8_0', {}], ['qwen3.5-0.8b', 'Q4_K_M', {}],
+  ['gemma-4-e2b', 'Q4_K_M', { slidingWindow: 32 }],
+  ['ministral-3-3b', 'Q4_K_M', { yarn: { ...GEOMETRIES['ministral-3-3b'].yarn, originalContextLength: 32 } }]];
+const TIER_GEOMETRIES = ['gemma-3-1b', 'smollm3-3b', 'phi-3.5-mini', 'gemma-4-e2b', 'ministral-3-3b'];
 const chosen = process.env.KVC_GEOMETRIES === 'all' ? GEOMETRY_CASES.map(([name]) => name)
   : process.env.KVC_GEOMETRIES?.split(',') ?? TIER_GEOMETRIES;
 for (const [name, mix, change] of GEOMETRY_CASES.filter(([name]) => chosen.includes(name))) {
