@@ -19,7 +19,7 @@ const examples = pages.flatMap((page) => [...text[page].matchAll(/```js\n([\s\S]
 // Where the examples are: one that disappears, or moves without this table
 // knowing, fails here rather than going untested in silence.
 const EXPECTED = {
-  'docs/cache.md': 4, // a layer; verify and accept; eviction and snapshots; forks and a prefix cache
+  'docs/cache.md': 5, // a layer; shared layers; verify and accept; eviction and snapshots; forks and a prefix cache
   'docs/chat.md': 1, // streaming, Chat, save and restore
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
@@ -63,7 +63,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 10);
+  assert.equal(examples.length, 11);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {
