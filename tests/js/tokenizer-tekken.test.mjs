@@ -17,7 +17,7 @@ import { preTokenizer } from '../../js/tokenizers/pretokenize.js';
 import { Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { encodeGguf, metadataMap } from '../gguf/hf-vocab.mjs';
 import { closeNativeLlamaCpp, nativeDetokenize, nativeLlamaCppMissing, nativeTokenize } from '../runtimes/llamacpp-native.mjs';
-import { rng } from './helpers.mjs';
+import { randomStrings } from './helpers.mjs';
 import { CORPUS, VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 
 // Llama 3's vocabulary read with Tekken's rules.
@@ -119,9 +119,7 @@ test('tekken: decode(encode(text)) gives the text back, as llama.cpp\'s detokeni
 test('tekken: 300 random strings of mixed pieces give native llama.cpp\'s ids, special tokens read as text and as tokens, and decode back', async (t) => {
   if (nativeMissing !== null) return t.skip(nativeMissing);
   const { ours } = vocabulary;
-  const random = rng(12);
-  for (let i = 0; i < 300; i++) {
-    const text = Array.from({ length: 1 + random.int(25) }, () => PIECES[random.int(PIECES.length)]).join('');
+  for (const text of randomStrings(PIECES, { count: 300, seed: 12, longest: 25 })) {
     for (const special of [false, true]) {
       const ids = ours.encode(text, { bos: false, special });
       assert.deepEqual(ids, await nativeTokenize(path, text, { special }), `${JSON.stringify(text)}, special: ${special}`);
