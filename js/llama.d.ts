@@ -62,7 +62,7 @@ export interface TokenizerVocab {
   /** BPE (byte-level and Gemma 4's): "left right" pairs, the first merged first. */
   merges?: string[];
   /** Byte-level BPE: the pre-tokenizer, by its tokenizer.ggml.pre name (default 'default'). */
-  pre?: 'default' | 'gpt-2' | 'llama-bpe' | 'qwen2' | 'smollm';
+  pre?: 'default' | 'gpt-2' | 'llama-bpe' | 'qwen2' | 'smollm' | 'tekken';
   bosId?: number | null;
   eosId?: number | null;
   /** The id of what the vocabulary cannot spell, not even byte by byte (SentencePiece default 0). */

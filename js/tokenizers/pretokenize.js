@@ -27,18 +27,32 @@ const llama3Like = (digits, letters = '\\p{L}') =>
   `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\\r\\n\\p{L}\\p{N}]?[${letters}]+|${digits}` +
   `| ?[^${WHITE}${letters}\\p{N}]+[\\r\\n]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
 
-// GPT-4o's (o200k, Phi-4-mini's): a word is a run of capitals then one of
-// small letters, or the other way round, with one leading non-letter and a
-// contraction after it (case-blind, spelled out as above); digit groups of
-// three; symbols with the newlines or slashes after them; then whitespace as
-// Llama 3 splits it. Hugging Face's expression, which JavaScript reads as it
-// is but for the (?i:...) group; llama.cpp's engine has no \p{Lu} or \p{Ll}
-// and approximates them with [^a-z] and [^A-Z].
-const CONTRACTION = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?";
-const UPPER = '[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]';
-const LOWER = '[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]';
-const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${UPPER}*${LOWER}+${CONTRACTION}|[^\\r\\n\\p{L}\\p{N}]?${UPPER}+${LOWER}*${CONTRACTION}` +
-  `|\\p{N}{1,3}| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n/]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+// Words by case, GPT-4o's (o200k, Phi-4-mini's) and Tekken's: a run of
+// capitals then one of small letters, or the other way round, with one
+// leading non-letter and, GPT-4o's, a contraction after it; digits; symbols
+// with the newlines or slashes after them; then whitespace as Llama 3 splits
+// it. `upper` and `lower` match one letter of each case.
+const caseWords = ({ upper, lower, contraction = '', digits }) =>
+  `[^\\r\\n\\p{L}\\p{N}]?${upper}*${lower}+${contraction}|[^\\r\\n\\p{L}\\p{N}]?${upper}+${lower}*${contraction}` +
+  `|${digits}| ?[^${WHITE}\\p{L}\\p{N}]+[\\r\\n/]*|${SPACE}*[\\r\\n]+|${SPACE}+(?!${NOT_SPACE})|${SPACE}+`;
+
+// GPT-4o's: Hugging Face's expression, which JavaScript reads as it is but
+// for the case-blind contraction (JavaScript has no (?i:...) group, so it is
+// spelled out as above); digit groups of three. (llama.cpp's engine has no
+// \p{Lu} or \p{Ll} and approximates them, as Tekken's below says.)
+const GPT4O = caseWords({
+  upper: '[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]',
+  lower: '[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]',
+  contraction: "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?",
+  digits: '\\p{N}{1,3}',
+});
+
+// Tekken's (Mistral's: Ministral 3, Mistral Nemo), single digits, as
+// llama.cpp reads it: its regex engine knows no \p{Lu} or \p{Ll} and sees
+// every letter past ASCII as one class, so a capital is a letter but a-z and
+// a small letter one but A-Z -- é, É and 中 are either -- and a combining
+// mark is no letter (the tokenizer.json's classes hold \p{M}).
+const TEKKEN = caseWords({ upper: '(?:(?=\\p{L})[^a-z])', lower: '(?:(?=\\p{L})[^A-Z])', digits: '\\p{N}' });
 
 /**
  * name -> { splits: expressions applied in turn, ignoreMerges: a word that is
@@ -64,6 +78,7 @@ const PRE_TOKENIZERS = new Map([
   // Llama 3's expression without its merges rule or begin token (SmolLM3 writes smaug-bpe).
   ['dbrx', { splits: [llama3Like('\\p{N}{1,3}')] }],
   ['gpt-4o', { splits: [GPT4O] }],
+  ['tekken', { splits: [TEKKEN], ignoreMerges: true, addBos: true }],
   // Gemma 4's: no cut into words -- merges run over each line whole, and
   // each run of newlines stands apart.
   ['gemma4', { splits: ['[^\\n]+|\\n+'], pieceSpelling: true, newlineRunsWhole: true, addBos: true, forcesBos: true }],
@@ -79,6 +94,7 @@ const SAME_RULES = new Map([
   ['qwen35', 'qwen35'],
   ...['dbrx', 'smaug-bpe'].map((name) => [name, 'dbrx']),
   ...['gpt-4o', 'llama4'].map((name) => [name, 'gpt-4o']),
+  ['tekken', 'tekken'],
   ['gemma4', 'gemma4'],
   ['default', 'default'],
 ]);

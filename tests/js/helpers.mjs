@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import init from '../../js/index.js';
+import { rng } from '../../support/synthetic.mjs';
 
 export { normals, outlierKeys, rng } from '../../support/synthetic.mjs';
 
@@ -22,6 +23,12 @@ export const MODEL_PATH = process.env.KVCACHE_WASM_MODEL ??
   fileURLToPath(new URL('../../../shared/data/stories260k.gguf', import.meta.url));
 export const MODEL_MISSING = existsSync(MODEL_PATH) ? null
   : `the model file is absent: put stories260k.gguf at ${MODEL_PATH} (or set KVCACHE_WASM_MODEL to its path)`;
+
+/** `count` texts of 1 to `longest` pieces drawn from `pieces`, the same ones for the same seed. */
+export function randomStrings(pieces, { count, seed, longest }) {
+  const random = rng(seed);
+  return Array.from({ length: count }, () => Array.from({ length: 1 + random.int(longest) }, () => pieces[random.int(pieces.length)]).join(''));
+}
 
 export async function ready() {
   await init();

@@ -15,7 +15,7 @@ import { readGguf } from '../../js/model/gguf.js';
 import { TokenType, Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { closeNativeLlamaCpp, nativeDetokenize, nativeLlamaCppMissing, nativeTokenize } from '../runtimes/llamacpp-native.mjs';
 import { llamaCppVocab, llamaCppVocabMissing } from '../runtimes/llamacpp-vocab.mjs';
-import { ready, rng } from './helpers.mjs';
+import { randomStrings, ready } from './helpers.mjs';
 import { CORPUS } from './hf-tokenizers.mjs';
 
 const VOCABULARY = 'gemma-4';
@@ -114,9 +114,7 @@ test('gemma4: decode(encode(text)) gives the text back, and llama.cpp\'s detoken
 test('gemma4: 300 random strings of mixed pieces give native llama.cpp\'s ids, special tokens read as text and as tokens, and decode back', async (t) => {
   if (nativeMissing !== null) return t.skip(nativeMissing);
   const { path, ours } = vocabulary;
-  const random = rng(11);
-  for (let i = 0; i < 300; i++) {
-    const text = Array.from({ length: 1 + random.int(25) }, () => PIECES[random.int(PIECES.length)]).join('');
+  for (const text of randomStrings(PIECES, { count: 300, seed: 11, longest: 25 })) {
     for (const special of [false, true]) {
       const ids = ours.encode(text, { bos: false, special });
       assert.deepEqual(ids, await nativeTokenize(path, text, { special }), `${JSON.stringify(text)}, special: ${special}`);

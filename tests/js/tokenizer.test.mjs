@@ -13,7 +13,7 @@ import { GgufError, readGguf } from '../../js/model/gguf.js';
 import { preTokenizer } from '../../js/tokenizers/pretokenize.js';
 import { TokenType, Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { encodeGguf, metadataMap, preTokenizerName } from '../gguf/hf-vocab.mjs';
-import { ready, rng } from './helpers.mjs';
+import { randomStrings, ready } from './helpers.mjs';
 import { CORPUS, VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 
 before(ready); // readGguf parses in wasm
@@ -74,9 +74,7 @@ for (const name of Object.keys(PACKAGES)) {
   test(`${name}: ids equal Hugging Face's on 300 random strings of mixed pieces`, () => {
     const { hf, ours } = vocabulary(name);
     const pieces = PIECES.filter((piece) => !PACKAGES[name].notAscii?.includes(piece));
-    const random = rng(300);
-    for (let i = 0; i < 300; i++) {
-      const text = Array.from({ length: 1 + random.int(20) }, () => pieces[random.int(pieces.length)]).join('');
+    for (const text of randomStrings(pieces, { count: 300, seed: 300, longest: 20 })) {
       assert.deepEqual(ours.encode(text, { special: true }), hf.encode(text), JSON.stringify(text));
     }
   });
@@ -184,9 +182,7 @@ test('gemma3: a SentencePiece vocabulary as the converter writes it, without a s
   assert.deepEqual(ours.encode('a   <b>', { bos: false }), [id('a', TokenType.NORMAL), id('   ', TokenType.USER_DEFINED), id('<b>', TokenType.USER_DEFINED)]);
   // A character the vocabulary lacks is its UTF-8 bytes.
   assert.deepEqual(ours.encode('𝔘', { bos: false }).map((t) => ours.tokens[t]), ['<0xF0>', '<0x9D>', '<0x94>', '<0x98>']);
-  const random = rng(3);
-  for (let i = 0; i < 300; i++) {
-    const text = Array.from({ length: 1 + random.int(20) }, () => GEMMA_PIECES[random.int(GEMMA_PIECES.length)]).join('');
+  for (const text of randomStrings(GEMMA_PIECES, { count: 300, seed: 3, longest: 20 })) {
     assert.deepEqual(ours.encode(text, { special: true }), hf.encode(text), JSON.stringify(text));
     assert.equal(ours.decode(ours.encode(text, { bos: false, special: true }), { special: true }), text, JSON.stringify(text));
   }
