@@ -1,5 +1,6 @@
-// Sessions of models with window layers (tiny random gemma3, window 16; and
-// smollm3's NoPE layers and phi3's fused, partly rotated block for
+// Sessions of models with window layers (tiny random gemma3 and gemma4 --
+// whose last blocks share the keys and values of earlier ones --, window 16;
+// and smollm3's NoPE layers and phi3's fused, partly rotated block for
 // speculative decoding): speculative decoding emits plain decoding's tokens,
 // a saved session restores bit for bit, and a rewind past what the window
 // layers still hold -- regenerating the last reply of a 4k-token
@@ -15,13 +16,18 @@ import { bitsEqual, ready } from './helpers.mjs';
 import { POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
 const models = {};
+// The architectures whose window layers cannot be truncated far: the session tests below run on each.
+const WINDOWED = ['tiny-gemma3', 'tiny-gemma4'];
 before(async () => {
   await ready();
-  for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3']) {
+  for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-gemma4']) {
     models[variant] = Llama.fromGguf(encodeGguf(randomLlama(GEOMETRIES[variant], { mix: 'Q8_0', seed: 11 })));
   }
-  // Gemma 3's block with room for a conversation of 4k tokens.
-  models.long = Llama.fromGguf(encodeGguf(randomLlama({ ...GEOMETRIES['tiny-gemma3'], contextLength: 8192 }, { mix: 'Q8_0', seed: 11 })));
+  // Gemma 3's and Gemma 4's blocks with room for a conversation of 4k tokens.
+  models.long = {};
+  for (const variant of WINDOWED) {
+    models.long[variant] = Llama.fromGguf(encodeGguf(randomLlama({ ...GEOMETRIES[variant], contextLength: 8192 }, { mix: 'Q8_0', seed: 11 })));
+  }
 });
 
 
@@ -39,7 +45,7 @@ test('a gemma3 session holds window layers: the global ones every position, the 
   session.free();
 });
 
-for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3']) {
+for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-gemma4']) {
   test(`speculative decoding on ${variant} emits exactly plain decoding's tokens`, () => {
     const llama = models[variant];
     const plain = llama.session();
@@ -54,8 +60,8 @@ for (const variant of ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3']) {
   });
 }
 
-test('a saved gemma3 session restores bit for bit, and goes on as the original', () => {
-  const llama = models['tiny-gemma3'];
+for (const variant of WINDOWED) test(`a saved ${variant} session restores bit for bit, and goes on as the original`, () => {
+  const llama = models[variant];
   const session = llama.session();
   generate(session, PROMPT, { steps: 40, stopAtEos: false });
   const restored = llama.restoreSession(session.save());
@@ -72,8 +78,8 @@ function assertGoesOnAlike(session, other) {
   assert.ok(bitsEqual(session.forward([5, 6, 7]), other.forward([5, 6, 7])));
 }
 
-test('regenerating the last reply of a 4k-token gemma3 conversation computes only what follows its prompt', async () => {
-  const llama = models.long;
+for (const variant of WINDOWED) test(`regenerating the last reply of a 4k-token ${variant} conversation computes only what follows its prompt`, async () => {
+  const llama = models.long[variant];
   const session = llama.session();
   const turn1 = [1, ...Array.from({ length: 4000 }, (_, i) => 3 + ((i * 7919) % 1000))];
   const first = await reply(session, turn1, 60);
@@ -109,9 +115,9 @@ test('a rewind further back than any checkpoint takes the conversation in again,
   fresh.free();
 });
 
-test('a prompt of several chunks that fails in a later chunk leaves a windowed cache as it was, though its windows slid', () => {
+for (const variant of WINDOWED) test(`a ${variant} prompt of several chunks that fails in a later chunk leaves a windowed cache as it was, though its windows slid`, () => {
   // Token POISON's embedding is NaN: what it touches is not finite, wherever it stands.
-  const llama = poisonedLlama('tiny-gemma3');
+  const llama = poisonedLlama(variant);
   // (A q4 mode's full layers read rows truncated past their exact rollback through the codes: kvc_lm_forward.)
   for (const mode of ['f32', 'q8']) {
     const session = llama.session({ mode });
