@@ -164,11 +164,14 @@ export interface LlamaConfig {
  * Where a model's per-layer embeddings (gemma4's per_layer_token_embd: a row of every block's slice a token,
  * read only for that token) are kept: 'outside' (default) in JavaScript memory beside the heap -- a view of
  * Llama.fromGguf's bytes, or a copy made as Llama.load streams the file; 'heap' with the other weights; or
- * read by the app, { read(offset, length) }, a synchronous reader of the file's bytes (Node's fs.readSync on the
- * file, an OPFS sync access handle in a worker): every forward pass reads its tokens' rows first, and a read that
- * throws fails the pass before anything is computed.
+ * read by the app where the file is: { read(offset, length) }, a synchronous reader of the file's bytes (Node's
+ * fs.readSync on the file, an OPFS sync access handle in a worker), every forward pass reading its tokens' rows
+ * first; or { readAsync(offset, length) } (a Blob's slice, a ranged read of an R2 object), whose rows a session's
+ * generate() and respond() (and Chat) read before their passes, and Llama#preparePerLayerRows before a bare
+ * forward pass. A read that throws fails the pass, or the reply, before anything is computed.
  */
-export type PerLayerEmbeddings = 'outside' | 'heap' | { read(offset: number, length: number): Uint8Array };
+export type PerLayerEmbeddings = 'outside' | 'heap' | { read(offset: number, length: number): Uint8Array }
+  | { readAsync(offset: number, length: number): Promise<Uint8Array> };
 
 /** Where Llama.load reads a GGUF file from. */
 export type ModelSource = Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array> | URL | string;
@@ -277,6 +280,10 @@ export class Llama {
   /** What the model holds in the heap, its caches apart (KvCache#memoryBytes), and the bytes of per-layer
    * embeddings it keeps in JavaScript memory outside it (0 in the heap or read by the app). */
   readonly memoryBytes: { weights: number; scratch: number; perLayerOutside: number };
+  /** Reads the per-layer rows of these tokens where the model reads them asynchronously (PerLayerEmbeddings' readAsync). */
+  preparePerLayerRows(tokens: readonly number[]): Promise<void>;
+  /** Whether forward passes need preparePerLayerRows first (a readAsync reader). */
+  readonly readsRowsAsync: boolean;
   /** The file's digest, 16 hex digits (XXH64 of its header and tensor data): what a stored copy is checked by. */
   readonly digest: string;
   /** The ModelStore the model was loaded through, or null. */

@@ -46,6 +46,8 @@ const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'sto
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // The chunks Llama#digest reads a model's per-layer embeddings in.
 const DIGEST_CHUNK = 1 << 24;
+// The per-layer rows a model whose reader is asynchronous keeps (E4B's rows: 6 KiB each).
+const ASYNC_ROWS_BYTES = 64 << 20;
 // kvc_lm_forward's flags (kvcache.h).
 const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
 // A header prefix's first buffer (it doubles as the header needs).
@@ -117,7 +119,8 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
       api.kvc_lm_per_layer_outside_range(ptr, offsetPtr, bytesPtr);
       return [u32At(offsetPtr), u32At(bytesPtr)];
     });
-    table = { offset, bytes: size, rowBytes, held: null, read: typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings.read : null };
+    const reader = typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings : {};
+    table = { offset, bytes: size, rowBytes, held: null, read: reader.read ?? null, readAsync: reader.readAsync ?? null };
   }
   const perLayer = table && perLayerRows(where, table, dataOffset);
   // Where the table lies in the tensor data, in or out of the heap (Llama#digest).
@@ -161,20 +164,24 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
       const tableFrom = dataOffset + table.offset, tableTo = tableFrom + table.bytes;
       piece(dataOffset, tableFrom, toWeights(0));
       piece(tableFrom, tableTo, (part, from) => {
-        if (table.read) return; // the app reads its rows
+        // The digest of the bytes before the table seeds the table's (Llama#digest), which goes as they pass.
+        table.digest ??= chunkedDigest(where, api.kvc_digest(weights, table.offset, headerDigest));
+        table.digest.push(part);
+        table.filled = (table.filled ?? 0) + part.length;
+        if (table.read || table.readAsync) return; // the app reads its rows
         // A chunk holding the whole table (Llama.fromGguf's bytes) is kept as it is; else copied.
         if (part.length === table.bytes) table.held = part;
         else (table.held ??= new Uint8Array(table.bytes)).set(part, from - tableFrom);
-        table.filled = (table.filled ?? 0) + part.length;
       });
       piece(tableTo, end, toWeights(table.bytes));
     },
     done(fileLength) {
-      const tableMissing = table && !table.read && (table.filled ?? 0) < table.bytes;
+      const tableMissing = table && (table.filled ?? 0) < table.bytes;
       if (filled < weightsBytes || tableMissing) checkTensorsPresent(tensors, fileLength);
       if (filled < weightsBytes || tableMissing) {
         throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + dataBytes}`);
       }
+      if (table) table.tableDigest = table.digest.end();
       return llama;
     },
     fail() {
@@ -188,31 +195,60 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
  * pass's rows: rows(tokens) gives the tokens' rows of the table, in order,
  * as they are in the file -- from the bytes kept in JavaScript, or through
  * the app's read(offset, length) (offset in the file), a distinct token
- * read once a pass. A read that throws or gives the wrong bytes fails the
- * pass before anything is computed.
+ * read once a pass, or from the rows its readAsync(offset, length) gave
+ * prepare(tokens) before (kept, the least recently used let go past
+ * ASYNC_ROWS_BYTES). A read that throws or gives the wrong bytes, or a row
+ * not prepared, fails the pass before anything is computed.
  */
 function perLayerRows(where, table, dataOffset) {
   const { rowBytes } = table;
+  const prepared = new Map(); // token -> its row, in the order last used (readAsync)
+  const checked = (bytes, offset, length, name) => {
+    if (!(bytes instanceof Uint8Array) || bytes.length !== length) {
+      throw new TypeError(`${where}: options.perLayerEmbeddings.${name}(${dataOffset + offset}, ${length}) must give a Uint8Array of ${length} bytes (got ${shown(bytes)})`);
+    }
+    return bytes;
+  };
   return {
     rowBytes,
+    async: table.readAsync !== null,
     get heldBytes() { return table.held?.byteLength ?? 0; },
-    // The table's bytes in chunks of at most `size` (Llama#digest reads them in this order).
-    *chunks(size) {
-      for (let at = 0; at < table.bytes; at += size) yield this.read(table.offset + at, Math.min(size, table.bytes - at));
-    },
+    // The digest of the tensor data up to the table's end (taken as the file loaded: Llama#digest).
+    get tableDigest() { return table.tableDigest; },
     read(offset, length) {
-      if (!table.read) return table.held.subarray(offset - table.offset, offset - table.offset + length);
-      const bytes = table.read(dataOffset + offset, length);
-      if (!(bytes instanceof Uint8Array) || bytes.length !== length) {
-        throw new TypeError(`${where}: options.perLayerEmbeddings.read(${dataOffset + offset}, ${length}) must return a Uint8Array of ${length} bytes (got ${shown(bytes)})`);
+      if (table.held) return table.held.subarray(offset - table.offset, offset - table.offset + length);
+      return checked(table.read(dataOffset + offset, length), offset, length, 'read');
+    },
+    async readAsync(offset, length) {
+      return checked(await table.readAsync(dataOffset + offset, length), offset, length, 'readAsync');
+    },
+    // Reads (readAsync) the rows of the tokens not prepared yet.
+    async prepare(tokens) {
+      if (!this.async) return;
+      const missing = [...new Set(tokens)].filter((token) => !prepared.has(token));
+      const rows = await Promise.all(missing.map((token) => this.readAsync(table.offset + token * rowBytes, rowBytes)));
+      missing.forEach((token, i) => prepared.set(token, rows[i]));
+      for (const token of prepared.keys()) {
+        if (prepared.size * rowBytes <= ASYNC_ROWS_BYTES || prepared.size <= missing.length) break;
+        if (!missing.includes(token)) prepared.delete(token);
       }
-      return bytes;
+    },
+    row(token) {
+      if (!this.async) return this.read(table.offset + token * rowBytes, rowBytes);
+      const row = prepared.get(token);
+      if (!row) {
+        throw new TypeError(`${where}: token ${token}'s per-layer row is not read yet: its model reads them asynchronously ` +
+          '(options.perLayerEmbeddings.readAsync): a session\'s generate() and respond() and Chat read them first; else await llama.preparePerLayerRows(tokens)');
+      }
+      prepared.delete(token); // the most recently used last
+      prepared.set(token, row);
+      return row;
     },
     rows(tokens) {
       const out = new Uint8Array(tokens.length * rowBytes);
       const seen = new Map();
       tokens.forEach((token, i) => {
-        if (!seen.has(token)) seen.set(token, this.read(table.offset + token * rowBytes, rowBytes));
+        if (!seen.has(token)) seen.set(token, this.row(token));
         out.set(seen.get(token), i * rowBytes);
       });
       return out;
@@ -220,11 +256,45 @@ function perLayerRows(where, table, dataOffset) {
   };
 }
 
-/** perLayerEmbeddings: 'outside' (default), 'heap', or { read(offset, length) } (a synchronous reader of the file). */
+/**
+ * XXH64 (kvc_digest) of bytes pushed in any pieces, taken in chunks of
+ * DIGEST_CHUNK, each seeded by the one before: push(part), then end().
+ */
+function chunkedDigest(where, seed) {
+  const api = lib();
+  const buffer = new Uint8Array(DIGEST_CHUNK);
+  let digest = seed;
+  let filled = 0;
+  const flush = () => {
+    if (filled === 0) return;
+    digest = withStaging(where, [filled], ([at]) => {
+      heap().u8.set(buffer.subarray(0, filled), at);
+      return api.kvc_digest(at, filled, digest);
+    });
+    filled = 0;
+  };
+  return {
+    push(part) {
+      for (let i = 0; i < part.length;) {
+        const n = Math.min(part.length - i, DIGEST_CHUNK - filled);
+        buffer.set(part.subarray(i, i + n), filled);
+        filled += n;
+        i += n;
+        if (filled === DIGEST_CHUNK) flush();
+      }
+    },
+    end() {
+      flush();
+      return digest;
+    },
+  };
+}
+
+/** perLayerEmbeddings: 'outside' (default), 'heap', { read(offset, length) } (a synchronous reader of the file) or { readAsync(offset, length) }. */
 function checkPerLayerEmbeddings(where, value) {
   if (value === undefined || value === 'outside' || value === 'heap') return value ?? 'outside';
-  if (typeof value === 'object' && value !== null && typeof value.read === 'function') return value;
-  throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside', 'heap' or { read(offset, length) } (got ${shown(value)})`);
+  if (typeof value === 'object' && value !== null && (typeof value.read === 'function') !== (typeof value.readAsync === 'function')) return value;
+  throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside', 'heap', { read(offset, length) } or { readAsync(offset, length) } (got ${shown(value)})`);
 }
 
 /** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings }. */
@@ -449,22 +519,15 @@ export class Llama {
    */
   // XXH64 of the tensor data seeded by the header's: in one pass; or, for a
   // model with per-layer embeddings, wherever they are, in three -- the
-  // bytes before the table, the table in chunks of DIGEST_CHUNK, the bytes
-  // after it -- each seeded by the one before.
+  // bytes before the table, the table in chunks of DIGEST_CHUNK (taken as
+  // the file loaded where it stays outside), the bytes after it -- each
+  // seeded by the one before.
   #tensorDigest(api, ptr) {
     const weights = api.kvc_lm_weights(ptr) >>> 0, size = api.kvc_lm_weights_bytes(ptr) >>> 0;
     if (!this.#tableRange) return api.kvc_digest(weights, size, this.#headerDigest);
     const { offset: start, bytes } = this.#tableRange;
+    if (this.#perLayer) return api.kvc_digest(weights + start, size - start, this.#perLayer.tableDigest);
     let digest = api.kvc_digest(weights, start, this.#headerDigest);
-    if (this.#perLayer) {
-      for (const chunk of this.#perLayer.chunks(DIGEST_CHUNK)) {
-        digest = withStaging('Llama.digest', [chunk.length], ([at]) => {
-          heap().u8.set(chunk, at);
-          return api.kvc_digest(at, chunk.length, digest);
-        });
-      }
-      return api.kvc_digest(weights + start, size - start, digest);
-    }
     for (let at = 0; at < bytes; at += DIGEST_CHUNK) digest = api.kvc_digest(weights + start + at, Math.min(DIGEST_CHUNK, bytes - at), digest);
     return api.kvc_digest(weights + start + bytes, size - start - bytes, digest);
   }
@@ -612,6 +675,22 @@ export class Llama {
     return callC(where, [Uint32Array.from(tokens), perLayer, 4 * rows * vocabSize],
       (tokensPtr, rowsPtr, logitsPtr) => lib().kvc_lm_forward_rows(ptr, cachePtr, tokensPtr, n, rowsPtr, logitsPtr, rows, flags),
       ([, , logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
+  }
+
+  /**
+   * Reads the per-layer rows of `tokens` (ids) where the model reads them
+   * asynchronously (options.perLayerEmbeddings.readAsync), so that forward
+   * passes over them can run; for any other model, nothing to do. A
+   * session's generate() and respond(), and so Chat, read what they pass.
+   */
+  async preparePerLayerRows(tokens) {
+    this.#live('preparePerLayerRows');
+    await this.#perLayer?.prepare(checkIds('Llama.preparePerLayerRows', 'tokens', tokens, this.config.vocabSize));
+  }
+
+  /** Whether forward passes read per-layer rows that preparePerLayerRows must read first. */
+  get readsRowsAsync() {
+    return this.#perLayer?.async ?? false;
   }
 
   /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */
@@ -867,6 +946,7 @@ export class LlamaSession {
     const ids = typeof prompt === 'string'
       ? this.llama.tokenizer.encode(prompt, { special: plan.special, ...(this.#history.length > 0 ? { bos: false } : {}) })
       : checkIds(where, 'prompt', prompt, this.llama.config.vocabSize);
+    await this.llama.preparePerLayerRows([...this.#history, ...ids]);
     yield* this.#stream(ids, plan);
   }
 
@@ -890,6 +970,7 @@ export class LlamaSession {
     if (ids.length - common > contextLength) {
       throw new RangeError(`${where}: the conversation's ${ids.length - common} new tokens exceed the model's context of ${contextLength}`);
     }
+    await this.llama.preparePerLayerRows(ids); // what a rewind takes in again, and the rest
     this[rewind](common);
     yield* this.#stream(ids.slice(common), plan);
   }
@@ -910,6 +991,9 @@ export class LlamaSession {
     if (!draft) checkUnused(where, options, 'draftSession', 'it drafts, and draft is 0');
     const constraint = constraintOf(where, options);
     if (constraint && draft) throw new TypeError(`${where}: options.draft must be 0 with a constrained reply (drafts are not verified under a constraint)`);
+    if (draftSession !== undefined && this.llama.readsRowsAsync) {
+      throw new TypeError(`${where}: options.draftSession drafts tokens whose per-layer rows this model reads asynchronously, which a verify cannot wait for: use prompt-lookup drafts (draft alone)`);
+    }
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
       sampler: createSampler(where, sampling), constraint, where };
   }
@@ -944,6 +1028,8 @@ export class LlamaSession {
           return;
         }
         if (sampler.constrained) await sampler.ready();
+        // The token emitted last goes in with the next pass: its per-layer row first (readAsync).
+        if (this.llama.readsRowsAsync && this.#history.length > 0) await this.llama.preparePerLayerRows(this.#history.slice(-1));
         const { value, done } = events.next();
         if (done) {
           open = false;

@@ -1,10 +1,10 @@
 // Gemma 4's per-layer embeddings outside the wasm heap: kept in JavaScript
 // (a view of Llama.fromGguf's bytes, or copied as Llama.load streams the
-// file), or read through the app's own synchronous reader (here Node's
-// fs.readSync on the file) -- each gives exactly the logits of the table in
-// the heap, holds the table's bytes out of the weights, and names the file by
-// the same digest; a read that fails mid-prefill fails the pass whole and
-// leaves the cache as it was.
+// file), or read through the app's own reader, synchronous (here Node's
+// fs.readSync on the file) or asynchronous (here a Blob of it) -- each gives
+// exactly the logits of the table in the heap, holds the table's bytes out of
+// the weights, and names the file by the same digest; a read that fails
+// mid-prefill fails the pass whole and leaves the cache as it was.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { closeSync, mkdtempSync, openAsBlob, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
@@ -106,12 +106,56 @@ test('a read that fails mid-prefill fails the pass whole: the cache is as it was
 });
 
 test('bad perLayerEmbeddings options and readers are refused, naming them', () => {
-  assert.throws(() => Llama.fromGguf(bytes, { perLayerEmbeddings: 'disk' }), /options\.perLayerEmbeddings must be 'outside', 'heap' or \{ read\(offset, length\) \}/);
+  assert.throws(() => Llama.fromGguf(bytes, { perLayerEmbeddings: 'disk' }), /options\.perLayerEmbeddings must be 'outside', 'heap', \{ read\(offset, length\) \} or \{ readAsync\(offset, length\) \}/);
   assert.throws(() => Llama.fromGguf(bytes, { perLayer: 'heap' }), /perLayer/);
   const short = Llama.fromGguf(bytes, { perLayerEmbeddings: { read: (offset, length) => new Uint8Array(length - 1) } });
   const session = short.session();
-  assert.throws(() => short.forward(session.cache, [1, 2, 3]), /options\.perLayerEmbeddings\.read\(\d+, \d+\) must return a Uint8Array of \d+ bytes/);
+  assert.throws(() => short.forward(session.cache, [1, 2, 3]), /options\.perLayerEmbeddings\.read\(\d+, \d+\) must give a Uint8Array of \d+ bytes/);
   assert.equal(session.cache.nextPosition, 0);
   session.free();
   short.free();
+});
+
+test('an asynchronous reader (a Blob of the file) serves a session\'s replies, which match the table in the heap; a bare forward pass asks for its rows first', async () => {
+  const blob = await openAsBlob(path);
+  let reads = 0;
+  const readAsync = async (offset, length) => {
+    reads++;
+    return new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
+  };
+  const fromBlob = await Llama.load(blob, { perLayerEmbeddings: { readAsync } });
+  const inHeap = Llama.fromGguf(bytes, { perLayerEmbeddings: 'heap' });
+  assert.equal(fromBlob.memoryBytes.perLayerOutside, 0);
+  assert.equal(fromBlob.digest, inHeap.digest);
+  const replies = [];
+  for (const llama of [inHeap, fromBlob]) {
+    const session = llama.session();
+    const tokens = [];
+    for await (const piece of session.respond(PROMPT.slice(0, 80), { temperature: 0, maxTokens: 24, draft: 4 })) tokens.push(...piece.tokens);
+    for await (const piece of session.respond([...PROMPT.slice(0, 80), ...tokens, 11, 12], { temperature: 0, maxTokens: 8 })) tokens.push(...piece.tokens);
+    replies.push(tokens);
+    session.free();
+  }
+  assert.deepEqual(replies[1], replies[0]);
+  assert.ok(reads > 0);
+  // A forward pass of its own reads no rows: they are read first, asynchronously.
+  const session = fromBlob.session();
+  assert.throws(() => fromBlob.forward(session.cache, [900, 901]), /token 900's per-layer row is not read yet/);
+  assert.equal(session.cache.nextPosition, 0);
+  await fromBlob.preparePerLayerRows([900, 901]);
+  assert.ok(bitsEqual(fromBlob.forward(session.cache, [900, 901]), inHeap.forward(inHeap.session().cache, [900, 901])));
+  await assert.rejects(() => session.generate([1, 2], { draft: 2, draftSession: inHeap.session() }).next(), /draftSession/);
+  session.free();
+  // A read that fails: the reply fails before any pass, and the session is as it was.
+  const failing = await Llama.load(blob, { perLayerEmbeddings: { readAsync: async () => { throw new Error('the object store went away'); } } });
+  const cut = failing.session();
+  await assert.rejects(async () => {
+    for await (const piece of cut.respond(PROMPT.slice(0, 40), { maxTokens: 4 })) assert.ok(piece);
+  }, /the object store went away/);
+  assert.equal(cut.cache.nextPosition, 0);
+  assert.deepEqual(cut.tokens, []);
+  cut.free();
+  failing.free();
+  fromBlob.free();
+  inHeap.free();
 });
