@@ -705,6 +705,7 @@ export class Llama {
   /** Releases the model's weights (idempotent); later calls throw. */
   free() {
     this.#ptr = owned.release(this, this.#ptr);
+    this.#perLayer = null; // a table kept in JavaScript goes with the model
   }
 
   [disposeSymbol]() { this.free(); }
