@@ -1520,6 +1520,8 @@ kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tok
  * region is then the file's tensor data without the table's bytes
  * (kvc_lm_per_layer_outside_range), the tensors after it moved down by
  * them, and every forward pass takes its tokens' rows (kvc_lm_forward_rows).
+ * A file whose tensor data passes the address space (wasm32: 4 GiB) may fit
+ * it without the table: kvc_lm_weights_bytes then says.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (the model has no such
  *           table, or its weights are allocated already). */
 kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm);
@@ -1529,7 +1531,7 @@ kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm);
  * kvc_gguf_data_offset) while it stays outside: *offset and *bytes, both 0
  * when it is inside or absent. */
 size_t kvc_lm_per_layer_row_bytes(const kvc_lm *lm);
-void kvc_lm_per_layer_outside_range(const kvc_lm *lm, size_t *offset, size_t *bytes);
+void kvc_lm_per_layer_outside_range(const kvc_lm *lm, uint64_t *offset, uint64_t *bytes);
 
 /* kvc_lm_keep():
  * Ends the verify a KVC_LM_VERIFY forward began: keeps its first n tokens

@@ -3,7 +3,7 @@
 // and length bounded before anything is allocated, a refusal worded by
 // kvc_gguf_explain -- and read from there into JavaScript values once.
 // Tensors become f32 on demand through the weight table's dequantize, in C.
-import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, withStaging } from '../runtime/runtime.js';
+import { callC, checkStatus, copyOut, heap, lib, readCString, statusName, u32At, u64At, withStaging } from '../runtime/runtime.js';
 import { C_CODES } from '../runtime/constants.js';
 import { GgufError } from '../runtime/checks.js';
 
@@ -69,7 +69,6 @@ export class GgufFile {
 // dims, offset, bytes, d.
 const SLOT_BYTES = [8, 8, 8, 8 * 4, 8, 8, 8];
 
-const u64At = (ptr) => new DataView(heap().buffer).getBigUint64(ptr, true);
 
 /** Bytes [ptr, ptr + len) of the heap as text (a copy: TextDecoder refuses
  * views of a shared memory). */

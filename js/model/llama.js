@@ -25,7 +25,7 @@ import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../r
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import {
   callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
-  withStaging,
+  u64At, withStaging,
 } from '../runtime/runtime.js';
 import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
@@ -115,9 +115,9 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
   let table = null; // { offset, bytes } within the tensor data, and how its rows are read
   if (rowBytes && perLayerEmbeddings !== 'heap') {
     checkStatus(where, api.kvc_lm_keep_per_layer_outside(ptr));
-    const [offset, size] = withStaging(where, [4, 4], ([offsetPtr, bytesPtr]) => {
+    const [offset, size] = withStaging(where, [8, 8], ([offsetPtr, bytesPtr]) => {
       api.kvc_lm_per_layer_outside_range(ptr, offsetPtr, bytesPtr);
-      return [u32At(offsetPtr), u32At(bytesPtr)];
+      return [Number(u64At(offsetPtr)), Number(u64At(bytesPtr))];
     });
     const reader = typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings : {};
     table = { offset, bytes: size, rowBytes, held: null, read: reader.read ?? null, readAsync: reader.readAsync ?? null };

@@ -496,6 +496,11 @@ export function u32At(ptr) {
   return heap().u32[ptr >>> 2];
 }
 
+/** The uint64 (a BigInt) at `ptr` of the heap, which need not be 8-aligned. */
+export function u64At(ptr) {
+  return new DataView(heap().buffer).getBigUint64(ptr, true);
+}
+
 /** The C name of a status ("KVC_E_NOMEM", from the module), or "status N" for one it does not name. */
 export function statusName(status) {
   return wasm?.statuses[status] ?? `status ${status}`;

@@ -120,7 +120,7 @@ static kvc_status bind(lm_source *src, const char *name, size_t cols, size_t row
     /* A row is a whole number of the type's blocks: the reader refuses any
      * other tensor of a type the weight table knows. */
     out->type = type;
-    out->offset = (size_t)offset;
+    out->offset = offset;
     out->cols = cols;
     out->rows = vector ? 1 : rows;
     out->row_bytes = cols / type->block_values * type->block_bytes;
@@ -647,6 +647,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
     if (status == KVC_OK) {
         /* More than the address space: kvc_lm_alloc_weights refuses it. */
+        lm->data_bytes = data_bytes;
         lm->weights_bytes = data_bytes > SIZE_MAX ? SIZE_MAX : (size_t)data_bytes;
         lm->blocks = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->blocks);
         lm->plans = kvc_realloc_array(NULL, lm->num_layers, sizeof *lm->plans);
@@ -719,7 +720,9 @@ kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm) {
     /* Every tensor past the table moves down by its bytes; the table
      * itself keeps its file offset, which only forward's rows stand for. */
     each_tensor(lm, move_down_past_table, lm);
-    lm->weights_bytes -= lm->outside_bytes;
+    /* What is left may fit the address space where the whole did not (E4B). */
+    const uint64_t inside = lm->data_bytes - lm->outside_bytes;
+    lm->weights_bytes = inside > SIZE_MAX ? SIZE_MAX : (size_t)inside;
     return KVC_OK;
 }
 
@@ -727,14 +730,14 @@ size_t kvc_lm_per_layer_row_bytes(const kvc_lm *lm) {
     return lm && lm->per_layer_embd.type ? lm->per_layer_embd.row_bytes : 0;
 }
 
-void kvc_lm_per_layer_outside_range(const kvc_lm *lm, size_t *offset, size_t *bytes) {
+void kvc_lm_per_layer_outside_range(const kvc_lm *lm, uint64_t *offset, uint64_t *bytes) {
     if (offset) *offset = lm ? lm->outside_offset : 0;
     if (bytes) *bytes = lm ? lm->outside_bytes : 0;
 }
 
 /* A tensor's data, once the weights are there. */
 static void place(kvc_tensor *t, void *weights) {
-    t->data = t->type ? (const uint8_t *)weights + t->offset : NULL;
+    t->data = t->type ? (const uint8_t *)weights + (size_t)t->offset : NULL; /* below weights_bytes: kvc_lm_alloc_weights */
 }
 
 kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {

@@ -131,7 +131,7 @@ const kvc_arch *kvc_archs(size_t *count);
 typedef struct kvc_tensor {
     const kvc_weight_type *type; /* NULL: the tensor is absent */
     const uint8_t *data;
-    size_t offset;
+    uint64_t offset; /* in the file's tensor data, which may pass 4 GiB where a table stays outside */
     size_t cols;
     size_t rows;
     size_t row_bytes;
@@ -224,7 +224,8 @@ struct kvc_lm {
     kvc_tensor per_layer_embd, per_layer_proj, per_layer_norm;
     /* The per-layer embeddings' bytes in the file's tensor data while they
      * stay outside the weights (kvc_lm_keep_per_layer_outside; 0: inside). */
-    size_t outside_offset, outside_bytes;
+    uint64_t outside_offset, outside_bytes;
+    uint64_t data_bytes; /* the file's tensor data, whose part the weights region holds */
     kvc_block *blocks;
     kvc_lm_scratch scratch;
     kvc_lm_pending pending;

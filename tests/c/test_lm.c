@@ -464,6 +464,13 @@ TEST(forward_refuses_bad_arguments_and_changes_nothing) {
     CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, NULL, 1, 0), KVC_E_NULL_POINTER);
     CHECK_MODEL_REFUSED(cache, kvc_lm_forward(m.lm, cache, tokens, 2, logits, 1, 8), KVC_E_LENGTH);
     CHECK_MODEL_REFUSED(cache, kvc_lm_keep(m.lm, cache, 1), KVC_E_NOT_VERIFYING);
+    /* A model without per-layer embeddings keeps no table outside, and takes no rows for one. */
+    const uint8_t rows[8] = {0};
+    CHECK_MODEL_REFUSED(cache, kvc_lm_forward_rows(m.lm, cache, tokens, 2, rows, logits, 1, 0), KVC_E_KIND);
+    CHECK(kvc_lm_keep_per_layer_outside(m.lm) == KVC_E_KIND && kvc_lm_keep_per_layer_outside(NULL) == KVC_E_NULL_POINTER);
+    uint64_t offset = 1, bytes = 1;
+    kvc_lm_per_layer_outside_range(m.lm, &offset, &bytes);
+    CHECK(offset == 0 && bytes == 0 && kvc_lm_per_layer_row_bytes(m.lm) == 0 && kvc_lm_per_layer_dim(m.lm) == 0);
     /* A cache of another geometry, and one whose layers stand apart. */
     kvc_layer *other_layers[LAYERS];
     for (size_t l = 0; l < LAYERS; l++) CHECK_OK(kvc_layer_create(KV_HEADS, HEAD_DIM * 2, KVC_MODE_Q8, &other_layers[l]));
