@@ -246,6 +246,10 @@ export class LlamaWorker {
       rest.store = store.openOptions;
     }
     if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
+    // A reader's functions cannot be cloned to the worker: the worker's model keeps its own table.
+    if (typeof rest.perLayerEmbeddings === 'object' && rest.perLayerEmbeddings !== null) {
+      throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside' or 'heap' for a model in a worker (a reader's functions cannot go to it)`);
+    }
     if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
     let transfer = [];
     if (typeof Response !== 'undefined' && source instanceof Response) {

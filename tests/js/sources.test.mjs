@@ -118,4 +118,9 @@ describe('LlamaWorker.load', () => {
     assert.equal(await refusal(() => worker.load(`${base}/missing.gguf`)), missing('Llama.load'));
     assert.equal(await refusal(() => worker.load(`${base}/fallback.gguf`)), fallback('Llama.load'));
   });
+
+  test('refuses a per-layer embeddings reader, whose functions cannot go to the worker', async () => {
+    await assert.rejects(worker.load(`${base}/missing.gguf`, { perLayerEmbeddings: { read: () => new Uint8Array(0) } }),
+      /LlamaWorker\.load: options\.perLayerEmbeddings must be 'outside' or 'heap' for a model in a worker/);
+  });
 });
