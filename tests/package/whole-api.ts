@@ -232,12 +232,14 @@ function useGguf(model: Uint8Array): Llama {
 
 async function useLoad(model: Uint8Array): Promise<void> {
   const progress: number[] = [];
-  const options: LoadOptions = { onProgress: ({ loaded, total }) => progress.push(loaded / (total ?? loaded)), contextLength: 512, cacheMode: 'q8' };
+  const options: LoadOptions = { onProgress: ({ loaded, total }) => progress.push(loaded / (total ?? loaded)), contextLength: 512, cacheMode: 'q8',
+    perLayerEmbeddings: 'outside' };
   const copy = new Uint8Array(model); // an ArrayBuffer's view, as Blob and Response take
   const sources: ModelSource[] = [model, new Blob([copy]), new Response(copy)];
   for (const source of sources) {
     const loaded: Llama = await Llama.load(source, options);
     check(loaded.config.vocabSize > 0 && progress.at(-1) === 1 && loaded.session().mode === 'q8', 'Llama.load');
+    await loaded.preparePerLayerRows([1, 2]); // nothing to read: the model has no per-layer embeddings
     loaded.free();
   }
   const controller = new AbortController();
@@ -256,8 +258,11 @@ function useLlama(llama: Llama): GenerateStats {
   check(config.dim === config.numHeads * config.headDim && config.numLayers > 0 && config.hiddenDim > 0 &&
     config.numKvHeads > 0 && config.eps > 0 && config.contextLength > 0 && config.ropeBase > 0 && config.vocabSize > 0, 'LlamaConfig');
   check(config.architecture === 'llama', 'LlamaConfig.architecture');
-  const memory: { weights: number; scratch: number } = llama.memoryBytes;
-  check(memory.weights > 0 && memory.scratch >= 0 && llama.tensors.has('token_embd.weight'), 'Llama.memoryBytes, tensors');
+  check(config.layerKinds.every((kind) => kind === 'full') && config.layerHeadDims.every((d) => d === config.headDim) &&
+    config.layerKvHeads.every((h) => h === config.numKvHeads) && config.layerOwners.every((o) => o === -1), 'LlamaConfig per layer');
+  const memory: { weights: number; scratch: number; perLayerOutside: number } = llama.memoryBytes;
+  check(memory.weights > 0 && memory.scratch >= 0 && memory.perLayerOutside === 0 && llama.tensors.has('token_embd.weight'), 'Llama.memoryBytes, tensors');
+  check(!llama.readsRowsAsync, 'Llama.readsRowsAsync');
   const prompt = llama.tokenizer.encode('Once upon a time');
   const cache = new KvCache({ numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim });
   const forward: ForwardOptions = { logits: 'all', importance: true };
