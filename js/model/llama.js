@@ -25,7 +25,7 @@ import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../r
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import {
   callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
-  u64At, withStaging,
+  withStaging,
 } from '../runtime/runtime.js';
 import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
@@ -110,22 +110,18 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
     return u32At(outPtr);
   });
   // The per-layer embeddings (gemma4's) stay out of the heap unless asked
-  // for: in JavaScript memory, or read by the app's own reader.
+  // for: in JavaScript memory, or read by the app's own reader. Where they
+  // lie in the tensor data, in or out of the heap (Llama#digest).
   const rowBytes = api.kvc_lm_per_layer_row_bytes(ptr) >>> 0;
-  let table = null; // { offset, bytes } within the tensor data, and how its rows are read
-  if (rowBytes && perLayerEmbeddings !== 'heap') {
-    checkStatus(where, api.kvc_lm_keep_per_layer_outside(ptr));
-    const [offset, size] = withStaging(where, [8, 8], ([offsetPtr, bytesPtr]) => {
-      api.kvc_lm_per_layer_outside_range(ptr, offsetPtr, bytesPtr);
-      return [Number(u64At(offsetPtr)), Number(u64At(bytesPtr))];
-    });
-    const reader = typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings : {};
-    table = { offset, bytes: size, rowBytes, held: null, read: reader.read ?? null, readAsync: reader.readAsync ?? null };
-  }
-  const perLayer = table && perLayerRows(where, table, dataOffset);
-  // Where the table lies in the tensor data, in or out of the heap (Llama#digest).
   const tableInfo = rowBytes ? tensors.get('per_layer_token_embd.weight') : null;
   const tableRange = tableInfo && { offset: tableInfo.offset - dataOffset, bytes: tableInfo.bytes };
+  let table = null; // tableRange, and how its rows are read, where it stays outside
+  if (tableRange && perLayerEmbeddings !== 'heap') {
+    checkStatus(where, api.kvc_lm_keep_per_layer_outside(ptr));
+    const reader = typeof perLayerEmbeddings === 'object' ? perLayerEmbeddings : {};
+    table = { ...tableRange, rowBytes, held: null, read: reader.read ?? null, readAsync: reader.readAsync ?? null };
+  }
+  const perLayer = table && perLayerRows(where, table, dataOffset);
   const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();

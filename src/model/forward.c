@@ -81,7 +81,8 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             {(void **)&s->x, elements(T, lm->dim), 4},      {(void **)&s->xb, elements(T, lm->dim), 4},
             {(void **)&s->q, elements(T, q_dim), 4},        {(void **)&s->k, elements(T, kv_dim), 4},
             {(void **)&s->v, elements(T, kv_dim), 4},       {(void **)&s->att, elements(T, q_dim), 4},
-            {(void **)&s->gate, elements(T, widest), 4}, {(void **)&s->up, elements(T, widest), 4},
+            {(void **)&s->gate, elements(T, widest), 4},
+            {(void **)&s->up, elements(T, lm->ffn_dim > lm->per_layer_dim ? lm->ffn_dim : lm->per_layer_dim), 4},
             {(void **)&s->wide, elements(T, wide), 4}, {(void **)&s->mixed, elements(T, widest), 4},
             {(void **)&s->rates, elements(2 * T, r->value_heads), 4}, {(void **)&s->taps, elements(r->channels, r->kernel), 4},
             {(void **)&s->rope, elements(2 * T, lm->widest_head), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
@@ -281,7 +282,7 @@ static void project_qkv(kvc_lm *lm, size_t l, size_t T) {
     const size_t q_dim = lm->num_heads * hd;
     const size_t kv_dim = plan->kv_heads * hd;
     const int gated = (lm->arch->flags & KVC_ARCH_GATED_ATTN) != 0;
-    const int owns_rows = b->wk.type != NULL;
+    const int owns_rows = plan->kind != KVC_KIND_SHARED;
     /* gemma4: a block without attn_v takes V from attn_k's product. */
     const kvc_product qkv[3] = {{&b->wq, gated ? s->wide : s->q, gated ? 2 * q_dim : q_dim},
                                 {&b->wk, s->k, kv_dim}, {b->wv.type ? &b->wv : &b->wk, s->v, kv_dim}};
@@ -323,9 +324,10 @@ static void project_qkv(kvc_lm *lm, size_t l, size_t T) {
 static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
-    const size_t q_dim = lm->num_heads * lm->plans[l].head_dim;
+    const size_t hd = lm->plans[l].head_dim;
+    const size_t q_dim = lm->num_heads * hd;
     const int gated = (lm->arch->flags & KVC_ARCH_GATED_ATTN) != 0;
-    const int owns_rows = b->wk.type != NULL;
+    const int owns_rows = lm->plans[l].kind != KVC_KIND_SHARED;
 
     project_qkv(lm, l, T);
     kvc_status status = owns_rows ? kvc_layer_append_n(layer, T, s->k, s->v, NULL) : KVC_OK;
@@ -360,7 +362,6 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     kvc_profile_mark(KVC_PROFILE_ATTEND);
     for (size_t t = 0; gated && t < T; t++) {
         for (size_t h = 0; h < lm->num_heads; h++) {
-            const size_t hd = lm->plans[l].head_dim;
             const float *gate = s->wide + t * 2 * q_dim + (2 * h + 1) * hd;
             float *att = s->att + t * q_dim + h * hd;
             for (size_t i = 0; i < hd; i++) att[i] = att[i] * sigmoid(gate[i]);

@@ -539,20 +539,25 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
-/* Whether layer l attends over a window (before the window itself is
- * known to be there): attention.sliding_window_pattern's entry (a list) or
- * period, where the architecture reads it; else the architecture's period,
- * every global_every-th layer global. */
-static kvc_status windowed_layer(lm_source *src, const kvc_lm *lm, size_t l, int *windowed) {
+/* Which layers attend over a window (before the window itself is known to
+ * be there): attention.sliding_window_pattern, where the architecture reads
+ * it, a list (*listed: layer l's entry, read by windowed_layer) or a period
+ * (*period); else the architecture's period, every global_every-th layer
+ * global. */
+static kvc_status window_pattern(lm_source *src, const kvc_lm *lm, int *listed, size_t *period) {
     const kvc_arch *arch = lm->arch;
-    size_t period = arch->global_every, entry = 0;
-    int listed = 0;
-    kvc_status status = KVC_OK;
-    if ((arch->flags & KVC_ARCH_WINDOW_PATTERN) && arch_key(src, "attention.sliding_window_pattern") != KVC_GGUF_NONE) {
-        status = per_layer(src, "attention.sliding_window_pattern", lm->num_layers, &listed);
-        if (status == KVC_OK) status = listed ? layer_param(src, "attention.sliding_window_pattern", l, 0, &entry)
-                                              : size_param(src, "attention.sliding_window_pattern", 0, &period);
-    }
+    *listed = 0;
+    *period = arch->global_every;
+    if (!(arch->flags & KVC_ARCH_WINDOW_PATTERN) || arch_key(src, "attention.sliding_window_pattern") == KVC_GGUF_NONE) return KVC_OK;
+    const kvc_status status = per_layer(src, "attention.sliding_window_pattern", lm->num_layers, listed);
+    if (status != KVC_OK || *listed) return status;
+    return size_param(src, "attention.sliding_window_pattern", 0, period);
+}
+
+/* Whether layer l attends over a window, by window_pattern's list or period. */
+static kvc_status windowed_layer(lm_source *src, size_t l, int listed, size_t period, int *windowed) {
+    size_t entry = 0;
+    const kvc_status status = listed ? layer_param(src, "attention.sliding_window_pattern", l, 0, &entry) : KVC_OK;
     *windowed = listed ? entry != 0 : period && (l + 1) % period != 0;
     return status;
 }
@@ -576,6 +581,9 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
     if (shared >= lm->num_layers)
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.shared_kv_layers is %zu of %zu blocks", arch->name, shared, lm->num_layers);
     const size_t owning = lm->num_layers - shared;
+    int listed;
+    size_t period;
+    if ((status = window_pattern(src, lm, &listed, &period))) return status;
     size_t recurrent = 0;
     for (size_t l = 0; l < lm->num_layers; l++) {
         kvc_layer_plan *plan = &lm->plans[l];
@@ -583,7 +591,7 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
         int windowed_kind = 0;
         if ((status = layer_param(src, "attention.head_count_kv", l, lm->num_heads, &kv_heads)) ||
             (status = layer_param(src, "feed_forward_length", l, 0, &plan->ffn_dim)) ||
-            (status = windowed_layer(src, lm, l, &windowed_kind)))
+            (status = windowed_layer(src, l, listed, period, &windowed_kind)))
             return status;
         const int is_recurrent = arch->recurrent == KVC_KIND_CONV    ? kv_heads == 0
                                  : arch->recurrent == KVC_KIND_DELTA ? (l + 1) % interval != 0
@@ -620,12 +628,10 @@ static kvc_status bind_per_layer_input(lm_source *src, kvc_lm *lm) {
         return refuse(src, KVC_E_MODEL_FILE, "metadata %s.embedding_length_per_layer_input is %zu: too wide for %zu blocks",
                       lm->arch->name, lm->per_layer_dim, lm->num_layers);
     const size_t width = lm->per_layer_dim * lm->num_layers;
-    kvc_status status;
-    if ((status = bind(src, "per_layer_token_embd.weight", width, lm->vocab_size, 0, &lm->per_layer_embd)) ||
-        (status = bind(src, "per_layer_model_proj.weight", lm->dim, width, 0, &lm->per_layer_proj)) ||
-        (status = bind(src, "per_layer_proj_norm.weight", lm->per_layer_dim, 0, 0, &lm->per_layer_norm)))
-        return status;
-    return KVC_OK;
+    kvc_status status = bind(src, "per_layer_token_embd.weight", width, lm->vocab_size, 0, &lm->per_layer_embd);
+    if (status == KVC_OK) status = bind(src, "per_layer_model_proj.weight", lm->dim, width, 0, &lm->per_layer_proj);
+    if (status == KVC_OK) status = bind(src, "per_layer_proj_norm.weight", lm->per_layer_dim, 0, 0, &lm->per_layer_norm);
+    return status;
 }
 
 kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len) {
