@@ -623,6 +623,17 @@ kvc_status kvc_layer_attend_heads(const kvc_layer *layer, const float *q, size_t
 kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
                                    size_t kv_head, float *out, float *probs);
 
+/* kvc_layer_attend_span():
+ * kvc_layer_attend_causal for m queries that see each other whole (Gemma's
+ * image tokens, which attend both ways inside the image): query i sees
+ * every slot (a window layer: every slot from its window's start on), its
+ * output and probabilities bit-for-bit kvc_layer_attend's on the whole
+ * layer (on a window layer, from query i's window start).  `probs` as
+ * attend_causal's.  1 <= m <= seq_len.
+ * @return : as kvc_layer_attend_causal. */
+kvc_status kvc_layer_attend_span(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
+                                 float *probs);
+
 /* Accessors.  They never fail: a NULL layer or an out-of-range head reads 0,
  * and so does a full-layer accessor of a linear layer. */
 size_t kvc_layer_num_kv_heads(const kvc_layer *layer);
@@ -1473,6 +1484,8 @@ size_t kvc_lm_recurrent_state_len(const kvc_lm *lm);
 /* kvc_lm_forward() flags. */
 #define KVC_LM_IMPORTANCE 1u /* add each token's attention (summed over the query heads) to its layer's imp */
 #define KVC_LM_VERIFY 2u     /* a speculative verify: begin one on the cache; kvc_lm_keep ends it */
+#define KVC_LM_SPAN 4u       /* the call's inputs (at most KVC_LM_BATCH, not a verify) attend each other both
+                                ways (kvc_layer_attend_span): Gemma 3's image tokens */
 
 /* kvc_lm_forward():
  * Runs tokens [n] through the model at the cache's next position on, their
@@ -1512,6 +1525,21 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
  *           the table is outside, KVC_E_KIND for rows where it is inside. */
 kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
                                float *logits, size_t logit_rows, uint32_t flags);
+
+/* kvc_lm_forward_embeddings():
+ * kvc_lm_forward for n inputs given as rows of the model's embeddings,
+ * `embeddings` [n x kvc_lm_dim] f32 -- an image's, from its encoder
+ * (kvc_vision_encode) -- in place of token ids: each goes into the first
+ * block as it is (no embedding scale), at the cache's next positions, and
+ * its logits, cache rows and importance are those of a token whose
+ * embedding it were.  A model whose per-layer embeddings stay outside takes
+ * `rows` as kvc_lm_forward_rows does, each row that of token 0 (llama.cpp's
+ * gemma4 gives an image's positions token 0's per-layer input); otherwise
+ * rows NULL.
+ * @return : as kvc_lm_forward_rows (never KVC_E_TOKEN); a non-finite
+ *           embedding fails as KVC_E_NONFINITE_KEY / _VALUE / _QUERY. */
+kvc_status kvc_lm_forward_embeddings(kvc_lm *lm, kvc_model *cache, const float *embeddings, size_t n,
+                                     const uint8_t *rows, float *logits, size_t logit_rows, uint32_t flags);
 
 /* kvc_lm_keep_per_layer_outside():
  * Leaves the per-layer embeddings (gemma4's per_layer_token_embd: a row of

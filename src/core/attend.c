@@ -392,17 +392,17 @@ static kvc_status attend_window_heads(const kvc_layer *layer, size_t first_head,
 }
 
 /* attend_causal on a window layer: query i at slot L - m + i over the rows
- * of the positions in its window that it sees. */
+ * of the positions in its window that it sees (whole: and every later one). */
 static kvc_status attend_window_causal(const kvc_layer *layer, const float *q, size_t m, size_t kv_head,
-                                       float *out, float *probs) {
+                                       float *out, float *probs, int whole) {
     const size_t d = layer->head_dim, L = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];
     const size_t n = kvc_store_len(&head->keys);
     window_group *groups = kvc_realloc_array(NULL, m, sizeof(window_group));
     if (!groups) return KVC_E_NOMEM;
-    size_t hidden = kvc_head_rows_between(layer, kv_head, L - m + 1, L);
+    size_t hidden = whole ? 0 : kvc_head_rows_between(layer, kv_head, L - m + 1, L);
     for (size_t i = 0; i < m; i++) {
-        if (i > 0) hidden -= (size_t)kvc_head_stored(layer, L - m + i, kv_head);
+        if (i > 0 && !whole) hidden -= (size_t)kvc_head_stored(layer, L - m + i, kv_head);
         const size_t seen = n - hidden;
         groups[i] = (window_group){
             .keys = kvc_store_view_prefix(&head->keys, layer->residual_rows, seen),
@@ -586,8 +586,10 @@ static void plan_causal(causal_job *job, carve *c, size_t threads, const float *
     }
 }
 
-kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m,
-                                   size_t kv_head, float *out, float *probs) {
+/* attend_causal, or (whole) attend_span: the m newest slots' queries, each
+ * over the slots before its own and (whole) every one of the m. */
+static kvc_status attend_queries(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
+                                 float *probs, int whole) {
     if (!layer || !q || !out) return KVC_E_NULL_POINTER;
     if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (m == 0 || m > layer->seq_len || m > SIZE_MAX / sizeof(float) / layer->head_dim)
@@ -595,7 +597,7 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
     kvc_status status = check_attend(layer, q, m * layer->head_dim, out);
     if (status != KVC_OK) return status;
-    if (layer->window) return attend_window_causal(layer, q, m, kv_head, out, probs);
+    if (layer->window) return attend_window_causal(layer, q, m, kv_head, out, probs, whole);
     const size_t d = layer->head_dim, seq_len = layer->seq_len;
     const kvc_head *head = &layer->heads[kv_head];
     const kvc_rows_view keys = kvc_store_view(&head->keys, layer->residual_rows);
@@ -621,10 +623,10 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     plan_causal(&job, &layout, threads, q);
     /* Query i sees positions < seq_len - m + i + 1: the rows at later
      * positions are hidden from it, fewer for each next query. */
-    size_t hidden = kvc_head_rows_between(layer, kv_head, seq_len - m + 1, seq_len);
+    size_t hidden = whole ? 0 : kvc_head_rows_between(layer, kv_head, seq_len - m + 1, seq_len);
     uint64_t rows_seen = 0;
     for (size_t i = 0; i < m; i++) {
-        if (i > 0) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
+        if (i > 0 && !whole) hidden -= (size_t)kvc_head_stored(layer, seq_len - m + i, kv_head);
         job.seen[i] = job.n - hidden;
         rows_seen += job.seen[i];
         if (job.per_query) {
@@ -646,4 +648,14 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
     if (probs) kvc_pool_run(causal_normalise_task, &job, job.S, threads, (uint64_t)job.n * m);
     kvc_free(block);
     return KVC_OK;
+}
+
+kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
+                                   float *probs) {
+    return attend_queries(layer, q, m, kv_head, out, probs, 0);
+}
+
+kvc_status kvc_layer_attend_span(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
+                                 float *probs) {
+    return attend_queries(layer, q, m, kv_head, out, probs, 1);
 }

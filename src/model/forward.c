@@ -130,8 +130,8 @@ void kvc_lm_scratch_free(kvc_lm_scratch *s) {
 /* The attention of the T tokens of block l over `layer` (its own, or a
  * shared block's owner's), with (importance) the mass each token gave each
  * of the layer's L slots, summed over the query heads in order, to s->mass
- * [T x L]. */
-static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int importance) {
+ * [T x L]; whole: the T tokens see each other both ways. */
+static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int importance, int whole) {
     kvc_lm_scratch *s = &lm->scratch;
     const size_t hd = lm->plans[l].head_dim;
     const size_t q_dim = lm->num_heads * hd;
@@ -147,7 +147,8 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int i
     }
     for (size_t h = 0; h < lm->num_heads; h++) {
         for (size_t t = 0; t < T; t++) memcpy(s->qh + t * hd, s->q + t * q_dim + h * hd, hd * sizeof(float));
-        kvc_status status = kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
+        kvc_status status = whole ? kvc_layer_attend_span(layer, s->qh, T, h / G, s->oh, probs)
+                                  : kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
         if (status != KVC_OK) return status;
         for (size_t t = 0; t < T; t++) memcpy(s->att + t * q_dim + h * hd, s->oh + t * hd, hd * sizeof(float));
         for (size_t t = 0; importance && t < T; t++) kvc_add(L, s->mass + t * L, probs + t * L);
@@ -339,7 +340,7 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     const int importance = (flags & KVC_LM_IMPORTANCE) != 0 && owns_rows;
     const size_t L = kvc_layer_seq_len(layer);
     status = scratch_reserve(lm, T, importance ? L : 0);
-    if (status == KVC_OK) status = attend(lm, layer, l, T, importance);
+    if (status == KVC_OK) status = attend(lm, layer, l, T, importance, (flags & KVC_LM_SPAN) != 0);
     if (status == KVC_OK && importance) {
         if (flags & KVC_LM_VERIFY) {
             kvc_lm_pending *p = &lm->pending;
@@ -508,8 +509,9 @@ static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
 }
 
 /* gemma4: the per-layer inputs of the chunk's T tokens (their rows of the
- * table: `rows` where it stays outside the weights, else the weights'),
- * from their embeddings in s->x (scaled) into s->per_layer [T x layers x
+ * table: `rows` where it stays outside the weights, else the weights';
+ * token 0's for embeddings given in place of tokens, tokens NULL, as
+ * llama.cpp's gemma4 takes an image's), from their embeddings in s->x (scaled) into s->per_layer [T x layers x
  * per_layer_dim]: each
  * block's slice of (RMSNorm(x Wproj / sqrt(dim)) + the token's row of
  * per_layer_token_embd * sqrt(per_layer_dim)) / sqrt(2). */
@@ -526,7 +528,8 @@ static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, const uint8_t *
     for (size_t t = 0; t < T; t++) {
         float *row = s->mixed; /* widest >= per_layer_dim: a slice at a time */
         for (size_t l = 0; l < lm->num_layers; l++) {
-            const uint8_t *embedded = rows ? rows + t * table->row_bytes : table->data + tokens[t] * table->row_bytes;
+            const uint32_t token = tokens ? tokens[t] : 0;
+            const uint8_t *embedded = rows ? rows + t * table->row_bytes : table->data + token * table->row_bytes;
             table->type->dequantize(embedded, l * n, n, row);
             float *x = s->per_layer + (t * lm->num_layers + l) * n;
             for (size_t i = 0; i < n; i++) x[i] = (x[i] + row[i] * row_scale) * input_scale;
@@ -535,6 +538,18 @@ static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, const uint8_t *
     kvc_profile_mark(KVC_PROFILE_EMBED);
 }
 
+/* The inputs of a pass: token ids, or rows of embeddings in their place
+ * (an image's; their per-layer inputs those of token 0, as llama.cpp's
+ * gemma4 takes them), with the per-layer rows where the table is outside. */
+typedef struct pass_input {
+    const uint32_t *tokens;
+    const float *embeddings;
+    const uint8_t *rows;
+} pass_input;
+
+static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_t n, float *logits, size_t logit_rows,
+                       uint32_t flags);
+
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
                           size_t logit_rows, uint32_t flags) {
     return kvc_lm_forward_rows(lm, cache, tokens, n, NULL, logits, logit_rows, flags);
@@ -542,16 +557,35 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
 
 kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
                                float *logits, size_t logit_rows, uint32_t flags) {
-    if (!lm || !cache || !tokens || (logit_rows && !logits) || !lm->weights) return KVC_E_NULL_POINTER;
+    if (!tokens) return KVC_E_NULL_POINTER;
+    const pass_input in = {tokens, NULL, rows};
+    return pass(lm, cache, &in, n, logits, logit_rows, flags);
+}
+
+kvc_status kvc_lm_forward_embeddings(kvc_lm *lm, kvc_model *cache, const float *embeddings, size_t n,
+                                     const uint8_t *rows, float *logits, size_t logit_rows, uint32_t flags) {
+    if (!embeddings) return KVC_E_NULL_POINTER;
+    const pass_input in = {NULL, embeddings, rows};
+    return pass(lm, cache, &in, n, logits, logit_rows, flags);
+}
+
+static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_t n, float *logits, size_t logit_rows,
+                       uint32_t flags) {
+    const uint32_t *tokens = in->tokens;
+    const uint8_t *rows = in->rows;
+    if (!lm || !cache || (logit_rows && !logits) || !lm->weights) return KVC_E_NULL_POINTER;
     if (lm->outside_bytes ? !rows : rows != NULL) return rows ? KVC_E_KIND : KVC_E_NULL_POINTER;
-    if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY))) return KVC_E_LENGTH;
+    if (n == 0 || logit_rows > n || (flags & ~(uint32_t)(KVC_LM_IMPORTANCE | KVC_LM_VERIFY | KVC_LM_SPAN)))
+        return KVC_E_LENGTH;
+    /* A span sees itself whole in one pass, and is never a draft. */
+    if ((flags & KVC_LM_SPAN) && (n > KVC_LM_BATCH || (flags & KVC_LM_VERIFY))) return KVC_E_LENGTH;
     /* A verify's drafts so far (a call that takes more into an open verify). */
     const int more = kvc_model_verifying(cache);
     const size_t drafts = more ? kvc_layer_draft_len(kvc_model_layer(cache, 0)) : 0;
     if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH - drafts) return KVC_E_LENGTH;
     if (!cache_fits(lm, cache)) return KVC_E_LAYERS;
     if (more && (!(flags & KVC_LM_VERIFY) || (flags & KVC_LM_IMPORTANCE))) return KVC_E_VERIFYING;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; tokens && i < n; i++) {
         if (tokens[i] >= lm->vocab_size) return KVC_E_TOKEN;
     }
     const size_t first = kvc_model_seq_len(cache);
@@ -592,8 +626,13 @@ kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tok
         const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
         for (size_t t = 0; t < T; t++) {
             float *x = s->x + t * lm->dim;
-            lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
-            for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
+            if (in->embeddings) {
+                /* An encoder's rows are the model's embeddings as they are: no scale (llama.cpp scales token rows only). */
+                memcpy(x, in->embeddings + (start + t) * lm->dim, lm->dim * sizeof(float));
+            } else {
+                lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
+                for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
+            }
             kvc_rope_table(&rope_global, first + start + t, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
             if (lm->window) kvc_rope_table(&lm->rope_window, first + start + t, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
             if (lm->temperature_scale > 0) {
@@ -603,7 +642,7 @@ kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tok
             }
         }
         kvc_profile_mark(KVC_PROFILE_EMBED);
-        if (lm->per_layer_dim) per_layer_inputs(lm, tokens + start, rows ? rows + start * lm->per_layer_embd.row_bytes : NULL, T);
+        if (lm->per_layer_dim) per_layer_inputs(lm, tokens ? tokens + start : NULL, rows ? rows + start * lm->per_layer_embd.row_bytes : NULL, T);
         size_t l = 0;
         while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
         if (status != KVC_OK) {

@@ -210,7 +210,54 @@ TEST(attend_causal_should_give_zeros_for_head_with_no_rows_in_view) {
     test_data_free(&data);
 }
 
-RUN_TESTS(CASE(attend_causal_should_equal_attend_on_truncated_layer_in_every_mode),
+/* 1 if attend_span of m queries on every head of `layer` equals single
+ * attends on the whole layer, bit for bit. */
+static int span_matches_whole(const kvc_layer *layer, void *rng) {
+    const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
+    const size_t m = kvc_layer_seq_len(layer) < MAX_M ? kvc_layer_seq_len(layer) : MAX_M;
+    float *q = test_alloc(m * d * sizeof(float)), *out = test_alloc(m * d * sizeof(float));
+    float *want = test_alloc(d * sizeof(float));
+    int ok = 1;
+    for (size_t h = 0; h < H && ok; h++) {
+        const size_t n = kvc_layer_head_len(layer, h);
+        float *probs = test_alloc(m * n * sizeof(float) + 1), *want_probs = test_alloc(n * sizeof(float) + 1);
+        test_fill_normal(rng, q, m * d);
+        ok = kvc_layer_attend_span(layer, q, m, h, out, probs) == KVC_OK;
+        for (size_t i = 0; i < m && ok; i++) {
+            ok = kvc_layer_attend(layer, q + i * d, h, want, want_probs) == KVC_OK && test_bits_equal(out + i * d, want, d) &&
+                 test_bits_equal(probs + i * n, want_probs, n);
+        }
+        free(probs), free(want_probs);
+    }
+    free(q), free(out), free(want);
+    return ok;
+}
+
+TEST(attend_span_should_give_every_query_the_whole_layer_in_every_mode) {
+    static const size_t lengths[] = {1, 2, 9, 65, 130};
+    const size_t H = 3, d = 12, len = 130;
+    test_data data = test_data_make(301, len, H, d, 1);
+    test_rng rng = test_rng_new(301);
+    CHECK(test_grown_in_every_mode(&data, lengths, sizeof lengths / sizeof lengths[0], span_matches_whole, &rng));
+    test_data_free(&data);
+}
+
+TEST(attend_span_should_refuse_what_attend_causal_refuses) {
+    kvc_layer *layer;
+    CHECK_OK(kvc_layer_create(1, 4, KVC_MODE_F32, &layer));
+    const float k[4] = {1, 2, 3, 4}, q[8] = {0};
+    float out[8];
+    CHECK_OK(kvc_layer_append(layer, k, k, NULL));
+    CHECK_STATUS(kvc_layer_attend_span(layer, q, 2, 0, out, NULL), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_layer_attend_span(layer, q, 0, 0, out, NULL), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_layer_attend_span(layer, q, 1, 1, out, NULL), KVC_E_KV_HEAD);
+    CHECK_STATUS(kvc_layer_attend_span(layer, NULL, 1, 0, out, NULL), KVC_E_NULL_POINTER);
+    kvc_layer_free(layer);
+}
+
+RUN_TESTS(CASE(attend_span_should_give_every_query_the_whole_layer_in_every_mode),
+          CASE(attend_span_should_refuse_what_attend_causal_refuses),
+          CASE(attend_causal_should_equal_attend_on_truncated_layer_in_every_mode),
           CASE(attend_causal_should_equal_attend_with_odd_head_dim_and_many_heads),
           CASE(attend_causal_with_m_of_seq_len_should_start_from_one_position),
           CASE(attend_causal_without_probs_should_give_the_same_out),

@@ -317,6 +317,37 @@ TEST(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode) 
     free_model(&m);
 }
 
+TEST(embeddings_in_place_of_tokens_give_the_logits_and_rows_of_the_tokens_they_embed) {
+    test_model m;
+    CHECK_OK(make_model(GGML_Q8_0, 0, 5, &m, NULL, 0));
+    enum { N = 40, FROM = 12, IMAGE = 20 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 6);
+    /* The rows of tokens FROM .. FROM + IMAGE, as an encoder would give them. */
+    const kvc_tensor *table = &m.lm->token_embd;
+    float *rows = test_alloc(IMAGE * DIM * sizeof(float));
+    for (size_t t = 0; t < IMAGE; t++) table->type->dequantize(table->data + tokens[FROM + t] * table->row_bytes, 0, DIM, rows + t * DIM);
+    float *want = test_alloc(N * VOCAB * sizeof(float));
+    float *got = test_alloc(N * VOCAB * sizeof(float));
+    kvc_model *a, *b = make_cache(KVC_MODE_F32);
+    CHECK(run(&m, KVC_MODE_F32, tokens, N, N, KVC_LM_IMPORTANCE, want, &a));
+    CHECK_OK(kvc_lm_forward(m.lm, b, tokens, FROM, got, FROM, KVC_LM_IMPORTANCE));
+    CHECK_OK(kvc_lm_forward_embeddings(m.lm, b, rows, IMAGE, NULL, got + FROM * VOCAB, IMAGE, KVC_LM_IMPORTANCE));
+    CHECK_OK(kvc_lm_forward(m.lm, b, tokens + FROM + IMAGE, N - FROM - IMAGE, got + (FROM + IMAGE) * VOCAB,
+                            N - FROM - IMAGE, KVC_LM_IMPORTANCE));
+    CHECK(same_bits(want, got, N * VOCAB));
+    CHECK(test_models_equal(a, b));
+    /* Bad input changes nothing. */
+    CHECK_STATUS(kvc_lm_forward_embeddings(m.lm, b, NULL, 1, NULL, NULL, 0, 0), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_lm_forward_embeddings(m.lm, b, rows, 0, NULL, NULL, 0, 0), KVC_E_LENGTH);
+    rows[3] = NAN;
+    CHECK(kvc_lm_forward_embeddings(m.lm, b, rows, IMAGE, NULL, NULL, 0, 0) != KVC_OK);
+    CHECK(test_models_equal(a, b));
+    kvc_model_free(a), kvc_model_free(b);
+    free(rows), free(want), free(got);
+    free_model(&m);
+}
+
 TEST(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for) {
     test_model m;
     CHECK_OK(make_model(GGML_Q8_0, 0, 5, &m, NULL, 0));
@@ -541,6 +572,7 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_rest),
           CASE(tied_embeddings_are_read_as_the_output),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
+          CASE(embeddings_in_place_of_tokens_give_the_logits_and_rows_of_the_tokens_they_embed),
           CASE(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for),
           CASE(logits_do_not_depend_on_the_number_of_threads),
           CASE(a_profile_times_each_operation_of_the_passes_made_while_it_is_on),
