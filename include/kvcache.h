@@ -1526,20 +1526,27 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
 kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
                                float *logits, size_t logit_rows, uint32_t flags);
 
-/* kvc_lm_forward_embeddings():
- * kvc_lm_forward for n inputs given as rows of the model's embeddings,
- * `embeddings` [n x kvc_lm_dim] f32 -- an image's, from its encoder
- * (kvc_vision_encode) -- in place of token ids: each goes into the first
- * block as it is (no embedding scale), at the cache's next positions, and
- * its logits, cache rows and importance are those of a token whose
- * embedding it were.  A model whose per-layer embeddings stay outside takes
- * `rows` as kvc_lm_forward_rows does, each row that of token 0 (llama.cpp's
- * gemma4 gives an image's positions token 0's per-layer input); otherwise
- * rows NULL.
- * @return : as kvc_lm_forward_rows (never KVC_E_TOKEN); a non-finite
- *           embedding fails as KVC_E_NONFINITE_KEY / _VALUE / _QUERY. */
-kvc_status kvc_lm_forward_embeddings(kvc_lm *lm, kvc_model *cache, const float *embeddings, size_t n,
-                                     const uint8_t *rows, float *logits, size_t logit_rows, uint32_t flags);
+/* kvc_lm_forward_input():
+ * kvc_lm_forward_rows with more said of the inputs.  Exactly one of
+ * `tokens` (n ids) and `embeddings` is given: embeddings [n x kvc_lm_dim]
+ * f32 are rows of the model's embeddings -- an image's, from its encoder
+ * (kvc_vision_encode) -- in place of token ids, each going into the first
+ * block as it is (no embedding scale); a model with per-layer embeddings
+ * gives them token 0's per-layer input (llama.cpp's gemma4 does), so where
+ * the table stays outside, `rows` holds token 0's row n times.
+ * `positions` (may be NULL: the cache's next positions) gives each input's
+ * RoPE position as 4 coordinates (t, y, x, e), [n x 4]: a model with
+ * multimodal RoPE (rope.dimension_sections, qwen35) turns each pair of
+ * channels by the coordinate its section says -- an image's tokens at
+ * (p, p + row, p + column, 0), text at (p, p, p, 0) -- and any other model
+ * by t.  The cache's rows still go at its next positions.
+ * @return : as kvc_lm_forward_rows (KVC_E_TOKEN for tokens only);
+ *           KVC_E_NULL_POINTER for neither tokens nor embeddings, KVC_E_KIND
+ *           for both; a non-finite embedding fails as KVC_E_NONFINITE_KEY,
+ *           _VALUE or _QUERY. */
+kvc_status kvc_lm_forward_input(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, const float *embeddings, size_t n,
+                                const uint32_t *positions, const uint8_t *rows, float *logits, size_t logit_rows,
+                                uint32_t flags);
 
 /* kvc_lm_keep_per_layer_outside():
  * Leaves the per-layer embeddings (gemma4's per_layer_token_embd: a row of

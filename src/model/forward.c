@@ -540,10 +540,12 @@ static void per_layer_inputs(kvc_lm *lm, const uint32_t *tokens, const uint8_t *
 
 /* The inputs of a pass: token ids, or rows of embeddings in their place
  * (an image's; their per-layer inputs those of token 0, as llama.cpp's
- * gemma4 takes them), with the per-layer rows where the table is outside. */
+ * gemma4 takes them), their RoPE positions (NULL: the cache's), with the
+ * per-layer rows where the table is outside. */
 typedef struct pass_input {
     const uint32_t *tokens;
     const float *embeddings;
+    const uint32_t *positions;
     const uint8_t *rows;
 } pass_input;
 
@@ -558,14 +560,15 @@ kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, 
 kvc_status kvc_lm_forward_rows(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, const uint8_t *rows,
                                float *logits, size_t logit_rows, uint32_t flags) {
     if (!tokens) return KVC_E_NULL_POINTER;
-    const pass_input in = {tokens, NULL, rows};
+    const pass_input in = {tokens, NULL, NULL, rows};
     return pass(lm, cache, &in, n, logits, logit_rows, flags);
 }
 
-kvc_status kvc_lm_forward_embeddings(kvc_lm *lm, kvc_model *cache, const float *embeddings, size_t n,
-                                     const uint8_t *rows, float *logits, size_t logit_rows, uint32_t flags) {
-    if (!embeddings) return KVC_E_NULL_POINTER;
-    const pass_input in = {NULL, embeddings, rows};
+kvc_status kvc_lm_forward_input(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, const float *embeddings, size_t n,
+                                const uint32_t *positions, const uint8_t *rows, float *logits, size_t logit_rows,
+                                uint32_t flags) {
+    if (!tokens == !embeddings) return tokens ? KVC_E_KIND : KVC_E_NULL_POINTER;
+    const pass_input in = {tokens, embeddings, positions, rows};
     return pass(lm, cache, &in, n, logits, logit_rows, flags);
 }
 
@@ -633,11 +636,15 @@ static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_
                 lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
                 for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
             }
-            kvc_rope_table(&rope_global, first + start + t, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
-            if (lm->window) kvc_rope_table(&lm->rope_window, first + start + t, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
+            /* A token's RoPE position: the cache's, or (t, y, x, e) given. */
+            const uint32_t next = (uint32_t)(first + start + t);
+            const uint32_t cached[4] = {next, next, next, 0};
+            const uint32_t *at = in->positions ? in->positions + 4 * (start + t) : cached;
+            kvc_rope_table_at(&rope_global, at, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
+            if (lm->window) kvc_rope_table_at(&lm->rope_window, at, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
             if (lm->temperature_scale > 0) {
                 /* llama.cpp's llm_graph_input_attn_temp, its float and double steps as they are. */
-                const float steps = floorf((float)(first + start + t) / (float)lm->temperature_floor);
+                const float steps = floorf((float)at[0] / (float)lm->temperature_floor);
                 s->query_scale[t] = (float)(log((double)steps + 1.0) * (double)lm->temperature_scale + 1.0);
             }
         }

@@ -341,6 +341,25 @@ static float yarn_mscale(float factor, float m) {
     return factor <= 1.0f ? 1.0f : 0.1f * m * logf(factor) + 1.0f;
 }
 
+/* rope.dimension_sections (qwen35's multimodal RoPE): 4 counts of pairs,
+ * together at most the head's channels (ggml's bound; a pair takes its
+ * sector modulo their sum), else refused. */
+static kvc_status read_rope_sections(lm_source *src, kvc_lm *lm) {
+    if (arch_key(src, "rope.dimension_sections") == KVC_GGUF_NONE) return KVC_OK;
+    size_t sum = 0;
+    for (size_t j = 0; j < 4; j++) {
+        size_t count;
+        kvc_status status = layer_param(src, "rope.dimension_sections", j, 0, &count);
+        if (status != KVC_OK) return status;
+        lm->rope_global.sections[j] = (uint32_t)count;
+        sum += count;
+    }
+    if (sum == 0 || sum > lm->head_dim)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.rope.dimension_sections sums to %zu, not 1 to the head's %zu",
+                      src->arch->name, sum, lm->head_dim);
+    return KVC_OK;
+}
+
 /* RoPE's scaling (rope.scaling.type: none, linear or yarn, with
  * rope.scaling.factor) into the global and window layers' tables, as
  * llama.cpp's context sets them up: linear divides every angle by the
@@ -354,6 +373,8 @@ static float yarn_mscale(float factor, float m) {
 static kvc_status read_rope_scaling(lm_source *src, kvc_lm *lm) {
     const kvc_rope_params unscaled = {.dims = lm->rope_dims, .base = lm->rope_base, .scale = lm->rope_scale, .freq_scale = 1.0f};
     lm->rope_global = unscaled;
+    kvc_status status = read_rope_sections(src, lm);
+    if (status != KVC_OK) return status;
     lm->rope_window = unscaled;
     lm->rope_window.dims = lm->window_rope_dims;
     lm->rope_window.base = lm->window_rope_base;
@@ -367,7 +388,6 @@ static kvc_status read_rope_scaling(lm_source *src, kvc_lm *lm) {
         return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (none, linear and yarn are; Llama 3's comes as rope_freqs.weight, which is)",
                       (int)(type_len < 32 ? type_len : 32), type);
     }
-    kvc_status status;
     size_t original = lm->context_length;
     float factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f, log_multiplier = 0.0f;
     if ((linear || yarn) &&

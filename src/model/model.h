@@ -31,6 +31,11 @@ typedef struct kvc_rope_params {
     const float *factors;
     float scale;
     float freq_scale, ext_factor, corr_low, corr_high;
+    /* Multimodal RoPE (rope.dimension_sections; all 0: none): pair i turns
+     * by one of a position's 4 coordinates (t, y, x, e), interleaved as
+     * qwen35's IMROPE: i % 3 == 1 below 3 sections[1] takes y, == 2 below
+     * 3 sections[2] x, == 0 below 3 sections[0] t, the rest e. */
+    uint32_t sections[4];
 } kvc_rope_params;
 
 /* What a block of an architecture has beyond llama's. */
@@ -240,6 +245,9 @@ void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float
 /* cos and sin of each pair's angle at `position`, as rope says: table[i],
  * table[dims / 2 + i] for i < dims / 2. */
 void kvc_rope_table(const kvc_rope_params *rope, size_t position, float *table);
+/* The same at a multimodal position (t, y, x, e), each pair at the
+ * coordinate rope->sections gives it (t without sections). */
+void kvc_rope_table_at(const kvc_rope_params *rope, const uint32_t position[4], float *table);
 /* Rotates the first rope_dims channels of each of `heads` heads of x
  * [heads x head_dim] by the table; the others stay. */
 void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pairing pairing, const float *table,

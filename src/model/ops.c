@@ -29,12 +29,28 @@ static float yarn_ramp(float low, float high, size_t pair) {
     return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
+/* The coordinate of a multimodal position pair i turns by (ggml's IMROPE). */
+static uint32_t coordinate_of(const uint32_t *sections, size_t i) {
+    const size_t sector = i % (sections[0] + sections[1] + sections[2] + sections[3]);
+    if (sector % 3 == 1 && sector < 3 * sections[1]) return 1;
+    if (sector % 3 == 2 && sector < 3 * sections[2]) return 2;
+    if (sector % 3 == 0 && sector < 3 * sections[0]) return 0;
+    return 3;
+}
+
 void kvc_rope_table(const kvc_rope_params *rope, size_t position, float *table) {
+    const uint32_t at[4] = {(uint32_t)position, (uint32_t)position, (uint32_t)position, 0};
+    kvc_rope_table_at(rope, at, table);
+}
+
+void kvc_rope_table_at(const kvc_rope_params *rope, const uint32_t position[4], float *table) {
     const size_t half = rope->dims / 2;
+    const int sectioned = rope->sections[0] + rope->sections[1] + rope->sections[2] + rope->sections[3] != 0;
     float scale = rope->scale;
     if (rope->ext_factor != 0.0f) scale *= 1.0f + 0.1f * logf(1.0f / rope->freq_scale);
     for (size_t i = 0; i < half; i++) {
-        float extrapolated = (float)position * powf(rope->base, -2.0f * (float)i / (float)rope->dims);
+        const uint32_t p = position[sectioned ? coordinate_of(rope->sections, i) : 0];
+        float extrapolated = (float)p * powf(rope->base, -2.0f * (float)i / (float)rope->dims);
         if (rope->factors) extrapolated /= rope->factors[i];
         const float interpolated = rope->freq_scale * extrapolated;
         float theta = interpolated;

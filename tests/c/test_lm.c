@@ -332,16 +332,24 @@ TEST(embeddings_in_place_of_tokens_give_the_logits_and_rows_of_the_tokens_they_e
     kvc_model *a, *b = make_cache(KVC_MODE_F32);
     CHECK(run(&m, KVC_MODE_F32, tokens, N, N, KVC_LM_IMPORTANCE, want, &a));
     CHECK_OK(kvc_lm_forward(m.lm, b, tokens, FROM, got, FROM, KVC_LM_IMPORTANCE));
-    CHECK_OK(kvc_lm_forward_embeddings(m.lm, b, rows, IMAGE, NULL, got + FROM * VOCAB, IMAGE, KVC_LM_IMPORTANCE));
+    CHECK_OK(kvc_lm_forward_input(m.lm, b, NULL, rows, IMAGE, NULL, NULL, got + FROM * VOCAB, IMAGE, KVC_LM_IMPORTANCE));
     CHECK_OK(kvc_lm_forward(m.lm, b, tokens + FROM + IMAGE, N - FROM - IMAGE, got + (FROM + IMAGE) * VOCAB,
                             N - FROM - IMAGE, KVC_LM_IMPORTANCE));
     CHECK(same_bits(want, got, N * VOCAB));
     CHECK(test_models_equal(a, b));
+    /* The cache's positions given as (p, p, p, 0) are the cache's positions. */
+    kvc_model *c = make_cache(KVC_MODE_F32);
+    uint32_t positions[4 * N];
+    for (size_t t = 0; t < N; t++) positions[4 * t] = positions[4 * t + 1] = positions[4 * t + 2] = (uint32_t)t, positions[4 * t + 3] = 0;
+    CHECK_OK(kvc_lm_forward_input(m.lm, c, tokens, NULL, N, positions, NULL, got, N, KVC_LM_IMPORTANCE));
+    CHECK(same_bits(want, got, N * VOCAB));
+    kvc_model_free(c);
     /* Bad input changes nothing. */
-    CHECK_STATUS(kvc_lm_forward_embeddings(m.lm, b, NULL, 1, NULL, NULL, 0, 0), KVC_E_NULL_POINTER);
-    CHECK_STATUS(kvc_lm_forward_embeddings(m.lm, b, rows, 0, NULL, NULL, 0, 0), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_lm_forward_input(m.lm, b, NULL, NULL, 1, NULL, NULL, NULL, 0, 0), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_lm_forward_input(m.lm, b, tokens, rows, 1, NULL, NULL, NULL, 0, 0), KVC_E_KIND);
+    CHECK_STATUS(kvc_lm_forward_input(m.lm, b, NULL, rows, 0, NULL, NULL, NULL, 0, 0), KVC_E_LENGTH);
     rows[3] = NAN;
-    CHECK(kvc_lm_forward_embeddings(m.lm, b, rows, IMAGE, NULL, NULL, 0, 0) != KVC_OK);
+    CHECK(kvc_lm_forward_input(m.lm, b, NULL, rows, IMAGE, NULL, NULL, NULL, 0, 0) != KVC_OK);
     CHECK(test_models_equal(a, b));
     kvc_model_free(a), kvc_model_free(b);
     free(rows), free(want), free(got);
