@@ -15,6 +15,7 @@ import { checkKeys } from '../runtime/options.js';
 import { ChatTemplate } from './template.js';
 import { parseReply, readsControlTokens, templateMessages, toolFormatOf, toolRequest } from './tools.js';
 import { checkName, getConversation, putConversation } from '../store/store.js';
+import { checkParts, hasParts, idsOf, imagesOf, prepareImages, renderedContent } from './content.js';
 
 // A file without a chat template (a base model, like stories260K) chats as
 // plain text: the begin token, then each message's text on a line of its own.
@@ -29,16 +30,22 @@ const SAVED_VERSION = 1;
 const SAVED_HEADER_BYTES = 12;
 const restored = Symbol('restored');
 
-/** `messages` checked: { role, content } (an assistant's with its tool_calls and reasoning_content, a tool's with its tool_call_id), copied. */
+/**
+ * `messages` checked: { role, content } (an assistant's with its tool_calls
+ * and reasoning_content, a tool's with its tool_call_id), copied; a user's
+ * or system's content may be parts, text and images (content.js).
+ */
 export function checkMessages(where, messages) {
   if (!Array.isArray(messages) || messages.length === 0) throw new TypeError(`${where}: messages must be a non-empty array`);
   return messages.map((m, i) => {
     const calls = m?.role === 'assistant' ? m.tool_calls : undefined;
     const content = calls !== undefined && m.content == null ? '' : m?.content;
-    if (m === null || typeof m !== 'object' || !ROLES.includes(m.role) || typeof content !== 'string') {
-      throw new TypeError(`${where}: messages[${i}] must be { role: ${ROLES.map((r) => `'${r}'`).join(' | ')}, content: string } (got ${shown(m)})`);
+    const parts = hasParts(content) && (m.role === 'user' || m.role === 'system');
+    if (m === null || typeof m !== 'object' || !ROLES.includes(m.role) || (typeof content !== 'string' && !parts)) {
+      throw new TypeError(`${where}: messages[${i}] must be { role: ${ROLES.map((r) => `'${r}'`).join(' | ')}, content: string } ` +
+        `(a user's content may be [{ type: 'text', text }, { type: 'image', image }]) (got ${shown(m)})`);
     }
-    const message = { role: m.role, content };
+    const message = { role: m.role, content: parts ? checkParts(where, i, content) : content };
     if (calls !== undefined && calls.length > 0) message.tool_calls = checkCalls(where, i, calls);
     if (m.role === 'assistant' && typeof m.reasoning_content === 'string') message.reasoning_content = m.reasoning_content;
     if (m.role === 'tool' && m.tool_call_id !== undefined) message.tool_call_id = String(m.tool_call_id);
@@ -76,7 +83,10 @@ export async function* reply(where, session, template, messages, options) {
   if (tools !== undefined) request = toolRequest(where, template.source, tools, toolChoice);
   else if (toolChoice !== undefined) throw new TypeError(`${where}: options.toolChoice is given without options.tools`);
   const variables = request ? request.variables : {};
-  const text = template.render(templateMessages(messages), { addGenerationPrompt: true, ...variables });
+  const rendered = messages.map((m) => ({ ...m, content: renderedContent(m.content) }));
+  const images = imagesOf(messages); // prepared (prepareImages)
+  const rendering = template.render(templateMessages(rendered), { addGenerationPrompt: true, ...variables });
+  const text = images.length ? idsOf(where, session.llama.tokenizer, rendering, images) : rendering;
   const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
   const format = request?.format ?? toolFormatOf(template.source)?.name ?? null;
   const special = readsControlTokens(format);
@@ -140,8 +150,11 @@ export class Chat {
   }
 
   /**
-   * Sends a user message (text) -- or, given an array of messages, takes it
-   * as the conversation to answer (an edited or regenerated turn) -- and
+   * Sends a user message -- text, or parts: [{ type: 'text', text },
+   * { type: 'image', image }] (an image: what Llama#prepareImage takes, with
+   * options.decodeImage where the runtime cannot decode; the model needs a
+   * projector) -- or, given an array of messages, takes it as the
+   * conversation to answer (an edited or regenerated turn) -- and
    * streams the assistant's reply as LlamaSession#generate does (pieces {
    * text, tokens, stop, stats }; its options: signal, maxTokens, sampling,
    * stop, draft, context, and a constraint: responseFormat, grammar, regex
@@ -159,13 +172,16 @@ export class Chat {
   async *send(input, options = {}) {
     const where = 'Chat.send';
     checkObject(where, 'options', options);
-    const messages = typeof input === 'string'
-      ? [...this.#messages, { role: 'user', content: input }]
-      : checkMessages(where, input);
+    const { decodeImage, ...rest } = options;
+    // Text, a user message's parts (text and images), or the conversation to answer.
+    const userParts = Array.isArray(input) && input.length > 0 && input.every((part) => typeof part?.type === 'string' && part.role === undefined);
+    const messages = await prepareImages(where, this.#session.llama, typeof input === 'string' || userParts
+      ? [...this.#messages, { role: 'user', content: userParts ? checkParts(where, this.#messages.length, input) : input }]
+      : checkMessages(where, input), { decodeImage });
     let partial = null;
     let ended = null;
     try {
-      for await (const piece of reply(where, this.#session, this.#template, messages, options)) {
+      for await (const piece of reply(where, this.#session, this.#template, messages, rest)) {
         partial = (partial ?? '') + piece.text;
         const { message, ...rest } = piece;
         if (message) ended = message;

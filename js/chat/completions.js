@@ -13,6 +13,7 @@
 import { checkObject, shown } from '../runtime/checks.js';
 import { checkKeys } from '../runtime/options.js';
 import { checkMessages, reply, templateFor } from './chat.js';
+import { prepareImages } from './content.js';
 
 // The request's keys, and the generate() option each maps to (null: handled here).
 const REQUEST = {
@@ -30,7 +31,10 @@ const FINISH = { end: 'stop', stop: 'stop', maxTokens: 'length', context: 'lengt
  * tool_choice, response_format ({ type: 'json_schema', json_schema: {
  * schema, strict } } or { type: 'json_object' }), max_tokens (or
  * max_completion_tokens), temperature, top_p, seed, stop (a string or
- * strings), signal (an AbortSignal, as OpenAI's client takes it), model
+ * strings), signal (an AbortSignal, as OpenAI's client takes it), a user
+ * message's content parts { type: 'text' } and { type: 'image_url',
+ * image_url: { url } } (a model with a projector; a data: URL or any URL
+ * fetch() reads, decoded by the runtime), model
  * (ignored: the session's model answers). n must be 1; frequency_penalty
  * and presence_penalty are refused unless 0 (the sampler has llama.cpp's
  * repeat penalty instead). options.template: a Jinja chat template in
@@ -53,7 +57,7 @@ export function completions(session, options = {}) {
     for (const key of ['frequency_penalty', 'presence_penalty']) {
       if (request[key] !== undefined && request[key] !== 0) throw new RangeError(`${call}: ${key} is not supported (the sampler has llama.cpp's repeatPenalty)`);
     }
-    const messages = checkMessages(call, request.messages);
+    const messages = await prepareImages(call, session.llama, checkMessages(call, request.messages));
     const generate = {};
     for (const [key, option] of Object.entries(REQUEST)) if (option && request[key] !== undefined) generate[option] = request[key];
     if (typeof generate.stop === 'string') generate.stop = [generate.stop];

@@ -33,23 +33,28 @@ import { joinParts, splitParts } from './split.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
+import { Projector, openProjector, pieceId } from './vision.js';
+import { imagePixels } from './images.js';
+import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
 const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // A saved session: "KVSS" (a little-endian u32), the version, the token
-// count, the tokens (u32), then the cache's snapshot.
+// count, how far its RoPE positions fall behind the cache's (version 2: a
+// multimodal-RoPE model's images; version 1 has no such word), the tokens
+// (u32; an image's past the vocabulary), then the cache's snapshot.
 const SAVED_MAGIC = 0x5353564b;
-const SAVED_VERSION = 1;
-const SAVED_HEADER_BYTES = 12;
-const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings'];
+const SAVED_VERSION = 2;
+const savedHeaderBytes = (version) => (version === 1 ? 12 : 16);
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings', 'projector'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // The chunks Llama#digest reads a model's per-layer embeddings in.
 const DIGEST_CHUNK = 1 << 24;
 // The per-layer rows a model whose reader is asynchronous keeps (E4B's rows: 6 KiB each).
 const ASYNC_ROWS_BYTES = 64 << 20;
 // kvc_lm_forward's flags (kvcache.h).
-const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY } = C_CODES;
+const { KVC_LM_IMPORTANCE: LM_IMPORTANCE, KVC_LM_VERIFY: LM_VERIFY, KVC_LM_SPAN: LM_SPAN } = C_CODES;
 // A header prefix's first buffer (it doubles as the header needs).
 const FIRST_PREFIX = 1 << 20;
 // Room for kvc_lm_create's sentence.
@@ -61,6 +66,10 @@ const owned = ownedObjects((ptr) => lib().kvc_lm_free(ptr));
 const fromPointer = Symbol('fromPointer');
 // [restore](where, tokens): a session on a given cache takes up the tokens it was computed from.
 const restore = Symbol('restore');
+// [knowsId](id), [forwardIds](cache, ids, options): a session's passes over ids that may hold images'.
+const knowsId = Symbol('knowsId');
+const forwardIds = Symbol('forwardIds');
+const ropeShiftAfter = Symbol('ropeShiftAfter');
 
 /** A prefix of a file, grown by appends into one buffer that doubles. */
 class Prefix {
@@ -316,7 +325,18 @@ function loadOptions(where, options) {
  * streamed into the heap: the header is parsed as soon as it is whole, the
  * tensor data then goes straight to the weights.
  */
-async function readModel(where, { total, chunks }, { onProgress, signal, contextLength, cacheMode, perLayerEmbeddings }) {
+function readModel(where, file, { onProgress, signal, contextLength, cacheMode, perLayerEmbeddings }) {
+  return readStreamed(where, file, { onProgress, signal },
+    (g, bytes) => opening(where, g, { contextLength, cacheMode, perLayerEmbeddings }, bytes));
+}
+
+/**
+ * A GGUF file of any kind read from a source's chunks into the heap:
+ * `open(g, headerBytes)` makes what the file's bytes go into once its
+ * header is whole ({ take(chunk, at), done(fileLength), fail() }: opening's
+ * shape), and done's result is the file's.
+ */
+export async function readStreamed(where, { total, chunks }, { onProgress, signal }, openFile) {
   const prefix = new Prefix();
   let want = 1; // a first try on the first chunk; then what the parser asks for (at least twice as much)
   let model = null;
@@ -328,7 +348,7 @@ async function readModel(where, { total, chunks }, { onProgress, signal, context
       return;
     }
     try {
-      model = opening(where, g, { contextLength, cacheMode, perLayerEmbeddings }, prefix.view); // before the tensor data comes: fits, or not
+      model = openFile(g, prefix.view); // before the tensor data comes: fits, or not
     } finally {
       lib().kvc_gguf_free(g);
     }
@@ -366,6 +386,33 @@ function partName(part) {
   return typeof part?.name === 'string' ? part.name : 'a part given as bytes or a stream';
 }
 
+/**
+ * A file loaded from `source` as Llama.load takes one -- bytes, a Blob,
+ * a Response, a stream, a URL or a split file's parts; with a store, from
+ * or into it -- by `read(sources, onProgress)`.
+ */
+async function loadFile(where, source, { store, signal, revalidate, onProgress }, read) {
+  // A split file: its parts given, or found from the name of one of them.
+  const parts = Array.isArray(source) ? checkParts(where, source)
+    : (typeof source === 'string' || source instanceof URL) ? splitParts(source) : null;
+  const readParts = async (sources, progress) => read(sources.length === 1 ? sources[0] : await joinParts(where, sources), progress);
+  if (store) {
+    const urls = parts ?? [source];
+    if (!urls.every((url) => typeof url === 'string' || url instanceof URL)) {
+      throw new TypeError(`${where}: a file loads through options.store from a URL (got ${shown(urls.find((url) => typeof url !== 'string' && !(url instanceof URL)))})`);
+    }
+    return store[loadThrough](where, urls, { signal, onProgress, revalidate }, readParts);
+  }
+  const sources = [];
+  try {
+    for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
+    return await readParts(sources, onProgress);
+  } catch (error) {
+    for (const source of sources) await letGo(source);
+    throw error;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The model
 
@@ -377,8 +424,11 @@ export class Llama {
   #digest = null;
   #perLayer; // the per-layer embeddings' rows where they stay outside the heap (perLayerRows), or null
   #tableRange; // where the per-layer embeddings lie in the tensor data ({ offset, bytes }), or null
+  #images = new ImageRows(); // the rows behind the ids of the images prepared (image-tokens.js)
   /** The ModelStore the model was loaded through (Llama.load's options.store), or null. */
   store = null;
+  /** The vision encoder loaded beside the model (Llama.load's options.projector), or null. */
+  projector = null;
 
   /**
    * Loads a GGUF file held whole in memory (bytes, or a GgufFile from
@@ -393,7 +443,7 @@ export class Llama {
     lib();
     const bytes = input instanceof GgufFile ? input.bytes : checkBytes(where, 'input', input);
     checkObject(where, 'options', options);
-    checkKeys(where, options, ['perLayerEmbeddings']);
+    checkKeys(where, options, ['perLayerEmbeddings', 'projector']);
     const perLayerEmbeddings = checkPerLayerEmbeddings(where, options.perLayerEmbeddings);
     const g = parseWhole(where, bytes);
     let model;
@@ -402,13 +452,22 @@ export class Llama {
     } finally {
       lib().kvc_gguf_free(g);
     }
+    let llama;
     try {
       model.take(bytes, 0);
-      return model.done(bytes.length);
+      llama = model.done(bytes.length);
     } catch (error) {
       model.fail();
       throw error;
     }
+    if (options.projector === undefined) return llama;
+    try {
+      llama.#attach(where, Projector.fromGguf(options.projector instanceof GgufFile ? options.projector.bytes : options.projector));
+    } catch (error) {
+      llama.free();
+      throw error;
+    }
+    return llama;
   }
 
   /**
@@ -433,32 +492,33 @@ export class Llama {
   static async load(source, options = {}) {
     const where = 'Llama.load';
     lib();
-    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings } = loadOptions(where, options);
+    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, projector } = loadOptions(where, options);
     if (signal?.aborted) throw aborted(signal);
-    // A split model: its parts given, or found from the name of one of them.
-    const parts = Array.isArray(source) ? checkParts(where, source)
-      : (typeof source === 'string' || source instanceof URL) ? splitParts(source) : null;
-    const read = async (sources, progress) => {
-      const file = sources.length === 1 ? sources[0] : await joinParts(where, sources);
-      return readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode, perLayerEmbeddings });
-    };
-    if (store) {
-      const urls = parts ?? [source];
-      if (!urls.every((url) => typeof url === 'string' || url instanceof URL)) {
-        throw new TypeError(`${where}: a model loads through options.store from a URL (got ${shown(urls.find((url) => typeof url !== 'string' && !(url instanceof URL)))})`);
-      }
-      const llama = await store[loadThrough](where, urls, { signal, onProgress, revalidate }, read);
-      llama.store = store;
-      return llama;
-    }
-    const sources = [];
+    const how = { store, signal, revalidate };
+    const llama = await loadFile(where, source, { ...how, onProgress },
+      (file, progress) => readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode, perLayerEmbeddings }));
+    llama.store = store ?? null;
+    if (projector === undefined) return llama;
     try {
-      for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
-      return await read(sources, onProgress);
+      const report = onProgress && ((progress) => onProgress({ ...progress, file: 'projector' }));
+      llama.#attach(where, await loadFile(where, projector, { ...how, onProgress: report },
+        (file, progress) => readStreamed(where, file, { onProgress: progress, signal }, (g, header) => openProjector(where, g, header))));
     } catch (error) {
-      for (const source of sources) await letGo(source);
+      llama.free();
       throw error;
     }
+    return llama;
+  }
+
+  // Keeps a projector that goes with this model (Projector#checkPair), or frees it and throws.
+  #attach(where, projector) {
+    try {
+      projector.checkPair(where, this);
+    } catch (error) {
+      projector.free();
+      throw error;
+    }
+    this.projector = projector;
   }
 
   constructor(internal) {
@@ -620,15 +680,19 @@ export class Llama {
     checkObject(where, 'options', options);
     for (const key of ['mode', 'residualRows', 'cache', 'tokens']) checkUnused(where, options, key, 'the saved session says it');
     const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-    if (data.length < SAVED_HEADER_BYTES || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved session`);
+    if (data.length < savedHeaderBytes(SAVED_VERSION) || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved session`);
     const version = view.getUint32(4, true);
-    if (version !== SAVED_VERSION) throw new TypeError(`${where}: a saved session of version ${version}, which this package does not read`);
+    if (version !== 1 && version !== SAVED_VERSION) throw new TypeError(`${where}: a saved session of version ${version}, which this package does not read`);
     const count = view.getUint32(8, true);
-    if (SAVED_HEADER_BYTES + 4 * count > data.length) throw new TypeError(`${where}: the saved session is truncated`);
-    const tokens = Array.from({ length: count }, (_, i) => view.getUint32(SAVED_HEADER_BYTES + 4 * i, true));
-    const cache = KvCache.deserialize(data.subarray(SAVED_HEADER_BYTES + 4 * count));
+    const header = savedHeaderBytes(version);
+    const ropeShift = version === 1 ? 0 : view.getUint32(12, true);
+    if (header + 4 * count > data.length) throw new TypeError(`${where}: the saved session is truncated`);
+    const tokens = Array.from({ length: count }, (_, i) => view.getUint32(header + 4 * i, true));
+    const cache = KvCache.deserialize(data.subarray(header + 4 * count));
     try {
-      return this.session({ ...options, cache, tokens });
+      const session = this.session({ ...options, cache });
+      session[restore](where, tokens, ropeShift);
+      return session;
     } catch (error) {
       cache.free();
       throw error;
@@ -645,32 +709,63 @@ export class Llama {
    */
   forward(cache, tokens, options = {}) {
     const where = 'Llama.forward';
-    const ptr = this.#live('forward');
+    this.#live('forward');
     checkObject(where, 'options', options);
     checkKeys(where, options, FORWARD_OPTIONS);
-    const { logits = 'all', importance = true, verify = false } = options;
-    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
-    const { contextLength, vocabSize } = this.config;
+    const { vocabSize } = this.config;
     if (!Array.isArray(tokens) || tokens.length === 0) throw new TypeError(`${where}: tokens must be a non-empty array of token ids`);
     for (const token of tokens) {
       if (!Number.isInteger(token) || token < 0 || token >= vocabSize) {
         throw new RangeError(`${where}: ${shown(token)} is not a token id (0 to ${vocabSize - 1})`);
       }
     }
-    const n = tokens.length;
+    return this.#pass(where, cache, { tokens }, options);
+  }
+
+  /**
+   * forward() for inputs given as rows of the model's embeddings in place of
+   * tokens -- an image's, from its projector: `embeddings` [n × dim]. Options
+   * as forward()'s, and `positions` ([n × 4] RoPE positions (t, y, x, e):
+   * an image's grid for a model with multimodal RoPE; default the cache's)
+   * and `span` (the n inputs attend each other both ways: Gemma 3's image
+   * tokens; at most 512).
+   */
+  forwardEmbeddings(cache, embeddings, options = {}) {
+    const where = 'Llama.forwardEmbeddings';
+    this.#live('forwardEmbeddings');
+    checkObject(where, 'options', options);
+    checkKeys(where, options, [...FORWARD_OPTIONS, 'positions', 'span']);
+    const { dim } = this.config;
+    if (!(embeddings instanceof Float32Array) || embeddings.length === 0 || embeddings.length % dim !== 0) {
+      throw new TypeError(`${where}: embeddings must be a non-empty Float32Array of rows of ${dim} values (got ${shown(embeddings)})`);
+    }
+    return this.#pass(where, cache, { embeddings }, options);
+  }
+
+  // The forward pass of tokens or embeddings (forward, forwardEmbeddings).
+  #pass(where, cache, { tokens, embeddings }, { logits = 'all', importance = true, verify = false, positions, span = false }) {
+    const ptr = this.#live('forward');
+    const cachePtr = KvCache[modelPointer](where, 'cache', cache);
+    const { contextLength, vocabSize, dim } = this.config;
+    const n = tokens ? tokens.length : embeddings.length / dim;
     const rows = logits === 'all' ? n : logits === 'last' ? 1 : logits;
     checkInteger(where, 'options.logits', rows, 0, n);
+    if (positions !== undefined && !(positions instanceof Uint32Array && positions.length === 4 * n)) {
+      throw new TypeError(`${where}: options.positions must be a Uint32Array of 4 RoPE coordinates per input (${4 * n})`);
+    }
+    if (typeof span !== 'boolean') throw new TypeError(`${where}: options.span must be a boolean (got ${shown(span)})`);
     // The context bounds what attention reads: the rows a cache holds (a
     // sliding window's positions go on past it).
     if (cache.rows + n > contextLength) {
       throw new RangeError(`${where}: ${cache.rows} rows held and ${n} tokens exceed the model's context of ${contextLength}`);
     }
-    const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0);
-    // Per-layer embeddings outside the heap: the tokens' rows, all read before the pass.
-    const perLayer = this.#perLayer?.rows(tokens) ?? null;
-    return callC(where, [Uint32Array.from(tokens), perLayer, 4 * rows * vocabSize],
-      (tokensPtr, rowsPtr, logitsPtr) => lib().kvc_lm_forward_rows(ptr, cachePtr, tokensPtr, n, rowsPtr, logitsPtr, rows, flags),
-      ([, , logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize));
+    const flags = (importance ? LM_IMPORTANCE : 0) | (verify ? LM_VERIFY : 0) | (span ? LM_SPAN : 0);
+    // Per-layer embeddings outside the heap: the tokens' rows (an image's: token 0's), all read before the pass.
+    const perLayer = this.#perLayer?.rows(tokens ?? new Array(n).fill(0)) ?? null;
+    return callC(where, [tokens ? Uint32Array.from(tokens) : embeddings, positions ?? null, perLayer, 4 * rows * vocabSize],
+      (inputPtr, positionsPtr, rowsPtr, logitsPtr) => lib().kvc_lm_forward_input(ptr, cachePtr, tokens ? inputPtr : 0,
+        tokens ? 0 : inputPtr, n, positionsPtr, rowsPtr, logitsPtr, rows, flags),
+      ([, , , logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize), { k: 'embeddings', v: 'embeddings', q: 'embeddings' });
   }
 
   /**
@@ -681,7 +776,8 @@ export class Llama {
    */
   async preparePerLayerRows(tokens) {
     this.#live('preparePerLayerRows');
-    await this.#perLayer?.prepare(checkIds('Llama.preparePerLayerRows', 'tokens', tokens, this.config.vocabSize));
+    // An image's positions take token 0's rows (kvc_lm_forward_input).
+    await this.#perLayer?.prepare(checkIds('Llama.preparePerLayerRows', 'tokens', tokens, this).map((t) => (isImageId(t) ? 0 : t)));
   }
 
   /** Whether forward passes read per-layer rows that preparePerLayerRows must read first. */
@@ -698,8 +794,135 @@ export class Llama {
     checkStatus(where, lib().kvc_lm_keep(ptr, cachePtr, n));
   }
 
+  #projectorOf(where) {
+    this.#live(where.replace(/^Llama\./, ''));
+    if (!this.projector) throw new TypeError(`${where}: the model was loaded without a projector (Llama.load's options.projector), so it takes no images`);
+    return this.projector;
+  }
+
+  /**
+   * How many positions an image of width x height takes, as llama.cpp's
+   * mtmd counts them, without encoding anything: { image } of the encoder's
+   * rows, { markers } of the text around and between its tiles, and their
+   * { total }.
+   */
+  imageTokenCount({ width, height }) {
+    const where = 'Llama.imageTokenCount';
+    const projector = this.#projectorOf(where);
+    const plan = projector.plan(width, height);
+    const markers = this.#imageTokens(projector, plan, () => []).length;
+    return { image: plan.tokens, markers, total: plan.tokens + markers };
+  }
+
+  // An image's ids in order: its markers' tokens and each tile's ids (tileIds(i)).
+  #imageTokens(projector, plan, tileIds) {
+    return projector.layoutOf(plan).flatMap((part) => {
+      if (part.text !== undefined) return this.tokenizer.encode(part.text, { bos: false, special: true });
+      if (part.piece !== undefined) return [pieceId(this.tokenizer, part.piece)];
+      return tileIds(part.tile);
+    });
+  }
+
+  /**
+   * An image made ready for a conversation: decoded (imagePixels: a Blob or
+   * File, an ImageBitmap, ImageData, a URL, encoded bytes with
+   * options.decodeImage where the runtime cannot decode, or { width,
+   * height, data } pixels), prepared and encoded as llama.cpp's mtmd does
+   * for this projector, its rows kept by the model. Returns { digest,
+   * width, height, tokens, imageTokens }: `tokens` are the ids that stand
+   * for it where it goes in a prompt (its markers' tokens and an id per
+   * encoder row, past the vocabulary), which sessions, Chat and prefix
+   * caches take like text. The same pixels give the same ids, encoded once.
+   */
+  async prepareImage(image, { decodeImage } = {}) {
+    const where = 'Llama.prepareImage';
+    this.#projectorOf(where);
+    return this.imageOf(await imagePixels(where, image, { decodeImage }));
+  }
+
+  /** prepareImage() of pixels at hand ({ width, height, data } RGBA), synchronously. */
+  imageOf(pixels) {
+    const where = 'Llama.imageOf';
+    const projector = this.#projectorOf(where);
+    const { width, height, data } = pixels;
+    // The pixels' digest, seeded by the projector's and the size: another projector, other ids.
+    const seed = BigInt(`0x${projector.digest}`) ^ (BigInt(width) << 32n) ^ BigInt(height);
+    const digest = BigInt.asUintN(64, withStaging(where, [data.length], ([at]) => {
+      heap().u8.set(data, at);
+      return lib().kvc_digest(at, data.length, seed);
+    })).toString(16).padStart(16, '0');
+    const held = this.#images.get(digest);
+    if (held) return held.input;
+    const plan = projector.plan(width, height);
+    const tiles = plan.tiles.map((tile, i) => ({
+      ...tile, embeddings: projector.encodeTile(pixels, plan, i),
+      ids: Array.from({ length: tile.tokens }, (_, k) => imageId(tileIdBase(digest, i), k)),
+    }));
+    const input = Object.freeze({ digest, width, height, imageTokens: plan.tokens,
+      tokens: Object.freeze(this.#imageTokens(projector, plan, (i) => tiles[i].ids)) });
+    this.#images.add({ digest, tiles, input });
+    return input;
+  }
+
+  /** Whether `id` is a token id of the vocabulary or of an image this model holds (prepareImage). */
+  [knowsId](id) {
+    return (Number.isInteger(id) && id >= 0 && id < this.config.vocabSize) || this.#images.has(id);
+  }
+
+  /** How far a multimodal-RoPE model's positions fall behind the cache's after `ids` (0 for any other model). */
+  [ropeShiftAfter](ids) {
+    return this.projector?.layout.mrope ? ropeShiftOf(this.#images, ids) : 0;
+  }
+
+  /**
+   * forward() of ids that may hold images' (prepareImage): each run of text
+   * and of an image tile in its own pass -- at RoPE positions `ropeShift`
+   * behind the cache's for a model with multimodal RoPE -- the logits of
+   * the last `logits` rows. Returns { logits, ropeShift } (the shift after).
+   */
+  [forwardIds](cache, ids, { logits = 'all', importance = true, verify = false, ropeShift = 0 }) {
+    const where = 'Llama.forward';
+    const mrope = this.projector?.layout.mrope ?? false;
+    const textPositions = (count, start) => {
+      const positions = new Uint32Array(4 * count);
+      for (let i = 0; i < count; i++) positions.set([start + i, start + i, start + i, 0], 4 * i);
+      return positions;
+    };
+    // Text at the cache's own positions is forward()'s; at others, its pass with them.
+    const text = (tokens, options) => (options.positions ? this.#pass(where, cache, { tokens }, options) : this.forward(cache, tokens, options));
+    if (!ids.some(isImageId)) {
+      const positions = mrope && ropeShift ? { positions: textPositions(ids.length, cache.nextPosition - ropeShift) } : {};
+      return { logits: text(ids, { logits, importance, verify, ...positions }), ropeShift };
+    }
+    if (verify) throw new TypeError(`${where}: a verify takes text tokens only`);
+    const n = ids.length, want = logits === 'all' ? n : logits === 'last' ? 1 : logits;
+    const out = new Float32Array(want * this.config.vocabSize);
+    let at = 0, shift = ropeShift;
+    for (const run of runsOf(where, this.#images, ids)) {
+      const count = run.tokens ? run.tokens.length : run.count;
+      const rows = Math.max(0, at + count - (n - want)) - Math.max(0, at - (n - want));
+      const start = cache.nextPosition - shift;
+      // An image tile's tokens at (p, p + row, p + column, 0), p where the tile begins (mtmd's M-RoPE).
+      let positions = mrope && run.tokens ? textPositions(count, start) : undefined;
+      if (mrope && !run.tokens) {
+        positions = new Uint32Array(4 * count);
+        for (let i = 0, k = run.from; i < count; i++, k++) positions.set([start, start + Math.floor(k / run.tile.gridX), start + (k % run.tile.gridX), 0], 4 * i);
+      }
+      const options = { logits: rows, importance, ...(positions ? { positions } : {}) };
+      const part = run.tokens ? text(run.tokens, options)
+        : this.forwardEmbeddings(cache, run.tile.embeddings.subarray(run.from * this.config.dim, (run.from + count) * this.config.dim),
+          { ...options, span: this.projector.layout.span === true && count <= C_LIMITS.KVC_LM_BATCH });
+      // This run's last `rows` rows are rows [at + count - rows, at + count) of the ids: of the last `want`, from here.
+      if (rows > 0) out.set(part, (at + count - rows - (n - want)) * this.config.vocabSize);
+      if (!run.tokens && run.from + count === run.tile.tokens) shift += run.tile.tokens - Math.max(run.tile.gridX, run.tile.gridY);
+      at += count;
+    }
+    return { logits: out, ropeShift: mrope ? shift : 0 };
+  }
+
   /** Releases the model's weights (idempotent); later calls throw. */
   free() {
+    this.projector?.free();
     this.#ptr = owned.release(this, this.#ptr);
     this.#perLayer = null; // a table kept in JavaScript goes with the model
   }
@@ -718,6 +941,8 @@ export class LlamaSession {
   // past what the window layers still hold goes back to the latest one
   // before its point, and takes in only the tokens after it.
   #checkpoints = [];
+  // How far a multimodal-RoPE model's RoPE positions fall behind the cache's (image-tokens.js).
+  #ropeShift = 0;
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
     const { config } = llama;
@@ -764,6 +989,7 @@ export class LlamaSession {
         this.cache.free();
         this.cache = hit.cache;
         reused = hit.length;
+        this.#ropeShift = this.llama[ropeShiftAfter](tokens.slice(0, reused));
         const { maxRows, sinks, recent } = this.#bound; // the entry's own bound came with it
         for (let i = 0; i < this.cache.numLayers; i++) {
           if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
@@ -774,7 +1000,7 @@ export class LlamaSession {
     // reply's prompt ends but for its last token: regenerating the reply
     // goes back there and computes that token again for its logits.
     const checkpoints = this.llama.config.layerKinds.some((kind) => kind !== 'full');
-    const take = (part, want) => this.llama.forward(this.cache, part, { logits: want, importance: this.#importance });
+    const take = (part, want) => this.#take(part, { logits: want });
     let last = null;
     if (reused < tokens.length - 1 && logits && checkpoints) {
       take(tokens.slice(reused, -1), 0);
@@ -819,7 +1045,7 @@ export class LlamaSession {
   #checkpoint() {
     const position = this.cache.nextPosition;
     if (this.#checkpoints.at(-1)?.position === position) return;
-    this.#checkpoints.push({ position, cache: this.cache.clone() });
+    this.#checkpoints.push({ position, cache: this.cache.clone(), ropeShift: this.#ropeShift });
     while (this.#checkpoints.length > CHECKPOINTS) this.#checkpoints.shift().cache.free();
   }
 
@@ -844,26 +1070,37 @@ export class LlamaSession {
       this.cache.free();
       this.cache = restart;
       const held = from ? from.position : 0;
-      if (n > held) this.llama.forward(this.cache, this.#history.slice(held, n), { logits: 0, importance: this.#importance });
+      this.#ropeShift = from ? from.ropeShift : 0;
+      if (n > held) this.#take(this.#history.slice(held, n), { logits: 0 });
     } else if (n < cached) {
       this.cache.truncateLast(cached - n);
+      this.#ropeShift = this.llama[ropeShiftAfter](this.#history.slice(0, n));
     }
     this.#history.length = n;
     this.#pending = null;
   }
 
-  [restore](where, tokens) {
+  [restore](where, tokens, ropeShift = null) {
     this.#dropCheckpoints(-1);
     const positions = this.cache.nextPosition;
     const { vocabSize } = this.llama.config;
-    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
-      throw new TypeError(`${where}: options.tokens must be an array of token ids (0 to ${vocabSize - 1})`);
+    // An image's ids stand for positions the cache holds already: the image need not be held.
+    if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && (t < vocabSize || (isImageId(t) && t <= 0xffffffff)))) {
+      throw new TypeError(`${where}: options.tokens must be an array of token ids (0 to ${vocabSize - 1}, or an image's)`);
     }
     if (tokens.length !== positions && tokens.length !== positions + 1) {
       throw new RangeError(`${where}: options.tokens must hold the cache's ${positions} positions' tokens, and the pending one if any (got ${tokens.length})`);
     }
     this.#history = tokens.slice();
     this.#pending = tokens.length > positions ? tokens.at(-1) : null;
+    this.#ropeShift = ropeShift ?? this.llama[ropeShiftAfter](tokens.slice(0, positions));
+  }
+
+  // The forward pass of ids (text and images') after what the cache holds.
+  #take(ids, { logits, verify = false }) {
+    const out = this.llama[forwardIds](this.cache, ids, { logits, verify, importance: this.#importance, ropeShift: this.#ropeShift });
+    if (!verify) this.#ropeShift = out.ropeShift;
+    return out.logits;
   }
 
   [taken](tokens) {
@@ -874,14 +1111,14 @@ export class LlamaSession {
   }
 
   [pass](tokens, { verify = false, logits } = {}) {
-    return this.llama.forward(this.cache, tokens, { importance: this.#importance, verify, logits });
+    return this.#take(tokens, { verify, logits });
   }
 
   // What forward() and verify() pass: `tokens` checked, after the pending
   // token (if any); `held`, how many went in before them; the logits of
   // `tokens` alone.
   #passAfterPending(where, tokens, verify) {
-    checkTokens(where, tokens, this.llama.config.vocabSize);
+    checkTokens(where, tokens, this.llama);
     const input = this.#pending === null ? tokens : [this.#pending, ...tokens];
     return { held: input.length - tokens.length, logits: this[pass](input, { verify, logits: tokens.length }) };
   }
@@ -942,7 +1179,7 @@ export class LlamaSession {
     if (typeof prompt !== 'string') checkUnused(where, options, 'special', 'it says how text is encoded, and the prompt is token ids');
     const ids = typeof prompt === 'string'
       ? this.llama.tokenizer.encode(prompt, { special: plan.special, ...(this.#history.length > 0 ? { bos: false } : {}) })
-      : checkIds(where, 'prompt', prompt, this.llama.config.vocabSize);
+      : checkIds(where, 'prompt', prompt, this.llama);
     await this.llama.preparePerLayerRows([...this.#history, ...ids]);
     yield* this.#stream(ids, plan);
   }
@@ -960,7 +1197,7 @@ export class LlamaSession {
     const plan = this.#plan(where, options, RESPOND_OPTIONS);
     const ids = typeof conversation === 'string'
       ? this.llama.tokenizer.encode(conversation, { special: true, bos: false })
-      : checkIds(where, 'conversation', conversation, this.llama.config.vocabSize);
+      : checkIds(where, 'conversation', conversation, this.llama);
     if (ids.length === 0) throw new TypeError(`${where}: conversation must hold a token`);
     const common = commonPrefix(this.#history, ids);
     const { contextLength } = this.llama.config;
@@ -1059,13 +1296,15 @@ export class LlamaSession {
   save() {
     const tokens = Uint32Array.from(this.#history);
     const snapshot = this.cache.serialize();
-    const out = new Uint8Array(SAVED_HEADER_BYTES + tokens.byteLength + snapshot.length);
+    const header = savedHeaderBytes(SAVED_VERSION);
+    const out = new Uint8Array(header + tokens.byteLength + snapshot.length);
     const view = new DataView(out.buffer);
     view.setUint32(0, SAVED_MAGIC, true);
     view.setUint32(4, SAVED_VERSION, true);
     view.setUint32(8, tokens.length, true);
-    for (let i = 0; i < tokens.length; i++) view.setUint32(SAVED_HEADER_BYTES + 4 * i, tokens[i], true);
-    out.set(snapshot, SAVED_HEADER_BYTES + tokens.byteLength);
+    view.setUint32(12, this.#ropeShift, true);
+    for (let i = 0; i < tokens.length; i++) view.setUint32(header + 4 * i, tokens[i], true);
+    out.set(snapshot, header + tokens.byteLength);
     return out;
   }
 
@@ -1218,17 +1457,17 @@ function commonPrefix(a, b) {
   return n;
 }
 
-/** `tokens` checked: a non-empty array of token ids below vocabSize. */
-function checkTokens(where, tokens, vocabSize) {
-  if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
-    throw new TypeError(`${where}: tokens must be a non-empty array of token ids (0 to ${vocabSize - 1})`);
+/** `tokens` checked: a non-empty array of token ids of llama's (its vocabulary's, or an image's it holds). */
+function checkTokens(where, tokens, llama) {
+  if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => llama[knowsId](t))) {
+    throw new TypeError(`${where}: tokens must be a non-empty array of token ids (0 to ${llama.config.vocabSize - 1}, or a prepared image's)`);
   }
 }
 
-/** `ids` checked: an array of token ids below vocabSize. */
-function checkIds(where, name, ids, vocabSize) {
-  if (!Array.isArray(ids) || !ids.every((t) => Number.isInteger(t) && t >= 0 && t < vocabSize)) {
-    throw new TypeError(`${where}: ${name} must be text or an array of token ids (0 to ${vocabSize - 1})`);
+/** `ids` checked: an array of token ids of llama's (its vocabulary's, or an image's it holds). */
+function checkIds(where, name, ids, llama) {
+  if (!Array.isArray(ids) || !ids.every((t) => llama[knowsId](t))) {
+    throw new TypeError(`${where}: ${name} must be text or an array of token ids (0 to ${llama.config.vocabSize - 1}, or a prepared image's)`);
   }
   return ids;
 }

@@ -31,6 +31,7 @@ export const C_CODES = Object.freeze({
   KVC_KIND_SHARED: 5,
   KVC_LM_IMPORTANCE: 1,
   KVC_LM_VERIFY: 2,
+  KVC_LM_SPAN: 4,
   KVC_GGUF_UINT8: 0,
   KVC_GGUF_INT8: 1,
   KVC_GGUF_UINT16: 2,
