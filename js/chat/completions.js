@@ -19,7 +19,7 @@ import { prepareImages } from './content.js';
 const REQUEST = {
   messages: null, model: null, stream: null, tools: 'tools', tool_choice: 'toolChoice', response_format: 'responseFormat',
   max_tokens: 'maxTokens', max_completion_tokens: 'maxTokens', temperature: 'temperature', top_p: 'topP', seed: 'seed',
-  stop: 'stop', signal: 'signal', n: null, frequency_penalty: null, presence_penalty: null,
+  stop: 'stop', signal: 'signal', n: null, frequency_penalty: null, presence_penalty: null, logprobs: null, top_logprobs: null,
 };
 const FINISH = { end: 'stop', stop: 'stop', maxTokens: 'length', context: 'length', abort: 'stop' };
 
@@ -35,7 +35,9 @@ const FINISH = { end: 'stop', stop: 'stop', maxTokens: 'length', context: 'lengt
  * message's content parts { type: 'text' } and { type: 'image_url',
  * image_url: { url } } (a model with a projector; a data: URL or any URL
  * fetch() reads, decoded by the runtime), model
- * (ignored: the session's model answers). n must be 1; frequency_penalty
+ * (ignored: the session's model answers), logprobs and top_logprobs (up to
+ * 20: choices[0].logprobs.content, OpenAI-shaped, the log-softmax of the
+ * model's own logits). n must be 1; frequency_penalty
  * and presence_penalty are refused unless 0 (the sampler has llama.cpp's
  * repeat penalty instead). options.template: a Jinja chat template in
  * place of the file's.
@@ -60,12 +62,16 @@ export function completions(session, options = {}) {
     const messages = await prepareImages(call, session.llama, checkMessages(call, request.messages));
     const generate = {};
     for (const [key, option] of Object.entries(REQUEST)) if (option && request[key] !== undefined) generate[option] = request[key];
+    if (request.logprobs !== undefined && typeof request.logprobs !== 'boolean') throw new TypeError(`${call}: logprobs must be a boolean (got ${shown(request.logprobs)})`);
+    if (request.top_logprobs !== undefined && !request.logprobs) throw new TypeError(`${call}: top_logprobs needs logprobs: true`);
+    if (request.logprobs) generate.logprobs = request.top_logprobs ?? 0;
+    const scored = request.logprobs ? logprobsOf(session.llama) : null;
     if (typeof generate.stop === 'string') generate.stop = [generate.stop];
     const id = `chatcmpl-${Date.now().toString(36)}${(count++).toString(36)}`;
     const created = Math.floor(Date.now() / 1000);
     const model = request.model ?? 'kvcache-wasm';
     const pieces = reply(call, session, template, messages, generate);
-    return request.stream ? chunks(pieces, { id, created, model }) : whole(pieces, { id, created, model });
+    return request.stream ? chunks(pieces, { id, created, model }, scored) : whole(pieces, { id, created, model }, scored);
   };
   return { chat: { completions: { create } } };
 }
@@ -84,28 +90,48 @@ function choiceMessage(message) {
   return out;
 }
 
-async function whole(pieces, head) {
+/**
+ * A piece's logprobs as OpenAI's choice.logprobs.content entries: { token
+ * (its text), logprob, bytes (its UTF-8 bytes), top_logprobs: [{ token,
+ * logprob, bytes }] }, spelled by `llama`'s tokenizer (a RemoteLlama's where it runs).
+ */
+function logprobsOf(llama) {
+  const spelled = async (token) => {
+    const text = await (typeof llama.tokenizer.decode === 'function' ? llama.tokenizer : llama).decode([token], { special: true });
+    return { token: text, bytes: Array.from(new TextEncoder().encode(text)) };
+  };
+  return async (piece) => Promise.all((piece.logprobs ?? []).map(async ({ token, logprob, top }) => ({
+    ...(await spelled(token)), logprob,
+    top_logprobs: await Promise.all(top.map(async (alt) => ({ ...(await spelled(alt.token)), logprob: alt.logprob }))),
+  })));
+}
+
+async function whole(pieces, head, scored) {
+  const content = [];
   for await (const piece of pieces) {
+    if (scored) content.push(...(await scored(piece)));
     if (!piece.message) continue;
     const finish = finishReason(piece);
     return {
       ...head, object: 'chat.completion',
-      choices: [{ index: 0, message: choiceMessage(piece.message), finish_reason: finish }],
+      choices: [{ index: 0, message: choiceMessage(piece.message), logprobs: scored ? { content } : null, finish_reason: finish }],
       usage: usage(piece.stats),
     };
   }
   throw new Error('chat.completions.create: the reply ended without its last piece');
 }
 
-async function* chunks(pieces, head) {
-  const chunk = (delta, finish = null) => ({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] });
+async function* chunks(pieces, head, scored) {
+  const chunk = (delta, finish = null, logprobs = null) => ({ ...head, object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, ...(scored ? { logprobs } : {}), finish_reason: finish }] });
   yield chunk({ role: 'assistant', content: '' });
   for await (const piece of pieces) {
+    const logprobs = scored && piece.logprobs ? { content: await scored(piece) } : null;
     if (!piece.message) {
-      if (piece.text) yield chunk({ content: piece.text });
+      if (piece.text || logprobs) yield chunk({ content: piece.text }, null, logprobs);
       continue;
     }
-    if (piece.text) yield chunk({ content: piece.text });
+    if (piece.text || logprobs) yield chunk({ content: piece.text }, null, logprobs);
     const calls = piece.message.tool_calls;
     if (calls) yield chunk({ tool_calls: calls.map((c, index) => ({ index, ...c })) });
     yield chunk({}, finishReason(piece));

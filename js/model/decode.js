@@ -157,7 +157,7 @@ export function endStats(stats, stop) {
  * has. `stats` (decodeStats()) are filled as it goes, for a caller that
  * stops it early.
  */
-export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter = null, stop, sampler, makeRoom = null, stats = decodeStats() }) {
+export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter = null, stop, sampler, makeRoom = null, stats = decodeStats(), logprobs = null }) {
   const { config } = session.llama;
   if (!Array.isArray(prompt) || !prompt.every((t) => Number.isInteger(t) && t >= 0)) {
     throw new TypeError('decode: prompt must be an array of token ids');
@@ -169,10 +169,12 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
   // Positions the cache has room for, after making room for `needed` of them (a sliding window).
   const roomFor = (needed) => (makeRoom ? makeRoom(needed) : config.contextLength - session.cache.rows);
   const room = () => Math.min(steps - stats.tokens, roomFor(1));
-  const emitted = (token) => {
+  // With `logprobs` (a count of alternatives), each token says how likely the model made it (logprobsOf).
+  const scored = (token, row) => (logprobs === null ? { type: 'token', token } : { type: 'token', token, logprob: logprobsOf(row, token, logprobs) });
+  const emitted = (token, row) => {
     session[take](token);
     stats.tokens++;
-    return { type: 'token', token };
+    return scored(token, row);
   };
 
   // What the session has pending, then the prompt, go in as one forward
@@ -203,18 +205,22 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
   session[hold](prompt, null);
   const first = sampler.next(logits, session.tokens);
   let done = stops(first);
-  yield emitted(first);
+  yield emitted(first, logits);
   while (!done && room() > 0) {
     const pending = session.pending;
     // Drafts must fit the steps left (the bonus token is one more) and the context.
     const history = session.tokens;
     const k = Math.min(draft, room() - 1);
-    const drafts = k <= 0 ? [] : drafter ? drafter.propose(history, k) : promptLookup(history, k, MAX_NGRAM, minNgram);
+    // Drafts are text: an image's ids (past the vocabulary) are never drafted.
+    const proposed = k <= 0 ? [] : drafter ? drafter.propose(history, k) : promptLookup(history, k, MAX_NGRAM, minNgram);
+    const beyond = proposed.findIndex((t) => t >= config.vocabSize);
+    const drafts = beyond < 0 ? proposed : proposed.slice(0, beyond);
     stats.forwardPasses++;
     if (drafts.length === 0) {
-      const token = sampler.next(session[pass]([pending]), history);
+      const row = session[pass]([pending]);
+      const token = sampler.next(row, history);
       done = stops(token);
-      yield emitted(token);
+      yield emitted(token, row);
       continue;
     }
     const rows = session[pass]([pending, ...drafts], { verify: true });
@@ -237,16 +243,41 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
     stats.accepted += accepted;
     if (accepted < drafts.length) stats.rollbacks++;
     yield { type: 'accept', accepted, rejected: drafts.length - accepted };
-    for (const kept of drafts.slice(0, accepted)) {
+    for (const [i, kept] of drafts.slice(0, accepted).entries()) {
       stats.tokens++;
-      yield { type: 'token', token: kept };
+      yield scored(kept, logprobs === null ? null : row(i));
     }
     if (!done) {
       done = stops(token);
-      yield emitted(token);
+      yield emitted(token, logprobs === null ? null : row(accepted));
     }
   }
   return finish(done ? 'end' : stats.tokens >= steps ? 'steps' : 'context');
+}
+
+/**
+ * How likely the model made `token` at a step, from that step's logits:
+ * { logprob, top: the `count` likeliest tokens [{ token, logprob }], most
+ * likely first } -- the log-softmax of the model's logits themselves, before
+ * any sampling option or constraint reshapes them (what llama.cpp's n_probs
+ * reports with no sampler in its way).
+ */
+export function logprobsOf(row, token, count) {
+  let max = -Infinity;
+  for (let i = 0; i < row.length; i++) if (row[i] > max) max = row[i];
+  let sum = 0;
+  for (let i = 0; i < row.length; i++) sum += Math.exp(row[i] - max);
+  const norm = max + Math.log(sum);
+  const top = [];
+  for (let i = 0; i < row.length && count > 0; i++) {
+    if (top.length < count || row[i] > row[top.at(-1)]) {
+      let at = top.length < count ? top.length : count - 1;
+      while (at > 0 && row[top[at - 1]] < row[i]) at--;
+      top.splice(at, 0, i);
+      if (top.length > count) top.pop();
+    }
+  }
+  return { logprob: row[token] - norm, top: top.map((t) => ({ token: t, logprob: row[t] - norm })) };
 }
 
 /**

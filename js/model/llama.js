@@ -38,7 +38,9 @@ import { imagePixels } from './images.js';
 import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
-const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', 'logprobs', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
+// The most alternatives a token's logprobs list (OpenAI's top_logprobs bound).
+const MAX_TOP_LOGPROBS = 20;
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // A saved session: "KVSS" (a little-endian u32), the version, the token
 // count, how far its RoPE positions fall behind the cache's (version 2: a
@@ -1168,7 +1170,10 @@ export class LlamaSession {
    * the context full ends, and one that finds no room for its prompt takes
    * nothing in) or 'slide' (keep the first 4 positions and the newest,
    * half the context: positions then go on past the model's context, which
-   * RoPE models read less well), signal. A prompt longer than the model's
+   * RoPE models read less well), signal, logprobs (true, or a count of
+   * alternatives up to 20: each piece's logprobs [{ token, logprob, top:
+   * [{ token, logprob }] }], the log-softmax of the model's own logits,
+   * before sampling options reshape them). A prompt longer than the model's
    * context is a RangeError. An abort takes effect between tokens and
    * leaves the session as after the last whole token emitted; a stop
    * string, after the token that completed it.
@@ -1214,7 +1219,8 @@ export class LlamaSession {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
     // The sampler reads its own options (SAMPLING_OPTIONS) of the rest; constraintOf, CONSTRAINT_OPTIONS.
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, ...sampling } = options;
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, logprobs = false, ...sampling } = options;
+    if (logprobs !== false && logprobs !== true) checkInteger(where, 'options.logprobs', logprobs, 0, MAX_TOP_LOGPROBS);
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
     if (!Array.isArray(stop) || !stop.every((x) => typeof x === 'string' && x.length > 0)) {
@@ -1229,22 +1235,23 @@ export class LlamaSession {
       throw new TypeError(`${where}: options.draftSession drafts tokens whose per-layer rows this model reads asynchronously, which a verify cannot wait for: use prompt-lookup drafts (draft alone)`);
     }
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
-      sampler: createSampler(where, sampling), constraint, where };
+      sampler: createSampler(where, sampling), constraint, where, logprobs: logprobs === false ? null : logprobs === true ? 0 : logprobs };
   }
 
   // The pieces of a reply to `ids`, which follow what the session holds.
   // However it ends -- its end, a stop string, an abort, the caller's break
   // -- the session is left as far as the pieces went (a stop string: up to
   // the token that completed it).
-  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, where }) {
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, where, logprobs }) {
     const { tokenizer } = this.llama;
     const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain) : plain;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     // promptTokens: what the reply follows, the session's tokens and these.
     const stats = { ...decodeStats(), promptTokens: this.#history.length + ids.length };
-    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats });
-    // The reply continues the session's text: its first space stays unless no text came before (<s> alone).
-    const decoder = tokenizer.decoder({ after: [...this.#history, ...ids] });
+    const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats, logprobs });
+    // The reply continues the session's text: its first space stays unless no text came before (<s> alone; an image is none).
+    const decoder = tokenizer.decoder({ after: [...this.#history, ...ids].filter((t) => !isImageId(t)) });
+    const scores = (value) => (logprobs === null ? {} : { logprobs: [{ token: value.token, ...value.logprob }] });
     const text = new StopText(stop);
     let streamed = this.#history.length + ids.length; // the session's tokens as far as the pieces went
     let open = true;
@@ -1276,10 +1283,10 @@ export class LlamaSession {
         const piece = text.push(decoder.push(value.token));
         if (piece.stopped) {
           close();
-          yield { text: piece.text, tokens: [value.token], stop: 'stop', stats: endStats(stats, 'stop') };
+          yield { text: piece.text, tokens: [value.token], stop: 'stop', stats: endStats(stats, 'stop'), ...scores(value) };
           return;
         }
-        yield { text: piece.text, tokens: [value.token], stop: null, stats: null };
+        yield { text: piece.text, tokens: [value.token], stop: null, stats: null, ...scores(value) };
         await nextTask(); // the caller's page, its abort, other work: between tokens
       }
     } finally {
