@@ -399,6 +399,37 @@ test('completions(session).chat.completions.create: OpenAI-shaped replies, tool 
   await assert.rejects(client.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], n: 2 }), /n must be 1/);
 });
 
+test('logprobs: each token of a reply with its log-probability under the model and its likeliest alternatives, in order', async () => {
+  const { llama } = model('qwen3');
+  const client = completions(llama.session());
+  const request = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 };
+  const reply = await client.chat.completions.create(request);
+  const { content } = reply.choices[0].logprobs;
+  assert.equal(content.length, reply.usage.completion_tokens);
+  for (const entry of content) {
+    assert.equal(entry.top_logprobs.length, 3);
+    // Greedy: the token taken is the likeliest, and the alternatives go down.
+    assert.equal(entry.token, entry.top_logprobs[0].token);
+    assert.equal(entry.logprob, entry.top_logprobs[0].logprob);
+    assert.ok(entry.logprob <= 0 && entry.top_logprobs[1].logprob <= entry.top_logprobs[0].logprob && entry.top_logprobs[2].logprob <= entry.top_logprobs[1].logprob);
+    assert.deepEqual(entry.bytes, Array.from(new TextEncoder().encode(entry.token)));
+  }
+  assert.equal(content.map((e) => e.token).join(''), reply.choices[0].message.content);
+  // The first token's log-probability is the log-softmax of the prompt's last logits, computed apart.
+  const session = llama.session();
+  const first = await session.generate(llama.tokenizer.encode('x'), { maxTokens: 1, temperature: 0, logprobs: 2 }).next();
+  const logits = llama.forward(llama.session().cache, llama.tokenizer.encode('x'), { logits: 'last' });
+  const max = logits.reduce((m, l) => Math.max(m, l), -Infinity);
+  const norm = max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
+  const [{ token, logprob }] = first.value.logprobs;
+  assert.ok(Math.abs(logprob - (logits[token] - norm)) < 1e-5);
+  const streamed = [];
+  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) streamed.push(...(chunk.choices[0].logprobs?.content ?? []));
+  assert.deepEqual(streamed.map((e) => e.token), content.map((e) => e.token));
+  await assert.rejects(client.chat.completions.create({ ...request, logprobs: undefined }), /top_logprobs needs logprobs/);
+  await assert.rejects(client.chat.completions.create({ ...request, top_logprobs: 21 }), /logprobs/);
+});
+
 test('LFM2\'s Python calls: read back with their literals (both quotes, numbers, True/False/None, lists); what is not a list of calls is not one', () => {
   assert.deepEqual(parsePythonCalls(`[get_weather(city='Paris', days=3), get_time(zone="CET", dst=True, note=None, hours=[1, 2.5, -3e2], n='a\\'b')] and then`), {
     calls: [
