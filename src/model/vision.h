@@ -21,35 +21,154 @@ typedef enum kvc_projector_kind {
     KVC_PROJECTOR_COUNT
 } kvc_projector_kind;
 
+/* How llama.cpp's mtmd resizes an image (its img_tool::resize): the filter
+ * (its bilinear, which maps corner to corner, or its bicubic, a = -0.5 on
+ * a 4x4 neighbourhood, clamped at the edges) and the fit: stretched to the
+ * target, or letterboxed -- scaled by the smaller of the two ratios (each
+ * side the ceiling of side x scale, at most the target's), centred (offset
+ * (target - side) / 2, rounded down) on the pad colour.  An image already of
+ * the target's size is copied as it is. */
+typedef enum kvc_image_filter { KVC_IMAGE_BILINEAR, KVC_IMAGE_BICUBIC } kvc_image_filter;
+typedef enum kvc_image_fit { KVC_IMAGE_STRETCH, KVC_IMAGE_LETTERBOX } kvc_image_fit;
+typedef struct kvc_image_resize {
+    kvc_image_filter filter;
+    kvc_image_fit fit;
+    uint8_t pad[3]; /* RGB */
+} kvc_image_resize;
+
+/* How an image becomes tiles (mtmd's preprocessor of the projector type):
+ *  FIXED: resized to image_size x image_size (gemma3);
+ *  DYNAMIC: resized to a multiple of patch_size x merge on each side, within
+ *    min_pixels..max_pixels, keeping its aspect ("smart resize": qwen3vl,
+ *    gemma4v);
+ *  LONGEST_EDGE: fitted into longest_edge, each side rounded up to a
+ *    multiple of image_size, cut into image_size tiles, then the whole
+ *    image at image_size x image_size as the last tile (idefics3; no
+ *    longest_edge: that last tile alone);
+ *  LFM2: smart-resized whole (the thumbnail); an image more than
+ *    2 x tile_size on a side is first cut into a grid of tile_size tiles
+ *    (min_tiles to max_tiles of them, the grid's aspect nearest the image's)
+ *    and the thumbnail goes last. */
+typedef enum kvc_image_layout {
+    KVC_IMAGE_FIXED,
+    KVC_IMAGE_DYNAMIC,
+    KVC_IMAGE_LONGEST_EDGE,
+    KVC_IMAGE_LFM2
+} kvc_image_layout;
+
+/* How many tokens the encoder gives for a tile of w x h pixels
+ * (llama.cpp's clip_n_output_tokens), p the patch size, m the merge:
+ *  POOLED: (w / p) * (h / p) / (m * m) (gemma3, gemma4v, idefics3), as a
+ *    grid of w / (p m) x h / (p m);
+ *  MERGED_CEIL: ceil(w / (p m)) * ceil(h / (p m)) (lfm2);
+ *  PAIRS: (w / 2p) * (h / 2p) (qwen3vl: two patches a side, whatever m). */
+typedef enum kvc_image_token_rule {
+    KVC_IMAGE_TOKENS_POOLED,
+    KVC_IMAGE_TOKENS_MERGED_CEIL,
+    KVC_IMAGE_TOKENS_PAIRS
+} kvc_image_token_rule;
+
 /* What preprocessing needs of a projector file (image.c reads it:
- * kvc_image_params_read), as llama.cpp's clip_hparams has it. */
+ * kvc_image_params_read), as llama.cpp's clip_hparams has it after its
+ * load_hparams. */
 typedef struct kvc_image_params {
     kvc_projector_kind kind;
+    kvc_image_layout layout;
+    kvc_image_token_rule token_rule;
     size_t image_size;   /* clip.vision.image_size */
     size_t patch_size;   /* clip.vision.patch_size */
     size_t merge;        /* patches merged per side into one token (n_merge; 1: none) */
     size_t min_pixels, max_pixels; /* dynamic resolution's bounds (0: fixed size) */
-    size_t longest_edge; /* idefics3's preproc_image_size (0: none) */
+    size_t longest_edge; /* idefics3's clip.vision.preproc_image_size (0: none) */
+    size_t tile_size, min_tiles, max_tiles; /* lfm2's tiles (0: none) */
+    kvc_image_resize whole; /* the image resized whole: fixed, dynamic, overview, thumbnail */
+    kvc_image_resize tiles; /* the image resized before it is cut into tiles */
     float mean[3], std[3]; /* clip.vision.image_mean / image_std */
 } kvc_image_params;
 
-/* How one image becomes the encoder's inputs: `tiles` tiles (a
- * thumbnail/overview last where the kind has one), laid out rows x cols
- * (0 x 0: one whole image), each tile's pixel size and the tokens the
- * encoder gives for it, and a grid of (grid_x x grid_y) tokens for M-RoPE
- * and markers. */
+/* The limits of an image: at most KVC_IMAGE_MAX_SIDE pixels a side and
+ * KVC_IMAGE_MAX_PIXELS in all (llama.cpp computes with 32-bit ints: past
+ * that its products overflow, and no wasm memory holds such an image). */
+#define KVC_IMAGE_MAX_SIDE ((size_t)100000)
+#define KVC_IMAGE_MAX_PIXELS ((size_t)1 << 30)
+
+/* How one image becomes the encoder's inputs: `tiles` tiles in the order
+ * mtmd puts them in the prompt -- rows x cols tiles row-major, then the
+ * overview when `overview` (idefics3's global image, lfm2's thumbnail: the
+ * marker that goes before it is the lead's to emit) -- each tile's pixel
+ * size, the tokens the encoder gives for it as a grid (grid_x x grid_y ==
+ * tokens; M-RoPE's, qwen3vl), and where its pixels come from: the whole
+ * image resized (`resize`) to resized_width x resized_height, the tile the
+ * width x height pixels at (x, y) of that. */
 #define KVC_IMAGE_MAX_TILES 64
 typedef struct kvc_image_tile {
-    size_t width, height; /* the tile's pixels, as the encoder takes them */
-    size_t tokens;        /* what the encoder gives for it */
+    size_t width, height;  /* the tile's pixels, as the encoder takes them */
+    size_t tokens;         /* what the encoder gives for it */
     size_t grid_x, grid_y; /* those tokens as a grid (grid_x * grid_y == tokens) */
+    size_t resized_width, resized_height; /* the whole image resized to this ... */
+    size_t x, y;                          /* ... and the tile cut from here */
+    kvc_image_resize resize;
 } kvc_image_tile;
 typedef struct kvc_image_plan {
+    size_t image_width, image_height; /* the image planned for */
     size_t tiles;
     size_t rows, cols;  /* the tiles before the overview, row-major (0, 0: none) */
-    int overview;       /* the last tile is the whole image, smaller (idefics3's global, lfm2's thumbnail) */
+    int overview;       /* the last tile is the overview (idefics3's global image, lfm2's thumbnail) */
     size_t tokens;      /* all tiles' */
     kvc_image_tile tile[KVC_IMAGE_MAX_TILES];
 } kvc_image_plan;
+
+/* kvc_projector_kind_of():
+ * The kind whose clip.projector_type is these `len` bytes; KVC_PROJECTOR_COUNT
+ * for a name that is none of them (or NULL). */
+kvc_projector_kind kvc_projector_kind_of(const char *name, size_t len);
+
+/* kvc_projector_name():
+ * @return : clip.projector_type of `kind` ("idefics3"), NULL out of range. */
+const char *kvc_projector_name(kvc_projector_kind kind);
+
+/* kvc_image_params_read():
+ * Reads what preprocessing needs from a projector file (general.architecture
+ * "clip"): clip.projector_type (or clip.vision.projector_type), the image and
+ * patch sizes, the merge (clip.vision.projector.scale_factor;
+ * clip.vision.spatial_merge_size for qwen3vl), idefics3's longest edge,
+ * image_mean and image_std, and what llama.cpp's load_hparams sets for the
+ * type: its filters and fits, its pixel budgets from its token limits, lfm2's
+ * tiles.  Each value is range-checked: sizes 1 to 4096 (a patch times a
+ * merge at most 1024), a fixed or tile size a whole number of merged
+ * patches, mean finite, std finite and nonzero.  On a refusal `message`
+ * (may be NULL; message_len bytes, NUL-terminated, cut to fit) names the key
+ * or the type, and *params is unchanged.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (gguf or params), KVC_E_ARCH (not a
+ *           clip file, or a projector type not among kvc_projector_kind) or
+ *           KVC_E_MODEL_FILE (a key missing or out of range). */
+kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params, char *message,
+                                 size_t message_len);
+
+/* kvc_image_plan_of():
+ * How an image of width x height pixels becomes the encoder's tiles and the
+ * tokens each gives, exactly as mtmd decides it (the same sizes, the same
+ * float arithmetic).  *plan is written only on success.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (a side 0 or above
+ *           KVC_IMAGE_MAX_SIDE, more than KVC_IMAGE_MAX_PIXELS, or more than
+ *           KVC_IMAGE_MAX_TILES tiles) or KVC_E_MODEL_FILE (params no
+ *           kvc_image_params_read gives). */
+kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_t height,
+                             kvc_image_plan *plan);
+
+/* kvc_image_tile_pixels():
+ * Tile `tile` of `plan` as the encoder takes it: tile.height x tile.width
+ * pixels, RGB interleaved, each channel (x / 255 - mean) / std in f32 --
+ * from the image's RGBA bytes (width x height x 4, row-major; alpha is
+ * dropped, as stb_image drops it when llama.cpp asks for 3 channels),
+ * resized with llama.cpp's filter and fit bit for bit, then cut.  `out`
+ * receives tile.width * tile.height * 3 floats.  Scratch: none; each output
+ * pixel is computed from the source where it lands.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (tile not below
+ *           plan->tiles, width x height not the plan's image) or
+ *           KVC_E_MODEL_FILE (a plan or params kvc_image_plan_of could not
+ *           have made); nothing is written on error. */
+kvc_status kvc_image_tile_pixels(const kvc_image_params *params, const kvc_image_plan *plan, size_t tile,
+                                 const uint8_t *rgba, size_t width, size_t height, float *out);
 
 #endif /* KVC_VISION_ROOM_H */
