@@ -1576,6 +1576,81 @@ void kvc_lm_per_layer_outside_range(const kvc_lm *lm, uint64_t *offset, uint64_t
  *           (n above the verify's tokens) or KVC_E_NOMEM. */
 kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n);
 
+/* ---- vision encoders: images in ---- */
+
+/* A kvc_vision is an image encoder read from a projector GGUF file
+ * (llama.cpp's mtmd: general.architecture "clip", the vision tower and
+ * the projector of a multimodal model, beside its language model's file):
+ * the patches of a preprocessed tile through the encoder's blocks, then
+ * the projector that makes them rows of the language model's embeddings,
+ * computing what llama.cpp's clip graph computes for clip.projector_type
+ * "idefics3" (SmolVLM, SmolVLM2), "lfm2" (LFM2-VL) and "gemma3".  Like a
+ * kvc_lm its weights region is the file's tensor data byte for byte,
+ * matrices left in their GGUF encoding. */
+typedef struct kvc_vision kvc_vision;
+
+/* kvc_vision_create():
+ * Reads the projector type and the encoder's hyperparameters from
+ * `gguf`'s metadata and checks every tensor they use (present, its shape,
+ * a supported type) and every size (bounded before anything is sized by
+ * it).  The weights region is not allocated yet: as kvc_lm_create, the
+ * caller then calls kvc_vision_alloc_weights and writes the file's bytes
+ * from kvc_gguf_data_offset on into kvc_vision_weights.  `gguf` may be
+ * freed afterwards.  On a refusal `message` (may be NULL; message_len
+ * bytes, NUL-terminated, cut to fit) says what is wrong.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_ARCH (not a projector file,
+ *           or a projector type this library does not encode),
+ *           KVC_E_MODEL_FILE (missing or unusable metadata, a tensor
+ *           missing or of the wrong shape), KVC_E_WEIGHT_TYPE or
+ *           KVC_E_NOMEM; nothing is created. */
+kvc_status kvc_vision_create(const kvc_gguf *gguf, kvc_vision **out, char *message, size_t message_len);
+/* kvc_vision_free(): frees the encoder (its weights and scratch).  NULL is a no-op. */
+void kvc_vision_free(kvc_vision *vision);
+
+/* kvc_vision_alloc_weights():
+ * Allocates the weights region (once; a second call does nothing).
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (the encoder is as
+ *           it was, without weights). */
+kvc_status kvc_vision_alloc_weights(kvc_vision *vision);
+/* The weights region the caller fills (NULL before
+ * kvc_vision_alloc_weights), and its size: kvc_gguf_data_bytes of the file
+ * (SIZE_MAX when that is more than this build's address space). */
+uint8_t *kvc_vision_weights(kvc_vision *vision);
+size_t kvc_vision_weights_bytes(const kvc_vision *vision);
+
+/* clip.projector_type ("idefics3", "lfm2", "gemma3"); NULL for NULL. */
+const char *kvc_vision_projector(const kvc_vision *vision);
+/* The width of each row encode gives: the language model's embedding
+ * width the projector projects to (0 for NULL). */
+size_t kvc_vision_output_dim(const kvc_vision *vision);
+/* The encoder's patch size in pixels and its merge factor (patches merged
+ * per side into one row; 1: none); 0 for NULL. */
+size_t kvc_vision_patch_size(const kvc_vision *vision);
+size_t kvc_vision_merge(const kvc_vision *vision);
+
+/* kvc_vision_tokens():
+ * @return : the rows kvc_vision_encode gives for a tile of width x height
+ *           pixels, or 0 for a size it cannot take: a side not a whole
+ *           number of patches, a grid other than the position table's
+ *           (idefics3, gemma3: their image_size square), or more patches
+ *           than an encode takes (2^14). */
+size_t kvc_vision_tokens(const kvc_vision *vision, size_t width, size_t height);
+
+/* kvc_vision_encode():
+ * Encodes one preprocessed tile: `pixels` [height x width x 3], f32 RGB
+ * interleaved (llama.cpp's clip_image_f32), already normalised; writes
+ * kvc_vision_tokens(width, height) rows of kvc_vision_output_dim floats to
+ * `out`, in the order llama.cpp's clip gives them.  The products run on the
+ * thread pool, the same bits at any thread count.  The first encode reads
+ * a transposed weight (gemma3's projection) into a copy of its own: write
+ * the weights before it.
+ * @return : KVC_OK, KVC_E_NULL_POINTER (vision, pixels, out, or the
+ *           weights not allocated), KVC_E_LENGTH (a size
+ *           kvc_vision_tokens refuses) or KVC_E_NOMEM (out untouched). */
+kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t width, size_t height, float *out);
+/* The scratch encodes have allocated so far. */
+size_t kvc_vision_scratch_bytes(const kvc_vision *vision);
+
 #ifdef __cplusplus
 }
 #endif

@@ -171,4 +171,101 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
 kvc_status kvc_image_tile_pixels(const kvc_image_params *params, const kvc_image_plan *plan, size_t tile,
                                  const uint8_t *rgba, size_t width, size_t height, float *out);
 
+/* ---- the encoder (vision.c reads it, vision-encode.c runs it) ---- */
+
+/* The activation of the encoder's FFN (clip.use_gelu, clip.use_silu;
+ * neither: GELU's quick form) and of a projector's MLP.  ggml's CPU code
+ * computes both GELUs through a table of f16: the input rounded to f16,
+ * the table's f16 result read back (GELU: 0 at -10 and below, x at 10 and
+ * above, the table between). */
+typedef enum kvc_vision_act {
+    KVC_VISION_GELU,       /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    KVC_VISION_GELU_QUICK, /* x / (1 + e^(-1.702 x)) */
+    KVC_VISION_SILU        /* x / (1 + e^-x) */
+} kvc_vision_act;
+
+/* How the patches learn where they are: a learned table of side x side
+ * rows added as it is (the tile's grid must be the table's), or resized to
+ * the tile's grid first (ggml's bilinear resize with antialiasing, as
+ * llama.cpp's resize_position_embeddings: SigLIP2 NaFlex). */
+typedef enum kvc_vision_positions { KVC_VISION_POS_TABLE, KVC_VISION_POS_RESIZED } kvc_vision_positions;
+
+/* One step of a projector, after the encoder's blocks, on the tokens as a
+ * grid (gx x gy, row-major). */
+typedef enum kvc_vision_op {
+    KVC_VISION_SHUFFLE,   /* pixel shuffle: each merge x merge patches one token, their rows
+                             concatenated (dy outer, dx inner); a grid not a multiple of merge
+                             padded with zero patches (build_patch_merge_permute) */
+    KVC_VISION_POOL,      /* the average of each merge x merge patches (ggml_pool_2d: summed
+                             in f32, ky outer, then divided); the grid's remainder dropped */
+    KVC_VISION_LAYERNORM, /* LayerNorm at eps, times the weight, plus the bias (each optional) */
+    KVC_VISION_RMSNORM,   /* RMSNorm at the file's eps, times the weight */
+    KVC_VISION_LINEAR,    /* a product with `tensor`.weight, plus its .bias where the file has it */
+    KVC_VISION_LINEAR_T,  /* a product with `tensor` stored transposed ([out, in], ggml's ne0 the
+                             output: gemma3's mm.input_projection) */
+    KVC_VISION_ACT        /* the design's projector activation */
+} kvc_vision_op;
+
+#define KVC_VISION_MAX_STEPS 8
+typedef struct kvc_vision_step {
+    kvc_vision_op op;
+    const char *tensor; /* its tensors' name before ".weight" / ".bias" (NULL: none) */
+    float eps;          /* LAYERNORM's (0: the file's) */
+} kvc_vision_step;
+
+/* A projector type: a row of vision.c's table. */
+typedef struct kvc_vision_design {
+    const char *name; /* clip.projector_type */
+    kvc_projector_kind kind;
+    kvc_vision_positions positions;
+    const char *merge_key; /* the key of n_merge (NULL: none) */
+    size_t merge;          /* n_merge when the file does not say */
+    /* Older converters wrote the FFN's up and down under each other's
+     * names: llama.cpp swaps them back when ffn_down takes the model's
+     * width (clip.cpp's is_ffn_swapped). */
+    int ffn_swappable;
+    kvc_vision_act head_act; /* KVC_VISION_ACT's */
+    size_t steps;
+    kvc_vision_step step[KVC_VISION_MAX_STEPS];
+} kvc_vision_design;
+
+/* An encoder block: pre-norm attention and FFN, LayerNorms and biases
+ * (absent ones: type NULL, skipped). */
+typedef struct kvc_vision_block {
+    kvc_tensor ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b, up, up_b, down, down_b;
+} kvc_vision_block;
+
+/* What an encode works in, grown on demand (vision-encode.c). */
+typedef struct kvc_vision_scratch {
+    float *arena;       /* the activations */
+    size_t arena_floats;
+    uint8_t *codes;     /* the activations coded for the weights' kernels */
+    size_t codes_bytes;
+    float *transposed;  /* LINEAR_T's weight as f32 [out x in], made at the first encode */
+} kvc_vision_scratch;
+
+struct kvc_vision {
+    const kvc_vision_design *design;
+    kvc_image_params image; /* preprocessing's parameters (image.c fills mean and std) */
+    size_t dim, heads, head_dim, ffn_dim, layers;
+    size_t patch_size, merge;
+    size_t side;        /* the position table's grid: side x side patches */
+    size_t out_dim;     /* the width of each token the projector gives */
+    float eps;          /* clip.vision.attention.layer_norm_epsilon */
+    kvc_vision_act act; /* the blocks' FFN */
+    kvc_tensor patch_w, patch_b, position, pre_ln_w, pre_ln_b, post_ln_w, post_ln_b;
+    kvc_vision_block *blocks;
+    kvc_tensor step_w[KVC_VISION_MAX_STEPS], step_b[KVC_VISION_MAX_STEPS];
+    size_t step_width[KVC_VISION_MAX_STEPS + 1]; /* a token's width before step i, and after the last */
+    uint8_t *weights;
+    size_t weights_bytes;
+    kvc_vision_scratch scratch;
+};
+
+/* The tokens the projector leaves of a grid of gx x gy patches, gx and gy
+ * set to their grid; 0 when the encoder cannot take the grid (vision.c). */
+size_t kvc_vision_grid_tokens(const kvc_vision *vision, size_t *gx, size_t *gy);
+/* Frees the scratch (vision-encode.c). */
+void kvc_vision_scratch_free(kvc_vision_scratch *scratch);
+
 #endif /* KVC_VISION_ROOM_H */

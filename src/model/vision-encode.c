@@ -1,0 +1,446 @@
+/*
+ * vision-encode.c -- a tile through an image encoder (vision.c reads it):
+ * the patches embedded by the patch kernel as a product, the position
+ * table added (resized to the tile's grid where the design says), the
+ * pre-norm blocks, then the projector's steps, as llama.cpp's clip graph
+ * computes them (clip.cpp's build_inp, build_vit, build_attn,
+ * build_patch_merge_permute, resize_position_embeddings; siglip.cpp's
+ * projectors), operation by operation in its order: LayerNorm as ggml_norm
+ * (then times the weight, then plus the bias), biases added after their
+ * products, GELU through ggml's table of f16.  The products go through
+ * kvc_matmul; the attention over the patches, non-causal, is the core's
+ * kernels (scores, softmax, weighted sum) on the pool, a task a head and a
+ * chunk of queries, each computed alike whichever thread takes it: no
+ * result depends on the thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "../kernels/kernels.h"
+#include "../kernels/weights-scalar.h"
+#include "vision.h"
+
+/* Queries a task of the attention takes: its scores [chunk x patches]. */
+#define KVC_VISION_QUERY_CHUNK 32
+
+/* ---- the element-wise arithmetic ---- */
+
+/* A vector weight as f32: its data when F32, else dequantized into tmp. */
+static const float *vector_of(const kvc_tensor *t, float *tmp) {
+    if (t->type->ggml_id == 0) return (const float *)(const void *)t->data;
+    t->type->dequantize(t->data, 0, t->cols, tmp);
+    return tmp;
+}
+
+/* ggml_norm of each of T rows of n, at eps: the mean (summed in double),
+ * the deviations, their variance (summed in double), the deviations times
+ * 1 / sqrt(variance + eps); then times w, then plus b (each where present). */
+static void layernorm(size_t T, size_t n, float *x, const kvc_tensor *w, const kvc_tensor *b, float eps, float *tmp) {
+    for (size_t t = 0; t < T; t++) {
+        float *row = x + t * n;
+        double sum = 0.0;
+        for (size_t i = 0; i < n; i++) sum += (double)row[i];
+        const float mean = (float)(sum / (double)n);
+        double squares = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            row[i] -= mean;
+            squares += (double)(row[i] * row[i]);
+        }
+        const float scale = 1.0f / sqrtf((float)(squares / (double)n) + eps);
+        for (size_t i = 0; i < n; i++) row[i] *= scale;
+    }
+    if (w->type) {
+        const float *weight = vector_of(w, tmp);
+        for (size_t t = 0; t < T; t++)
+            for (size_t i = 0; i < n; i++) x[t * n + i] *= weight[i];
+    }
+    if (b->type) {
+        const float *bias = vector_of(b, tmp);
+        for (size_t t = 0; t < T; t++) kvc_add(n, x + t * n, bias);
+    }
+}
+
+/* Each of T rows of n plus the bias (absent: nothing). */
+static void add_bias(size_t T, size_t n, float *x, const kvc_tensor *b, float *tmp) {
+    if (!b->type) return;
+    const float *bias = vector_of(b, tmp);
+    for (size_t t = 0; t < T; t++) kvc_add(n, x + t * n, bias);
+}
+
+/* ggml's CPU GELU and quick GELU: the input rounded to f16, the function
+ * of that (f32, ggml_gelu_f32 / ggml_gelu_quick_f32), rounded to f16 --
+ * its table's entry; GELU 0 at -10 and below, x at 10 and above. */
+static float gelu(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = kvc_f16_round(x);
+    return kvc_f16_round(0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h))));
+}
+
+static float gelu_quick(float x) {
+    const float h = kvc_f16_round(x);
+    return kvc_f16_round(h * (1.0f / (1.0f + expf(-1.702f * h))));
+}
+
+static void activate(kvc_vision_act act, size_t n, float *x) {
+    for (size_t i = 0; i < n; i++) {
+        x[i] = act == KVC_VISION_GELU         ? gelu(x[i])
+               : act == KVC_VISION_GELU_QUICK ? gelu_quick(x[i])
+                                              : x[i] / (1.0f + expf(-x[i]));
+    }
+}
+
+/* ---- the scratch ---- */
+
+/* The arrays of an encode, carved from one arena. */
+enum { S_X, S_XB, S_Q, S_K, S_V, S_QH, S_KH, S_VH, S_FFN, S_PATCHES, S_TABLE, S_PROBS, S_STATS, S_VECTOR, S_PING, S_PONG,
+       S_COUNT };
+
+typedef struct vision_work {
+    float *at[S_COUNT];
+    size_t gx, gy, T; /* the patch grid */
+} vision_work;
+
+void kvc_vision_scratch_free(kvc_vision_scratch *scratch) {
+    kvc_free(scratch->arena);
+    kvc_free(scratch->codes);
+    kvc_free(scratch->transposed);
+    memset(scratch, 0, sizeof *scratch);
+}
+
+/* Bytes kvc_matmul's codes take for these weights' products with T rows. */
+static uint64_t codes_of(const kvc_tensor *const *w, size_t count, size_t T) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < count; i++) bytes += kvc_matmul_codes_bytes(w[i]->type, w[i]->cols, 1) * (uint64_t)T;
+    return bytes;
+}
+
+static uint64_t larger(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Sizes the arena and the codes for a grid of gx x gy patches, growing them
+ * when smaller; nothing changes on failure. */
+static kvc_status reserve(kvc_vision *v, vision_work *work) {
+    const uint64_t T = work->T, D = v->dim, P = v->patch_size;
+    const size_t threads = kvc_pool_threads();
+    uint64_t floats[S_COUNT] = {0};
+    floats[S_X] = floats[S_XB] = floats[S_Q] = floats[S_K] = floats[S_V] = T * D;
+    floats[S_QH] = floats[S_KH] = floats[S_VH] = T * D;
+    floats[S_FFN] = T * v->ffn_dim;
+    floats[S_PATCHES] = T * 3 * P * P;
+    floats[S_TABLE] = (uint64_t)v->side * v->side * D;
+    floats[S_PROBS] = (uint64_t)threads * KVC_VISION_QUERY_CHUNK * T;
+    floats[S_STATS] = (uint64_t)threads * 2 * KVC_VISION_QUERY_CHUNK;
+    /* The projector's tokens, step by step, ping-ponging; the vector slot
+     * holds the widest vector weight or row. */
+    uint64_t widest = larger(D, v->ffn_dim), tokens = T, head = T * D;
+    size_t gx = work->gx, gy = work->gy;
+    uint64_t codes = codes_of((const kvc_tensor *[]){&v->patch_w}, 1, work->T);
+    for (size_t i = 0; i < v->design->steps; i++) {
+        const kvc_vision_step *s = &v->design->step[i];
+        if (s->op == KVC_VISION_SHUFFLE) gx = (gx + v->merge - 1) / v->merge, gy = (gy + v->merge - 1) / v->merge;
+        if (s->op == KVC_VISION_POOL) gx /= v->merge, gy /= v->merge;
+        tokens = (uint64_t)gx * gy;
+        head = larger(head, tokens * v->step_width[i + 1]);
+        widest = larger(widest, v->step_width[i + 1]);
+        if (s->op == KVC_VISION_LINEAR) codes = larger(codes, codes_of((const kvc_tensor *[]){&v->step_w[i]}, 1, (size_t)tokens));
+        if (s->op == KVC_VISION_LINEAR_T)
+            codes = larger(codes, tokens * kvc_matmul_codes_bytes(kvc_weight_type_of(0), v->step_width[i], 1));
+    }
+    floats[S_VECTOR] = widest;
+    floats[S_PING] = floats[S_PONG] = head;
+    for (size_t l = 0; l < v->layers; l++) {
+        const kvc_vision_block *b = &v->blocks[l];
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->wq, &b->wk, &b->wv}, 3, work->T));
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->wo}, 1, work->T));
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->up}, 1, work->T));
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->down}, 1, work->T));
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < S_COUNT; i++) total += floats[i];
+    if (total > SIZE_MAX / sizeof(float) || codes > SIZE_MAX) return KVC_E_NOMEM;
+    kvc_vision_scratch *s = &v->scratch;
+    if (total > s->arena_floats) {
+        float *grown = kvc_realloc_array(s->arena, (size_t)total, sizeof(float));
+        if (!grown) return KVC_E_NOMEM;
+        s->arena = grown;
+        s->arena_floats = (size_t)total;
+    }
+    if (codes > s->codes_bytes) {
+        uint8_t *grown = kvc_realloc_array(s->codes, (size_t)codes, 1);
+        if (!grown) return KVC_E_NOMEM;
+        s->codes = grown;
+        s->codes_bytes = (size_t)codes;
+    }
+    float *at = s->arena;
+    for (size_t i = 0; i < S_COUNT; i++) work->at[i] = at, at += floats[i];
+    return KVC_OK;
+}
+
+/* LINEAR_T's weights as f32 [out x in], once. */
+static kvc_status transpose_weights(kvc_vision *v) {
+    for (size_t i = 0; i < v->design->steps; i++) {
+        if (v->design->step[i].op != KVC_VISION_LINEAR_T || v->scratch.transposed) continue;
+        const kvc_tensor *w = &v->step_w[i]; /* rows: the inputs; cols: the outputs */
+        const size_t in = w->rows, out = w->cols;
+        float *t = kvc_realloc_array(NULL, in * out + out, sizeof(float));
+        if (!t) return KVC_E_NOMEM;
+        float *row = t + in * out;
+        for (size_t r = 0; r < in; r++) {
+            w->type->dequantize(w->data + r * w->row_bytes, 0, out, row);
+            for (size_t j = 0; j < out; j++) t[j * in + r] = row[j];
+        }
+        v->scratch.transposed = t;
+    }
+    return KVC_OK;
+}
+
+/* y [T x w.rows] = x [T x w.cols] times w's rows. */
+static void product(kvc_vision *v, kvc_profile_op op, const kvc_tensor *w, const float *x, size_t T, float *y) {
+    const kvc_product p = {.w = w, .y = y, .y_stride = w->rows};
+    kvc_matmul(op, 1, &p, x, T, v->scratch.codes);
+}
+
+/* ---- the encoder ---- */
+
+/* The patches as rows of the patch kernel's layout (ggml_conv_2d's im2col:
+ * channel, then row, then column of the patch), a row per patch, row-major. */
+static void embed_patches(kvc_vision *v, vision_work *w, const float *pixels) {
+    const size_t P = v->patch_size, width = w->gx * P, cols = 3 * P * P;
+    for (size_t py = 0; py < w->gy; py++) {
+        for (size_t px = 0; px < w->gx; px++) {
+            float *row = w->at[S_PATCHES] + (py * w->gx + px) * cols;
+            for (size_t c = 0; c < 3; c++)
+                for (size_t ky = 0; ky < P; ky++)
+                    for (size_t kx = 0; kx < P; kx++)
+                        row[(c * P + ky) * P + kx] = pixels[((py * P + ky) * width + px * P + kx) * 3 + c];
+        }
+    }
+    product(v, KVC_PROFILE_EMBED, &v->patch_w, w->at[S_PATCHES], w->T, w->at[S_X]);
+    add_bias(w->T, v->dim, w->at[S_X], &v->patch_b, w->at[S_VECTOR]);
+}
+
+/* ggml_interpolate's bilinear resize with antialiasing, from a side x side
+ * grid to gx x gy, added to the patches: per output its source window,
+ * triangle weights of support max(1, 1 / scale) summed in source order
+ * (row outer), the weighted values divided by the weights' sum. */
+static void add_resized_positions(kvc_vision *v, vision_work *w) {
+    const size_t D = v->dim, n = v->side;
+    const float *table = w->at[S_TABLE];
+    const float sf0 = (float)w->gx / (float)n, sf1 = (float)w->gy / (float)n;
+    const float support0 = fmaxf(1.0f, 1.0f / sf0), support1 = fmaxf(1.0f, 1.0f / sf1);
+    const float inv0 = 1.0f / support0, inv1 = 1.0f / support1;
+    float *val = w->at[S_VECTOR];
+    for (size_t oy = 0; oy < w->gy; oy++) {
+        const float y = ((float)oy + 0.5f) / sf1;
+        const int64_t y0 = (int64_t)(y - support1 + 0.5f), y1 = (int64_t)(y + support1 + 0.5f);
+        for (size_t ox = 0; ox < w->gx; ox++) {
+            const float x = ((float)ox + 0.5f) / sf0;
+            const int64_t x0 = (int64_t)(x - support0 + 0.5f), x1 = (int64_t)(x + support0 + 0.5f);
+            float total = 0.0f;
+            memset(val, 0, D * sizeof *val);
+            for (int64_t sy = y0 < 0 ? 0 : y0; sy < y1 && sy < (int64_t)n; sy++) {
+                const float wy = fmaxf(1.0f - fabsf(((float)sy - y + 0.5f) * inv1), 0.0f);
+                for (int64_t sx = x0 < 0 ? 0 : x0; sx < x1 && sx < (int64_t)n; sx++) {
+                    const float wx = fmaxf(1.0f - fabsf(((float)sx - x + 0.5f) * inv0), 0.0f);
+                    const float weight = wx * wy;
+                    if (weight <= 0.0f) continue;
+                    const float *src = table + ((size_t)sy * n + (size_t)sx) * D;
+                    for (size_t c = 0; c < D; c++) val[c] += src[c] * weight;
+                    total += weight;
+                }
+            }
+            float *row = w->at[S_X] + (oy * w->gx + ox) * D;
+            for (size_t c = 0; c < D; c++) row[c] += total > 0.0f ? val[c] / total : val[c];
+        }
+    }
+}
+
+static void add_positions(kvc_vision *v, vision_work *w) {
+    const kvc_tensor *t = &v->position;
+    t->type->dequantize(t->data, 0, t->cols * t->rows, w->at[S_TABLE]);
+    if (v->design->positions == KVC_VISION_POS_RESIZED) {
+        add_resized_positions(v, w);
+        return;
+    }
+    kvc_add(w->T * v->dim, w->at[S_X], w->at[S_TABLE]); /* the grid is the table's */
+}
+
+typedef struct attention_job {
+    size_t T, head_dim, chunks;
+    const float *qh, *kh, *vh;
+    float *oh, *probs, *stats;
+} attention_job;
+
+/* Task (head, chunk of queries): their scores over every patch, softmax,
+ * the values' weighted sum. */
+static void attention_task(void *context, size_t task, size_t thread) {
+    const attention_job *job = context;
+    const kvc_kernels *k = kvc_kernels_active();
+    const size_t T = job->T, d = job->head_dim, h = task / job->chunks;
+    const size_t q0 = (task % job->chunks) * KVC_VISION_QUERY_CHUNK;
+    const size_t G = T - q0 < KVC_VISION_QUERY_CHUNK ? T - q0 : KVC_VISION_QUERY_CHUNK;
+    float *z = job->probs + thread * KVC_VISION_QUERY_CHUNK * T;
+    float *max = job->stats + thread * 2 * KVC_VISION_QUERY_CHUNK, *sum = max + KVC_VISION_QUERY_CHUNK;
+    float *out = job->oh + (h * T + q0) * d;
+    k->scores_f32(G, T, d, job->qh + (h * T + q0) * d, job->kh + h * T * d, sqrtf((float)d), z, T);
+    k->softmax(G, T, z, T, max, sum);
+    memset(out, 0, G * d * sizeof *out);
+    k->weighted_sum_f32(G, T, d, z, T, job->vh + h * T * d, out);
+}
+
+/* [T x heads x d] to [heads x T x d] and back. */
+static void to_heads(size_t T, size_t heads, size_t d, const float *x, float *h) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < heads; i++) memcpy(h + (i * T + t) * d, x + (t * heads + i) * d, d * sizeof *h);
+}
+
+static void from_heads(size_t T, size_t heads, size_t d, const float *h, float *x) {
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < heads; i++) memcpy(x + (t * heads + i) * d, h + (i * T + t) * d, d * sizeof *x);
+}
+
+/* Block l on the patches in x (build_vit's loop body). */
+static void run_block(kvc_vision *v, vision_work *w, size_t l) {
+    const kvc_vision_block *b = &v->blocks[l];
+    const size_t T = w->T, D = v->dim, F = v->ffn_dim, H = v->heads, d = v->head_dim;
+    float *x = w->at[S_X], *xb = w->at[S_XB], *tmp = w->at[S_VECTOR];
+    memcpy(xb, x, T * D * sizeof *xb);
+    layernorm(T, D, xb, &b->ln1_w, &b->ln1_b, v->eps, tmp);
+    const kvc_product qkv[3] = {{&b->wq, w->at[S_Q], D}, {&b->wk, w->at[S_K], D}, {&b->wv, w->at[S_V], D}};
+    kvc_matmul(KVC_PROFILE_QKV, 3, qkv, xb, T, v->scratch.codes);
+    add_bias(T, D, w->at[S_Q], &b->bq, tmp);
+    add_bias(T, D, w->at[S_K], &b->bk, tmp);
+    add_bias(T, D, w->at[S_V], &b->bv, tmp);
+    to_heads(T, H, d, w->at[S_Q], w->at[S_QH]);
+    to_heads(T, H, d, w->at[S_K], w->at[S_KH]);
+    to_heads(T, H, d, w->at[S_V], w->at[S_VH]);
+    kvc_profile_mark(KVC_PROFILE_ROPE);
+    /* The heads' outputs go where q was: it is in qh now. */
+    attention_job job = {.T = T, .head_dim = d, .chunks = (T + KVC_VISION_QUERY_CHUNK - 1) / KVC_VISION_QUERY_CHUNK,
+                         .qh = w->at[S_QH], .kh = w->at[S_KH], .vh = w->at[S_VH], .oh = w->at[S_Q],
+                         .probs = w->at[S_PROBS], .stats = w->at[S_STATS]};
+    kvc_pool_run(attention_task, &job, H * job.chunks, kvc_pool_threads(), (uint64_t)2 * T * T * D);
+    from_heads(T, H, d, w->at[S_Q], xb);
+    kvc_profile_mark(KVC_PROFILE_ATTEND);
+    product(v, KVC_PROFILE_WO, &b->wo, xb, T, w->at[S_K]);
+    add_bias(T, D, w->at[S_K], &b->bo, tmp);
+    kvc_add(T * D, x, w->at[S_K]);
+    memcpy(xb, x, T * D * sizeof *xb);
+    layernorm(T, D, xb, &b->ln2_w, &b->ln2_b, v->eps, tmp);
+    product(v, KVC_PROFILE_GATE_UP, &b->up, xb, T, w->at[S_FFN]);
+    add_bias(T, F, w->at[S_FFN], &b->up_b, tmp);
+    activate(v->act, T * F, w->at[S_FFN]);
+    kvc_profile_mark(KVC_PROFILE_ACTIVATION);
+    product(v, KVC_PROFILE_DOWN, &b->down, w->at[S_FFN], T, w->at[S_K]);
+    add_bias(T, D, w->at[S_K], &b->down_b, tmp);
+    kvc_add(T * D, x, w->at[S_K]);
+    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+}
+
+/* ---- the projector ---- */
+
+/* Pixel shuffle of a gx x gy grid of rows of n into ceil(gx / m) x
+ * ceil(gy / m) rows of m m n: output (ox, oy) the rows of patches
+ * (oy m + dy, ox m + dx), dy outer, zeros past the grid. */
+static void shuffle(size_t gx, size_t gy, size_t n, size_t m, const float *in, float *out) {
+    const size_t ogx = (gx + m - 1) / m, ogy = (gy + m - 1) / m;
+    for (size_t oy = 0; oy < ogy; oy++)
+        for (size_t ox = 0; ox < ogx; ox++)
+            for (size_t dy = 0; dy < m; dy++)
+                for (size_t dx = 0; dx < m; dx++) {
+                    const size_t y = oy * m + dy, x = ox * m + dx;
+                    float *dst = out + ((oy * ogx + ox) * m * m + dy * m + dx) * n;
+                    if (y < gy && x < gx) memcpy(dst, in + (y * gx + x) * n, n * sizeof *dst);
+                    else memset(dst, 0, n * sizeof *dst);
+                }
+}
+
+/* ggml_pool_2d's average, kernel and stride m, no padding. */
+static void pool(size_t gx, size_t gy, size_t n, size_t m, const float *in, float *out) {
+    const size_t ogx = gx / m, ogy = gy / m;
+    for (size_t oy = 0; oy < ogy; oy++)
+        for (size_t ox = 0; ox < ogx; ox++)
+            for (size_t c = 0; c < n; c++) {
+                float sum = 0.0f;
+                for (size_t ky = 0; ky < m; ky++)
+                    for (size_t kx = 0; kx < m; kx++) sum += in[((oy * m + ky) * gx + ox * m + kx) * n + c];
+                out[(oy * ogx + ox) * n + c] = sum / (float)(m * m);
+            }
+}
+
+/* The design's steps on the encoder's rows (in x); the last step's rows to out. */
+static void run_steps(kvc_vision *v, vision_work *w, float *out) {
+    size_t gx = w->gx, gy = w->gy;
+    float *cur = w->at[S_X], *next = w->at[S_PING], *tmp = w->at[S_VECTOR];
+    for (size_t i = 0; i < v->design->steps; i++) {
+        const kvc_vision_step *s = &v->design->step[i];
+        const size_t n = v->step_width[i], T = gx * gy, m = v->merge;
+        int in_place = 0;
+        switch (s->op) {
+        case KVC_VISION_SHUFFLE:
+            shuffle(gx, gy, n, m, cur, next);
+            gx = (gx + m - 1) / m, gy = (gy + m - 1) / m;
+            break;
+        case KVC_VISION_POOL:
+            pool(gx, gy, n, m, cur, next);
+            gx /= m, gy /= m;
+            break;
+        case KVC_VISION_LAYERNORM:
+            if (v->step_w[i].type) layernorm(T, n, cur, &v->step_w[i], &(kvc_tensor){0}, s->eps ? s->eps : v->eps, tmp);
+            add_bias(T, n, cur, &v->step_b[i], tmp); /* llama.cpp adds it with the weight absent too */
+            in_place = 1;
+            break;
+        case KVC_VISION_RMSNORM: {
+            const float *weight = vector_of(&v->step_w[i], tmp);
+            for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, cur + t * n, weight, v->eps, cur + t * n);
+            in_place = 1;
+            break;
+        }
+        case KVC_VISION_LINEAR:
+            product(v, KVC_PROFILE_LOGITS, &v->step_w[i], cur, T, next);
+            add_bias(T, v->step_width[i + 1], next, &v->step_b[i], tmp);
+            break;
+        case KVC_VISION_LINEAR_T: {
+            const size_t outs = v->step_width[i + 1];
+            const kvc_tensor t = {.type = kvc_weight_type_of(0), .data = (const uint8_t *)v->scratch.transposed,
+                                  .cols = n, .rows = outs, .row_bytes = n * sizeof(float)};
+            product(v, KVC_PROFILE_LOGITS, &t, cur, T, next);
+            break;
+        }
+        case KVC_VISION_ACT:
+            activate(v->design->head_act, T * n, cur);
+            in_place = 1;
+            break;
+        }
+        if (!in_place) {
+            float *done = cur;
+            cur = next;
+            next = done == w->at[S_X] ? w->at[S_PONG] : done;
+        }
+    }
+    memcpy(out, cur, gx * gy * v->out_dim * sizeof *out);
+}
+
+kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t width, size_t height, float *out) {
+    if (!vision || !pixels || !out || !vision->weights) return KVC_E_NULL_POINTER;
+    if (!kvc_vision_tokens(vision, width, height)) return KVC_E_LENGTH;
+    vision_work work = {.gx = width / vision->patch_size, .gy = height / vision->patch_size};
+    work.T = work.gx * work.gy;
+    kvc_status status = reserve(vision, &work);
+    if (status == KVC_OK) status = transpose_weights(vision);
+    if (status != KVC_OK) return status;
+    embed_patches(vision, &work, pixels);
+    add_positions(vision, &work);
+    kvc_profile_mark(KVC_PROFILE_EMBED);
+    float *tmp = work.at[S_VECTOR];
+    /* The outer norms where their weight is (build_vit). */
+    if (vision->pre_ln_w.type)
+        layernorm(work.T, vision->dim, work.at[S_X], &vision->pre_ln_w, &vision->pre_ln_b, vision->eps, tmp);
+    for (size_t l = 0; l < vision->layers; l++) run_block(vision, &work, l);
+    if (vision->post_ln_w.type)
+        layernorm(work.T, vision->dim, work.at[S_X], &vision->post_ln_w, &vision->post_ln_b, vision->eps, tmp);
+    kvc_profile_mark(KVC_PROFILE_NORM);
+    run_steps(vision, &work, out);
+    return KVC_OK;
+}

@@ -1,0 +1,761 @@
+/*
+ * test_vision.c -- the image encoders: projector files written here
+ * (gguf_builder.c) at small geometries, their weights random, encoded by
+ * kvc_vision_encode and by a reference written here apart from it -- plain
+ * loops over the weights dequantized to f32, in double where llama.cpp's
+ * graph leaves the order open, following that graph operation by operation
+ * (clip.cpp's build_inp, build_vit, build_attn, build_patch_merge_permute as
+ * its reshapes and permutes index memory; siglip.cpp's projectors): the
+ * same rows within a tight tolerance, for F32, F16 and Q8_0 matrices; the
+ * same bits on 1 and 3 threads; and files an encoder cannot read refused
+ * with a status and a sentence, nothing left allocated.
+ *
+ * Where llama.cpp rounds, the reference rounds alike: GELU through ggml's
+ * f16 table, and the activations of a Q8_0 product to ggml's q8_0 blocks
+ * (the runner's F16 and F32 products keep f32 activations, as the runner
+ * documents).  What llama.cpp itself gives is the JS tests' business
+ * (tests/runtimes: the oracle).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "gguf_builder.h"
+#include "model/vision.h"
+#include "test.h"
+
+#define GGML_F32 0
+#define GGML_F16 1
+#define GGML_Q8_0 8
+
+/* ---- a projector file ---- */
+
+typedef struct spec {
+    const char *arch, *projector;
+    uint32_t dim, ffn, layers, heads, image_size, patch, merge; /* merge 0: no scale_factor key */
+    uint32_t side;      /* the position table's grid */
+    uint32_t hidden;    /* lfm2's MLP */
+    uint32_t out;       /* the projector's output width */
+    uint32_t matrix_type, patch_type;
+    int swapped_ffn;    /* ffn_up and ffn_down written under each other's names */
+    const char *drop;   /* a tensor left out */
+    const char *narrow; /* a tensor written one row short */
+    uint32_t block_count; /* said in the metadata (0: layers) */
+    int omit_merge;       /* no scale_factor key */
+} spec;
+
+static spec idefics3_spec(uint32_t type) {
+    return (spec){"clip", "idefics3", 64, 128, 2, 4, 32, 4, 2, 8, 0, 80, type, GGML_F16, 0, NULL, NULL, 0, 0};
+}
+static spec lfm2_spec(uint32_t type) {
+    return (spec){"clip", "lfm2", 64, 128, 2, 4, 16, 4, 2, 4, 96, 48, type, GGML_F32, 0, NULL, NULL, 0, 0};
+}
+static spec gemma3_spec(uint32_t type) {
+    return (spec){"clip", "gemma3", 64, 128, 2, 4, 32, 4, 4, 8, 0, 80, type, GGML_F16, 1, NULL, NULL, 0, 0};
+}
+
+static const spec *writing;
+
+static size_t write_metadata(gb_file *b) {
+    const spec *s = writing;
+    size_t n = 0;
+    gb_key(b, "general.architecture", KVC_GGUF_STRING), gb_string(b, s->arch), n++;
+    gb_key(b, "clip.has_vision_encoder", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
+    gb_key(b, "clip.use_gelu", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
+    gb_key(b, "clip.projector_type", KVC_GGUF_STRING), gb_string(b, s->projector), n++;
+    const struct { const char *key; uint32_t value; } sizes[] = {
+        {"clip.vision.embedding_length", s->dim}, {"clip.vision.feed_forward_length", s->ffn},
+        {"clip.vision.block_count", s->block_count ? s->block_count : s->layers},
+        {"clip.vision.attention.head_count", s->heads}, {"clip.vision.image_size", s->image_size},
+        {"clip.vision.patch_size", s->patch}, {"clip.vision.projection_dim", s->out},
+        {"clip.vision.projector.scale_factor", s->merge},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!sizes[i].value || (s->omit_merge && strcmp(sizes[i].key, "clip.vision.projector.scale_factor") == 0)) continue;
+        gb_key(b, sizes[i].key, KVC_GGUF_UINT32), gb_u32(b, sizes[i].value), n++;
+    }
+    gb_key(b, "clip.vision.attention.layer_norm_epsilon", KVC_GGUF_FLOAT32), gb_f32(b, 1e-6f), n++;
+    return n;
+}
+
+typedef struct tensor_list {
+    gb_tensor t[128];
+    char names[128][48];
+    size_t count;
+} tensor_list;
+
+static uint64_t bytes_of(uint32_t type, uint64_t values) {
+    return type == GGML_F32 ? 4 * values : type == GGML_F16 ? 2 * values : values / 32 * 34;
+}
+
+static void add(tensor_list *l, const spec *s, const char *name, uint32_t type, uint32_t n_dims, uint64_t d0, uint64_t d1,
+                uint64_t d2, uint64_t d3) {
+    if (s->drop && strcmp(s->drop, name) == 0) return;
+    gb_tensor *t = &l->t[l->count];
+    memset(t, 0, sizeof *t);
+    snprintf(l->names[l->count], sizeof l->names[0], "%s", name);
+    t->name = l->names[l->count++];
+    t->type = type;
+    t->n_dims = n_dims;
+    const uint64_t dims[4] = {d0, d1, d2, d3};
+    uint64_t values = 1;
+    for (uint32_t i = 0; i < n_dims; i++) t->dims[i] = dims[i], values *= dims[i];
+    if (s->narrow && strcmp(s->narrow, name) == 0) values -= t->dims[0], t->dims[n_dims - 1]--;
+    t->offset = GB_AUTO;
+    t->bytes = bytes_of(type, values);
+}
+
+static void vector(tensor_list *l, const spec *s, const char *name, uint64_t n) { add(l, s, name, GGML_F32, 1, n, 0, 0, 0); }
+static void matrix(tensor_list *l, const spec *s, const char *name, uint64_t cols, uint64_t rows) {
+    add(l, s, name, s->matrix_type, 2, cols, rows, 0, 0);
+}
+
+static void projector_tensors(const spec *s, tensor_list *l) {
+    const uint64_t D = s->dim, F = s->ffn, m = s->merge;
+    char name[48];
+    l->count = 0;
+    add(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    vector(l, s, "v.patch_embd.bias", D);
+    add(l, s, "v.position_embd.weight", GGML_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
+        const struct { const char *part; uint64_t cols, rows; } parts[] = {
+            {"ln1", D, 0}, {"attn_q", D, D}, {"attn_k", D, D}, {"attn_v", D, D}, {"attn_out", D, D}, {"ln2", D, 0},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
+            if (parts[i].rows) matrix(l, s, name, parts[i].cols, parts[i].rows);
+            else vector(l, s, name, D);
+            snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
+            vector(l, s, name, D);
+        }
+        snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, up), matrix(l, s, name, D, F);
+        snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, up), vector(l, s, name, F);
+        snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, down), matrix(l, s, name, F, D);
+        snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, down), vector(l, s, name, D);
+    }
+    vector(l, s, "v.post_ln.weight", D);
+    vector(l, s, "v.post_ln.bias", D);
+    if (strcmp(s->projector, "idefics3") == 0) matrix(l, s, "mm.model.fc.weight", D * m * m, s->out);
+    if (strcmp(s->projector, "lfm2") == 0) {
+        vector(l, s, "mm.input_norm.weight", D * m * m);
+        vector(l, s, "mm.input_norm.bias", D * m * m);
+        matrix(l, s, "mm.1.weight", D * m * m, s->hidden);
+        vector(l, s, "mm.1.bias", s->hidden);
+        matrix(l, s, "mm.2.weight", s->hidden, s->out);
+        vector(l, s, "mm.2.bias", s->out);
+    }
+    if (strcmp(s->projector, "gemma3") == 0) {
+        vector(l, s, "mm.soft_emb_norm.weight", D);
+        add(l, s, "mm.input_projection.weight", s->patch_type, 2, s->out, D, 0, 0); /* stored [out, in] */
+    }
+}
+
+static gb_file build_file(const spec *s) {
+    tensor_list l;
+    projector_tensors(s, &l);
+    writing = s;
+    size_t header;
+    return gb_build(3, write_metadata, l.t, l.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+}
+
+/* ---- random weights of sane scale ---- */
+
+static uint16_t f16_bits(float x) {
+    /* Normal values only (the scales here are). */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const int exponent = (int)((u >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (uint32_t)exponent << 10 | ((u >> 13) & 0x3ff));
+}
+
+/* Norm weights near 1, biases and positions small, matrices ~N(0, 1/sqrt(fan-in)). */
+static void fill_tensor(uint8_t *weights, const kvc_gguf *g, size_t t, test_rng *rng) {
+    const char *name;
+    size_t name_len, n_dims;
+    uint32_t type;
+    uint64_t dims[KVC_GGUF_MAX_DIMS], offset;
+    kvc_gguf_tensor(g, t, &name, &name_len, &type, &n_dims, dims, &offset, NULL);
+    uint8_t *at = weights + offset;
+    uint64_t values = 1, fan_in = 1;
+    for (size_t i = 0; i < n_dims; i++) values *= dims[i];
+    for (size_t i = 0; i + 1 < n_dims; i++) fan_in *= dims[i];
+    int norm = n_dims == 1 && name_len > 7 && memcmp(name + name_len - 7, ".weight", 7) == 0;
+    if (name_len > 26 && memcmp(name, "mm.input_projection.weight", 26) == 0) fan_in = dims[1];
+    const float scale = n_dims == 1 ? 0.1f : 1.0f / sqrtf((float)fan_in);
+    if (type == GGML_Q8_0) {
+        for (uint64_t b = 0; b < values / 32; b++, at += 34) {
+            const uint16_t d = f16_bits(1.7f * scale / 127.0f);
+            memcpy(at, &d, 2);
+            for (size_t j = 0; j < 32; j++) at[2 + j] = (uint8_t)(int8_t)((int)(test_rng_u32(rng) % 255) - 127);
+        }
+        return;
+    }
+    for (uint64_t i = 0; i < values; i++) {
+        float x = (norm ? 1.0f : 0.0f) + scale * test_rng_normal(rng);
+        if (fabsf(x) < 0x1p-14f) x = 0.0f; /* f16_bits writes normal halves */
+        if (type == GGML_F32) memcpy(at + 4 * i, &x, 4);
+        else {
+            const uint16_t h = f16_bits(x);
+            memcpy(at + 2 * i, &h, 2);
+        }
+    }
+}
+
+typedef struct test_encoder {
+    kvc_vision *vision;
+    kvc_gguf *gguf;
+    gb_file file;
+} test_encoder;
+
+static kvc_status make_encoder(const spec *s, uint64_t seed, test_encoder *out, char *message, size_t message_len) {
+    out->file = build_file(s);
+    out->vision = NULL;
+    out->gguf = NULL;
+    kvc_status status = kvc_gguf_parse(out->file.bytes, out->file.len, &out->gguf, NULL);
+    if (status != KVC_OK) return status;
+    status = kvc_vision_create(out->gguf, &out->vision, message, message_len);
+    if (status == KVC_OK && kvc_vision_weights(out->vision) != NULL) status = KVC_E_LENGTH; /* not allocated yet */
+    if (status == KVC_OK) status = kvc_vision_alloc_weights(out->vision);
+    if (status == KVC_OK) {
+        test_rng rng = test_rng_new(seed);
+        for (size_t t = 0; t < kvc_gguf_tensor_count(out->gguf); t++) fill_tensor(kvc_vision_weights(out->vision), out->gguf, t, &rng);
+    }
+    return status;
+}
+
+static void free_encoder(test_encoder *e) {
+    kvc_vision_free(e->vision);
+    kvc_gguf_free(e->gguf);
+    free(e->file.bytes);
+}
+
+/* A normalised tile: values in about [-1, 1]. */
+static float *tile(size_t width, size_t height, uint64_t seed) {
+    test_rng rng = test_rng_new(seed);
+    float *p = test_alloc(width * height * 3 * sizeof(float));
+    for (size_t i = 0; i < width * height * 3; i++) p[i] = 2.0f * test_rng_unit(&rng) - 1.0f;
+    return p;
+}
+
+/* ---- the reference ---- */
+
+typedef struct reference {
+    const test_encoder *e;
+    const spec *s;
+} reference;
+
+/* Tensor `name` as f32 (malloc'd), or NULL when the file lacks it; *type its type. */
+static float *weights_of(const reference *r, const char *name, uint32_t *type) {
+    const size_t t = kvc_gguf_find_tensor(r->e->gguf, name, strlen(name));
+    if (t == KVC_GGUF_NONE) return NULL;
+    size_t n_dims;
+    uint64_t dims[KVC_GGUF_MAX_DIMS], offset, values = 1;
+    uint32_t id;
+    kvc_gguf_tensor(r->e->gguf, t, NULL, NULL, &id, &n_dims, dims, &offset, NULL);
+    for (size_t i = 0; i < n_dims; i++) values *= dims[i];
+    float *f = test_alloc((size_t)values * sizeof(float));
+    kvc_weight_dequantize(id, kvc_vision_weights(r->e->vision) + offset, 0, (size_t)values, f);
+    if (type) *type = id;
+    return f;
+}
+
+/* f32 to the nearest f16 and back (ties to even; normal and subnormal halves). */
+static float f16_round(float x) {
+    if (fabsf(x) < 6.103515625e-05f) return rintf(x * 16777216.0f) / 16777216.0f;
+    int e;
+    const float m = frexpf(x, &e);
+    return ldexpf(rintf(ldexpf(m, 11)), e - 11);
+}
+
+/* ggml's q8_0 activation blocks: d = amax / 127, codes round(x / d), the
+ * value code * f16(d). */
+static void q8_round(size_t n, const float *x, float *out) {
+    for (size_t b = 0; b < n; b += 32) {
+        float amax = 0.0f;
+        for (size_t j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b + j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (size_t j = 0; j < 32; j++) out[b + j] = roundf(x[b + j] * id) * f16_round(d);
+    }
+}
+
+/* y [T x rows] = x [T x cols] times the rows of `name` (+ `bias` where it is). */
+static void linear(const reference *r, const char *name, const char *bias, size_t T, size_t cols, size_t rows, const float *x,
+                   float *y) {
+    uint32_t type;
+    float *w = weights_of(r, name, &type);
+    float *b = bias ? weights_of(r, bias, NULL) : NULL;
+    float *xq = test_alloc(cols * sizeof(float));
+    for (size_t t = 0; t < T; t++) {
+        if (type == GGML_Q8_0) q8_round(cols, x + t * cols, xq);
+        else memcpy(xq, x + t * cols, cols * sizeof(float));
+        for (size_t o = 0; o < rows; o++) {
+            double sum = 0.0;
+            for (size_t i = 0; i < cols; i++) sum += (double)w[o * cols + i] * xq[i];
+            y[t * rows + o] = (float)sum + (b ? b[o] : 0.0f);
+        }
+    }
+    free(w), free(b), free(xq);
+}
+
+static void layer_norm(const reference *r, const char *w_name, const char *b_name, float eps, size_t T, size_t n, float *x) {
+    float *w = weights_of(r, w_name, NULL), *b = weights_of(r, b_name, NULL);
+    for (size_t t = 0; t < T; t++) {
+        float *row = x + t * n;
+        double mean = 0.0, var = 0.0;
+        for (size_t i = 0; i < n; i++) mean += row[i];
+        mean /= (double)n;
+        for (size_t i = 0; i < n; i++) var += (row[i] - mean) * (row[i] - mean);
+        var /= (double)n;
+        for (size_t i = 0; i < n; i++) row[i] = (float)((row[i] - mean) / sqrt(var + eps)) * w[i] + b[i];
+    }
+    free(w), free(b);
+}
+
+/* ggml_gelu on the CPU: its f16 table. */
+static float gelu_table(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = f16_round(x);
+    return f16_round(0.5f * h * (1.0f + tanhf(0.7978845608f * h * (1.0f + 0.044715f * h * h))));
+}
+
+/* The encoder's blocks on x [T x D] (build_vit). */
+static void ref_blocks(const reference *r, size_t T, float *x) {
+    const spec *s = r->s;
+    const size_t D = s->dim, F = s->ffn, H = s->heads, d = D / H;
+    float *h = test_alloc(T * D * 4), *q = test_alloc(T * D * 4), *k = test_alloc(T * D * 4), *v = test_alloc(T * D * 4);
+    float *o = test_alloc(T * D * 4), *f = test_alloc(T * F * 4);
+    double *p = test_alloc(T * sizeof(double));
+    char w[64], b[64];
+    for (uint32_t l = 0; l < s->layers; l++) {
+#define NAME(buf, part, what) snprintf(buf, sizeof buf, "v.blk.%u.%s.%s", l, part, what)
+        memcpy(h, x, T * D * 4);
+        NAME(w, "ln1", "weight"), NAME(b, "ln1", "bias"), layer_norm(r, w, b, 1e-6f, T, D, h);
+        NAME(w, "attn_q", "weight"), NAME(b, "attn_q", "bias"), linear(r, w, b, T, D, D, h, q);
+        NAME(w, "attn_k", "weight"), NAME(b, "attn_k", "bias"), linear(r, w, b, T, D, D, h, k);
+        NAME(w, "attn_v", "weight"), NAME(b, "attn_v", "bias"), linear(r, w, b, T, D, D, h, v);
+        for (size_t head = 0; head < H; head++)
+            for (size_t i = 0; i < T; i++) {
+                double max = -INFINITY, sum = 0.0;
+                for (size_t j = 0; j < T; j++) {
+                    double dot = 0.0;
+                    for (size_t c = 0; c < d; c++) dot += (double)q[i * D + head * d + c] * k[j * D + head * d + c];
+                    p[j] = dot / sqrt((double)d);
+                    max = fmax(max, p[j]);
+                }
+                for (size_t j = 0; j < T; j++) sum += p[j] = exp(p[j] - max);
+                for (size_t c = 0; c < d; c++) {
+                    double acc = 0.0;
+                    for (size_t j = 0; j < T; j++) acc += p[j] / sum * v[j * D + head * d + c];
+                    o[i * D + head * d + c] = (float)acc;
+                }
+            }
+        NAME(w, "attn_out", "weight"), NAME(b, "attn_out", "bias"), linear(r, w, b, T, D, D, o, h);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+        memcpy(h, x, T * D * 4);
+        NAME(w, "ln2", "weight"), NAME(b, "ln2", "bias"), layer_norm(r, w, b, 1e-6f, T, D, h);
+        const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
+        NAME(w, up, "weight"), NAME(b, up, "bias"), linear(r, w, b, T, D, F, h, f);
+        for (size_t i = 0; i < T * F; i++) f[i] = gelu_table(f[i]);
+        NAME(w, down, "weight"), NAME(b, down, "bias"), linear(r, w, b, T, F, D, f, h);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+#undef NAME
+    }
+    layer_norm(r, "v.post_ln.weight", "v.post_ln.bias", 1e-6f, T, D, x);
+    free(h), free(q), free(k), free(v), free(o), free(f), free(p);
+}
+
+/* The patches (conv2d, stride the patch) plus the positions: the table, or
+ * torch's antialiased bilinear resize of it (separable triangle weights of
+ * support max(1, 1 / scale), each axis normalised). */
+static float *ref_embed(const reference *r, const float *pixels, size_t W, size_t H) {
+    const spec *s = r->s;
+    const size_t P = s->patch, D = s->dim, gx = W / P, gy = H / P, n = s->side;
+    float *kernel = weights_of(r, "v.patch_embd.weight", NULL), *bias = weights_of(r, "v.patch_embd.bias", NULL);
+    float *table = weights_of(r, "v.position_embd.weight", NULL);
+    float *x = test_alloc(gx * gy * D * 4);
+    for (size_t py = 0; py < gy; py++)
+        for (size_t px = 0; px < gx; px++)
+            for (size_t o = 0; o < D; o++) {
+                double sum = 0.0;
+                for (size_t c = 0; c < 3; c++)
+                    for (size_t ky = 0; ky < P; ky++)
+                        for (size_t kx = 0; kx < P; kx++)
+                            sum += (double)kernel[((o * 3 + c) * P + ky) * P + kx] * pixels[((py * P + ky) * W + px * P + kx) * 3 + c];
+                x[(py * gx + px) * D + o] = (float)sum + bias[o];
+            }
+    double *wx = test_alloc(gx * n * sizeof(double)), *wy = test_alloc(gy * n * sizeof(double));
+    const struct { size_t out; double *w; } axes[2] = {{gx, wx}, {gy, wy}};
+    for (size_t a = 0; a < 2; a++) {
+        const double scale = (double)axes[a].out / (double)n, support = scale < 1 ? 1 / scale : 1;
+        for (size_t i = 0; i < axes[a].out; i++) {
+            const double center = (i + 0.5) / scale;
+            double total = 0.0;
+            for (size_t j = 0; j < n; j++) total += axes[a].w[i * n + j] = fmax(0.0, 1.0 - fabs((j + 0.5 - center) / support));
+            for (size_t j = 0; j < n; j++) axes[a].w[i * n + j] /= total;
+        }
+    }
+    for (size_t py = 0; py < gy; py++)
+        for (size_t px = 0; px < gx; px++)
+            for (size_t c = 0; c < D; c++) {
+                double sum = 0.0;
+                for (size_t sy = 0; sy < n; sy++)
+                    for (size_t sx = 0; sx < n; sx++) sum += wy[py * n + sy] * wx[px * n + sx] * table[(sy * n + sx) * D + c];
+                x[(py * gx + px) * D + c] += (float)sum;
+            }
+    free(kernel), free(bias), free(table), free(wx), free(wy);
+    return x;
+}
+
+/* build_patch_merge_permute as ggml lays it out: [n, W, H] padded with
+ * zeros to multiples of s; reshape (n s, W/s, H); permute (0, 2, 1, 3);
+ * cont to (n s s, H/s, W/s); permute (0, 2, 1, 3); cont. */
+static float *ref_shuffle(size_t n, size_t W0, size_t H0, size_t s, const float *in, size_t *tokens) {
+    const size_t W = (W0 + s - 1) / s * s, H = (H0 + s - 1) / s * s;
+    float *a = test_alloc(n * W * H * 4), *c = test_alloc(n * W * H * 4), *out = test_alloc(n * W * H * 4);
+    memset(a, 0, n * W * H * 4);
+    for (size_t y = 0; y < H0; y++) memcpy(a + y * W * n, in + y * W0 * n, W0 * n * 4);
+    /* A[y][b][i] = a[(y (W/s) + b) n s + i]; cont of its permute: C[(b H + y) n s + i]. */
+    for (size_t y = 0; y < H; y++)
+        for (size_t b = 0; b < W / s; b++)
+            for (size_t i = 0; i < n * s; i++) c[(b * H + y) * n * s + i] = a[(y * (W / s) + b) * n * s + i];
+    /* D[b][yb][j] = c[(b (H/s) + yb) n s s + j]; cont of its permute: out[(yb (W/s) + b) n s s + j]. */
+    for (size_t b = 0; b < W / s; b++)
+        for (size_t yb = 0; yb < H / s; yb++)
+            for (size_t j = 0; j < n * s * s; j++) out[(yb * (W / s) + b) * n * s * s + j] = c[(b * (H / s) + yb) * n * s * s + j];
+    free(a), free(c);
+    *tokens = (W / s) * (H / s);
+    return out;
+}
+
+/* The whole encoder, its rows to *tokens x out. */
+static float *ref_encode(const reference *r, const float *pixels, size_t W, size_t H, size_t *tokens) {
+    const spec *s = r->s;
+    const size_t D = s->dim, m = s->merge, gx = W / s->patch, gy = H / s->patch;
+    float *x = ref_embed(r, pixels, W, H);
+    ref_blocks(r, gx * gy, x);
+    float *y = NULL;
+    if (strcmp(s->projector, "idefics3") == 0) {
+        float *merged = ref_shuffle(D, gx, gy, m, x, tokens);
+        y = test_alloc(*tokens * s->out * 4);
+        linear(r, "mm.model.fc.weight", NULL, *tokens, D * m * m, s->out, merged, y);
+        free(merged);
+    } else if (strcmp(s->projector, "lfm2") == 0) {
+        float *merged = ref_shuffle(D, gx, gy, m, x, tokens);
+        float *hidden = test_alloc(*tokens * s->hidden * 4);
+        layer_norm(r, "mm.input_norm.weight", "mm.input_norm.bias", 1e-5f, *tokens, D * m * m, merged);
+        linear(r, "mm.1.weight", "mm.1.bias", *tokens, D * m * m, s->hidden, merged, hidden);
+        for (size_t i = 0; i < *tokens * s->hidden; i++) hidden[i] = gelu_table(hidden[i]);
+        y = test_alloc(*tokens * s->out * 4);
+        linear(r, "mm.2.weight", "mm.2.bias", *tokens, s->hidden, s->out, hidden, y);
+        free(merged), free(hidden);
+    } else {
+        /* gemma3: x transposed to [gx, gy, D] planes, pool_2d average, back,
+         * RMSNorm times soft_emb_norm, then the projection's transpose. */
+        const size_t ox = gx / m, oy = gy / m;
+        *tokens = ox * oy;
+        float *pooled = test_alloc(*tokens * D * 4), *norm = weights_of(r, "mm.soft_emb_norm.weight", NULL);
+        for (size_t c = 0; c < D; c++)
+            for (size_t j = 0; j < oy; j++)
+                for (size_t i = 0; i < ox; i++) {
+                    double sum = 0.0;
+                    for (size_t ky = 0; ky < m; ky++)
+                        for (size_t kx = 0; kx < m; kx++) sum += x[((j * m + ky) * gx + i * m + kx) * D + c];
+                    pooled[(j * ox + i) * D + c] = (float)(sum / (double)(m * m));
+                }
+        for (size_t t = 0; t < *tokens; t++) {
+            double ss = 0.0;
+            for (size_t c = 0; c < D; c++) ss += (double)pooled[t * D + c] * pooled[t * D + c];
+            const double scale = 1.0 / sqrt(ss / (double)D + 1e-6);
+            for (size_t c = 0; c < D; c++) pooled[t * D + c] = (float)(pooled[t * D + c] * scale) * norm[c];
+        }
+        float *proj = weights_of(r, "mm.input_projection.weight", NULL); /* [in][out] */
+        y = test_alloc(*tokens * s->out * 4);
+        for (size_t t = 0; t < *tokens; t++)
+            for (size_t o = 0; o < s->out; o++) {
+                double sum = 0.0;
+                for (size_t c = 0; c < D; c++) sum += (double)proj[c * s->out + o] * pooled[t * D + c];
+                y[t * s->out + o] = (float)sum;
+            }
+        free(pooled), free(norm), free(proj);
+    }
+    free(x);
+    return y;
+}
+
+/* How far a is from b: the largest |a - b| over the largest |b|, and the
+ * share of elements further than 1e-4 of that. */
+static double relative_error(const float *a, const float *b, size_t n, double *share_far) {
+    double diff = 0.0, scale = 0.0;
+    size_t far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    for (size_t i = 0; i < n; i++) far += fabs((double)a[i] - b[i]) > 1e-4 * scale;
+    *share_far = (double)far / (double)n;
+    return scale > 0 ? diff / scale : diff;
+}
+
+static const char *type_name(uint32_t type) {
+    return type == GGML_F32 ? "F32" : type == GGML_F16 ? "F16" : "Q8_0";
+}
+
+/* Encodes a W x H tile with the encoder and the reference; the rows must
+ * agree within `tolerance` of the largest, and with float matrices all but
+ * 5% of them within 1e-4.  Where one of ggml's own roundings (GELU's f16
+ * table, a Q8_0 product's activation codes) falls on either side of a step
+ * for values a rounding apart, the two differ by that step, and the blocks
+ * after carry it: one activation code of a Q8_0 product that flips in the
+ * first block moves every row after it by about 1e-2 (where none flips the
+ * two agree to 1e-7), a GELU step in an f32 product's rows by 1e-4. */
+#define Q8_TOLERANCE 3e-2
+#define FLOAT_TOLERANCE 5e-4
+static int agrees(const spec *s, size_t W, size_t H, uint64_t seed, double tolerance) {
+    test_encoder e;
+    char message[256] = "";
+    const kvc_status made = make_encoder(s, seed, &e, message, sizeof message);
+    int ok = made == KVC_OK;
+    if (!ok) fprintf(stderr, "  make_encoder: %s (%s)\n", kvc_status_name(made), message);
+    float *pixels = tile(W, H, seed + 1);
+    const size_t tokens = ok ? kvc_vision_tokens(e.vision, W, H) : 0;
+    const size_t dim = ok ? kvc_vision_output_dim(e.vision) : 0;
+    if (ok && (dim != s->out || tokens == 0)) fprintf(stderr, "  %zu tokens of %zu\n", tokens, dim), ok = 0;
+    if (ok) {
+        float *out = test_alloc(tokens * dim * sizeof(float));
+        const reference r = {&e, s};
+        size_t ref_tokens = 0;
+        const kvc_status encoded = kvc_vision_encode(e.vision, pixels, W, H, out);
+        float *expected = ref_encode(&r, pixels, W, H, &ref_tokens);
+        double far = 1.0;
+        const double error = encoded == KVC_OK ? relative_error(out, expected, tokens * dim, &far) : INFINITY;
+        printf("  %s (matrices %s, patch kernel %s) %zux%zu: %zu tokens, relative error %.2e, %.1f%% past 1e-4\n", s->projector,
+               type_name(s->matrix_type), type_name(s->patch_type), W, H, tokens, error, 100 * far);
+        ok = encoded == KVC_OK && ref_tokens == tokens && error <= tolerance && (s->matrix_type == GGML_Q8_0 || far <= 0.05);
+        free(out), free(expected);
+    }
+    free(pixels);
+    free_encoder(&e);
+    return ok;
+}
+
+/* ---- encoding ---- */
+
+TEST(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices) {
+    const uint32_t types[] = {GGML_F32, GGML_F16, GGML_Q8_0};
+    for (size_t i = 0; i < 3; i++) {
+        spec s = idefics3_spec(types[i]);
+        CHECK(agrees(&s, 32, 32, 10 + i, types[i] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
+    }
+    spec f32_patch = idefics3_spec(GGML_F16);
+    f32_patch.patch_type = GGML_F32;
+    CHECK(agrees(&f32_patch, 32, 32, 13, FLOAT_TOLERANCE));
+}
+
+TEST(idefics3_reads_an_older_converters_swapped_ffn_names) {
+    spec s = idefics3_spec(GGML_F32);
+    s.swapped_ffn = 1;
+    CHECK(agrees(&s, 32, 32, 20, FLOAT_TOLERANCE));
+}
+
+TEST(lfm2_resizes_its_positions_to_any_grid_and_pads_the_unshuffle) {
+    const struct { size_t W, H; } sizes[] = {{16, 16}, {24, 40}, {20, 28}, {8, 12}, {64, 8}, {4, 4}};
+    const uint32_t types[] = {GGML_F32, GGML_F16, GGML_Q8_0};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            spec s = lfm2_spec(types[t]);
+            CHECK(agrees(&s, sizes[i].W, sizes[i].H, 30 + i, types[t] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
+        }
+}
+
+TEST(gemma3_pools_norms_and_projects_through_the_transposed_weight) {
+    const uint32_t types[] = {GGML_F32, GGML_F16, GGML_Q8_0};
+    for (size_t i = 0; i < 3; i++) {
+        spec s = gemma3_spec(types[i]);
+        CHECK(agrees(&s, 32, 32, 40 + i, types[i] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
+    }
+}
+
+TEST(tokens_follow_the_grid_and_refuse_sizes_the_encoder_cannot_take) {
+    test_encoder e;
+    spec s = lfm2_spec(GGML_F32);
+    CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
+    CHECK(kvc_vision_tokens(e.vision, 24, 40) == 3 * 5);  /* 6 x 10 patches, 2 x 2 a token */
+    CHECK(kvc_vision_tokens(e.vision, 20, 28) == 3 * 4);  /* 5 x 7, padded to 6 x 8 */
+    CHECK(kvc_vision_tokens(e.vision, 18, 16) == 0);      /* not a whole number of patches */
+    CHECK(kvc_vision_tokens(e.vision, 0, 16) == 0);
+    CHECK(kvc_vision_tokens(e.vision, 4 * 200, 4 * 200) == 0); /* more patches than an encode takes */
+    CHECK(kvc_vision_patch_size(e.vision) == 4 && kvc_vision_merge(e.vision) == 2);
+    CHECK(strcmp(kvc_vision_projector(e.vision), "lfm2") == 0);
+    float pixels[18 * 16 * 3] = {0}, out[1];
+    CHECK_STATUS(kvc_vision_encode(e.vision, pixels, 18, 16, out), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_vision_encode(e.vision, NULL, 16, 16, out), KVC_E_NULL_POINTER);
+    free_encoder(&e);
+    spec fixed = idefics3_spec(GGML_F32);
+    CHECK_OK(make_encoder(&fixed, 1, &e, NULL, 0));
+    CHECK(kvc_vision_tokens(e.vision, 32, 32) == 16);
+    CHECK(kvc_vision_tokens(e.vision, 16, 32) == 0); /* the table is 8 x 8 patches */
+    free_encoder(&e);
+    CHECK(kvc_vision_tokens(NULL, 32, 32) == 0 && kvc_vision_output_dim(NULL) == 0 && kvc_vision_projector(NULL) == NULL);
+}
+
+TEST(encode_gives_the_same_bits_on_one_and_three_threads) {
+    const spec specs[] = {lfm2_spec(GGML_Q8_0), gemma3_spec(GGML_F16)};
+    for (size_t i = 0; i < 2; i++) {
+        test_encoder e;
+        CHECK_OK(make_encoder(&specs[i], 50 + i, &e, NULL, 0));
+        const size_t W = 32, H = 32, n = kvc_vision_tokens(e.vision, W, H) * kvc_vision_output_dim(e.vision);
+        float *pixels = tile(W, H, 60 + i), *one = test_alloc(n * 4), *many = test_alloc(n * 4);
+        CHECK(n > 0);
+        CHECK_OK(kvc_vision_encode(e.vision, pixels, W, H, one));
+        if (kvc_set_threads(3) != KVC_OK) {
+            test_skip("this build runs no pool threads of its own (wasm: the JS tests compare thread counts)");
+        } else {
+            const size_t min_work = kvc_pool_set_min_work(0); /* every job on the pool, small as they are */
+            const kvc_status status = kvc_vision_encode(e.vision, pixels, W, H, many);
+            kvc_pool_set_min_work(min_work);
+            kvc_set_threads(1);
+            CHECK_OK(status);
+            CHECK(memcmp(one, many, n * 4) == 0);
+        }
+        free(pixels), free(one), free(many);
+        free_encoder(&e);
+    }
+}
+
+/* ---- refusals ---- */
+
+/* Creating from s fails with `expected` and a sentence containing `says`. */
+static int refused(const spec *s, kvc_status expected, const char *says) {
+    gb_file f = build_file(s);
+    kvc_gguf *g = NULL;
+    int ok = kvc_gguf_parse(f.bytes, f.len, &g, NULL) == KVC_OK;
+    if (ok) {
+        char message[256] = "";
+        kvc_vision *v = (kvc_vision *)1;
+        const kvc_status status = kvc_vision_create(g, &v, message, sizeof message);
+        printf("  %s: %s\n", kvc_status_name(status), message);
+        ok = status == expected && v == NULL && strstr(message, says) != NULL;
+    }
+    kvc_gguf_free(g);
+    free(f.bytes);
+    return ok;
+}
+
+TEST(create_refuses_what_it_cannot_encode_and_says_what) {
+    spec s = idefics3_spec(GGML_F32);
+    s.arch = "llama";
+    CHECK(refused(&s, KVC_E_ARCH, "not a projector"));
+    s = idefics3_spec(GGML_F32);
+    s.projector = "ldp";
+    CHECK(refused(&s, KVC_E_ARCH, "projector type ldp"));
+    s = idefics3_spec(GGML_F32);
+    s.drop = "v.blk.1.attn_k.weight";
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "v.blk.1.attn_k.weight is missing"));
+    s = lfm2_spec(GGML_F32);
+    s.drop = "mm.2.weight";
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "mm.2.weight is missing"));
+    s = idefics3_spec(GGML_F32);
+    s.narrow = "v.blk.0.attn_out.weight";
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "v.blk.0.attn_out.weight is [64, 63], expected [64, 64]"));
+    s = gemma3_spec(GGML_F32);
+    s.narrow = "v.position_embd.weight";
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "not a square grid"));
+    s = idefics3_spec(GGML_F32);
+    s.block_count = 1000000;
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "block_count"));
+    s = idefics3_spec(GGML_F32);
+    s.dim = 1u << 20;
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "embedding_length is not a usable size"));
+    s = idefics3_spec(GGML_F32);
+    s.heads = 5;
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "heads"));
+    s = idefics3_spec(GGML_F32);
+    s.omit_merge = 1;
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "scale_factor is missing"));
+    s = idefics3_spec(GGML_F32);
+    s.merge = 1;
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "merges 2 or more"));
+}
+
+TEST(a_truncated_file_is_refused_before_an_encoder_is_made) {
+    spec s = idefics3_spec(GGML_F32);
+    gb_file f = build_file(&s);
+    kvc_gguf *g = (kvc_gguf *)1;
+    size_t needed = 0;
+    CHECK_STATUS(kvc_gguf_parse(f.bytes, 200, &g, &needed), KVC_E_GGUF_TRUNCATED);
+    CHECK(g == NULL && needed > 200);
+    free(f.bytes);
+    kvc_vision *v = (kvc_vision *)1;
+    CHECK_STATUS(kvc_vision_create(NULL, &v, NULL, 0), KVC_E_NULL_POINTER);
+    CHECK(v == NULL);
+}
+
+typedef struct create_ctx {
+    const kvc_gguf *gguf;
+    kvc_vision *out;
+} create_ctx;
+
+static kvc_status op_create(void *context) {
+    create_ctx *c = context;
+    c->out = NULL;
+    return test_out_rule(kvc_vision_create(c->gguf, &c->out, NULL, 0), c->out);
+}
+
+typedef struct encode_ctx {
+    kvc_vision *vision;
+    const float *pixels;
+    float *out;
+} encode_ctx;
+
+static kvc_status op_encode(void *context) {
+    encode_ctx *c = context;
+    return kvc_vision_encode(c->vision, c->pixels, 32, 32, c->out);
+}
+
+TEST(out_of_memory_fails_cleanly_and_leaves_the_rows_untouched) {
+    const spec s = gemma3_spec(GGML_F16);
+    test_encoder e;
+    CHECK_OK(make_encoder(&s, 70, &e, NULL, 0));
+    const size_t n = kvc_vision_tokens(e.vision, 32, 32) * kvc_vision_output_dim(e.vision);
+    float *pixels = tile(32, 32, 71), *out = test_alloc(n * 4);
+    for (size_t i = 0; i < n; i++) out[i] = -7.0f;
+    float *expected = test_alloc(n * 4);
+    CHECK_OK(kvc_vision_encode(e.vision, pixels, 32, 32, expected));
+    /* An encoder made, given weights and run with allocations failing, all
+     * on the hook, which counts what is left. */
+    CHECK_OK(test_fault_install());
+    create_ctx c = {e.gguf, NULL};
+    CHECK(test_run_with_faults(op_create, &c, NULL, 1, TEST_KEEPS_NONE) >= 1);
+    test_fault_arm(1, 1);
+    CHECK_STATUS(kvc_vision_alloc_weights(c.out), KVC_E_NOMEM);
+    CHECK(kvc_vision_weights(c.out) == NULL);
+    test_fault_arm(0, 0);
+    CHECK_OK(kvc_vision_alloc_weights(c.out));
+    memcpy(kvc_vision_weights(c.out), kvc_vision_weights(e.vision), kvc_vision_weights_bytes(e.vision));
+    encode_ctx x = {c.out, pixels, out};
+    test_fault_arm(1, 1);
+    CHECK_STATUS(op_encode(&x), KVC_E_NOMEM);
+    test_fault_arm(0, 0);
+    for (size_t i = 0; i < n; i++) CHECK(out[i] == -7.0f);
+    CHECK(test_run_with_faults(op_encode, &x, NULL, 1, TEST_KEEPS_OWNED) >= 1);
+    CHECK(memcmp(out, expected, n * 4) == 0);
+    kvc_vision_free(c.out);
+    CHECK(test_fault_remove() == 0);
+    free_encoder(&e);
+    free(pixels), free(out), free(expected);
+}
+
+RUN_TESTS(CASE(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices),
+          CASE(idefics3_reads_an_older_converters_swapped_ffn_names),
+          CASE(lfm2_resizes_its_positions_to_any_grid_and_pads_the_unshuffle),
+          CASE(gemma3_pools_norms_and_projects_through_the_transposed_weight),
+          CASE(tokens_follow_the_grid_and_refuse_sizes_the_encoder_cannot_take),
+          CASE(encode_gives_the_same_bits_on_one_and_three_threads),
+          CASE(create_refuses_what_it_cannot_encode_and_says_what),
+          CASE(a_truncated_file_is_refused_before_an_encoder_is_made),
+          CASE(out_of_memory_fails_cleanly_and_leaves_the_rows_untouched))
