@@ -1651,6 +1651,32 @@ kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t wid
 /* The scratch encodes have allocated so far. */
 size_t kvc_vision_scratch_bytes(const kvc_vision *vision);
 
+/* kvc_vision_plan():
+ * How an image of width x height pixels goes through the encoder, as
+ * llama.cpp's mtmd prepares it for this projector type (resized, tiled,
+ * an overview last where the type has one), without encoding anything:
+ * out[0] the tiles, out[1] and out[2] the rows and columns of the grid
+ * before the overview (0 and 0: none), out[3] 1 when the last tile is the
+ * overview, out[4] the rows the encoder gives for all tiles; then per tile
+ * 5 words: its width and height in pixels, its rows, and those rows as a
+ * grid_x x grid_y grid.  out_len counts out's words (5 + 5 x 64 hold any
+ * plan).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (a side 0 or above
+ *           100000 pixels, more than 2^30 pixels, out_len too small). */
+kvc_status kvc_vision_plan(const kvc_vision *vision, size_t width, size_t height, uint32_t *out, size_t out_len);
+
+/* kvc_vision_encode_tile():
+ * Tile `tile` of an image's plan (kvc_vision_plan): the image's RGBA bytes
+ * [height x width x 4] (alpha dropped) resized, cut and normalised as mtmd
+ * does it, then encoded (kvc_vision_encode): the tile's rows x
+ * kvc_vision_output_dim floats to `out`.
+ * @return : as kvc_vision_encode; KVC_E_LENGTH also for a tile past the
+ *           plan or a size kvc_vision_plan refuses, KVC_E_MODEL_FILE for a
+ *           projector whose preprocessing and encoder count its rows
+ *           apart. */
+kvc_status kvc_vision_encode_tile(kvc_vision *vision, const uint8_t *rgba, size_t width, size_t height, size_t tile,
+                                  float *out);
+
 #ifdef __cplusplus
 }
 #endif
