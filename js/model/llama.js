@@ -319,7 +319,8 @@ function loadOptions(where, options) {
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
-  return { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings) };
+  return { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings),
+    projector: options.projector };
 }
 
 /**
