@@ -165,9 +165,10 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
  * receives tile.width * tile.height * 3 floats.  Scratch: none; each output
  * pixel is computed from the source where it lands.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (tile not below
- *           plan->tiles, width x height not the plan's image) or
- *           KVC_E_MODEL_FILE (a plan or params kvc_image_plan_of could not
- *           have made); nothing is written on error. */
+ *           plan->tiles, width x height not the plan's image, or a tile
+ *           kvc_image_plan_of could not have made: outside its resized
+ *           image, an unknown filter or fit) or KVC_E_MODEL_FILE (a mean or
+ *           std not finite, a std of 0); nothing is written on error. */
 kvc_status kvc_image_tile_pixels(const kvc_image_params *params, const kvc_image_plan *plan, size_t tile,
                                  const uint8_t *rgba, size_t width, size_t height, float *out);
 

@@ -572,9 +572,15 @@ static int tiles_match(const kvc_image_params *p, int w, int h) {
     }
     kvc_image_plan plan;
     int ok = kvc_image_plan_of(p, (size_t)w, (size_t)h, &plan) == KVC_OK;
+    rgb_image whole = {0, 0, NULL}; /* the tiles of a grid share it */
     for (size_t t = 0; ok && t < plan.tiles; t++) {
         const kvc_image_tile *tile = &plan.tile[t];
-        rgb_image whole = ref_resize(&src, (int)tile->resized_width, (int)tile->resized_height, &tile->resize);
+        if (t == 0 || memcmp(&tile->resize, &plan.tile[t - 1].resize, sizeof tile->resize) ||
+            tile->resized_width != plan.tile[t - 1].resized_width ||
+            tile->resized_height != plan.tile[t - 1].resized_height) {
+            free(whole.px);
+            whole = ref_resize(&src, (int)tile->resized_width, (int)tile->resized_height, &tile->resize);
+        }
         float *out = malloc(tile->width * tile->height * 3 * sizeof(float));
         ok = kvc_image_tile_pixels(p, &plan, t, rgba, (size_t)w, (size_t)h, out) == KVC_OK;
         for (size_t y = 0; ok && y < tile->height; y++) {
@@ -587,8 +593,8 @@ static int tiles_match(const kvc_image_params *p, int w, int h) {
             }
         }
         free(out);
-        free(whole.px);
     }
+    free(whole.px);
     free(rgba);
     free(src.px);
     return ok;
