@@ -213,13 +213,13 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
         }
     }
     if (row->max_tokens) {
-        const size_t area = merged_patch * merged_patch;
-        p.min_pixels = row->min_tokens * area;
-        p.max_pixels = row->max_tokens * area;
-        if (p.max_pixels > INT32_MAX) {
+        const uint64_t area = (uint64_t)merged_patch * merged_patch;
+        if (row->max_tokens * area > INT32_MAX) {
             return refuse(&src, KVC_E_MODEL_FILE, "%zu tokens of %zu pixels a side pass 2^31 pixels",
                           row->max_tokens, merged_patch);
         }
+        p.min_pixels = (size_t)(row->min_tokens * area);
+        p.max_pixels = (size_t)(row->max_tokens * area);
     }
     *params = p;
     if (message && message_len) {
@@ -370,7 +370,7 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
         return KVC_E_NULL_POINTER;
     }
     if (width == 0 || height == 0 || width > KVC_IMAGE_MAX_SIDE || height > KVC_IMAGE_MAX_SIDE ||
-        width * height > KVC_IMAGE_MAX_PIXELS) {
+        width > KVC_IMAGE_MAX_PIXELS / height) {
         return KVC_E_LENGTH;
     }
     if (!params_usable(params)) {
@@ -436,8 +436,12 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
         return status;
     }
     for (size_t t = 0; t < out.tiles; t++) {
-        if (out.tile[t].tokens == 0) {
+        const kvc_image_tile *tile = &out.tile[t];
+        if (tile->tokens == 0) {
             return KVC_E_MODEL_FILE;
+        }
+        if (tile->width > KVC_IMAGE_MAX_TILE_PIXELS / tile->height) {
+            return KVC_E_LENGTH;
         }
     }
     *plan = out;

@@ -441,6 +441,19 @@ TEST(plan_refuses_bad_sizes) {
     CHECK(!memcmp(&plan, &before, sizeof plan));
     /* The largest allowed: 100000 a side within 2^30 pixels. */
     CHECK_STATUS(kvc_image_plan_of(&p, 100000, 10000, &plan), KVC_OK);
+    /* A thin image, scaled past its budget by llama.cpp's smart resize:
+     * 1 x 100000 rounds to 48 x 99984, over 645120; beta = sqrt(100000 /
+     * 645120) = 0.3937, floor(253992 / 48) = 5291 -> 48 x 253968 */
+    CHECK_STATUS(kvc_image_plan_of(&p, 1, 100000, &plan), KVC_OK);
+    CHECK(plan.tile[0].width == 48 && plan.tile[0].height == 253968 && plan.tokens == 5291);
+    /* A tile past KVC_IMAGE_MAX_TILE_PIXELS (patches of 1 pixel, a huge budget) */
+    broken = p;
+    broken.patch_size = 1;
+    broken.merge = 1;
+    broken.max_pixels = INT32_MAX;
+    plan = before;
+    CHECK_STATUS(kvc_image_plan_of(&broken, 10000, 10000, &plan), KVC_E_LENGTH);
+    CHECK(!memcmp(&plan, &before, sizeof plan));
 }
 
 /* ---- pixels: llama.cpp's filters written plainly, whole images ---- */
