@@ -148,6 +148,14 @@ TEST(params_take_llama_cpp_defaults_per_type) {
     CHECK(p.whole.filter == KVC_IMAGE_BILINEAR && p.whole.fit == KVC_IMAGE_STRETCH);
     CHECK(p.tiles.filter == KVC_IMAGE_BICUBIC && p.tiles.fit == KVC_IMAGE_LETTERBOX);
 
+    for (int k = 0; k < KVC_PROJECTOR_COUNT; k++) {
+        const char *name = kvc_projector_name((kvc_projector_kind)k);
+        CHECK(name && kvc_projector_kind_of(name, strlen(name)) == (kvc_projector_kind)k);
+    }
+    CHECK(kvc_projector_kind_of("gemma4", 6) == KVC_PROJECTOR_COUNT); /* a prefix is not a name */
+    CHECK(kvc_projector_kind_of(NULL, 0) == KVC_PROJECTOR_COUNT);
+    CHECK(kvc_projector_name(KVC_PROJECTOR_COUNT) == NULL);
+
     /* The file's merge key over the default. */
     clip_like("gemma3");
     clip.merge = 2;
