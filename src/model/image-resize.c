@@ -120,13 +120,9 @@ static void resized(const rgba_image *img, const kvc_image_resize *resize, int t
     }
 }
 
-/* The largest side a plan resizes to: a dynamic size scaled past its
- * budget on a thin image reaches ~1.5e7 pixels (llama.cpp's own result). */
-#define RESIZED_MAX_SIDE ((size_t)1 << 25)
-
 static int tile_usable(const kvc_image_tile *t) {
-    return t->width >= 1 && t->height >= 1 && t->resized_width <= RESIZED_MAX_SIDE &&
-           t->resized_height <= RESIZED_MAX_SIDE && t->x < t->resized_width && t->y < t->resized_height &&
+    return t->width >= 1 && t->height >= 1 && t->width <= KVC_IMAGE_MAX_TILE_PIXELS / t->height &&
+           t->resized_width <= KVC_IMAGE_MAX_TILE_PIXELS && t->resized_height <= KVC_IMAGE_MAX_TILE_PIXELS && t->x < t->resized_width && t->y < t->resized_height &&
            t->width <= t->resized_width - t->x && t->height <= t->resized_height - t->y &&
            (t->resize.filter == KVC_IMAGE_BILINEAR || t->resize.filter == KVC_IMAGE_BICUBIC) &&
            (t->resize.fit == KVC_IMAGE_STRETCH || t->resize.fit == KVC_IMAGE_LETTERBOX);

@@ -9,6 +9,7 @@
  * for step (llama.cpp build b10257's mtmd-image.cpp, clip.cpp).  The pixels
  * themselves are image-resize.c's.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -40,17 +41,23 @@ typedef struct projector_row {
  * image before tiling, stretched for an overview; lfm2's thumbnail is its
  * overview.  lfm2's tiles are mtmd's constants (LFM2.5-VL's processor). */
 static const projector_row PROJECTORS[KVC_PROJECTOR_COUNT] = {
-    [KVC_PROJECTOR_IDEFICS3] = {"idefics3", KVC_IMAGE_LONGEST_EDGE, KVC_IMAGE_TOKENS_POOLED, SCALE_FACTOR_KEY,
-                                1, 0, 0, 0, 0, 0, STRETCH_BILINEAR, LETTERBOX_BICUBIC},
-    [KVC_PROJECTOR_LFM2] = {"lfm2", KVC_IMAGE_LFM2, KVC_IMAGE_TOKENS_MERGED_CEIL, SCALE_FACTOR_KEY,
-                            1, 64, 256, 512, 2, 10, STRETCH_BILINEAR, LETTERBOX_BILINEAR},
-    [KVC_PROJECTOR_GEMMA3] = {"gemma3", KVC_IMAGE_FIXED, KVC_IMAGE_TOKENS_POOLED, SCALE_FACTOR_KEY,
-                              4, 0, 0, 0, 0, 0, LETTERBOX_BILINEAR, LETTERBOX_BILINEAR},
-    [KVC_PROJECTOR_QWEN3VL] = {"qwen3vl_merger", KVC_IMAGE_DYNAMIC, KVC_IMAGE_TOKENS_PAIRS,
-                               "clip.vision.spatial_merge_size", 2, 8, 4096, 0, 0, 0,
-                               LETTERBOX_BILINEAR, LETTERBOX_BILINEAR},
-    [KVC_PROJECTOR_GEMMA4V] = {"gemma4v", KVC_IMAGE_DYNAMIC, KVC_IMAGE_TOKENS_POOLED, SCALE_FACTOR_KEY,
-                               3, 40, 280, 0, 0, 0, LETTERBOX_BILINEAR, LETTERBOX_BILINEAR},
+    [KVC_PROJECTOR_IDEFICS3] = {.name = "idefics3", .layout = KVC_IMAGE_LONGEST_EDGE,
+                                .token_rule = KVC_IMAGE_TOKENS_POOLED, .merge_key = SCALE_FACTOR_KEY, .merge = 1,
+                                .whole = STRETCH_BILINEAR, .tiles = LETTERBOX_BICUBIC},
+    [KVC_PROJECTOR_LFM2] = {.name = "lfm2", .layout = KVC_IMAGE_LFM2, .token_rule = KVC_IMAGE_TOKENS_MERGED_CEIL,
+                            .merge_key = SCALE_FACTOR_KEY, .merge = 1, .min_tokens = 64, .max_tokens = 256,
+                            .tile_size = 512, .min_tiles = 2, .max_tiles = 10,
+                            .whole = STRETCH_BILINEAR, .tiles = LETTERBOX_BILINEAR},
+    [KVC_PROJECTOR_GEMMA3] = {.name = "gemma3", .layout = KVC_IMAGE_FIXED, .token_rule = KVC_IMAGE_TOKENS_POOLED,
+                              .merge_key = SCALE_FACTOR_KEY, .merge = 4,
+                              .whole = LETTERBOX_BILINEAR, .tiles = LETTERBOX_BILINEAR},
+    [KVC_PROJECTOR_QWEN3VL] = {.name = "qwen3vl_merger", .layout = KVC_IMAGE_DYNAMIC,
+                               .token_rule = KVC_IMAGE_TOKENS_PAIRS, .merge_key = "clip.vision.spatial_merge_size",
+                               .merge = 2, .min_tokens = 8, .max_tokens = 4096,
+                               .whole = LETTERBOX_BILINEAR, .tiles = LETTERBOX_BILINEAR},
+    [KVC_PROJECTOR_GEMMA4V] = {.name = "gemma4v", .layout = KVC_IMAGE_DYNAMIC, .token_rule = KVC_IMAGE_TOKENS_POOLED,
+                               .merge_key = SCALE_FACTOR_KEY, .merge = 3, .min_tokens = 40, .max_tokens = 280,
+                               .whole = LETTERBOX_BILINEAR, .tiles = LETTERBOX_BILINEAR},
 };
 
 kvc_projector_kind kvc_projector_kind_of(const char *name, size_t len) {
@@ -213,13 +220,13 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
         }
     }
     if (row->max_tokens) {
-        const size_t area = merged_patch * merged_patch;
-        p.min_pixels = row->min_tokens * area;
-        p.max_pixels = row->max_tokens * area;
-        if (p.max_pixels > INT32_MAX) {
+        const uint64_t area = (uint64_t)merged_patch * merged_patch;
+        if (row->max_tokens * area > INT32_MAX) {
             return refuse(&src, KVC_E_MODEL_FILE, "%zu tokens of %zu pixels a side pass 2^31 pixels",
                           row->max_tokens, merged_patch);
         }
+        p.min_pixels = (size_t)(row->min_tokens * area);
+        p.max_pixels = (size_t)(row->max_tokens * area);
     }
     *params = p;
     if (message && message_len) {
@@ -267,13 +274,14 @@ static void fit_longest_edge(int w, int h, int align, int longest_edge, int *out
  * of min_tiles to max_tiles tiles, taken by area, the one whose aspect is
  * nearest the image's; on an exact tie, the later one when the image covers
  * more than half of it.  mtmd orders grids of one area by std::sort, not
- * stably; that order never decides: two grids of one area never tie as the
- * nearest (a grid of another area always lies nearer their midpoint). */
+ * stably; for its 2 to 10 tiles that order never decides: two grids of one
+ * area never tie as the nearest (a grid of another area always lies nearer
+ * their midpoint). */
 static void lfm2_grid(const kvc_image_params *p, int w, int h, int *cols, int *rows) {
     const float aspect = (float)w / (float)h;
     const float area = (float)(w * h);
     const int tile = (int)p->tile_size;
-    float best_diff = 3.40282347e38f; /* FLT_MAX */
+    float best_diff = FLT_MAX;
     *cols = *rows = 1;
     for (int n = (int)p->min_tiles; n <= (int)p->max_tiles; n++) {
         for (int gw = 1; gw <= n; gw++) {
@@ -370,7 +378,7 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
         return KVC_E_NULL_POINTER;
     }
     if (width == 0 || height == 0 || width > KVC_IMAGE_MAX_SIDE || height > KVC_IMAGE_MAX_SIDE ||
-        width * height > KVC_IMAGE_MAX_PIXELS) {
+        width > KVC_IMAGE_MAX_PIXELS / height) {
         return KVC_E_LENGTH;
     }
     if (!params_usable(params)) {
@@ -436,8 +444,12 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
         return status;
     }
     for (size_t t = 0; t < out.tiles; t++) {
-        if (out.tile[t].tokens == 0) {
+        const kvc_image_tile *tile = &out.tile[t];
+        if (tile->tokens == 0) {
             return KVC_E_MODEL_FILE;
+        }
+        if (tile->width > KVC_IMAGE_MAX_TILE_PIXELS / tile->height) {
+            return KVC_E_LENGTH;
         }
     }
     *plan = out;

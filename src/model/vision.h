@@ -91,6 +91,10 @@ typedef struct kvc_image_params {
  * that its products overflow, and no wasm memory holds such an image). */
 #define KVC_IMAGE_MAX_SIDE ((size_t)100000)
 #define KVC_IMAGE_MAX_PIXELS ((size_t)1 << 30)
+/* A tile's pixels at most: llama.cpp's smart resize of a 1 x 100000 image
+ * for gemma4v gives 48 x 253968 (12 million); 3 floats a pixel must stay
+ * addressable in wasm. */
+#define KVC_IMAGE_MAX_TILE_PIXELS ((size_t)1 << 26)
 
 /* How one image becomes the encoder's inputs: `tiles` tiles in the order
  * mtmd puts them in the prompt -- rows x cols tiles row-major, then the
@@ -150,9 +154,10 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
  * tokens each gives, exactly as mtmd decides it (the same sizes, the same
  * float arithmetic).  *plan is written only on success.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (a side 0 or above
- *           KVC_IMAGE_MAX_SIDE, more than KVC_IMAGE_MAX_PIXELS, or more than
- *           KVC_IMAGE_MAX_TILES tiles) or KVC_E_MODEL_FILE (params no
- *           kvc_image_params_read gives). */
+ *           KVC_IMAGE_MAX_SIDE, more than KVC_IMAGE_MAX_PIXELS, more than
+ *           KVC_IMAGE_MAX_TILES tiles or a tile of more than
+ *           KVC_IMAGE_MAX_TILE_PIXELS) or KVC_E_MODEL_FILE (params no
+ *           kvc_image_params_read gives, or a tile of no tokens). */
 kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_t height,
                              kvc_image_plan *plan);
 
@@ -165,9 +170,10 @@ kvc_status kvc_image_plan_of(const kvc_image_params *params, size_t width, size_
  * receives tile.width * tile.height * 3 floats.  Scratch: none; each output
  * pixel is computed from the source where it lands.
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (tile not below
- *           plan->tiles, width x height not the plan's image) or
- *           KVC_E_MODEL_FILE (a plan or params kvc_image_plan_of could not
- *           have made); nothing is written on error. */
+ *           plan->tiles, width x height not the plan's image, or a tile
+ *           kvc_image_plan_of could not have made: outside its resized
+ *           image, an unknown filter or fit) or KVC_E_MODEL_FILE (a mean or
+ *           std not finite, a std of 0); nothing is written on error. */
 kvc_status kvc_image_tile_pixels(const kvc_image_params *params, const kvc_image_plan *plan, size_t tile,
                                  const uint8_t *rgba, size_t width, size_t height, float *out);
 

@@ -148,6 +148,14 @@ TEST(params_take_llama_cpp_defaults_per_type) {
     CHECK(p.whole.filter == KVC_IMAGE_BILINEAR && p.whole.fit == KVC_IMAGE_STRETCH);
     CHECK(p.tiles.filter == KVC_IMAGE_BICUBIC && p.tiles.fit == KVC_IMAGE_LETTERBOX);
 
+    for (int k = 0; k < KVC_PROJECTOR_COUNT; k++) {
+        const char *name = kvc_projector_name((kvc_projector_kind)k);
+        CHECK(name && kvc_projector_kind_of(name, strlen(name)) == (kvc_projector_kind)k);
+    }
+    CHECK(kvc_projector_kind_of("gemma4", 6) == KVC_PROJECTOR_COUNT); /* a prefix is not a name */
+    CHECK(kvc_projector_kind_of(NULL, 0) == KVC_PROJECTOR_COUNT);
+    CHECK(kvc_projector_name(KVC_PROJECTOR_COUNT) == NULL);
+
     /* The file's merge key over the default. */
     clip_like("gemma3");
     clip.merge = 2;
@@ -441,6 +449,19 @@ TEST(plan_refuses_bad_sizes) {
     CHECK(!memcmp(&plan, &before, sizeof plan));
     /* The largest allowed: 100000 a side within 2^30 pixels. */
     CHECK_STATUS(kvc_image_plan_of(&p, 100000, 10000, &plan), KVC_OK);
+    /* A thin image, scaled past its budget by llama.cpp's smart resize:
+     * 1 x 100000 rounds to 48 x 99984, over 645120; beta = sqrt(100000 /
+     * 645120) = 0.3937, floor(253992 / 48) = 5291 -> 48 x 253968 */
+    CHECK_STATUS(kvc_image_plan_of(&p, 1, 100000, &plan), KVC_OK);
+    CHECK(plan.tile[0].width == 48 && plan.tile[0].height == 253968 && plan.tokens == 5291);
+    /* A tile past KVC_IMAGE_MAX_TILE_PIXELS (patches of 1 pixel, a huge budget) */
+    broken = p;
+    broken.patch_size = 1;
+    broken.merge = 1;
+    broken.max_pixels = INT32_MAX;
+    plan = before;
+    CHECK_STATUS(kvc_image_plan_of(&broken, 10000, 10000, &plan), KVC_E_LENGTH);
+    CHECK(!memcmp(&plan, &before, sizeof plan));
 }
 
 /* ---- pixels: llama.cpp's filters written plainly, whole images ---- */
@@ -572,9 +593,15 @@ static int tiles_match(const kvc_image_params *p, int w, int h) {
     }
     kvc_image_plan plan;
     int ok = kvc_image_plan_of(p, (size_t)w, (size_t)h, &plan) == KVC_OK;
+    rgb_image whole = {0, 0, NULL}; /* the tiles of a grid share it */
     for (size_t t = 0; ok && t < plan.tiles; t++) {
         const kvc_image_tile *tile = &plan.tile[t];
-        rgb_image whole = ref_resize(&src, (int)tile->resized_width, (int)tile->resized_height, &tile->resize);
+        if (t == 0 || memcmp(&tile->resize, &plan.tile[t - 1].resize, sizeof tile->resize) ||
+            tile->resized_width != plan.tile[t - 1].resized_width ||
+            tile->resized_height != plan.tile[t - 1].resized_height) {
+            free(whole.px);
+            whole = ref_resize(&src, (int)tile->resized_width, (int)tile->resized_height, &tile->resize);
+        }
         float *out = malloc(tile->width * tile->height * 3 * sizeof(float));
         ok = kvc_image_tile_pixels(p, &plan, t, rgba, (size_t)w, (size_t)h, out) == KVC_OK;
         for (size_t y = 0; ok && y < tile->height; y++) {
@@ -587,8 +614,8 @@ static int tiles_match(const kvc_image_params *p, int w, int h) {
             }
         }
         free(out);
-        free(whole.px);
     }
+    free(whole.px);
     free(rgba);
     free(src.px);
     return ok;
