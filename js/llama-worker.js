@@ -30,12 +30,13 @@ function target(kind, handle) {
   return entry.object;
 }
 
-/** What the page sees of a model: its handle, configuration and what a chat template reads. */
+/** What the page sees of a model: its handle, configuration, its projector's and what a chat template reads. */
 function describeModel(handle, llama) {
-  const { tokenizer } = llama;
+  const { tokenizer, projector } = llama;
   return {
     handle,
     config: llama.config,
+    projector: projector && { config: projector.config },
     tokenizer: {
       vocabSize: tokenizer.vocabSize, bosId: tokenizer.bosId, eosId: tokenizer.eosId, eogIds: [...tokenizer.eogIds],
       bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken, chatTemplate: tokenizer.chatTemplate,
@@ -65,7 +66,9 @@ const OPS = {
       ...(located && { locateFile: (name) => located[name] }),
       [workerConstructionWatch]: (constructing) => postMessage({ id, progress: { constructingThread: constructing } }),
     });
-    return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo() };
+    // decodesImages: whether an encoded image (a Blob, bytes, a URL) can be sent here to be decoded (images.js).
+    return { kernelInfo: kv.kernelInfo(), threadInfo: kv.threadInfo(),
+      decodesImages: typeof createImageBitmap === 'function' && typeof OffscreenCanvas === 'function' };
   },
   async load(source, options, signal, id) {
     const store = options.store && await ModelStore.open(options.store);
@@ -75,6 +78,9 @@ const OPS = {
   encode: (model, text, options) => target('model', model).tokenizer.encode(text, options),
   decode: (model, ids, options) => target('model', model).tokenizer.decode(ids, options),
   memoryBytes: (model) => target('model', model).memoryBytes,
+  // An image as the page sent it (a Blob, an ImageBitmap, a URL, encoded bytes or RGBA pixels), decoded here when it must be.
+  prepareImage: (model, image) => target('model', model).prepareImage(image),
+  imageTokenCount: (model, size) => target('model', model).imageTokenCount(size),
   digest: (model) => target('model', model).digest,
   prefixCache: (options) => keep('prefixCache', new PrefixCache(options)),
   session: (model, options) => keep('session', target('model', model).session(sessionOptions(options))),

@@ -17,6 +17,7 @@ import { checkResponse } from '../store/sources.js';
 import { ModelStore } from '../store/store.js';
 import { checkKeys } from '../runtime/options.js';
 import { GRAMMAR_ENGINE } from '../model/grammar.js';
+import { imagePixels } from '../model/images.js';
 
 /** Where this page's import map sends `specifier` (undefined: it has none for it, or the runtime has no import.meta.resolve). */
 function pageResolved(specifier) {
@@ -43,6 +44,59 @@ function outgoing(bytes) {
   return { value: copy, transfer: copy instanceof Uint8Array ? [copy.buffer] : [] };
 }
 
+/**
+ * A file to load (a model or its projector) as the worker takes it: a URL
+ * resolved against the page, a split model's parts, bytes copied, a
+ * Response's body (its status and headers checked here), a ReadableStream
+ * transferred; a Blob goes as it is (cloning one shares its bytes).
+ */
+function outgoingSource(where, source) {
+  if (typeof Response !== 'undefined' && source instanceof Response) {
+    checkResponse(where, source);
+    source = source.body;
+  }
+  const href = (url) => new URL(url, globalThis.location?.href).href;
+  if (typeof source === 'string' || source instanceof URL) return { value: href(source), transfer: [] };
+  if (Array.isArray(source)) return { value: source.map((part) => (typeof part === 'string' || part instanceof URL ? href(part) : part)), transfer: [] };
+  if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) return outgoing(source);
+  if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) return { value: source, transfer: [source] };
+  return { value: source, transfer: [] };
+}
+
+/** Pixels decoded on this thread, as a buffer of their own to transfer: `given`'s own pixels are copied (the app keeps them). */
+function outgoingPixels({ width, height, data }, given) {
+  const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && data.buffer instanceof ArrayBuffer;
+  const own = whole && data.buffer !== given?.data?.buffer;
+  const bytes = own ? data : new Uint8Array(data);
+  return { value: { width, height, data: bytes }, transfer: [bytes.buffer] };
+}
+
+const isBlob = (value) => typeof Blob !== 'undefined' && value instanceof Blob;
+const isBitmap = (value) => typeof ImageBitmap !== 'undefined' && value instanceof ImageBitmap;
+
+/**
+ * An image as the worker takes it, and what to transfer. Where the worker
+ * decodes (a browser's has createImageBitmap and OffscreenCanvas) and no
+ * decodeImage is given, an encoded image goes as it is: a Blob or File (its
+ * bytes shared, not copied), an ImageBitmap (transferred: closed here), a
+ * URL (resolved against the page), bytes (a copy transferred). Anything
+ * else -- an image element, a canvas, ImageData, pixels, or any image when
+ * the worker cannot decode -- is decoded here (imagePixels) and its RGBA
+ * buffer transferred.
+ */
+async function outgoingImage(where, image, { decodeImage, workerDecodes }) {
+  if (decodeImage === undefined && workerDecodes) {
+    if (isBlob(image)) return { value: image, transfer: [] };
+    if (isBitmap(image)) return { value: image, transfer: [image] };
+    if (typeof image === 'string' || image instanceof URL) return { value: new URL(image, globalThis.location?.href).href, transfer: [] };
+    if (image instanceof ArrayBuffer || image instanceof Uint8Array) return outgoing(image);
+  }
+  return outgoingPixels(await imagePixels(where, image, { decodeImage }), image);
+}
+
+// LlamaWorker's answer to whether its worker decodes images (for RemoteLlama#prepareImage).
+const workerDecodesImages = Symbol('workerDecodesImages');
+
 // How long constructing a pool thread in the worker may take (a few ms
 // here, a second on a loaded machine) before the worker counts as stuck in
 // it, and how many workers a LlamaWorker starts before it gives up.
@@ -56,6 +110,7 @@ export class LlamaWorker {
   #next = 1;
   #failed = null;
   #ready = null;
+  #decodesImages = false;
 
   /**
    * Starts the worker: the package's own (`new Worker(new URL(
@@ -122,7 +177,11 @@ export class LlamaWorker {
         },
       });
       const result = await Promise.race([init.done, constructionStuck]).finally(() => clearTimeout(timer));
-      if (result !== STUCK) return result;
+      if (result !== STUCK) {
+        const { decodesImages, ...info } = result;
+        this.#decodesImages = decodesImages === true;
+        return info;
+      }
       this.#calls.delete(init.id);
       this.#worker.terminate();
       if (once || start === STARTS) {
@@ -171,6 +230,12 @@ export class LlamaWorker {
   /** What init() gave in the worker: { kernelInfo, threadInfo }. */
   ready() {
     return this.#ready;
+  }
+
+  /** Whether the started worker decodes encoded images itself (createImageBitmap and OffscreenCanvas there). */
+  async [workerDecodesImages]() {
+    await this.#ready;
+    return this.#decodesImages;
   }
 
   /** Calls `op` in the worker (after its init); resolves to its result. */
@@ -232,9 +297,11 @@ export class LlamaWorker {
   /**
    * Llama.load in the worker: a URL (relative to the page), bytes (a copy
    * is transferred), a Blob or File, a Response or a ReadableStream
-   * (transferred); onProgress, signal and the rest of Llama.load's options.
-   * Resolves to a RemoteLlama. A response that holds no model (an HTTP
-   * error, an HTML page) is refused as Llama.load refuses it.
+   * (transferred); onProgress, signal and the rest of Llama.load's options
+   * -- options.projector, the vision encoder's file (an mmproj GGUF), any
+   * of the same sources, loaded beside it in the worker. Resolves to a
+   * RemoteLlama. A response that holds no model (an HTTP error, an HTML
+   * page) is refused as Llama.load refuses it.
    */
   async load(source, options = {}) {
     const where = 'LlamaWorker.load';
@@ -251,20 +318,15 @@ export class LlamaWorker {
       throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside' or 'heap' for a model in a worker (a reader's functions cannot go to it)`);
     }
     if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
-    let transfer = [];
-    if (typeof Response !== 'undefined' && source instanceof Response) {
-      // Only its body goes to the worker: its status and headers are read here.
-      checkResponse(where, source);
-      source = source.body;
+    const model = outgoingSource(where, source);
+    const transfer = model.transfer;
+    if (rest.projector !== undefined) {
+      const projector = outgoingSource(where, rest.projector);
+      rest.projector = projector.value;
+      transfer.push(...projector.transfer);
     }
-    const href = (url) => new URL(url, globalThis.location?.href).href;
-    if (typeof source === 'string' || source instanceof URL) source = href(source);
-    // A split model's parts: URLs (relative to the page) or Blobs, cloned over.
-    else if (Array.isArray(source)) source = source.map((part) => (typeof part === 'string' || part instanceof URL ? href(part) : part));
-    else if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) ({ value: source, transfer } = outgoing(source));
-    else if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) transfer = [source];
     await this.#ready;
-    const { id, done } = this.#send('load', [source, rest], { progress: onProgress }, transfer);
+    const { id, done } = this.#send('load', [model.value, rest], { progress: onProgress }, transfer);
     const onAbort = () => this.#abort(id);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -313,7 +375,8 @@ function remoteSessionOptions(where, options) {
 /**
  * A model in the worker: Llama's API, made asynchronous. `config` is the
  * model's; `tokenizer` what a chat template reads of its vocabulary
- * ({ vocabSize, bosId, eosId, eogIds, bosToken, eosToken, chatTemplate }).
+ * ({ vocabSize, bosId, eosId, eogIds, bosToken, eosToken, chatTemplate });
+ * `projector` its vision encoder's { config: { type, outputDim } }, or null.
  */
 export class RemoteLlama {
   #worker;
@@ -321,11 +384,42 @@ export class RemoteLlama {
   /** The ModelStore (on this thread) of the store the worker loaded the model through, or null. */
   store = null;
 
-  constructor(worker, { handle, config, tokenizer }) {
+  constructor(worker, { handle, config, tokenizer, projector }) {
     this.#worker = worker;
     this.#handle = handle;
     this.config = config;
     this.tokenizer = Object.freeze({ ...tokenizer, eogIds: new Set(tokenizer.eogIds) });
+    this.projector = projector ? Object.freeze({ config: Object.freeze(projector.config) }) : null;
+  }
+
+  // Refused on the page, before any image goes over: the worker's model would say the same.
+  #checkProjector(where) {
+    if (!this.projector) throw new TypeError(`${where}: the model was loaded without a projector (LlamaWorker.load's options.projector), so it takes no images`);
+  }
+
+  /**
+   * Llama#prepareImage in the worker: the image goes over without a copy
+   * where it can (outgoingImage: a Blob or an ImageBitmap, decoded in a
+   * browser's worker; else decoded here, with options.decodeImage where this
+   * runtime cannot decode, and its pixels transferred). Resolves to {
+   * digest, width, height, tokens, imageTokens }, whose tokens stand for
+   * the image in this model's sessions (the worker keeps its rows), as a
+   * local Llama's do: Chat and completions() over a RemoteSession take
+   * images as over a LlamaSession.
+   */
+  async prepareImage(image, options = {}) {
+    const where = 'RemoteLlama.prepareImage';
+    checkObject(where, 'options', options);
+    checkKeys(where, options, ['decodeImage']);
+    this.#checkProjector(where);
+    const { value, transfer } = await outgoingImage(where, image, { decodeImage: options.decodeImage, workerDecodes: await this.#worker[workerDecodesImages]() });
+    return this.#worker.call('prepareImage', [this.#handle, value], transfer);
+  }
+
+  /** Llama#imageTokenCount in the worker: { image, markers, total } positions an image of width x height takes. */
+  async imageTokenCount({ width, height } = {}) {
+    this.#checkProjector('RemoteLlama.imageTokenCount');
+    return this.#worker.call('imageTokenCount', [this.#handle, { width, height }]);
   }
 
   /** Llama#digest, computed in the worker (a promise). */

@@ -10,11 +10,11 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { Worker } from 'node:worker_threads';
 import { GgufError, Llama } from '../../js/llama.js';
 import { LlamaWorker } from '../../js/worker.js';
 import { sourceChunks } from '../../js/store/sources.js';
 import { ready } from './helpers.mjs';
+import { nodeWorker } from './node-worker.mjs';
 
 const PAGE = '<!DOCTYPE html>\n<html><head><title>App</title></head><body><div id="app"></div></body></html>\n';
 // Path -> [status, content type, body].
@@ -79,36 +79,10 @@ test('Llama.load of an HTML page says the server answered with one where a GGUF 
     `Llama.load: the server answered ${base}/unlabelled.gguf with an HTML page (it begins <!DOCTYPE) where a GGUF file was expected`);
 });
 
-/**
- * The package's worker (js/llama-worker.js) on a Node thread, as a Web
- * Worker for LlamaWorker: the thread's messages go to the worker's
- * onmessage (those sent before its module loaded, once it has), its
- * postMessage to the thread's port.
- */
-function nodeWorker() {
-  const script = `
-    const { parentPort } = require('node:worker_threads');
-    const early = [];
-    globalThis.postMessage = (data, transfer) => parentPort.postMessage(data, transfer);
-    parentPort.on('message', (data) => (globalThis.onmessage ? globalThis.onmessage({ data }) : early.push(data)));
-    import(${JSON.stringify(new URL('../../js/llama-worker.js', import.meta.url).href)})
-      .then(() => { for (const data of early.splice(0)) globalThis.onmessage({ data }); });`;
-  const thread = new Worker(script, { eval: true });
-  const worker = {
-    onmessage: null,
-    onerror: null,
-    postMessage: (data, transfer) => thread.postMessage(data, transfer),
-    terminate: () => thread.terminate(),
-  };
-  thread.on('message', (data) => worker.onmessage?.({ data }));
-  thread.on('error', (error) => worker.onerror?.({ message: error.message }));
-  return worker;
-}
-
 describe('LlamaWorker.load', () => {
   let worker;
   before(() => {
-    worker = new LlamaWorker({ worker: nodeWorker, init: { threads: 1 } });
+    worker = new LlamaWorker({ worker: () => nodeWorker(), init: { threads: 1 } });
   });
   after(() => worker?.terminate());
 
