@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // kvcache-wasm generate | chat: text from a GGUF model, with this package's
 // cache doing the attention. generate continues a prompt; chat talks, turn
-// by turn, through the file's chat template. Text is printed as it comes;
-// how far the model's file has loaded, why a reply stopped, tokens/s and
-// the cache's memory go to stderr.
+// by turn, through the file's chat template. With --mmproj (the model's
+// vision encoder) images go in too. Text is printed as it comes; how far
+// the model's file has loaded, why a reply stopped, tokens/s and the
+// cache's memory go to stderr.
 import { existsSync, openAsBlob, readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -11,6 +12,8 @@ import { parseArgs } from 'node:util';
 import init, { COMPONENTS, KvCacheError, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
 import { GgufError, Llama } from '../js/llama.js';
 import { Chat } from '../js/chat.js';
+import { MEDIA_MARKER, idsOf } from '../js/chat/content.js';
+import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE } from '../js/model/images.js';
 
 const COMMANDS = ['generate', 'chat'];
 // A chat reply's length by default: at most a quarter of the model's context,
@@ -21,14 +24,20 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
        kvcache-wasm --version | --help
 
   generate continues --prompt; chat reads your messages from stdin, one a
-  line, and answers each through the file's chat template (/reset starts
-  over; /exit, Ctrl-D or the end of input ends). Ctrl-C stops a reply and
-  the chat goes on; at an empty prompt it ends the chat (exit code 0), and a
-  second Ctrl-C before a reply has stopped ends the program at once (130).
-  How far the model's file has loaded goes to stderr.
+  line, and answers each through the file's chat template (/image PATH adds
+  an image to the next message; /reset starts over; /exit, Ctrl-D or the end
+  of input ends). Ctrl-C stops a reply and the chat goes on; at an empty
+  prompt it ends the chat (exit code 0), and a second Ctrl-C before a reply
+  has stopped ends the program at once (130). How far the model's file has
+  loaded goes to stderr.
 
   --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
                        Q5_1, Q4_K, Q5_K or Q6_K tensors (e.g. stories260k.gguf)
+  --mmproj PATH        the model's vision encoder, llama.cpp's mmproj GGUF (SmolVLM2, LFM2-VL, Gemma 3, Gemma 4,
+                       Qwen3-VL / Qwen3.5): the model then takes images
+  --image PATH         a PNG or JPEG image, with --mmproj (may be given more than once): generate puts the
+                       images where --prompt has ${MEDIA_MARKER}, one each, else after the prompt (as
+                       llama.cpp's mtmd-cli); chat sends them with your first message, before its text
   --prompt TEXT        generate: text to continue (default: none, start from <s>)
   --steps N            generate: tokens to generate, at most (default 256)
   --system TEXT        chat: a system prompt
@@ -68,6 +77,59 @@ function readFile(option, path) {
 /** A model file that did not load: its message says which and why, in a sentence. */
 class LoadError extends Error {}
 
+// --image's decoders, pngjs and jpeg-js, are the CLI's alone (the package
+// takes pixels, or decodes with the runtime's own decoder, which Node lacks),
+// imported only when an image is given. A file's size is checked against the
+// package's bounds before its pixels are allocated.
+function checkImageSize(width, height) {
+  if (!(width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE && width * height <= MAX_IMAGE_PIXELS)) {
+    throw new Error(`it is ${width}x${height} pixels, and an image is 1 to ${MAX_IMAGE_SIDE} pixels a side, ${MAX_IMAGE_PIXELS} in all`);
+  }
+}
+
+const IMAGE_FORMATS = [
+  {
+    name: 'PNG',
+    magic: [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a],
+    async decode(bytes) {
+      // IHDR, the first chunk, holds the size.
+      checkImageSize(bytes.readUInt32BE(16), bytes.readUInt32BE(20));
+      const { PNG } = await import('pngjs');
+      const { width, height, data } = PNG.sync.read(bytes);
+      return { width, height, data };
+    },
+  },
+  {
+    name: 'JPEG',
+    magic: [0xff, 0xd8, 0xff],
+    async decode(bytes) {
+      const { decode } = await import('jpeg-js');
+      const { width, height, data } = decode(bytes, {
+        useTArray: true, formatAsRGBA: true, maxResolutionInMP: MAX_IMAGE_PIXELS / 1e6, maxMemoryUsageInMB: (8 * MAX_IMAGE_PIXELS) / 2 ** 20,
+      });
+      checkImageSize(width, height);
+      return { width, height, data };
+    },
+  },
+];
+
+/** An image file's pixels ({ width, height, data } RGBA), or a UsageError naming it and why not. */
+async function readImage(path) {
+  let bytes;
+  try {
+    bytes = readFileSync(path);
+  } catch (error) {
+    throw new UsageError(`--image ${path} cannot be read: ${error.code ?? error.message}`);
+  }
+  const format = IMAGE_FORMATS.find(({ magic }) => magic.every((byte, i) => bytes[i] === byte));
+  if (!format) throw new UsageError(`--image ${path} is not a PNG or JPEG image`);
+  try {
+    return await format.decode(bytes);
+  } catch (error) {
+    throw new UsageError(`--image ${path} is a ${format.name} file that does not decode: ${error.message}`);
+  }
+}
+
 const STOPPED = {
   end: 'the end of the text',
   stop: 'a stop string',
@@ -83,6 +145,8 @@ function parse(argv) {
       allowPositionals: true,
       options: {
         model: { type: 'string' },
+        mmproj: { type: 'string' },
+        image: { type: 'string', multiple: true, default: [] },
         prompt: { type: 'string', default: '' },
         steps: { type: 'string', default: '256' },
         system: { type: 'string' },
@@ -147,6 +211,18 @@ function parse(argv) {
   if (!values.model) throw new UsageError('--model is required: the path of a GGUF file');
   const model = statSync(values.model, { throwIfNoEntry: false });
   if (model && !model.isFile()) throw new UsageError(`--model must be a GGUF file, and ${values.model} is a directory`);
+  if (values.mmproj !== undefined) {
+    const projector = statSync(values.mmproj, { throwIfNoEntry: false });
+    if (!projector) throw new UsageError(`--mmproj ${values.mmproj}: no such file`);
+    if (!projector.isFile()) throw new UsageError(`--mmproj must be a GGUF file, and ${values.mmproj} is a directory`);
+  }
+  if (values.image.length > 0 && values.mmproj === undefined) {
+    throw new UsageError('--image needs --mmproj: the model takes images through its vision encoder, an mmproj GGUF');
+  }
+  const markers = values.prompt.split(MEDIA_MARKER).length - 1;
+  if (markers > 0 && markers !== values.image.length) {
+    throw new UsageError(`--prompt has ${markers} ${MEDIA_MARKER} marker${markers === 1 ? '' : 's'} and ${values.image.length} --image: one image a marker`);
+  }
   const perComponent = values['cache-type-k'] !== undefined || values['cache-type-v'] !== undefined;
   if (perComponent && values.mode !== undefined) throw new UsageError('--mode and --cache-type-k/--cache-type-v say the same: give one or the other');
   if (values.mode !== undefined && !MODES.includes(values.mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')} (got ${values.mode})`);
@@ -180,6 +256,8 @@ function parse(argv) {
   return {
     command,
     model: values.model,
+    projector: values.mmproj,
+    images: values.image,
     prompt: values.prompt,
     system: values.system,
     // chat's default depends on the model's context: chatCommand sets it.
@@ -221,41 +299,57 @@ async function loadModule(options) {
 
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
-/** Why a model file did not load, as a LoadError naming it; anything else (a bug) as it came. */
-function refusal(path, error) {
-  const reason = error.message.replace(/^Llama\.load: /, '');
-  if (error instanceof KvCacheError && error.code === 'KVC_E_NOMEM') return new LoadError(`${path} does not fit in memory: ${reason}`);
-  if (error instanceof GgufError) return new LoadError(`${path} is not usable: ${reason}`);
+/**
+ * Why a model file (or its projector, `projector` when it was loading) did
+ * not load, as a LoadError naming it; anything else (a bug) as it came.
+ */
+function refusal(path, projector, error) {
+  const reason = error.message.replace(/^Llama\.load: /, '').replace(/^the projector: /, '');
+  const file = projector ?? path;
+  if (error instanceof KvCacheError && error.code === 'KVC_E_NOMEM') return new LoadError(`${file} does not fit in memory: ${reason}`);
+  if (error instanceof GgufError) return new LoadError(`${file} is not usable: ${reason}`);
+  // Llama.load's check that the two files are one model's.
+  if (projector && error instanceof TypeError) return new LoadError(`--mmproj ${projector} does not go with --model ${path}: ${reason}`);
   return error;
 }
 
 /**
- * The model, streamed from disk into the heap (its file is never whole in
- * memory), saying on stderr how far it is: a file of hundreds of MB takes
- * seconds. A terminal's line counts up as the file comes; a log or a pipe
- * gets a line when it starts and one when it is done.
+ * The model (and its projector, given one), streamed from disk into the
+ * heap (a file is never whole in memory), saying on stderr how far it is: a
+ * file of hundreds of MB takes seconds. A terminal's line counts up as the
+ * files come; a log or a pipe gets a line when it starts and one when it is
+ * done.
  */
-async function loadModel(path) {
-  const name = basename(path);
+async function loadModel(path, projectorPath) {
+  const name = projectorPath ? `${basename(path)} and ${basename(projectorPath)}` : basename(path);
   const file = await openAsBlob(path);
+  const projector = projectorPath && await openAsBlob(projectorPath);
+  const total = file.size + (projector?.size ?? 0);
   const started = performance.now();
   const live = process.stderr.isTTY;
   let drawn = -Infinity;
   const draw = (loaded) => {
     drawn = performance.now();
-    process.stderr.write(`\rloading ${name}: ${mib(loaded)} of ${mib(file.size)} (${file.size ? Math.floor((100 * loaded) / file.size) : 100}%)`);
+    process.stderr.write(`\rloading ${name}: ${mib(loaded)} of ${mib(total)} (${total ? Math.floor((100 * loaded) / total) : 100}%)`);
   };
   if (live) draw(0);
-  else console.error(`loading ${name} (${mib(file.size)})`);
+  else console.error(`loading ${name} (${mib(total)})`);
   let llama;
+  let loading = null; // the projector's path once it loads
   try {
-    // Ten redraws a second are enough to see it move.
-    llama = await Llama.load(file, live ? { onProgress: ({ loaded }) => performance.now() - drawn >= 100 && draw(loaded) } : {});
+    llama = await Llama.load(file, {
+      ...(projector && { projector }),
+      onProgress: ({ loaded, file: which }) => {
+        if (which === 'projector') loading = projectorPath;
+        // Ten redraws a second are enough to see it move.
+        if (live && performance.now() - drawn >= 100) draw(which === 'projector' ? file.size + loaded : loaded);
+      },
+    });
   } catch (error) {
     if (live) process.stderr.write('\n');
-    throw refusal(path, error);
+    throw refusal(path, loading, error);
   }
-  const done = `loaded ${name}: ${mib(file.size)} in ${((performance.now() - started) / 1000).toFixed(1)} s`;
+  const done = `loaded ${name}: ${mib(total)} in ${((performance.now() - started) / 1000).toFixed(1)} s`;
   process.stderr.write(live ? `\r${done}\x1b[K\n` : `${done}\n`);
   return llama;
 }
@@ -311,10 +405,39 @@ function report(llama, session, options, { stop, stats }, asked) {
   console.error(`cache: ${session.mode}, ${llama.config.numLayers} layers, ${cache.nextPosition} positions, ${kib(cache.memoryBytes)} (capacity ${kib(cache.capacityBytes)})`);
 }
 
-async function generateCommand(llama, options) {
+/**
+ * Images (pixels) encoded by the model's projector (Llama#prepareImage),
+ * each said on stderr: its size, the positions it takes, how long it took.
+ */
+async function prepareImages(llama, images) {
+  const prepared = [];
+  for (const { path, pixels } of images) {
+    const started = performance.now();
+    const image = await llama.prepareImage(pixels);
+    const { image: rows, markers, total } = llama.imageTokenCount(pixels);
+    console.error(`image ${basename(path)}: ${pixels.width}x${pixels.height}, ${total} positions (${rows} from the encoder, ${markers} of markers), ` +
+      `encoded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    prepared.push(image);
+  }
+  return prepared;
+}
+
+/**
+ * generate's prompt as token ids: its text, and the images where its
+ * markers are or, without markers, after it (llama.cpp's mtmd-cli); with
+ * images, special tokens in the text are read as such, as mtmd reads them.
+ */
+async function promptIds(llama, options) {
   const { tokenizer } = llama;
+  if (options.images.length === 0) return tokenizer.encode(options.prompt);
+  const images = await prepareImages(llama, options.images);
+  const text = options.prompt.includes(MEDIA_MARKER) ? options.prompt : options.prompt + MEDIA_MARKER.repeat(images.length);
+  return [...(tokenizer.addBos ? [tokenizer.bosId] : []), ...idsOf('kvcache-wasm generate', tokenizer, text, images)];
+}
+
+async function generateCommand(llama, options) {
   const session = llama.session(options.session);
-  const prompt = tokenizer.encode(options.prompt);
+  const prompt = await promptIds(llama, options);
   if (prompt.length > llama.config.contextLength) {
     throw new UsageError(`--prompt is ${prompt.length} tokens, more than the model's context of ${llama.config.contextLength}`);
   }
@@ -333,6 +456,8 @@ async function chatCommand(llama, options) {
   const interactive = process.stdin.isTTY && process.stdout.isTTY;
   const startChat = () => new Chat(llama.session(options.session), options.system === undefined ? {} : { system: options.system });
   let chat = startChat();
+  // Images for the next message: --image's, then each /image's.
+  let images = await prepareImages(llama, options.images);
   const ctrlC = interrupts();
   // On a terminal readline edits the line and echoes it, with the terminal
   // in raw mode: Ctrl-C is then a key readline reports, not a signal.
@@ -362,6 +487,18 @@ async function chatCommand(llama, options) {
     if (text === '/reset') {
       chat.free();
       chat = startChat();
+      images = [];
+    } else if (text === '/image' || text.startsWith('/image ')) {
+      // As llama.cpp's mtmd-cli: the image goes with the next message, before its text.
+      const path = text.slice('/image'.length).trim();
+      try {
+        if (!llama.projector) throw new UsageError('this model takes no images: give its projector as --mmproj');
+        if (path === '') throw new UsageError('/image takes the path of a PNG or JPEG file');
+        images.push(...await prepareImages(llama, [{ path, pixels: await readImage(path) }]));
+      } catch (error) {
+        if (!(error instanceof UsageError)) throw error;
+        console.error(`kvcache-wasm chat: ${error.message.replace(/^--image /, '')}`);
+      }
     } else if (text !== '') {
       if (interactive) {
         // While a reply prints the terminal is in its own mode again: Ctrl-C
@@ -370,7 +507,9 @@ async function chatCommand(llama, options) {
         lines.pause();
         process.stdin.setRawMode(false);
       }
-      const last = await ctrlC.print((signal) => chat.send(text, { ...options.generation, maxTokens, signal }));
+      const message = images.length ? [...images.map((image) => ({ type: 'image', image })), { type: 'text', text }] : text;
+      images = [];
+      const last = await ctrlC.print((signal) => chat.send(message, { ...options.generation, maxTokens, signal }));
       if (interactive) process.stdin.setRawMode(true);
       process.stdout.write('\n');
       if (last.stop === 'maxTokens') console.error(`[stopped at ${maxTokens} tokens (--max-tokens)]`);
@@ -399,8 +538,12 @@ async function main() {
     console.error(`kvcache-wasm ${options.command}: no model file at ${options.model}`);
     return 2;
   }
+  // Images are read before the model loads: a file that is no image is refused at once.
+  const images = [];
+  for (const path of options.images) images.push({ path, pixels: await readImage(path) });
+  options.images = images;
   await loadModule(options.threads === undefined ? {} : { threads: options.threads });
-  const llama = await loadModel(options.model);
+  const llama = await loadModel(options.model, options.projector);
   await (options.command === 'chat' ? chatCommand : generateCommand)(llama, options);
   return 0;
 }

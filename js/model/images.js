@@ -11,7 +11,7 @@ import { shown } from '../runtime/options.js';
 // The largest side an image may have, and the most pixels: far past any
 // encoder's budget (it is resized down), short of what would not fit a heap.
 export const MAX_IMAGE_SIDE = 16384;
-const MAX_IMAGE_PIXELS = 64 << 20;
+export const MAX_IMAGE_PIXELS = 64 << 20;
 
 const isBlob = (value) => typeof Blob !== 'undefined' && value instanceof Blob;
 const isBitmapLike = (value) => ['ImageBitmap', 'HTMLImageElement', 'HTMLCanvasElement', 'OffscreenCanvas', 'VideoFrame', 'SVGImageElement']
