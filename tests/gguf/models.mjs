@@ -530,6 +530,7 @@ function gemma4Tensors(g) {
     );
   }
   list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
   return list;
 }
 

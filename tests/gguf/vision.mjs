@@ -308,10 +308,14 @@ function vector(count, random, draw) {
  * projector type, as control tokens, and no piece that reads as another
  * (distinctPieces: llama.cpp reports a next token's probability by its
  * text, mtmd-native.mjs maps the text back to the id). Its width is the
- * projector's output.
+ * projector's output. Its output matrix is its own (output.weight, which
+ * llama.cpp reads for every one of these architectures): a tied model's
+ * next token is mostly its last token again, and Gemma's scaling of its
+ * embeddings by sqrt(width) makes that all but certain (p 0.96 after an
+ * image and a question), which would leave the image nothing to move.
  */
 export function pairedLanguageModel(g, { mix = 'F32', seed = 1 } = {}) {
-  const language = GEOMETRIES[g.language];
+  const language = { ...GEOMETRIES[g.language], tied: false };
   if (language.dim !== g.outputDim) throw new RangeError(`${g.name} gives rows of ${g.outputDim}, ${language.name} reads ${language.dim}`);
   return randomLlama(language, {
     mix, seed, control: PROJECTOR_TYPES[g.type].markers, distinctPieces: true, name: `random-${language.name}-for-${g.name}-${mix}`,

@@ -132,7 +132,7 @@ export async function mtmdMissing() {
  * those of the image chunks, bitmap_hashes "source:<hash>" per image then
  * "chunk:<index>:<positions>:<hash>" per image chunk. An image chunk's
  * tokens are in mtmd's log ("Chunk i: type=IMAGE, n_tokens=, n_pos="),
- * read here. Returns `{ tokens, chunks }`, chunks
+ * read here. (Without an image the binding gives { tokens, has_media } alone.) Returns `{ tokens, chunks }`, chunks
  * [{ type: 'text', tokens: [ids] } | { type: 'image', tokens, positions }]:
  * an image's tiles (idefics3's, lfm2's) each a chunk of their own between
  * the text of their markers.
@@ -140,6 +140,7 @@ export async function mtmdMissing() {
 export async function mtmdTokenize(modelPath, projectorPath, text, imagePaths = [], options = {}) {
   const { result, lines } = await call('tokenize', modelPath, projectorPath, text, imagePaths, options);
   const tokens = Int32Array.from(result.tokens);
+  if (!result.has_media) return { tokens, chunks: [{ type: 'text', tokens: Array.from(tokens) }] };
   const logged = lines.map((line) => /Chunk (\d+): type=(\w+), n_tokens=(\d+)(?:, n_pos=(\d+))?/.exec(line)).filter(Boolean);
   const starts = [...result.chunk_pos, tokens.length];
   if (logged.length !== result.chunk_pos.length) throw new Error(`mtmd logged ${logged.length} chunks, the binding gave ${result.chunk_pos.length}`);
