@@ -432,7 +432,7 @@ async function promptIds(llama, options) {
   if (options.images.length === 0) return tokenizer.encode(options.prompt);
   const images = await prepareImages(llama, options.images);
   const text = options.prompt.includes(MEDIA_MARKER) ? options.prompt : options.prompt + MEDIA_MARKER.repeat(images.length);
-  return [...(tokenizer.addBos ? [tokenizer.bosId] : []), ...idsOf('kvcache-wasm generate', tokenizer, text, images)];
+  return [...(tokenizer.addBos ? [tokenizer.bosId] : []), ...await idsOf('kvcache-wasm generate', llama, text, images)];
 }
 
 async function generateCommand(llama, options) {

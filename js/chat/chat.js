@@ -86,7 +86,7 @@ export async function* reply(where, session, template, messages, options) {
   const rendered = messages.map((m) => ({ ...m, content: renderedContent(m.content) }));
   const images = imagesOf(messages); // prepared (prepareImages)
   const rendering = template.render(templateMessages(rendered), { addGenerationPrompt: true, ...variables });
-  const text = images.length ? idsOf(where, session.llama.tokenizer, rendering, images) : rendering;
+  const text = images.length ? await idsOf(where, session.llama, rendering, images) : rendering;
   const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
   const format = request?.format ?? toolFormatOf(template.source)?.name ?? null;
   const special = readsControlTokens(format);

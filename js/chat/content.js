@@ -76,13 +76,17 @@ export const imagesOf = (messages) => messages.flatMap((m) => (hasParts(m.conten
 
 /**
  * A rendering with MEDIA_MARKERs as token ids: each piece of text between
- * them encoded (special tokens taken, no begin token: the template writes
- * it), each marker replaced by its image's ids, in order.
+ * them encoded by `llama`'s tokenizer (special tokens taken, no begin token:
+ * the template writes it; a RemoteLlama's in its worker), each marker
+ * replaced by its image's ids, in order.
  */
-export function idsOf(where, tokenizer, text, images) {
+export async function idsOf(where, llama, text, images) {
   const pieces = text.split(MEDIA_MARKER);
   if (pieces.length - 1 !== images.length) {
     throw new TypeError(`${where}: the chat template placed ${pieces.length - 1} of the conversation's ${images.length} images`);
   }
-  return pieces.flatMap((piece, i) => [...tokenizer.encode(piece, { special: true, bos: false }), ...(i < images.length ? images[i].tokens : [])]);
+  const options = { special: true, bos: false };
+  const encoder = typeof llama.tokenizer.encode === 'function' ? llama.tokenizer : llama;
+  const encoded = await Promise.all(pieces.map((piece) => encoder.encode(piece, options)));
+  return encoded.flatMap((ids, i) => [...ids, ...(i < images.length ? images[i].tokens : [])]);
 }
