@@ -19,13 +19,47 @@ export interface LlamaWorkerOptions {
  * File, a Response or a ReadableStream (transferred). */
 export type RemoteModelSource = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array>;
 
+/** Llama.load's options for a model in the worker; `projector`: its vision encoder's file (an mmproj GGUF), loaded beside it. */
+export interface RemoteLoadOptions extends LoadOptions {
+  projector?: RemoteModelSource;
+}
+
+/** RGBA (4 bytes a pixel) or RGB (3) pixels, row by row. */
+export interface ImagePixels {
+  width: number;
+  height: number;
+  data: Uint8Array | Uint8ClampedArray;
+}
+
+/** An image as a remote model takes it: a Blob or File, an ImageBitmap (transferred to the worker), an image element, a canvas,
+ * ImageData, a URL, encoded bytes (PNG, JPEG, ...) or pixels. */
+export type RemoteImage = Blob | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | ImageData | string | URL | Uint8Array | ArrayBuffer | ImagePixels;
+
+/** An image made ready for a model's conversations: `tokens` stand for it where it goes in a prompt (its markers' tokens and
+ * an id per encoder row, past the vocabulary), as sessions, Chat and prefix caches take them. */
+export interface PreparedImage {
+  readonly digest: string;
+  readonly width: number;
+  readonly height: number;
+  readonly tokens: readonly number[];
+  /** The encoder's rows among them. */
+  readonly imageTokens: number;
+}
+
+/** The positions an image takes: the encoder's rows, its markers' tokens and their sum. */
+export interface ImageTokenCount {
+  image: number;
+  markers: number;
+  total: number;
+}
+
 export class LlamaWorker {
   constructor(options?: LlamaWorkerOptions);
   /** What init() gave in the worker; rejects when the worker cannot start. */
   ready(): Promise<{ kernelInfo: KernelInfo; threadInfo: ThreadInfo }>;
   /** Llama.load in the worker: onProgress, signal and the rest of its options; a store is opened again in the worker
    * (the same files) and becomes the RemoteLlama's store on the page. */
-  load(source: RemoteModelSource | readonly RemoteModelSource[], options?: LoadOptions): Promise<RemoteLlama>;
+  load(source: RemoteModelSource | readonly RemoteModelSource[], options?: RemoteLoadOptions): Promise<RemoteLlama>;
   /** A PrefixCache in the worker, for its sessions to share (options as PrefixCache's). */
   prefixCache(options: { budgetBytes: number }): Promise<RemotePrefixCache>;
   /** Stops the worker: every model and cache in it goes; pending calls reject. */
@@ -61,6 +95,16 @@ export class RemoteLlama {
   readonly digest: Promise<string>;
   /** The store the model was loaded through (on the page), or null. */
   store: ModelStore | null;
+  /** The vision encoder loaded beside it (LlamaWorker#load's options.projector): clip.projector_type and the width of its rows;
+   * null without one. */
+  readonly projector: { readonly config: { readonly type: string; readonly outputDim: number } } | null;
+  /** Llama#prepareImage in the worker. The image crosses without a copy: where the worker decodes (a browser's), a Blob goes
+   * as it is and an ImageBitmap is transferred (closed here); anything else is decoded here (with decodeImage where this runtime
+   * cannot decode) and its pixels transferred (an app's own pixels are copied). Rejects without a projector, or for an image of
+   * no pixels. */
+  prepareImage(image: RemoteImage, options?: { decodeImage?: (bytes: Uint8Array) => ImagePixels | Promise<ImagePixels> }): Promise<PreparedImage>;
+  /** Llama#imageTokenCount in the worker: the positions an image of width x height takes, nothing encoded. */
+  imageTokenCount(size: { width: number; height: number }): Promise<ImageTokenCount>;
   encode(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: readonly number[], options?: DecodeOptions): Promise<string>;
   memoryBytes(): Promise<{ weights: number; scratch: number }>;

@@ -26,7 +26,7 @@ import type {
 import { Chat, ChatTemplate, ChatTemplateError, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
 import type { ChatMessage, ChatOptions, ChatRenderOptions } from 'kvcache-wasm/chat';
 import { LlamaWorker, RemoteLlama, RemotePrefixCache, RemoteSession } from 'kvcache-wasm/worker';
-import type { LlamaWorkerOptions, RemoteModelSource, RemoteSessionOptions, RemoteTokenizer } from 'kvcache-wasm/worker';
+import type { ImageTokenCount, LlamaWorkerOptions, PreparedImage, RemoteModelSource, RemoteSessionOptions, RemoteTokenizer } from 'kvcache-wasm/worker';
 
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`whole-api: ${what}`);
@@ -372,6 +372,12 @@ export async function useWorker(source: RemoteModelSource, signal: AbortSignal):
   const { text } = await collect(chat.send('Hello!', { signal, maxTokens: 32 }));
   const stats = await session.cacheStats();
   const ids = await model.encode(text, { bos: false });
+  // A model with its projector: an image's positions, and the image prepared in the worker.
+  const seeing: RemoteLlama = await worker.load(source, { projector: source, signal });
+  const count: ImageTokenCount = await seeing.imageTokenCount({ width: 640, height: 480 });
+  const picture: PreparedImage = await seeing.prepareImage(new Blob([]), { decodeImage: () => ({ width: 1, height: 1, data: new Uint8Array(4) }) });
+  const seen = `${seeing.projector?.config.type} ${count.total} ${picture.tokens.length}`;
+  await seeing.free();
   const restored = await model.restoreSession(await session.save());
   const more = await collect(restored.generate(await restored.tokens(), { maxTokens: 4 }));
   await restored.free();
@@ -379,7 +385,7 @@ export async function useWorker(source: RemoteModelSource, signal: AbortSignal):
   await prefixCache.free();
   await model.free();
   worker.terminate();
-  return `${kernel.isa} ${threads.threads} ${tokenizer.vocabSize} ${stats.rows} ${ids.length} ${(await model.memoryBytes()).weights} ${more.text}`;
+  return `${kernel.isa} ${threads.threads} ${tokenizer.vocabSize} ${stats.rows} ${ids.length} ${(await model.memoryBytes()).weights} ${more.text} ${seen}`;
 }
 
 /** Runs every part; the llama parts need a model's GGUF bytes. Returns what ran. */
