@@ -1,8 +1,9 @@
 // The live demo: a chat with a GGUF model (stories260K when it is found
-// beside the project, or a file picked or dropped), or a synthetic stream of
-// model-sized shapes, drives this package's caches in every mode, and the
-// panels show what they hold and cost as it runs, and what branches forked
-// from them share.
+// beside the project, or a file picked or dropped) -- with its projector
+// (an mmproj GGUF), pictures dropped or picked go with a message -- or a
+// synthetic stream of model-sized shapes, drives this package's caches in
+// every mode, and the panels show what they hold and cost as it runs, and
+// what branches forked from them share.
 // It imports the package as any app would: 'kvcache-wasm', 'kvcache-wasm/llama',
 // 'kvcache-wasm/worker' and 'kvcache-wasm/chat' (see the import map in
 // index.html). The chat runs in a worker (LlamaWorker, a Chat over its
@@ -496,7 +497,8 @@ function runningNow() {
     return `Running: synthetic, ${source.heads} KV heads × head_dim ${source.headDim}, ${source.mode}, draft k ${source.draft}, batch ${source.batch}.`;
   }
   if (!chat) return model ? `Chat: ${model.name}, no chat open.` : 'Nothing runs.';
-  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : ' (too large to re-run on this page: the panels are off)'}.`;
+  const panelsOff = model.projector ? ' (with its projector, in the worker only: the panels are off)' : ' (too large to re-run on this page: the panels are off)';
+  return `Chat: ${model.name}, ${chatSettings.mode} cache, draft k ${chatSettings.draft}${source ? '' : panelsOff}.`;
 }
 
 // ---------------------------------------------------------------------------
@@ -510,9 +512,10 @@ let chat = null;
 let chatSettings = null; // the open chat's { mode, draft }
 let reply = null; // the reply under way: { controller, done }
 const chatLog = $('chat-log');
-const chatView = { replies: [], notices: [] }; // what the transcript shows, for the browser test
+const chatView = { replies: [], notices: [], sentImages: [] }; // what the transcript shows, for the browser test
 
-function addMessage(role, text) {
+/** A message in the transcript: its text, after thumbnails of its pictures (object URLs) or, restored, a word for each. */
+function addMessage(role, text, { images = [], restoredImages = [] } = {}) {
   const item = document.createElement('div');
   item.className = `message ${role}`;
   const who = document.createElement('span');
@@ -521,10 +524,82 @@ function addMessage(role, text) {
   const body = document.createElement('span');
   body.className = 'text';
   body.textContent = text;
-  item.append(who, body);
+  if (images.length === 0 && restoredImages.length === 0) {
+    item.append(who, body);
+  } else {
+    const column = document.createElement('span');
+    column.className = 'body';
+    const strip = document.createElement('span');
+    strip.className = 'images';
+    strip.append(...images.map(({ url, name }) => Object.assign(document.createElement('img'), { src: url, alt: name, className: 'thumb' })),
+      ...restoredImages.map(({ width, height }) => Object.assign(document.createElement('span'), { textContent: `[a ${width}×${height} picture]` })));
+    column.append(strip, body);
+    item.append(who, column);
+  }
   chatLog.append(item);
   chatLog.scrollTop = chatLog.scrollHeight;
   return body;
+}
+
+// ---------------------------------------------------------------------------
+// Pictures for the next message: each shown with the positions it will take
+// (imageTokenCount, from its size), sent with the text as content parts; the
+// worker decodes the File itself (RemoteLlama#prepareImage).
+
+let attachments = []; // { file, url, name, width, height, count: { image, markers, total } }
+
+/** Shows what goes with the next message; a note says what each picture costs the context. */
+function renderAttachments() {
+  $('attachments').hidden = attachments.length === 0;
+  $('attachments').replaceChildren(...attachments.map((attachment) => {
+    const item = document.createElement('span');
+    item.className = 'attachment';
+    const remove = Object.assign(document.createElement('button'), { type: 'button', textContent: '×', title: 'Remove' });
+    remove.addEventListener('click', () => {
+      attachments = attachments.filter((a) => a !== attachment);
+      URL.revokeObjectURL(attachment.url);
+      renderAttachments();
+    });
+    const { name, width, height, count } = attachment;
+    const words = Object.assign(document.createElement('span'), {
+      textContent: `${name}: ${width}×${height}, ${count.total} positions (${count.image} from the encoder, ${count.markers} of markers)`,
+    });
+    item.append(Object.assign(document.createElement('img'), { src: attachment.url, alt: name, className: 'thumb' }), words, remove);
+    return item;
+  }));
+}
+
+function clearAttachments() {
+  for (const { url } of attachments) URL.revokeObjectURL(url);
+  attachments = [];
+  renderAttachments();
+  $('image-pick').hidden = !model?.projector;
+}
+
+/** A picture for the next message, refused (saying why) without a projector or when it does not decode. */
+async function attachImage(file) {
+  await started;
+  if (!model?.projector) return refuse([`${file.name} is a picture, and ${model ? model.name : 'no model'} has no projector to see it: load its mmproj GGUF first`]);
+  const url = URL.createObjectURL(file);
+  try {
+    const img = new Image();
+    img.src = url;
+    await img.decode();
+    const [width, height] = [img.naturalWidth, img.naturalHeight];
+    const count = await model.remote.imageTokenCount({ width, height });
+    attachments.push({ file, url, name: file.name, width, height, count });
+    refuse([]);
+    renderAttachments();
+  } catch (error) {
+    URL.revokeObjectURL(url);
+    refuse([`${file.name} was not attached: ${error.message || 'it does not decode as a picture'}`]);
+  }
+}
+
+/** A message's content as the transcript shows it: its text parts, and its images. */
+function shownContent(content) {
+  if (typeof content === 'string') return { text: content, images: [] };
+  return { text: content.filter((p) => p.type === 'text').map((p) => p.text).join('\n'), images: content.filter((p) => p.type === 'image').map((p) => p.image) };
 }
 
 /** A line in the transcript saying how a reply ended, or what was refused. */
@@ -633,6 +708,9 @@ async function send() {
   if (refused.length) return refuse(refused.map((x) => x.error));
   refuse([]);
   $('chat-input').value = '';
+  const images = attachments;
+  attachments = [];
+  renderAttachments();
   const controller = new AbortController();
   const context = contextPolicy();
   const options = { signal: controller.signal, maxTokens: maxTokens.value, temperature: temperature.value, seed: chatView.replies.length + 1, context };
@@ -642,8 +720,11 @@ async function send() {
   let done;
   reply = { controller, done: new Promise((resolve) => { done = resolve; }) };
   chatControls();
-  const messages = [...chat.messages, { role: 'user', content: text }];
-  addMessage('user', text);
+  // Pictures go before the text, as llama.cpp's mtmd-cli puts them.
+  const content = images.length ? [...images.map(({ file }) => ({ type: 'image', image: file })), { type: 'text', text }] : text;
+  const messages = [...chat.messages, { role: 'user', content }];
+  addMessage('user', text, { images });
+  chatView.sentImages.push(...images.map(({ name, width, height, count }) => ({ name, width, height, positions: count.total })));
   const body = addMessage('assistant', '');
   const shown = { text: '', pieces: 0, tokens: 0, stop: null };
   chatView.replies.push(shown);
@@ -736,9 +817,11 @@ async function newChat({ restore = false } = {}) {
   chat = null;
   await closing?.free();
   clearPanels();
+  for (const img of chatLog.querySelectorAll('img.thumb')) URL.revokeObjectURL(img.src);
   chatLog.replaceChildren();
   chatView.replies = [];
   chatView.notices = [];
+  chatView.sentImages = [];
   showReplyStats(null);
   const { mode, draft } = chosen.values;
   chatSettings = { mode, draft };
@@ -749,7 +832,10 @@ async function newChat({ restore = false } = {}) {
   if (source) applyBound();
   observed.restored = chat.messages.length;
   if (observed.restored > 0) {
-    for (const m of chat.messages) if (m.role !== 'system') addMessage(m.role, m.content);
+    for (const m of chat.messages) {
+      const { text, images } = shownContent(m.content);
+      if (m.role !== 'system') addMessage(m.role, text, { restoredImages: images });
+    }
     addNotice(`The conversation of your last visit, restored from the store: ${chat.messages.length} messages, its cache as it was.`, 'end');
     if (source) await syncReplica();
   }
@@ -757,7 +843,10 @@ async function newChat({ restore = false } = {}) {
     ? `${model.name} has no chat template (a base model): the chat uses the package's plain template, PLAIN_TEMPLATE — ` +
       `the begin token, then each message on a line of its own: ${PLAIN_TEMPLATE}`
     : `${model.name}'s own chat template (tokenizer.chat_template), rendered with @huggingface/jinja.`;
-  $('replica-note').textContent = model.local
+  $('replica-note').textContent = model.projector
+    ? `${model.name} runs with its projector in the worker only: the panels stay empty (the page's replica takes no images); ` +
+      'the worker\'s cacheStats and reply stats show.'
+    : model.local
     ? 'To show what the cache does, this page loads the model too and re-runs each reply\'s tokens through a cache in every mode: ' +
       'the panels below show their memory, and their accuracy against f32 on the same text. The worker\'s speculative decoding is ' +
       'replayed on a cache in the chosen mode (the same guessed tokens, kept while they equal the tokens the worker wrote). ' +
@@ -783,9 +872,13 @@ async function restoredChat() {
   }
 }
 
-/** Saves the conversation under this model's name (after each reply), when the model came through the store. */
+/**
+ * Saves the conversation under this model's name (after each reply), when
+ * the model came through the store -- not one with pictures, whose rows
+ * live only as long as the worker's model.
+ */
 async function saveChat() {
-  if (!model?.conversation || !chat) return;
+  if (!model?.conversation || !chat || chat.messages.some((m) => shownContent(m.content).images.length > 0)) return;
   try {
     await chat.save(model.conversation, { store });
   } catch (error) {
@@ -836,7 +929,7 @@ async function showStored() {
  * running until both have loaded, and stays when either fails: the load
  * note says why, in that one place.
  */
-async function useModel(input, name, bytes) {
+async function useModel(input, name, bytes, { projector, projectorName } = {}) {
   await started;
   const note = (text, kind) => {
     $('load-note').textContent = text;
@@ -852,16 +945,19 @@ async function useModel(input, name, bytes) {
   try {
     remote = await worker.load(input, {
       ...stored,
-      onProgress: ({ loaded, total, fromStore }) => note(`loading ${name}: ${size(loaded)}${total ? ` of ${size(total)}` : ''}` +
-        `${fromStore ? ` (${size(fromStore)} from the store)` : ''}`, 'loading'),
+      ...(projector !== undefined && { projector }),
+      onProgress: ({ loaded, total, fromStore, file }) => note(`loading ${file === 'projector' ? projectorName : name}: ${size(loaded)}` +
+        `${total ? ` of ${size(total)}` : ''}${fromStore ? ` (${size(fromStore)} from the store)` : ''}`, 'loading'),
     });
-    if (bytes === null || bytes <= REPLICA_MAX_BYTES) local = await Llama.load(input, stored);
+    // A model with a projector runs in the worker only: the replica could not follow its images' ids.
+    if (projector === undefined && (bytes === null || bytes <= REPLICA_MAX_BYTES)) local = await Llama.load(input, stored);
     const { tokenizer } = remote;
     const templateSource = tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
     const engine = new ChatTemplate(templateSource, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
     await stopReply();
     const before = model;
-    model = { name, remote, local, template: { source: templateSource, plain: tokenizer.chatTemplate == null, engine },
+    model = { name, input, bytes, remote, local, template: { source: templateSource, plain: tokenizer.chatTemplate == null, engine },
+      projector: projector === undefined ? null : { name: projectorName, type: remote.projector.config.type },
       // The name its conversation is saved under, when the model came through the store.
       conversation: stored.store ? `demo: ${new URL(input, location.href).href}` : null };
     remote = null;
@@ -872,8 +968,11 @@ async function useModel(input, name, bytes) {
     await before?.remote.free();
     before?.local?.free();
     const { config } = model.remote;
-    note(`${name}: ${config.numLayers} layers, ${config.numKvHeads} KV heads × ${config.headDim}, context ${config.contextLength}`, 'loaded');
+    note(`${name}: ${config.numLayers} layers, ${config.numKvHeads} KV heads × ${config.headDim}, context ${config.contextLength}` +
+      `${model.projector ? `; its projector ${projectorName} (${model.projector.type}) takes pictures: drop or pick one for your message` : ''}`, 'loaded');
     $('model-name').textContent = name;
+    $('projector-name').textContent = model.projector ? `${model.projector.name} (${model.projector.type})` : 'none';
+    clearAttachments();
     $('source').value = 'model';
     showSource('model');
   } catch (error) {
@@ -896,11 +995,42 @@ $('model-file').addEventListener('change', async (event) => {
   if (file) await useModel(file, file.name, file.size);
   event.target.value = '';
 });
+
+/** The model loaded now, again, with this projector (a File or a URL): the chat starts over, its images' tokens its own. */
+async function useProjector(projector, projectorName) {
+  await started;
+  if (!model) {
+    $('load-note').textContent = `${projectorName} is a model's projector: load the model first, then its projector.`;
+    $('load-note').className = 'refused';
+    observed.loadNote = { text: $('load-note').textContent, kind: 'refused' };
+    return;
+  }
+  await useModel(model.input, model.name, model.bytes, { projector, projectorName });
+}
+
+$('projector-file').addEventListener('change', async (event) => {
+  const file = event.target.files[0];
+  if (file) await useProjector(file, file.name);
+  event.target.value = '';
+});
+$('projector-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const url = $('projector-url').value.trim();
+  if (url) await useProjector(url, decodeURIComponent(new URL(url, location.href).pathname.split('/').pop()));
+});
+$('image-file').addEventListener('change', async (event) => {
+  for (const file of event.target.files) await attachImage(file);
+  event.target.value = '';
+});
+const isImage = (file) => file.type.startsWith('image/');
 document.addEventListener('dragover', (event) => event.preventDefault());
 document.addEventListener('drop', async (event) => {
   event.preventDefault();
-  const file = event.dataTransfer?.files[0];
-  if (file) await useModel(file, file.name, file.size);
+  const files = [...(event.dataTransfer?.files ?? [])];
+  // Pictures go with the next message; a GGUF is a model to load.
+  for (const file of files.filter(isImage)) await attachImage(file);
+  const gguf = files.find((file) => !isImage(file));
+  if (gguf) await useModel(gguf, gguf.name, gguf.size);
 });
 
 // ---------------------------------------------------------------------------
@@ -1190,6 +1320,9 @@ window.demo = {
       refused: observed.refused.slice(),
       inputNote: $('input-note').hidden ? '' : $('input-note').textContent,
       model: model?.name ?? null,
+      projector: model?.projector ? { ...model.projector } : null,
+      // Pictures waiting for the next message, as the page shows them.
+      attachments: attachments.map(({ name, width, height, count }) => ({ name, width, height, count: { ...count } })),
       loadNote: observed.loadNote,
       // The store's models as the picker lists them, and the messages a restored conversation brought back.
       stored: observed.stored.map((m) => ({ ...m })),
@@ -1199,6 +1332,8 @@ window.demo = {
         messages: chat ? chat.messages : [],
         replies: chatView.replies.map((r) => ({ ...r })),
         notices: chatView.notices.slice(),
+        sentImages: chatView.sentImages.map((image) => ({ ...image })),
+        thumbnails: [...chatLog.querySelectorAll('.message.user img.thumb')].map((img) => ({ complete: img.complete, width: img.naturalWidth })),
         templateNote: $('template-note').textContent,
         workerCache: observed.workerCache,
         workerStats: observed.workerStats,

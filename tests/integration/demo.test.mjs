@@ -9,7 +9,9 @@
 // without horizontal overflow at 420 px; branches sharing their prefix; the
 // eviction panel evicting for real; a windowed model (gemma3, Chromium) with
 // its global layers' rows growing and its window layers' flat in the memory
-// panel; nothing erring anywhere. Screenshots go
+// panel; a model with its projector, a picture dropped into the chat shown
+// with its token count and sent with a message, the reply the same as in
+// Node; nothing erring anywhere. Screenshots go
 // to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +22,12 @@ import { startServer } from '../../web-demo/server.mjs';
 import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
 import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
-import { writeGgufFile } from '../gguf/writer.mjs';
+import { encodeGguf, writeGgufFile } from '../gguf/writer.mjs';
+import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
+import { encodePng, testImage } from '../runtimes/png.mjs';
+import { ready } from '../js/helpers.mjs';
+import { Llama } from '../../js/llama.js';
+import { Chat } from '../../js/chat.js';
 
 const TOKENS = 100;
 const WAIT_MS = 180000;
@@ -36,11 +43,33 @@ const EXPECTED = {
 };
 const MODES = ['f32', 'q8', 'q8k', 'q8v', 'q4', 'q8k+q4v'];
 
+// A model that takes pictures, its projector and a picture (PNG: the pixels
+// every browser decodes are the ones Node is given), and what Node replies.
+const VISION = TINY_PROJECTORS.idefics3;
+const PICTURE = testImage(48, 36, 5);
+const QUESTION = 'What is in the picture?';
+const PICTURE_REPLY_TOKENS = 12;
+const vision = {};
+
 let server;
 let artifacts;
 before(async () => {
   server = await startServer({ port: 0, modelPath: MODEL_PATH });
   artifacts = mkdtempSync(join(tmpdir(), 'kvcache-demo-'));
+  await ready();
+  vision.model = encodeGguf(pairedLanguageModel(VISION, { mix: 'Q8_0', seed: 21 }));
+  vision.projector = encodeGguf(randomProjector(VISION, { mix: 'Q8_0', seed: 21 }));
+  vision.png = encodePng(PICTURE);
+  const llama = Llama.fromGguf(vision.model, { projector: vision.projector });
+  try {
+    vision.count = llama.imageTokenCount(PICTURE);
+    vision.digest = (await llama.prepareImage(PICTURE)).digest;
+    const chat = new Chat(llama.session());
+    vision.reply = '';
+    for await (const piece of chat.send([{ type: 'image', image: PICTURE }, { type: 'text', text: QUESTION }], { temperature: 0, maxTokens: PICTURE_REPLY_TOKENS })) vision.reply += piece.text;
+  } finally {
+    llama.free();
+  }
 });
 after(() => server?.close());
 
@@ -532,6 +561,56 @@ for (const name of BROWSERS) {
       assert.match(await text('#context-meter'), /its 7 sliding-window layers hold \d+ rows each at most/);
       await screenshot(t, 'windowed-model', `gemma3 at ${positions.at(-1)} positions: global ${global.at(-1)} rows, window ${window.at(-1)}`);
       await noProblems(state);
+    });
+
+    test('with a projector, a picture dropped into the chat shows as a thumbnail with its token count, goes with the message, and the reply is Node\'s', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      /** A file as the page gets one from a picker: set on `selector`'s input, its change sent. */
+      const pick = (selector, name, bytes) => page.evaluate(`async ([selector, name, base64]) => {
+        const files = new DataTransfer();
+        files.items.add(new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], name));
+        const input = document.querySelector(selector);
+        input.files = files.files;
+        input.dispatchEvent(new Event('change', { bubbles: true }));
+      }`, [selector, name, Buffer.from(bytes).toString('base64')]);
+      /** A picture dropped on the page. */
+      const drop = (name, bytes) => page.evaluate(`async ([name, base64]) => {
+        const files = new DataTransfer();
+        files.items.add(new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], name, { type: 'image/png' }));
+        document.dispatchEvent(new DragEvent('drop', { dataTransfer: files, bubbles: true, cancelable: true }));
+      }`, [name, Buffer.from(bytes).toString('base64')]);
+      await page.select('#source', 'model');
+      await pick('#model-file', 'vision.gguf', vision.model);
+      let state = await waitFor((s) => (s.model === 'vision.gguf' && s.chat.open) || s.loadNote?.kind === 'refused', 'the model to load');
+      assert.notEqual(state.loadNote?.kind, 'refused', state.loadNote?.text);
+      // Without its projector the model takes no picture, and says so.
+      await drop('picture.png', vision.png);
+      state = await waitFor((s) => s.inputNote !== '', 'the picture to be refused');
+      assert.match(state.inputNote, /^Refused: picture\.png is a picture, and vision\.gguf has no projector to see it: load its mmproj GGUF first/);
+      assert.deepEqual(state.attachments, []);
+      await pick('#projector-file', 'mmproj.gguf', vision.projector);
+      state = await waitFor((s) => (s.projector?.name === 'mmproj.gguf' && s.chat.open) || s.loadNote?.kind === 'refused', 'the projector to load');
+      assert.deepEqual(state.projector, { name: 'mmproj.gguf', type: 'idefics3' }, state.loadNote?.text);
+      assert.equal(await text('#projector-name'), 'mmproj.gguf (idefics3)');
+      // The picture, dropped: its thumbnail and the positions it will take, as the package counts them.
+      await drop('picture.png', vision.png);
+      state = await waitFor((s) => s.attachments.length === 1 || s.inputNote !== '', 'the picture to attach');
+      assert.deepEqual(state.attachments, [{ name: 'picture.png', width: PICTURE.width, height: PICTURE.height, count: vision.count }], state.inputNote);
+      assert.match(await text('#attachments'), new RegExp(`picture\\.png: 48×36, ${vision.count.total} positions`));
+      await page.fill('#temperature', '0');
+      const { state: replied, reply } = await chatTurn(QUESTION, { maxTokens: PICTURE_REPLY_TOKENS });
+      await page.fill('#temperature', '0.8');
+      t.diagnostic(`reply to the picture (${reply.stop}): ${JSON.stringify(reply.text)}`);
+      assert.ok(reply.pieces > 0 && ['end', 'maxTokens'].includes(reply.stop), JSON.stringify(reply));
+      const [question] = replied.chat.messages;
+      assert.deepEqual(question.content.map((part) => part.type), ['image', 'text']);
+      assert.equal(question.content[0].image.digest, vision.digest, 'the worker decoded the very pixels Node was given');
+      assert.equal(reply.text, vision.reply, 'the reply is the one Node gives');
+      assert.deepEqual(replied.chat.sentImages, [{ name: 'picture.png', width: 48, height: 36, positions: vision.count.total }]);
+      assert.deepEqual(replied.chat.thumbnails, [{ complete: true, width: 48 }], 'the user\'s message shows the picture');
+      assert.deepEqual(replied.attachments, [], 'sent, the picture leaves the next message');
+      await screenshot(t, 'picture-chat', `${vision.count.total} positions for a 48×36 picture; reply ${JSON.stringify(reply.text)}`);
+      await noProblems(replied);
     });
 
     test('the stored-model picker lists stories260K with its size; after a reload the conversation is back, its cache as it was', async (t) => {
