@@ -563,7 +563,7 @@ for (const name of BROWSERS) {
       await noProblems(state);
     });
 
-    test('with a projector, a picture dropped into the chat shows as a thumbnail with its token count, goes with the message, and the reply is Node\'s', async (t) => {
+    test('with a projector, a picture dropped into the chat shows as a thumbnail with its token count and goes with the message: the pixels and their positions are Node\'s, and the reply on SIMD128', async (t) => {
       if (skipWhy) return t.skip(skipWhy);
       /** A file as the page gets one from a picker: set on `selector`'s input, its change sent. */
       const pick = (selector, name, bytes) => page.evaluate(`async ([selector, name, base64]) => {
@@ -605,7 +605,9 @@ for (const name of BROWSERS) {
       const [question] = replied.chat.messages;
       assert.deepEqual(question.content.map((part) => part.type), ['image', 'text']);
       assert.equal(question.content[0].image.digest, vision.digest, 'the worker decoded the very pixels Node was given');
-      assert.equal(reply.text, vision.reply, 'the reply is the one Node gives');
+      // Node runs SIMD128: a random model's greedy reply may meet a near-tie that relaxed SIMD's rounding tips the other way.
+      if (EXPECTED[name].isa === 'wasm-simd128') assert.equal(reply.text, vision.reply, 'the reply is the one Node gives');
+      else t.diagnostic(`${EXPECTED[name].isa}: the reply is not compared with Node's (SIMD128; tests/integration/worker.test.mjs compares it on SIMD128 in every engine)`);
       assert.deepEqual(replied.chat.sentImages, [{ name: 'picture.png', width: 48, height: 36, positions: vision.count.total }]);
       assert.deepEqual(replied.chat.thumbnails, [{ complete: true, width: 48 }], 'the user\'s message shows the picture');
       assert.deepEqual(replied.attachments, [], 'sent, the picture leaves the next message');
