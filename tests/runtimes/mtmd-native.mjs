@@ -202,7 +202,8 @@ export async function mtmdNextTokenProbs(modelPath, projectorPath, { prompt, ima
   const settings = { prompt, media_paths: imagePaths, n_predict: 1, n_probs: nProbs, seed: 1, ...RAW_SOFTMAX };
   const { result } = await call('completion', modelPath, projectorPath, { threads, ...options }, settings);
   const probs = new Map();
-  for (const { tok_str: text, prob } of result.completion_probabilities[0].probs) {
+  // The binding's completion_probabilities gather every completion the context has made: this one's is the last.
+  for (const { tok_str: text, prob } of result.completion_probabilities.at(-1).probs) {
     if (!idOf.has(text)) throw new RangeError(`llama.cpp reported a token ${JSON.stringify(text)} the vocabulary does not hold`);
     probs.set(idOf.get(text), prob);
   }
