@@ -32,8 +32,8 @@ const entry = join(mtmdOracleDir, 'node_modules', '@fugood', 'llama.node', 'lib'
 const CHILD_FLAG = '--mtmd-child';
 const DONE = '\u0001mtmd-done';
 
-// llama.cpp runs in a child process: a GGML_ASSERT aborts the process it is
-// in (a 1x1 image does), @fugood/llama.node prints its log to stdout, and
+// llama.cpp runs in a child process: a GGML_ASSERT or a crash in it ends the
+// process it is in, @fugood/llama.node prints its log to stdout, and
 // that log is where mtmd says how many tokens an image chunk holds (the
 // tokens the binding returns are positions: fewer, for M-RoPE's images).
 let child = null;
