@@ -4,7 +4,7 @@
 // what is missing (the toolchain, installed with apt-get when run as root on
 // Debian; the npm packages; the native and wasm builds, the relaxed-SIMD one
 // as a module only; node-llama-cpp, native llama.cpp's prebuilt CPU build,
-// into build-tools/), then the C tests natively (ctest, scalar kernels) and
+// and @fugood/llama.node, its multimodal (mtmd) build, into build-tools/), then the C tests natively (ctest, scalar kernels) and
 // compiled to wasm with SIMD128 in Node, and the JavaScript tests of
 // tests/js/ (node --test): none needs a browser, a bundler or llama.cpp's
 // wasm build; the tiny files of the 2026 architectures and Gemma 4's tokenizer
@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { fuzz } from './fuzz.mjs';
 import { sanitizedTests } from './sanitize.mjs';
 import {
-  buildNative, buildWasm, ensureNativeLlamaCpp, ensureToolchain, log, relaxedNode, root, run, testPreset,
+  buildNative, buildWasm, ensureMtmdOracle, ensureNativeLlamaCpp, ensureToolchain, log, relaxedNode, root, run, testPreset,
 } from './toolchain.mjs';
 
 const all = process.argv.includes('--all');
@@ -110,6 +110,8 @@ if (ready) {
   }
   // The oracle of the *-native tests and of Gemma 4's tokenizer: a failed install fails this step (the tests then skip, saying why).
   await step('native llama.cpp', ensureNativeLlamaCpp);
+  // The oracle of the image tests (llama.cpp's mtmd): the tiny projectors meet it in both tiers.
+  await step("llama.cpp's mtmd", ensureMtmdOracle);
   await step('JS tests', () => nodeTests('js'));
   if (all) {
     await step('JS integration', () => nodeTests('integration'));

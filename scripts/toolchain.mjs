@@ -134,6 +134,29 @@ export function ensureNativeLlamaCpp() {
     `node-llama-cpp@${NATIVE_LLAMA_CPP_VERSION}`, `${binary}@${NATIVE_LLAMA_CPP_VERSION}`]) === 0;
 }
 
+// llama.cpp's multimodal library (mtmd) for the image oracle tests
+// (tests/runtimes/mtmd-native.mjs): the npm package @fugood/llama.node,
+// which binds llama.cpp with mtmd (node-llama-cpp does not), with its
+// prebuilt CPU binary for this platform alone -- none of the GPU variants
+// among its optional dependencies. Its postinstall builds from source only
+// when asked to, so it does nothing here.
+export const MTMD_ORACLE_VERSION = '1.7.15';
+export const mtmdOracleDir = join(root, 'build-tools', 'llama-node');
+
+/** Installs @fugood/llama.node into mtmdOracleDir if it is not there; true when it is. */
+export function ensureMtmdOracle() {
+  const binary = `@fugood/node-llama-${process.platform}-${process.arch}`;
+  const installed = (name) => {
+    const manifest = join(mtmdOracleDir, 'node_modules', ...name.split('/'), 'package.json');
+    return existsSync(manifest) && JSON.parse(readFileSync(manifest, 'utf8')).version === MTMD_ORACLE_VERSION;
+  };
+  if (installed('@fugood/llama.node') && installed(binary)) return true;
+  mkdirSync(mtmdOracleDir, { recursive: true });
+  log(`llama.cpp's mtmd: @fugood/llama.node ${MTMD_ORACLE_VERSION} with ${binary} alone`);
+  return run('npm', ['install', '--prefix', mtmdOracleDir, '--omit=optional', '--no-audit', '--no-fund', '--no-save',
+    `@fugood/llama.node@${MTMD_ORACLE_VERSION}`, `${binary}@${MTMD_ORACLE_VERSION}`]) === 0;
+}
+
 /** Emscripten's folder, which the wasm presets find its CMake toolchain in. */
 function emscriptenRoot() {
   if (process.env.EMSCRIPTEN_ROOT) return process.env.EMSCRIPTEN_ROOT;

@@ -78,6 +78,8 @@ export const GEOMETRIES = {
   'lfm2-1.2b': { name: 'lfm2-1.2b', architecture: 'lfm2', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
   'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', architecture: 'qwen35', dim: 1024, numLayers: 24, numHeads: 8, numKvHeads: 2, headDim: 256, ropeDims: 64, hiddenDim: 3584, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 16 } },
   'qwen3.5-4b': { name: 'qwen3.5-4b', architecture: 'qwen35', dim: 2560, numLayers: 32, numHeads: 16, numKvHeads: 4, headDim: 256, ropeDims: 64, hiddenDim: 9216, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 32 } },
+  // Gemma 3 4B's language model, the one its SigLIP projector (vision.mjs's gemma-3-4b) feeds.
+  'gemma-3-4b': { name: 'gemma-3-4b', architecture: 'gemma3', dim: 2560, numLayers: 34, numHeads: 8, numKvHeads: 4, headDim: 256, hiddenDim: 10240, vocabSize: 262208, contextLength: 131072, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 1024 },
   'gemma-3-270m': { name: 'gemma-3-270m', architecture: 'gemma3', dim: 640, numLayers: 18, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 2048, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'gemma-3-1b': { name: 'gemma-3-1b', architecture: 'gemma3', dim: 1152, numLayers: 26, numHeads: 4, numKvHeads: 1, headDim: 256, hiddenDim: 6912, vocabSize: 262144, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, slidingWindow: 512 },
   'smollm3-3b': { name: 'smollm3-3b', architecture: 'smollm3', dim: 2048, numLayers: 36, numHeads: 16, numKvHeads: 4, hiddenDim: 11008, vocabSize: 128256, contextLength: 65536, ropeBase: 5000000, eps: 1e-6, tied: true },
@@ -227,8 +229,11 @@ const SPACE = '\u2581';
  * a string of n digits is exactly n + 1 tokens after <s> ('▁' and one per
  * digit): what a benchmark needs for a prompt of a given length. `control`:
  * control tokens that take the last ids, as a checkpoint's added tokens do.
+ * `distinctPieces`: without the pieces that read as a byte token does ('▁',
+ * the digits, the single letters; a string of them is then spelt in bytes),
+ * so that no two tokens have the same text.
  */
-export function syntheticVocab(size, control = []) {
+export function syntheticVocab(size, control = [], { distinctPieces = false } = {}) {
   const tokens = ['<unk>', '<s>', '</s>'];
   const types = [2, 3, 3]; // unknown, control, control
   for (let b = 0; b < 256; b++) {
@@ -239,14 +244,16 @@ export function syntheticVocab(size, control = []) {
     tokens.push(piece);
     types.push(1);
   };
-  normal(SPACE);
-  for (let d = 0; d < 10; d++) normal(String(d));
+  if (!distinctPieces) {
+    normal(SPACE);
+    for (let d = 0; d < 10; d++) normal(String(d));
+  }
   const letters = 'abcdefghijklmnopqrstuvwxyz';
   let words = [''];
   while (tokens.length < size) {
     words = words.flatMap((w) => [...letters].map((c) => w + c));
     for (const w of words) {
-      if (tokens.length < size) normal(w);
+      if (tokens.length < size && !(distinctPieces && w.length === 1)) normal(w);
       if (tokens.length < size) normal(SPACE + w);
     }
   }
@@ -523,6 +530,7 @@ function gemma4Tensors(g) {
     );
   }
   list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
   return list;
 }
 
@@ -613,12 +621,15 @@ function ropeFactorValues(name, count, random) {
  * depend on whether it is there). `everyValue` adds one metadata key of
  * every GGUF value type. `tokenizer` (entries as hf-vocab.mjs's
  * hfVocabMetadata gives them) replaces the synthetic vocabulary's tokenizer
- * keys, the vocabulary size becoming its token count. Returns a spec for
- * the writer, with `geometry` and `vocab` beside it.
+ * keys, the vocabulary size becoming its token count. `control`: control
+ * tokens the synthetic vocabulary ends with (an image projector's markers,
+ * which llama.cpp's mtmd looks up: vision.mjs); `distinctPieces`:
+ * syntheticVocab's. Returns a spec for the writer, with `geometry` and
+ * `vocab` beside it.
  */
-export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, name = `random-${g.name}-${mix}` } = {}) {
+export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, control = [], distinctPieces = false, name = `random-${g.name}-${mix}` } = {}) {
   if (tokenizer) g = { ...g, vocabSize: tokenizer.find((e) => e.key === 'tokenizer.ggml.tokens').value.length };
-  const vocab = tokenizer ? null : syntheticVocab(g.vocabSize, ARCHITECTURES[architectureOf(g)].control);
+  const vocab = tokenizer ? null : syntheticVocab(g.vocabSize, [...(ARCHITECTURES[architectureOf(g)].control ?? []), ...control], { distinctPieces });
   let drawn = 0;
   const tensors = modelTensors(g).map((t) => {
     const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
