@@ -25,140 +25,23 @@
 #include "model/vision.h"
 #include "test.h"
 
-#define GGML_F32 0
-#define GGML_F16 1
-#define GGML_Q8_0 8
+#define GGML_F32 GB_F32
+#define GGML_F16 GB_F16
+#define GGML_Q8_0 GB_Q8_0
 
-/* ---- a projector file ---- */
+/* ---- a projector file (gguf_builder.h) ---- */
 
-typedef struct spec {
-    const char *arch, *projector;
-    uint32_t dim, ffn, layers, heads, image_size, patch, merge; /* merge 0: no scale_factor key */
-    uint32_t side;      /* the position table's grid */
-    uint32_t hidden;    /* lfm2's MLP */
-    uint32_t out;       /* the projector's output width */
-    uint32_t matrix_type, patch_type;
-    int swapped_ffn;    /* ffn_up and ffn_down written under each other's names */
-    const char *drop;   /* a tensor left out */
-    const char *narrow; /* a tensor written one row short */
-    uint32_t block_count; /* said in the metadata (0: layers) */
-    int omit_merge;       /* no scale_factor key */
-} spec;
+typedef gb_projector spec;
 
-static spec idefics3_spec(uint32_t type) {
-    return (spec){"clip", "idefics3", 64, 128, 2, 4, 32, 4, 2, 8, 0, 80, type, GGML_F16, 0, NULL, NULL, 0, 0};
-}
-static spec lfm2_spec(uint32_t type) {
-    return (spec){"clip", "lfm2", 64, 128, 2, 4, 16, 4, 2, 4, 96, 48, type, GGML_F32, 0, NULL, NULL, 0, 0};
-}
+static spec idefics3_spec(uint32_t type) { return gb_projector_spec("idefics3", type); }
+static spec lfm2_spec(uint32_t type) { return gb_projector_spec("lfm2", type); }
 static spec gemma3_spec(uint32_t type) {
-    return (spec){"clip", "gemma3", 64, 128, 2, 4, 32, 4, 4, 8, 0, 80, type, GGML_F16, 1, NULL, NULL, 0, 0};
+    spec s = gb_projector_spec("gemma3", type);
+    s.swapped_ffn = 1; /* an older converter's names */
+    return s;
 }
 
-static const spec *writing;
-
-static size_t write_metadata(gb_file *b) {
-    const spec *s = writing;
-    size_t n = 0;
-    gb_key(b, "general.architecture", KVC_GGUF_STRING), gb_string(b, s->arch), n++;
-    gb_key(b, "clip.has_vision_encoder", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
-    gb_key(b, "clip.use_gelu", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
-    gb_key(b, "clip.projector_type", KVC_GGUF_STRING), gb_string(b, s->projector), n++;
-    const struct { const char *key; uint32_t value; } sizes[] = {
-        {"clip.vision.embedding_length", s->dim}, {"clip.vision.feed_forward_length", s->ffn},
-        {"clip.vision.block_count", s->block_count ? s->block_count : s->layers},
-        {"clip.vision.attention.head_count", s->heads}, {"clip.vision.image_size", s->image_size},
-        {"clip.vision.patch_size", s->patch}, {"clip.vision.projection_dim", s->out},
-        {"clip.vision.projector.scale_factor", s->merge},
-    };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (!sizes[i].value || (s->omit_merge && strcmp(sizes[i].key, "clip.vision.projector.scale_factor") == 0)) continue;
-        gb_key(b, sizes[i].key, KVC_GGUF_UINT32), gb_u32(b, sizes[i].value), n++;
-    }
-    gb_key(b, "clip.vision.attention.layer_norm_epsilon", KVC_GGUF_FLOAT32), gb_f32(b, 1e-6f), n++;
-    return n;
-}
-
-typedef struct tensor_list {
-    gb_tensor t[128];
-    char names[128][48];
-    size_t count;
-} tensor_list;
-
-static uint64_t bytes_of(uint32_t type, uint64_t values) {
-    return type == GGML_F32 ? 4 * values : type == GGML_F16 ? 2 * values : values / 32 * 34;
-}
-
-static void add(tensor_list *l, const spec *s, const char *name, uint32_t type, uint32_t n_dims, uint64_t d0, uint64_t d1,
-                uint64_t d2, uint64_t d3) {
-    if (s->drop && strcmp(s->drop, name) == 0) return;
-    gb_tensor *t = &l->t[l->count];
-    memset(t, 0, sizeof *t);
-    snprintf(l->names[l->count], sizeof l->names[0], "%s", name);
-    t->name = l->names[l->count++];
-    t->type = type;
-    t->n_dims = n_dims;
-    const uint64_t dims[4] = {d0, d1, d2, d3};
-    uint64_t values = 1;
-    for (uint32_t i = 0; i < n_dims; i++) t->dims[i] = dims[i], values *= dims[i];
-    if (s->narrow && strcmp(s->narrow, name) == 0) values -= t->dims[0], t->dims[n_dims - 1]--;
-    t->offset = GB_AUTO;
-    t->bytes = bytes_of(type, values);
-}
-
-static void vector(tensor_list *l, const spec *s, const char *name, uint64_t n) { add(l, s, name, GGML_F32, 1, n, 0, 0, 0); }
-static void matrix(tensor_list *l, const spec *s, const char *name, uint64_t cols, uint64_t rows) {
-    add(l, s, name, s->matrix_type, 2, cols, rows, 0, 0);
-}
-
-static void projector_tensors(const spec *s, tensor_list *l) {
-    const uint64_t D = s->dim, F = s->ffn, m = s->merge;
-    char name[48];
-    l->count = 0;
-    add(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
-    vector(l, s, "v.patch_embd.bias", D);
-    add(l, s, "v.position_embd.weight", GGML_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
-    for (uint32_t b = 0; b < s->layers; b++) {
-        const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
-        const struct { const char *part; uint64_t cols, rows; } parts[] = {
-            {"ln1", D, 0}, {"attn_q", D, D}, {"attn_k", D, D}, {"attn_v", D, D}, {"attn_out", D, D}, {"ln2", D, 0},
-        };
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
-            if (parts[i].rows) matrix(l, s, name, parts[i].cols, parts[i].rows);
-            else vector(l, s, name, D);
-            snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
-            vector(l, s, name, D);
-        }
-        snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, up), matrix(l, s, name, D, F);
-        snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, up), vector(l, s, name, F);
-        snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, down), matrix(l, s, name, F, D);
-        snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, down), vector(l, s, name, D);
-    }
-    vector(l, s, "v.post_ln.weight", D);
-    vector(l, s, "v.post_ln.bias", D);
-    if (strcmp(s->projector, "idefics3") == 0) matrix(l, s, "mm.model.fc.weight", D * m * m, s->out);
-    if (strcmp(s->projector, "lfm2") == 0) {
-        vector(l, s, "mm.input_norm.weight", D * m * m);
-        vector(l, s, "mm.input_norm.bias", D * m * m);
-        matrix(l, s, "mm.1.weight", D * m * m, s->hidden);
-        vector(l, s, "mm.1.bias", s->hidden);
-        matrix(l, s, "mm.2.weight", s->hidden, s->out);
-        vector(l, s, "mm.2.bias", s->out);
-    }
-    if (strcmp(s->projector, "gemma3") == 0) {
-        vector(l, s, "mm.soft_emb_norm.weight", D);
-        add(l, s, "mm.input_projection.weight", s->patch_type, 2, s->out, D, 0, 0); /* stored [out, in] */
-    }
-}
-
-static gb_file build_file(const spec *s) {
-    tensor_list l;
-    projector_tensors(s, &l);
-    writing = s;
-    size_t header;
-    return gb_build(3, write_metadata, l.t, l.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
-}
+static gb_file build_file(const spec *s) { return gb_projector_build(s); }
 
 /* ---- random weights of sane scale ---- */
 
