@@ -1549,7 +1549,8 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n);
  * the patches of a preprocessed tile through the encoder's blocks, then
  * the projector that makes them rows of the language model's embeddings,
  * computing what llama.cpp's clip graph computes for clip.projector_type
- * "idefics3" (SmolVLM, SmolVLM2), "lfm2" (LFM2-VL) and "gemma3".  Like a
+ * "idefics3" (SmolVLM, SmolVLM2), "lfm2" (LFM2-VL), "gemma3" and "gemma4v"
+ * (Gemma 4).  Like a
  * kvc_lm its weights region is the file's tensor data byte for byte,
  * matrices left in their GGUF encoding. */
 typedef struct kvc_vision kvc_vision;
@@ -1583,7 +1584,7 @@ kvc_status kvc_vision_alloc_weights(kvc_vision *vision);
 uint8_t *kvc_vision_weights(kvc_vision *vision);
 size_t kvc_vision_weights_bytes(const kvc_vision *vision);
 
-/* clip.projector_type ("idefics3", "lfm2", "gemma3"); NULL for NULL. */
+/* clip.projector_type ("idefics3", "lfm2", "gemma3", "gemma4v"); NULL for NULL. */
 const char *kvc_vision_projector(const kvc_vision *vision);
 /* The width of each row encode gives: the language model's embedding
  * width the projector projects to (0 for NULL). */
@@ -1597,8 +1598,8 @@ size_t kvc_vision_merge(const kvc_vision *vision);
  * @return : the rows kvc_vision_encode gives for a tile of width x height
  *           pixels, or 0 for a size it cannot take: a side not a whole
  *           number of patches, a grid other than the position table's
- *           (idefics3, gemma3: their image_size square), or more patches
- *           than an encode takes (2^14). */
+ *           (idefics3, gemma3: their image_size square) or wider than its
+ *           tables (gemma4v), or more patches than an encode takes (2^14). */
 size_t kvc_vision_tokens(const kvc_vision *vision, size_t width, size_t height);
 
 /* kvc_vision_encode():

@@ -37,6 +37,17 @@ static const kvc_vision_design designs[] = {
      .merge_key = "clip.vision.projector.scale_factor", .merge = 4, .ffn_swappable = 1, .head_act = KVC_VISION_GELU,
      .steps = 3, .step = {{KVC_VISION_POOL, NULL, 0}, {KVC_VISION_RMSNORM, "mm.soft_emb_norm", 0},
                           {KVC_VISION_LINEAR_T, "mm.input_projection", 0}}},
+    /* Gemma 4 (gemma4v.cpp): the pixels as 2x - 1, a column and a row
+     * table, RMSNorm blocks with q, k and post norms, 2D RoPE at 100, V
+     * normed, q.k unscaled, GELU-gated FFN, clamped products; a 3x3
+     * average pool times sqrt(width), the optional standardisation, RMSNorm
+     * without weight, the projection. */
+    {.name = "gemma4v", .kind = KVC_PROJECTOR_GEMMA4V, .positions = KVC_VISION_POS_XY,
+     .merge_key = "clip.vision.projector.scale_factor", .merge = 3, .head_act = KVC_VISION_GELU,
+     .norm = KVC_VISION_RMSNORM_BLOCKS, .pixel_scale = 2.0f, .pixel_bias = -1.0f, .rope_theta = 100.0f,
+     .attention_scale = 1.0f, .v_norm = 1, .clamps = 1,
+     .steps = 5, .step = {{KVC_VISION_POOL, NULL, 0}, {KVC_VISION_SCALE, NULL, 0}, {KVC_VISION_STANDARDIZE, "v.std", 0},
+                          {KVC_VISION_RMSNORM, NULL, 0}, {KVC_VISION_LINEAR, "mm.input_projection", 0}}},
 };
 
 /* ---- what the GGUF file says ---- */
@@ -210,6 +221,8 @@ static kvc_status read_params(vision_source *src, kvc_vision *v) {
     if (v->dim % v->heads)
         return refuse(src, KVC_E_MODEL_FILE, "clip.vision.embedding_length %zu is not a whole number of %zu heads", v->dim, v->heads);
     v->head_dim = v->dim / v->heads;
+    if (d->rope_theta && v->head_dim % 4)
+        return refuse(src, KVC_E_MODEL_FILE, "a head of %zu channels does not split into the two halves 2D RoPE turns in pairs", v->head_dim);
     if (v->merge < 2) return refuse(src, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 or more patches a side", d->merge_key, v->merge);
     if (v->patch_size > 256) return refuse(src, KVC_E_MODEL_FILE, "metadata clip.vision.patch_size is %zu: too large", v->patch_size);
     int gelu, silu;
@@ -224,40 +237,74 @@ static int has_tensor(const vision_source *src, const char *name) {
     return kvc_gguf_find_tensor(src->gguf, name, strlen(name)) != KVC_GGUF_NONE;
 }
 
+/* The first dim of tensor `name` (0: absent). */
+static uint64_t first_dim(const vision_source *src, const char *name) {
+    const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
+    uint64_t dims[KVC_GGUF_MAX_DIMS] = {0};
+    if (t != KVC_GGUF_NONE) kvc_gguf_tensor(src->gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
+    return dims[0];
+}
+
+/* The clamps of the product whose weight is `weight` ("<name>.weight"):
+ * its four scalars, each optional. */
+static kvc_status bind_clamps(vision_source *src, const char *weight, kvc_tensor *bounds) {
+    static const char *const names[KVC_VISION_BOUNDS] = {"input_min", "input_max", "output_min", "output_max"};
+    const size_t stem = strlen(weight) - strlen("weight");
+    char name[112];
+    for (size_t i = 0; i < KVC_VISION_BOUNDS; i++) {
+        snprintf(name, sizeof name, "%.*s%s", (int)stem, weight, names[i]);
+        const kvc_status status = bind_vector(src, name, 1, 1, &bounds[i]);
+        if (status != KVC_OK) return status;
+    }
+    return KVC_OK;
+}
+
 /* Block l's tensors (clip.cpp's load_tensors: v.blk.<l>.*). */
 static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
     kvc_vision_block *b = &v->blocks[l];
     const size_t D = v->dim, F = v->ffn_dim;
     char name[96];
+    memset(b, 0, sizeof *b); /* what the file lacks stays absent */
     /* An older converter's ffn_down is the up projection: it takes D. */
     snprintf(name, sizeof name, "v.blk.%zu.ffn_down.weight", l);
-    const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
-    uint64_t dims[KVC_GGUF_MAX_DIMS] = {0};
-    if (t != KVC_GGUF_NONE) kvc_gguf_tensor(src->gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
-    const int swapped = v->design->ffn_swappable && dims[0] == D;
-    const char *up = swapped ? "ffn_down" : "ffn_up", *down = swapped ? "ffn_up" : "ffn_down";
+    const int swapped = v->design->ffn_swappable && first_dim(src, name) == D;
     const struct {
-        const char *part, *suffix;
-        size_t cols, rows; /* rows 0: a vector of cols */
+        const char *part;
+        size_t cols, rows;
         int optional;
-        kvc_tensor *out;
-    } tensors[] = {
-        {"ln1", "weight", D, 0, 1, &b->ln1_w},    {"ln1", "bias", D, 0, 1, &b->ln1_b},
-        {"attn_q", "weight", D, D, 0, &b->wq},    {"attn_q", "bias", D, 0, 1, &b->bq},
-        {"attn_k", "weight", D, D, 0, &b->wk},    {"attn_k", "bias", D, 0, 1, &b->bk},
-        {"attn_v", "weight", D, D, 0, &b->wv},    {"attn_v", "bias", D, 0, 1, &b->bv},
-        {"attn_out", "weight", D, D, 0, &b->wo},  {"attn_out", "bias", D, 0, 1, &b->bo},
-        {"ln2", "weight", D, 0, 1, &b->ln2_w},    {"ln2", "bias", D, 0, 1, &b->ln2_b},
-        {up, "weight", D, F, 0, &b->up},          {up, "bias", F, 0, 1, &b->up_b},
-        {down, "weight", F, D, 0, &b->down},      {down, "bias", D, 0, 1, &b->down_b},
+    } products[KVC_VISION_PRODUCTS] = {
+        [KVC_VISION_Q] = {"attn_q", D, D, 0},       [KVC_VISION_K] = {"attn_k", D, D, 0},
+        [KVC_VISION_V] = {"attn_v", D, D, 0},       [KVC_VISION_O] = {"attn_out", D, D, 0},
+        [KVC_VISION_GATE] = {"ffn_gate", D, F, 1},  [KVC_VISION_UP] = {swapped ? "ffn_down" : "ffn_up", D, F, 0},
+        [KVC_VISION_DOWN] = {swapped ? "ffn_up" : "ffn_down", F, D, 0},
     };
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
-        snprintf(name, sizeof name, "v.blk.%zu.%s.%s", l, tensors[i].part, tensors[i].suffix);
-        size_t rows = tensors[i].rows;
-        const kvc_status status = rows ? bind_matrix(src, name, tensors[i].cols, &rows, tensors[i].out)
-                                       : bind_vector(src, name, tensors[i].cols, tensors[i].optional, tensors[i].out);
-        if (status != KVC_OK) return status;
+    kvc_status status = KVC_OK;
+    for (size_t i = 0; status == KVC_OK && i < KVC_VISION_PRODUCTS; i++) {
+        snprintf(name, sizeof name, "v.blk.%zu.%s.weight", l, products[i].part);
+        if (products[i].optional && !has_tensor(src, name)) continue;
+        size_t rows = products[i].rows;
+        status = bind_matrix(src, name, products[i].cols, &rows, &b->w[i]);
+        if (status == KVC_OK && v->design->clamps) status = bind_clamps(src, name, b->clamp[i]);
+        snprintf(name, sizeof name, "v.blk.%zu.%s.bias", l, products[i].part);
+        if (status == KVC_OK) status = bind_vector(src, name, products[i].rows, 1, &b->b[i]);
     }
+    const struct {
+        const char *part;
+        size_t n; /* 0: a head's size or the width */
+        kvc_tensor *out;
+    } vectors[] = {
+        {"ln1.weight", D, &b->ln1_w}, {"ln1.bias", D, &b->ln1_b}, {"ln2.weight", D, &b->ln2_w}, {"ln2.bias", D, &b->ln2_b},
+        {"attn_q_norm.weight", 0, &b->q_norm}, {"attn_k_norm.weight", 0, &b->k_norm},
+        {"attn_post_norm.weight", D, &b->attn_post_norm}, {"ffn_post_norm.weight", D, &b->ffn_post_norm},
+        {"out_scale.weight", D, &b->out_scale},
+    };
+    for (size_t i = 0; status == KVC_OK && i < sizeof vectors / sizeof vectors[0]; i++) {
+        snprintf(name, sizeof name, "v.blk.%zu.%s", l, vectors[i].part);
+        /* q and k norms: over each head when a head's size, else the row. */
+        const size_t n = vectors[i].n ? vectors[i].n : first_dim(src, name) == v->head_dim ? v->head_dim : D;
+        status = bind_vector(src, name, n, 1, vectors[i].out);
+    }
+    if (status != KVC_OK) return status;
     snprintf(name, sizeof name, "v.blk.%zu.attn_qkv.weight", l);
     if (has_tensor(src, name)) return refuse(src, KVC_E_MODEL_FILE, "tensor %s: a fused attention this encoder does not read", name);
     return KVC_OK;
@@ -266,11 +313,12 @@ static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
 /* The patch embedding, the position table and the encoder's outer norms. */
 static kvc_status bind_stem(vision_source *src, kvc_vision *v) {
     const size_t P = v->patch_size, D = v->dim;
-    size_t kernel[4] = {P, P, 3, D}, table[2] = {D, 0};
+    const int xy = v->design->positions == KVC_VISION_POS_XY;
+    size_t kernel[4] = {P, P, 3, D}, table[3] = {D, 0, 2};
     kvc_status status;
     if ((status = bind(src, "v.patch_embd.weight", 4, kernel, 0, &v->patch_w)) ||
         (status = bind_vector(src, "v.patch_embd.bias", D, 1, &v->patch_b)) ||
-        (status = bind(src, "v.position_embd.weight", 2, table, 0, &v->position)) ||
+        (status = bind(src, "v.position_embd.weight", xy ? 3 : 2, table, 0, &v->position)) ||
         (status = bind_vector(src, "v.pre_ln.weight", D, 1, &v->pre_ln_w)) ||
         (status = bind_vector(src, "v.pre_ln.bias", D, 1, &v->pre_ln_b)) ||
         (status = bind_vector(src, "v.post_ln.weight", D, 1, &v->post_ln_w)) ||
@@ -278,6 +326,10 @@ static kvc_status bind_stem(vision_source *src, kvc_vision *v) {
         return status;
     if (has_tensor(src, "v.patch_embd.weight.1"))
         return refuse(src, KVC_E_MODEL_FILE, "tensor v.patch_embd.weight.1: a second patch kernel this encoder does not read");
+    if (xy) {
+        v->side = table[1];
+        return KVC_OK;
+    }
     /* The table is a square grid of patches (clip.cpp takes its side as
      * sqrt of its rows). */
     size_t side = 1;
@@ -306,17 +358,26 @@ static kvc_status bind_steps(vision_source *src, kvc_vision *v) {
             break;
         case KVC_VISION_POOL:
         case KVC_VISION_ACT:
+        case KVC_VISION_SCALE:
             break;
         case KVC_VISION_LAYERNORM:
         case KVC_VISION_RMSNORM:
+            if (!s->tensor) break; /* a norm without weight */
             snprintf(name, sizeof name, "%s.weight", s->tensor);
             status = bind_vector(src, name, width, s->op == KVC_VISION_LAYERNORM, &v->step_w[i]);
             snprintf(name, sizeof name, "%s.bias", s->tensor);
             if (status == KVC_OK && s->op == KVC_VISION_LAYERNORM) status = bind_vector(src, name, width, 1, &v->step_b[i]);
             break;
+        case KVC_VISION_STANDARDIZE:
+            snprintf(name, sizeof name, "%s_bias", s->tensor);
+            status = bind_vector(src, name, width, 1, &v->step_b[i]);
+            snprintf(name, sizeof name, "%s_scale", s->tensor);
+            if (status == KVC_OK) status = bind_vector(src, name, width, 1, &v->step_w[i]);
+            break;
         case KVC_VISION_LINEAR:
             snprintf(name, sizeof name, "%s.weight", s->tensor);
             status = bind_matrix(src, name, width, &rows, &v->step_w[i]);
+            if (status == KVC_OK && d->clamps) status = bind_clamps(src, name, v->step_clamp[i]);
             snprintf(name, sizeof name, "%s.bias", s->tensor);
             if (status == KVC_OK) status = bind_vector(src, name, rows, 1, &v->step_b[i]);
             width = rows;
@@ -392,11 +453,18 @@ kvc_status kvc_vision_alloc_weights(kvc_vision *vision) {
     for (size_t i = 0; i < sizeof stem / sizeof stem[0]; i++) place(stem[i], w);
     for (size_t l = 0; l < vision->layers; l++) {
         kvc_vision_block *b = &vision->blocks[l];
-        kvc_tensor *block[] = {&b->ln1_w, &b->ln1_b, &b->wq, &b->bq, &b->wk, &b->bk, &b->wv, &b->bv,
-                               &b->wo, &b->bo, &b->ln2_w, &b->ln2_b, &b->up, &b->up_b, &b->down, &b->down_b};
+        kvc_tensor *block[] = {&b->ln1_w, &b->ln1_b, &b->ln2_w, &b->ln2_b, &b->q_norm, &b->k_norm,
+                               &b->attn_post_norm, &b->ffn_post_norm, &b->out_scale};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], w);
+        for (size_t i = 0; i < KVC_VISION_PRODUCTS; i++) {
+            place(&b->w[i], w), place(&b->b[i], w);
+            for (size_t j = 0; j < KVC_VISION_BOUNDS; j++) place(&b->clamp[i][j], w);
+        }
     }
-    for (size_t i = 0; i < vision->design->steps; i++) place(&vision->step_w[i], w), place(&vision->step_b[i], w);
+    for (size_t i = 0; i < vision->design->steps; i++) {
+        place(&vision->step_w[i], w), place(&vision->step_b[i], w);
+        for (size_t j = 0; j < KVC_VISION_BOUNDS; j++) place(&vision->step_clamp[i][j], w);
+    }
     return KVC_OK;
 }
 
@@ -417,6 +485,7 @@ size_t kvc_vision_grid_tokens(const kvc_vision *vision, size_t *gx, size_t *gy) 
     const size_t m = vision->merge;
     if (*gx == 0 || *gy == 0 || *gx > KVC_VISION_MAX_PATCHES / *gy) return 0;
     if (vision->design->positions == KVC_VISION_POS_TABLE && (*gx != vision->side || *gy != vision->side)) return 0;
+    if (vision->design->positions == KVC_VISION_POS_XY && (*gx > vision->side || *gy > vision->side)) return 0;
     for (size_t i = 0; i < vision->design->steps; i++) {
         const kvc_vision_op op = vision->design->step[i].op;
         if (op == KVC_VISION_SHUFFLE) *gx = (*gx + m - 1) / m, *gy = (*gy + m - 1) / m;

@@ -237,6 +237,9 @@ gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type) {
     if (strcmp(projector, "lfm2") == 0) {
         /* A 4 x 4 table, resized to any tile's grid. */
         p.image_size = 16, p.side = 4, p.hidden = 96, p.out = 48, p.patch_type = GB_F32;
+    } else if (strcmp(projector, "gemma4v") == 0) {
+        /* Column and row tables of 10: grids up to 10 x 10, pooled 3 x 3. */
+        p.image_size = 40, p.side = 10, p.merge = 3;
     } else {
         p.image_size = 32, p.side = 8;
         if (strcmp(projector, "gemma3") == 0) p.merge = 4;
@@ -271,7 +274,7 @@ static size_t projector_metadata(gb_file *b) {
 
 typedef struct projector_tensors {
     gb_tensor t[128];
-    char names[128][48];
+    char names[128][64];
     size_t count;
 } projector_tensors;
 
@@ -300,14 +303,46 @@ static void projector_matrix(projector_tensors *l, const gb_projector *s, const 
     projector_tensor(l, s, name, s->matrix_type, 2, cols, rows, 0, 0);
 }
 
-gb_file gb_projector_build(const gb_projector *s) {
-    static projector_tensors l;
+/* Gemma 4's vision tower: RMSNorm blocks without biases, q and k norms of a
+ * head, post norms, a gated FFN, clamps on some products. */
+static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
+    const uint64_t D = s->dim, F = s->ffn, hd = s->dim / s->heads;
+    char name[64];
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 3, D, s->side, 2, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const struct { const char *part; uint64_t cols, rows; } parts[] = {
+            {"ln1", D, 0}, {"attn_q", D, D}, {"attn_k", D, D}, {"attn_v", D, D}, {"attn_out", D, D}, {"attn_q_norm", hd, 0},
+            {"attn_k_norm", hd, 0}, {"attn_post_norm", D, 0}, {"ln2", D, 0}, {"ffn_gate", D, F}, {"ffn_up", D, F},
+            {"ffn_down", F, D}, {"ffn_post_norm", D, 0},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
+            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
+            else projector_vector(l, s, name, parts[i].cols);
+        }
+        const char *bounds[] = {"attn_q.input_min", "attn_q.input_max", "ffn_gate.input_max", "ffn_down.output_min",
+                                "ffn_down.output_max"};
+        for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+            snprintf(name, sizeof name, "v.blk.%u.%s", b, bounds[i]);
+            projector_vector(l, s, name, 1);
+        }
+    }
+    projector_vector(l, s, "v.std_bias", D);
+    projector_vector(l, s, "v.std_scale", D);
+    projector_matrix(l, s, "mm.input_projection.weight", D, s->out);
+    projector_vector(l, s, "mm.input_projection.input_min", 1);
+    projector_vector(l, s, "mm.input_projection.output_max", 1);
+}
+
+/* SigLIP's tower (LayerNorm blocks with biases) and the projector of
+ * idefics3, lfm2 or gemma3. */
+static void siglip_tensors(projector_tensors *l, const gb_projector *s) {
     const uint64_t D = s->dim, F = s->ffn, m = s->merge;
     char name[48];
-    l.count = 0;
-    projector_tensor(&l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
-    projector_vector(&l, s, "v.patch_embd.bias", D);
-    projector_tensor(&l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_vector(l, s, "v.patch_embd.bias", D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
     for (uint32_t b = 0; b < s->layers; b++) {
         const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
         const struct { const char *part; uint64_t cols, rows, bias; } parts[] = {
@@ -316,27 +351,34 @@ gb_file gb_projector_build(const gb_projector *s) {
         };
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
             snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
-            if (parts[i].rows) projector_matrix(&l, s, name, parts[i].cols, parts[i].rows);
-            else projector_vector(&l, s, name, parts[i].cols);
+            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
+            else projector_vector(l, s, name, parts[i].cols);
             snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
-            projector_vector(&l, s, name, parts[i].bias);
+            projector_vector(l, s, name, parts[i].bias);
         }
     }
-    projector_vector(&l, s, "v.post_ln.weight", D);
-    projector_vector(&l, s, "v.post_ln.bias", D);
+    projector_vector(l, s, "v.post_ln.weight", D);
+    projector_vector(l, s, "v.post_ln.bias", D);
     if (strcmp(s->projector, "lfm2") == 0) {
-        projector_vector(&l, s, "mm.input_norm.weight", D * m * m);
-        projector_vector(&l, s, "mm.input_norm.bias", D * m * m);
-        projector_matrix(&l, s, "mm.1.weight", D * m * m, s->hidden);
-        projector_vector(&l, s, "mm.1.bias", s->hidden);
-        projector_matrix(&l, s, "mm.2.weight", s->hidden, s->out);
-        projector_vector(&l, s, "mm.2.bias", s->out);
+        projector_vector(l, s, "mm.input_norm.weight", D * m * m);
+        projector_vector(l, s, "mm.input_norm.bias", D * m * m);
+        projector_matrix(l, s, "mm.1.weight", D * m * m, s->hidden);
+        projector_vector(l, s, "mm.1.bias", s->hidden);
+        projector_matrix(l, s, "mm.2.weight", s->hidden, s->out);
+        projector_vector(l, s, "mm.2.bias", s->out);
     } else if (strcmp(s->projector, "gemma3") == 0) {
-        projector_vector(&l, s, "mm.soft_emb_norm.weight", D);
-        projector_tensor(&l, s, "mm.input_projection.weight", s->patch_type, 2, s->out, D, 0, 0); /* stored [out, in] */
+        projector_vector(l, s, "mm.soft_emb_norm.weight", D);
+        projector_tensor(l, s, "mm.input_projection.weight", s->patch_type, 2, s->out, D, 0, 0); /* stored [out, in] */
     } else {
-        projector_matrix(&l, s, "mm.model.fc.weight", D * m * m, s->out);
+        projector_matrix(l, s, "mm.model.fc.weight", D * m * m, s->out);
     }
+}
+
+gb_file gb_projector_build(const gb_projector *s) {
+    static projector_tensors l;
+    l.count = 0;
+    if (strcmp(s->projector, "gemma4v") == 0) gemma4v_tensors(&l, s);
+    else siglip_tensors(&l, s);
     projector_spec = s;
     size_t header;
     return gb_build(3, projector_metadata, l.t, l.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);

@@ -35,6 +35,7 @@ typedef gb_projector spec;
 
 static spec idefics3_spec(uint32_t type) { return gb_projector_spec("idefics3", type); }
 static spec lfm2_spec(uint32_t type) { return gb_projector_spec("lfm2", type); }
+static spec gemma4v_spec(uint32_t type) { return gb_projector_spec("gemma4v", type); }
 static spec gemma3_spec(uint32_t type) {
     spec s = gb_projector_spec("gemma3", type);
     s.swapped_ffn = 1; /* an older converter's names */
@@ -68,6 +69,16 @@ static void fill_tensor(uint8_t *weights, const kvc_gguf *g, size_t t, test_rng 
     int norm = n_dims == 1 && name_len > 7 && memcmp(name + name_len - 7, ".weight", 7) == 0;
     if (name_len > 26 && memcmp(name, "mm.input_projection.weight", 26) == 0) fan_in = dims[1];
     const float scale = n_dims == 1 ? 0.1f : 1.0f / sqrtf((float)fan_in);
+    /* Gemma 4's clamps: bounds that bite (its activations are about 1). */
+    const struct { const char *suffix; float value; } bounds[] = {
+        {"input_min", -0.8f}, {"input_max", 0.8f}, {"output_min", -0.3f}, {"output_max", 0.3f}};
+    for (size_t i = 0; i < 4; i++) {
+        const size_t n = strlen(bounds[i].suffix);
+        if (name_len > n && memcmp(name + name_len - n, bounds[i].suffix, n) == 0) {
+            memcpy(at, &bounds[i].value, 4);
+            return;
+        }
+    }
     if (type == GGML_Q8_0) {
         for (uint64_t b = 0; b < values / 32; b++, at += 34) {
             const uint16_t d = f16_bits(1.7f * scale / 127.0f);
@@ -164,20 +175,34 @@ static void q8_round(size_t n, const float *x, float *out) {
     }
 }
 
-/* y [T x rows] = x [T x cols] times the rows of `name` (+ `bias` where it is). */
+/* The bound `<stem>.<which>` of a product's clamps, or `none`. */
+static float clamp_bound(const reference *r, const char *weight, const char *which, float none) {
+    char name[96];
+    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(weight) - strlen("weight")), weight, which);
+    float *value = weights_of(r, name, NULL);
+    const float bound = value ? value[0] : none;
+    free(value);
+    return bound;
+}
+
+/* y [T x rows] = x [T x cols] times the rows of `name` (+ `bias` where it
+ * is), Gemma4ClippableLinear's clamps of its input and output where the
+ * file has them. */
 static void linear(const reference *r, const char *name, const char *bias, size_t T, size_t cols, size_t rows, const float *x,
                    float *y) {
     uint32_t type;
     float *w = weights_of(r, name, &type);
     float *b = bias ? weights_of(r, bias, NULL) : NULL;
     float *xq = test_alloc(cols * sizeof(float));
+    const float in_min = clamp_bound(r, name, "input_min", -INFINITY), in_max = clamp_bound(r, name, "input_max", INFINITY);
+    const float out_min = clamp_bound(r, name, "output_min", -INFINITY), out_max = clamp_bound(r, name, "output_max", INFINITY);
     for (size_t t = 0; t < T; t++) {
-        if (type == GGML_Q8_0) q8_round(cols, x + t * cols, xq);
-        else memcpy(xq, x + t * cols, cols * sizeof(float));
+        for (size_t i = 0; i < cols; i++) xq[i] = fminf(fmaxf(x[t * cols + i], in_min), in_max);
+        if (type == GGML_Q8_0) q8_round(cols, xq, xq);
         for (size_t o = 0; o < rows; o++) {
             double sum = 0.0;
             for (size_t i = 0; i < cols; i++) sum += (double)w[o * cols + i] * xq[i];
-            y[t * rows + o] = (float)sum + (b ? b[o] : 0.0f);
+            y[t * rows + o] = fminf(fmaxf((float)sum, out_min), out_max) + (b ? b[o] : 0.0f);
         }
     }
     free(w), free(b), free(xq);
@@ -205,13 +230,45 @@ static float gelu_table(float x) {
     return f16_round(0.5f * h * (1.0f + tanhf(0.7978845608f * h * (1.0f + 0.044715f * h * h))));
 }
 
+/* RMSNorm of each of T rows of n, times w (NULL: none), in double. */
+static void rms_rows(size_t T, size_t n, float *x, const float *w) {
+    for (size_t t = 0; t < T; t++) {
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++) ss += (double)x[t * n + i] * x[t * n + i];
+        const double scale = 1.0 / sqrt(ss / (double)n + 1e-6);
+        for (size_t i = 0; i < n; i++) x[t * n + i] = (float)(x[t * n + i] * scale) * (w ? w[i] : 1.0f);
+    }
+}
+
+/* Attention of every patch over every patch, q.k times `scale`, in double. */
+static void attend(size_t T, size_t D, size_t H, double scale, const float *q, const float *k, const float *v, float *o) {
+    const size_t d = D / H;
+    double *p = test_alloc(T * sizeof(double));
+    for (size_t head = 0; head < H; head++)
+        for (size_t i = 0; i < T; i++) {
+            double max = -INFINITY, sum = 0.0;
+            for (size_t j = 0; j < T; j++) {
+                double dot = 0.0;
+                for (size_t c = 0; c < d; c++) dot += (double)q[i * D + head * d + c] * k[j * D + head * d + c];
+                p[j] = dot * scale;
+                max = fmax(max, p[j]);
+            }
+            for (size_t j = 0; j < T; j++) sum += p[j] = exp(p[j] - max);
+            for (size_t c = 0; c < d; c++) {
+                double acc = 0.0;
+                for (size_t j = 0; j < T; j++) acc += p[j] / sum * v[j * D + head * d + c];
+                o[i * D + head * d + c] = (float)acc;
+            }
+        }
+    free(p);
+}
+
 /* The encoder's blocks on x [T x D] (build_vit). */
 static void ref_blocks(const reference *r, size_t T, float *x) {
     const spec *s = r->s;
     const size_t D = s->dim, F = s->ffn, H = s->heads, d = D / H;
     float *h = test_alloc(T * D * 4), *q = test_alloc(T * D * 4), *k = test_alloc(T * D * 4), *v = test_alloc(T * D * 4);
     float *o = test_alloc(T * D * 4), *f = test_alloc(T * F * 4);
-    double *p = test_alloc(T * sizeof(double));
     char w[64], b[64];
     for (uint32_t l = 0; l < s->layers; l++) {
 #define NAME(buf, part, what) snprintf(buf, sizeof buf, "v.blk.%u.%s.%s", l, part, what)
@@ -220,22 +277,7 @@ static void ref_blocks(const reference *r, size_t T, float *x) {
         NAME(w, "attn_q", "weight"), NAME(b, "attn_q", "bias"), linear(r, w, b, T, D, D, h, q);
         NAME(w, "attn_k", "weight"), NAME(b, "attn_k", "bias"), linear(r, w, b, T, D, D, h, k);
         NAME(w, "attn_v", "weight"), NAME(b, "attn_v", "bias"), linear(r, w, b, T, D, D, h, v);
-        for (size_t head = 0; head < H; head++)
-            for (size_t i = 0; i < T; i++) {
-                double max = -INFINITY, sum = 0.0;
-                for (size_t j = 0; j < T; j++) {
-                    double dot = 0.0;
-                    for (size_t c = 0; c < d; c++) dot += (double)q[i * D + head * d + c] * k[j * D + head * d + c];
-                    p[j] = dot / sqrt((double)d);
-                    max = fmax(max, p[j]);
-                }
-                for (size_t j = 0; j < T; j++) sum += p[j] = exp(p[j] - max);
-                for (size_t c = 0; c < d; c++) {
-                    double acc = 0.0;
-                    for (size_t j = 0; j < T; j++) acc += p[j] / sum * v[j * D + head * d + c];
-                    o[i * D + head * d + c] = (float)acc;
-                }
-            }
+        attend(T, D, H, 1.0 / sqrt((double)d), q, k, v, o);
         NAME(w, "attn_out", "weight"), NAME(b, "attn_out", "bias"), linear(r, w, b, T, D, D, o, h);
         for (size_t i = 0; i < T * D; i++) x[i] += h[i];
         memcpy(h, x, T * D * 4);
@@ -248,7 +290,80 @@ static void ref_blocks(const reference *r, size_t T, float *x) {
 #undef NAME
     }
     layer_norm(r, "v.post_ln.weight", "v.post_ln.bias", 1e-6f, T, D, x);
-    free(h), free(q), free(k), free(v), free(o), free(f), free(p);
+    free(h), free(q), free(k), free(v), free(o), free(f);
+}
+
+/* Gemma 4's blocks (gemma4v.cpp through build_vit): RMSNorms, q and k normed
+ * per head, each head's halves turned by the patch's column and row (NeoX
+ * pairs (i, i + d/4) at base 100), V normed, q.k unscaled, GELU(gate) * up,
+ * post norms; the products clamped where the file says. */
+static void ref_blocks_gemma4v(const reference *r, size_t gx, size_t gy, float *x) {
+    const spec *s = r->s;
+    const size_t T = gx * gy, D = s->dim, F = s->ffn, H = s->heads, d = D / H;
+    float *h = test_alloc(T * D * 4), *q = test_alloc(T * D * 4), *k = test_alloc(T * D * 4), *v = test_alloc(T * D * 4);
+    float *o = test_alloc(T * D * 4), *g = test_alloc(T * F * 4), *u = test_alloc(T * F * 4);
+    char name[64];
+#define W(part) (snprintf(name, sizeof name, "v.blk.%u.%s.weight", l, part), name)
+#define NORM(part) weights_of(r, W(part), NULL)
+    for (uint32_t l = 0; l < s->layers; l++) {
+        float *ln1 = NORM("ln1"), *ln2 = NORM("ln2"), *qn = NORM("attn_q_norm"), *kn = NORM("attn_k_norm");
+        float *post_attn = NORM("attn_post_norm"), *post_ffn = NORM("ffn_post_norm");
+        memcpy(h, x, T * D * 4);
+        rms_rows(T, D, h, ln1);
+        linear(r, W("attn_q"), NULL, T, D, D, h, q);
+        linear(r, W("attn_k"), NULL, T, D, D, h, k);
+        linear(r, W("attn_v"), NULL, T, D, D, h, v);
+        rms_rows(T * H, d, q, qn);
+        rms_rows(T * H, d, k, kn);
+        rms_rows(T * H, d, v, NULL);
+        float *turned[2] = {q, k};
+        for (size_t which = 0; which < 2; which++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t head = 0; head < H; head++)
+                    for (size_t half = 0; half < 2; half++) {
+                        const double position = half ? (double)(t / gx) : (double)(t % gx);
+                        float *c = turned[which] + t * D + head * d + half * d / 2;
+                        for (size_t i = 0; i < d / 4; i++) {
+                            const double angle = position * pow(100.0, -2.0 * (double)i / (double)(d / 2));
+                            const double a = c[i], b = c[i + d / 4];
+                            c[i] = (float)(a * cos(angle) - b * sin(angle));
+                            c[i + d / 4] = (float)(a * sin(angle) + b * cos(angle));
+                        }
+                    }
+        attend(T, D, H, 1.0, q, k, v, o);
+        linear(r, W("attn_out"), NULL, T, D, D, o, h);
+        rms_rows(T, D, h, post_attn);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+        memcpy(h, x, T * D * 4);
+        rms_rows(T, D, h, ln2);
+        linear(r, W("ffn_gate"), NULL, T, D, F, h, g);
+        linear(r, W("ffn_up"), NULL, T, D, F, h, u);
+        for (size_t i = 0; i < T * F; i++) g[i] = gelu_table(g[i]) * u[i];
+        linear(r, W("ffn_down"), NULL, T, F, D, g, h);
+        rms_rows(T, D, h, post_ffn);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+        free(ln1), free(ln2), free(qn), free(kn), free(post_attn), free(post_ffn);
+    }
+#undef W
+#undef NORM
+    free(h), free(q), free(k), free(v), free(o), free(g), free(u);
+}
+
+/* x [gx x gy x D] averaged over m x m patches (ggml_pool_2d on the
+ * transposed rows), to (gx / m) (gy / m) rows. */
+static float *ref_pool(const float *x, size_t gx, size_t gy, size_t D, size_t m, size_t *tokens) {
+    const size_t ox = gx / m, oy = gy / m;
+    *tokens = ox * oy;
+    float *pooled = test_alloc(*tokens * D * 4);
+    for (size_t c = 0; c < D; c++)
+        for (size_t j = 0; j < oy; j++)
+            for (size_t i = 0; i < ox; i++) {
+                double sum = 0.0;
+                for (size_t ky = 0; ky < m; ky++)
+                    for (size_t kx = 0; kx < m; kx++) sum += x[((j * m + ky) * gx + i * m + kx) * D + c];
+                pooled[(j * ox + i) * D + c] = (float)(sum / (double)(m * m));
+            }
+    return pooled;
 }
 
 /* The patches (conv2d, stride the patch) plus the positions: the table, or
@@ -257,6 +372,7 @@ static void ref_blocks(const reference *r, size_t T, float *x) {
 static float *ref_embed(const reference *r, const float *pixels, size_t W, size_t H) {
     const spec *s = r->s;
     const size_t P = s->patch, D = s->dim, gx = W / P, gy = H / P, n = s->side;
+    const int gemma4v = strcmp(s->projector, "gemma4v") == 0;
     float *kernel = weights_of(r, "v.patch_embd.weight", NULL), *bias = weights_of(r, "v.patch_embd.bias", NULL);
     float *table = weights_of(r, "v.position_embd.weight", NULL);
     float *x = test_alloc(gx * gy * D * 4);
@@ -267,9 +383,19 @@ static float *ref_embed(const reference *r, const float *pixels, size_t W, size_
                 for (size_t c = 0; c < 3; c++)
                     for (size_t ky = 0; ky < P; ky++)
                         for (size_t kx = 0; kx < P; kx++)
-                            sum += (double)kernel[((o * 3 + c) * P + ky) * P + kx] * pixels[((py * P + ky) * W + px * P + kx) * 3 + c];
-                x[(py * gx + px) * D + o] = (float)sum + bias[o];
+                            sum += (double)kernel[((o * 3 + c) * P + ky) * P + kx] *
+                                   (gemma4v ? 2.0f * pixels[((py * P + ky) * W + px * P + kx) * 3 + c] - 1.0f
+                                            : pixels[((py * P + ky) * W + px * P + kx) * 3 + c]);
+                x[(py * gx + px) * D + o] = (float)sum + (bias ? bias[o] : 0.0f);
             }
+    if (gemma4v) {
+        /* gemma4v: the column's row of the first table plus the row's of the second */
+        for (size_t py = 0; py < gy; py++)
+            for (size_t px = 0; px < gx; px++)
+                for (size_t c = 0; c < D; c++) x[(py * gx + px) * D + c] += table[px * D + c] + table[(n + py) * D + c];
+        free(kernel), free(bias), free(table);
+        return x;
+    }
     double *wx = test_alloc(gx * n * sizeof(double)), *wy = test_alloc(gy * n * sizeof(double));
     const struct { size_t out; double *w; } axes[2] = {{gx, wx}, {gy, wy}};
     for (size_t a = 0; a < 2; a++) {
@@ -319,8 +445,22 @@ static float *ref_encode(const reference *r, const float *pixels, size_t W, size
     const spec *s = r->s;
     const size_t D = s->dim, m = s->merge, gx = W / s->patch, gy = H / s->patch;
     float *x = ref_embed(r, pixels, W, H);
-    ref_blocks(r, gx * gy, x);
     float *y = NULL;
+    if (strcmp(s->projector, "gemma4v") == 0) {
+        /* the pool times sqrt(D), (x - std_bias) * std_scale, RMSNorm, the projection */
+        ref_blocks_gemma4v(r, gx, gy, x);
+        float *pooled = ref_pool(x, gx, gy, D, m, tokens);
+        float *centre = weights_of(r, "v.std_bias", NULL), *scale = weights_of(r, "v.std_scale", NULL);
+        for (size_t t = 0; t < *tokens; t++)
+            for (size_t c = 0; c < D; c++)
+                pooled[t * D + c] = (pooled[t * D + c] * sqrtf((float)D) - centre[c]) * scale[c];
+        rms_rows(*tokens, D, pooled, NULL);
+        y = test_alloc(*tokens * s->out * 4);
+        linear(r, "mm.input_projection.weight", NULL, *tokens, D, s->out, pooled, y);
+        free(pooled), free(centre), free(scale), free(x);
+        return y;
+    }
+    ref_blocks(r, gx * gy, x);
     if (strcmp(s->projector, "idefics3") == 0) {
         float *merged = ref_shuffle(D, gx, gy, m, x, tokens);
         y = test_alloc(*tokens * s->out * 4);
@@ -338,23 +478,8 @@ static float *ref_encode(const reference *r, const float *pixels, size_t W, size
     } else {
         /* gemma3: x transposed to [gx, gy, D] planes, pool_2d average, back,
          * RMSNorm times soft_emb_norm, then the projection's transpose. */
-        const size_t ox = gx / m, oy = gy / m;
-        *tokens = ox * oy;
-        float *pooled = test_alloc(*tokens * D * 4), *norm = weights_of(r, "mm.soft_emb_norm.weight", NULL);
-        for (size_t c = 0; c < D; c++)
-            for (size_t j = 0; j < oy; j++)
-                for (size_t i = 0; i < ox; i++) {
-                    double sum = 0.0;
-                    for (size_t ky = 0; ky < m; ky++)
-                        for (size_t kx = 0; kx < m; kx++) sum += x[((j * m + ky) * gx + i * m + kx) * D + c];
-                    pooled[(j * ox + i) * D + c] = (float)(sum / (double)(m * m));
-                }
-        for (size_t t = 0; t < *tokens; t++) {
-            double ss = 0.0;
-            for (size_t c = 0; c < D; c++) ss += (double)pooled[t * D + c] * pooled[t * D + c];
-            const double scale = 1.0 / sqrt(ss / (double)D + 1e-6);
-            for (size_t c = 0; c < D; c++) pooled[t * D + c] = (float)(pooled[t * D + c] * scale) * norm[c];
-        }
+        float *pooled = ref_pool(x, gx, gy, D, m, tokens), *norm = weights_of(r, "mm.soft_emb_norm.weight", NULL);
+        rms_rows(*tokens, D, pooled, norm);
         float *proj = weights_of(r, "mm.input_projection.weight", NULL); /* [in][out] */
         y = test_alloc(*tokens * s->out * 4);
         for (size_t t = 0; t < *tokens; t++)
@@ -461,6 +586,22 @@ TEST(gemma3_pools_norms_and_projects_through_the_transposed_weight) {
         spec s = gemma3_spec(types[i]);
         CHECK(agrees(&s, 32, 32, 40 + i, types[i] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
     }
+}
+
+TEST(gemma4v_turns_norms_clamps_and_pools_as_the_reference) {
+    const struct { size_t W, H; } sizes[] = {{24, 36}, {36, 12}, {40, 40}};
+    const uint32_t types[] = {GGML_F32, GGML_F16, GGML_Q8_0};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            spec s = gemma4v_spec(types[t]);
+            CHECK(agrees(&s, sizes[i].W, sizes[i].H, 80 + i, types[t] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
+        }
+    test_encoder e;
+    const spec s = gemma4v_spec(GGML_F32);
+    CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
+    CHECK(kvc_vision_tokens(e.vision, 24, 36) == 2 * 3);
+    CHECK(kvc_vision_tokens(e.vision, 44, 12) == 0); /* 11 columns: past the tables' 10 */
+    free_encoder(&e);
 }
 
 TEST(tokens_follow_the_grid_and_refuse_sizes_the_encoder_cannot_take) {
@@ -637,6 +778,7 @@ RUN_TESTS(CASE(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices),
           CASE(idefics3_reads_an_older_converters_swapped_ffn_names),
           CASE(lfm2_resizes_its_positions_to_any_grid_and_pads_the_unshuffle),
           CASE(gemma3_pools_norms_and_projects_through_the_transposed_weight),
+          CASE(gemma4v_turns_norms_clamps_and_pools_as_the_reference),
           CASE(tokens_follow_the_grid_and_refuse_sizes_the_encoder_cannot_take),
           CASE(encode_gives_the_same_bits_on_one_and_three_threads),
           CASE(create_refuses_what_it_cannot_encode_and_says_what),
