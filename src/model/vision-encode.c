@@ -109,7 +109,7 @@ static void activate(kvc_vision_act act, size_t n, float *x) {
 
 /* The arrays of an encode, carved from one arena. */
 enum { S_X, S_XB, S_Q, S_K, S_V, S_QH, S_KH, S_VH, S_FFN, S_GATE, S_PATCHES, S_TABLE, S_PROBS, S_STATS, S_VECTOR, S_ROPE,
-       S_CLAMPED, S_PING, S_PONG, S_COUNT };
+       S_CLAMPED, S_PING, S_PONG, S_DEEP, S_DEEP_HIDDEN, S_COUNT };
 
 typedef struct vision_work {
     float *at[S_COUNT];
@@ -141,7 +141,7 @@ static kvc_status reserve(kvc_vision *v, vision_work *work) {
     floats[S_X] = floats[S_XB] = floats[S_Q] = floats[S_K] = floats[S_V] = T * D;
     floats[S_QH] = floats[S_KH] = floats[S_VH] = T * D;
     floats[S_FFN] = floats[S_GATE] = T * v->ffn_dim;
-    floats[S_ROPE] = v->head_dim;
+    floats[S_ROPE] = 2 * v->head_dim;
     floats[S_PATCHES] = T * 3 * P * P;
     floats[S_TABLE] = (v->design->positions == KVC_VISION_POS_XY ? 2 : (uint64_t)v->side) * v->side * D;
     floats[S_PROBS] = (uint64_t)threads * KVC_VISION_QUERY_CHUNK * T;
@@ -165,6 +165,17 @@ static kvc_status reserve(kvc_vision *v, vision_work *work) {
     floats[S_VECTOR] = widest;
     floats[S_PING] = floats[S_PONG] = head;
     floats[S_CLAMPED] = larger(head, T * larger(D, v->ffn_dim));
+    const uint64_t blocks = T / ((uint64_t)v->merge * v->merge); /* deepstack's rows */
+    floats[S_DEEP] = blocks * v->deepstack_layers * v->deepstack_width;
+    for (size_t l = 0; l < v->layers; l++) {
+        const kvc_vision_block *b = &v->blocks[l];
+        if (!b->ds_fc1.type) continue;
+        floats[S_DEEP_HIDDEN] = larger(floats[S_DEEP_HIDDEN], blocks * b->ds_fc1.rows);
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->ds_fc1}, 1, (size_t)blocks));
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->ds_fc2}, 1, (size_t)blocks));
+        widest = larger(widest, larger(b->ds_fc1.cols, b->ds_fc1.rows));
+    }
+    floats[S_VECTOR] = widest;
     for (size_t l = 0; l < v->layers; l++) {
         const kvc_tensor *w = v->blocks[l].w;
         codes = larger(codes, codes_of((const kvc_tensor *[]){&w[KVC_VISION_Q], &w[KVC_VISION_K], &w[KVC_VISION_V]}, 3, work->T));
@@ -260,6 +271,10 @@ static void embed_patches(kvc_vision *v, vision_work *w, const float *pixels) {
         }
     }
     product(v, KVC_PROFILE_EMBED, &v->patch_w, w->at[S_PATCHES], w->T, w->at[S_X]);
+    if (v->patch_w2.type) { /* the second kernel's product added (qwen3vl's two conv2d) */
+        product(v, KVC_PROFILE_EMBED, &v->patch_w2, w->at[S_PATCHES], w->T, w->at[S_Q]);
+        kvc_add(w->T * v->dim, w->at[S_X], w->at[S_Q]);
+    }
     add_bias(w->T, v->dim, w->at[S_X], &v->patch_b, w->at[S_VECTOR]);
 }
 
@@ -351,18 +366,50 @@ static void from_heads(size_t T, size_t heads, size_t d, const float *h, float *
         for (size_t i = 0; i < heads; i++) memcpy(x + (t * heads + i) * d, h + (i * T + t) * d, d * sizeof *x);
 }
 
-/* q and k of each patch turned by 2D RoPE: each head's first half by the
- * patch's column, its second half by its row, NeoX pairs (i, i + d / 4)
- * within a half, at the design's base. */
-static void rope_2d(const kvc_vision *v, const vision_work *w, float *x) {
+/* Where token t of the grid lies: row-major, or in block order (each
+ * merge x merge block consecutive, row by row). */
+static void place_of(const kvc_vision *v, const vision_work *w, size_t t, size_t *x, size_t *y) {
+    if (!v->design->block_order) {
+        *x = t % w->gx, *y = t / w->gx;
+        return;
+    }
+    const size_t m = v->merge, block = t / (m * m), in = t % (m * m);
+    *x = block % (w->gx / m) * m + in % m;
+    *y = block / (w->gx / m) * m + in / m;
+}
+
+/* The rows of x, row-major, to block order (through tmp). */
+static void to_block_order(const kvc_vision *v, const vision_work *w, float *x, float *tmp) {
+    const size_t D = v->dim;
+    for (size_t t = 0; t < w->T; t++) {
+        size_t px, py;
+        place_of(v, w, t, &px, &py);
+        memcpy(tmp + t * D, x + (py * w->gx + px) * D, D * sizeof *tmp);
+    }
+    memcpy(x, tmp, w->T * D * sizeof *x);
+}
+
+/* q or k of each patch turned by the design's 2D RoPE (kvc_vision_rope). */
+static void rope_2d(const kvc_vision *v, const vision_work *w, float *q) {
     const size_t H = v->heads, d = v->head_dim, D = v->dim;
     const kvc_rope_params rope = {.dims = d / 2, .base = v->design->rope_theta, .scale = 1.0f, .freq_scale = 1.0f};
-    float *by_column = w->at[S_ROPE], *by_row = by_column + d / 2;
+    float *by_x = w->at[S_ROPE], *by_y = by_x + d / 2, *both = by_y + d / 2;
     for (size_t t = 0; t < w->T; t++) {
-        kvc_rope_table(&rope, t % w->gx, by_column);
-        kvc_rope_table(&rope, t / w->gx, by_row);
-        kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_column, x + t * D);
-        kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_row, x + t * D + d / 2);
+        size_t x, y;
+        place_of(v, w, t, &x, &y);
+        kvc_rope_table(&rope, x, by_x); /* d/4 cosines, then d/4 sines */
+        kvc_rope_table(&rope, y, by_y);
+        if (v->design->rope == KVC_VISION_ROPE_HALVES_XY) {
+            kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_x, q + t * D);
+            kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_y, q + t * D + d / 2);
+            continue;
+        }
+        /* pairs (i, i + d/2): the first quarter's angles by y, the second's by x */
+        for (size_t i = 0; i < d / 4; i++) {
+            both[i] = by_y[i], both[d / 4 + i] = by_x[i];
+            both[d / 2 + i] = by_y[d / 4 + i], both[3 * d / 4 + i] = by_x[d / 4 + i];
+        }
+        kvc_rope_apply(H, d, d, KVC_ROPE_HALVES, both, q + t * D);
     }
 }
 
@@ -371,6 +418,26 @@ static void qk_norm(const kvc_vision *v, size_t T, float *x, const kvc_tensor *n
     if (!norm->type) return;
     const size_t n = norm->cols;
     block_norm(v->design->norm, T * (v->dim / n), n, x, norm, &(kvc_tensor){0}, v->eps, tmp);
+}
+
+/* Block l's deepstack features, the k-th, of its output x: each block of
+ * merge x merge patches (consecutive, in block order) one row through
+ * LayerNorm, fc1, GELU, fc2, to columns k of the deepstack rows. */
+static void deepstack(kvc_vision *v, vision_work *w, const kvc_vision_block *b, size_t k) {
+    const size_t m2 = v->merge * v->merge, rows = w->T / m2, in = v->dim * m2, hidden = b->ds_fc1.rows;
+    const size_t width = v->deepstack_width, stride = v->deepstack_layers * width;
+    float *feat = w->at[S_XB], *h = w->at[S_DEEP_HIDDEN], *out = w->at[S_DEEP] + k * width, *tmp = w->at[S_VECTOR];
+    memcpy(feat, w->at[S_X], w->T * v->dim * sizeof *feat);
+    block_norm(v->design->norm, rows, in, feat, &b->ds_norm_w, &b->ds_norm_b, v->eps, tmp);
+    product(v, KVC_PROFILE_GATE_UP, &b->ds_fc1, feat, rows, h);
+    add_bias(rows, hidden, h, &b->ds_fc1_b, tmp);
+    activate(KVC_VISION_GELU, rows * hidden, h);
+    const kvc_product p = {.w = &b->ds_fc2, .y = out, .y_stride = stride};
+    kvc_matmul(KVC_PROFILE_DOWN, 1, &p, h, rows, v->scratch.codes);
+    if (b->ds_fc2_b.type) {
+        const float *bias = vector_of(&b->ds_fc2_b, tmp);
+        for (size_t r = 0; r < rows; r++) kvc_add(width, out + r * stride, bias);
+    }
 }
 
 /* Block l on the patches in x (build_vit's loop body). */
@@ -394,7 +461,7 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     for (size_t i = 0; i < 3; i++) add_bias(T, D, qkv[i], &b->b[i], tmp);
     qk_norm(v, T, qkv[0], &b->q_norm, tmp);
     qk_norm(v, T, qkv[1], &b->k_norm, tmp);
-    if (design->rope_theta) rope_2d(v, w, qkv[0]), rope_2d(v, w, qkv[1]);
+    if (design->rope) rope_2d(v, w, qkv[0]), rope_2d(v, w, qkv[1]);
     if (design->v_norm)
         for (size_t i = 0; i < T * H; i++) kvc_rmsnorm(d, qkv[2] + i * d, NULL, v->eps, qkv[2] + i * d);
     to_heads(T, H, d, qkv[0], w->at[S_QH]);
@@ -481,6 +548,10 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
         const size_t n = v->step_width[i], T = gx * gy, m = v->merge;
         int in_place = 0;
         switch (s->op) {
+        case KVC_VISION_GROUP: /* the rows of a block are consecutive: read them as one */
+            gx /= m, gy /= m;
+            in_place = 1;
+            break;
         case KVC_VISION_SHUFFLE:
             shuffle(gx, gy, n, m, cur, next);
             gx = (gx + m - 1) / m, gy = (gy + m - 1) / m;
@@ -537,7 +608,12 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             next = done == w->at[S_X] ? w->at[S_PONG] : done;
         }
     }
-    memcpy(out, cur, gx * gy * v->out_dim * sizeof *out);
+    /* each row: the projector's, then its deepstack features */
+    const size_t projected = v->step_width[v->design->steps], deep = v->out_dim - projected;
+    for (size_t t = 0; t < gx * gy; t++) {
+        memcpy(out + t * v->out_dim, cur + t * projected, projected * sizeof *out);
+        memcpy(out + t * v->out_dim + projected, w->at[S_DEEP] + t * deep, deep * sizeof *out);
+    }
 }
 
 kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t width, size_t height, float *out) {
@@ -550,12 +626,16 @@ kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t wid
     if (status != KVC_OK) return status;
     embed_patches(vision, &work, pixels);
     add_positions(vision, &work);
+    if (vision->design->block_order) to_block_order(vision, &work, work.at[S_X], work.at[S_XB]);
     kvc_profile_mark(KVC_PROFILE_EMBED);
     float *tmp = work.at[S_VECTOR];
     /* The outer norms where their weight is (build_vit). */
     if (vision->pre_ln_w.type)
         layernorm(work.T, vision->dim, work.at[S_X], &vision->pre_ln_w, &vision->pre_ln_b, vision->eps, tmp);
-    for (size_t l = 0; l < vision->layers; l++) run_block(vision, &work, l);
+    for (size_t l = 0, k = 0; l < vision->layers; l++) {
+        run_block(vision, &work, l);
+        if (vision->blocks[l].ds_fc1.type) deepstack(vision, &work, &vision->blocks[l], k++);
+    }
     if (vision->post_ln_w.type)
         layernorm(work.T, vision->dim, work.at[S_X], &vision->post_ln_w, &vision->post_ln_b, vision->eps, tmp);
     kvc_profile_mark(KVC_PROFILE_NORM);

@@ -44,10 +44,20 @@ static const kvc_vision_design designs[] = {
      * without weight, the projection. */
     {.name = "gemma4v", .kind = KVC_PROJECTOR_GEMMA4V, .positions = KVC_VISION_POS_XY,
      .merge_key = "clip.vision.projector.scale_factor", .merge = 3, .head_act = KVC_VISION_GELU,
-     .norm = KVC_VISION_RMSNORM_BLOCKS, .pixel_scale = 2.0f, .pixel_bias = -1.0f, .rope_theta = 100.0f,
+     .norm = KVC_VISION_RMSNORM_BLOCKS, .pixel_scale = 2.0f, .pixel_bias = -1.0f,
+     .rope = KVC_VISION_ROPE_HALVES_XY, .rope_theta = 100.0f,
      .attention_scale = 1.0f, .v_norm = 1, .clamps = 1,
      .steps = 5, .step = {{KVC_VISION_POOL, NULL, 0}, {KVC_VISION_SCALE, NULL, 0}, {KVC_VISION_STANDARDIZE, "v.std", 0},
                           {KVC_VISION_RMSNORM, NULL, 0}, {KVC_VISION_LINEAR, "mm.input_projection", 0}}},
+    /* Qwen3-VL, Qwen3.5 (qwen3vl.cpp): two patch kernels summed, the patches
+     * in 2x2 block order, the position table resized, LayerNorm blocks with
+     * a fused qkv and M-RoPE; each 2x2 block one row through a two-layer
+     * MLP with GELU; the deepstack blocks' features appended. */
+    {.name = "qwen3vl_merger", .kind = KVC_PROJECTOR_QWEN3VL, .positions = KVC_VISION_POS_RESIZED,
+     .merge_key = "clip.vision.spatial_merge_size", .merge = 2, .head_act = KVC_VISION_GELU,
+     .rope = KVC_VISION_ROPE_QUARTERS_YX, .rope_theta = 10000.0f, .block_order = 1, .deepstack = 1,
+     .steps = 4, .step = {{KVC_VISION_GROUP, NULL, 0}, {KVC_VISION_LINEAR, "mm.0", 0}, {KVC_VISION_ACT, NULL, 0},
+                          {KVC_VISION_LINEAR, "mm.2", 0}}},
 };
 
 /* ---- what the GGUF file says ---- */
@@ -221,8 +231,10 @@ static kvc_status read_params(vision_source *src, kvc_vision *v) {
     if (v->dim % v->heads)
         return refuse(src, KVC_E_MODEL_FILE, "clip.vision.embedding_length %zu is not a whole number of %zu heads", v->dim, v->heads);
     v->head_dim = v->dim / v->heads;
-    if (d->rope_theta && v->head_dim % 4)
-        return refuse(src, KVC_E_MODEL_FILE, "a head of %zu channels does not split into the two halves 2D RoPE turns in pairs", v->head_dim);
+    if (d->block_order && v->merge != 2)
+        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 x 2 patches", d->merge_key, v->merge);
+    if (d->rope && v->head_dim % 4)
+        return refuse(src, KVC_E_MODEL_FILE, "a head of %zu channels does not split into the quarters 2D RoPE turns", v->head_dim);
     if (v->merge < 2) return refuse(src, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 or more patches a side", d->merge_key, v->merge);
     if (v->patch_size > 256) return refuse(src, KVC_E_MODEL_FILE, "metadata clip.vision.patch_size is %zu: too large", v->patch_size);
     int gelu, silu;
@@ -259,6 +271,47 @@ static kvc_status bind_clamps(vision_source *src, const char *weight, kvc_tensor
     return KVC_OK;
 }
 
+/* Rows [first, first + rows) of t: a weight of its own (lm.c's row_range). */
+static kvc_tensor row_range(const kvc_tensor *t, size_t first, size_t rows) {
+    kvc_tensor range = *t;
+    range.offset += first * t->row_bytes;
+    range.rows = rows;
+    return range;
+}
+
+/* Values [first, first + n) of the vector t, a whole number of its blocks. */
+static kvc_tensor vector_range(const kvc_tensor *t, size_t first, size_t n) {
+    kvc_tensor range = *t;
+    range.offset += first / t->type->block_values * t->type->block_bytes;
+    range.cols = n;
+    range.row_bytes = n / t->type->block_values * t->type->block_bytes;
+    return range;
+}
+
+/* Block l's deepstack (v.deepstack.<l>.*): every one as wide as the first. */
+static kvc_status bind_deepstack(vision_source *src, kvc_vision *v, size_t l) {
+    kvc_vision_block *b = &v->blocks[l];
+    const size_t in = v->dim * v->merge * v->merge;
+    size_t hidden = 0, out = v->deepstack_width;
+    char name[64];
+    kvc_status status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.norm.weight", l);
+    if ((status = bind_vector(src, name, in, 1, &b->ds_norm_w))) return status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.norm.bias", l);
+    if ((status = bind_vector(src, name, in, 1, &b->ds_norm_b))) return status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.fc1.weight", l);
+    if ((status = bind_matrix(src, name, in, &hidden, &b->ds_fc1))) return status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.fc1.bias", l);
+    if ((status = bind_vector(src, name, hidden, 1, &b->ds_fc1_b))) return status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.fc2.weight", l);
+    if ((status = bind_matrix(src, name, hidden, &out, &b->ds_fc2))) return status;
+    snprintf(name, sizeof name, "v.deepstack.%zu.fc2.bias", l);
+    if ((status = bind_vector(src, name, out, 1, &b->ds_fc2_b))) return status;
+    v->deepstack_width = out;
+    v->deepstack_layers++;
+    return KVC_OK;
+}
+
 /* Block l's tensors (clip.cpp's load_tensors: v.blk.<l>.*). */
 static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
     kvc_vision_block *b = &v->blocks[l];
@@ -279,7 +332,21 @@ static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
         [KVC_VISION_DOWN] = {swapped ? "ffn_up" : "ffn_down", F, D, 0},
     };
     kvc_status status = KVC_OK;
-    for (size_t i = 0; status == KVC_OK && i < KVC_VISION_PRODUCTS; i++) {
+    /* A fused attn_qkv: q's rows, then k's, then v's (build_vit's views). */
+    snprintf(name, sizeof name, "v.blk.%zu.attn_qkv.weight", l);
+    const int fused = has_tensor(src, name);
+    if (fused) {
+        size_t rows = 3 * D;
+        kvc_tensor qkv, qkv_b;
+        status = bind_matrix(src, name, D, &rows, &qkv);
+        snprintf(name, sizeof name, "v.blk.%zu.attn_qkv.bias", l);
+        if (status == KVC_OK) status = bind_vector(src, name, 3 * D, 1, &qkv_b);
+        for (size_t i = 0; status == KVC_OK && i < 3; i++) {
+            b->w[i] = row_range(&qkv, i * D, D);
+            if (qkv_b.type) b->b[i] = vector_range(&qkv_b, i * D, D);
+        }
+    }
+    for (size_t i = fused ? KVC_VISION_O : 0; status == KVC_OK && i < KVC_VISION_PRODUCTS; i++) {
         snprintf(name, sizeof name, "v.blk.%zu.%s.weight", l, products[i].part);
         if (products[i].optional && !has_tensor(src, name)) continue;
         size_t rows = products[i].rows;
@@ -304,10 +371,9 @@ static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
         const size_t n = vectors[i].n ? vectors[i].n : first_dim(src, name) == v->head_dim ? v->head_dim : D;
         status = bind_vector(src, name, n, 1, vectors[i].out);
     }
-    if (status != KVC_OK) return status;
-    snprintf(name, sizeof name, "v.blk.%zu.attn_qkv.weight", l);
-    if (has_tensor(src, name)) return refuse(src, KVC_E_MODEL_FILE, "tensor %s: a fused attention this encoder does not read", name);
-    return KVC_OK;
+    snprintf(name, sizeof name, "v.deepstack.%zu.fc1.weight", l);
+    if (status == KVC_OK && v->design->deepstack && has_tensor(src, name)) status = bind_deepstack(src, v, l);
+    return status;
 }
 
 /* The patch embedding, the position table and the encoder's outer norms. */
@@ -324,8 +390,8 @@ static kvc_status bind_stem(vision_source *src, kvc_vision *v) {
         (status = bind_vector(src, "v.post_ln.weight", D, 1, &v->post_ln_w)) ||
         (status = bind_vector(src, "v.post_ln.bias", D, 1, &v->post_ln_b)))
         return status;
-    if (has_tensor(src, "v.patch_embd.weight.1"))
-        return refuse(src, KVC_E_MODEL_FILE, "tensor v.patch_embd.weight.1: a second patch kernel this encoder does not read");
+    size_t second[4] = {P, P, 3, D};
+    if ((status = bind(src, "v.patch_embd.weight.1", 4, second, 1, &v->patch_w2))) return status;
     if (xy) {
         v->side = table[1];
         return KVC_OK;
@@ -351,6 +417,7 @@ static kvc_status bind_steps(vision_source *src, kvc_vision *v) {
         kvc_status status = KVC_OK;
         size_t rows = 0;
         switch (s->op) {
+        case KVC_VISION_GROUP:
         case KVC_VISION_SHUFFLE:
             if (width * v->merge * v->merge > KVC_VISION_MAX_SIZE)
                 return refuse(src, KVC_E_MODEL_FILE, "a token of %zu x %zu patches of %zu is too wide", v->merge, v->merge, width);
@@ -393,7 +460,9 @@ static kvc_status bind_steps(vision_source *src, kvc_vision *v) {
         if (status != KVC_OK) return status;
     }
     v->step_width[d->steps] = width;
-    v->out_dim = width;
+    if (v->deepstack_width && v->deepstack_layers > (KVC_VISION_MAX_SIZE - width) / v->deepstack_width)
+        return refuse(src, KVC_E_MODEL_FILE, "rows of %zu and %zu deepstack features of %zu are too wide", width, v->deepstack_layers, v->deepstack_width);
+    v->out_dim = width + v->deepstack_layers * v->deepstack_width;
     return KVC_OK;
 }
 
@@ -448,13 +517,14 @@ kvc_status kvc_vision_alloc_weights(kvc_vision *vision) {
     uint8_t *w = vision->weights_bytes < SIZE_MAX ? kvc_malloc(vision->weights_bytes ? vision->weights_bytes : 1) : NULL;
     if (!w) return KVC_E_NOMEM;
     vision->weights = w;
-    kvc_tensor *stem[] = {&vision->patch_w, &vision->patch_b, &vision->position, &vision->pre_ln_w,
+    kvc_tensor *stem[] = {&vision->patch_w, &vision->patch_w2, &vision->patch_b, &vision->position, &vision->pre_ln_w,
                           &vision->pre_ln_b, &vision->post_ln_w, &vision->post_ln_b};
     for (size_t i = 0; i < sizeof stem / sizeof stem[0]; i++) place(stem[i], w);
     for (size_t l = 0; l < vision->layers; l++) {
         kvc_vision_block *b = &vision->blocks[l];
         kvc_tensor *block[] = {&b->ln1_w, &b->ln1_b, &b->ln2_w, &b->ln2_b, &b->q_norm, &b->k_norm,
-                               &b->attn_post_norm, &b->ffn_post_norm, &b->out_scale};
+                               &b->attn_post_norm, &b->ffn_post_norm, &b->out_scale, &b->ds_norm_w, &b->ds_norm_b,
+                               &b->ds_fc1, &b->ds_fc1_b, &b->ds_fc2, &b->ds_fc2_b};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) place(block[i], w);
         for (size_t i = 0; i < KVC_VISION_PRODUCTS; i++) {
             place(&b->w[i], w), place(&b->b[i], w);
@@ -488,7 +558,8 @@ size_t kvc_vision_grid_tokens(const kvc_vision *vision, size_t *gx, size_t *gy) 
     if (vision->design->positions == KVC_VISION_POS_XY && (*gx > vision->side || *gy > vision->side)) return 0;
     for (size_t i = 0; i < vision->design->steps; i++) {
         const kvc_vision_op op = vision->design->step[i].op;
-        if (op == KVC_VISION_SHUFFLE) *gx = (*gx + m - 1) / m, *gy = (*gy + m - 1) / m;
+        if (op == KVC_VISION_GROUP && (*gx % m || *gy % m)) return 0; /* whole blocks only */
+        if (op == KVC_VISION_SHUFFLE || op == KVC_VISION_GROUP) *gx = (*gx + m - 1) / m, *gy = (*gy + m - 1) / m;
         if (op == KVC_VISION_POOL) *gx /= m, *gy /= m;
     }
     return *gx * *gy;

@@ -237,6 +237,9 @@ gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type) {
     if (strcmp(projector, "lfm2") == 0) {
         /* A 4 x 4 table, resized to any tile's grid. */
         p.image_size = 16, p.side = 4, p.hidden = 96, p.out = 48, p.patch_type = GB_F32;
+    } else if (strcmp(projector, "qwen3vl_merger") == 0) {
+        /* A 4 x 4 table resized; three blocks, the first and the last with deepstack. */
+        p.image_size = 16, p.side = 4, p.hidden = 96, p.out = 48, p.layers = 3;
     } else if (strcmp(projector, "gemma4v") == 0) {
         /* Column and row tables of 10: grids up to 10 x 10, pooled 3 x 3. */
         p.image_size = 40, p.side = 10, p.merge = 3;
@@ -262,7 +265,8 @@ static size_t projector_metadata(gb_file *b) {
         {"clip.vision.block_count", s->block_count ? s->block_count : s->layers},
         {"clip.vision.attention.head_count", s->heads}, {"clip.vision.image_size", s->image_size},
         {"clip.vision.patch_size", s->patch}, {"clip.vision.projection_dim", s->out},
-        {"clip.vision.projector.scale_factor", s->omit_merge ? 0 : s->merge},
+        {strcmp(s->projector, "qwen3vl_merger") == 0 ? "clip.vision.spatial_merge_size" : "clip.vision.projector.scale_factor",
+         s->omit_merge ? 0 : s->merge},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (!sizes[i].value) continue;
@@ -335,6 +339,47 @@ static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
     projector_vector(l, s, "mm.input_projection.output_max", 1);
 }
 
+/* Qwen3-VL's tower: two patch kernels, LayerNorm blocks with a fused qkv,
+ * deepstack after the first and the last block, the merger's MLP. */
+static void qwen3vl_tensors(projector_tensors *l, const gb_projector *s) {
+    const uint64_t D = s->dim, F = s->ffn, in = 4 * s->dim;
+    char name[64];
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_tensor(l, s, "v.patch_embd.weight.1", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_vector(l, s, "v.patch_embd.bias", D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const struct { const char *part; uint64_t cols, rows, bias; } parts[] = {
+            {"ln1", D, 0, D}, {"attn_qkv", D, 3 * D, 3 * D}, {"attn_out", D, D, D}, {"ln2", D, 0, D},
+            {"ffn_up", D, F, F}, {"ffn_down", F, D, D},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
+            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
+            else projector_vector(l, s, name, parts[i].cols);
+            snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
+            projector_vector(l, s, name, parts[i].bias);
+        }
+        if (b != 0 && b + 1 != s->layers) continue;
+        const struct { const char *part; uint64_t cols, rows; } deep[] = {
+            {"norm", in, 0}, {"fc1", in, s->hidden}, {"fc2", s->hidden, s->out},
+        };
+        for (size_t i = 0; i < sizeof deep / sizeof deep[0]; i++) {
+            snprintf(name, sizeof name, "v.deepstack.%u.%s.weight", b, deep[i].part);
+            if (deep[i].rows) projector_matrix(l, s, name, deep[i].cols, deep[i].rows);
+            else projector_vector(l, s, name, deep[i].cols);
+            snprintf(name, sizeof name, "v.deepstack.%u.%s.bias", b, deep[i].part);
+            projector_vector(l, s, name, deep[i].rows ? deep[i].rows : deep[i].cols);
+        }
+    }
+    projector_vector(l, s, "v.post_ln.weight", D);
+    projector_vector(l, s, "v.post_ln.bias", D);
+    projector_matrix(l, s, "mm.0.weight", in, s->hidden);
+    projector_vector(l, s, "mm.0.bias", s->hidden);
+    projector_matrix(l, s, "mm.2.weight", s->hidden, s->out);
+    projector_vector(l, s, "mm.2.bias", s->out);
+}
+
 /* SigLIP's tower (LayerNorm blocks with biases) and the projector of
  * idefics3, lfm2 or gemma3. */
 static void siglip_tensors(projector_tensors *l, const gb_projector *s) {
@@ -378,6 +423,7 @@ gb_file gb_projector_build(const gb_projector *s) {
     static projector_tensors l;
     l.count = 0;
     if (strcmp(s->projector, "gemma4v") == 0) gemma4v_tensors(&l, s);
+    else if (strcmp(s->projector, "qwen3vl_merger") == 0) qwen3vl_tensors(&l, s);
     else siglip_tensors(&l, s);
     projector_spec = s;
     size_t header;

@@ -123,7 +123,7 @@ typedef struct gb_projector {
 } gb_projector;
 
 /* The small geometry of `projector` ("idefics3", "lfm2", "gemma3",
- * "gemma4v"): dim
+ * "gemma4v", "qwen3vl_merger"): dim
  * 64, 4 heads, FFN 128, 2 blocks, patches of 4, matrices of `matrix_type`. */
 gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type);
 /* The file, GGUF v3 (its data a counting pattern, as gb_build's). */

@@ -36,6 +36,7 @@ typedef gb_projector spec;
 static spec idefics3_spec(uint32_t type) { return gb_projector_spec("idefics3", type); }
 static spec lfm2_spec(uint32_t type) { return gb_projector_spec("lfm2", type); }
 static spec gemma4v_spec(uint32_t type) { return gb_projector_spec("gemma4v", type); }
+static spec qwen3vl_spec(uint32_t type) { return gb_projector_spec("qwen3vl_merger", type); }
 static spec gemma3_spec(uint32_t type) {
     spec s = gb_projector_spec("gemma3", type);
     s.swapped_ffn = 1; /* an older converter's names */
@@ -349,6 +350,80 @@ static void ref_blocks_gemma4v(const reference *r, size_t gx, size_t gy, float *
     free(h), free(q), free(k), free(v), free(o), free(g), free(u);
 }
 
+/* qwen3vl's spatial merge as its reshapes and permutes index memory:
+ * [D, W, H] -> cont (2D, W/2, H) -> reshape (2D, W/2, 2, H/2) -> permute
+ * (0, 2, 1, 3) -> cont (D, W H): patch (x, y) to row
+ * x%2 + 2 (y%2) + 4 (x/2) + 2 W (y/2). */
+static size_t merged_row(size_t x, size_t y, size_t W) {
+    return x % 2 + 2 * (y % 2) + 4 * (x / 2) + 2 * W * (y / 2);
+}
+
+/* Qwen3-VL's blocks (qwen3vl.cpp) on x in merged order: LayerNorms, the
+ * fused qkv, M-RoPE of the vision kind (pairs (i, i + d/2), the first d/4
+ * turned by the patch's row, the next by its column, base 10000), GELU FFN;
+ * each deepstack block's output, 4 rows a row, through LayerNorm, fc1,
+ * GELU, fc2 into its columns of deep [T/4 x k width]. */
+static void ref_blocks_qwen3vl(const reference *r, size_t gx, size_t gy, float *x, float *deep, size_t deep_stride) {
+    const spec *s = r->s;
+    const size_t T = gx * gy, D = s->dim, F = s->ffn, H = s->heads, d = D / H;
+    float *h = test_alloc(T * D * 4), *qkv = test_alloc(T * 3 * D * 4), *q = test_alloc(T * D * 4), *k = test_alloc(T * D * 4);
+    float *v = test_alloc(T * D * 4), *o = test_alloc(T * D * 4), *f = test_alloc(T * F * 4);
+    size_t *px = test_alloc(T * sizeof(size_t)), *py = test_alloc(T * sizeof(size_t)), deeps = 0;
+    for (size_t y = 0; y < gy; y++)
+        for (size_t c = 0; c < gx; c++) px[merged_row(c, y, gx)] = c, py[merged_row(c, y, gx)] = y;
+    char w[64], b[64];
+    for (uint32_t l = 0; l < s->layers; l++) {
+#define NAME(buf, part, what) snprintf(buf, sizeof buf, "v.blk.%u.%s.%s", l, part, what)
+        memcpy(h, x, T * D * 4);
+        NAME(w, "ln1", "weight"), NAME(b, "ln1", "bias"), layer_norm(r, w, b, 1e-6f, T, D, h);
+        NAME(w, "attn_qkv", "weight"), NAME(b, "attn_qkv", "bias"), linear(r, w, b, T, D, 3 * D, h, qkv);
+        for (size_t t = 0; t < T; t++) {
+            memcpy(q + t * D, qkv + t * 3 * D, D * 4);
+            memcpy(k + t * D, qkv + t * 3 * D + D, D * 4);
+            memcpy(v + t * D, qkv + t * 3 * D + 2 * D, D * 4);
+        }
+        float *turned[2] = {q, k};
+        for (size_t which = 0; which < 2; which++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t head = 0; head < H; head++) {
+                    float *c = turned[which] + t * D + head * d;
+                    for (size_t i = 0; i < d / 2; i++) {
+                        const double position = i < d / 4 ? (double)py[t] : (double)px[t];
+                        const double angle = position * pow(10000.0, -2.0 * (double)(i % (d / 4)) / (double)(d / 2));
+                        const double a = c[i], e = c[i + d / 2];
+                        c[i] = (float)(a * cos(angle) - e * sin(angle));
+                        c[i + d / 2] = (float)(a * sin(angle) + e * cos(angle));
+                    }
+                }
+        attend(T, D, H, 1.0 / sqrt((double)d), q, k, v, o);
+        NAME(w, "attn_out", "weight"), NAME(b, "attn_out", "bias"), linear(r, w, b, T, D, D, o, h);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+        memcpy(h, x, T * D * 4);
+        NAME(w, "ln2", "weight"), NAME(b, "ln2", "bias"), layer_norm(r, w, b, 1e-6f, T, D, h);
+        NAME(w, "ffn_up", "weight"), NAME(b, "ffn_up", "bias"), linear(r, w, b, T, D, F, h, f);
+        for (size_t i = 0; i < T * F; i++) f[i] = gelu_table(f[i]);
+        NAME(w, "ffn_down", "weight"), NAME(b, "ffn_down", "bias"), linear(r, w, b, T, F, D, f, h);
+        for (size_t i = 0; i < T * D; i++) x[i] += h[i];
+#undef NAME
+        snprintf(w, sizeof w, "v.deepstack.%u.fc1.weight", l);
+        if (kvc_gguf_find_tensor(r->e->gguf, w, strlen(w)) == KVC_GGUF_NONE) continue;
+        float *hidden = test_alloc(T / 4 * s->hidden * 4), *feat = test_alloc(T * D * 4), *projected = test_alloc(T / 4 * s->out * 4);
+        memcpy(feat, x, T * D * 4);
+        snprintf(w, sizeof w, "v.deepstack.%u.norm.weight", l), snprintf(b, sizeof b, "v.deepstack.%u.norm.bias", l);
+        layer_norm(r, w, b, 1e-6f, T / 4, 4 * D, feat);
+        snprintf(w, sizeof w, "v.deepstack.%u.fc1.weight", l), snprintf(b, sizeof b, "v.deepstack.%u.fc1.bias", l);
+        linear(r, w, b, T / 4, 4 * D, s->hidden, feat, hidden);
+        for (size_t i = 0; i < T / 4 * s->hidden; i++) hidden[i] = gelu_table(hidden[i]);
+        snprintf(w, sizeof w, "v.deepstack.%u.fc2.weight", l), snprintf(b, sizeof b, "v.deepstack.%u.fc2.bias", l);
+        linear(r, w, b, T / 4, s->hidden, s->out, hidden, projected);
+        for (size_t t = 0; t < T / 4; t++) memcpy(deep + t * deep_stride + deeps * s->out, projected + t * s->out, s->out * 4);
+        deeps++;
+        free(hidden), free(feat), free(projected);
+    }
+    layer_norm(r, "v.post_ln.weight", "v.post_ln.bias", 1e-6f, T, D, x);
+    free(h), free(qkv), free(q), free(k), free(v), free(o), free(f), free(px), free(py);
+}
+
 /* x [gx x gy x D] averaged over m x m patches (ggml_pool_2d on the
  * transposed rows), to (gx / m) (gy / m) rows. */
 static float *ref_pool(const float *x, size_t gx, size_t gy, size_t D, size_t m, size_t *tokens) {
@@ -374,26 +449,29 @@ static float *ref_embed(const reference *r, const float *pixels, size_t W, size_
     const size_t P = s->patch, D = s->dim, gx = W / P, gy = H / P, n = s->side;
     const int gemma4v = strcmp(s->projector, "gemma4v") == 0;
     float *kernel = weights_of(r, "v.patch_embd.weight", NULL), *bias = weights_of(r, "v.patch_embd.bias", NULL);
+    float *second = weights_of(r, "v.patch_embd.weight.1", NULL); /* qwen3vl: its conv added */
     float *table = weights_of(r, "v.position_embd.weight", NULL);
     float *x = test_alloc(gx * gy * D * 4);
     for (size_t py = 0; py < gy; py++)
         for (size_t px = 0; px < gx; px++)
             for (size_t o = 0; o < D; o++) {
-                double sum = 0.0;
+                double sum = 0.0, sum2 = 0.0;
                 for (size_t c = 0; c < 3; c++)
                     for (size_t ky = 0; ky < P; ky++)
-                        for (size_t kx = 0; kx < P; kx++)
-                            sum += (double)kernel[((o * 3 + c) * P + ky) * P + kx] *
-                                   (gemma4v ? 2.0f * pixels[((py * P + ky) * W + px * P + kx) * 3 + c] - 1.0f
-                                            : pixels[((py * P + ky) * W + px * P + kx) * 3 + c]);
-                x[(py * gx + px) * D + o] = (float)sum + (bias ? bias[o] : 0.0f);
+                        for (size_t kx = 0; kx < P; kx++) {
+                            const size_t k = ((o * 3 + c) * P + ky) * P + kx;
+                            const float pixel = pixels[((py * P + ky) * W + px * P + kx) * 3 + c];
+                            sum += (double)kernel[k] * (gemma4v ? 2.0f * pixel - 1.0f : pixel);
+                            if (second) sum2 += (double)second[k] * pixel;
+                        }
+                x[(py * gx + px) * D + o] = ((float)sum + (float)sum2) + (bias ? bias[o] : 0.0f);
             }
     if (gemma4v) {
         /* gemma4v: the column's row of the first table plus the row's of the second */
         for (size_t py = 0; py < gy; py++)
             for (size_t px = 0; px < gx; px++)
                 for (size_t c = 0; c < D; c++) x[(py * gx + px) * D + c] += table[px * D + c] + table[(n + py) * D + c];
-        free(kernel), free(bias), free(table);
+        free(kernel), free(bias), free(second), free(table);
         return x;
     }
     double *wx = test_alloc(gx * n * sizeof(double)), *wy = test_alloc(gy * n * sizeof(double));
@@ -415,7 +493,7 @@ static float *ref_embed(const reference *r, const float *pixels, size_t W, size_
                     for (size_t sx = 0; sx < n; sx++) sum += wy[py * n + sy] * wx[px * n + sx] * table[(sy * n + sx) * D + c];
                 x[(py * gx + px) * D + c] += (float)sum;
             }
-    free(kernel), free(bias), free(table), free(wx), free(wy);
+    free(kernel), free(bias), free(second), free(table), free(wx), free(wy);
     return x;
 }
 
@@ -446,6 +524,27 @@ static float *ref_encode(const reference *r, const float *pixels, size_t W, size
     const size_t D = s->dim, m = s->merge, gx = W / s->patch, gy = H / s->patch;
     float *x = ref_embed(r, pixels, W, H);
     float *y = NULL;
+    if (strcmp(s->projector, "qwen3vl_merger") == 0) {
+        /* merged order; each 4 rows one through mm.0, GELU, mm.2; deepstack's columns after */
+        float *merged = test_alloc(gx * gy * D * 4);
+        for (size_t py = 0; py < gy; py++)
+            for (size_t px = 0; px < gx; px++) memcpy(merged + merged_row(px, py, gx) * D, x + (py * gx + px) * D, D * 4);
+        *tokens = gx * gy / 4;
+        const size_t deeps = 2, width = s->out * (1 + deeps);
+        float *deep = test_alloc(*tokens * deeps * s->out * 4), *hidden = test_alloc(*tokens * s->hidden * 4);
+        float *main_rows = test_alloc(*tokens * s->out * 4);
+        ref_blocks_qwen3vl(r, gx, gy, merged, deep, deeps * s->out);
+        linear(r, "mm.0.weight", "mm.0.bias", *tokens, 4 * D, s->hidden, merged, hidden);
+        for (size_t i = 0; i < *tokens * s->hidden; i++) hidden[i] = gelu_table(hidden[i]);
+        linear(r, "mm.2.weight", "mm.2.bias", *tokens, s->hidden, s->out, hidden, main_rows);
+        y = test_alloc(*tokens * width * 4);
+        for (size_t t = 0; t < *tokens; t++) {
+            memcpy(y + t * width, main_rows + t * s->out, s->out * 4);
+            memcpy(y + t * width + s->out, deep + t * deeps * s->out, deeps * s->out * 4);
+        }
+        free(merged), free(deep), free(hidden), free(main_rows), free(x);
+        return y;
+    }
     if (strcmp(s->projector, "gemma4v") == 0) {
         /* the pool times sqrt(D), (x - std_bias) * std_scale, RMSNorm, the projection */
         ref_blocks_gemma4v(r, gx, gy, x);
@@ -532,7 +631,8 @@ static int agrees(const spec *s, size_t W, size_t H, uint64_t seed, double toler
     float *pixels = tile(W, H, seed + 1);
     const size_t tokens = ok ? kvc_vision_tokens(e.vision, W, H) : 0;
     const size_t dim = ok ? kvc_vision_output_dim(e.vision) : 0;
-    if (ok && (dim != s->out || tokens == 0)) fprintf(stderr, "  %zu tokens of %zu\n", tokens, dim), ok = 0;
+    const size_t deeps = strcmp(s->projector, "qwen3vl_merger") == 0 ? 2 : 0; /* its first and last blocks' */
+    if (ok && (dim != s->out * (1 + deeps) || tokens == 0)) fprintf(stderr, "  %zu tokens of %zu\n", tokens, dim), ok = 0;
     if (ok) {
         float *out = test_alloc(tokens * dim * sizeof(float));
         const reference r = {&e, s};
@@ -601,6 +701,23 @@ TEST(gemma4v_turns_norms_clamps_and_pools_as_the_reference) {
     CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
     CHECK(kvc_vision_tokens(e.vision, 24, 36) == 2 * 3);
     CHECK(kvc_vision_tokens(e.vision, 44, 12) == 0); /* 11 columns: past the tables' 10 */
+    free_encoder(&e);
+}
+
+TEST(qwen3vl_merges_turns_and_appends_its_deepstack_as_the_reference) {
+    const struct { size_t W, H; } sizes[] = {{16, 16}, {24, 40}, {8, 40}, {32, 8}};
+    const uint32_t types[] = {GGML_F32, GGML_F16, GGML_Q8_0};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            spec s = qwen3vl_spec(types[t]);
+            CHECK(agrees(&s, sizes[i].W, sizes[i].H, 90 + i, types[t] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
+        }
+    test_encoder e;
+    const spec s = qwen3vl_spec(GGML_F32);
+    CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
+    CHECK(kvc_vision_tokens(e.vision, 24, 40) == 3 * 5);
+    CHECK(kvc_vision_tokens(e.vision, 20, 40) == 0); /* 5 columns: not whole 2 x 2 blocks */
+    CHECK(kvc_vision_output_dim(e.vision) == 3 * 48); /* the merger's 48, then two deepstack blocks' */
     free_encoder(&e);
 }
 
@@ -779,6 +896,7 @@ RUN_TESTS(CASE(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices),
           CASE(lfm2_resizes_its_positions_to_any_grid_and_pads_the_unshuffle),
           CASE(gemma3_pools_norms_and_projects_through_the_transposed_weight),
           CASE(gemma4v_turns_norms_clamps_and_pools_as_the_reference),
+          CASE(qwen3vl_merges_turns_and_appends_its_deepstack_as_the_reference),
           CASE(tokens_follow_the_grid_and_refuse_sizes_the_encoder_cannot_take),
           CASE(encode_gives_the_same_bits_on_one_and_three_threads),
           CASE(create_refuses_what_it_cannot_encode_and_says_what),
