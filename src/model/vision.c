@@ -9,7 +9,6 @@
  * block tensor but attn_out, ffn_up and ffn_down optional, applied when
  * present.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,19 +63,8 @@ static const kvc_vision_design designs[] = {
 
 typedef struct vision_source {
     const kvc_gguf *gguf;
-    char *message;
-    size_t message_len;
+    kvc_says says; /* what is wrong, for the caller */
 } vision_source;
-
-static kvc_status refuse(vision_source *src, kvc_status status, const char *format, ...) {
-    if (src->message && src->message_len) {
-        va_list args;
-        va_start(args, format);
-        vsnprintf(src->message, src->message_len, format, args);
-        va_end(args);
-    }
-    return status;
-}
 
 /* The largest width, count or size a file may give: no encoder needs more,
  * and products of two stay within 2^32. */
@@ -95,12 +83,12 @@ static kvc_status size_key(vision_source *src, const char *key, size_t fallback,
             *out = fallback;
             return KVC_OK;
         }
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is missing", key);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is missing", key);
     }
     double value;
     if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 1 && value <= KVC_VISION_MAX_SIZE) ||
         value != (double)(size_t)value) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is not a usable size", key);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is not a usable size", key);
     }
     *out = (size_t)value;
     return KVC_OK;
@@ -111,7 +99,7 @@ static kvc_status flag_key(vision_source *src, const char *key, int *out) {
     const size_t i = find_key(src, key);
     double value = 0;
     if (i != KVC_GGUF_NONE && kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is not a bool", key);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is not a bool", key);
     *out = value != 0;
     return KVC_OK;
 }
@@ -123,16 +111,16 @@ static kvc_status read_design(vision_source *src, const kvc_vision_design **out)
     size_t len = 0;
     const size_t a = find_key(src, "general.architecture");
     if (kvc_gguf_string(src->gguf, a, 0, &name, &len) != KVC_OK || len != 4 || memcmp(name, "clip", 4) != 0)
-        return refuse(src, KVC_E_ARCH, "this file is not a projector (general.architecture is not clip): load the vision encoder's mmproj GGUF");
+        return kvc_refuse(&src->says, KVC_E_ARCH, "this file is not a projector (general.architecture is not clip): load the vision encoder's mmproj GGUF");
     int has_vision = 0;
     kvc_status status = flag_key(src, "clip.has_vision_encoder", &has_vision);
     if (status != KVC_OK) return status;
-    if (!has_vision) return refuse(src, KVC_E_ARCH, "this projector has no vision encoder (clip.has_vision_encoder is not true)");
+    if (!has_vision) return kvc_refuse(&src->says, KVC_E_ARCH, "this projector has no vision encoder (clip.has_vision_encoder is not true)");
     size_t t = find_key(src, "clip.projector_type");
     if (kvc_gguf_string(src->gguf, t, 0, &name, &len) != KVC_OK || len == 0) {
         t = find_key(src, "clip.vision.projector_type");
         if (kvc_gguf_string(src->gguf, t, 0, &name, &len) != KVC_OK)
-            return refuse(src, KVC_E_MODEL_FILE, "metadata clip.projector_type is missing");
+            return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.projector_type is missing");
     }
     for (size_t i = 0; i < sizeof designs / sizeof designs[0]; i++) {
         if (strlen(designs[i].name) == len && memcmp(designs[i].name, name, len) == 0) {
@@ -143,7 +131,7 @@ static kvc_status read_design(vision_source *src, const kvc_vision_design **out)
     char list[128] = "";
     for (size_t i = 0, at = 0; i < sizeof designs / sizeof designs[0] && at < sizeof list; i++)
         at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", designs[i].name);
-    return refuse(src, KVC_E_ARCH, "projector type %.*s is not one this library encodes (%s)", (int)(len > 64 ? 64 : len), name, list);
+    return kvc_refuse(&src->says, KVC_E_ARCH, "projector type %.*s is not one this library encodes (%s)", (int)(len > 64 ? 64 : len), name, list);
 }
 
 /* Binds tensor `name` of n_dims dims, each dims[i] (0: any size from 1 to
@@ -155,7 +143,7 @@ static kvc_status bind(vision_source *src, const char *name, size_t n_dims, size
                        kvc_tensor *out) {
     memset(out, 0, sizeof *out);
     const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
-    if (t == KVC_GGUF_NONE) return optional ? KVC_OK : refuse(src, KVC_E_MODEL_FILE, "tensor %s is missing", name);
+    if (t == KVC_GGUF_NONE) return optional ? KVC_OK : kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s is missing", name);
     uint64_t found[KVC_GGUF_MAX_DIMS];
     uint64_t offset;
     uint32_t id;
@@ -173,16 +161,10 @@ static kvc_status bind(vision_source *src, const char *name, size_t n_dims, size
             at_expected += dims[i] ? (size_t)snprintf(expected + at_expected, sizeof expected - at_expected, "%s%zu", i ? ", " : "", dims[i])
                                    : (size_t)snprintf(expected + at_expected, sizeof expected - at_expected, "%s?", i ? ", " : "");
         }
-        return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%s]", name, shape, expected);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%s]", name, shape, expected);
     }
-    const kvc_weight_type *type = kvc_weight_type_of(id);
-    if (!type) {
-        char list[256];
-        kvc_weight_type_list(list, sizeof list);
-        const char *type_name = kvc_ggml_type_name(id);
-        if (type_name) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; this runner reads %s", name, type_name, list);
-        return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %u, which ggml does not define; this runner reads %s", name, id, list);
-    }
+    const kvc_weight_type *type = kvc_tensor_type(&src->says, name, id);
+    if (!type) return KVC_E_WEIGHT_TYPE;
     size_t cols = 1;
     for (size_t i = 0; i < n_dims; i++) dims[i] = (size_t)found[i];
     for (size_t i = 0; i + 1 < n_dims; i++) cols *= dims[i];
@@ -224,22 +206,22 @@ static kvc_status read_params(vision_source *src, kvc_vision *v) {
         return status;
     const size_t e = find_key(src, "clip.vision.attention.layer_norm_epsilon");
     double eps;
-    if (e == KVC_GGUF_NONE) return refuse(src, KVC_E_MODEL_FILE, "metadata clip.vision.attention.layer_norm_epsilon is missing");
+    if (e == KVC_GGUF_NONE) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.vision.attention.layer_norm_epsilon is missing");
     if (kvc_gguf_number(src->gguf, e, 0, &eps) != KVC_OK || !(eps > 0 && eps < 1))
-        return refuse(src, KVC_E_MODEL_FILE, "metadata clip.vision.attention.layer_norm_epsilon is not a small positive number");
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.vision.attention.layer_norm_epsilon is not a small positive number");
     v->eps = (float)eps;
     if (v->dim % v->heads)
-        return refuse(src, KVC_E_MODEL_FILE, "clip.vision.embedding_length %zu is not a whole number of %zu heads", v->dim, v->heads);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "clip.vision.embedding_length %zu is not a whole number of %zu heads", v->dim, v->heads);
     v->head_dim = v->dim / v->heads;
     if (d->block_order && v->merge != 2)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 x 2 patches", d->merge_key, v->merge);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 x 2 patches", d->merge_key, v->merge);
     if (d->rope && v->head_dim % 4)
-        return refuse(src, KVC_E_MODEL_FILE, "a head of %zu channels does not split into the quarters 2D RoPE turns", v->head_dim);
-    if (v->merge < 2) return refuse(src, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 or more patches a side", d->merge_key, v->merge);
-    if (v->patch_size > 256) return refuse(src, KVC_E_MODEL_FILE, "metadata clip.vision.patch_size is %zu: too large", v->patch_size);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a head of %zu channels does not split into the quarters 2D RoPE turns", v->head_dim);
+    if (v->merge < 2) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 or more patches a side", d->merge_key, v->merge);
+    if (v->patch_size > 256) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.vision.patch_size is %zu: too large", v->patch_size);
     int gelu, silu;
     if ((status = flag_key(src, "clip.use_gelu", &gelu)) || (status = flag_key(src, "clip.use_silu", &silu))) return status;
-    if (gelu && silu) return refuse(src, KVC_E_MODEL_FILE, "metadata clip.use_gelu and clip.use_silu are both true");
+    if (gelu && silu) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.use_gelu and clip.use_silu are both true");
     v->act = gelu ? KVC_VISION_GELU : silu ? KVC_VISION_SILU : KVC_VISION_GELU_QUICK;
     v->image = (kvc_image_params){.kind = d->kind, .image_size = image_size, .patch_size = v->patch_size, .merge = v->merge};
     return KVC_OK;
@@ -401,7 +383,7 @@ static kvc_status bind_stem(vision_source *src, kvc_vision *v) {
     size_t side = 1;
     while (side * side < table[1]) side++;
     if (side * side != table[1])
-        return refuse(src, KVC_E_MODEL_FILE, "tensor v.position_embd.weight has %zu rows: not a square grid of patches", table[1]);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor v.position_embd.weight has %zu rows: not a square grid of patches", table[1]);
     v->side = side;
     return KVC_OK;
 }
@@ -420,7 +402,7 @@ static kvc_status bind_steps(vision_source *src, kvc_vision *v) {
         case KVC_VISION_GROUP:
         case KVC_VISION_SHUFFLE:
             if (width * v->merge * v->merge > KVC_VISION_MAX_SIZE)
-                return refuse(src, KVC_E_MODEL_FILE, "a token of %zu x %zu patches of %zu is too wide", v->merge, v->merge, width);
+                return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a token of %zu x %zu patches of %zu is too wide", v->merge, v->merge, width);
             width *= v->merge * v->merge;
             break;
         case KVC_VISION_POOL:
@@ -461,7 +443,7 @@ static kvc_status bind_steps(vision_source *src, kvc_vision *v) {
     }
     v->step_width[d->steps] = width;
     if (v->deepstack_width && v->deepstack_layers > (KVC_VISION_MAX_SIZE - width) / v->deepstack_width)
-        return refuse(src, KVC_E_MODEL_FILE, "rows of %zu and %zu deepstack features of %zu are too wide", width, v->deepstack_layers, v->deepstack_width);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "rows of %zu and %zu deepstack features of %zu are too wide", width, v->deepstack_layers, v->deepstack_width);
     v->out_dim = width + v->deepstack_layers * v->deepstack_width;
     return KVC_OK;
 }
@@ -471,7 +453,7 @@ kvc_status kvc_vision_create(const kvc_gguf *gguf, kvc_vision **out, char *messa
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!gguf) return KVC_E_NULL_POINTER;
-    vision_source src = {.gguf = gguf, .message = message, .message_len = message_len};
+    vision_source src = {.gguf = gguf, .says = {message, message_len}};
     kvc_vision *v = kvc_malloc(sizeof *v);
     if (!v) return KVC_E_NOMEM;
     memset(v, 0, sizeof *v);
@@ -481,7 +463,7 @@ kvc_status kvc_vision_create(const kvc_gguf *gguf, kvc_vision **out, char *messa
      * at least: a block count the file cannot hold is refused before the
      * blocks are allocated. */
     if (status == KVC_OK && v->layers > kvc_gguf_tensor_count(gguf) / 6)
-        status = refuse(&src, KVC_E_MODEL_FILE, "metadata clip.vision.block_count is %zu, and the file holds %zu tensors: not enough for them",
+        status = kvc_refuse(&src.says, KVC_E_MODEL_FILE, "metadata clip.vision.block_count is %zu, and the file holds %zu tensors: not enough for them",
                         v->layers, kvc_gguf_tensor_count(gguf));
     if (status == KVC_OK) {
         const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);

@@ -278,7 +278,7 @@ static size_t projector_metadata(gb_file *b) {
 
 typedef struct projector_tensors {
     gb_tensor t[128];
-    char names[128][64];
+    char names[128][160];
     size_t count;
 } projector_tensors;
 
@@ -307,6 +307,26 @@ static void projector_matrix(projector_tensors *l, const gb_projector *s, const 
     projector_tensor(l, s, name, s->matrix_type, 2, cols, rows, 0, 0);
 }
 
+/* A part of a block: its weight (rows 0: a vector of cols) and a bias of
+ * `bias` values (0: none). */
+typedef struct projector_part {
+    const char *part;
+    uint64_t cols, rows, bias;
+} projector_part;
+
+/* <prefix>.<part>.weight and .bias of each of `count` parts. */
+static void projector_parts(projector_tensors *l, const gb_projector *s, const char *prefix, const projector_part *parts,
+                            size_t count) {
+    char name[160];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, parts[i].part);
+        if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
+        else projector_vector(l, s, name, parts[i].cols);
+        snprintf(name, sizeof name, "%s.%s.bias", prefix, parts[i].part);
+        if (parts[i].bias) projector_vector(l, s, name, parts[i].bias);
+    }
+}
+
 /* Gemma 4's vision tower: RMSNorm blocks without biases, q and k norms of a
  * head, post norms, a gated FFN, clamps on some products. */
 static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
@@ -315,16 +335,13 @@ static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
     projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
     projector_tensor(l, s, "v.position_embd.weight", GB_F32, 3, D, s->side, 2, 0);
     for (uint32_t b = 0; b < s->layers; b++) {
-        const struct { const char *part; uint64_t cols, rows; } parts[] = {
-            {"ln1", D, 0}, {"attn_q", D, D}, {"attn_k", D, D}, {"attn_v", D, D}, {"attn_out", D, D}, {"attn_q_norm", hd, 0},
-            {"attn_k_norm", hd, 0}, {"attn_post_norm", D, 0}, {"ln2", D, 0}, {"ffn_gate", D, F}, {"ffn_up", D, F},
-            {"ffn_down", F, D}, {"ffn_post_norm", D, 0},
+        const projector_part parts[] = {
+            {"ln1", D, 0, 0}, {"attn_q", D, D, 0}, {"attn_k", D, D, 0}, {"attn_v", D, D, 0}, {"attn_out", D, D, 0},
+            {"attn_q_norm", hd, 0, 0}, {"attn_k_norm", hd, 0, 0}, {"attn_post_norm", D, 0, 0}, {"ln2", D, 0, 0},
+            {"ffn_gate", D, F, 0}, {"ffn_up", D, F, 0}, {"ffn_down", F, D, 0}, {"ffn_post_norm", D, 0, 0},
         };
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
-            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
-            else projector_vector(l, s, name, parts[i].cols);
-        }
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
         const char *bounds[] = {"attn_q.input_min", "attn_q.input_max", "ffn_gate.input_max", "ffn_down.output_min",
                                 "ffn_down.output_max"};
         for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
@@ -349,28 +366,16 @@ static void qwen3vl_tensors(projector_tensors *l, const gb_projector *s) {
     projector_vector(l, s, "v.patch_embd.bias", D);
     projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
     for (uint32_t b = 0; b < s->layers; b++) {
-        const struct { const char *part; uint64_t cols, rows, bias; } parts[] = {
+        const projector_part parts[] = {
             {"ln1", D, 0, D}, {"attn_qkv", D, 3 * D, 3 * D}, {"attn_out", D, D, D}, {"ln2", D, 0, D},
             {"ffn_up", D, F, F}, {"ffn_down", F, D, D},
         };
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
-            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
-            else projector_vector(l, s, name, parts[i].cols);
-            snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
-            projector_vector(l, s, name, parts[i].bias);
-        }
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
         if (b != 0 && b + 1 != s->layers) continue;
-        const struct { const char *part; uint64_t cols, rows; } deep[] = {
-            {"norm", in, 0}, {"fc1", in, s->hidden}, {"fc2", s->hidden, s->out},
-        };
-        for (size_t i = 0; i < sizeof deep / sizeof deep[0]; i++) {
-            snprintf(name, sizeof name, "v.deepstack.%u.%s.weight", b, deep[i].part);
-            if (deep[i].rows) projector_matrix(l, s, name, deep[i].cols, deep[i].rows);
-            else projector_vector(l, s, name, deep[i].cols);
-            snprintf(name, sizeof name, "v.deepstack.%u.%s.bias", b, deep[i].part);
-            projector_vector(l, s, name, deep[i].rows ? deep[i].rows : deep[i].cols);
-        }
+        const projector_part deep[] = {{"norm", in, 0, in}, {"fc1", in, s->hidden, s->hidden}, {"fc2", s->hidden, s->out, s->out}};
+        snprintf(name, sizeof name, "v.deepstack.%u", b);
+        projector_parts(l, s, name, deep, sizeof deep / sizeof deep[0]);
     }
     projector_vector(l, s, "v.post_ln.weight", D);
     projector_vector(l, s, "v.post_ln.bias", D);
@@ -390,17 +395,12 @@ static void siglip_tensors(projector_tensors *l, const gb_projector *s) {
     projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
     for (uint32_t b = 0; b < s->layers; b++) {
         const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
-        const struct { const char *part; uint64_t cols, rows, bias; } parts[] = {
+        const projector_part parts[] = {
             {"ln1", D, 0, D}, {"attn_q", D, D, D}, {"attn_k", D, D, D}, {"attn_v", D, D, D}, {"attn_out", D, D, D},
             {"ln2", D, 0, D}, {up, D, F, F}, {down, F, D, D},
         };
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            snprintf(name, sizeof name, "v.blk.%u.%s.weight", b, parts[i].part);
-            if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
-            else projector_vector(l, s, name, parts[i].cols);
-            snprintf(name, sizeof name, "v.blk.%u.%s.bias", b, parts[i].part);
-            projector_vector(l, s, name, parts[i].bias);
-        }
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
     }
     projector_vector(l, s, "v.post_ln.weight", D);
     projector_vector(l, s, "v.post_ln.bias", D);
