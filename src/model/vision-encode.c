@@ -209,7 +209,9 @@ static kvc_status transpose_weights(kvc_vision *v) {
         if (v->design->step[i].op != KVC_VISION_LINEAR_T || v->scratch.transposed) continue;
         const kvc_tensor *w = &v->step_w[i]; /* rows: the inputs; cols: the outputs */
         const size_t in = w->rows, out = w->cols;
-        float *t = kvc_realloc_array(NULL, in * out + out, sizeof(float));
+        /* both at most 2^16 (vision.c): their product may pass a 32-bit size_t */
+        const uint64_t values = (uint64_t)in * out + out;
+        float *t = values <= SIZE_MAX / sizeof(float) ? kvc_realloc_array(NULL, (size_t)values, sizeof(float)) : NULL;
         if (!t) return KVC_E_NOMEM;
         float *row = t + in * out;
         for (size_t r = 0; r < in; r++) {

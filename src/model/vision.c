@@ -177,8 +177,8 @@ static kvc_status bind(vision_source *src, const char *name, size_t n_dims, size
     return KVC_OK;
 }
 
-/* A vector of `n` values (optional), or a matrix of `cols` columns and
- * `rows` rows (0: any) named `<prefix>.<part>`. */
+/* Tensor `name` as a vector of n values, or a matrix of cols columns and
+ * *rows rows (0: any, written back). */
 static kvc_status bind_vector(vision_source *src, const char *name, size_t n, int optional, kvc_tensor *out) {
     size_t dims[1] = {n};
     return bind(src, name, 1, dims, optional, out);
@@ -213,6 +213,8 @@ static kvc_status read_params(vision_source *src, kvc_vision *v) {
     if (v->dim % v->heads)
         return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "clip.vision.embedding_length %zu is not a whole number of %zu heads", v->dim, v->heads);
     v->head_dim = v->dim / v->heads;
+    if (v->head_dim > KVC_MAX_HEAD_DIM)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a head of %zu channels: the attention takes %d at most", v->head_dim, KVC_MAX_HEAD_DIM);
     if (d->block_order && v->merge != 2)
         return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is %zu: this projector merges 2 x 2 patches", d->merge_key, v->merge);
     if (d->rope && v->head_dim % 4)

@@ -745,7 +745,7 @@ TEST(encode_gives_the_same_bits_on_one_and_three_threads) {
         CHECK(n > 0);
         CHECK_OK(kvc_vision_encode(e.vision, pixels, W, H, one));
         if (kvc_set_threads(3) != KVC_OK) {
-            test_skip("this build runs no pool threads of its own (wasm: the JS tests compare thread counts)");
+            test_skip("this build runs no pool threads of its own (in wasm the JS loader starts the workers)");
         } else {
             const size_t min_work = kvc_pool_set_min_work(0); /* every job on the pool, small as they are */
             const kvc_status status = kvc_vision_encode(e.vision, pixels, W, H, many);
