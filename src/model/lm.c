@@ -336,7 +336,7 @@ static kvc_status read_rope_sections(lm_source *src, kvc_lm *lm) {
         sum += count;
     }
     if (sum == 0 || sum > lm->head_dim)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.rope.dimension_sections sums to %zu, not 1 to the head's %zu",
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.rope.dimension_sections sums to %zu, not 1 to the head's %zu",
                       src->arch->name, sum, lm->head_dim);
     return KVC_OK;
 }
