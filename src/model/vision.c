@@ -476,6 +476,8 @@ kvc_status kvc_vision_create(const kvc_gguf *gguf, kvc_vision **out, char *messa
     if (status == KVC_OK) status = bind_stem(&src, v);
     for (size_t l = 0; status == KVC_OK && l < v->layers; l++) status = bind_block(&src, v, l);
     if (status == KVC_OK) status = bind_steps(&src, v);
+    /* What preprocessing reads of the file (image.c), checked as surely. */
+    if (status == KVC_OK) status = kvc_image_params_read(gguf, &v->image, message, message_len);
     if (status == KVC_OK) *out = v;
     else kvc_vision_free(v);
     return status;

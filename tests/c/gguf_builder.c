@@ -273,6 +273,12 @@ static size_t projector_metadata(gb_file *b) {
         gb_key(b, sizes[i].key, KVC_GGUF_UINT32), gb_u32(b, sizes[i].value), n++;
     }
     gb_key(b, "clip.vision.attention.layer_norm_epsilon", KVC_GGUF_FLOAT32), gb_f32(b, 1e-6f), n++;
+    /* SigLIP's normalisation, which every converter writes. */
+    for (int std = 0; std < 2; std++) {
+        gb_key(b, std ? "clip.vision.image_std" : "clip.vision.image_mean", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_FLOAT32, 3);
+        for (int c = 0; c < 3; c++) gb_f32(b, 0.5f);
+        n++;
+    }
     return n;
 }
 
