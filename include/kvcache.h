@@ -1584,7 +1584,9 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n);
  * the patches of a preprocessed tile through the encoder's blocks, then
  * the projector that makes them rows of the language model's embeddings,
  * computing what llama.cpp's clip graph computes for clip.projector_type
- * "idefics3" (SmolVLM, SmolVLM2), "lfm2" (LFM2-VL) and "gemma3".  Like a
+ * "idefics3" (SmolVLM, SmolVLM2), "lfm2" (LFM2-VL), "gemma3", "gemma4v"
+ * (Gemma 4) and "qwen3vl_merger" (Qwen3-VL, Qwen3.5; its deepstack
+ * features appended to each row).  Like a
  * kvc_lm its weights region is the file's tensor data byte for byte,
  * matrices left in their GGUF encoding. */
 typedef struct kvc_vision kvc_vision;
@@ -1618,10 +1620,13 @@ kvc_status kvc_vision_alloc_weights(kvc_vision *vision);
 uint8_t *kvc_vision_weights(kvc_vision *vision);
 size_t kvc_vision_weights_bytes(const kvc_vision *vision);
 
-/* clip.projector_type ("idefics3", "lfm2", "gemma3"); NULL for NULL. */
+/* clip.projector_type ("idefics3", "lfm2", "gemma3", "gemma4v",
+ * "qwen3vl_merger"); NULL for NULL. */
 const char *kvc_vision_projector(const kvc_vision *vision);
 /* The width of each row encode gives: the language model's embedding
- * width the projector projects to (0 for NULL). */
+ * width the projector projects to -- with qwen3vl_merger's deepstack, that
+ * width times 1 + the deepstack blocks, their features after the row's
+ * own, as llama.cpp's clip_n_mmproj_embd (0 for NULL). */
 size_t kvc_vision_output_dim(const kvc_vision *vision);
 /* The encoder's patch size in pixels and its merge factor (patches merged
  * per side into one row; 1: none); 0 for NULL. */
@@ -1632,8 +1637,9 @@ size_t kvc_vision_merge(const kvc_vision *vision);
  * @return : the rows kvc_vision_encode gives for a tile of width x height
  *           pixels, or 0 for a size it cannot take: a side not a whole
  *           number of patches, a grid other than the position table's
- *           (idefics3, gemma3: their image_size square), or more patches
- *           than an encode takes (2^14). */
+ *           (idefics3, gemma3: their image_size square) or wider than its
+ *           tables (gemma4v), not whole 2 x 2 blocks (qwen3vl_merger), or
+ *           more patches than an encode takes (2^14). */
 size_t kvc_vision_tokens(const kvc_vision *vision, size_t width, size_t height);
 
 /* kvc_vision_encode():

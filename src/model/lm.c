@@ -9,7 +9,6 @@
  * writes, and required to be.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,20 +20,8 @@
 typedef struct lm_source {
     const kvc_gguf *gguf;
     const kvc_arch *arch;
-    char *message; /* what is wrong, for the caller */
-    size_t message_len;
+    kvc_says says; /* what is wrong, for the caller */
 } lm_source;
-
-/* Writes a message (printf's format) for the caller; returns `status`. */
-static kvc_status refuse(lm_source *src, kvc_status status, const char *format, ...) {
-    if (src->message && src->message_len) {
-        va_list args;
-        va_start(args, format);
-        vsnprintf(src->message, src->message_len, format, args);
-        va_end(args);
-    }
-    return status;
-}
 
 /* The metadata entry `<arch>.<name>`, or KVC_GGUF_NONE. */
 static size_t arch_key(const lm_source *src, const char *name) {
@@ -56,12 +43,12 @@ static kvc_status size_param(lm_source *src, const char *name, size_t fallback, 
             *out = fallback;
             return KVC_OK;
         }
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
     }
     double value;
     if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 1 && value <= KVC_LM_MAX_SIZE) ||
         value != (double)(size_t)value) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a usable size", src->arch->name, name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s is not a usable size", src->arch->name, name);
     }
     *out = (size_t)value;
     return KVC_OK;
@@ -76,11 +63,11 @@ static kvc_status real_param(lm_source *src, const char *name, float fallback, f
             *out = fallback;
             return KVC_OK;
         }
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s is missing", src->arch->name, name);
     }
     double value;
     if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value > 0 && value < 1e30)) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s is not a positive number", src->arch->name, name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s is not a positive number", src->arch->name, name);
     }
     *out = (float)value;
     return KVC_OK;
@@ -93,7 +80,7 @@ static kvc_status bind(lm_source *src, const char *name, size_t cols, size_t row
                        kvc_tensor *out) {
     memset(out, 0, sizeof *out);
     const size_t t = kvc_gguf_find_tensor(src->gguf, name, strlen(name));
-    if (t == KVC_GGUF_NONE) return optional ? KVC_OK : refuse(src, KVC_E_MODEL_FILE, "tensor %s is missing", name);
+    if (t == KVC_GGUF_NONE) return optional ? KVC_OK : kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s is missing", name);
     uint64_t dims[KVC_GGUF_MAX_DIMS];
     uint64_t offset;
     uint32_t id;
@@ -106,17 +93,11 @@ static kvc_status bind(lm_source *src, const char *name, size_t cols, size_t row
         for (size_t i = 0; i < n_dims && at < sizeof shape; i++) {
             at += (size_t)snprintf(shape + at, sizeof shape - at, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
         }
-        if (vector) return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu]", name, shape, cols);
-        return refuse(src, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu, %zu]", name, shape, cols, rows);
+        if (vector) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu]", name, shape, cols);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s is [%s], expected [%zu, %zu]", name, shape, cols, rows);
     }
-    const kvc_weight_type *type = kvc_weight_type_of(id);
-    if (!type) {
-        char list[256];
-        kvc_weight_type_list(list, sizeof list);
-        const char *type_name = kvc_ggml_type_name(id);
-        if (type_name) return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %s; this runner reads %s", name, type_name, list);
-        return refuse(src, KVC_E_WEIGHT_TYPE, "tensor %s has type %u, which ggml does not define; this runner reads %s", name, id, list);
-    }
+    const kvc_weight_type *type = kvc_tensor_type(&src->says, name, id);
+    if (!type) return KVC_E_WEIGHT_TYPE;
     /* A row is a whole number of the type's blocks: the reader refuses any
      * other tensor of a type the weight table knows. */
     out->type = type;
@@ -221,7 +202,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     /* Gemma 4's 26B-A4B routes its FFN to experts beside the dense one. */
     snprintf(name, sizeof name, "blk.%zu.ffn_gate_inp.weight", l);
     if (has_tensor(src, name))
-        return refuse(src, KVC_E_MODEL_FILE, "tensor %s: a mixture-of-experts FFN, which this runner does not compute", name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s: a mixture-of-experts FFN, which this runner does not compute", name);
     if (fused_qkv) {
         b->wq = row_range(&qkv, 0, q_dim);
         b->wk = row_range(&qkv, q_dim, kv_dim);
@@ -277,7 +258,7 @@ static kvc_status layer_param(lm_source *src, const char *name, size_t j, size_t
     double value;
     if (kvc_gguf_number(src->gguf, i, count == 1 ? 0 : j, &value) != KVC_OK || !(value >= 0 && value <= KVC_LM_MAX_SIZE) ||
         value != (double)(size_t)value) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s has no usable entry for layer %zu", src->arch->name, name, j);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s has no usable entry for layer %zu", src->arch->name, name, j);
     }
     *out = (size_t)value;
     return KVC_OK;
@@ -292,7 +273,7 @@ static kvc_status per_layer(lm_source *src, const char *name, size_t count, int 
     if (i != KVC_GGUF_NONE) (void)kvc_gguf_value(src->gguf, i, &type, NULL, &entries);
     *listed = i != KVC_GGUF_NONE && type == KVC_GGUF_ARRAY;
     if (*listed && entries != count)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.%s lists %zu layers, not %zu", src->arch->name, name, entries, count);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s lists %zu layers, not %zu", src->arch->name, name, entries, count);
     return KVC_OK;
 }
 
@@ -310,7 +291,7 @@ static kvc_status read_kv_heads(lm_source *src, kvc_lm *lm, size_t blocks) {
         if ((status = layer_param(src, "attention.head_count_kv", l, 0, &heads)) != KVC_OK) return status;
         if (heads > lm->num_kv_heads) lm->num_kv_heads = heads;
     }
-    if (!lm->num_kv_heads) return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives no layer attention", src->arch->name);
+    if (!lm->num_kv_heads) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.attention.head_count_kv gives no layer attention", src->arch->name);
     return KVC_OK;
 }
 
@@ -324,7 +305,7 @@ static kvc_status read_ffn(lm_source *src, kvc_lm *lm, size_t blocks) {
     for (size_t l = 0; l < blocks && status == KVC_OK; l++) {
         size_t ffn = 0;
         status = layer_param(src, "feed_forward_length", l, 0, &ffn);
-        if (status == KVC_OK && ffn == 0) status = refuse(src, KVC_E_MODEL_FILE, "metadata %s.feed_forward_length is 0 for layer %zu", src->arch->name, l);
+        if (status == KVC_OK && ffn == 0) status = kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.feed_forward_length is 0 for layer %zu", src->arch->name, l);
         if (ffn > lm->ffn_dim) lm->ffn_dim = ffn;
     }
     return status;
@@ -355,7 +336,7 @@ static kvc_status read_rope_sections(lm_source *src, kvc_lm *lm) {
         sum += count;
     }
     if (sum == 0 || sum > lm->head_dim)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.rope.dimension_sections sums to %zu, not 1 to the head's %zu",
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.rope.dimension_sections sums to %zu, not 1 to the head's %zu",
                       src->arch->name, sum, lm->head_dim);
     return KVC_OK;
 }
@@ -382,10 +363,10 @@ static kvc_status read_rope_scaling(lm_source *src, kvc_lm *lm) {
     const char *type = "none";
     size_t type_len = 4;
     if (scaling != KVC_GGUF_NONE && kvc_gguf_string(src->gguf, scaling, 0, &type, &type_len) != KVC_OK)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.rope.scaling.type is not a string", lm->arch->name);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.rope.scaling.type is not a string", lm->arch->name);
     const int linear = type_len == 6 && memcmp(type, "linear", 6) == 0, yarn = type_len == 4 && memcmp(type, "yarn", 4) == 0;
     if (!linear && !yarn && !(type_len == 4 && memcmp(type, "none", 4) == 0)) {
-        return refuse(src, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (none, linear and yarn are; Llama 3's comes as rope_freqs.weight, which is)",
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "RoPE scaling %.*s is not supported (none, linear and yarn are; Llama 3's comes as rope_freqs.weight, which is)",
                       (int)(type_len < 32 ? type_len : 32), type);
     }
     size_t original = lm->context_length;
@@ -425,13 +406,13 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     const char *name = NULL;
     size_t len = 0;
     if (kvc_gguf_string(src->gguf, a, 0, &name, &len) != KVC_OK) {
-        return refuse(src, KVC_E_ARCH, "metadata general.architecture is missing");
+        return kvc_refuse(&src->says, KVC_E_ARCH, "metadata general.architecture is missing");
     }
     src->arch = lm->arch = kvc_arch_of(name, len);
     /* llama.cpp's converter writes a model's vision or audio encoder (LFM2-VL's,
      * Qwen3.5's) to a file of its own, a projector of architecture clip. */
     if (!lm->arch && len == 4 && memcmp(name, "clip", 4) == 0) {
-        return refuse(src, KVC_E_ARCH, "this file is a vision or audio encoder (a multimodal projector, architecture clip); "
+        return kvc_refuse(&src->says, KVC_E_ARCH, "this file is a vision or audio encoder (a multimodal projector, architecture clip); "
                                        "this runner reads text: load the language model's GGUF");
     }
     if (!lm->arch) {
@@ -442,7 +423,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
             strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
             strncat(list, archs[i].name, sizeof list - strlen(list) - 1);
         }
-        return refuse(src, KVC_E_ARCH, "architecture %.*s is not supported; this runner reads %s", (int)(len < 64 ? len : 64), name, list);
+        return kvc_refuse(&src->says, KVC_E_ARCH, "architecture %.*s is not supported; this runner reads %s", (int)(len < 64 ? len : 64), name, list);
     }
     kvc_status status;
     size_t nextn = 0;
@@ -459,11 +440,11 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     /* Qwen3.5's block count holds its multi-token prediction block after the
      * stack (llama.cpp does not run it in the main pass, nor do we). */
     if (nextn >= lm->num_layers)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.nextn_predict_layers is %zu of %zu blocks", src->arch->name, nextn, lm->num_layers);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.nextn_predict_layers is %zu of %zu blocks", src->arch->name, nextn, lm->num_layers);
     lm->num_layers -= nextn;
     if ((status = read_ffn(src, lm, lm->num_layers))) return status;
     if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") == KVC_GGUF_NONE) {
-        return refuse(src, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
     }
     size_t value_dim, window_value_dim;
     if ((status = size_param(src, "attention.key_length", lm->dim / lm->num_heads, &lm->head_dim)) ||
@@ -492,7 +473,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         lm->rope_dims > lm->head_dim || lm->window_rope_dims % 2 || lm->window_rope_dims > lm->window_head_dim ||
         lm->head_dim % 2 || lm->window_head_dim % 2 || widest_head > KVC_MAX_HEAD_DIM ||
         lm->num_kv_heads > KVC_MAX_KV_HEADS || lm->num_heads > KVC_LM_MAX_SIZE / widest_head) {
-        return refuse(src, KVC_E_MODEL_FILE,
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE,
                       "an attention shape this runner does not compute: %zu heads of %zu (values %zu, RoPE on %zu), %zu KV heads",
                       lm->num_heads, lm->head_dim, value_dim, lm->rope_dims, lm->num_kv_heads);
     }
@@ -551,8 +532,8 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     if (status == KVC_E_NOMEM) return status;
     if (status != KVC_OK) {
         if (lm->arch->recurrent == KVC_KIND_CONV)
-            return refuse(src, KVC_E_MODEL_FILE, "a convolution this runner does not compute: %zu channels, %zu taps", r->channels, r->kernel);
-        return refuse(src, KVC_E_MODEL_FILE,
+            return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a convolution this runner does not compute: %zu channels, %zu taps", r->channels, r->kernel);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE,
                       "a delta rule this runner does not compute: %zu key heads of %zu, %zu value heads sharing %zu, %zu taps",
                       r->key_heads, r->key_dim, r->value_heads, inner, r->kernel);
     }
@@ -599,7 +580,7 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
     if ((arch->flags & KVC_ARCH_SHARED_KV) && (status = layer_param(src, "attention.shared_kv_layers", 0, 0, &shared)))
         return status;
     if (shared >= lm->num_layers)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.attention.shared_kv_layers is %zu of %zu blocks", arch->name, shared, lm->num_layers);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.attention.shared_kv_layers is %zu of %zu blocks", arch->name, shared, lm->num_layers);
     const size_t owning = lm->num_layers - shared;
     int listed;
     size_t period;
@@ -627,12 +608,12 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
         plan->kv_heads = is_recurrent ? 0 : kv_heads;
         plan->owner = SIZE_MAX;
         if (!is_recurrent && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
-            return refuse(src, KVC_E_MODEL_FILE, "layer %zu: %zu query heads do not share %zu KV heads", l, lm->num_heads, kv_heads);
+            return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "layer %zu: %zu query heads do not share %zu KV heads", l, lm->num_heads, kv_heads);
         if (l >= owning) {
             for (size_t o = owning; o-- > 0 && plan->owner == SIZE_MAX;)
                 if (lm->plans[o].kind == plan->kind) plan->owner = o;
             if (plan->owner == SIZE_MAX || lm->plans[plan->owner].kv_heads != plan->kv_heads)
-                return refuse(src, KVC_E_MODEL_FILE, "layer %zu shares keys and values, and no layer with rows before it is of its kind and shape", l);
+                return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "layer %zu shares keys and values, and no layer with rows before it is of its kind and shape", l);
             plan->kind = KVC_KIND_SHARED;
         }
         recurrent += is_recurrent;
@@ -645,7 +626,7 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
  * that projection's norm. */
 static kvc_status bind_per_layer_input(lm_source *src, kvc_lm *lm) {
     if (lm->per_layer_dim > KVC_LM_MAX_SIZE / lm->num_layers)
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s.embedding_length_per_layer_input is %zu: too wide for %zu blocks",
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.embedding_length_per_layer_input is %zu: too wide for %zu blocks",
                       lm->arch->name, lm->per_layer_dim, lm->num_layers);
     const size_t width = lm->per_layer_dim * lm->num_layers;
     kvc_status status = bind(src, "per_layer_token_embd.weight", width, lm->vocab_size, 0, &lm->per_layer_embd);
@@ -659,7 +640,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!gguf) return KVC_E_NULL_POINTER;
-    lm_source src = {.gguf = gguf, .message = message, .message_len = message_len};
+    lm_source src = {.gguf = gguf, .says = {message, message_len}};
     kvc_lm *lm = kvc_malloc(sizeof *lm);
     if (!lm) return KVC_E_NOMEM;
     memset(lm, 0, sizeof *lm);
@@ -667,7 +648,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     /* Every block has six tensors at least (phi3's, fused): a block count
      * the file cannot hold is refused before the blocks are allocated. */
     if (status == KVC_OK && lm->num_layers > kvc_gguf_tensor_count(gguf) / 6) {
-        status = refuse(&src, KVC_E_MODEL_FILE, "metadata %s.block_count is %zu, and the file holds %zu tensors: not enough for them",
+        status = kvc_refuse(&src.says, KVC_E_MODEL_FILE, "metadata %s.block_count is %zu, and the file holds %zu tensors: not enough for them",
                         lm->arch->name, lm->num_layers, kvc_gguf_tensor_count(gguf));
     }
     const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
@@ -687,7 +668,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         if (t != KVC_GGUF_NONE) kvc_gguf_tensor(gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
         lm->vocab_size = dims[1] >= 1 && dims[1] <= KVC_LM_MAX_SIZE ? (size_t)dims[1] : 0;
         status = lm->vocab_size ? bind(&src, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
-                                : refuse(&src, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
+                                : kvc_refuse(&src.says, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
     }
     if (status == KVC_OK) {
         const char *norm = lm->arch->output_norm ? lm->arch->output_norm : "output_norm.weight";

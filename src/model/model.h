@@ -236,6 +236,20 @@ struct kvc_lm {
     kvc_lm_pending pending;
 };
 
+/* ---- refusal.c: what a reader of a model file says when it refuses ---- */
+/* Where a reader's sentences go: message_len bytes of message (NULL: nowhere). */
+typedef struct kvc_says {
+    char *message;
+    size_t message_len;
+} kvc_says;
+/* Writes a sentence (printf's format, cut to fit) where `says` says; returns status. */
+kvc_status kvc_refuse(const kvc_says *says, kvc_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Tensor `name`'s row of the weight table for ggml type `id`; NULL, with
+ * KVC_E_WEIGHT_TYPE's sentence (the type, and the types this runner reads)
+ * said, when the table lacks it. */
+const kvc_weight_type *kvc_tensor_type(const kvc_says *says, const char *name, uint32_t id);
+
 /* Frees the scratch's arrays (forward.c). */
 void kvc_lm_scratch_free(kvc_lm_scratch *scratch);
 

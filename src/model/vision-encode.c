@@ -13,6 +13,7 @@
  * chunk of queries, each computed alike whichever thread takes it: no
  * result depends on the thread count.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -68,6 +69,19 @@ static void add_bias(size_t T, size_t n, float *x, const kvc_tensor *b, float *t
     for (size_t t = 0; t < T; t++) kvc_add(n, x + t * n, bias);
 }
 
+/* The blocks' norm of each of T rows of n: LayerNorm (times w, plus b), or
+ * ggml_rms_norm times w (then plus b), each where present. */
+static void block_norm(kvc_vision_norm norm, size_t T, size_t n, float *x, const kvc_tensor *w, const kvc_tensor *b, float eps,
+                       float *tmp) {
+    if (norm == KVC_VISION_LAYERNORM_BLOCKS) {
+        layernorm(T, n, x, w, b, eps, tmp);
+        return;
+    }
+    const float *weight = w->type ? vector_of(w, tmp) : NULL;
+    for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, x + t * n, weight, eps, x + t * n);
+    add_bias(T, n, x, b, tmp);
+}
+
 /* ggml's CPU GELU and quick GELU: the input rounded to f16, the function
  * of that (f32, ggml_gelu_f32 / ggml_gelu_quick_f32), rounded to f16 --
  * its table's entry; GELU 0 at -10 and below, x at 10 and above. */
@@ -94,8 +108,8 @@ static void activate(kvc_vision_act act, size_t n, float *x) {
 /* ---- the scratch ---- */
 
 /* The arrays of an encode, carved from one arena. */
-enum { S_X, S_XB, S_Q, S_K, S_V, S_QH, S_KH, S_VH, S_FFN, S_PATCHES, S_TABLE, S_PROBS, S_STATS, S_VECTOR, S_PING, S_PONG,
-       S_COUNT };
+enum { S_X, S_XB, S_Q, S_K, S_V, S_QH, S_KH, S_VH, S_FFN, S_GATE, S_PATCHES, S_TABLE, S_PROBS, S_STATS, S_VECTOR, S_ROPE,
+       S_CLAMPED, S_PING, S_PONG, S_DEEP, S_DEEP_HIDDEN, S_COUNT };
 
 typedef struct vision_work {
     float *at[S_COUNT];
@@ -126,9 +140,10 @@ static kvc_status reserve(kvc_vision *v, vision_work *work) {
     uint64_t floats[S_COUNT] = {0};
     floats[S_X] = floats[S_XB] = floats[S_Q] = floats[S_K] = floats[S_V] = T * D;
     floats[S_QH] = floats[S_KH] = floats[S_VH] = T * D;
-    floats[S_FFN] = T * v->ffn_dim;
+    floats[S_FFN] = floats[S_GATE] = T * v->ffn_dim;
+    floats[S_ROPE] = 2 * v->head_dim;
     floats[S_PATCHES] = T * 3 * P * P;
-    floats[S_TABLE] = (uint64_t)v->side * v->side * D;
+    floats[S_TABLE] = (v->design->positions == KVC_VISION_POS_XY ? 2 : (uint64_t)v->side) * v->side * D;
     floats[S_PROBS] = (uint64_t)threads * KVC_VISION_QUERY_CHUNK * T;
     floats[S_STATS] = (uint64_t)threads * 2 * KVC_VISION_QUERY_CHUNK;
     /* The projector's tokens, step by step, ping-ponging; the vector slot
@@ -149,12 +164,23 @@ static kvc_status reserve(kvc_vision *v, vision_work *work) {
     }
     floats[S_VECTOR] = widest;
     floats[S_PING] = floats[S_PONG] = head;
+    floats[S_CLAMPED] = larger(head, T * larger(D, v->ffn_dim));
+    const uint64_t blocks = T / ((uint64_t)v->merge * v->merge); /* deepstack's rows */
+    floats[S_DEEP] = blocks * v->deepstack_layers * v->deepstack_width;
     for (size_t l = 0; l < v->layers; l++) {
         const kvc_vision_block *b = &v->blocks[l];
-        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->wq, &b->wk, &b->wv}, 3, work->T));
-        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->wo}, 1, work->T));
-        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->up}, 1, work->T));
-        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->down}, 1, work->T));
+        if (!b->ds_fc1.type) continue;
+        floats[S_DEEP_HIDDEN] = larger(floats[S_DEEP_HIDDEN], blocks * b->ds_fc1.rows);
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->ds_fc1}, 1, (size_t)blocks));
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&b->ds_fc2}, 1, (size_t)blocks));
+        widest = larger(widest, larger(b->ds_fc1.cols, b->ds_fc1.rows));
+    }
+    floats[S_VECTOR] = widest;
+    for (size_t l = 0; l < v->layers; l++) {
+        const kvc_tensor *w = v->blocks[l].w;
+        codes = larger(codes, codes_of((const kvc_tensor *[]){&w[KVC_VISION_Q], &w[KVC_VISION_K], &w[KVC_VISION_V]}, 3, work->T));
+        for (size_t i = KVC_VISION_O; i < KVC_VISION_PRODUCTS; i++)
+            if (w[i].type) codes = larger(codes, codes_of((const kvc_tensor *[]){&w[i]}, 1, work->T));
     }
     uint64_t total = 0;
     for (size_t i = 0; i < S_COUNT; i++) total += floats[i];
@@ -183,7 +209,9 @@ static kvc_status transpose_weights(kvc_vision *v) {
         if (v->design->step[i].op != KVC_VISION_LINEAR_T || v->scratch.transposed) continue;
         const kvc_tensor *w = &v->step_w[i]; /* rows: the inputs; cols: the outputs */
         const size_t in = w->rows, out = w->cols;
-        float *t = kvc_realloc_array(NULL, in * out + out, sizeof(float));
+        /* both at most 2^16 (vision.c): their product may pass a 32-bit size_t */
+        const uint64_t values = (uint64_t)in * out + out;
+        float *t = values <= SIZE_MAX / sizeof(float) ? kvc_realloc_array(NULL, (size_t)values, sizeof(float)) : NULL;
         if (!t) return KVC_E_NOMEM;
         float *row = t + in * out;
         for (size_t r = 0; r < in; r++) {
@@ -201,22 +229,54 @@ static void product(kvc_vision *v, kvc_profile_op op, const kvc_tensor *w, const
     kvc_matmul(op, 1, &p, x, T, v->scratch.codes);
 }
 
+/* A bound of a clamped product, or `none` where the file has none. */
+static float bound(const kvc_tensor *t, float none, float *tmp) {
+    return t->type ? vector_of(t, tmp)[0] : none;
+}
+
+/* ggml_clamp: each of n values into [low, high]. */
+static void clamp(size_t n, float *x, float low, float high) {
+    for (size_t i = 0; i < n; i++) x[i] = fmaxf(fminf(x[i], high), low);
+}
+
+/* product() of Gemma4ClippableLinear: its input clamped (into a copy:
+ * other products read x as it is), its output clamped; with no bound in
+ * the file, product() itself. */
+static void clamped_product(kvc_vision *v, kvc_profile_op op, const kvc_tensor *w, const kvc_tensor *bounds, const float *x,
+                            size_t T, float *y, float *copy, float *tmp) {
+    int bounded = 0;
+    for (size_t i = 0; bounds && i < KVC_VISION_BOUNDS; i++) bounded |= bounds[i].type != NULL;
+    if (!bounded) {
+        product(v, op, w, x, T, y);
+        return;
+    }
+    memcpy(copy, x, T * w->cols * sizeof *copy);
+    clamp(T * w->cols, copy, bound(&bounds[KVC_VISION_INPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_INPUT_MAX], FLT_MAX, tmp));
+    product(v, op, w, copy, T, y);
+    clamp(T * w->rows, y, bound(&bounds[KVC_VISION_OUTPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_OUTPUT_MAX], FLT_MAX, tmp));
+}
+
 /* ---- the encoder ---- */
 
 /* The patches as rows of the patch kernel's layout (ggml_conv_2d's im2col:
  * channel, then row, then column of the patch), a row per patch, row-major. */
 static void embed_patches(kvc_vision *v, vision_work *w, const float *pixels) {
     const size_t P = v->patch_size, width = w->gx * P, cols = 3 * P * P;
+    const float scale = v->design->pixel_scale ? v->design->pixel_scale : 1.0f, shift = v->design->pixel_bias;
     for (size_t py = 0; py < w->gy; py++) {
         for (size_t px = 0; px < w->gx; px++) {
             float *row = w->at[S_PATCHES] + (py * w->gx + px) * cols;
             for (size_t c = 0; c < 3; c++)
                 for (size_t ky = 0; ky < P; ky++)
                     for (size_t kx = 0; kx < P; kx++)
-                        row[(c * P + ky) * P + kx] = pixels[((py * P + ky) * width + px * P + kx) * 3 + c];
+                        row[(c * P + ky) * P + kx] = pixels[((py * P + ky) * width + px * P + kx) * 3 + c] * scale + shift;
         }
     }
     product(v, KVC_PROFILE_EMBED, &v->patch_w, w->at[S_PATCHES], w->T, w->at[S_X]);
+    if (v->patch_w2.type) { /* the second kernel's product added (qwen3vl's two conv2d) */
+        product(v, KVC_PROFILE_EMBED, &v->patch_w2, w->at[S_PATCHES], w->T, w->at[S_Q]);
+        kvc_add(w->T * v->dim, w->at[S_X], w->at[S_Q]);
+    }
     add_bias(w->T, v->dim, w->at[S_X], &v->patch_b, w->at[S_VECTOR]);
 }
 
@@ -263,11 +323,19 @@ static void add_positions(kvc_vision *v, vision_work *w) {
         add_resized_positions(v, w);
         return;
     }
+    if (v->design->positions == KVC_VISION_POS_XY) {
+        /* the column's row of the first table, then the row's of the second */
+        const size_t D = v->dim;
+        for (size_t p = 0; p < w->T; p++) kvc_add(D, w->at[S_X] + p * D, w->at[S_TABLE] + (p % w->gx) * D);
+        for (size_t p = 0; p < w->T; p++) kvc_add(D, w->at[S_X] + p * D, w->at[S_TABLE] + (v->side + p / w->gx) * D);
+        return;
+    }
     kvc_add(w->T * v->dim, w->at[S_X], w->at[S_TABLE]); /* the grid is the table's */
 }
 
 typedef struct attention_job {
     size_t T, head_dim, chunks;
+    float divisor; /* the scores are q.k / divisor */
     const float *qh, *kh, *vh;
     float *oh, *probs, *stats;
 } attention_job;
@@ -283,7 +351,7 @@ static void attention_task(void *context, size_t task, size_t thread) {
     float *z = job->probs + thread * KVC_VISION_QUERY_CHUNK * T;
     float *max = job->stats + thread * 2 * KVC_VISION_QUERY_CHUNK, *sum = max + KVC_VISION_QUERY_CHUNK;
     float *out = job->oh + (h * T + q0) * d;
-    k->scores_f32(G, T, d, job->qh + (h * T + q0) * d, job->kh + h * T * d, sqrtf((float)d), z, T);
+    k->scores_f32(G, T, d, job->qh + (h * T + q0) * d, job->kh + h * T * d, job->divisor, z, T);
     k->softmax(G, T, z, T, max, sum);
     memset(out, 0, G * d * sizeof *out);
     k->weighted_sum_f32(G, T, d, z, T, job->vh + h * T * d, out);
@@ -300,41 +368,145 @@ static void from_heads(size_t T, size_t heads, size_t d, const float *h, float *
         for (size_t i = 0; i < heads; i++) memcpy(x + (t * heads + i) * d, h + (i * T + t) * d, d * sizeof *x);
 }
 
+/* Where token t of the grid lies: row-major, or in block order (each
+ * merge x merge block consecutive, row by row). */
+static void place_of(const kvc_vision *v, const vision_work *w, size_t t, size_t *x, size_t *y) {
+    if (!v->design->block_order) {
+        *x = t % w->gx, *y = t / w->gx;
+        return;
+    }
+    const size_t m = v->merge, block = t / (m * m), in = t % (m * m);
+    *x = block % (w->gx / m) * m + in % m;
+    *y = block / (w->gx / m) * m + in / m;
+}
+
+/* The rows of x, row-major, to block order (through tmp). */
+static void to_block_order(const kvc_vision *v, const vision_work *w, float *x, float *tmp) {
+    const size_t D = v->dim;
+    for (size_t t = 0; t < w->T; t++) {
+        size_t px, py;
+        place_of(v, w, t, &px, &py);
+        memcpy(tmp + t * D, x + (py * w->gx + px) * D, D * sizeof *tmp);
+    }
+    memcpy(x, tmp, w->T * D * sizeof *x);
+}
+
+/* q or k of each patch turned by the design's 2D RoPE (kvc_vision_rope). */
+static void rope_2d(const kvc_vision *v, const vision_work *w, float *q) {
+    const size_t H = v->heads, d = v->head_dim, D = v->dim;
+    const kvc_rope_params rope = {.dims = d / 2, .base = v->design->rope_theta, .scale = 1.0f, .freq_scale = 1.0f};
+    float *by_x = w->at[S_ROPE], *by_y = by_x + d / 2, *both = by_y + d / 2;
+    for (size_t t = 0; t < w->T; t++) {
+        size_t x, y;
+        place_of(v, w, t, &x, &y);
+        kvc_rope_table(&rope, x, by_x); /* d/4 cosines, then d/4 sines */
+        kvc_rope_table(&rope, y, by_y);
+        if (v->design->rope == KVC_VISION_ROPE_HALVES_XY) {
+            kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_x, q + t * D);
+            kvc_rope_apply(H, d, d / 2, KVC_ROPE_HALVES, by_y, q + t * D + d / 2);
+            continue;
+        }
+        /* pairs (i, i + d/2): the first quarter's angles by y, the second's by x */
+        for (size_t i = 0; i < d / 4; i++) {
+            both[i] = by_y[i], both[d / 4 + i] = by_x[i];
+            both[d / 2 + i] = by_y[d / 4 + i], both[3 * d / 4 + i] = by_x[d / 4 + i];
+        }
+        kvc_rope_apply(H, d, d, KVC_ROPE_HALVES, both, q + t * D);
+    }
+}
+
+/* A q or k norm: over each head where it is a head's size, else the row. */
+static void qk_norm(const kvc_vision *v, size_t T, float *x, const kvc_tensor *norm, float *tmp) {
+    if (!norm->type) return;
+    const size_t n = norm->cols;
+    block_norm(v->design->norm, T * (v->dim / n), n, x, norm, &(kvc_tensor){0}, v->eps, tmp);
+}
+
+/* Block l's deepstack features, the k-th, of its output x: each block of
+ * merge x merge patches (consecutive, in block order) one row through
+ * LayerNorm, fc1, GELU, fc2, to columns k of the deepstack rows. */
+static void deepstack(kvc_vision *v, vision_work *w, const kvc_vision_block *b, size_t k) {
+    const size_t m2 = v->merge * v->merge, rows = w->T / m2, in = v->dim * m2, hidden = b->ds_fc1.rows;
+    const size_t width = v->deepstack_width, stride = v->deepstack_layers * width;
+    float *feat = w->at[S_XB], *h = w->at[S_DEEP_HIDDEN], *out = w->at[S_DEEP] + k * width, *tmp = w->at[S_VECTOR];
+    memcpy(feat, w->at[S_X], w->T * v->dim * sizeof *feat);
+    block_norm(v->design->norm, rows, in, feat, &b->ds_norm_w, &b->ds_norm_b, v->eps, tmp);
+    product(v, KVC_PROFILE_GATE_UP, &b->ds_fc1, feat, rows, h);
+    add_bias(rows, hidden, h, &b->ds_fc1_b, tmp);
+    activate(KVC_VISION_GELU, rows * hidden, h);
+    const kvc_product p = {.w = &b->ds_fc2, .y = out, .y_stride = stride};
+    kvc_matmul(KVC_PROFILE_DOWN, 1, &p, h, rows, v->scratch.codes);
+    if (b->ds_fc2_b.type) {
+        const float *bias = vector_of(&b->ds_fc2_b, tmp);
+        for (size_t r = 0; r < rows; r++) kvc_add(width, out + r * stride, bias);
+    }
+}
+
 /* Block l on the patches in x (build_vit's loop body). */
 static void run_block(kvc_vision *v, vision_work *w, size_t l) {
+    const kvc_vision_design *design = v->design;
     const kvc_vision_block *b = &v->blocks[l];
     const size_t T = w->T, D = v->dim, F = v->ffn_dim, H = v->heads, d = v->head_dim;
-    float *x = w->at[S_X], *xb = w->at[S_XB], *tmp = w->at[S_VECTOR];
+    float *x = w->at[S_X], *xb = w->at[S_XB], *tmp = w->at[S_VECTOR], *copy = w->at[S_CLAMPED];
+    const kvc_tensor *bounds[KVC_VISION_PRODUCTS];
+    for (size_t i = 0; i < KVC_VISION_PRODUCTS; i++) bounds[i] = design->clamps ? b->clamp[i] : NULL;
     memcpy(xb, x, T * D * sizeof *xb);
-    layernorm(T, D, xb, &b->ln1_w, &b->ln1_b, v->eps, tmp);
-    const kvc_product qkv[3] = {{&b->wq, w->at[S_Q], D}, {&b->wk, w->at[S_K], D}, {&b->wv, w->at[S_V], D}};
-    kvc_matmul(KVC_PROFILE_QKV, 3, qkv, xb, T, v->scratch.codes);
-    add_bias(T, D, w->at[S_Q], &b->bq, tmp);
-    add_bias(T, D, w->at[S_K], &b->bk, tmp);
-    add_bias(T, D, w->at[S_V], &b->bv, tmp);
-    to_heads(T, H, d, w->at[S_Q], w->at[S_QH]);
-    to_heads(T, H, d, w->at[S_K], w->at[S_KH]);
-    to_heads(T, H, d, w->at[S_V], w->at[S_VH]);
+    block_norm(design->norm, T, D, xb, &b->ln1_w, &b->ln1_b, v->eps, tmp);
+    float *qkv[3] = {w->at[S_Q], w->at[S_K], w->at[S_V]};
+    if (design->clamps) {
+        for (size_t i = 0; i < 3; i++) clamped_product(v, KVC_PROFILE_QKV, &b->w[i], bounds[i], xb, T, qkv[i], copy, tmp);
+    } else {
+        const kvc_product products[3] = {{&b->w[KVC_VISION_Q], qkv[0], D}, {&b->w[KVC_VISION_K], qkv[1], D},
+                                         {&b->w[KVC_VISION_V], qkv[2], D}};
+        kvc_matmul(KVC_PROFILE_QKV, 3, products, xb, T, v->scratch.codes);
+    }
+    for (size_t i = 0; i < 3; i++) add_bias(T, D, qkv[i], &b->b[i], tmp);
+    qk_norm(v, T, qkv[0], &b->q_norm, tmp);
+    qk_norm(v, T, qkv[1], &b->k_norm, tmp);
+    if (design->rope) rope_2d(v, w, qkv[0]), rope_2d(v, w, qkv[1]);
+    if (design->v_norm)
+        for (size_t i = 0; i < T * H; i++) kvc_rmsnorm(d, qkv[2] + i * d, NULL, v->eps, qkv[2] + i * d);
+    to_heads(T, H, d, qkv[0], w->at[S_QH]);
+    to_heads(T, H, d, qkv[1], w->at[S_KH]);
+    to_heads(T, H, d, qkv[2], w->at[S_VH]);
     kvc_profile_mark(KVC_PROFILE_ROPE);
     /* The heads' outputs go where q was: it is in qh now. */
     attention_job job = {.T = T, .head_dim = d, .chunks = (T + KVC_VISION_QUERY_CHUNK - 1) / KVC_VISION_QUERY_CHUNK,
+                         .divisor = design->attention_scale ? 1.0f / design->attention_scale : sqrtf((float)d),
                          .qh = w->at[S_QH], .kh = w->at[S_KH], .vh = w->at[S_VH], .oh = w->at[S_Q],
                          .probs = w->at[S_PROBS], .stats = w->at[S_STATS]};
     kvc_pool_run(attention_task, &job, H * job.chunks, kvc_pool_threads(), (uint64_t)2 * T * T * D);
     from_heads(T, H, d, w->at[S_Q], xb);
     kvc_profile_mark(KVC_PROFILE_ATTEND);
-    product(v, KVC_PROFILE_WO, &b->wo, xb, T, w->at[S_K]);
-    add_bias(T, D, w->at[S_K], &b->bo, tmp);
-    kvc_add(T * D, x, w->at[S_K]);
+    float *added = w->at[S_K];
+    clamped_product(v, KVC_PROFILE_WO, &b->w[KVC_VISION_O], bounds[KVC_VISION_O], xb, T, added, copy, tmp);
+    add_bias(T, D, added, &b->b[KVC_VISION_O], tmp);
+    if (b->attn_post_norm.type) block_norm(design->norm, T, D, added, &b->attn_post_norm, &(kvc_tensor){0}, v->eps, tmp);
+    kvc_add(T * D, x, added);
     memcpy(xb, x, T * D * sizeof *xb);
-    layernorm(T, D, xb, &b->ln2_w, &b->ln2_b, v->eps, tmp);
-    product(v, KVC_PROFILE_GATE_UP, &b->up, xb, T, w->at[S_FFN]);
-    add_bias(T, F, w->at[S_FFN], &b->up_b, tmp);
-    activate(v->act, T * F, w->at[S_FFN]);
+    block_norm(design->norm, T, D, xb, &b->ln2_w, &b->ln2_b, v->eps, tmp);
+    float *up = w->at[S_FFN], *gate = w->at[S_GATE];
+    clamped_product(v, KVC_PROFILE_GATE_UP, &b->w[KVC_VISION_UP], bounds[KVC_VISION_UP], xb, T, up, copy, tmp);
+    add_bias(T, F, up, &b->b[KVC_VISION_UP], tmp);
+    if (b->w[KVC_VISION_GATE].type) {
+        /* ggml_geglu_split: act(gate) * up */
+        clamped_product(v, KVC_PROFILE_GATE_UP, &b->w[KVC_VISION_GATE], bounds[KVC_VISION_GATE], xb, T, gate, copy, tmp);
+        add_bias(T, F, gate, &b->b[KVC_VISION_GATE], tmp);
+        activate(v->act, T * F, gate);
+        for (size_t i = 0; i < T * F; i++) up[i] = gate[i] * up[i];
+    } else {
+        activate(v->act, T * F, up);
+    }
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
-    product(v, KVC_PROFILE_DOWN, &b->down, w->at[S_FFN], T, w->at[S_K]);
-    add_bias(T, D, w->at[S_K], &b->down_b, tmp);
-    kvc_add(T * D, x, w->at[S_K]);
+    clamped_product(v, KVC_PROFILE_DOWN, &b->w[KVC_VISION_DOWN], bounds[KVC_VISION_DOWN], up, T, added, copy, tmp);
+    add_bias(T, D, added, &b->b[KVC_VISION_DOWN], tmp);
+    if (b->ffn_post_norm.type) block_norm(design->norm, T, D, added, &b->ffn_post_norm, &(kvc_tensor){0}, v->eps, tmp);
+    kvc_add(T * D, x, added);
+    if (b->out_scale.type) {
+        const float *scale = vector_of(&b->out_scale, tmp);
+        for (size_t t = 0; t < T; t++)
+            for (size_t i = 0; i < D; i++) x[t * D + i] *= scale[i];
+    }
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }
 
@@ -378,6 +550,10 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
         const size_t n = v->step_width[i], T = gx * gy, m = v->merge;
         int in_place = 0;
         switch (s->op) {
+        case KVC_VISION_GROUP: /* the rows of a block are consecutive: read them as one */
+            gx /= m, gy /= m;
+            in_place = 1;
+            break;
         case KVC_VISION_SHUFFLE:
             shuffle(gx, gy, n, m, cur, next);
             gx = (gx + m - 1) / m, gy = (gy + m - 1) / m;
@@ -391,14 +567,29 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             add_bias(T, n, cur, &v->step_b[i], tmp); /* llama.cpp adds it with the weight absent too */
             in_place = 1;
             break;
-        case KVC_VISION_RMSNORM: {
-            const float *weight = vector_of(&v->step_w[i], tmp);
-            for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, cur + t * n, weight, v->eps, cur + t * n);
+        case KVC_VISION_RMSNORM:
+            block_norm(KVC_VISION_RMSNORM_BLOCKS, T, n, cur, &v->step_w[i], &(kvc_tensor){0}, v->eps, tmp);
+            in_place = 1;
+            break;
+        case KVC_VISION_SCALE: {
+            const float scale = sqrtf((float)n);
+            for (size_t j = 0; j < T * n; j++) cur[j] *= scale;
             in_place = 1;
             break;
         }
+        case KVC_VISION_STANDARDIZE:
+            if (v->step_b[i].type && v->step_w[i].type) {
+                float *centre = w->at[S_CLAMPED]; /* free between products */
+                memcpy(centre, vector_of(&v->step_b[i], tmp), n * sizeof *centre);
+                const float *scale = vector_of(&v->step_w[i], tmp);
+                for (size_t t = 0; t < T; t++)
+                    for (size_t j = 0; j < n; j++) cur[t * n + j] = (cur[t * n + j] - centre[j]) * scale[j];
+            }
+            in_place = 1;
+            break;
         case KVC_VISION_LINEAR:
-            product(v, KVC_PROFILE_LOGITS, &v->step_w[i], cur, T, next);
+            clamped_product(v, KVC_PROFILE_LOGITS, &v->step_w[i], v->design->clamps ? v->step_clamp[i] : NULL, cur, T, next,
+                            w->at[S_CLAMPED], tmp);
             add_bias(T, v->step_width[i + 1], next, &v->step_b[i], tmp);
             break;
         case KVC_VISION_LINEAR_T: {
@@ -419,7 +610,12 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             next = done == w->at[S_X] ? w->at[S_PONG] : done;
         }
     }
-    memcpy(out, cur, gx * gy * v->out_dim * sizeof *out);
+    /* each row: the projector's, then its deepstack features */
+    const size_t projected = v->step_width[v->design->steps], deep = v->out_dim - projected;
+    for (size_t t = 0; t < gx * gy; t++) {
+        memcpy(out + t * v->out_dim, cur + t * projected, projected * sizeof *out);
+        memcpy(out + t * v->out_dim + projected, w->at[S_DEEP] + t * deep, deep * sizeof *out);
+    }
 }
 
 kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t width, size_t height, float *out) {
@@ -432,12 +628,16 @@ kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t wid
     if (status != KVC_OK) return status;
     embed_patches(vision, &work, pixels);
     add_positions(vision, &work);
+    if (vision->design->block_order) to_block_order(vision, &work, work.at[S_X], work.at[S_XB]);
     kvc_profile_mark(KVC_PROFILE_EMBED);
     float *tmp = work.at[S_VECTOR];
     /* The outer norms where their weight is (build_vit). */
     if (vision->pre_ln_w.type)
         layernorm(work.T, vision->dim, work.at[S_X], &vision->pre_ln_w, &vision->pre_ln_b, vision->eps, tmp);
-    for (size_t l = 0; l < vision->layers; l++) run_block(vision, &work, l);
+    for (size_t l = 0, k = 0; l < vision->layers; l++) {
+        run_block(vision, &work, l);
+        if (vision->blocks[l].ds_fc1.type) deepstack(vision, &work, &vision->blocks[l], k++);
+    }
     if (vision->post_ln_w.type)
         layernorm(work.T, vision->dim, work.at[S_X], &vision->post_ln_w, &vision->post_ln_b, vision->eps, tmp);
     kvc_profile_mark(KVC_PROFILE_NORM);

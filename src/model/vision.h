@@ -193,12 +193,28 @@ typedef enum kvc_vision_act {
 /* How the patches learn where they are: a learned table of side x side
  * rows added as it is (the tile's grid must be the table's), or resized to
  * the tile's grid first (ggml's bilinear resize with antialiasing, as
- * llama.cpp's resize_position_embeddings: SigLIP2 NaFlex). */
-typedef enum kvc_vision_positions { KVC_VISION_POS_TABLE, KVC_VISION_POS_RESIZED } kvc_vision_positions;
+ * llama.cpp's resize_position_embeddings: SigLIP2 NaFlex), or two tables
+ * of `side` rows, [D, side, 2]: the row of the patch's column added, then
+ * the row of its row (gemma4v's lookups; a grid up to side a side). */
+typedef enum kvc_vision_positions { KVC_VISION_POS_TABLE, KVC_VISION_POS_RESIZED, KVC_VISION_POS_XY } kvc_vision_positions;
+
+/* How q and k turn by the patch's place, each head alike (ggml's RoPE with
+ * the design's base; a patch at column x, row y of the grid):
+ *  - HALVES_XY (gemma4v): the head's first half by x, its second by y, NeoX
+ *    pairs (i, i + d/4) within each half;
+ *  - QUARTERS_YX (qwen3vl's M-RoPE, GGML_ROPE_TYPE_VISION): pairs
+ *    (i, i + d/2), the first d/4 of them by y, the next d/4 by x, each
+ *    quarter's frequencies starting afresh. */
+typedef enum kvc_vision_rope { KVC_VISION_ROPE_NONE, KVC_VISION_ROPE_HALVES_XY, KVC_VISION_ROPE_QUARTERS_YX } kvc_vision_rope;
+
+/* The blocks' norms: LayerNorm (weight and bias) or RMSNorm (weight). */
+typedef enum kvc_vision_norm { KVC_VISION_LAYERNORM_BLOCKS, KVC_VISION_RMSNORM_BLOCKS } kvc_vision_norm;
 
 /* One step of a projector, after the encoder's blocks, on the tokens as a
  * grid (gx x gy, row-major). */
 typedef enum kvc_vision_op {
+    KVC_VISION_GROUP,     /* merge x merge consecutive tokens one token (the patches are in
+                             block order already: qwen3vl's spatial merge) */
     KVC_VISION_SHUFFLE,   /* pixel shuffle: each merge x merge patches one token, their rows
                              concatenated (dy outer, dx inner); a grid not a multiple of merge
                              padded with zero patches (build_patch_merge_permute) */
@@ -209,7 +225,9 @@ typedef enum kvc_vision_op {
     KVC_VISION_LINEAR,    /* a product with `tensor`.weight, plus its .bias where the file has it */
     KVC_VISION_LINEAR_T,  /* a product with `tensor` stored transposed ([out, in], ggml's ne0 the
                              output: gemma3's mm.input_projection) */
-    KVC_VISION_ACT        /* the design's projector activation */
+    KVC_VISION_ACT,       /* the design's projector activation */
+    KVC_VISION_SCALE,     /* times sqrt(width) (gemma4v's pooler) */
+    KVC_VISION_STANDARDIZE /* (x - `tensor`_bias) * `tensor`_scale where the file has both */
 } kvc_vision_op;
 
 #define KVC_VISION_MAX_STEPS 8
@@ -218,6 +236,13 @@ typedef struct kvc_vision_step {
     const char *tensor; /* its tensors' name before ".weight" / ".bias" (NULL: none) */
     float eps;          /* LAYERNORM's (0: the file's) */
 } kvc_vision_step;
+
+/* The products a block makes, each with Gemma 4's clamps where the design
+ * reads them (Gemma4ClippableLinear: <weight>.input_min / input_max of its
+ * input, output_min / output_max of its output, scalars; absent: none). */
+enum { KVC_VISION_Q, KVC_VISION_K, KVC_VISION_V, KVC_VISION_O, KVC_VISION_GATE, KVC_VISION_UP, KVC_VISION_DOWN,
+       KVC_VISION_PRODUCTS };
+enum { KVC_VISION_INPUT_MIN, KVC_VISION_INPUT_MAX, KVC_VISION_OUTPUT_MIN, KVC_VISION_OUTPUT_MAX, KVC_VISION_BOUNDS };
 
 /* A projector type: a row of vision.c's table. */
 typedef struct kvc_vision_design {
@@ -231,14 +256,39 @@ typedef struct kvc_vision_design {
      * width (clip.cpp's is_ffn_swapped). */
     int ffn_swappable;
     kvc_vision_act head_act; /* KVC_VISION_ACT's */
+    kvc_vision_norm norm;    /* the blocks' */
+    /* The pixels times pixel_scale plus pixel_bias before the patch kernel
+     * (gemma4v: 2x - 1; scale 0: as given). */
+    float pixel_scale, pixel_bias;
+    kvc_vision_rope rope;
+    float rope_theta;
+    /* The patches reordered after the position table is added so that each
+     * merge x merge block of the grid is consecutive (qwen3vl), rows of
+     * blocks in row-major order, each block's patches row by row. */
+    int block_order;
+    /* Blocks with v.deepstack.<l>.* give features of their output too,
+     * appended to each row the projector gives (qwen3vl's deepstack). */
+    int deepstack;
+    float attention_scale; /* of q.k (0: 1 / sqrt(head size)) */
+    int v_norm;            /* V RMS-normalised per head, without a weight (gemma4v) */
+    int clamps;            /* the products read their clamps (Gemma4ClippableLinear) */
     size_t steps;
     kvc_vision_step step[KVC_VISION_MAX_STEPS];
 } kvc_vision_design;
 
-/* An encoder block: pre-norm attention and FFN, LayerNorms and biases
- * (absent ones: type NULL, skipped). */
+/* An encoder block (build_vit): pre-norm attention and FFN, each product
+ * [KVC_VISION_Q ...] with its bias and clamps; q and k norms (per head when
+ * a head's size); the norms of what attention and the FFN add; the
+ * block's output scale (absent ones: type NULL, skipped; no gate: GELU of
+ * up, else GELU(gate) * up). */
 typedef struct kvc_vision_block {
-    kvc_tensor ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b, up, up_b, down, down_b;
+    kvc_tensor ln1_w, ln1_b, ln2_w, ln2_b;
+    kvc_tensor w[KVC_VISION_PRODUCTS], b[KVC_VISION_PRODUCTS];
+    kvc_tensor clamp[KVC_VISION_PRODUCTS][KVC_VISION_BOUNDS];
+    kvc_tensor q_norm, k_norm, attn_post_norm, ffn_post_norm, out_scale;
+    /* deepstack: the block's output, merge x merge patches a row, through
+     * LayerNorm, fc1, GELU, fc2 (fc1 absent: none). */
+    kvc_tensor ds_norm_w, ds_norm_b, ds_fc1, ds_fc1_b, ds_fc2, ds_fc2_b;
 } kvc_vision_block;
 
 /* What an encode works in, grown on demand (vision-encode.c). */
@@ -255,13 +305,17 @@ struct kvc_vision {
     kvc_image_params image; /* preprocessing's parameters (image.c fills mean and std) */
     size_t dim, heads, head_dim, ffn_dim, layers;
     size_t patch_size, merge;
-    size_t side;        /* the position table's grid: side x side patches */
-    size_t out_dim;     /* the width of each token the projector gives */
+    size_t side;        /* the position table's grid: side x side patches (POS_XY: up to side a side) */
+    size_t out_dim;     /* the width of each token the projector gives (with its deepstack features) */
     float eps;          /* clip.vision.attention.layer_norm_epsilon */
     kvc_vision_act act; /* the blocks' FFN */
-    kvc_tensor patch_w, patch_b, position, pre_ln_w, pre_ln_b, post_ln_w, post_ln_b;
+    /* patch_w2: a second patch kernel, its product added (qwen3vl's conv3d
+     * as two conv2d; absent: none) */
+    kvc_tensor patch_w, patch_w2, patch_b, position, pre_ln_w, pre_ln_b, post_ln_w, post_ln_b;
+    size_t deepstack_layers, deepstack_width; /* the blocks with deepstack, and each one's width */
     kvc_vision_block *blocks;
     kvc_tensor step_w[KVC_VISION_MAX_STEPS], step_b[KVC_VISION_MAX_STEPS];
+    kvc_tensor step_clamp[KVC_VISION_MAX_STEPS][KVC_VISION_BOUNDS];
     size_t step_width[KVC_VISION_MAX_STEPS + 1]; /* a token's width before step i, and after the last */
     uint8_t *weights;
     size_t weights_bytes;

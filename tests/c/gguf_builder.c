@@ -228,3 +228,210 @@ gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m) {
     size_t header;
     return gb_build(3, llama_metadata, m->t, m->count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
 }
+
+/* ---- a small projector ---- */
+
+gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type) {
+    gb_projector p = {.arch = "clip", .projector = projector, .dim = 64, .ffn = 128, .layers = 2, .heads = 4,
+                      .patch = 4, .merge = 2, .out = 80, .matrix_type = matrix_type, .patch_type = GB_F16};
+    if (strcmp(projector, "lfm2") == 0) {
+        /* A 4 x 4 table, resized to any tile's grid. */
+        p.image_size = 16, p.side = 4, p.hidden = 96, p.out = 48, p.patch_type = GB_F32;
+    } else if (strcmp(projector, "qwen3vl_merger") == 0) {
+        /* A 4 x 4 table resized; three blocks, the first and the last with deepstack. */
+        p.image_size = 16, p.side = 4, p.hidden = 96, p.out = 48, p.layers = 3;
+    } else if (strcmp(projector, "gemma4v") == 0) {
+        /* Column and row tables of 10: grids up to 10 x 10, pooled 3 x 3. */
+        p.image_size = 40, p.side = 10, p.merge = 3;
+    } else {
+        p.image_size = 32, p.side = 8;
+        if (strcmp(projector, "gemma3") == 0) p.merge = 4;
+    }
+    return p;
+}
+
+/* The spec gb_projector_build writes. */
+static const gb_projector *projector_spec;
+
+static size_t projector_metadata(gb_file *b) {
+    const gb_projector *s = projector_spec;
+    size_t n = 0;
+    gb_key(b, "general.architecture", KVC_GGUF_STRING), gb_string(b, s->arch), n++;
+    gb_key(b, "clip.has_vision_encoder", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
+    gb_key(b, "clip.use_gelu", KVC_GGUF_BOOL), gb_le(b, 1, 1), n++;
+    gb_key(b, "clip.projector_type", KVC_GGUF_STRING), gb_string(b, s->projector), n++;
+    const struct { const char *key; uint32_t value; } sizes[] = {
+        {"clip.vision.embedding_length", s->dim}, {"clip.vision.feed_forward_length", s->ffn},
+        {"clip.vision.block_count", s->block_count ? s->block_count : s->layers},
+        {"clip.vision.attention.head_count", s->heads}, {"clip.vision.image_size", s->image_size},
+        {"clip.vision.patch_size", s->patch}, {"clip.vision.projection_dim", s->out},
+        {strcmp(s->projector, "qwen3vl_merger") == 0 ? "clip.vision.spatial_merge_size" : "clip.vision.projector.scale_factor",
+         s->omit_merge ? 0 : s->merge},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!sizes[i].value) continue;
+        gb_key(b, sizes[i].key, KVC_GGUF_UINT32), gb_u32(b, sizes[i].value), n++;
+    }
+    gb_key(b, "clip.vision.attention.layer_norm_epsilon", KVC_GGUF_FLOAT32), gb_f32(b, 1e-6f), n++;
+    /* SigLIP's normalisation, which every converter writes. */
+    for (int std = 0; std < 2; std++) {
+        gb_key(b, std ? "clip.vision.image_std" : "clip.vision.image_mean", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_FLOAT32, 3);
+        for (int c = 0; c < 3; c++) gb_f32(b, 0.5f);
+        n++;
+    }
+    return n;
+}
+
+typedef struct projector_tensors {
+    gb_tensor t[128];
+    char names[128][160];
+    size_t count;
+} projector_tensors;
+
+static void projector_tensor(projector_tensors *l, const gb_projector *s, const char *name, uint32_t type, uint32_t n_dims,
+                             uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3) {
+    if (s->drop && strcmp(s->drop, name) == 0) return;
+    gb_tensor *t = &l->t[l->count];
+    memset(t, 0, sizeof *t);
+    snprintf(l->names[l->count], sizeof l->names[0], "%s", name);
+    t->name = l->names[l->count++];
+    t->type = type;
+    t->n_dims = n_dims;
+    const uint64_t dims[4] = {d0, d1, d2, d3};
+    uint64_t values = 1;
+    for (uint32_t i = 0; i < n_dims; i++) t->dims[i] = dims[i], values *= dims[i];
+    if (s->narrow && strcmp(s->narrow, name) == 0) values -= values / t->dims[n_dims - 1], t->dims[n_dims - 1]--;
+    t->offset = GB_AUTO;
+    t->bytes = type == GB_F32 ? 4 * values : type == GB_F16 ? 2 * values : values / 32 * 34;
+}
+
+static void projector_vector(projector_tensors *l, const gb_projector *s, const char *name, uint64_t n) {
+    projector_tensor(l, s, name, GB_F32, 1, n, 0, 0, 0);
+}
+
+static void projector_matrix(projector_tensors *l, const gb_projector *s, const char *name, uint64_t cols, uint64_t rows) {
+    projector_tensor(l, s, name, s->matrix_type, 2, cols, rows, 0, 0);
+}
+
+/* A part of a block: its weight (rows 0: a vector of cols) and a bias of
+ * `bias` values (0: none). */
+typedef struct projector_part {
+    const char *part;
+    uint64_t cols, rows, bias;
+} projector_part;
+
+/* <prefix>.<part>.weight and .bias of each of `count` parts. */
+static void projector_parts(projector_tensors *l, const gb_projector *s, const char *prefix, const projector_part *parts,
+                            size_t count) {
+    char name[160];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, parts[i].part);
+        if (parts[i].rows) projector_matrix(l, s, name, parts[i].cols, parts[i].rows);
+        else projector_vector(l, s, name, parts[i].cols);
+        snprintf(name, sizeof name, "%s.%s.bias", prefix, parts[i].part);
+        if (parts[i].bias) projector_vector(l, s, name, parts[i].bias);
+    }
+}
+
+/* Gemma 4's vision tower: RMSNorm blocks without biases, q and k norms of a
+ * head, post norms, a gated FFN, clamps on some products. */
+static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
+    const uint64_t D = s->dim, F = s->ffn, hd = s->dim / s->heads;
+    char name[64];
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 3, D, s->side, 2, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const projector_part parts[] = {
+            {"ln1", D, 0, 0}, {"attn_q", D, D, 0}, {"attn_k", D, D, 0}, {"attn_v", D, D, 0}, {"attn_out", D, D, 0},
+            {"attn_q_norm", hd, 0, 0}, {"attn_k_norm", hd, 0, 0}, {"attn_post_norm", D, 0, 0}, {"ln2", D, 0, 0},
+            {"ffn_gate", D, F, 0}, {"ffn_up", D, F, 0}, {"ffn_down", F, D, 0}, {"ffn_post_norm", D, 0, 0},
+        };
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
+        const char *bounds[] = {"attn_q.input_min", "attn_q.input_max", "ffn_gate.input_max", "ffn_down.output_min",
+                                "ffn_down.output_max"};
+        for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+            snprintf(name, sizeof name, "v.blk.%u.%s", b, bounds[i]);
+            projector_vector(l, s, name, 1);
+        }
+    }
+    projector_vector(l, s, "v.std_bias", D);
+    projector_vector(l, s, "v.std_scale", D);
+    projector_matrix(l, s, "mm.input_projection.weight", D, s->out);
+    projector_vector(l, s, "mm.input_projection.input_min", 1);
+    projector_vector(l, s, "mm.input_projection.output_max", 1);
+}
+
+/* Qwen3-VL's tower: two patch kernels, LayerNorm blocks with a fused qkv,
+ * deepstack after the first and the last block, the merger's MLP. */
+static void qwen3vl_tensors(projector_tensors *l, const gb_projector *s) {
+    const uint64_t D = s->dim, F = s->ffn, in = 4 * s->dim;
+    char name[64];
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_tensor(l, s, "v.patch_embd.weight.1", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_vector(l, s, "v.patch_embd.bias", D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const projector_part parts[] = {
+            {"ln1", D, 0, D}, {"attn_qkv", D, 3 * D, 3 * D}, {"attn_out", D, D, D}, {"ln2", D, 0, D},
+            {"ffn_up", D, F, F}, {"ffn_down", F, D, D},
+        };
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
+        if (b != 0 && b + 1 != s->layers) continue;
+        const projector_part deep[] = {{"norm", in, 0, in}, {"fc1", in, s->hidden, s->hidden}, {"fc2", s->hidden, s->out, s->out}};
+        snprintf(name, sizeof name, "v.deepstack.%u", b);
+        projector_parts(l, s, name, deep, sizeof deep / sizeof deep[0]);
+    }
+    projector_vector(l, s, "v.post_ln.weight", D);
+    projector_vector(l, s, "v.post_ln.bias", D);
+    projector_matrix(l, s, "mm.0.weight", in, s->hidden);
+    projector_vector(l, s, "mm.0.bias", s->hidden);
+    projector_matrix(l, s, "mm.2.weight", s->hidden, s->out);
+    projector_vector(l, s, "mm.2.bias", s->out);
+}
+
+/* SigLIP's tower (LayerNorm blocks with biases) and the projector of
+ * idefics3, lfm2 or gemma3. */
+static void siglip_tensors(projector_tensors *l, const gb_projector *s) {
+    const uint64_t D = s->dim, F = s->ffn, m = s->merge;
+    char name[48];
+    projector_tensor(l, s, "v.patch_embd.weight", s->patch_type, 4, s->patch, s->patch, 3, D);
+    projector_vector(l, s, "v.patch_embd.bias", D);
+    projector_tensor(l, s, "v.position_embd.weight", GB_F32, 2, D, (uint64_t)s->side * s->side, 0, 0);
+    for (uint32_t b = 0; b < s->layers; b++) {
+        const char *up = s->swapped_ffn ? "ffn_down" : "ffn_up", *down = s->swapped_ffn ? "ffn_up" : "ffn_down";
+        const projector_part parts[] = {
+            {"ln1", D, 0, D}, {"attn_q", D, D, D}, {"attn_k", D, D, D}, {"attn_v", D, D, D}, {"attn_out", D, D, D},
+            {"ln2", D, 0, D}, {up, D, F, F}, {down, F, D, D},
+        };
+        snprintf(name, sizeof name, "v.blk.%u", b);
+        projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
+    }
+    projector_vector(l, s, "v.post_ln.weight", D);
+    projector_vector(l, s, "v.post_ln.bias", D);
+    if (strcmp(s->projector, "lfm2") == 0) {
+        projector_vector(l, s, "mm.input_norm.weight", D * m * m);
+        projector_vector(l, s, "mm.input_norm.bias", D * m * m);
+        projector_matrix(l, s, "mm.1.weight", D * m * m, s->hidden);
+        projector_vector(l, s, "mm.1.bias", s->hidden);
+        projector_matrix(l, s, "mm.2.weight", s->hidden, s->out);
+        projector_vector(l, s, "mm.2.bias", s->out);
+    } else if (strcmp(s->projector, "gemma3") == 0) {
+        projector_vector(l, s, "mm.soft_emb_norm.weight", D);
+        projector_tensor(l, s, "mm.input_projection.weight", s->patch_type, 2, s->out, D, 0, 0); /* stored [out, in] */
+    } else {
+        projector_matrix(l, s, "mm.model.fc.weight", D * m * m, s->out);
+    }
+}
+
+gb_file gb_projector_build(const gb_projector *s) {
+    static projector_tensors l;
+    l.count = 0;
+    if (strcmp(s->projector, "gemma4v") == 0) gemma4v_tensors(&l, s);
+    else if (strcmp(s->projector, "qwen3vl_merger") == 0) qwen3vl_tensors(&l, s);
+    else siglip_tensors(&l, s);
+    projector_spec = s;
+    size_t header;
+    return gb_build(3, projector_metadata, l.t, l.count, KVC_GGUF_DEFAULT_ALIGNMENT, &header);
+}

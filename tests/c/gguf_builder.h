@@ -103,4 +103,30 @@ void gb_llama_tensors(gb_llama *m, uint32_t matrix_type, int tied);
 /* The file, GGUF v3 (its data a counting pattern, as gb_build's). */
 gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m);
 
+/* ---- a small projector (test_vision.c, the fuzz seeds): a vision encoder
+ * as llama.cpp's converter names it (general.architecture "clip") ---- */
+
+enum { GB_F32 = 0, GB_F16 = 1, GB_Q8_0 = 8 };
+
+typedef struct gb_projector {
+    const char *arch, *projector;  /* general.architecture, clip.projector_type */
+    uint32_t dim, ffn, layers, heads, image_size, patch, merge;
+    uint32_t side;        /* the position table's grid: side x side patches */
+    uint32_t hidden;      /* lfm2's MLP */
+    uint32_t out;         /* the projector's output width */
+    uint32_t matrix_type, patch_type; /* GB_F32, GB_F16 or GB_Q8_0; the patch kernel F32 or F16 */
+    int swapped_ffn;      /* ffn_up and ffn_down under each other's names (an older converter) */
+    const char *drop;     /* a tensor to leave out (NULL: none) */
+    const char *narrow;   /* a tensor to write a row short */
+    uint32_t block_count; /* clip.vision.block_count to say (0: layers) */
+    int omit_merge;       /* leave clip.vision.projector.scale_factor out */
+} gb_projector;
+
+/* The small geometry of `projector` ("idefics3", "lfm2", "gemma3",
+ * "gemma4v", "qwen3vl_merger"): dim
+ * 64, 4 heads, FFN 128, 2 blocks, patches of 4, matrices of `matrix_type`. */
+gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type);
+/* The file, GGUF v3 (its data a counting pattern, as gb_build's). */
+gb_file gb_projector_build(const gb_projector *spec);
+
 #endif /* KVC_GGUF_BUILDER_H */

@@ -63,6 +63,15 @@ float test_rng_unit(test_rng *rng) {
     return (float)(test_rng_u32(rng) >> 8) / 16777216.0f;
 }
 
+uint16_t test_f16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    if ((u & 0x7fffffffu) < 0x38800000u) return (uint16_t)sign; /* below the smallest normal half */
+    const int exponent = (int)((u >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (uint32_t)exponent << 10 | ((u >> 13) & 0x3ff));
+}
+
 float test_rng_normal(test_rng *rng) {
     double u1 = ((double)test_rng_u32(rng) + 1.0) / 4294967297.0;
     double u2 = (double)test_rng_u32(rng) / 4294967296.0;

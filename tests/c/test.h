@@ -274,6 +274,10 @@ int test_refused(const char *file, int line, const char *what, kvc_status got,
  * snapshot's checksum, for tests that change its bytes. */
 uint32_t test_crc32(const uint8_t *p, size_t n);
 
+/* The f16 bits of x, a normal half's value or 0 (truncated: for writing
+ * test weights, not for rounding). */
+uint16_t test_f16_bits(float x);
+
 /* Allocation that the test stops on if it fails (the tests' own memory). */
 void *test_alloc(size_t bytes);
 

@@ -27,15 +27,6 @@ enum { DIM = GB_DIM, LAYERS = GB_LAYERS, HEADS = GB_HEADS, KV_HEADS = GB_KV_HEAD
 #define GGML_Q8_0 8
 #define GGML_Q2_K 10
 
-static uint16_t f16_bits(float x) {
-    /* Normal values only (the scales here are). */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    const uint32_t sign = (u >> 16) & 0x8000u;
-    const int exponent = (int)((u >> 23) & 0xff) - 127 + 15;
-    return (uint16_t)(sign | (uint32_t)exponent << 10 | ((u >> 13) & 0x3ff));
-}
-
 /* Random weights of sane scale for tensor t of the parsed file: norms near 1,
  * matrices ~N(0, 1/sqrt(cols)) (Q8_0: a block scale of that over 127, codes
  * uniform). */
@@ -56,7 +47,7 @@ static void fill_tensor(uint8_t *weights, const kvc_gguf *gguf, size_t t, test_r
         return;
     }
     for (size_t b = 0; b < values / 32; b++, at += 34) {
-        const uint16_t d = f16_bits(2.0f * scale / 127.0f);
+        const uint16_t d = test_f16_bits(2.0f * scale / 127.0f);
         memcpy(at, &d, 2);
         for (size_t j = 0; j < 32; j++) at[2 + j] = (uint8_t)(int8_t)((int)(test_rng_u32(rng) % 255) - 127);
     }

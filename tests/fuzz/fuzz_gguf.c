@@ -17,7 +17,8 @@
  * a failed allocation is KVC_E_NOMEM with nothing left.  The runner then
  * reads the accepted header as a model: refused with a model status and a
  * message, or a model whose shape its accessors report, its weights region
- * the data's size (allocated and freed when small), with nothing left.
+ * the data's size (allocated and freed when small), with nothing left; and
+ * the image encoder reads it as a projector, alike.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -251,6 +252,32 @@ static void check_model(const kvc_gguf *g) {
     kvc_lm_free(lm);
 }
 
+/* The accepted header as a projector for the image encoder: refused with
+ * an encoder status and a message, or an encoder whose accessors hold
+ * together, its weights region the data's size (allocated and freed when
+ * small), with nothing left. */
+static void check_vision(const kvc_gguf *g) {
+    fuzz_context("kvc_vision_create of an accepted header");
+    char message[160];
+    kvc_vision *v = (kvc_vision *)1;
+    const kvc_status status = kvc_vision_create(g, &v, message, sizeof message);
+    if (status != KVC_OK) {
+        FUZZ_REQUIRE(v == NULL && message[0] != '\0');
+        FUZZ_REQUIRE(status == KVC_E_ARCH || status == KVC_E_MODEL_FILE || status == KVC_E_WEIGHT_TYPE || status == KVC_E_NOMEM);
+        return;
+    }
+    FUZZ_REQUIRE(kvc_vision_projector(v) != NULL && kvc_vision_output_dim(v) >= 1 && kvc_vision_weights(v) == NULL);
+    FUZZ_REQUIRE(kvc_vision_merge(v) >= 2 && kvc_vision_patch_size(v) >= 1);
+    FUZZ_REQUIRE(kvc_vision_weights_bytes(v) == kvc_gguf_data_bytes(g) || kvc_gguf_data_bytes(g) > SIZE_MAX);
+    FUZZ_REQUIRE(kvc_vision_tokens(v, 0, 0) == 0 && kvc_vision_tokens(v, kvc_vision_patch_size(v) + 1, 1) == 0);
+    if (kvc_vision_weights_bytes(v) <= (1u << 20)) {
+        const kvc_status allocated = kvc_vision_alloc_weights(v);
+        FUZZ_REQUIRE(allocated == KVC_OK || allocated == KVC_E_NOMEM);
+        FUZZ_REQUIRE((kvc_vision_weights(v) != NULL) == (allocated == KVC_OK));
+    }
+    kvc_vision_free(v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -268,6 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (status == KVC_OK) {
         check_accepted(g, bytes, size);
         check_model(g);
+        check_vision(g);
         const size_t header = kvc_gguf_header_bytes(g);
         kvc_gguf_free(g);
         check_prefixes(bytes, header);

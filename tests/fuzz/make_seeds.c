@@ -659,6 +659,15 @@ static void gguf_seeds(void) {
     write_gguf("llama-f32", gb_llama_build(&llama, &model));
     gb_llama_tensors(&model, 8, 1);
     write_gguf("llama-q8_0-tied", gb_llama_build(&llama, &model));
+    /* Projectors the image encoder reads (kvc_vision_create). */
+    const gb_projector idefics3 = gb_projector_spec("idefics3", GB_F16), lfm2 = gb_projector_spec("lfm2", GB_Q8_0),
+                       gemma3 = gb_projector_spec("gemma3", GB_F32), gemma4v = gb_projector_spec("gemma4v", GB_F16),
+                       qwen3vl = gb_projector_spec("qwen3vl_merger", GB_Q8_0);
+    write_gguf("projector-idefics3-f16", gb_projector_build(&idefics3));
+    write_gguf("projector-lfm2-q8_0", gb_projector_build(&lfm2));
+    write_gguf("projector-gemma3-f32", gb_projector_build(&gemma3));
+    write_gguf("projector-gemma4v-f16", gb_projector_build(&gemma4v));
+    write_gguf("projector-qwen3vl-q8_0", gb_projector_build(&qwen3vl));
 }
 
 int main(int argc, char **argv) {

@@ -11,10 +11,12 @@
 //   writeGgufFile(modelPath, pairedLanguageModel(g, { mix: 'F32', seed: 1 }));
 //
 // A geometry is the encoder's size (width, layers, heads, FFN) and its
-// preprocessing (image size, patch, merge) beside the projector type; the
-// tiny ones keep their real model's preprocessing -- so llama.cpp gives them
-// the real model's image token counts -- but for Gemma 3's, whose fixed 896²
-// input (4096 patches) would not encode quickly (tiny-gemma3 takes 224²).
+// preprocessing (image size, patch, merge) beside the projector type. The
+// tiny gemma4v and qwen3vl keep their real model's preprocessing, so
+// llama.cpp gives them the real image token counts; the tiny idefics3, lfm2
+// and gemma3 scale it down so that an image encodes in well under a second
+// (PROJECTOR_GEOMETRIES says how); narrowed(g) gives any real geometry's
+// counts at the tiny width.
 //
 // A mix is the converter's --outtype: 'F32', 'F16' or 'Q8_0'. Vectors (norms,
 // biases, scales) stay F32; the patch embedding is F16 in an F16 file and
@@ -165,7 +167,7 @@ export const PROJECTOR_GEOMETRIES = {
   'gemma-4-e2b': { name: 'gemma-4-e2b', type: 'gemma4v', ...PREPROCESSING.gemma4v, width: 768, layers: 16, heads: 12, ffn: 3072, outputDim: 1536, eps: 1e-6, language: 'gemma-4-e2b' },
   'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', type: 'qwen3vl_merger', ...PREPROCESSING.qwen3vl_merger, width: 768, layers: 12, heads: 12, ffn: 3072, outputDim: 1024, eps: 1e-6, language: 'qwen3.5-0.8b' },
   'tiny-idefics3': { name: 'tiny-idefics3', type: 'idefics3', imageSize: 128, patchSize: 8, merge: 4, longestEdge: 512, ...TINY, language: 'tiny' },
-  // 16x16 positions, interpolated to the patches as the real ones are.
+  // 8x8 positions (256 in patches of 32), interpolated to the patches as the real 16x16 are.
   'tiny-lfm2': { name: 'tiny-lfm2', type: 'lfm2', ...PREPROCESSING.lfm2, patchSize: 32, ...TINY, language: 'tiny-lfm2' },
   'tiny-gemma3': { name: 'tiny-gemma3', type: 'gemma3', ...PREPROCESSING.gemma3, imageSize: 224, ...TINY, language: 'tiny-gemma3' },
   // 1024 positions a table: room for a 1:4 image's 100 patches a side, not the real 10240.
@@ -313,9 +315,13 @@ function vector(count, random, draw) {
  * next token is mostly its last token again, and Gemma's scaling of its
  * embeddings by sqrt(width) makes that all but certain (p 0.96 after an
  * image and a question), which would leave the image nothing to move.
+ * `shallow`: the tiny language model of g's type made as wide as g's output
+ * instead (a real projector's file then loads beside a small one).
  */
-export function pairedLanguageModel(g, { mix = 'F32', seed = 1 } = {}) {
-  const language = { ...GEOMETRIES[g.language], tied: false };
+export function pairedLanguageModel(g, { mix = 'F32', seed = 1, shallow = false } = {}) {
+  const language = shallow
+    ? { ...GEOMETRIES[TINY_PROJECTORS[g.type].language], name: `${TINY_PROJECTORS[g.type].language}-${g.outputDim}`, dim: g.outputDim, tied: false }
+    : { ...GEOMETRIES[g.language], tied: false };
   if (language.dim !== g.outputDim) throw new RangeError(`${g.name} gives rows of ${g.outputDim}, ${language.name} reads ${language.dim}`);
   return randomLlama(language, {
     mix, seed, control: PROJECTOR_TYPES[g.type].markers, distinctPieces: true, name: `random-${language.name}-for-${g.name}-${mix}`,

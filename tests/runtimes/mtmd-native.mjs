@@ -11,6 +11,9 @@
 //   const t = await mtmdEncodeTimings(model, projector, { imagePath: png, threads: 2 });
 //   await closeMtmd();
 //
+// `node tests/runtimes/mtmd-native.mjs --table` prints llama.cpp's image token
+// counts and layouts for every projector type and test image shape.
+//
 // Each (model, projector) pair is loaded once and kept until another is asked
 // for: a context of an f32 cache (keys and values), flash attention off, on
 // the CPU, as llamacpp-native.mjs runs llama.cpp. The image goes where the
@@ -29,8 +32,8 @@ const entry = join(mtmdOracleDir, 'node_modules', '@fugood', 'llama.node', 'lib'
 const CHILD_FLAG = '--mtmd-child';
 const DONE = '\u0001mtmd-done';
 
-// llama.cpp runs in a child process: a GGML_ASSERT aborts the process it is
-// in (a 1x1 image does), @fugood/llama.node prints its log to stdout, and
+// llama.cpp runs in a child process: a GGML_ASSERT or a crash in it ends the
+// process it is in, @fugood/llama.node prints its log to stdout, and
 // that log is where mtmd says how many tokens an image chunk holds (the
 // tokens the binding returns are positions: fewer, for M-RoPE's images).
 let child = null;
@@ -202,7 +205,8 @@ export async function mtmdNextTokenProbs(modelPath, projectorPath, { prompt, ima
   const settings = { prompt, media_paths: imagePaths, n_predict: 1, n_probs: nProbs, seed: 1, ...RAW_SOFTMAX };
   const { result } = await call('completion', modelPath, projectorPath, { threads, ...options }, settings);
   const probs = new Map();
-  for (const { tok_str: text, prob } of result.completion_probabilities[0].probs) {
+  // The binding's completion_probabilities gather every completion the context has made: this one's is the last.
+  for (const { tok_str: text, prob } of result.completion_probabilities.at(-1).probs) {
     if (!idOf.has(text)) throw new RangeError(`llama.cpp reported a token ${JSON.stringify(text)} the vocabulary does not hold`);
     probs.set(idOf.get(text), prob);
   }
@@ -300,4 +304,63 @@ async function childMain() {
   });
 }
 
-if (process.argv.includes(CHILD_FLAG) && process.argv[1] === fileURLToPath(import.meta.url)) await childMain();
+// ---------------------------------------------------------------------------
+// node tests/runtimes/mtmd-native.mjs --table: llama.cpp's image token counts
+// and prompt layouts for each projector type, on the real models'
+// preprocessing (vision.mjs's narrowed geometries) and the tiny geometries,
+// for each of png.mjs's IMAGE_SHAPES -- a markdown table on stdout.
+
+/** A chunk list as text: markers by their pieces, image chunks as [tokens] (and /positions where they differ). */
+function layoutText(chunks, vocab) {
+  const parts = chunks.map((c) => (c.type === 'image'
+    ? `[${c.tokens}${c.positions !== c.tokens ? `, ${c.positions} positions` : ''}]`
+    : c.tokens.map((id) => JSON.stringify(vocab.tokens[id]).slice(1, -1)).join(' ')));
+  return parts.length > 9 ? `${parts.slice(0, 4).join(' ')} ... (${parts.length} chunks) ... ${parts.slice(-4).join(' ')}` : parts.join(' ');
+}
+
+async function printTable() {
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { PROJECTOR_GEOMETRIES, narrowed, pairedLanguageModel, randomProjector } = await import('../gguf/vision.mjs');
+  const { writeGgufFile } = await import('../gguf/writer.mjs');
+  const { IMAGE_SHAPES, encodePng, testImage } = await import('./png.mjs');
+  const dir = mkdtempSync(join(tmpdir(), 'kvc-mtmd-table-'));
+  try {
+    const images = Object.entries(IMAGE_SHAPES).map(([name, [width, height]], i) => {
+      const path = join(dir, `${name}.png`);
+      writeFileSync(path, encodePng(testImage(width, height, i + 1)));
+      return { name, width, height, path };
+    });
+    const geometries = Object.values(PROJECTOR_GEOMETRIES).map((g) => (g.name.startsWith('tiny-') ? g : narrowed(g)));
+    const layouts = [];
+    console.log(`| projector (type) | ${images.map((i) => `${i.name} ${i.width}x${i.height}`).join(' | ')} |`);
+    console.log(`| --- | ${images.map(() => '---').join(' | ')} |`);
+    for (const g of geometries) {
+      const model = join(dir, `${g.name}-lm.gguf`), projector = join(dir, `${g.name}-mmproj.gguf`);
+      const language = pairedLanguageModel(g);
+      writeGgufFile(model, language);
+      writeGgufFile(projector, randomProjector(g));
+      const cells = [];
+      for (const image of images) {
+        try {
+          const { chunks } = await mtmdTokenize(model, projector, `${MEDIA_MARKER}Q`, [image.path]);
+          const tiles = chunks.filter((c) => c.type === 'image');
+          cells.push(`${tiles.reduce((n, c) => n + c.tokens, 0)}${tiles.length > 1 ? ` (${tiles.length} chunks)` : ''}`);
+          if (image.name === 'large' || image.name === 'square') layouts.push(`- ${g.name}, ${image.name}: ${layoutText(chunks, language.vocab)}`);
+        } catch (error) {
+          cells.push(`refused: ${error.message.slice(0, 80)}`);
+        }
+      }
+      console.log(`| ${g.name} (${g.type}) | ${cells.join(' | ')} |`);
+    }
+    console.log(`\nLayouts of "${MEDIA_MARKER}Q" (markers by their pieces, image chunks as [tokens]):\n\n${layouts.join('\n')}`);
+  } finally {
+    await closeMtmd();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes(CHILD_FLAG)) await childMain();
+  else if (process.argv.includes('--table')) await printTable();
+}
