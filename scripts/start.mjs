@@ -1,19 +1,20 @@
 // npm start: builds what is missing (the wasm module, the demo's npm
 // packages), then serves the live demo and prints its address.
-//   npm start -- [--port 8080] [--model PATH]
+//   npm start -- [--port 8080] [--model PATH] [--mmproj PATH]
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startServer, DEFAULT_MODEL } from '../web-demo/server.mjs';
 import { buildWasm, ensureToolchain, root, run, wasmUpToDate } from './toolchain.mjs';
 
-const usage = 'usage: npm start -- [--port N] [--model PATH]';
+const usage = 'usage: npm start -- [--port N] [--model PATH] [--mmproj PATH (the model\'s projector: it then takes pictures)]';
 let options;
 try {
   ({ values: options } = parseArgs({
     options: {
       port: { type: 'string', default: '8080' },
       model: { type: 'string', default: DEFAULT_MODEL },
+      mmproj: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   }));
@@ -39,11 +40,16 @@ if (!existsSync(join(root, 'node_modules', 'uplot'))) {
   if (run('npm', ['install', '--no-audit', '--no-fund']) !== 0) process.exit(1);
 }
 try {
-  const { url } = await startServer({ port, modelPath: options.model });
+  if (options.mmproj !== undefined && !existsSync(options.mmproj)) {
+    console.error(`--mmproj ${options.mmproj}: no such file\n${usage}`);
+    process.exit(2);
+  }
+  const { url } = await startServer({ port, modelPath: options.model, projectorPath: options.mmproj ?? null });
   console.log(`\nkvcache-wasm demo: ${url}`);
   console.log(existsSync(options.model)
     ? `model: ${options.model} (the page finds it; you can also pick or drop any llama GGUF)`
     : `model: none at ${options.model}; the synthetic stream needs none, or pick or drop a GGUF in the page`);
+  if (options.mmproj !== undefined) console.log(`projector: ${options.mmproj} (the page loads it with the model: drop a picture into the chat)`);
   console.log('Ctrl-C stops the server.');
 } catch (error) {
   console.error(error.code === 'EADDRINUSE' ? `port ${port} is in use: npm start -- --port ${port + 1}` : error.message);

@@ -30,6 +30,7 @@ const MAX_STREAM_TOKENS = 600;
 // A model file up to this size also loads on this page, for the panels' replica; a larger one only chats.
 const REPLICA_MAX_BYTES = 32 * 2 ** 20;
 const DEFAULT_MODEL_URL = '/models/stories260k.gguf';
+const DEFAULT_PROJECTOR_URL = '/models/mmproj.gguf';
 const FRAME_MS = 16;
 
 const $ = (id) => document.getElementById(id);
@@ -1267,7 +1268,9 @@ window.demo = {
     const found = await (await fetch('/api/models')).json();
     if (found['stories260k.gguf']) {
       startup = 'stories260K loading';
-      await useModel(DEFAULT_MODEL_URL, 'stories260K', null);
+      // The server's model (stories260K unless npm start named another), with the projector it names.
+      const name = found.modelName === 'stories260k.gguf' ? 'stories260K' : found.modelName;
+      await useModel(DEFAULT_MODEL_URL, name, null, found['mmproj.gguf'] ? { projector: DEFAULT_PROJECTOR_URL, projectorName: found.projectorName } : {});
     } else {
       startup = 'the synthetic stream starting';
       // Without a model the page would otherwise open on the synthetic

@@ -1,14 +1,14 @@
 // The demo's static server: the page, the package as a user's app would load
 // it (its built ESM and .wasm, under /pkg/), uPlot, @huggingface/jinja (the
 // chat templates' engine), the synthetic K/V
-// generator, and the stories260K model when it is found beside the project.
-// Every response carries the headers that make the page cross-origin
+// generator, and the stories260K model when it is found beside the project
+// (or the model and projector files npm start names). Every response carries the headers that make the page cross-origin
 // isolated (COOP same-origin, COEP require-corp), so that the browser lets
 // the package run on worker threads. No framework: node:http and a table of
 // routes.
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, statSync } from 'node:fs';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { basename, extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
@@ -33,7 +33,7 @@ const ISOLATION = {
 };
 
 // URL prefix -> directory (or file) it serves from.
-function routes(modelPath) {
+function routes(modelPath, projectorPath) {
   return [
     ['/pkg/js/', join(root, 'js')],
     ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
@@ -43,6 +43,7 @@ function routes(modelPath) {
     ['/vendor/xgrammar/', join(root, 'node_modules', '@mlc-ai', 'web-xgrammar', 'lib')],
     ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],
+    ...(projectorPath ? [['/models/mmproj.gguf', projectorPath]] : []),
     ['/', join(root, 'web-demo')],
   ];
 }
@@ -60,16 +61,22 @@ function fileFor(pathname, table) {
 }
 
 /**
- * Starts the server on 127.0.0.1. `port` 0 picks a free one.
+ * Starts the server on 127.0.0.1. `port` 0 picks a free one. The model at
+ * `modelPath` is served as /models/stories260k.gguf (the page loads it at
+ * start), its projector at `projectorPath` (if any) as /models/mmproj.gguf.
  * @returns {Promise<{ url: string, close: () => Promise<void> }>}
  */
-export function startServer({ port = 8080, modelPath = DEFAULT_MODEL } = {}) {
-  const table = routes(modelPath);
+export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorPath = null } = {}) {
+  const table = routes(modelPath, projectorPath);
   const server = createServer((request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pathname === '/api/models') {
       response.writeHead(200, { 'content-type': MIME['.json'], 'cache-control': 'no-store', ...ISOLATION });
-      response.end(JSON.stringify({ 'stories260k.gguf': existsSync(modelPath) }));
+      // What is served, and the files' own names for the page to show.
+      response.end(JSON.stringify({
+        'stories260k.gguf': existsSync(modelPath), 'mmproj.gguf': projectorPath !== null && existsSync(projectorPath),
+        modelName: basename(modelPath), projectorName: projectorPath && basename(projectorPath),
+      }));
       return;
     }
     const file = fileFor(pathname, table);

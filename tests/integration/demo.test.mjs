@@ -15,7 +15,7 @@
 // to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, statSync } from 'node:fs';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
@@ -719,6 +719,37 @@ test('the demo server serves the package files with the right MIME types and not
   assert.equal(page.headers.get('cross-origin-embedder-policy'), 'require-corp');
   const models = await (await get('/api/models')).json();
   assert.equal(models['stories260k.gguf'], !MODEL_MISSING);
+  assert.equal(models['mmproj.gguf'], false, 'no projector unless npm start names one');
+  assert.equal((await get('/models/mmproj.gguf')).status, 404);
+});
+
+test('npm start -- --model FILE --mmproj FILE: the page starts with the model and its projector, and takes a picture', async (t) => {
+  const why = await browserMissing('chromium');
+  if (why) return t.skip(why);
+  const [modelPath, projectorPath] = [join(artifacts, 'served-vision.gguf'), join(artifacts, 'served-mmproj.gguf')];
+  writeFileSync(modelPath, vision.model);
+  writeFileSync(projectorPath, vision.projector);
+  const served = await startServer({ port: 0, modelPath, projectorPath });
+  const browser = await launchBrowser('chromium');
+  try {
+    const page = await browser.open(served.url);
+    assert.deepEqual(await page.evaluate('async () => window.demo.ready'), { model: true });
+    const state = await page.evaluate('async () => window.demo.snapshot()');
+    assert.equal(state.model, 'served-vision.gguf');
+    assert.deepEqual(state.projector, { name: 'served-mmproj.gguf', type: 'idefics3' });
+    const count = await page.evaluate(`async (base64) => {
+      const files = new DataTransfer();
+      files.items.add(new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], 'picture.png', { type: 'image/png' }));
+      document.dispatchEvent(new DragEvent('drop', { dataTransfer: files, bubbles: true, cancelable: true }));
+      for (let i = 0; i < 600 && window.demo.snapshot().attachments.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      return window.demo.snapshot().attachments[0]?.count;
+    }`, Buffer.from(vision.png).toString('base64'));
+    assert.deepEqual(count, vision.count);
+    assert.deepEqual([...page.problems(), ...state.errors], []);
+  } finally {
+    await browser.close();
+    await served.close();
+  }
 });
 
 test('without a model beside the project the page says so, and how to chat, on the synthetic stream it opens', async (t) => {
