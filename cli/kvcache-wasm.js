@@ -219,8 +219,9 @@ function parse(argv) {
   if (values.image.length > 0 && values.mmproj === undefined) {
     throw new UsageError('--image needs --mmproj: the model takes images through its vision encoder, an mmproj GGUF');
   }
+  // With a projector, each marker of the prompt is an image's place; without one it is text.
   const markers = values.prompt.split(MEDIA_MARKER).length - 1;
-  if (markers > 0 && markers !== values.image.length) {
+  if (values.mmproj !== undefined && markers > 0 && markers !== values.image.length) {
     throw new UsageError(`--prompt has ${markers} ${MEDIA_MARKER} marker${markers === 1 ? '' : 's'} and ${values.image.length} --image: one image a marker`);
   }
   const perComponent = values['cache-type-k'] !== undefined || values['cache-type-v'] !== undefined;
