@@ -597,6 +597,7 @@ for (const name of BROWSERS) {
       state = await waitFor((s) => s.attachments.length === 1 || s.inputNote !== '', 'the picture to attach');
       assert.deepEqual(state.attachments, [{ name: 'picture.png', width: PICTURE.width, height: PICTURE.height, count: vision.count }], state.inputNote);
       assert.match(await text('#attachments'), new RegExp(`picture\\.png: 48×36, ${vision.count.total} positions`));
+      await screenshot(t, 'picture-attached', `the picture waiting for the message: ${vision.count.total} positions`);
       await page.fill('#temperature', '0');
       const { state: replied, reply } = await chatTurn(QUESTION, { maxTokens: PICTURE_REPLY_TOKENS });
       await page.fill('#temperature', '0.8');
