@@ -316,11 +316,42 @@ static void add_resized_positions(kvc_vision *v, vision_work *w) {
     }
 }
 
+/* ggml_interpolate's bilinear resize with aligned corners, no antialias,
+ * from a side x side grid to gx x gy, added to the patches: output (x, y)
+ * reads the source at (x (side - 1) / (gx - 1), y (side - 1) / (gy - 1))
+ * (scale side / g where a side is 1), its four neighbours (clamped to the
+ * grid) weighted a (1 - dx)(1 - dy) + b dx (1 - dy) + c (1 - dx) dy + d dx dy. */
+static void add_corner_positions(kvc_vision *v, vision_work *w) {
+    const size_t D = v->dim, n = v->side;
+    const float *table = w->at[S_TABLE];
+    const float sf0 = w->gx > 1 && n > 1 ? (float)(w->gx - 1) / (float)(n - 1) : (float)w->gx / (float)n;
+    const float sf1 = w->gy > 1 && n > 1 ? (float)(w->gy - 1) / (float)(n - 1) : (float)w->gy / (float)n;
+    for (size_t oy = 0; oy < w->gy; oy++) {
+        const float y = (float)oy / sf1, dy = fminf(fmaxf(y - floorf(y), 0.0f), 1.0f);
+        const int64_t last = (int64_t)n - 1, fy = (int64_t)floorf(y);
+        const int64_t y0 = fy < 0 ? 0 : fy > last ? last : fy, y1 = fy + 1 < 0 ? 0 : fy + 1 > last ? last : fy + 1;
+        for (size_t ox = 0; ox < w->gx; ox++) {
+            const float x = (float)ox / sf0, dx = fminf(fmaxf(x - floorf(x), 0.0f), 1.0f);
+            const int64_t fx = (int64_t)floorf(x);
+            const int64_t x0 = fx < 0 ? 0 : fx > last ? last : fx, x1 = fx + 1 < 0 ? 0 : fx + 1 > last ? last : fx + 1;
+            const float *a = table + (size_t)(y0 * (int64_t)n + x0) * D, *b = table + (size_t)(y0 * (int64_t)n + x1) * D;
+            const float *c = table + (size_t)(y1 * (int64_t)n + x0) * D, *d = table + (size_t)(y1 * (int64_t)n + x1) * D;
+            float *row = w->at[S_X] + (oy * w->gx + ox) * D;
+            for (size_t i = 0; i < D; i++)
+                row[i] += a[i] * (1 - dx) * (1 - dy) + b[i] * dx * (1 - dy) + c[i] * (1 - dx) * dy + d[i] * dx * dy;
+        }
+    }
+}
+
 static void add_positions(kvc_vision *v, vision_work *w) {
     const kvc_tensor *t = &v->position;
     t->type->dequantize(t->data, 0, t->cols * t->rows, w->at[S_TABLE]);
     if (v->design->positions == KVC_VISION_POS_RESIZED) {
         add_resized_positions(v, w);
+        return;
+    }
+    if (v->design->positions == KVC_VISION_POS_RESIZED_CORNERS) {
+        add_corner_positions(v, w);
         return;
     }
     if (v->design->positions == KVC_VISION_POS_XY) {

@@ -49,10 +49,11 @@ static const kvc_vision_design designs[] = {
      .steps = 5, .step = {{KVC_VISION_POOL, NULL, 0}, {KVC_VISION_SCALE, NULL, 0}, {KVC_VISION_STANDARDIZE, "v.std", 0},
                           {KVC_VISION_RMSNORM, NULL, 0}, {KVC_VISION_LINEAR, "mm.input_projection", 0}}},
     /* Qwen3-VL, Qwen3.5 (qwen3vl.cpp): two patch kernels summed, the patches
-     * in 2x2 block order, the position table resized, LayerNorm blocks with
+     * in 2x2 block order, the position table resized (aligned corners, no
+     * antialiasing: llama.cpp b10257's result), LayerNorm blocks with
      * a fused qkv and M-RoPE; each 2x2 block one row through a two-layer
      * MLP with GELU; the deepstack blocks' features appended. */
-    {.name = "qwen3vl_merger", .kind = KVC_PROJECTOR_QWEN3VL, .positions = KVC_VISION_POS_RESIZED,
+    {.name = "qwen3vl_merger", .kind = KVC_PROJECTOR_QWEN3VL, .positions = KVC_VISION_POS_RESIZED_CORNERS,
      .merge_key = "clip.vision.spatial_merge_size", .merge = 2, .head_act = KVC_VISION_GELU,
      .rope = KVC_VISION_ROPE_QUARTERS_YX, .rope_theta = 10000.0f, .block_order = 1, .deepstack = 1,
      .steps = 4, .step = {{KVC_VISION_GROUP, NULL, 0}, {KVC_VISION_LINEAR, "mm.0", 0}, {KVC_VISION_ACT, NULL, 0},

@@ -192,11 +192,18 @@ typedef enum kvc_vision_act {
 
 /* How the patches learn where they are: a learned table of side x side
  * rows added as it is (the tile's grid must be the table's), or resized to
- * the tile's grid first (ggml's bilinear resize with antialiasing, as
- * llama.cpp's resize_position_embeddings: SigLIP2 NaFlex), or two tables
- * of `side` rows, [D, side, 2]: the row of the patch's column added, then
- * the row of its row (gemma4v's lookups; a grid up to side a side). */
-typedef enum kvc_vision_positions { KVC_VISION_POS_TABLE, KVC_VISION_POS_RESIZED, KVC_VISION_POS_XY } kvc_vision_positions;
+ * the tile's grid first -- by ggml's bilinear resize with antialiasing, as
+ * resize_position_embeddings does by default (SigLIP2 NaFlex: lfm2), or by
+ * its plain bilinear resize with aligned corners (qwen3vl: what llama.cpp
+ * b10257 computes, up and down) -- or two tables of `side` rows, [D, side,
+ * 2]: the row of the patch's column added, then the row of its row
+ * (gemma4v's lookups; a grid up to side a side). */
+typedef enum kvc_vision_positions {
+    KVC_VISION_POS_TABLE,
+    KVC_VISION_POS_RESIZED,
+    KVC_VISION_POS_RESIZED_CORNERS,
+    KVC_VISION_POS_XY
+} kvc_vision_positions;
 
 /* How q and k turn by the patch's place, each head alike (ggml's RoPE with
  * the design's base; a patch at column x, row y of the grid):

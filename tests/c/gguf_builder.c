@@ -273,11 +273,11 @@ static size_t projector_metadata(gb_file *b) {
         gb_key(b, sizes[i].key, KVC_GGUF_UINT32), gb_u32(b, sizes[i].value), n++;
     }
     gb_key(b, "clip.vision.attention.layer_norm_epsilon", KVC_GGUF_FLOAT32), gb_f32(b, 1e-6f), n++;
-    /* SigLIP's normalisation, which every converter writes. */
-    for (int std = 0; std < 2; std++) {
-        gb_key(b, std ? "clip.vision.image_std" : "clip.vision.image_mean", KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_FLOAT32, 3);
-        for (int c = 0; c < 3; c++) gb_f32(b, 0.5f);
-        n++;
+    /* preprocessing's (llama.cpp refuses a projector without them) */
+    const char *normalisation[] = {"clip.vision.image_mean", "clip.vision.image_std"};
+    for (size_t i = 0; i < 2; i++) {
+        gb_key(b, normalisation[i], KVC_GGUF_ARRAY), gb_array(b, KVC_GGUF_FLOAT32, 3), n++;
+        for (size_t c = 0; c < 3; c++) gb_f32(b, 0.5f);
     }
     return n;
 }

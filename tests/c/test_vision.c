@@ -433,7 +433,8 @@ static float *ref_pool(const float *x, size_t gx, size_t gy, size_t D, size_t m,
 
 /* The patches (conv2d, stride the patch) plus the positions: the table, or
  * torch's antialiased bilinear resize of it (separable triangle weights of
- * support max(1, 1 / scale), each axis normalised). */
+ * support max(1, 1 / scale), each axis normalised), or for qwen3vl its
+ * bilinear resize with aligned corners. */
 static float *ref_embed(const reference *r, const float *pixels, size_t W, size_t H) {
     const spec *s = r->s;
     const size_t P = s->patch, D = s->dim, gx = W / P, gy = H / P, n = s->side;
@@ -466,9 +467,19 @@ static float *ref_embed(const reference *r, const float *pixels, size_t W, size_
     }
     double *wx = test_alloc(gx * n * sizeof(double)), *wy = test_alloc(gy * n * sizeof(double));
     const struct { size_t out; double *w; } axes[2] = {{gx, wx}, {gy, wy}};
+    const int corners = strcmp(s->projector, "qwen3vl_merger") == 0;
     for (size_t a = 0; a < 2; a++) {
         const double scale = (double)axes[a].out / (double)n, support = scale < 1 ? 1 / scale : 1;
         for (size_t i = 0; i < axes[a].out; i++) {
+            if (corners) {
+                /* qwen3vl: plain bilinear, corners aligned (source i (n - 1) / (out - 1)) */
+                const double at = axes[a].out > 1 && n > 1 ? (double)i * (double)(n - 1) / (double)(axes[a].out - 1) : i / scale;
+                const size_t j0 = (size_t)floor(at), j1 = j0 + 1 < n ? j0 + 1 : n - 1;
+                for (size_t j = 0; j < n; j++) axes[a].w[i * n + j] = 0.0;
+                axes[a].w[i * n + j0] += 1.0 - (at - floor(at));
+                axes[a].w[i * n + j1] += at - floor(at);
+                continue;
+            }
             const double center = (i + 0.5) / scale;
             double total = 0.0;
             for (size_t j = 0; j < n; j++) total += axes[a].w[i * n + j] = fmax(0.0, 1.0 - fabs((j + 0.5 - center) / support));
@@ -703,6 +714,9 @@ TEST(qwen3vl_merges_turns_and_appends_its_deepstack_as_the_reference) {
             spec s = qwen3vl_spec(types[t]);
             CHECK(agrees(&s, sizes[i].W, sizes[i].H, 90 + i, types[t] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
         }
+    spec big = qwen3vl_spec(GGML_F16); /* a table of 12 x 12: resized down to the grid */
+    big.image_size = 48, big.side = 12;
+    CHECK(agrees(&big, 16, 40, 95, FLOAT_TOLERANCE));
     test_encoder e;
     const spec s = qwen3vl_spec(GGML_F32);
     CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
