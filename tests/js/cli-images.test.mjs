@@ -1,7 +1,9 @@
 // The command line with images: kvcache-wasm generate | chat --mmproj FILE
 // --image FILE. What it prints is what the package gives for the same files
 // and pixels in this process (a session's generate for a raw prompt, a
-// Chat's reply for a message); bad input exits with one line saying why.
+// Chat's reply for a message), and a raw prompt's images at its markers are
+// laid out as llama.cpp's mtmd lays them out (skipped, saying why, where
+// @fugood/llama.node is missing); bad input exits with one line saying why.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -15,6 +17,8 @@ import { Chat } from '../../js/chat.js';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodePng, testImage } from '../runtimes/png.mjs';
+import { closeMtmd, mtmdMissing, mtmdTokenize } from '../runtimes/mtmd-native.mjs';
+import { isImageId } from '../../js/model/image-tokens.js';
 import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
 
 const cli = fileURLToPath(new URL('../../cli/kvcache-wasm.js', import.meta.url));
@@ -48,7 +52,8 @@ before(async () => {
   writeFileSync(files.text, 'these are notes, not an image\n');
   llama = Llama.fromGguf(model, { projector });
 });
-after(() => {
+after(async () => {
+  await closeMtmd();
   llama?.free();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -71,6 +76,16 @@ async function reply(parts, maxTokens) {
   return text;
 }
 
+// A raw prompt with a marker for each of two images: digits and signs, which the paired vocabularies
+// spell alike in llama.cpp's SentencePiece and the package's (vision.test.mjs).
+const MARKED = '1+1=<__media__>2+2=<__media__>';
+
+/** MARKED as the CLI's ids: the begin token and each piece of text, each image at its marker. */
+async function markedIds() {
+  const [first, second] = [await llama.prepareImage(image), await llama.prepareImage(other)];
+  return [...llama.tokenizer.encode('1+1=', { special: true }), ...first.tokens, ...llama.tokenizer.encode('2+2=', { special: true, bos: false }), ...second.tokens];
+}
+
 /** The last line of stderr, the one that says why the CLI stopped. */
 const lastLine = (result) => result.stderr.trimEnd().split('\n').at(-1);
 
@@ -86,14 +101,23 @@ describe('generate --mmproj --image', () => {
 
   test('puts each image at its <__media__> marker, in order; at the prompt\'s end a marker is where no marker puts it', async () => {
     const marked = run('generate', '--model', files.model, '--mmproj', files.projector, '--image', files.png, '--image', files.otherPng,
-      '--prompt', `One<__media__>two<__media__>`, '--steps', String(STEPS));
+      '--prompt', MARKED, '--steps', String(STEPS));
     assert.equal(marked.status, 0, marked.stderr);
-    const [first, second] = [await llama.prepareImage(image), await llama.prepareImage(other)];
-    const ids = [...llama.tokenizer.encode('One', { special: true }), ...first.tokens, ...llama.tokenizer.encode('two', { special: true, bos: false }), ...second.tokens];
-    assert.equal(marked.stdout, `One<__media__>two<__media__>${await continuation(ids)}\n`);
+    const ids = await markedIds();
+    assert.equal(marked.stdout, `${MARKED}${await continuation(ids)}\n`);
     const atEnd = run('generate', '--model', files.model, '--mmproj', files.projector, '--image', files.png, '--prompt', `${PROMPT}<__media__>`, '--steps', String(STEPS));
     const after = run('generate', '--model', files.model, '--mmproj', files.projector, '--image', files.png, '--prompt', PROMPT, '--steps', String(STEPS));
     assert.equal(atEnd.stdout.replace('<__media__>', ''), after.stdout);
+  });
+
+  test('lays the prompt out as llama.cpp\'s mtmd does: the same text and marker tokens around as many image tokens', async (t) => {
+    const missing = await mtmdMissing();
+    if (missing) return t.skip(missing);
+    // The ids the CLI continues (the test above).
+    const ids = await markedIds();
+    const { chunks } = await mtmdTokenize(files.model, files.projector, MARKED, [files.png, files.otherPng]);
+    assert.deepEqual(ids.filter((id) => !isImageId(id)), chunks.filter((c) => c.type === 'text').flatMap((c) => c.tokens));
+    assert.equal(ids.filter(isImageId).length, chunks.filter((c) => c.type === 'image').reduce((n, c) => n + c.tokens, 0));
   });
 
   test('reads a JPEG as jpeg-js decodes it', async () => {
