@@ -476,7 +476,7 @@ async function chatCommand(llama, options) {
       process.stdout.write('^C\n');
       lines.write(null, { ctrl: true, name: 'u' });
     });
-    console.error(`${architecture}, ${numLayers} layers, context ${contextLength}; /reset starts over, /exit ends`);
+    console.error(`${architecture}, ${numLayers} layers, context ${contextLength}; ${llama.projector ? '/image PATH adds a picture to your next message, ' : ''}/reset starts over, /exit ends`);
     lines.prompt();
   }
   for await (const line of lines) {
