@@ -28,8 +28,8 @@ function checkSize(where, width, height) {
   return width * height;
 }
 
-/** { width, height, data } with data RGBA (4 bytes a pixel) or RGB (3): as RGBA. */
-function fromPixels(where, { width, height, data }) {
+/** { width, height, data } with data RGBA (4 bytes a pixel) or RGB (3), checked: as RGBA. */
+export function fromPixels(where, { width, height, data }) {
   const pixels = checkSize(where, width, height);
   if (!(data instanceof Uint8Array || data instanceof Uint8ClampedArray)) {
     throw new TypeError(`${where}: an image's data must be a Uint8Array or Uint8ClampedArray of RGBA (or RGB) bytes (got ${shown(data)})`);

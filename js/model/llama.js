@@ -34,7 +34,7 @@ import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take,
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
 import { Projector, openProjector, pieceId } from './vision.js';
-import { imagePixels } from './images.js';
+import { fromPixels, imagePixels } from './images.js';
 import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
@@ -847,7 +847,8 @@ export class Llama {
   imageOf(pixels) {
     const where = 'Llama.imageOf';
     const projector = this.#projectorOf(where);
-    const { width, height, data } = pixels;
+    const { width, height, data } = fromPixels(where, pixels ?? {});
+    pixels = { width, height, data };
     // The pixels' digest, seeded by the projector's and the size: another projector, other ids.
     const seed = BigInt(`0x${projector.digest}`) ^ (BigInt(width) << 32n) ^ BigInt(height);
     const digest = BigInt.asUintN(64, withStaging(where, [data.length], ([at]) => {

@@ -151,7 +151,8 @@ test('a second question about the same image encodes nothing, and computes only 
   };
   try {
     const chat = new Chat(llama.session(), { template: '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}' });
-    const picture = IMAGES[0].pixels;
+    // A picture no other test prepared: its first send encodes it.
+    const picture = testImage(50, 37, 11);
     for await (const piece of chat.send([{ type: 'image', image: picture }, { type: 'text', text: 'What is it?' }], { maxTokens: 3, temperature: 0 })) void piece;
     assert.equal(encoded, 1);
     const rows = imageRows;
