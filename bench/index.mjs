@@ -37,6 +37,7 @@ const benchmarks = {
   store: () => import('./store.mjs'),
   structured: () => import('./structured.mjs'),
   native: () => import('./native.mjs'),
+  vision: () => import('./vision.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({
