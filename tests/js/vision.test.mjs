@@ -4,7 +4,8 @@
 // image exactly as mtmd does -- the same text tokens, image chunks of the
 // same sizes, for images of every shape -- and the next-token distribution
 // after the image and a question agrees with llama.cpp's (mean KL over three
-// images at most 1e-3). The same image in the same conversation is encoded
+// images at most 1e-3); each real model's preprocessing gives its images as
+// many tokens as llama.cpp does. The same image in the same conversation is encoded
 // once and never computed twice; bad input is refused and changes nothing.
 // Every test skips, saying why, where @fugood/llama.node is missing.
 import assert from 'node:assert/strict';
@@ -16,7 +17,7 @@ import { ready } from './helpers.mjs';
 import { Llama } from '../../js/llama.js';
 import { Chat } from '../../js/chat.js';
 import { isImageId } from '../../js/model/image-tokens.js';
-import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
+import { PROJECTOR_GEOMETRIES, TINY_PROJECTORS, narrowed, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { MEDIA_MARKER, closeMtmd, mtmdImageTokens, mtmdMissing, mtmdNextTokenProbs, mtmdTokenize } from '../runtimes/mtmd-native.mjs';
 import { IMAGE_SHAPES, encodePng, testImage } from '../runtimes/png.mjs';
@@ -132,6 +133,18 @@ for (const g of Object.values(TINY_PROJECTORS)) {
       assert.ok(mean <= 1e-3, `mean KL ${mean}`);
     });
   }
+}
+
+for (const g of Object.values(PROJECTOR_GEOMETRIES).filter((geometry) => !geometry.name.startsWith('tiny-'))) {
+  test(`${g.name}'s preprocessing: an image of every shape takes as many tokens as llama.cpp's mtmd gives it`, async (t) => {
+    if (missing) return t.skip(missing);
+    // The real model's preprocessing with the tiny encoder (narrowed): its counts, cheaply.
+    const { model, projector, llama } = pair(narrowed(g), 'F32');
+    for (const [shape, [width, height]] of Object.entries(IMAGE_SHAPES)) {
+      const { path } = image(width, height, 5);
+      assert.equal(llama.imageTokenCount({ width, height }).image, await mtmdImageTokens(model, projector, path), `${shape} (${width}x${height})`);
+    }
+  });
 }
 
 test('a second question about the same image encodes nothing, and computes only the new text', async (t) => {
