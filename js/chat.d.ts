@@ -1,5 +1,7 @@
 // kvcache-wasm/chat: a conversation rendered by the model's chat template, in a local or a worker's session.
-import type { GeneratePiece, Llama, LlamaSession, ModelStore, ReplyOptions, SessionOptions, Tokenizer } from './llama.js';
+import type {
+  GeneratePiece, ImageDecoder, ImageSource, Llama, LlamaSession, ModelStore, PreparedImage, ReplyOptions, SessionOptions, Tokenizer,
+} from './llama.js';
 import type { RemoteLlama, RemoteSession } from './worker.js';
 
 /** A turn of a conversation. Templates read role and content; some read more (tool_calls, reasoning_content). */
@@ -56,11 +58,11 @@ export class Chat {
   readonly messages: ConversationMessage[];
   readonly session: LlamaSession | RemoteSession;
   /**
-   * Sends a user message (text) -- or takes an array of messages as the conversation to answer (an edited or
-   * regenerated turn) -- and streams the reply; only what the session's cache does not hold is computed. The reply,
-   * whole or as far as an abort let it come, joins the messages.
+   * Sends a user message (text, or parts: text and images, which need a model loaded with a projector) -- or takes an
+   * array of messages as the conversation to answer (an edited or regenerated turn) -- and streams the reply; only what
+   * the session's cache does not hold is computed. The reply, whole or as far as an abort let it come, joins the messages.
    */
-  send(input: string | readonly ConversationMessage[], options?: ReplyOptions & ToolOptions):
+  send(input: string | readonly ContentPart[] | readonly ConversationMessage[], options?: ReplyOptions & ToolOptions & { decodeImage?: ImageDecoder }):
     AsyncGenerator<GeneratePiece & { toolCalls?: ToolCall[] }, void, undefined>;
   /** The conversation as bytes: its messages and its session; given a name, also stored under it in a ModelStore
    * (options.store, else the one the model was loaded through) with its model's digest. */
@@ -80,10 +82,15 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
+/** A part of a user's (or system's) message: text, or an image (anything Llama#prepareImage takes, or one it prepared;
+ * OpenAI's image_url: a URL fetch() reads, data: URLs among them). */
+export type ContentPart = { type: 'text'; text: string } | { type: 'image'; image: ImageSource | PreparedImage }
+  | { type: 'image_url'; image_url: { url: string } | string };
+
 /** A message of a conversation: an assistant's may carry tool_calls and reasoning_content, a tool's the id of the call it answers. */
 export interface ConversationMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string;
+  content: string | ContentPart[];
   tool_calls?: ToolCall[];
   /** An assistant's thinking (Gemma 4's thinking channel), which its content leaves out. */
   reasoning_content?: string;

@@ -205,6 +205,68 @@ export interface LoadOptions {
   revalidate?: boolean;
   /** Where the per-layer embeddings are kept (gemma4): see PerLayerEmbeddings; default 'outside'. */
   perLayerEmbeddings?: PerLayerEmbeddings;
+  /** The model's vision encoder (an mmproj GGUF, `general.architecture` clip), loaded beside it from any source a
+   * model loads from (and through `store`); checked to go with the model. */
+  projector?: ModelSource | readonly ModelSource[];
+}
+
+/** RGBA (4 bytes a pixel) or RGB (3) pixels, row by row. */
+export interface ImagePixels {
+  width: number;
+  height: number;
+  data: Uint8Array | Uint8ClampedArray;
+}
+
+/** An image as a model takes it: a Blob or File, an ImageBitmap, an image element, a canvas, a VideoFrame, ImageData,
+ * a URL, encoded bytes (PNG, JPEG, ...: decoded by the runtime, or by `decodeImage`) or pixels. */
+export type ImageSource = Blob | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | ImageData | string | URL
+  | Uint8Array | ArrayBuffer | ImagePixels;
+
+/** Decodes encoded image bytes where the runtime cannot (Node, Deno, Bun, workerd). */
+export type ImageDecoder = (bytes: Uint8Array) => ImagePixels | Promise<ImagePixels>;
+
+/** An image made ready for a model's conversations: `tokens` stand for it where it goes in a prompt (its markers' tokens and
+ * an id per encoder row, past the vocabulary), as sessions, Chat and prefix caches take them. */
+export interface PreparedImage {
+  readonly digest: string;
+  readonly width: number;
+  readonly height: number;
+  readonly tokens: readonly number[];
+  /** The encoder's rows among them. */
+  readonly imageTokens: number;
+}
+
+/** The positions an image takes: the encoder's rows, its markers' tokens and their sum. */
+export interface ImageTokenCount {
+  image: number;
+  markers: number;
+  total: number;
+}
+
+/** How llama.cpp's mtmd prepares an image for a projector: its tiles (each its pixels and the encoder's rows for it, as a
+ * gridX × gridY grid), the grid they form before the overview, and all the rows. */
+export interface ImagePlan {
+  tiles: { width: number; height: number; tokens: number; gridX: number; gridY: number }[];
+  rows: number;
+  cols: number;
+  overview: boolean;
+  tokens: number;
+}
+
+/** A vision encoder in the wasm heap (Llama.load's `projector`). */
+export class Projector {
+  private constructor();
+  /** A projector file held whole in memory. */
+  static fromGguf(input: Uint8Array | ArrayBuffer): Projector;
+  /** `type`: clip.projector_type; `outputDim`: the language model's embedding width it gives rows of. */
+  readonly config: { type: 'idefics3' | 'lfm2' | 'gemma3' | 'gemma4v' | 'qwen3vl_merger'; outputDim: number };
+  /** How an image of width × height goes in, without encoding it. */
+  plan(width: number, height: number): ImagePlan;
+  /** XXH64 of the file's header and tensor data, 16 hex digits. */
+  readonly digest: string;
+  readonly memoryBytes: { weights: number; scratch: number };
+  free(): void;
+  [Symbol.dispose](): void;
 }
 
 /** A model stored by ModelStore#list. */
@@ -268,7 +330,7 @@ export class Llama {
   /** Llama.load() and Llama.fromGguf() make them. */
   private constructor();
   /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K tensors) held whole in memory. */
-  static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile, options?: { perLayerEmbeddings?: PerLayerEmbeddings }): Llama;
+  static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile, options?: { perLayerEmbeddings?: PerLayerEmbeddings; projector?: Uint8Array | ArrayBuffer | GgufFile }): Llama;
   /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
    * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read, and a response that holds
    * no model (an HTTP error, an HTML page) with a GgufError saying what it was. A split model (llama.cpp's gguf-split):
@@ -288,6 +350,15 @@ export class Llama {
   readonly digest: string;
   /** The ModelStore the model was loaded through, or null. */
   store: ModelStore | null;
+  /** The vision encoder loaded beside the model (LoadOptions' projector), or null. */
+  projector: Projector | null;
+  /** An image decoded, prepared and encoded as llama.cpp's mtmd does for this projector, its rows kept by the model
+   * (the same pixels: the same ids, encoded once). */
+  prepareImage(image: ImageSource, options?: { decodeImage?: ImageDecoder }): Promise<PreparedImage>;
+  /** prepareImage() of pixels at hand, synchronously. */
+  imageOf(pixels: ImagePixels): PreparedImage;
+  /** The positions an image of this size takes, without encoding it. */
+  imageTokenCount(size: { width: number; height: number }): ImageTokenCount;
   /**
    * A session with its own cache; maxRows bounds every layer (evicting with sinks/recent, see EvictionPolicy).
    * With a prefixCache, a prompt starts from the longest prefix of it the prefix cache holds, and is added to it.
@@ -299,6 +370,9 @@ export class Llama {
   restoreSession(bytes: Uint8Array | ArrayBuffer, options?: Omit<SessionOptions, 'mode' | 'residualRows' | 'cache' | 'tokens'>): LlamaSession;
   /** Appends the tokens to the cache and returns the logits asked for, [rows × vocab]. */
   forward(cache: KvCache, tokens: readonly number[], options?: ForwardOptions): Float32Array;
+  /** forward() of rows of the model's embeddings (an image's, [n × dim]) in place of tokens; `positions`: [n × 4] RoPE
+   * positions (t, y, x, e) for a model with multimodal RoPE; `span`: the rows attend each other both ways (at most 512). */
+  forwardEmbeddings(cache: KvCache, embeddings: Float32Array, options?: ForwardOptions & { positions?: Uint32Array; span?: boolean }): Float32Array;
   /** Ends a verify forward() began: keeps its first n tokens. */
   keep(cache: KvCache, n: number): void;
   /** Releases the weights (idempotent). */
@@ -367,6 +441,15 @@ export interface ReplyOptions extends SamplingOptions {
   regex?: string;
   /** Constrains the reply by an XGrammar structural tag (what tool calls are constrained by). */
   structuralTag?: object;
+  /** Each piece's tokens with their log-probabilities: true, or a count of likeliest alternatives (up to 20). */
+  logprobs?: boolean | number;
+}
+
+/** A token's log-probability under the model (the log-softmax of its logits) and its likeliest alternatives. */
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+  top: { token: number; logprob: number }[];
 }
 
 export interface GenerateTextOptions extends ReplyOptions {
@@ -394,6 +477,8 @@ export interface GeneratePiece {
   stop: StopReason | null;
   /** The last piece's: how the reply went. */
   stats: ReplyStats | null;
+  /** With ReplyOptions' logprobs: its tokens' log-probabilities. */
+  logprobs?: TokenLogprob[];
 }
 
 export class LlamaSession {

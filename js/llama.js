@@ -8,6 +8,7 @@
 //   const session = llama.session({ mode: 'q8' });
 //   const { tokens, stats } = generate(session, llama.tokenizer.encode('Once'), { steps: 100, draft: 4 });
 export { Llama, LlamaSession, slideCache } from './model/llama.js';
+export { Projector } from './model/vision.js';
 export { ModelStore } from './store/store.js';
 export { GgufError, GgufFile, readGguf } from './model/gguf.js';
 export { Tokenizer } from './tokenizers/tokenizer.js';

@@ -1,9 +1,11 @@
 // kvcache-wasm/worker: the model runner in a dedicated worker, its API made asynchronous for the page.
 import type { InitOptions, KernelInfo, ThreadInfo } from './index.js';
 import type {
-  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, LlamaConfig, LoadOptions, ModelStore, ReplyOptions, SessionOptions,
+  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, ImagePixels, ImageSource, ImageTokenCount, LlamaConfig, LoadOptions,
+  ModelStore, PreparedImage, ReplyOptions, SessionOptions,
 } from './llama.js';
 export { ModelStore } from './llama.js';
+export type { ImagePixels, ImageTokenCount, PreparedImage } from './llama.js';
 
 export interface LlamaWorkerOptions {
   /** A worker the app starts itself from the package's js/llama-worker.js (as a module worker), for bundlers that do
@@ -20,38 +22,12 @@ export interface LlamaWorkerOptions {
 export type RemoteModelSource = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array>;
 
 /** Llama.load's options for a model in the worker; `projector`: its vision encoder's file (an mmproj GGUF), loaded beside it. */
-export interface RemoteLoadOptions extends LoadOptions {
+export interface RemoteLoadOptions extends Omit<LoadOptions, 'projector'> {
   projector?: RemoteModelSource;
 }
 
-/** RGBA (4 bytes a pixel) or RGB (3) pixels, row by row. */
-export interface ImagePixels {
-  width: number;
-  height: number;
-  data: Uint8Array | Uint8ClampedArray;
-}
-
-/** An image as a remote model takes it: a Blob or File, an ImageBitmap (transferred to the worker), an image element, a canvas,
- * ImageData, a URL, encoded bytes (PNG, JPEG, ...) or pixels. */
-export type RemoteImage = Blob | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | ImageData | string | URL | Uint8Array | ArrayBuffer | ImagePixels;
-
-/** An image made ready for a model's conversations: `tokens` stand for it where it goes in a prompt (its markers' tokens and
- * an id per encoder row, past the vocabulary), as sessions, Chat and prefix caches take them. */
-export interface PreparedImage {
-  readonly digest: string;
-  readonly width: number;
-  readonly height: number;
-  readonly tokens: readonly number[];
-  /** The encoder's rows among them. */
-  readonly imageTokens: number;
-}
-
-/** The positions an image takes: the encoder's rows, its markers' tokens and their sum. */
-export interface ImageTokenCount {
-  image: number;
-  markers: number;
-  total: number;
-}
+/** An image as a remote model takes it: an ImageBitmap goes to the worker transferred, a Blob as it is. */
+export type RemoteImage = ImageSource;
 
 export class LlamaWorker {
   constructor(options?: LlamaWorkerOptions);
