@@ -17,7 +17,7 @@ import type {
   KernelInfo, LayerKvCacheOptions, LinearLayerOptions, Profile, ThreadInfo,
 } from 'kvcache-wasm';
 import {
-  GgufError, GgufFile, Llama, LlamaSession, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom, slideCache,
+  GgufError, GgufFile, Llama, LlamaSession, Projector, Tokenizer, decode, generate, promptLookup, readGguf, seededRandom, slideCache,
 } from 'kvcache-wasm/llama';
 import type {
   DecodeEvent, ForwardOptions, GenerateOptions, GeneratePiece, GenerateStats, GenerateTextOptions, GgufTensorInfo, LlamaConfig, LoadOptions,
@@ -263,6 +263,16 @@ function useLlama(llama: Llama): GenerateStats {
   const memory: { weights: number; scratch: number; perLayerOutside: number } = llama.memoryBytes;
   check(memory.weights > 0 && memory.scratch >= 0 && memory.perLayerOutside === 0 && llama.tensors.has('token_embd.weight'), 'Llama.memoryBytes, tensors');
   check(!llama.readsRowsAsync, 'Llama.readsRowsAsync');
+  // A model loaded without a projector takes no image.
+  const projector: Projector | null = llama.projector;
+  check(projector === null, 'Llama.projector');
+  let refused = false;
+  try {
+    llama.imageTokenCount({ width: 64, height: 64 });
+  } catch {
+    refused = true;
+  }
+  check(refused, 'Llama.imageTokenCount without a projector');
   const prompt = llama.tokenizer.encode('Once upon a time');
   const cache = new KvCache({ numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim });
   const forward: ForwardOptions = { logits: 'all', importance: true };
