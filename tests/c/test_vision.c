@@ -896,7 +896,49 @@ TEST(out_of_memory_fails_cleanly_and_leaves_the_rows_untouched) {
     free(pixels), free(out), free(expected);
 }
 
-RUN_TESTS(CASE(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices),
+/* kvc_vision_plan flattens image.c's plan of the projector's own
+ * parameters, and kvc_vision_encode_tile is image.c's tile through
+ * kvc_vision_encode, bit for bit; both refuse what they cannot take. */
+TEST(an_image_plans_and_encodes_a_tile_as_preprocessing_then_the_encoder) {
+    const spec s = lfm2_spec(GGML_F32);
+    test_encoder e;
+    CHECK_OK(make_encoder(&s, 70, &e, NULL, 0));
+    enum { W = 45, H = 30 };
+    uint8_t *rgba = test_alloc(W * H * 4);
+    test_rng rng = test_rng_new(71);
+    for (size_t i = 0; i < W * H * 4; i++) rgba[i] = (uint8_t)(test_rng_u32(&rng) & 0xff);
+    kvc_image_plan plan;
+    CHECK_OK(kvc_image_plan_of(&e.vision->image, W, H, &plan));
+    uint32_t flat[5 + 5 * KVC_IMAGE_MAX_TILES];
+    CHECK_OK(kvc_vision_plan(e.vision, W, H, flat, 5 + 5 * KVC_IMAGE_MAX_TILES));
+    CHECK(flat[0] == plan.tiles && flat[1] == plan.rows && flat[2] == plan.cols && flat[3] == (uint32_t)(plan.overview != 0) &&
+          flat[4] == plan.tokens);
+    for (size_t t = 0; t < plan.tiles; t++) {
+        const kvc_image_tile *tile = &plan.tile[t];
+        const uint32_t *got = flat + 5 + 5 * t;
+        CHECK(got[0] == tile->width && got[1] == tile->height && got[2] == tile->tokens && got[3] == tile->grid_x &&
+              got[4] == tile->grid_y);
+        const size_t n = tile->tokens * kvc_vision_output_dim(e.vision);
+        float *pixels = test_alloc(tile->width * tile->height * 3 * sizeof(float));
+        float *want = test_alloc(n * sizeof(float)), *out = test_alloc(n * sizeof(float));
+        CHECK_OK(kvc_image_tile_pixels(&e.vision->image, &plan, t, rgba, W, H, pixels));
+        CHECK_OK(kvc_vision_encode(e.vision, pixels, tile->width, tile->height, want));
+        CHECK_OK(kvc_vision_encode_tile(e.vision, rgba, W, H, t, out));
+        CHECK(test_bits_equal(want, out, n));
+        free(pixels), free(want), free(out);
+    }
+    float out[1];
+    CHECK_STATUS(kvc_vision_plan(e.vision, W, H, flat, 5 + 5 * plan.tiles - 1), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_vision_plan(e.vision, 0, H, flat, 5 + 5 * KVC_IMAGE_MAX_TILES), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_vision_plan(NULL, W, H, flat, 5), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_vision_encode_tile(e.vision, rgba, W, H, plan.tiles, out), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_vision_encode_tile(e.vision, NULL, W, H, 0, out), KVC_E_NULL_POINTER);
+    free(rgba);
+    free_encoder(&e);
+}
+
+RUN_TESTS(CASE(an_image_plans_and_encodes_a_tile_as_preprocessing_then_the_encoder),
+          CASE(idefics3_encodes_as_the_reference_for_f32_f16_and_q8_0_matrices),
           CASE(idefics3_reads_an_older_converters_swapped_ffn_names),
           CASE(lfm2_resizes_its_positions_to_any_grid_and_pads_the_unshuffle),
           CASE(gemma3_pools_norms_and_projects_through_the_transposed_weight),
