@@ -868,9 +868,13 @@ export class Llama {
     return input;
   }
 
-  /** Whether `id` is a token id of the vocabulary or of an image this model holds (prepareImage). */
+  /**
+   * Whether `id` is a token id of the vocabulary or an image's (prepareImage;
+   * one this model no longer holds fails only where its rows must be
+   * computed again: a conversation restored after a reload holds them in its cache).
+   */
   [knowsId](id) {
-    return (Number.isInteger(id) && id >= 0 && id < this.config.vocabSize) || this.#images.has(id);
+    return Number.isInteger(id) && id >= 0 && (id < this.config.vocabSize || (isImageId(id) && id <= 0xffffffff));
   }
 
   /** How far a multimodal-RoPE model's positions fall behind the cache's after `ids` (0 for any other model). */

@@ -179,14 +179,34 @@ test('a second question about the same image encodes nothing, and computes only 
     const before = imageRows;
     for await (const piece of chat.send(chat.messages.slice(0, -1), { maxTokens: 3, temperature: 0 })) void piece;
     assert.equal(imageRows, before);
-    // Saved and restored: the images' ids come back with the messages; nothing is encoded or computed again.
+    // Saved, and restored on the model loaded again (a reload: it holds no image's rows): the images' ids come
+    // back with the messages and the cache; the next turn encodes and computes no image row.
     const saved = await chat.save();
-    const restored = await Chat.restore(llama, saved);
-    for await (const piece of restored.send('One more?', { maxTokens: 2, temperature: 0 })) void piece;
+    const { model, projector } = pairs.get(`${TINY_PROJECTORS.lfm2.name}-F32`);
+    const reloaded = Llama.fromGguf(readFileSync(model), { projector: readFileSync(projector) });
+    const restored = await Chat.restore(reloaded, saved);
+    let reencoded = 0;
+    const encodeAgain = reloaded.projector.encodeTile.bind(reloaded.projector);
+    reloaded.projector.encodeTile = (...args) => {
+      reencoded++;
+      return encodeAgain(...args);
+    };
+    const forwardAgain = reloaded.forwardEmbeddings.bind(reloaded);
+    reloaded.forwardEmbeddings = (...args) => {
+      reencoded++;
+      return forwardAgain(...args);
+    };
+    let reply = '';
+    for await (const piece of restored.send('One more?', { maxTokens: 2, temperature: 0 })) reply += piece.text;
+    assert.equal(reencoded, 0);
     assert.equal(encoded, 1);
-    assert.equal(imageRows, before);
+    // The same reply as the original chat gives to the same turn.
+    let original = '';
+    for await (const piece of chat.send('One more?', { maxTokens: 2, temperature: 0 })) original += piece.text;
+    assert.equal(reply, original);
     chat.free();
     restored.free();
+    reloaded.free();
   } finally {
     delete llama.projector.encodeTile;
     delete llama.forwardEmbeddings;

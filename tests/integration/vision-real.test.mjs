@@ -1,0 +1,70 @@
+// Images at the real models' geometries (random valid weights, tests/gguf/vision.mjs):
+// each projector type's real encoder and projector -- SmolVLM2-256M's, LFM2-VL-450M's,
+// Gemma 3 4B's, Gemma 4 E2B's, Qwen3.5-0.8B's, in F16 and Q8_0 -- before a language
+// model of its width, against llama.cpp's mtmd (tests/runtimes/mtmd-native.mjs): the
+// next token after an image and a question agrees (KL at most 1e-3). Skips, saying
+// why, where @fugood/llama.node is missing.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { ready } from '../js/helpers.mjs';
+import { Llama } from '../../js/llama.js';
+import { PROJECTOR_GEOMETRIES, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
+import { writeGgufFile } from '../gguf/writer.mjs';
+import { MEDIA_MARKER, closeMtmd, mtmdMissing, mtmdNextTokenProbs } from '../runtimes/mtmd-native.mjs';
+import { encodePng, testImage } from '../runtimes/png.mjs';
+
+await ready();
+const dir = mkdtempSync(join(tmpdir(), 'kvc-vision-real-'));
+let missing = null;
+before(async () => {
+  missing = await mtmdMissing();
+});
+after(async () => {
+  await closeMtmd();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const QUESTION = '2+2=?'; // spelled alike by both tokenizers (tests/js/vision.test.mjs)
+const pixels = testImage(333, 517, 4);
+const picture = join(dir, 'picture.png');
+writeFileSync(picture, encodePng(pixels));
+
+function softmax(logits) {
+  let max = -Infinity;
+  for (const l of logits) max = Math.max(max, l);
+  const e = Array.from(logits, (l) => Math.exp(l - max));
+  const sum = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / sum);
+}
+
+const REAL = ['smolvlm2-256m', 'lfm2-vl-450m', 'gemma-3-4b', 'gemma-4-e2b', 'qwen3.5-0.8b'];
+for (const name of REAL) {
+  for (const mix of ['F16', 'Q8_0']) {
+    test(`${name} (${mix} projector): the next token after an image and a question is llama.cpp's`, { timeout: 600000 }, async (t) => {
+      if (missing) return t.skip(missing);
+      const g = PROJECTOR_GEOMETRIES[name];
+      const language = pairedLanguageModel(g, { seed: 2, shallow: true });
+      const model = join(dir, `${name}-lm.gguf`);
+      const projector = join(dir, `${name}-${mix}-mmproj.gguf`);
+      writeGgufFile(model, language);
+      writeGgufFile(projector, randomProjector(g, { mix, seed: 3 }));
+      const llama = Llama.fromGguf(readFileSync(model), { projector: readFileSync(projector) });
+      try {
+        const ids = [llama.tokenizer.bosId, ...llama.imageOf(pixels).tokens, ...llama.tokenizer.encode(QUESTION, { bos: false, special: true })];
+        const { logits } = llama.session().prefill(ids, { logits: true });
+        const ours = softmax(logits);
+        const theirs = await mtmdNextTokenProbs(model, projector, { prompt: `${MEDIA_MARKER}${QUESTION}`, imagePaths: [picture], vocab: language.vocab });
+        let kl = 0;
+        for (const [id, p] of theirs) if (p > 0) kl += p * Math.log(p / Math.max(ours[id], 1e-30));
+        t.diagnostic(`KL ${kl.toExponential(2)}`);
+        assert.ok(kl <= 1e-3, `KL ${kl}`);
+      } finally {
+        llama.free();
+        rmSync(projector, { force: true });
+      }
+    });
+  }
+}
