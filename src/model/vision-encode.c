@@ -533,10 +533,11 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     add_bias(T, D, added, &b->b[KVC_VISION_DOWN], tmp);
     if (b->ffn_post_norm.type) block_norm(design->norm, T, D, added, &b->ffn_post_norm, &(kvc_tensor){0}, v->eps, tmp);
     kvc_add(T * D, x, added);
-    if (b->out_scale.type) {
+    if (b->out_scale.type) { /* a scale per channel, or one for all */
         const float *scale = vector_of(&b->out_scale, tmp);
+        const size_t step = b->out_scale.cols == 1 ? 0 : 1;
         for (size_t t = 0; t < T; t++)
-            for (size_t i = 0; i < D; i++) x[t * D + i] *= scale[i];
+            for (size_t i = 0; i < D; i++) x[t * D + i] *= scale[i * step];
     }
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }

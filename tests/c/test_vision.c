@@ -333,7 +333,9 @@ static void ref_blocks_gemma4v(const reference *r, size_t gx, size_t gy, float *
         linear(r, W("ffn_down"), NULL, T, F, D, g, h);
         rms_rows(T, D, h, post_ffn);
         for (size_t i = 0; i < T * D; i++) x[i] += h[i];
-        free(ln1), free(ln2), free(qn), free(kn), free(post_attn), free(post_ffn);
+        float *out_scale = NORM("out_scale"); /* a scalar or a value per channel */
+        for (size_t i = 0; out_scale && i < T * D; i++) x[i] *= out_scale[s->out_scale == 1 ? 0 : i % D];
+        free(ln1), free(ln2), free(qn), free(kn), free(post_attn), free(post_ffn), free(out_scale);
     }
 #undef W
 #undef NORM
@@ -698,6 +700,13 @@ TEST(gemma4v_turns_norms_clamps_and_pools_as_the_reference) {
             spec s = gemma4v_spec(types[t]);
             CHECK(agrees(&s, sizes[i].W, sizes[i].H, 80 + i, types[t] == GGML_Q8_0 ? Q8_TOLERANCE : FLOAT_TOLERANCE));
         }
+    /* each block's out_scale: a scalar (the converter's layer_scalar) or a value per channel */
+    const uint32_t out_scales[] = {1, 64};
+    for (size_t i = 0; i < 2; i++) {
+        spec scaled = gemma4v_spec(GGML_F32);
+        scaled.out_scale = out_scales[i];
+        CHECK(agrees(&scaled, 24, 36, 85 + i, FLOAT_TOLERANCE));
+    }
     test_encoder e;
     const spec s = gemma4v_spec(GGML_F32);
     CHECK_OK(make_encoder(&s, 1, &e, NULL, 0));
@@ -826,6 +835,9 @@ TEST(create_refuses_what_it_cannot_encode_and_says_what) {
     s = idefics3_spec(GGML_F32);
     s.merge = 1;
     CHECK(refused(&s, KVC_E_MODEL_FILE, "merges 2 or more"));
+    s = gemma4v_spec(GGML_F32);
+    s.out_scale = 3; /* neither a scalar nor a value per channel */
+    CHECK(refused(&s, KVC_E_MODEL_FILE, "v.blk.0.out_scale.weight is [3], expected [64]"));
 }
 
 TEST(a_truncated_file_is_refused_before_an_encoder_is_made) {
