@@ -305,6 +305,7 @@ typedef struct kvc_vision_scratch {
     uint8_t *codes;     /* the activations coded for the weights' kernels */
     size_t codes_bytes;
     float *transposed;  /* LINEAR_T's weight as f32 [out x in], made at the first encode */
+    uint16_t *kernels;  /* the patch kernels in f16, one after the other, made at the first encode */
 } kvc_vision_scratch;
 
 struct kvc_vision {
