@@ -423,7 +423,9 @@ static void add_positions(kvc_vision *v, vision_work *w) {
 
 /* ggml's CPU flash attention takes fewer queries than a tile of
  * GGML_FA_TILE_Q (64) one at a time (attend_by_query); a tile of them in
- * f32 but for the keys and values, as the core's kernels do. */
+ * f32 but for the keys and values, as the core's kernels do.  (A build of
+ * ggml with SIMD also takes them one at a time where a head is not a whole
+ * number of its vectors; the reference build, plain x86-64, has none.) */
 #define KVC_VISION_FLASH_TILE 64
 
 typedef struct attention_job {
