@@ -290,21 +290,36 @@ static void clamp(size_t n, float *x, float low, float high) {
     for (size_t i = 0; i < n; i++) x[i] = fmaxf(fminf(x[i], high), low);
 }
 
-/* product() of Gemma4ClippableLinear: its input clamped (into a copy:
- * other products read x as it is), its output clamped; with no bound in
- * the file, product() itself. */
+/* Whether ggml's CPU reads the activations of a product with w in f16: an
+ * F16 weight's (ggml type 1; its vec_dot_type), where kvc_matmul keeps them
+ * f32. */
+static int reads_f16(const kvc_tensor *w) { return w->type->ggml_id == 1; }
+
+/* The n activations of a product with w, in place, as ggml's CPU reads them. */
+static void read_as(const kvc_tensor *w, size_t n, float *x) {
+    if (!reads_f16(w)) return;
+    for (size_t i = 0; i < n; i++) x[i] = kvc_f16_round(x[i]);
+}
+
+/* product() as llama.cpp's graph computes it: Gemma4ClippableLinear's
+ * input clamped and its output clamped where the file has the bounds, the
+ * input read as ggml does (read_as) -- both into a copy, as other products
+ * read x as it is; neither: product() itself. */
 static void clamped_product(kvc_vision *v, kvc_profile_op op, const kvc_tensor *w, const kvc_tensor *bounds, const float *x,
                             size_t T, float *y, float *copy, float *tmp) {
     int bounded = 0;
     for (size_t i = 0; bounds && i < KVC_VISION_BOUNDS; i++) bounded |= bounds[i].type != NULL;
-    if (!bounded) {
+    if (!bounded && !reads_f16(w)) {
         product(v, op, w, x, T, y);
         return;
     }
     memcpy(copy, x, T * w->cols * sizeof *copy);
-    clamp(T * w->cols, copy, bound(&bounds[KVC_VISION_INPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_INPUT_MAX], FLT_MAX, tmp));
+    if (bounded)
+        clamp(T * w->cols, copy, bound(&bounds[KVC_VISION_INPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_INPUT_MAX], FLT_MAX, tmp));
+    read_as(w, T * w->cols, copy);
     product(v, op, w, copy, T, y);
-    clamp(T * w->rows, y, bound(&bounds[KVC_VISION_OUTPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_OUTPUT_MAX], FLT_MAX, tmp));
+    if (bounded)
+        clamp(T * w->rows, y, bound(&bounds[KVC_VISION_OUTPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_OUTPUT_MAX], FLT_MAX, tmp));
 }
 
 /* ---- the encoder ---- */
@@ -564,9 +579,11 @@ static void deepstack(kvc_vision *v, vision_work *w, const kvc_vision_block *b, 
     float *feat = w->at[S_XB], *h = w->at[S_DEEP_HIDDEN], *out = w->at[S_DEEP] + k * width, *tmp = w->at[S_VECTOR];
     memcpy(feat, w->at[S_X], w->T * v->dim * sizeof *feat);
     block_norm(v->design->norm, rows, in, feat, &b->ds_norm_w, &b->ds_norm_b, v->eps, tmp);
+    read_as(&b->ds_fc1, rows * in, feat);
     product(v, KVC_PROFILE_GATE_UP, &b->ds_fc1, feat, rows, h);
     add_bias(rows, hidden, h, &b->ds_fc1_b, tmp);
     activate(KVC_VISION_GELU, rows * hidden, h);
+    read_as(&b->ds_fc2, rows * hidden, h);
     const kvc_product p = {.w = &b->ds_fc2, .y = out, .y_stride = stride};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &p, h, rows, v->scratch.codes);
     if (b->ds_fc2_b.type) {
@@ -586,7 +603,7 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     memcpy(xb, x, T * D * sizeof *xb);
     block_norm(design->norm, T, D, xb, &b->ln1_w, &b->ln1_b, v->eps, tmp);
     float *qkv[3] = {w->at[S_Q], w->at[S_K], w->at[S_V]};
-    if (design->clamps) {
+    if (design->clamps || reads_f16(&b->w[KVC_VISION_Q]) || reads_f16(&b->w[KVC_VISION_K]) || reads_f16(&b->w[KVC_VISION_V])) {
         for (size_t i = 0; i < 3; i++) clamped_product(v, KVC_PROFILE_QKV, &b->w[i], bounds[i], xb, T, qkv[i], copy, tmp);
     } else {
         const kvc_product products[3] = {{&b->w[KVC_VISION_Q], qkv[0], D}, {&b->w[KVC_VISION_K], qkv[1], D},
@@ -733,6 +750,7 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             break;
         case KVC_VISION_LINEAR_T: {
             const size_t outs = v->step_width[i + 1];
+            read_as(&v->step_w[i], T * n, cur); /* as the file's weight is read, transposed or not */
             const kvc_tensor t = {.type = kvc_weight_type_of(0), .data = (const uint8_t *)v->scratch.transposed,
                                   .cols = n, .rows = outs, .row_bytes = n * sizeof(float)};
             product(v, KVC_PROFILE_LOGITS, &t, cur, T, next);

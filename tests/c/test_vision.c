@@ -190,6 +190,8 @@ static void linear(const reference *r, const char *name, const char *bias, size_
     for (size_t t = 0; t < T; t++) {
         for (size_t i = 0; i < cols; i++) xq[i] = fminf(fmaxf(x[t * cols + i], in_min), in_max);
         if (type == GGML_Q8_0) q8_round(cols, xq, xq);
+        if (type == GGML_F16) /* ggml reads an F16 weight's activations in f16 */
+            for (size_t i = 0; i < cols; i++) xq[i] = f16_round(xq[i]);
         for (size_t o = 0; o < rows; o++) {
             double sum = 0.0;
             for (size_t i = 0; i < cols; i++) sum += (double)w[o * cols + i] * xq[i];
@@ -608,8 +610,11 @@ static float *ref_encode(const reference *r, const float *pixels, size_t W, size
          * RMSNorm times soft_emb_norm, then the projection's transpose. */
         float *pooled = ref_pool(x, gx, gy, D, m, tokens), *norm = weights_of(r, "mm.soft_emb_norm.weight", NULL);
         rms_rows(*tokens, D, pooled, norm);
-        float *proj = weights_of(r, "mm.input_projection.weight", NULL); /* [in][out] */
+        uint32_t type;
+        float *proj = weights_of(r, "mm.input_projection.weight", &type); /* [in][out] */
         y = test_alloc(*tokens * s->out * 4);
+        if (type == GGML_F16) /* its transpose is F16 too: ggml reads the activations in f16 */
+            for (size_t i = 0; i < *tokens * D; i++) pooled[i] = f16_round(pooled[i]);
         for (size_t t = 0; t < *tokens; t++)
             for (size_t o = 0; o < s->out; o++) {
                 double sum = 0.0;
