@@ -919,7 +919,7 @@ export class Llama {
       const options = { logits: rows, importance, ...(positions ? { positions } : {}) };
       const part = run.tokens ? text(run.tokens, options)
         : this.forwardEmbeddings(cache, run.tile.embeddings.subarray(run.from * this.config.dim, (run.from + count) * this.config.dim),
-          { ...options, span: (this.projector.layout.span?.(this.config.dim) ?? false) && count <= C_LIMITS.KVC_LM_BATCH });
+          { ...options, span: this.projector.layout.span === true && count <= C_LIMITS.KVC_LM_BATCH });
       // This run's last `rows` rows are rows [at + count - rows, at + count) of the ids: of the last `want`, from here.
       if (rows > 0) out.set(part, (at + count - rows - (n - want)) * this.config.vocabSize);
       if (!run.tokens && run.from + count === run.tile.tokens) shift += run.tile.tokens - Math.max(run.tile.gridX, run.tile.gridY);

@@ -28,11 +28,10 @@ const MAX_TILES = 64;
  * (parsed with special tokens); `tile(row, col)`: text before each tile of a
  * grid (1-based); `rowEnd`: text after each row but the last; `overview`:
  * [before, after] the whole-image tile, which comes after the grid;
- * `architectures`: the language models its file goes with; `span(dim)`:
- * whether the image's tokens attend each other both ways in a language
- * model of that width (mtmd_decode_use_non_causal: Gemma 3; Gemma 4 but
- * E2B's and E4B's, 1536 and 2560 wide); `mrope`: its positions are
- * multimodal RoPE's (t, y, x).
+ * `architectures`: the language models its file goes with; `span`: the
+ * image's tokens attend each other both ways (mtmd_decode_use_non_causal,
+ * llama.cpp b10257: Gemma 3, and Gemma 4 at every width, E2B's and E4B's
+ * too); `mrope`: its positions are multimodal RoPE's (t, y, x).
  */
 const LAYOUTS = {
   idefics3: {
@@ -43,8 +42,8 @@ const LAYOUTS = {
     begin: '<|image_start|>', end: '<|image_end|>', tile: (row, col) => `<|img_row_${row}_col_${col}|>`, rowEnd: [],
     overview: [['<|img_thumbnail|>'], []], architectures: ['lfm2'],
   },
-  gemma3: { begin: '<start_of_image>', end: '<end_of_image>', architectures: ['gemma3'], span: () => true },
-  gemma4v: { begin: '<|image>', end: '<image|>', architectures: ['gemma4'], span: (dim) => dim !== 1536 && dim !== 2560 },
+  gemma3: { begin: '<start_of_image>', end: '<end_of_image>', architectures: ['gemma3'], span: true },
+  gemma4v: { begin: '<|image>', end: '<image|>', architectures: ['gemma4'], span: true },
   qwen3vl_merger: { begin: '<|vision_start|>', end: '<|vision_end|>', architectures: ['qwen35', 'qwen3vl'], mrope: true },
 };
 

@@ -7,11 +7,14 @@
  * build_patch_merge_permute, resize_position_embeddings; siglip.cpp's
  * projectors), operation by operation in its order: LayerNorm as ggml_norm
  * (then times the weight, then plus the bias), biases added after their
- * products, GELU through ggml's table of f16.  The products go through
- * kvc_matmul; the attention over the patches, non-causal, is the core's
- * kernels (scores, softmax, weighted sum) on the pool, a task a head and a
- * chunk of queries, each computed alike whichever thread takes it: no
- * result depends on the thread count.
+ * products, GELU through ggml's table of f16, the patches and the patch
+ * kernel multiplied in f16 (ggml_conv_2d).  The products go through
+ * kvc_matmul; the attention over the patches, non-causal, is llama.cpp's
+ * flash attention (keys and values in f16; fewer than 64 patches a query
+ * at a time with its sum in f16, more through the core's kernels: scores,
+ * softmax, weighted sum) on the pool, a task a head and a chunk of queries,
+ * each computed alike whichever thread takes it: no result depends on the
+ * thread count.
  */
 #include <float.h>
 #include <math.h>
@@ -120,7 +123,48 @@ void kvc_vision_scratch_free(kvc_vision_scratch *scratch) {
     kvc_free(scratch->arena);
     kvc_free(scratch->codes);
     kvc_free(scratch->transposed);
+    kvc_free(scratch->kernels);
     memset(scratch, 0, sizeof *scratch);
+}
+
+/* ggml_conv_2d, which llama.cpp embeds the patches with, lays them out
+ * (im2col) in f16 and multiplies them with the kernel read as f16 -- of
+ * whatever type it is but BF16 (ggml type 30), whose im2col is f32 and
+ * whose product is in f32.  The products of two f16 are exact in f32; for
+ * an F32 kernel the embedding is some 7e-4 (rms, relative) off the exact
+ * one, enough to move a Q8_0 encoder's activation codes. */
+static int conv_in_f16(const kvc_vision *v) { return v->patch_w.type->ggml_id != 30; }
+
+/* The patch kernels (the second where present) as f16 (ggml type 1), once. */
+static kvc_status round_kernels(kvc_vision *v) {
+    if (!conv_in_f16(v) || v->scratch.kernels) return KVC_OK;
+    const kvc_tensor *kernels[2] = {&v->patch_w, &v->patch_w2};
+    const size_t cols = v->patch_w.cols, rows = v->patch_w.rows, count = v->patch_w2.type ? 2 : 1;
+    /* each at most 2^16 x 3 x 256 x 256 (vision.c): their product may pass a 32-bit size_t */
+    const uint64_t values = (uint64_t)count * rows * cols;
+    uint16_t *h = values <= SIZE_MAX / sizeof *h ? kvc_realloc_array(NULL, (size_t)values, sizeof *h) : NULL;
+    float *row = kvc_realloc_array(NULL, cols, sizeof *row);
+    if (!h || !row) {
+        kvc_free(h), kvc_free(row);
+        return KVC_E_NOMEM;
+    }
+    for (size_t k = 0; k < count; k++)
+        for (size_t r = 0; r < rows; r++) {
+            kernels[k]->type->dequantize(kernels[k]->data + r * kernels[k]->row_bytes, 0, cols, row);
+            for (size_t c = 0; c < cols; c++) h[(k * rows + r) * cols + c] = kvc_f32_to_f16(row[c]);
+        }
+    kvc_free(row);
+    v->scratch.kernels = h;
+    return KVC_OK;
+}
+
+/* Patch kernel k (0 or 1) as the product multiplies it. */
+static kvc_tensor kernel_of(const kvc_vision *v, size_t k) {
+    const kvc_tensor *kernel = k ? &v->patch_w2 : &v->patch_w;
+    if (!conv_in_f16(v)) return *kernel;
+    const size_t cols = kernel->cols, rows = kernel->rows;
+    return (kvc_tensor){.type = kvc_weight_type_of(1), .data = (const uint8_t *)(v->scratch.kernels + k * rows * cols),
+                        .cols = cols, .rows = rows, .row_bytes = cols * sizeof(uint16_t)};
 }
 
 /* Bytes kvc_matmul's codes take for these weights' products with T rows. */
@@ -131,6 +175,12 @@ static uint64_t codes_of(const kvc_tensor *const *w, size_t count, size_t T) {
 }
 
 static uint64_t larger(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* A thread's floats of the attention's scores: a chunk of queries' scores,
+ * or a query in f16 (attend_by_query). */
+static size_t probs_stride(const kvc_vision *v, size_t T) {
+    return KVC_VISION_QUERY_CHUNK * T > v->head_dim ? KVC_VISION_QUERY_CHUNK * T : v->head_dim;
+}
 
 /* Sizes the arena and the codes for a grid of gx x gy patches, growing them
  * when smaller; nothing changes on failure. */
@@ -144,13 +194,14 @@ static kvc_status reserve(kvc_vision *v, vision_work *work) {
     floats[S_ROPE] = 2 * v->head_dim;
     floats[S_PATCHES] = T * 3 * P * P;
     floats[S_TABLE] = (v->design->positions == KVC_VISION_POS_XY ? 2 : (uint64_t)v->side) * v->side * D;
-    floats[S_PROBS] = (uint64_t)threads * KVC_VISION_QUERY_CHUNK * T;
+    floats[S_PROBS] = (uint64_t)threads * probs_stride(v, work->T);
     floats[S_STATS] = (uint64_t)threads * 2 * KVC_VISION_QUERY_CHUNK;
     /* The projector's tokens, step by step, ping-ponging; the vector slot
      * holds the widest vector weight or row. */
     uint64_t widest = larger(D, v->ffn_dim), tokens = T, head = T * D;
     size_t gx = work->gx, gy = work->gy;
-    uint64_t codes = codes_of((const kvc_tensor *[]){&v->patch_w}, 1, work->T);
+    const kvc_tensor kernel = kernel_of(v, 0);
+    uint64_t codes = codes_of((const kvc_tensor *[]){&kernel}, 1, work->T);
     for (size_t i = 0; i < v->design->steps; i++) {
         const kvc_vision_step *s = &v->design->step[i];
         if (s->op == KVC_VISION_SHUFFLE) gx = (gx + v->merge - 1) / v->merge, gy = (gy + v->merge - 1) / v->merge;
@@ -239,42 +290,63 @@ static void clamp(size_t n, float *x, float low, float high) {
     for (size_t i = 0; i < n; i++) x[i] = fmaxf(fminf(x[i], high), low);
 }
 
-/* product() of Gemma4ClippableLinear: its input clamped (into a copy:
- * other products read x as it is), its output clamped; with no bound in
- * the file, product() itself. */
+/* Whether ggml's CPU reads the activations of a product with w in f16: an
+ * F16 weight's (ggml type 1; its vec_dot_type), where kvc_matmul keeps them
+ * f32. */
+static int reads_f16(const kvc_tensor *w) { return w->type->ggml_id == 1; }
+
+/* The n activations of a product with w, in place, as ggml's CPU reads them. */
+static void read_as(const kvc_tensor *w, size_t n, float *x) {
+    if (!reads_f16(w)) return;
+    for (size_t i = 0; i < n; i++) x[i] = kvc_f16_round(x[i]);
+}
+
+/* product() as llama.cpp's graph computes it: Gemma4ClippableLinear's
+ * input clamped and its output clamped where the file has the bounds, the
+ * input read as ggml does (read_as) -- both into a copy, as other products
+ * read x as it is; neither: product() itself. */
 static void clamped_product(kvc_vision *v, kvc_profile_op op, const kvc_tensor *w, const kvc_tensor *bounds, const float *x,
                             size_t T, float *y, float *copy, float *tmp) {
     int bounded = 0;
     for (size_t i = 0; bounds && i < KVC_VISION_BOUNDS; i++) bounded |= bounds[i].type != NULL;
-    if (!bounded) {
+    if (!bounded && !reads_f16(w)) {
         product(v, op, w, x, T, y);
         return;
     }
     memcpy(copy, x, T * w->cols * sizeof *copy);
-    clamp(T * w->cols, copy, bound(&bounds[KVC_VISION_INPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_INPUT_MAX], FLT_MAX, tmp));
+    if (bounded)
+        clamp(T * w->cols, copy, bound(&bounds[KVC_VISION_INPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_INPUT_MAX], FLT_MAX, tmp));
+    read_as(w, T * w->cols, copy);
     product(v, op, w, copy, T, y);
-    clamp(T * w->rows, y, bound(&bounds[KVC_VISION_OUTPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_OUTPUT_MAX], FLT_MAX, tmp));
+    if (bounded)
+        clamp(T * w->rows, y, bound(&bounds[KVC_VISION_OUTPUT_MIN], -FLT_MAX, tmp), bound(&bounds[KVC_VISION_OUTPUT_MAX], FLT_MAX, tmp));
 }
 
 /* ---- the encoder ---- */
 
 /* The patches as rows of the patch kernel's layout (ggml_conv_2d's im2col:
- * channel, then row, then column of the patch), a row per patch, row-major. */
+ * channel, then row, then column of the patch, in f16 where it is), a row
+ * per patch, row-major. */
 static void embed_patches(kvc_vision *v, vision_work *w, const float *pixels) {
     const size_t P = v->patch_size, width = w->gx * P, cols = 3 * P * P;
     const float scale = v->design->pixel_scale ? v->design->pixel_scale : 1.0f, shift = v->design->pixel_bias;
+    const int f16 = conv_in_f16(v);
     for (size_t py = 0; py < w->gy; py++) {
         for (size_t px = 0; px < w->gx; px++) {
             float *row = w->at[S_PATCHES] + (py * w->gx + px) * cols;
             for (size_t c = 0; c < 3; c++)
                 for (size_t ky = 0; ky < P; ky++)
-                    for (size_t kx = 0; kx < P; kx++)
-                        row[(c * P + ky) * P + kx] = pixels[((py * P + ky) * width + px * P + kx) * 3 + c] * scale + shift;
+                    for (size_t kx = 0; kx < P; kx++) {
+                        const float value = pixels[((py * P + ky) * width + px * P + kx) * 3 + c] * scale + shift;
+                        row[(c * P + ky) * P + kx] = f16 ? kvc_f16_round(value) : value;
+                    }
         }
     }
-    product(v, KVC_PROFILE_EMBED, &v->patch_w, w->at[S_PATCHES], w->T, w->at[S_X]);
+    const kvc_tensor kernel = kernel_of(v, 0);
+    product(v, KVC_PROFILE_EMBED, &kernel, w->at[S_PATCHES], w->T, w->at[S_X]);
     if (v->patch_w2.type) { /* the second kernel's product added (qwen3vl's two conv2d) */
-        product(v, KVC_PROFILE_EMBED, &v->patch_w2, w->at[S_PATCHES], w->T, w->at[S_Q]);
+        const kvc_tensor second = kernel_of(v, 1);
+        product(v, KVC_PROFILE_EMBED, &second, w->at[S_PATCHES], w->T, w->at[S_Q]);
         kvc_add(w->T * v->dim, w->at[S_X], w->at[S_Q]);
     }
     add_bias(w->T, v->dim, w->at[S_X], &v->patch_b, w->at[S_VECTOR]);
@@ -364,28 +436,73 @@ static void add_positions(kvc_vision *v, vision_work *w) {
     kvc_add(w->T * v->dim, w->at[S_X], w->at[S_TABLE]); /* the grid is the table's */
 }
 
+/* ggml's CPU flash attention takes fewer queries than a tile of
+ * GGML_FA_TILE_Q (64) one at a time (attend_by_query); a tile of them in
+ * f32 but for the keys and values, as the core's kernels do.  (A build of
+ * ggml with SIMD also takes them one at a time where a head is not a whole
+ * number of its vectors; the reference build, plain x86-64, has none.) */
+#define KVC_VISION_FLASH_TILE 64
+
 typedef struct attention_job {
     size_t T, head_dim, chunks;
     float divisor; /* the scores are q.k / divisor */
+    float scale;   /* or, query by query, q.k times scale */
+    int by_query;  /* fewer queries than KVC_VISION_FLASH_TILE */
     const float *qh, *kh, *vh;
     float *oh, *probs, *stats;
+    size_t probs_stride; /* a thread's floats of probs */
 } attention_job;
 
+/* One query over T keys as ggml's CPU flash attention takes a query alone
+ * (ggml_compute_forward_flash_attn_ext_f16_one_chunk, keys and values in
+ * f16): q rounded to f16; each score q.k summed in double, times the
+ * scale; an online softmax whose running sum of the values stays in f16,
+ * rounded at every step (ggml_vec_scale_f16, ggml_vec_mad_f16); at the end
+ * over the sum of the weights.  k and v: [T x d], already f16 values; q16:
+ * d floats of room. */
+static void attend_by_query(size_t T, size_t d, float scale, const float *q, const float *k, const float *v, float *q16,
+                            float *out) {
+    for (size_t i = 0; i < d; i++) q16[i] = kvc_f16_round(q[i]), out[i] = 0.0f;
+    float S = 0.0f, M = -INFINITY;
+    for (size_t c = 0; c < T; c++) {
+        double dot = 0.0;
+        for (size_t i = 0; i < d; i++) dot += (double)(q16[i] * k[c * d + i]);
+        const float s = (float)dot * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            const float old = M;
+            M = s;
+            ms = expf(old - M);
+            for (size_t i = 0; i < d; i++) out[i] = kvc_f16_round(out[i] * ms);
+        } else {
+            vs = expf(s - M);
+        }
+        for (size_t i = 0; i < d; i++) out[i] = kvc_f16_round(out[i] + v[c * d + i] * vs);
+        S = S * ms + vs;
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (size_t i = 0; i < d; i++) out[i] *= inv;
+}
+
 /* Task (head, chunk of queries): their scores over every patch, softmax,
- * the values' weighted sum. */
+ * the values' weighted sum -- or each query by itself (attend_by_query). */
 static void attention_task(void *context, size_t task, size_t thread) {
     const attention_job *job = context;
-    const kvc_kernels *k = kvc_kernels_active();
     const size_t T = job->T, d = job->head_dim, h = task / job->chunks;
     const size_t q0 = (task % job->chunks) * KVC_VISION_QUERY_CHUNK;
     const size_t G = T - q0 < KVC_VISION_QUERY_CHUNK ? T - q0 : KVC_VISION_QUERY_CHUNK;
-    float *z = job->probs + thread * KVC_VISION_QUERY_CHUNK * T;
+    const float *q = job->qh + (h * T + q0) * d, *keys = job->kh + h * T * d, *values = job->vh + h * T * d;
+    float *z = job->probs + thread * job->probs_stride, *out = job->oh + (h * T + q0) * d;
+    if (job->by_query) {
+        for (size_t g = 0; g < G; g++) attend_by_query(T, d, job->scale, q + g * d, keys, values, z, out + g * d);
+        return;
+    }
+    const kvc_kernels *k = kvc_kernels_active();
     float *max = job->stats + thread * 2 * KVC_VISION_QUERY_CHUNK, *sum = max + KVC_VISION_QUERY_CHUNK;
-    float *out = job->oh + (h * T + q0) * d;
-    k->scores_f32(G, T, d, job->qh + (h * T + q0) * d, job->kh + h * T * d, job->divisor, z, T);
+    k->scores_f32(G, T, d, q, keys, job->divisor, z, T);
     k->softmax(G, T, z, T, max, sum);
     memset(out, 0, G * d * sizeof *out);
-    k->weighted_sum_f32(G, T, d, z, T, job->vh + h * T * d, out);
+    k->weighted_sum_f32(G, T, d, z, T, values, out);
 }
 
 /* [T x heads x d] to [heads x T x d] and back. */
@@ -462,9 +579,11 @@ static void deepstack(kvc_vision *v, vision_work *w, const kvc_vision_block *b, 
     float *feat = w->at[S_XB], *h = w->at[S_DEEP_HIDDEN], *out = w->at[S_DEEP] + k * width, *tmp = w->at[S_VECTOR];
     memcpy(feat, w->at[S_X], w->T * v->dim * sizeof *feat);
     block_norm(v->design->norm, rows, in, feat, &b->ds_norm_w, &b->ds_norm_b, v->eps, tmp);
+    read_as(&b->ds_fc1, rows * in, feat);
     product(v, KVC_PROFILE_GATE_UP, &b->ds_fc1, feat, rows, h);
     add_bias(rows, hidden, h, &b->ds_fc1_b, tmp);
     activate(KVC_VISION_GELU, rows * hidden, h);
+    read_as(&b->ds_fc2, rows * hidden, h);
     const kvc_product p = {.w = &b->ds_fc2, .y = out, .y_stride = stride};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &p, h, rows, v->scratch.codes);
     if (b->ds_fc2_b.type) {
@@ -484,7 +603,7 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     memcpy(xb, x, T * D * sizeof *xb);
     block_norm(design->norm, T, D, xb, &b->ln1_w, &b->ln1_b, v->eps, tmp);
     float *qkv[3] = {w->at[S_Q], w->at[S_K], w->at[S_V]};
-    if (design->clamps) {
+    if (design->clamps || reads_f16(&b->w[KVC_VISION_Q]) || reads_f16(&b->w[KVC_VISION_K]) || reads_f16(&b->w[KVC_VISION_V])) {
         for (size_t i = 0; i < 3; i++) clamped_product(v, KVC_PROFILE_QKV, &b->w[i], bounds[i], xb, T, qkv[i], copy, tmp);
     } else {
         const kvc_product products[3] = {{&b->w[KVC_VISION_Q], qkv[0], D}, {&b->w[KVC_VISION_K], qkv[1], D},
@@ -497,6 +616,9 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     if (design->rope) rope_2d(v, w, qkv[0]), rope_2d(v, w, qkv[1]);
     if (design->v_norm)
         for (size_t i = 0; i < T * H; i++) kvc_rmsnorm(d, qkv[2] + i * d, NULL, v->eps, qkv[2] + i * d);
+    /* llama.cpp's encoder attends by flash attention (mtmd turns it on where
+     * the backend has it, as the CPU does), its keys and values cast to f16 */
+    for (size_t i = 0; i < T * D; i++) qkv[1][i] = kvc_f16_round(qkv[1][i]), qkv[2][i] = kvc_f16_round(qkv[2][i]);
     to_heads(T, H, d, qkv[0], w->at[S_QH]);
     to_heads(T, H, d, qkv[1], w->at[S_KH]);
     to_heads(T, H, d, qkv[2], w->at[S_VH]);
@@ -504,8 +626,10 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     /* The heads' outputs go where q was: it is in qh now. */
     attention_job job = {.T = T, .head_dim = d, .chunks = (T + KVC_VISION_QUERY_CHUNK - 1) / KVC_VISION_QUERY_CHUNK,
                          .divisor = design->attention_scale ? 1.0f / design->attention_scale : sqrtf((float)d),
+                         .scale = design->attention_scale ? design->attention_scale : 1.0f / sqrtf((float)d),
+                         .by_query = T < KVC_VISION_FLASH_TILE,
                          .qh = w->at[S_QH], .kh = w->at[S_KH], .vh = w->at[S_VH], .oh = w->at[S_Q],
-                         .probs = w->at[S_PROBS], .stats = w->at[S_STATS]};
+                         .probs = w->at[S_PROBS], .stats = w->at[S_STATS], .probs_stride = probs_stride(v, T)};
     kvc_pool_run(attention_task, &job, H * job.chunks, kvc_pool_threads(), (uint64_t)2 * T * T * D);
     from_heads(T, H, d, w->at[S_Q], xb);
     kvc_profile_mark(KVC_PROFILE_ATTEND);
@@ -533,10 +657,11 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
     add_bias(T, D, added, &b->b[KVC_VISION_DOWN], tmp);
     if (b->ffn_post_norm.type) block_norm(design->norm, T, D, added, &b->ffn_post_norm, &(kvc_tensor){0}, v->eps, tmp);
     kvc_add(T * D, x, added);
-    if (b->out_scale.type) {
+    if (b->out_scale.type) { /* a scale per channel, or one for all */
         const float *scale = vector_of(&b->out_scale, tmp);
+        const size_t step = b->out_scale.cols == 1 ? 0 : 1;
         for (size_t t = 0; t < T; t++)
-            for (size_t i = 0; i < D; i++) x[t * D + i] *= scale[i];
+            for (size_t i = 0; i < D; i++) x[t * D + i] *= scale[i * step];
     }
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }
@@ -625,6 +750,7 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             break;
         case KVC_VISION_LINEAR_T: {
             const size_t outs = v->step_width[i + 1];
+            read_as(&v->step_w[i], T * n, cur); /* as the file's weight is read, transposed or not */
             const kvc_tensor t = {.type = kvc_weight_type_of(0), .data = (const uint8_t *)v->scratch.transposed,
                                   .cols = n, .rows = outs, .row_bytes = n * sizeof(float)};
             product(v, KVC_PROFILE_LOGITS, &t, cur, T, next);
@@ -656,6 +782,7 @@ kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t wid
     work.T = work.gx * work.gy;
     kvc_status status = reserve(vision, &work);
     if (status == KVC_OK) status = transpose_weights(vision);
+    if (status == KVC_OK) status = round_kernels(vision);
     if (status != KVC_OK) return status;
     embed_patches(vision, &work, pixels);
     add_positions(vision, &work);

@@ -343,17 +343,21 @@ static kvc_status bind_block(vision_source *src, kvc_vision *v, size_t l) {
     const struct {
         const char *part;
         size_t n; /* 0: a head's size or the width */
+        int scalar; /* one value, for all channels, serves as well (ggml_mul broadcasts it) */
         kvc_tensor *out;
     } vectors[] = {
-        {"ln1.weight", D, &b->ln1_w}, {"ln1.bias", D, &b->ln1_b}, {"ln2.weight", D, &b->ln2_w}, {"ln2.bias", D, &b->ln2_b},
-        {"attn_q_norm.weight", 0, &b->q_norm}, {"attn_k_norm.weight", 0, &b->k_norm},
-        {"attn_post_norm.weight", D, &b->attn_post_norm}, {"ffn_post_norm.weight", D, &b->ffn_post_norm},
-        {"out_scale.weight", D, &b->out_scale},
+        {"ln1.weight", D, 0, &b->ln1_w}, {"ln1.bias", D, 0, &b->ln1_b}, {"ln2.weight", D, 0, &b->ln2_w}, {"ln2.bias", D, 0, &b->ln2_b},
+        {"attn_q_norm.weight", 0, 0, &b->q_norm}, {"attn_k_norm.weight", 0, 0, &b->k_norm},
+        {"attn_post_norm.weight", D, 0, &b->attn_post_norm}, {"ffn_post_norm.weight", D, 0, &b->ffn_post_norm},
+        /* Gemma 4's layer_scalar: a scalar as the converter writes it */
+        {"out_scale.weight", D, 1, &b->out_scale},
     };
     for (size_t i = 0; status == KVC_OK && i < sizeof vectors / sizeof vectors[0]; i++) {
         snprintf(name, sizeof name, "v.blk.%zu.%s", l, vectors[i].part);
+        const uint64_t found = first_dim(src, name);
         /* q and k norms: over each head when a head's size, else the row. */
-        const size_t n = vectors[i].n ? vectors[i].n : first_dim(src, name) == v->head_dim ? v->head_dim : D;
+        size_t n = vectors[i].n ? vectors[i].n : found == v->head_dim ? v->head_dim : D;
+        if (vectors[i].scalar && found == 1) n = 1;
         status = bind_vector(src, name, n, 1, vectors[i].out);
     }
     snprintf(name, sizeof name, "v.deepstack.%zu.fc1.weight", l);

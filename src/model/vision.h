@@ -286,8 +286,8 @@ typedef struct kvc_vision_design {
 /* An encoder block (build_vit): pre-norm attention and FFN, each product
  * [KVC_VISION_Q ...] with its bias and clamps; q and k norms (per head when
  * a head's size); the norms of what attention and the FFN add; the
- * block's output scale (absent ones: type NULL, skipped; no gate: GELU of
- * up, else GELU(gate) * up). */
+ * block's output scale, one value or one per channel (absent ones: type
+ * NULL, skipped; no gate: GELU of up, else GELU(gate) * up). */
 typedef struct kvc_vision_block {
     kvc_tensor ln1_w, ln1_b, ln2_w, ln2_b;
     kvc_tensor w[KVC_VISION_PRODUCTS], b[KVC_VISION_PRODUCTS];
@@ -305,6 +305,7 @@ typedef struct kvc_vision_scratch {
     uint8_t *codes;     /* the activations coded for the weights' kernels */
     size_t codes_bytes;
     float *transposed;  /* LINEAR_T's weight as f32 [out x in], made at the first encode */
+    uint16_t *kernels;  /* the patch kernels in f16, one after the other, made at the first encode */
 } kvc_vision_scratch;
 
 struct kvc_vision {

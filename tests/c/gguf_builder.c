@@ -348,6 +348,8 @@ static void gemma4v_tensors(projector_tensors *l, const gb_projector *s) {
         };
         snprintf(name, sizeof name, "v.blk.%u", b);
         projector_parts(l, s, name, parts, sizeof parts / sizeof parts[0]);
+        snprintf(name, sizeof name, "v.blk.%u.out_scale.weight", b);
+        if (s->out_scale) projector_vector(l, s, name, s->out_scale);
         const char *bounds[] = {"attn_q.input_min", "attn_q.input_max", "ffn_gate.input_max", "ffn_down.output_min",
                                 "ffn_down.output_max"};
         for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {

@@ -120,6 +120,7 @@ typedef struct gb_projector {
     const char *narrow;   /* a tensor to write a row short */
     uint32_t block_count; /* clip.vision.block_count to say (0: layers) */
     int omit_merge;       /* leave clip.vision.projector.scale_factor out */
+    uint32_t out_scale;   /* gemma4v: each block's out_scale.weight of this many values (0: none) */
 } gb_projector;
 
 /* The small geometry of `projector` ("idefics3", "lfm2", "gemma3",
