@@ -9,7 +9,7 @@
 //   const image = await llama.projector.encode(await imagePixels(where, file));
 //   // image.parts: [{ tokens }, { embeddings, tokens, gridX, gridY }, ...] in order
 import { GgufError, checkTensorsPresent, describeGguf, parseWhole } from './gguf.js';
-import { KvCacheError, checkBytes } from '../runtime/checks.js';
+import { KvCacheError, checkBytes, checkInteger } from '../runtime/checks.js';
 import {
   callC, checkStatus, copyOut, disposeSymbol, heap, lib, ownedObjects, readCString, statusName, u32At, withStaging,
 } from '../runtime/runtime.js';
@@ -21,6 +21,8 @@ const MESSAGE_BYTES = 512;
 const PLAN_HEADER = 5;
 const PLAN_TILE = 5;
 const MAX_TILES = 64;
+const MAX_PLANNED_SIDE = 100000;
+const MAX_PLANNED_PIXELS = 2 ** 30;
 
 /**
  * How each projector type's model marks an image in its prompt: mtmd's
@@ -192,9 +194,13 @@ export class Projector {
   plan(width, height) {
     const where = 'Projector.plan';
     const ptr = this.#live('plan');
+    // kvc_vision_plan's bounds: a side of 1 to 100000 pixels, at most 2^30 in all.
+    checkInteger(where, 'width', width, 1, MAX_PLANNED_SIDE);
+    checkInteger(where, 'height', height, 1, MAX_PLANNED_SIDE);
+    if (width * height > MAX_PLANNED_PIXELS) throw new RangeError(`${where}: a ${width}x${height} image has more than ${MAX_PLANNED_PIXELS} pixels`);
     const out = callC(where, [4 * (PLAN_HEADER + PLAN_TILE * MAX_TILES)],
       (outPtr) => lib().kvc_vision_plan(ptr, width, height, outPtr, PLAN_HEADER + PLAN_TILE * MAX_TILES),
-      ([outPtr]) => copyOut('u32', outPtr, PLAN_HEADER + PLAN_TILE * MAX_TILES), { size: `a ${width}x${height} image` });
+      ([outPtr]) => copyOut('u32', outPtr, PLAN_HEADER + PLAN_TILE * MAX_TILES));
     const [count, rows, cols, overview, tokens] = out;
     const tiles = Array.from({ length: count }, (_, i) => {
       const [tileWidth, tileHeight, tileTokens, gridX, gridY] = out.subarray(PLAN_HEADER + PLAN_TILE * i, PLAN_HEADER + PLAN_TILE * (i + 1));

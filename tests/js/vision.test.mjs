@@ -194,38 +194,45 @@ test('a second question about the same image encodes nothing, and computes only 
     const before = imageRows;
     for await (const piece of chat.send(chat.messages.slice(0, -1), { maxTokens: 3, temperature: 0 })) void piece;
     assert.equal(imageRows, before);
-    // Saved, and restored on the model loaded again (a reload: it holds no image's rows): the images' ids come
-    // back with the messages and the cache; the next turn encodes and computes no image row.
-    const saved = await chat.save();
-    const { model, projector } = pairs.get(`${TINY_PROJECTORS.lfm2.name}-F32`);
-    const reloaded = Llama.fromGguf(readFileSync(model), { projector: readFileSync(projector) });
-    const restored = await Chat.restore(reloaded, saved, { template });
-    let reencoded = 0;
-    const encodeAgain = reloaded.projector.encodeTile.bind(reloaded.projector);
-    reloaded.projector.encodeTile = (...args) => {
-      reencoded++;
-      return encodeAgain(...args);
-    };
-    const forwardAgain = reloaded.forwardEmbeddings.bind(reloaded);
-    reloaded.forwardEmbeddings = (...args) => {
-      reencoded++;
-      return forwardAgain(...args);
-    };
-    let reply = '';
-    for await (const piece of restored.send('One more?', { maxTokens: 2, temperature: 0 })) reply += piece.text;
-    assert.equal(reencoded, 0);
-    assert.equal(encoded, 1);
-    // The same reply as the original chat gives to the same turn.
-    let original = '';
-    for await (const piece of chat.send('One more?', { maxTokens: 2, temperature: 0 })) original += piece.text;
-    assert.equal(reply, original);
     chat.free();
-    restored.free();
-    reloaded.free();
   } finally {
     delete llama.projector.encodeTile;
     delete llama.forwardEmbeddings;
   }
+});
+
+test('a conversation with an image saved and restored on the model loaded again computes no image row, and goes on as the original', async (t) => {
+  if (missing) return t.skip(missing);
+  // llama's layers truncate to any position: the next turn takes in only what follows the saved tokens' common part.
+  // (A hybrid's or a windowed model's restored conversation that parts from its tokens before their end starts
+  // again from its first position, and then needs its images prepared again: docs/vision.md.)
+  const { model, projector, llama } = pair(TINY_PROJECTORS.idefics3, 'F32');
+  const template = '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
+  const chat = new Chat(llama.session(), { template });
+  for await (const piece of chat.send([{ type: 'image', image: testImage(41, 29, 12) }, { type: 'text', text: 'What is it?' }], { maxTokens: 3, temperature: 0 })) void piece;
+  const saved = await chat.save();
+  const reloaded = Llama.fromGguf(readFileSync(model), { projector: readFileSync(projector) });
+  const restored = await Chat.restore(reloaded, saved, { template });
+  let computed = 0;
+  const forward = reloaded.forwardEmbeddings.bind(reloaded);
+  reloaded.forwardEmbeddings = (...args) => {
+    computed++;
+    return forward(...args);
+  };
+  const encode = reloaded.projector.encodeTile.bind(reloaded.projector);
+  reloaded.projector.encodeTile = (...args) => {
+    computed++;
+    return encode(...args);
+  };
+  let reply = '';
+  for await (const piece of restored.send('One more?', { maxTokens: 3, temperature: 0 })) reply += piece.text;
+  assert.equal(computed, 0);
+  let original = '';
+  for await (const piece of chat.send('One more?', { maxTokens: 3, temperature: 0 })) original += piece.text;
+  assert.equal(reply, original);
+  chat.free();
+  restored.free();
+  reloaded.free();
 });
 
 test('bad input: a projector of another model, a truncated one, images of no pixels or too many, wrong pixel counts -- each a clear error that changes nothing', async (t) => {
