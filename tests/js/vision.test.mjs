@@ -19,7 +19,9 @@ import { Chat } from '../../js/chat.js';
 import { isImageId } from '../../js/model/image-tokens.js';
 import { PROJECTOR_GEOMETRIES, TINY_PROJECTORS, narrowed, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
-import { MEDIA_MARKER, closeMtmd, mtmdImageTokens, mtmdMissing, mtmdNextTokenProbs, mtmdTokenize } from '../runtimes/mtmd-native.mjs';
+import {
+  MEDIA_MARKER, closeMtmd, divergenceFrom, mtmdImageTokens, mtmdMissing, mtmdNextTokenProbs, mtmdTokenize,
+} from '../runtimes/mtmd-native.mjs';
 import { IMAGE_SHAPES, encodePng, testImage } from '../runtimes/png.mjs';
 
 await ready();
@@ -71,19 +73,7 @@ function promptIds(llama, prepared, text) {
   return [llama.tokenizer.bosId, ...prepared.tokens, ...llama.tokenizer.encode(text, { bos: false, special: true })];
 }
 
-function softmax(logits) {
-  let max = -Infinity;
-  for (const l of logits) max = Math.max(max, l);
-  const e = Array.from(logits, (l) => Math.exp(l - max));
-  const sum = e.reduce((a, b) => a + b, 0);
-  return e.map((x) => x / sum);
-}
 
-function divergence(p, q) {
-  let kl = 0;
-  for (const [id, pi] of p) if (pi > 0) kl += pi * Math.log(pi / Math.max(q[id], 1e-30));
-  return kl;
-}
 
 /** KL(llama.cpp || runner) of the next token after each of IMAGES and the question, reported; their mean. */
 async function meanDivergence(t, { model, projector, vocab, llama }) {
@@ -91,9 +81,8 @@ async function meanDivergence(t, { model, projector, vocab, llama }) {
   for (const { pixels, path } of IMAGES) {
     const session = llama.session();
     const { logits } = session.prefill(promptIds(llama, llama.imageOf(pixels), QUESTION), { logits: true });
-    const ours = softmax(logits);
     const theirs = await mtmdNextTokenProbs(model, projector, { prompt: `${MEDIA_MARKER}${QUESTION}`, imagePaths: [path], vocab });
-    kls.push(divergence(theirs, ours));
+    kls.push(divergenceFrom(theirs, logits));
     session.free();
   }
   const mean = kls.reduce((a, b) => a + b, 0) / kls.length;

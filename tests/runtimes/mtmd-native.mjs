@@ -230,6 +230,17 @@ export async function mtmdEncodeTimings(modelPath, projectorPath, { imagePath, t
 }
 
 /** Ends llama.cpp's process (it is started again when asked for). */
+/** KL(llama.cpp's next-token probabilities `theirs`, a Map id -> p || the softmax of `logits`, the runner's). */
+export function divergenceFrom(theirs, logits) {
+  let max = -Infinity;
+  for (const l of logits) max = Math.max(max, l);
+  let sum = 0;
+  for (const l of logits) sum += Math.exp(l - max);
+  let kl = 0;
+  for (const [id, p] of theirs) if (p > 0) kl += p * Math.log(p / Math.max(Math.exp(logits[id] - max) / sum, 1e-30));
+  return kl;
+}
+
 export async function closeMtmd() {
   const state = child;
   child = null;

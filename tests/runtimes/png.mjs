@@ -10,6 +10,7 @@
 //   writeFileSync(path, encodePng({ width, height, data }));
 //   for (const [name, [w, h]] of Object.entries(IMAGE_SHAPES)) ...
 import { deflateSync } from 'node:zlib';
+import { seededRandom } from '../../js/model/sampling.js';
 
 /**
  * The shapes the image tests cover, [width, height]: square, wide, tall,
@@ -74,17 +75,6 @@ export function encodePng({ width, height, data }) {
   return Buffer.concat(parts);
 }
 
-/** A small deterministic generator (mulberry32) for the pictures' placement and noise. */
-function mulberry(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * A `width` x `height` RGBA picture (alpha 255) from `seed`: a diagonal
@@ -94,7 +84,7 @@ function mulberry(seed) {
  * ramps. The same seed and size give the same pixels.
  */
 export function testImage(width, height, seed = 1) {
-  const random = mulberry(seed);
+  const random = seededRandom(seed);
   const shapes = Array.from({ length: 6 }, (_, i) => ({
     disc: i % 2 === 0,
     cx: random() * width, cy: random() * height,
