@@ -11,7 +11,6 @@
  */
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,19 +76,8 @@ const char *kvc_projector_name(kvc_projector_kind kind) {
 
 typedef struct clip_source {
     const kvc_gguf *gguf;
-    char *message;
-    size_t message_len;
+    kvc_says says;
 } clip_source;
-
-static kvc_status refuse(clip_source *src, kvc_status status, const char *format, ...) {
-    if (src->message && src->message_len) {
-        va_list args;
-        va_start(args, format);
-        vsnprintf(src->message, src->message_len, format, args);
-        va_end(args);
-    }
-    return status;
-}
 
 static size_t find_key(const clip_source *src, const char *key) {
     return kvc_gguf_find(src->gguf, key, strlen(key));
@@ -108,11 +96,11 @@ static kvc_status size_key(clip_source *src, const char *key, size_t fallback, s
             *out = fallback;
             return KVC_OK;
         }
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is missing", key);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is missing", key);
     }
     uint64_t value;
     if (kvc_gguf_uint64(src->gguf, i, 0, &value) != KVC_OK || value < 1 || value > max) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is not a whole number from 1 to %zu", key, max);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is not a whole number from 1 to %zu", key, max);
     }
     *out = (size_t)value;
     return KVC_OK;
@@ -124,13 +112,13 @@ static kvc_status rgb_key(clip_source *src, const char *key, int nonzero, float 
     const size_t i = find_key(src, key);
     size_t count = 0;
     if (i == KVC_GGUF_NONE || kvc_gguf_value(src->gguf, i, NULL, NULL, &count) != KVC_OK || count < 3) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata %s is missing or has fewer than 3 numbers", key);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s is missing or has fewer than 3 numbers", key);
     }
     for (size_t c = 0; c < 3; c++) {
         double value;
         if (kvc_gguf_number(src->gguf, i, c, &value) != KVC_OK || !(fabs(value) <= 1e6) ||
             (nonzero && !(fabs(value) >= 1e-6))) {
-            return refuse(src, KVC_E_MODEL_FILE, "metadata %s[%zu] is not a usable number", key, c);
+            return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s[%zu] is not a usable number", key, c);
         }
         out[c] = (float)value;
     }
@@ -147,7 +135,7 @@ static kvc_status read_kind(clip_source *src, kvc_projector_kind *kind) {
     size_t len = 0;
     size_t i = find_key(src, "general.architecture");
     if (i == KVC_GGUF_NONE || !string_is(src, i, "clip", &got, &len)) {
-        return refuse(src, KVC_E_ARCH, "not a projector file: general.architecture is \"%.*s\", not \"clip\"",
+        return kvc_refuse(&src->says, KVC_E_ARCH, "not a projector file: general.architecture is \"%.*s\", not \"clip\"",
                       (int)(len < 64 ? len : 64), got);
     }
     i = find_key(src, "clip.projector_type");
@@ -155,11 +143,11 @@ static kvc_status read_kind(clip_source *src, kvc_projector_kind *kind) {
         i = find_key(src, "clip.vision.projector_type");
     }
     if (i == KVC_GGUF_NONE || kvc_gguf_string(src->gguf, i, 0, &got, &len) != KVC_OK) {
-        return refuse(src, KVC_E_MODEL_FILE, "metadata clip.projector_type is missing");
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata clip.projector_type is missing");
     }
     *kind = kvc_projector_kind_of(got, len);
     if (*kind == KVC_PROJECTOR_COUNT) {
-        return refuse(src, KVC_E_ARCH,
+        return kvc_refuse(&src->says, KVC_E_ARCH,
                       "projector type \"%.*s\" is not one this runner reads (idefics3, lfm2, gemma3, "
                       "qwen3vl_merger, gemma4v)",
                       (int)(len < 64 ? len : 64), got);
@@ -169,9 +157,9 @@ static kvc_status read_kind(clip_source *src, kvc_projector_kind *kind) {
 
 kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params, char *message,
                                  size_t message_len) {
-    clip_source src = {gguf, message, message_len};
+    clip_source src = {gguf, {message, message_len}};
     if (!gguf || !params) {
-        return refuse(&src, KVC_E_NULL_POINTER, "no file or no parameters");
+        return kvc_refuse(&src.says, KVC_E_NULL_POINTER, "no file or no parameters");
     }
     kvc_image_params p;
     memset(&p, 0, sizeof p);
@@ -196,11 +184,11 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
     }
     const size_t merged_patch = p.patch_size * p.merge;
     if (merged_patch > 1024) {
-        return refuse(&src, KVC_E_MODEL_FILE, "patch size %zu times merge %zu is above 1024", p.patch_size,
+        return kvc_refuse(&src.says, KVC_E_MODEL_FILE, "patch size %zu times merge %zu is above 1024", p.patch_size,
                       p.merge);
     }
     if (p.token_rule == KVC_IMAGE_TOKENS_PAIRS && p.merge != 2) {
-        return refuse(&src, KVC_E_MODEL_FILE, "%s merges 2 patches a side, the file says %zu", row->name,
+        return kvc_refuse(&src.says, KVC_E_MODEL_FILE, "%s merges 2 patches a side, the file says %zu", row->name,
                       p.merge);
     }
     /* A tile of image_size pixels must pool into a whole grid of tokens
@@ -208,7 +196,7 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
      * SmolVLM2's 384 / 14 is 27, three times 9). */
     if ((p.layout == KVC_IMAGE_FIXED || p.layout == KVC_IMAGE_LONGEST_EDGE) &&
         (p.image_size < p.patch_size || (p.image_size / p.patch_size) % p.merge)) {
-        return refuse(&src, KVC_E_MODEL_FILE, "image size %zu is not a whole number of patches %zu x merge %zu",
+        return kvc_refuse(&src.says, KVC_E_MODEL_FILE, "image size %zu is not a whole number of patches %zu x merge %zu",
                       p.image_size, p.patch_size, p.merge);
     }
     if (p.layout == KVC_IMAGE_LONGEST_EDGE && find_key(&src, "clip.vision.preproc_image_size") != KVC_GGUF_NONE) {
@@ -222,7 +210,7 @@ kvc_status kvc_image_params_read(const kvc_gguf *gguf, kvc_image_params *params,
     if (row->max_tokens) {
         const uint64_t area = (uint64_t)merged_patch * merged_patch;
         if (row->max_tokens * area > INT32_MAX) {
-            return refuse(&src, KVC_E_MODEL_FILE, "%zu tokens of %zu pixels a side pass 2^31 pixels",
+            return kvc_refuse(&src.says, KVC_E_MODEL_FILE, "%zu tokens of %zu pixels a side pass 2^31 pixels",
                           row->max_tokens, merged_patch);
         }
         p.min_pixels = (size_t)(row->min_tokens * area);
