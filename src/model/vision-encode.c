@@ -163,8 +163,9 @@ static kvc_tensor kernel_of(const kvc_vision *v, size_t k) {
     const kvc_tensor *kernel = k ? &v->patch_w2 : &v->patch_w;
     if (!conv_in_f16(v)) return *kernel;
     const size_t cols = kernel->cols, rows = kernel->rows;
-    return (kvc_tensor){.type = kvc_weight_type_of(1), .data = (const uint8_t *)(v->scratch.kernels + k * rows * cols),
-                        .cols = cols, .rows = rows, .row_bytes = cols * sizeof(uint16_t)};
+    /* Before the first encode makes the copies, only the kernel's shape is read (reserve's sizes). */
+    const uint8_t *data = v->scratch.kernels ? (const uint8_t *)(v->scratch.kernels + k * rows * cols) : NULL;
+    return (kvc_tensor){.type = kvc_weight_type_of(1), .data = data, .cols = cols, .rows = rows, .row_bytes = cols * sizeof(uint16_t)};
 }
 
 /* Bytes kvc_matmul's codes take for these weights' products with T rows. */

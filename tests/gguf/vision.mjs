@@ -320,7 +320,8 @@ function vector(count, random, draw) {
  */
 export function pairedLanguageModel(g, { mix = 'F32', seed = 1, shallow = false } = {}) {
   const language = shallow
-    ? { ...GEOMETRIES[TINY_PROJECTORS[g.type].language], name: `${TINY_PROJECTORS[g.type].language}-${g.outputDim}`, dim: g.outputDim, tied: false }
+    // A context a real model's images fit in (SmolVLM2's 1088 tokens, Qwen3.5's up to 4096).
+    ? { ...GEOMETRIES[TINY_PROJECTORS[g.type].language], name: `${TINY_PROJECTORS[g.type].language}-${g.outputDim}`, dim: g.outputDim, tied: false, contextLength: 8192 }
     : { ...GEOMETRIES[g.language], tied: false };
   if (language.dim !== g.outputDim) throw new RangeError(`${g.name} gives rows of ${g.outputDim}, ${language.name} reads ${language.dim}`);
   return randomLlama(language, {
