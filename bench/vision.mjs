@@ -81,7 +81,7 @@ export async function run({ quick = false } = {}) {
       'image rows prefilled tok/s', 'text prefilled tok/s'],
     rows,
     notes: [
-      'Encode: every tile of the picture prepared and through the encoder and projector, best of 2 (once past 512x512 pixels of tiles); llama.cpp\'s the same picture and files through @fugood/llama.node\'s mtmd, an image prompt\'s time less a text prompt\'s of as many tokens.',
+      'Encode: every tile of the picture prepared and through the encoder and projector, best of 2 (once past 512x512 pixels of tiles); llama.cpp\'s the same picture and files through @fugood/llama.node\'s mtmd (its prebuilt binary: a plain x86-64 build, without AVX or F16C), an image prompt\'s time less a text prompt\'s of as many tokens.',
       'Prefill: the image\'s rows (forwardEmbeddings) and as many text tokens into the tiny language model of the type made as wide as the projector\'s output: an image prefills at the text rate.',
       ...(missing ? [`llama.cpp skipped: ${missing}`] : []),
     ],
