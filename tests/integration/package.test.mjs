@@ -103,7 +103,8 @@ test('the README states the sizes npm pack gives: packed, unpacked, files, and e
   assert.ok(describes(stated, sizes),
     `README.md is out of date (packed may differ by ${PACKED_SLACK} bytes): run node scripts/package-sizes.mjs --write\n` +
     `README: ${stated}\nbuild:  ${sentence}`);
-  assert.ok(sizes.packed < 384 * 1024, `the tarball is ${sizes.packed} bytes`);
+  // 448 KiB: the vision encoders and mtmd's preprocessing (issue 50) took each module about 20 kB gzipped.
+  assert.ok(sizes.packed < 448 * 1024, `the tarball is ${sizes.packed} bytes`);
   for (const { gzip } of sizes.wasm) assert.ok(gzip < 160 * 1024, `a .wasm is ${gzip} bytes gzipped`);
 });
 
