@@ -249,6 +249,11 @@ kvc_status kvc_refuse(const kvc_says *says, kvc_status status, const char *forma
  * KVC_E_WEIGHT_TYPE's sentence (the type, and the types this runner reads)
  * said, when the table lacks it. */
 const kvc_weight_type *kvc_tensor_type(const kvc_says *says, const char *name, uint32_t id);
+/* KVC_OK when `gguf` holds at least six tensors for each of `blocks` blocks
+ * (every block of a language model or an encoder has six at least), else
+ * KVC_E_MODEL_FILE saying so of metadata `key`: a block count the file
+ * cannot hold is refused before the blocks are allocated. */
+kvc_status kvc_refuse_block_count(const kvc_says *says, const kvc_gguf *gguf, const char *key, size_t blocks);
 
 /* Frees the scratch's arrays (forward.c). */
 void kvc_lm_scratch_free(kvc_lm_scratch *scratch);

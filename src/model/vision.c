@@ -466,12 +466,8 @@ kvc_status kvc_vision_create(const kvc_gguf *gguf, kvc_vision **out, char *messa
     memset(v, 0, sizeof *v);
     kvc_status status = read_design(&src, &v->design);
     if (status == KVC_OK) status = read_params(&src, v);
-    /* Every block has attn_q, attn_k, attn_v, attn_out, ffn_up, ffn_down
-     * at least: a block count the file cannot hold is refused before the
-     * blocks are allocated. */
-    if (status == KVC_OK && v->layers > kvc_gguf_tensor_count(gguf) / 6)
-        status = kvc_refuse(&src.says, KVC_E_MODEL_FILE, "metadata clip.vision.block_count is %zu, and the file holds %zu tensors: not enough for them",
-                        v->layers, kvc_gguf_tensor_count(gguf));
+    /* attn_q, attn_k, attn_v, attn_out, ffn_up, ffn_down a block at least */
+    if (status == KVC_OK) status = kvc_refuse_block_count(&src.says, gguf, "clip.vision.block_count", v->layers);
     if (status == KVC_OK) {
         const uint64_t data_bytes = kvc_gguf_data_bytes(gguf);
         v->weights_bytes = data_bytes > SIZE_MAX ? SIZE_MAX : (size_t)data_bytes;
@@ -536,7 +532,9 @@ size_t kvc_vision_output_dim(const kvc_vision *vision) { return vision ? vision-
 size_t kvc_vision_patch_size(const kvc_vision *vision) { return vision ? vision->patch_size : 0; }
 size_t kvc_vision_merge(const kvc_vision *vision) { return vision ? vision->merge : 0; }
 size_t kvc_vision_scratch_bytes(const kvc_vision *vision) {
-    return vision ? 4 * vision->scratch.arena_floats + vision->scratch.codes_bytes : 0;
+    if (!vision) return 0;
+    const kvc_vision_scratch *s = &vision->scratch;
+    return 4 * s->arena_floats + s->codes_bytes + (s->gelu ? KVC_VISION_GELU_TABLES * sizeof *s->gelu : 0);
 }
 
 /* The largest grid an encode takes, in patches. */
