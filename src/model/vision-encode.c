@@ -87,24 +87,35 @@ static void block_norm(kvc_vision_norm norm, size_t T, size_t n, float *x, const
 
 /* ggml's CPU GELU and quick GELU: the input rounded to f16, the function
  * of that (f32, ggml_gelu_f32 / ggml_gelu_quick_f32), rounded to f16 --
- * its table's entry; GELU 0 at -10 and below, x at 10 and above. */
-static float gelu(float x) {
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    const float h = kvc_f16_round(x);
+ * an entry of its table of every f16, which this one is too; GELU 0 at -10
+ * and below, x at 10 and above. */
+static float gelu_of(float h) {
     return kvc_f16_round(0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h))));
 }
 
-static float gelu_quick(float x) {
-    const float h = kvc_f16_round(x);
-    return kvc_f16_round(h * (1.0f / (1.0f + expf(-1.702f * h))));
+static float gelu_quick_of(float h) { return kvc_f16_round(h * (1.0f / (1.0f + expf(-1.702f * h)))); }
+
+/* The two tables (GELU's, then quick GELU's), once. */
+static kvc_status make_gelu_tables(kvc_vision *v) {
+    if (v->scratch.gelu) return KVC_OK;
+    float *table = kvc_realloc_array(NULL, KVC_VISION_GELU_TABLES, sizeof *table);
+    if (!table) return KVC_E_NOMEM;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float x = kvc_f16_to_f32((uint16_t)h);
+        table[h] = gelu_of(x);
+        table[65536 + h] = gelu_quick_of(x);
+    }
+    v->scratch.gelu = table;
+    return KVC_OK;
 }
 
-static void activate(kvc_vision_act act, size_t n, float *x) {
+static void activate(const kvc_vision *v, kvc_vision_act act, size_t n, float *x) {
+    const float *gelu = v->scratch.gelu, *quick = gelu + 65536;
     for (size_t i = 0; i < n; i++) {
-        x[i] = act == KVC_VISION_GELU         ? gelu(x[i])
-               : act == KVC_VISION_GELU_QUICK ? gelu_quick(x[i])
-                                              : x[i] / (1.0f + expf(-x[i]));
+        const float y = x[i];
+        x[i] = act == KVC_VISION_GELU         ? (y <= -10.0f ? 0.0f : y >= 10.0f ? y : gelu[kvc_f32_to_f16(y)])
+               : act == KVC_VISION_GELU_QUICK ? quick[kvc_f32_to_f16(y)]
+                                              : y / (1.0f + expf(-y));
     }
 }
 
@@ -124,6 +135,7 @@ void kvc_vision_scratch_free(kvc_vision_scratch *scratch) {
     kvc_free(scratch->codes);
     kvc_free(scratch->transposed);
     kvc_free(scratch->kernels);
+    kvc_free(scratch->gelu);
     memset(scratch, 0, sizeof *scratch);
 }
 
@@ -583,7 +595,7 @@ static void deepstack(kvc_vision *v, vision_work *w, const kvc_vision_block *b, 
     read_as(&b->ds_fc1, rows * in, feat);
     product(v, KVC_PROFILE_GATE_UP, &b->ds_fc1, feat, rows, h);
     add_bias(rows, hidden, h, &b->ds_fc1_b, tmp);
-    activate(KVC_VISION_GELU, rows * hidden, h);
+    activate(v, KVC_VISION_GELU, rows * hidden, h);
     read_as(&b->ds_fc2, rows * hidden, h);
     const kvc_product p = {.w = &b->ds_fc2, .y = out, .y_stride = stride};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &p, h, rows, v->scratch.codes);
@@ -648,10 +660,10 @@ static void run_block(kvc_vision *v, vision_work *w, size_t l) {
         /* ggml_geglu_split: act(gate) * up */
         clamped_product(v, KVC_PROFILE_GATE_UP, &b->w[KVC_VISION_GATE], bounds[KVC_VISION_GATE], xb, T, gate, copy, tmp);
         add_bias(T, F, gate, &b->b[KVC_VISION_GATE], tmp);
-        activate(v->act, T * F, gate);
+        activate(v, v->act, T * F, gate);
         for (size_t i = 0; i < T * F; i++) up[i] = gate[i] * up[i];
     } else {
-        activate(v->act, T * F, up);
+        activate(v, v->act, T * F, up);
     }
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     clamped_product(v, KVC_PROFILE_DOWN, &b->w[KVC_VISION_DOWN], bounds[KVC_VISION_DOWN], up, T, added, copy, tmp);
@@ -758,7 +770,7 @@ static void run_steps(kvc_vision *v, vision_work *w, float *out) {
             break;
         }
         case KVC_VISION_ACT:
-            activate(v->design->head_act, T * n, cur);
+            activate(v, v->design->head_act, T * n, cur);
             in_place = 1;
             break;
         }
@@ -784,6 +796,7 @@ kvc_status kvc_vision_encode(kvc_vision *vision, const float *pixels, size_t wid
     kvc_status status = reserve(vision, &work);
     if (status == KVC_OK) status = transpose_weights(vision);
     if (status == KVC_OK) status = round_kernels(vision);
+    if (status == KVC_OK) status = make_gelu_tables(vision);
     if (status != KVC_OK) return status;
     embed_patches(vision, &work, pixels);
     add_positions(vision, &work);

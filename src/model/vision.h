@@ -299,6 +299,9 @@ typedef struct kvc_vision_block {
 } kvc_vision_block;
 
 /* What an encode works in, grown on demand (vision-encode.c). */
+/* The floats of the GELU tables: GELU's and quick GELU's value for each of the 65536 f16. */
+#define KVC_VISION_GELU_TABLES ((size_t)2 * 65536)
+
 typedef struct kvc_vision_scratch {
     float *arena;       /* the activations */
     size_t arena_floats;
@@ -306,6 +309,7 @@ typedef struct kvc_vision_scratch {
     size_t codes_bytes;
     float *transposed;  /* LINEAR_T's weight as f32 [out x in], made at the first encode */
     uint16_t *kernels;  /* the patch kernels in f16, one after the other, made at the first encode */
+    float *gelu;        /* GELU and quick GELU of every f16 (by its bits), 2 x 65536, made at the first encode */
 } kvc_vision_scratch;
 
 struct kvc_vision {
