@@ -1105,8 +1105,22 @@ export class LlamaSession {
   }
 
   // The forward pass of ids (text and images') after what the cache holds.
+  // Ids with an image's go in as several passes (a run of text or of a tile
+  // each): the cache is forked first (copy on write) and put back when a
+  // later pass fails, so that a failed call appends nothing, as one pass's.
   #take(ids, { logits, verify = false }) {
-    const out = this.llama[forwardIds](this.cache, ids, { logits, verify, importance: this.#importance, ropeShift: this.#ropeShift });
+    const before = ids.some(isImageId) ? this.cache.clone() : null;
+    let out;
+    try {
+      out = this.llama[forwardIds](this.cache, ids, { logits, verify, importance: this.#importance, ropeShift: this.#ropeShift });
+    } catch (error) {
+      if (before) {
+        this.cache.free();
+        this.cache = before;
+      }
+      throw error;
+    }
+    before?.free();
     if (!verify) this.#ropeShift = out.ropeShift;
     return out.logits;
   }
