@@ -157,6 +157,80 @@ export function ensureMtmdOracle() {
     `@fugood/llama.node@${MTMD_ORACLE_VERSION}`, `${binary}@${MTMD_ORACLE_VERSION}`]) === 0;
 }
 
+// llama.cpp's mtmd built here from the source node-llama-cpp's package
+// carries (its git bundle), for the bench's vision suite: the libraries once,
+// then the ggml CPU backend in three builds of the same source, each a
+// library the harness tests/runtimes/mtmd-next.cpp loads -- 'reference' (no
+// x86 extension: the class of @fugood/llama.node's prebuilt binary), 'avx2'
+// (the haswell class: 256-bit vectors, FMA, F16C -- what wasm SIMD is
+// measured beside) and 'best' (this CPU's widest: AVX-512 with VNNI and
+// BF16 where it has them). Ten to twenty minutes on two cores, once.
+export const mtmdBuildsDir = join(root, 'build-tools', 'llama-mtmd');
+const MTMD_BUILD_FLAGS = {
+  reference: ['SSE42', 'AVX', 'F16C', 'FMA', 'AVX2', 'BMI2'].map((f) => `-DGGML_${f}=OFF`),
+  avx2: ['SSE42', 'AVX', 'F16C', 'FMA', 'AVX2', 'BMI2'].map((f) => `-DGGML_${f}=ON`),
+};
+
+/** The x86 feature flags of this CPU (/proc/cpuinfo), an empty set elsewhere. */
+function cpuFlags() {
+  try {
+    return new Set(/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1].trim().split(/\s+/) ?? []);
+  } catch {
+    return new Set();
+  }
+}
+
+/** The ggml options of this CPU's widest build, or null where it is the avx2 one. */
+function bestBuildFlags() {
+  const has = cpuFlags();
+  if (!has.has('avx512f') || !has.has('avx512bw')) return null;
+  const flags = [...MTMD_BUILD_FLAGS.avx2, '-DGGML_AVX512=ON'];
+  if (has.has('avx512vbmi')) flags.push('-DGGML_AVX512_VBMI=ON');
+  if (has.has('avx512_vnni')) flags.push('-DGGML_AVX512_VNNI=ON');
+  if (has.has('avx512_bf16')) flags.push('-DGGML_AVX512_BF16=ON');
+  // Without AMX: llama.cpp's AMX kernels (its Q8_0 products) stopped at an
+  // illegal instruction (tilezero) on an AMX machine this was measured on.
+  return flags;
+}
+
+/**
+ * Builds (once) llama.cpp's mtmd and the harness against it: { harness,
+ * builds: { reference, avx2, best? } } (each the path of its CPU backend
+ * library), or { missing: why } where it cannot be built.
+ */
+export function ensureMtmdBuilds() {
+  const harness = join(mtmdBuildsDir, 'mtmd-next');
+  const backend = (name) => join(mtmdBuildsDir, name, 'bin', 'libggml-cpu.so');
+  const best = bestBuildFlags();
+  const wanted = { ...MTMD_BUILD_FLAGS, ...(best ? { best } : {}) };
+  const builds = Object.fromEntries(Object.keys(wanted).map((name) => [name, backend(name)]));
+  const source = join(mtmdBuildsDir, 'src');
+  const harnessSource = join(root, 'tests', 'runtimes', 'mtmd-next.cpp');
+  const harnessCurrent = () => existsSync(harness) && statSync(harness).mtimeMs >= statSync(harnessSource).mtimeMs;
+  if (Object.values(builds).every((path) => existsSync(path)) && harnessCurrent()) return { harness, builds };
+  if (process.platform !== 'linux' || process.arch !== 'x64') return { missing: `llama.cpp's mtmd builds are made on x86-64 Linux, not ${process.platform}-${process.arch}` };
+  for (const tool of ['git', 'cmake', 'c++']) if (!have(tool)) return { missing: `${tool} is not installed` };
+  if (!ensureNativeLlamaCpp()) return { missing: 'node-llama-cpp (whose package carries llama.cpp\'s source) did not install' };
+  const bundle = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'llama', 'gitRelease.bundle');
+  if (!existsSync(source) && run('git', ['clone', '--quiet', bundle, source]) !== 0) return { missing: 'llama.cpp\'s source bundle did not clone' };
+  const common = ['-DCMAKE_BUILD_TYPE=Release', '-DBUILD_SHARED_LIBS=ON', '-DGGML_BACKEND_DL=ON', '-DGGML_NATIVE=OFF', '-DGGML_OPENMP=OFF',
+    '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_EXAMPLES=OFF', '-DLLAMA_BUILD_SERVER=OFF', '-DLLAMA_CURL=OFF', '-DLLAMA_OPENSSL=OFF'];
+  for (const [name, flags] of Object.entries(wanted)) {
+    if (existsSync(builds[name])) continue;
+    log(`llama.cpp's mtmd, the ${name} build of its CPU backend${name === 'avx2' ? ', and its libraries' : ''}`);
+    const dir = join(mtmdBuildsDir, name);
+    // The libraries (llama, mtmd) once, in the avx2 folder; the other folders build only their CPU backend.
+    const targets = name === 'avx2' ? ['ggml-cpu', 'mtmd'] : ['ggml-cpu'];
+    if (run('cmake', ['-S', source, '-B', dir, ...common, `-DLLAMA_BUILD_TOOLS=${name === 'avx2' ? 'ON' : 'OFF'}`, ...flags]) !== 0 ||
+      run('cmake', ['--build', dir, '--target', ...targets, '--parallel', jobs]) !== 0) return { missing: `llama.cpp's ${name} build failed` };
+  }
+  const libs = join(mtmdBuildsDir, 'avx2', 'bin');
+  const include = ['include', 'ggml/include', 'tools/mtmd'].flatMap((d) => ['-I', join(source, d)]);
+  if (run('c++', ['-O2', '-std=c++17', harnessSource, ...include, '-L', libs, '-lmtmd', '-lllama', '-lggml', '-lggml-base',
+    `-Wl,--disable-new-dtags,-rpath,${libs}`, '-o', harness]) !== 0) return { missing: 'the harness tests/runtimes/mtmd-next.cpp did not compile' };
+  return { harness, builds };
+}
+
 /** Emscripten's folder, which the wasm presets find its CMake toolchain in. */
 function emscriptenRoot() {
   if (process.env.EMSCRIPTEN_ROOT) return process.env.EMSCRIPTEN_ROOT;

@@ -8,7 +8,6 @@
 //   const layout = await mtmdTokenize(model, projector, `${MEDIA_MARKER}What is it?`, [png]);
 //   const n = await mtmdImageTokens(model, projector, png); // one image's tokens
 //   const p = await mtmdNextTokenProbs(model, projector, { prompt, imagePaths: [png], vocab, nProbs: 1024 });  // Map id -> p
-//   const t = await mtmdEncodeTimings(model, projector, { imagePath: png, threads: 2 });
 //   await closeMtmd();
 //
 // `node tests/runtimes/mtmd-native.mjs --table` prints llama.cpp's image token
@@ -213,23 +212,6 @@ export async function mtmdNextTokenProbs(modelPath, projectorPath, { prompt, ima
   return probs;
 }
 
-/**
- * What encoding one image costs llama.cpp on `threads` threads, for the
- * bench: the wall time of a prompt of the image alone (its preprocessing,
- * encode and the language model's prefill of its tokens) less that of a
- * text prompt of as many tokens (the prefill alone), each the best of
- * `repeats` (the first run also allocates the encoder's buffers), the two
- * alternated so that no prompt is served from the previous one's cache:
- * { encodeMs, imageMs, textMs, imageTokens }.
- */
-export async function mtmdEncodeTimings(modelPath, projectorPath, { imagePath, threads = 2, repeats = 3, ...options }) {
-  const imageTokens = await mtmdImageTokens(modelPath, projectorPath, imagePath, { threads, ...options });
-  const text = Array.from({ length: imageTokens }, (_, i) => String.fromCharCode(97 + (i % 26))).join(' ');
-  const { result } = await call('timings', modelPath, projectorPath, { threads, ...options }, { imagePath, text, repeats });
-  return { encodeMs: result.imageMs - result.textMs, ...result, imageTokens };
-}
-
-/** Ends llama.cpp's process (it is started again when asked for). */
 /** KL(llama.cpp's next-token probabilities `theirs`, a Map id -> p || the softmax of `logits`, the runner's). */
 export function divergenceFrom(theirs, logits) {
   let max = -Infinity;
@@ -241,6 +223,7 @@ export function divergenceFrom(theirs, logits) {
   return kl;
 }
 
+/** Ends llama.cpp's process (it is started again when asked for). */
 export async function closeMtmd() {
   const state = child;
   child = null;
@@ -284,20 +267,6 @@ async function childMain() {
       return { ...result, tokens: Array.from(result.tokens) };
     },
     completion: async (modelPath, projectorPath, options, settings) => (await contextFor(modelPath, projectorPath, options)).completion(settings),
-    timings: async (modelPath, projectorPath, options, { imagePath, text, repeats }) => {
-      const context = await contextFor(modelPath, projectorPath, options);
-      const timed = async (settings) => {
-        const t = performance.now();
-        await context.completion({ n_predict: 1, ...RAW_SOFTMAX, ...settings });
-        return performance.now() - t;
-      };
-      let imageMs = Infinity, textMs = Infinity;
-      for (let i = 0; i < repeats; i++) {
-        imageMs = Math.min(imageMs, await timed({ prompt: MEDIA_MARKER, media_paths: [imagePath] }));
-        textMs = Math.min(textMs, await timed({ prompt: text }));
-      }
-      return { imageMs, textMs };
-    },
   };
   process.on('message', async ({ id, op, args }) => {
     let reply;
