@@ -29,9 +29,16 @@ after(async () => {
 });
 
 const QUESTION = '2+2=?'; // spelled alike by both tokenizers (tests/js/vision.test.mjs)
-const pixels = testImage(333, 517, 4);
-const picture = join(dir, 'picture.png');
-writeFileSync(picture, encodePng(pixels));
+// Q8_0 projectors see a picture their preprocessing sizes to hundreds of patches; the F16 ones, whose products
+// llama.cpp's reference build (no F16C) takes minutes over, a smaller one -- still past the 64 patches where
+// ggml's flash attention takes its queries a tile at a time.
+const PICTURES = { Q8_0: [333, 517], F16: [160, 256] };
+const pictures = Object.fromEntries(Object.entries(PICTURES).map(([mix, [width, height]]) => {
+  const pixels = testImage(width, height, 4);
+  const path = join(dir, `picture-${mix}.png`);
+  writeFileSync(path, encodePng(pixels));
+  return [mix, { pixels, path }];
+}));
 
 
 // SmolVLM2 cuts every image into 17 tiles of 512 and Gemma 3 takes 896x896: at their real widths and depths
@@ -46,10 +53,13 @@ const REAL = {
 };
 // Q8_0 for every type; F16 (how Qwen3.5's and Gemma 4's projectors ship) for the two whose encode is cheapest.
 const MIXES = { 'gemma-4-e2b': ['F16', 'Q8_0'], 'qwen3.5-0.8b': ['F16', 'Q8_0'] };
-// Known apart: Qwen3.5's Q8_0 encoder at its real geometry (a picture of 1000+ patches: llama.cpp's tiled flash
-// attention, whose f16 rounding the encoder follows only below 64 patches) measured KL 5.3e-2 against llama.cpp;
-// run and reported as a todo, not a pass, until the tiled path's rounding is followed.
-const TODO = { 'qwen3.5-0.8b Q8_0': 'Qwen3.5 Q8_0 at the real geometry: KL 5.3e-2 (llama.cpp\'s tiled flash attention\'s f16 rounding not followed)' };
+// Known apart: Qwen3.5's Q8_0 pair at its real geometry, a file whose answer moves with rounding anywhere (its
+// Q8_0 products re-quantize every activation, and a last-bit difference grows to a step of 8-bit codes within a
+// few blocks): llama.cpp disagrees with itself on it -- one source in three CPU builds, flash attention on and
+// off, and this oracle's binary -- by KLs of 2.2e-3 to 5.1e-2 (tests/runtimes/mtmd-builds.mjs; the bench's
+// vision-agreement table shows the same on its files), and ours lies 2.1e-2 to 6.6e-2 from those answers, 5.3e-2
+// from this oracle's. Run and reported as a todo, not a pass.
+const TODO = { 'qwen3.5-0.8b Q8_0': 'Qwen3.5 Q8_0 at the real geometry: KL 5.3e-2, where llama.cpp\'s own builds lie up to 5.1e-2 from this oracle' };
 for (const [name, smaller] of Object.entries(REAL)) {
   for (const mix of MIXES[name] ?? ['Q8_0']) {
     test(`${name} (${mix} projector): the next token after an image and a question is llama.cpp's`, { timeout: 600000, todo: TODO[`${name} ${mix}`] }, async (t) => {
@@ -62,9 +72,10 @@ for (const [name, smaller] of Object.entries(REAL)) {
       writeGgufFile(projector, randomProjector(g, { mix, seed: 3 }));
       const llama = Llama.fromGguf(readFileSync(model), { projector: readFileSync(projector) });
       try {
+        const { pixels, path } = pictures[mix];
         const ids = [llama.tokenizer.bosId, ...llama.imageOf(pixels).tokens, ...llama.tokenizer.encode(QUESTION, { bos: false, special: true })];
         const { logits } = llama.session().prefill(ids, { logits: true });
-        const theirs = await mtmdNextTokenProbs(model, projector, { prompt: `${MEDIA_MARKER}${QUESTION}`, imagePaths: [picture], vocab: language.vocab });
+        const theirs = await mtmdNextTokenProbs(model, projector, { prompt: `${MEDIA_MARKER}${QUESTION}`, imagePaths: [path], vocab: language.vocab });
         const kl = divergenceFrom(theirs, logits);
         t.diagnostic(`KL ${kl.toExponential(2)}`);
         assert.ok(kl <= 1e-3, `KL ${kl}`);
