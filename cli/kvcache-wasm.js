@@ -7,6 +7,7 @@
 // cache's memory go to stderr.
 import { existsSync, openAsBlob, readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import init, { COMPONENTS, KvCacheError, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
@@ -16,11 +17,13 @@ import { MEDIA_MARKER, idsOf } from '../js/chat/content.js';
 import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE } from '../js/model/images.js';
 
 const COMMANDS = ['generate', 'chat'];
+// The model a clone of the repository runs without --model (models/README.md); the npm package has none.
+const SHIPPED_MODEL = fileURLToPath(new URL('../models/stories260k.gguf', import.meta.url));
 // A chat reply's length by default: at most a quarter of the model's context,
 // which leaves the rest to the conversation (stories260K's 512 positions: 128).
 const MAX_REPLY_TOKENS = 512;
-const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--steps N] [options]
-       kvcache-wasm chat --model PATH [--system TEXT] [--max-tokens N] [options]
+const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--steps N] [options]
+       kvcache-wasm chat [--model PATH] [--system TEXT] [--max-tokens N] [options]
        kvcache-wasm --version | --help
 
   generate continues --prompt; chat reads your messages from stdin, one a
@@ -32,7 +35,8 @@ const USAGE = `usage: kvcache-wasm generate --model PATH [--prompt TEXT] [--step
   loaded goes to stderr.
 
   --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-                       Q5_1, Q4_K, Q5_K or Q6_K tensors (e.g. stories260k.gguf)
+                       Q5_1, Q4_K, Q5_K or Q6_K tensors (default, in a clone of the repository: its
+                       models/stories260k.gguf)
   --mmproj PATH        the model's vision encoder, llama.cpp's mmproj GGUF (SmolVLM2, LFM2-VL, Gemma 3, Gemma 4,
                        Qwen3-VL / Qwen3.5): the model then takes images
   --image PATH         a PNG or JPEG image, with --mmproj (may be given more than once): generate puts the
@@ -208,7 +212,10 @@ function parse(argv) {
     }
     return n;
   };
-  if (!values.model) throw new UsageError('--model is required: the path of a GGUF file');
+  if (!values.model) {
+    if (!existsSync(SHIPPED_MODEL)) throw new UsageError('--model is required: the path of a GGUF file');
+    values.model = SHIPPED_MODEL;
+  }
   const model = statSync(values.model, { throwIfNoEntry: false });
   if (model && !model.isFile()) throw new UsageError(`--model must be a GGUF file, and ${values.model} is a directory`);
   if (values.mmproj !== undefined) {

@@ -1,8 +1,8 @@
 // The demo's static server: the page, the package as a user's app would load
 // it (its built ESM and .wasm, under /pkg/), uPlot, @huggingface/jinja (the
 // chat templates' engine), the synthetic K/V
-// generator, and the stories260K model when it is found beside the project
-// (or the model and projector files npm start names). Every response carries the headers that make the page cross-origin
+// generator, and the stories260K model the repository ships in models/ (or
+// the model and projector files npm start names). Every response carries the headers that make the page cross-origin
 // isolated (COOP same-origin, COEP require-corp), so that the browser lets
 // the package run on worker threads. No framework: node:http and a table of
 // routes.
@@ -12,7 +12,7 @@ import { basename, extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
-export const DEFAULT_MODEL = resolve(root, '..', 'shared', 'data', 'stories260k.gguf');
+export const DEFAULT_MODEL = join(root, 'models', 'stories260k.gguf');
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',

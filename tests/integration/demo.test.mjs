@@ -54,7 +54,7 @@ const vision = {};
 let server;
 let artifacts;
 before(async () => {
-  server = await startServer({ port: 0, modelPath: MODEL_PATH });
+  server = await startServer({ port: 0 }); // as npm start: the model the repository ships (models/)
   artifacts = mkdtempSync(join(tmpdir(), 'kvcache-demo-'));
   await ready();
   vision.model = encodeGguf(pairedLanguageModel(VISION, { mix: 'Q8_0', seed: 21 }));
@@ -719,7 +719,7 @@ test('the demo server serves the package files with the right MIME types and not
   assert.equal(page.headers.get('cross-origin-opener-policy'), 'same-origin', 'served cross-origin isolated');
   assert.equal(page.headers.get('cross-origin-embedder-policy'), 'require-corp');
   const models = await (await get('/api/models')).json();
-  assert.equal(models['stories260k.gguf'], !MODEL_MISSING);
+  assert.equal(models['stories260k.gguf'], true, 'the model the repository ships is served');
   assert.equal(models['mmproj.gguf'], false, 'no projector unless npm start names one');
   assert.equal((await get('/models/mmproj.gguf')).status, 404);
 });

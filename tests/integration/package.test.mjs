@@ -174,6 +174,8 @@ test('the installed bin generates text: npx kvcache-wasm generate', async (t) =>
   const text = await run(join(project, 'node_modules', '.bin', 'kvcache-wasm'),
     ['generate', '--model', MODEL_PATH, '--steps', '20'], project);
   assert.match(text, /^Once upon a time, there was a little girl named Lily/);
+  // The package ships no model (the repository's models/ stays out of it): --model is asked for.
+  await assert.rejects(run(join(project, 'node_modules', '.bin', 'kvcache-wasm'), ['generate'], project), /--model is required/);
 });
 
 for (const [resolution, flags] of Object.entries(RESOLUTIONS)) {

@@ -164,6 +164,12 @@ modelTest('generate continues a prompt, and samples with a temperature and a see
   assert.match(first.stderr, /temperature 0\.9, seed 3/);
 });
 
+test('generate without --model runs the model the repository ships (models/stories260k.gguf): its published opening', () => {
+  const result = run('generate', '--steps', '24');
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stdout, /^\s*Once upon a time, there was a little girl named Lily/);
+});
+
 test('generate says clearly when the model file is missing', () => {
   const result = run('generate', '--model', 'no/such/model.gguf');
   assert.equal(result.status, 2);
@@ -174,7 +180,6 @@ test('every bad flag value or command exits 2 with one line naming it', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kvcache-cli-'));
   try {
     for (const [args, message] of [
-      [['generate'], /--model is required/],
       [['generate', 'model.gguf'], /generate takes the model as --model model\.gguf/],
       [['generate', '--model', dir], /--model must be a GGUF file, and .* is a directory/],
       [['generate', '--model', 'x', '--steps=-3'], /--steps must be an integer from 1 up \(got -3\)/],
