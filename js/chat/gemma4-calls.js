@@ -11,7 +11,8 @@
 // arguments object for a tool's parameters schema; parseGemma4Reply(text)
 // reads the calls and the thought out of a reply.
 import { shown } from '../runtime/checks.js';
-import { grammarRules, keyedSequence, listOf } from './call-grammar.js';
+import { grammarRules, keyedSequence, listOf, numberOf } from './call-grammar.js';
+import { NUMBER_BOUNDS } from '../runtime/number-ranges.js';
 
 const QUOTE = '<|"|>';
 const CALL_OPEN = '<|tool_call>call:';
@@ -21,7 +22,7 @@ const CHANNEL_CLOSE = '<channel|>';
 
 const ANNOTATIONS = ['title', 'description', 'default', 'examples', '$comment', 'nullable'];
 const VALUE_KEYWORDS = ['type', 'enum', 'const', 'anyOf', 'items', 'minItems', 'maxItems', 'minLength', 'maxLength',
-  'properties', 'required', 'additionalProperties', ...ANNOTATIONS];
+  'properties', 'required', 'additionalProperties', ...NUMBER_BOUNDS, ...ANNOTATIONS];
 // A key the call writes bare: the template prints it as it is, and the parser reads it up to its ':'.
 const BARE_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -93,8 +94,8 @@ export function argumentsGrammar(where, name, parameters) {
         if (schema.maxLength !== undefined && schema.maxLength < (schema.minLength ?? 0)) fail(`${path}/maxLength`, 'is below minLength');
         return `${literal(QUOTE)} [^<]{${schema.minLength ?? 0},${schema.maxLength ?? ''}} ${literal(QUOTE)}`;
       }
-      if (type === 'integer') return '"-"? ("0" | [1-9] [0-9]*)';
-      if (type === 'number') return NUMBER;
+      if (type === 'integer') return numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*)', path, fail);
+      if (type === 'number') return numberOf(schema, type, NUMBER, path, fail);
       if (type === 'boolean') return '"true" | "false"';
       if (type === 'null') return '"null"';
       if (type === 'object') return object(schema, path);

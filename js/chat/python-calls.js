@@ -8,11 +8,12 @@
 // arguments for a tool's parameters schema (its properties in order, the
 // optional ones may be left out); parsePythonCalls(text) reads the calls.
 import { shown } from '../runtime/checks.js';
-import { grammarRules, keyedSequence, listOf } from './call-grammar.js';
+import { grammarRules, keyedSequence, listOf, numberOf } from './call-grammar.js';
+import { NUMBER_BOUNDS } from '../runtime/number-ranges.js';
 
 // What a Python-style argument can be, by schema keyword; anything else is refused.
 const ANNOTATIONS = ['title', 'description', 'default', 'examples', '$comment'];
-const ARGUMENT_KEYWORDS = ['type', 'enum', 'const', 'anyOf', 'items', 'minItems', 'maxItems', 'minLength', 'maxLength', ...ANNOTATIONS];
+const ARGUMENT_KEYWORDS = ['type', 'enum', 'const', 'anyOf', 'items', 'minItems', 'maxItems', 'minLength', 'maxLength', ...NUMBER_BOUNDS, ...ANNOTATIONS];
 
 /** An EBNF string literal of `text`. */
 const literal = (text) => JSON.stringify(text);
@@ -59,9 +60,9 @@ export function kwargsGrammar(where, name, parameters) {
         const bound = schema.minLength !== undefined || schema.maxLength !== undefined ? `{${schema.minLength ?? 0},${schema.maxLength ?? ''}}` : '*';
         choices.push(`"'" [^'\\\\\\0-\\x1f]${bound} "'"`, `"\\"" [^"\\\\\\0-\\x1f]${bound} "\\""`);
       } else if (type === 'integer') {
-        choices.push('"-"? ("0" | [1-9] [0-9]*)');
+        choices.push(numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*)', path, fail));
       } else if (type === 'number') {
-        choices.push('"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?');
+        choices.push(numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?', path, fail));
       } else if (type === 'boolean') {
         choices.push('"True" | "False"');
       } else if (type === 'null') {

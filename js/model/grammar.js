@@ -17,6 +17,7 @@
 // does not enforce is refused, naming it, when the request is made.
 import { shown } from '../runtime/options.js';
 import { TokenType } from '../tokenizers/tokenizer.js';
+import { NUMBER_BOUNDS, checkNumberBounds, numberRangeGrammar } from '../runtime/number-ranges.js';
 
 /** generate()'s and respond()'s options that constrain the reply (at most one of them). */
 export const CONSTRAINT_OPTIONS = ['responseFormat', 'grammar', 'regex', 'structuralTag'];
@@ -29,6 +30,7 @@ const ENFORCED = {
   object: ['properties', 'required', 'additionalProperties'],
   array: ['items', 'prefixItems', 'minItems', 'maxItems'],
   string: ['minLength', 'maxLength', 'pattern', 'format'],
+  number: NUMBER_BOUNDS, // an integer's too (runtime/number-ranges.js makes their grammar)
 };
 const KNOWN = new Set([...ANNOTATIONS, ...Object.values(ENFORCED).flat()]);
 // What the refused keywords would need, said when refusing them.
@@ -44,8 +46,6 @@ const REFUSED = {
   minProperties: 'the converter does not enforce it', maxProperties: 'the converter does not enforce it',
   contains: 'the converter does not enforce it', minContains: 'the converter does not enforce it', maxContains: 'the converter does not enforce it',
   additionalItems: 'use prefixItems and items', unevaluatedProperties: 'use additionalProperties', unevaluatedItems: 'use items',
-  minimum: 'the engine\'s number ranges are not exact (1 passes minimum 2)', maximum: 'the engine\'s number ranges are not exact',
-  exclusiveMinimum: 'the engine\'s number ranges are not exact', exclusiveMaximum: 'the engine\'s number ranges are not exact',
 };
 // The string formats whose grammar held up (ajv took every string the tests
 // drew through it, tests/js/structured.test.mjs); the converter's date, time and
@@ -77,7 +77,7 @@ export function checkSchema(where, name, schema) {
     for (const [kind, keys] of Object.entries(ENFORCED)) {
       if (kind === 'any') continue;
       const key = keys.find((k) => node[k] !== undefined);
-      const named = types.includes(kind);
+      const named = types.includes(kind) || (kind === 'number' && types.includes('integer'));
       if (key !== undefined && !named) fail(`${path}/${key}`, `needs type: '${kind}' beside it (the engine does not apply it otherwise)`);
     }
     if (node.anyOf !== undefined) {
@@ -101,6 +101,7 @@ export function checkSchema(where, name, schema) {
     for (const key of ['minLength', 'maxLength', 'minItems', 'maxItems']) {
       if (node[key] !== undefined && !(Number.isInteger(node[key]) && node[key] >= 0)) fail(`${path}/${key}`, `must be an integer >= 0 (got ${shown(node[key])})`);
     }
+    if (NUMBER_BOUNDS.some((k) => node[k] !== undefined)) checkNumberBounds(fail, path, node);
     if (node.required !== undefined && !(Array.isArray(node.required) && node.required.every((r) => typeof r === 'string'))) {
       fail(`${path}/required`, 'must be an array of property names');
     }
@@ -226,16 +227,22 @@ const MAX_BLANKS = 4;
  * A checked schema with JSON Schema's defaults written out where the
  * engine's strict mode reads their absence otherwise: an array without
  * items takes any items, an object without properties any properties
- * (strict, the engine would allow none).
+ * (strict, the engine would allow none). A bounded number becomes a
+ * constant string standing for its range, whose grammar (numberRangeGrammar)
+ * goes into `ranges` and replaces the constant's in the EBNF (schemaGrammar).
  */
-function withDefaults(node) {
+function withDefaults(node, ranges) {
   if (node === null || typeof node !== 'object') return node;
-  if (Array.isArray(node)) return node.map(withDefaults);
+  if (Array.isArray(node)) return node.map((child) => withDefaults(child, ranges));
+  if (NUMBER_BOUNDS.some((k) => node[k] !== undefined)) {
+    ranges.push(numberRangeGrammar({ ...node, type: [node.type].flat()[0] }));
+    return { const: rangeMarker(ranges.length - 1) };
+  }
   const out = {};
   for (const [key, value] of Object.entries(node)) {
     out[key] = ['properties', '$defs', 'definitions'].includes(key)
-      ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withDefaults(v)]))
-      : ['enum', 'const', 'required', 'examples', 'default'].includes(key) ? value : withDefaults(value);
+      ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withDefaults(v, ranges)]))
+      : ['enum', 'const', 'required', 'examples', 'default'].includes(key) ? value : withDefaults(value, ranges);
   }
   const types = [node.type ?? []].flat();
   if (types.includes('array') && out.items === undefined && out.prefixItems === undefined) out.items = true;
@@ -243,16 +250,26 @@ function withDefaults(node) {
   return out;
 }
 
+// The constant string that stands for bounded number i until the EBNF is made.
+const rangeMarker = (i) => `kvc-number-range-${i}`;
+
 /**
  * The EBNF of a checked schema: any whitespace between tokens, at most
  * MAX_BLANKS in a row (a reply cannot stall in blanks), strict. The
  * converter's strings of bounded length let control characters in raw,
  * which JSON forbids (its unbounded ones keep them out): their character
- * class is mended to the unbounded one's.
+ * class is mended to the unbounded one's. A bounded number's rule is
+ * runtime/number-ranges.js's.
  */
 async function schemaGrammar(xgrammar, schema) {
-  const ebnf = await xgrammar.Testings._jsonSchemaToEBNF(JSON.stringify(withDefaults(schema)), true, undefined, undefined, true, MAX_BLANKS);
-  return ebnf.replaceAll('[^"\\\\\\r\\n]', '[^"\\\\\\0-\\x1f]');
+  const ranges = [];
+  const prepared = withDefaults(schema, ranges);
+  let ebnf = await xgrammar.Testings._jsonSchemaToEBNF(JSON.stringify(prepared), true, undefined, undefined, true, MAX_BLANKS);
+  ebnf = ebnf.replaceAll('[^"\\\\\\r\\n]', '[^"\\\\\\0-\\x1f]');
+  ranges.forEach((grammar, i) => {
+    ebnf = `${ebnf.replaceAll(`"\\"${rangeMarker(i)}\\""`, `kvc_number_range_${i}`)}\nkvc_number_range_${i} ::= ${grammar}`;
+  });
+  return ebnf;
 }
 
 // The text a structural tag spells out itself: its tags' begins and ends, triggers, separators, constant strings,

@@ -89,14 +89,30 @@ const SCHEMAS = {
   },
   'patterns and lengths': { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{2}-[0-9]{3}$' }, tag: { type: 'string', minLength: 2, maxLength: 5 } }, required: ['code', 'tag'] },
   'a top-level array of objects': { type: 'array', items: { type: 'object', properties: { n: { type: 'number' }, t: { type: ['string', 'null'], maxLength: 10 } }, required: ['n', 't'] }, maxItems: 3 },
+  'number bounds': {
+    type: 'object',
+    properties: {
+      age: { type: 'integer', minimum: 18, maximum: 120 }, above: { type: 'integer', exclusiveMinimum: 1000 }, below: { type: 'integer', maximum: -7 },
+      ratio: { type: 'number', exclusiveMinimum: 0, maximum: 1 }, celsius: { type: 'number', minimum: -40.5, exclusiveMaximum: 60 },
+      tenth: { type: 'number', minimum: 0.1, maximum: 0.3 }, scores: { type: 'array', items: { type: 'number', minimum: -1, maximum: 1 }, maxItems: 3 },
+    },
+    required: ['age', 'above', 'below', 'ratio', 'celsius', 'tenth', 'scores'],
+  },
+  // Where a limit may fall inside a character of several bytes (the vocabulary's tokens are bytes).
+  'short strings': {
+    type: 'object',
+    properties: { a: { type: 'string', maxLength: 1 }, b: { type: 'string', minLength: 2, maxLength: 3 }, c: { type: 'array', items: { type: 'string', maxLength: 2 }, maxItems: 3 } },
+    required: ['a', 'b', 'c'],
+  },
 };
 
-test('200 constrained replies of a random-weight model, sampled at temperature 1, all parse and validate against their schemas (ajv)', async () => {
+const PER_SCHEMA = 20;
+test(`${PER_SCHEMA * Object.keys(SCHEMAS).length} constrained replies of a random-weight model, sampled at temperature 1, all valid UTF-8 that parses and validates against its schema (ajv)`, async () => {
   const { llama } = model('qwen3');
   const ajv = new Ajv({ strict: false });
   addFormats(ajv);
-  const perSchema = 25;
-  let valid = 0;
+  const perSchema = PER_SCHEMA;
+  let valid = 0, nonAscii = 0;
   for (const [name, schema] of Object.entries(SCHEMAS)) {
     const validate = ajv.compile(schema);
     for (let seed = 0; seed < perSchema; seed++) {
@@ -104,13 +120,16 @@ test('200 constrained replies of a random-weight model, sampled at temperature 1
       const { text, last } = await replyOf(session, 'Answer in JSON:', { maxTokens: 600, temperature: 1, topK: 0, minP: 0, seed, responseFormat: { type: 'json_schema', schema } });
       session.free();
       assert.equal(last.stop, 'end', `${name}, seed ${seed}: the reply ended by the grammar (${text.length} chars)`);
+      // Valid UTF-8: no character was cut (the text would hold U+FFFD).
+      assert.ok(!text.includes('\ufffd'), `${name}, seed ${seed}: ${JSON.stringify(text)}`);
+      if (/[^\x00-\x7f]/.test(text)) nonAscii++;
       let value;
       try { value = JSON.parse(text); } catch (e) { assert.fail(`${name}, seed ${seed}: ${JSON.stringify(text)}: ${e.message}`); }
       assert.ok(validate(value), `${name}, seed ${seed}: ${JSON.stringify(value)} ${ajv.errorsText(validate.errors)}`);
       valid++;
     }
   }
-  console.log(`# ${valid} of ${Object.keys(SCHEMAS).length * perSchema} constrained replies valid`);
+  console.log(`# ${valid} of ${Object.keys(SCHEMAS).length * perSchema} constrained replies valid, ${nonAscii} of them with characters past ASCII`);
 });
 
 test('greedy decoding obeys the constraint too; json_object gives JSON an object', async () => {
@@ -134,7 +153,11 @@ test('a schema keyword the engine does not enforce is refused when the request i
     'options.responseFormat.schema/properties/a/uniqueItems is not supported': { type: 'object', properties: { a: { type: 'array', items: {}, uniqueItems: true } } },
     'options.responseFormat.schema/oneOf is not supported': { oneOf: [{ type: 'string' }, { type: 'integer' }] },
     'options.responseFormat.schema/allOf is not supported': { allOf: [{ type: 'string' }] },
-    'options.responseFormat.schema/minimum is not supported': { type: 'integer', minimum: 2 },
+    'options.responseFormat.schema/minimum needs type: \'number\'': { minimum: 2 },
+    'options.responseFormat.schema/exclusiveMaximum as a boolean (draft 4) needs maximum beside it': { type: 'number', exclusiveMaximum: true },
+    'options.responseFormat.schema/enum beside number bounds is not supported': { type: 'integer', minimum: 0, enum: [1, 2] },
+    'options.responseFormat.schema/properties/n has no integer within its bounds': { type: 'object', properties: { n: { type: 'integer', minimum: 2.5, maximum: 2.9 } } },
+    'options.responseFormat.schema/maximum must be a finite number': { type: 'number', maximum: '3' },
     'options.responseFormat.schema/format "bogus" is not a format': { type: 'string', format: 'bogus' },
     'options.responseFormat.schema/format "date-time" is not a format': { type: 'string', format: 'date-time' },
     'options.responseFormat.schema/$ref must point into the schema itself': { $ref: 'https://example.com/s.json' },
@@ -187,6 +210,38 @@ test('an abort in the middle of a constrained reply leaves the session as far as
   session.free();
 });
 
+test('number bounds: each integer and decimal within them is producible token by token, each outside refused, at the bounds too', async () => {
+  const { llama } = model('qwen3');
+  const cases = [
+    { type: 'integer', minimum: -13, maximum: 250 }, { type: 'integer', exclusiveMinimum: 99 }, { type: 'integer', maximum: -5 },
+    { type: 'integer', minimum: 2.5, exclusiveMaximum: 1000 }, { type: 'number', minimum: 0.5, maximum: 10 },
+    { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 }, { type: 'number', minimum: -2.25, maximum: -0.125 },
+    { type: 'number', minimum: 0.1, exclusiveMaximum: 0.3 }, { type: 'number', exclusiveMinimum: -3.7, maximum: 12.0000005 },
+  ];
+  const within = (s, v) => (s.minimum === undefined || v >= s.minimum) && (s.maximum === undefined || v <= s.maximum)
+    && (s.exclusiveMinimum === undefined || v > s.exclusiveMinimum) && (s.exclusiveMaximum === undefined || v < s.exclusiveMaximum);
+  let state = 11;
+  const random = () => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const wrong = [];
+  let checked = 0;
+  for (const schema of cases) {
+    const constraint = constraintOf('t', { responseFormat: { type: 'json_schema', schema } });
+    const texts = new Set(['0', '-0', '01', '1.', '.5', '1e2', '-1', '1', '0.1', '0.3', '0.5', '10', '10.0', '10.000001', '0.499999', '12.0000005', '12.000001',
+      '-3.7', '-3.699999', '-2.25', '-2.250001', '-0.125', '-0.124999', '99', '100', '999', '1000', '2', '3', '-5', '-6', '-13', '-14', '250', '251']);
+    for (let i = 0; i < 40; i++) texts.add(String(Math.round((random() - 0.5) * 2000)));
+    if (schema.type === 'number') for (let i = 0; i < 60; i++) texts.add(((random() - 0.4) * 14).toFixed(Math.floor(random() * 8)));
+    for (const text of texts) {
+      const json = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/.test(text) && !/^-0(\.0*)?$/.test(text);
+      const written = schema.type === 'integer' ? !text.includes('.') : (text.split('.')[1] ?? '').length <= 6;
+      const expected = json && written && within(schema, Number(text));
+      checked++;
+      if (await forcedThrough(llama, constraint, text) !== expected) wrong.push(`${JSON.stringify(schema)} ${text}: ${expected ? 'refused' : 'taken'}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+  console.log(`# ${checked} numbers checked against their bounds`);
+});
+
 // The draft-4 suite's cases, forced token by token through the matcher (the
 // text tokenized as the model would write it, then its end-of-generation
 // token): a valid instance must be producible, an invalid one refused. A
@@ -197,7 +252,8 @@ test('an abort in the middle of a constrained reply leaves the session as far as
 // properties beyond the schema's: a valid instance with undeclared ones is
 // left out.
 const SUITE = new URL('tests/draft4/', `file://${createRequire(import.meta.url).resolve('json-schema-test-suite/package.json')}`);
-const KIND_KEYWORDS = { object: ['properties', 'required', 'additionalProperties'], array: ['items', 'minItems', 'maxItems'], string: ['minLength', 'maxLength', 'pattern', 'format'] };
+const KIND_KEYWORDS = { object: ['properties', 'required', 'additionalProperties'], array: ['items', 'minItems', 'maxItems'], string: ['minLength', 'maxLength', 'pattern', 'format'],
+  number: ['minimum', 'maximum'] };
 const impliedKinds = (s) => (s && typeof s === 'object' && s.type === undefined ? Object.keys(KIND_KEYWORDS).filter((k) => KIND_KEYWORDS[k].some((key) => key in s)) : []);
 function typed(schema) {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return schema;
@@ -450,6 +506,7 @@ test('LFM2\'s Python calls: a tool\'s parameters become a grammar of keyword arg
     "/properties/o/type \"object\" is not an argument": { type: 'object', properties: { o: { type: 'object' } } },
     '/properties/x must say what the argument is': { type: 'object', properties: { x: {} } },
     '/properties/p/pattern is not supported': { type: 'object', properties: { p: { type: 'string', pattern: '^a$' } } },
+    '/properties/n/type must be \'integer\' or \'number\' alone beside minimum': { type: 'object', properties: { n: { type: ['integer', 'null'], minimum: 1 } } },
     "/required names \"z\", which is not a property": { type: 'object', properties: {}, required: ['z'] },
   };
   for (const [message, parameters] of Object.entries(refused)) {
@@ -457,11 +514,12 @@ test('LFM2\'s Python calls: a tool\'s parameters become a grammar of keyword arg
   }
 });
 
-test('LFM2\'s Python calls: an optional argument left out leaves the required ones after it to come', async () => {
+test('LFM2\'s Python calls: an optional argument left out leaves the required ones after it to come; a bounded number stays within its bounds', async () => {
   const { llama } = model('lfm2.5');
-  const parameters = { type: 'object', properties: { a: { type: 'integer' }, b: { enum: ['x'] }, c: { enum: [true] } }, required: ['a', 'c'] };
+  const parameters = { type: 'object', properties: { a: { type: 'integer', minimum: 1, maximum: 12 }, b: { enum: ['x'] }, c: { enum: [true] }, d: { type: 'number', exclusiveMinimum: 0 } }, required: ['a', 'c'] };
   const constraint = constraintOf('t', { grammar: kwargsGrammar('t', 'f', parameters) });
-  for (const [text, valid] of [['a=1, c=True', true], ['a=1, b=\'x\', c=True', true], ['a=1', false], ['a=1, b=\'x\'', false]]) {
+  for (const [text, valid] of [['a=1, c=True', true], ['a=1, b=\'x\', c=True', true], ['a=1', false], ['a=1, b=\'x\'', false],
+    ['a=12, c=True, d=0.25', true], ['a=13, c=True', false], ['a=0, c=True', false], ['a=3, c=True, d=0', false], ['a=3, c=True, d=-1.5', false]]) {
     assert.equal(await forcedThrough(llama, constraint, text), valid, text);
   }
 });
@@ -512,7 +570,7 @@ test('Gemma 4\'s calls: a tool\'s parameters become a grammar of its call syntax
   const parameters = {
     type: 'object',
     properties: {
-      city: { type: 'string', maxLength: 12 }, days: { type: 'integer' }, unit: { enum: ['C', 'F'] }, note: { type: ['string', 'null'] },
+      city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: -7, maximum: 14 }, unit: { enum: ['C', 'F'] }, note: { type: ['string', 'null'] },
       where: { type: 'object', properties: { lat: { type: 'number' }, exact: { type: 'boolean' } }, required: ['lat'] },
       tags: { type: 'array', items: { type: 'string' }, maxItems: 2 }, extra: { type: 'object' }, any: {},
     },
@@ -529,6 +587,9 @@ test('Gemma 4\'s calls: a tool\'s parameters become a grammar of its call syntax
     [`{city:${Q}A very long city${Q},unit:${Q}C${Q}}`, false], // maxLength
     [`{city:${Q}Oslo${Q},unit:${Q}K${Q}}`, false], // enum
     [`{city:${Q}Oslo${Q},days:1.5,unit:${Q}C${Q}}`, false], // integer
+    [`{city:${Q}Oslo${Q},days:15,unit:${Q}C${Q}}`, false], // maximum
+    [`{city:${Q}Oslo${Q},days:-8,unit:${Q}C${Q}}`, false], // minimum
+    [`{city:${Q}Oslo${Q},days:14,unit:${Q}C${Q}}`, true],
     [`{city:${Q}Oslo${Q},tags:[${Q}a${Q},${Q}b${Q},${Q}c${Q}],unit:${Q}C${Q}}`, false], // maxItems
     [`{city:${Q}Oslo${Q},unit:${Q}C${Q},where:{exact:true}}`, false], // where.lat is required
     [`{city:${Q}Oslo${Q},note:${Q}a <|b${Q},unit:${Q}C${Q}}`, false], // <| would start a marker
