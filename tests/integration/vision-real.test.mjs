@@ -47,7 +47,7 @@ const pictures = Object.fromEntries(Object.entries(PICTURES).map(([mix, [width, 
 const REAL = {
   'smolvlm2-256m': { imageSize: 128, longestEdge: 256 },
   'lfm2-vl-450m': {},
-  'gemma-3-4b': { imageSize: 224 },
+  'gemma-3-4b': { imageSize: 112 },
   'gemma-4-e2b': {},
   'qwen3.5-0.8b': {},
 };
