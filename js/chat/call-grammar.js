@@ -2,17 +2,15 @@
 // (LFM2's Python calls, Gemma 4's calls) build theirs from: rules made one
 // by one, lists with their bounds, and keyed arguments where those not
 // required may be left out.
-import { NUMBER_BOUNDS, checkNumberBounds, numberRangeGrammar } from '../runtime/number-ranges.js';
+import { checkNumberBounds, hasNumberBounds } from '../runtime/number-ranges.js';
 
 /**
- * The EBNF of an argument of `type` 'integer' or 'number', written as JSON
+ * The EBNF of an argument of type 'integer' or 'number', written as JSON
  * writes it (`plain`, EBNF), within the bounds its schema has, if any
  * (runtime/number-ranges.js).
  */
-export function numberOf(schema, type, plain, path, fail) {
-  if (!NUMBER_BOUNDS.some((k) => schema[k] !== undefined)) return plain;
-  checkNumberBounds(fail, path, schema);
-  return numberRangeGrammar({ ...schema, type });
+export function numberOf(schema, plain, path, fail) {
+  return hasNumberBounds(schema) ? checkNumberBounds(fail, path, schema) : plain;
 }
 
 /**

@@ -94,8 +94,8 @@ export function argumentsGrammar(where, name, parameters) {
         if (schema.maxLength !== undefined && schema.maxLength < (schema.minLength ?? 0)) fail(`${path}/maxLength`, 'is below minLength');
         return `${literal(QUOTE)} [^<]{${schema.minLength ?? 0},${schema.maxLength ?? ''}} ${literal(QUOTE)}`;
       }
-      if (type === 'integer') return numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*)', path, fail);
-      if (type === 'number') return numberOf(schema, type, NUMBER, path, fail);
+      if (type === 'integer') return numberOf(schema, '"-"? ("0" | [1-9] [0-9]*)', path, fail);
+      if (type === 'number') return numberOf(schema, NUMBER, path, fail);
       if (type === 'boolean') return '"true" | "false"';
       if (type === 'null') return '"null"';
       if (type === 'object') return object(schema, path);

@@ -60,9 +60,9 @@ export function kwargsGrammar(where, name, parameters) {
         const bound = schema.minLength !== undefined || schema.maxLength !== undefined ? `{${schema.minLength ?? 0},${schema.maxLength ?? ''}}` : '*';
         choices.push(`"'" [^'\\\\\\0-\\x1f]${bound} "'"`, `"\\"" [^"\\\\\\0-\\x1f]${bound} "\\""`);
       } else if (type === 'integer') {
-        choices.push(numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*)', path, fail));
+        choices.push(numberOf(schema, '"-"? ("0" | [1-9] [0-9]*)', path, fail));
       } else if (type === 'number') {
-        choices.push(numberOf(schema, type, '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?', path, fail));
+        choices.push(numberOf(schema, '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?', path, fail));
       } else if (type === 'boolean') {
         choices.push('"True" | "False"');
       } else if (type === 'null') {

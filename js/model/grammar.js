@@ -17,7 +17,7 @@
 // does not enforce is refused, naming it, when the request is made.
 import { shown } from '../runtime/options.js';
 import { TokenType } from '../tokenizers/tokenizer.js';
-import { NUMBER_BOUNDS, checkNumberBounds, numberRangeGrammar } from '../runtime/number-ranges.js';
+import { NUMBER_BOUNDS, checkNumberBounds, hasNumberBounds, numberRangeGrammar } from '../runtime/number-ranges.js';
 
 /** generate()'s and respond()'s options that constrain the reply (at most one of them). */
 export const CONSTRAINT_OPTIONS = ['responseFormat', 'grammar', 'regex', 'structuralTag'];
@@ -101,7 +101,7 @@ export function checkSchema(where, name, schema) {
     for (const key of ['minLength', 'maxLength', 'minItems', 'maxItems']) {
       if (node[key] !== undefined && !(Number.isInteger(node[key]) && node[key] >= 0)) fail(`${path}/${key}`, `must be an integer >= 0 (got ${shown(node[key])})`);
     }
-    if (NUMBER_BOUNDS.some((k) => node[k] !== undefined)) checkNumberBounds(fail, path, node);
+    if (hasNumberBounds(node)) checkNumberBounds(fail, path, node);
     if (node.required !== undefined && !(Array.isArray(node.required) && node.required.every((r) => typeof r === 'string'))) {
       fail(`${path}/required`, 'must be an array of property names');
     }
@@ -234,8 +234,8 @@ const MAX_BLANKS = 4;
 function withDefaults(node, ranges) {
   if (node === null || typeof node !== 'object') return node;
   if (Array.isArray(node)) return node.map((child) => withDefaults(child, ranges));
-  if (NUMBER_BOUNDS.some((k) => node[k] !== undefined)) {
-    ranges.push(numberRangeGrammar({ ...node, type: [node.type].flat()[0] }));
+  if (hasNumberBounds(node)) {
+    ranges.push(numberRangeGrammar(node));
     return { const: rangeMarker(ranges.length - 1) };
   }
   const out = {};

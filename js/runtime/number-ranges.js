@@ -33,6 +33,9 @@ export const INTEGER_DIGITS = 9;
 /** The bound keywords. */
 export const NUMBER_BOUNDS = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'];
 
+/** Whether a schema has any of NUMBER_BOUNDS. */
+export const hasNumberBounds = (schema) => NUMBER_BOUNDS.some((k) => schema[k] !== undefined);
+
 const SCALE = 10n ** BigInt(FRACTION_DIGITS);
 
 /**
@@ -202,12 +205,12 @@ function trie(sequences, at = 0) {
 }
 
 /**
- * The EBNF of the JSON numbers a schema of type 'integer' or 'number' with
- * bounds takes, or null when it takes none (an empty range, or, for a
+ * The EBNF of the JSON numbers a schema of type 'integer' or 'number' (or
+ * a list of just that type) with bounds takes, or null when it takes none (an empty range, or, for a
  * number, none below 10^INTEGER_DIGITS in magnitude).
  */
 export function numberRangeGrammar(schema) {
-  const integer = schema.type === 'integer';
+  const integer = [schema.type].flat()[0] === 'integer';
   let { lo, hi } = unitRange(schema, integer ? 0 : FRACTION_DIGITS);
   if (!integer) {
     const limit = 10n ** BigInt(INTEGER_DIGITS) * SCALE - 1n; // |value| < 10^INTEGER_DIGITS
@@ -230,7 +233,8 @@ export function numberRangeGrammar(schema) {
  * A bounded number's keywords (numberRangeGrammar makes its grammar): finite
  * bounds (draft 4's exclusiveMinimum / exclusiveMaximum as booleans beside
  * minimum / maximum), one type of 'integer' or 'number', no enum or const
- * beside them, and a range some number is in. fail(path, why) throws.
+ * beside them, and a range some number is in. fail(path, why) throws;
+ * returns the range's grammar (numberRangeGrammar).
  */
 export function checkNumberBounds(fail, path, node) {
   for (const key of NUMBER_BOUNDS) {
@@ -244,7 +248,9 @@ export function checkNumberBounds(fail, path, node) {
   const types = [node.type].flat();
   if (types.length !== 1) fail(`${path}/type`, `must be 'integer' or 'number' alone beside ${NUMBER_BOUNDS.filter((k) => node[k] !== undefined).join(', ')} (got ${shown(node.type)})`);
   for (const key of ['enum', 'const']) if (node[key] !== undefined) fail(`${path}/${key}`, 'beside number bounds is not supported: list only the values within them');
-  if (numberRangeGrammar({ ...node, type: types[0] }) === null) {
+  const grammar = numberRangeGrammar(node);
+  if (grammar === null) {
     fail(path, `has no ${types[0]} within its bounds${types[0] === 'number' ? ' (a number has at most 6 decimals and magnitude below 1e9)' : ''}: ${NUMBER_BOUNDS.filter((k) => node[k] !== undefined).map((k) => `${k} ${node[k]}`).join(', ')}`);
   }
+  return grammar;
 }
