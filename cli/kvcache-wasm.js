@@ -11,10 +11,11 @@ import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import init, { COMPONENTS, KvCacheError, MODES, Q4_MAX_RESIDUAL_ROWS } from '../js/index.js';
-import { GgufError, Llama } from '../js/llama.js';
+import { GgufError, Llama, ModelStore } from '../js/llama.js';
 import { Chat } from '../js/chat.js';
 import { MEDIA_MARKER, idsOf } from '../js/chat/content.js';
 import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE } from '../js/model/images.js';
+import { isHfName } from '../js/store/hf.js';
 
 const COMMANDS = ['generate', 'chat'];
 // The model a clone of the repository runs without --model (models/README.md); the npm package has none.
@@ -36,9 +37,12 @@ const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--st
 
   --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
                        Q5_1, Q4_K, Q5_K or Q6_K tensors (default, in a clone of the repository: its
-                       models/stories260k.gguf)
+                       models/stories260k.gguf); or a Hugging Face name, hf:owner/repo:Q4_K_M or
+                       hf:owner/repo/file.gguf (#revision after either), downloaded once into the store
+                       in ~/.cache/kvcache-wasm, from $HF_ENDPOINT (default https://huggingface.co) with $HF_TOKEN
   --mmproj PATH        the model's vision encoder, llama.cpp's mmproj GGUF (SmolVLM2, LFM2-VL, Gemma 3, Gemma 4,
-                       Qwen3-VL / Qwen3.5): the model then takes images
+                       Qwen3-VL / Qwen3.5): the model then takes images; an hf: name, or auto (the
+                       mmproj*.gguf beside an hf: model)
   --image PATH         a PNG or JPEG image, with --mmproj (may be given more than once): generate puts the
                        images where --prompt has ${MEDIA_MARKER}, one each, else after the prompt (as
                        llama.cpp's mtmd-cli); chat sends them with your first message, before its text
@@ -216,9 +220,16 @@ function parse(argv) {
     if (!existsSync(SHIPPED_MODEL)) throw new UsageError('--model is required: the path of a GGUF file');
     values.model = SHIPPED_MODEL;
   }
-  const model = statSync(values.model, { throwIfNoEntry: false });
+  const model = isHfName(values.model) ? null : statSync(values.model, { throwIfNoEntry: false });
   if (model && !model.isFile()) throw new UsageError(`--model must be a GGUF file, and ${values.model} is a directory`);
-  if (values.mmproj !== undefined) {
+  if (values.mmproj === 'auto' && !isHfName(values.model)) {
+    throw new UsageError(`--mmproj auto finds the projector beside a model named hf:owner/repo..., and --model is ${values.model}`);
+  }
+  // An hf: model and its projector come through the store, both named: a file on disk goes with a file.
+  if (values.mmproj !== undefined && values.mmproj !== 'auto' && isHfName(values.model) !== isHfName(values.mmproj)) {
+    throw new UsageError(`--model ${values.model} and --mmproj ${values.mmproj}: with an hf: name, give the other as an hf: name too (or --mmproj auto)`);
+  }
+  if (values.mmproj !== undefined && values.mmproj !== 'auto' && !isHfName(values.mmproj)) {
     const projector = statSync(values.mmproj, { throwIfNoEntry: false });
     if (!projector) throw new UsageError(`--mmproj ${values.mmproj}: no such file`);
     if (!projector.isFile()) throw new UsageError(`--mmproj must be a GGUF file, and ${values.mmproj} is a directory`);
@@ -329,6 +340,7 @@ function refusal(path, projector, error) {
  * done.
  */
 async function loadModel(path, projectorPath) {
+  if (isHfName(path)) return loadNamed(path, projectorPath);
   const name = projectorPath ? `${basename(path)} and ${basename(projectorPath)}` : basename(path);
   const file = await openAsBlob(path);
   const projector = projectorPath && await openAsBlob(projectorPath);
@@ -358,6 +370,47 @@ async function loadModel(path, projectorPath) {
     throw refusal(path, loading, error);
   }
   const done = `loaded ${name}: ${mib(total)} in ${((performance.now() - started) / 1000).toFixed(1)} s`;
+  process.stderr.write(live ? `\r${done}\x1b[K\n` : `${done}\n`);
+  return llama;
+}
+
+/**
+ * A model named hf:owner/repo... (and its projector: a name, or 'auto'),
+ * downloaded into the store in the user's cache folder (the next
+ * run reads it from there; a cut download resumes), resolved at
+ * $HF_ENDPOINT (default the Hub) with $HF_TOKEN, as huggingface_hub reads
+ * them.
+ */
+async function loadNamed(path, projectorPath) {
+  const name = projectorPath ? `${path} and ${projectorPath === 'auto' ? 'its projector' : projectorPath}` : path;
+  const store = await ModelStore.open();
+  const { HF_ENDPOINT: endpoint, HF_TOKEN: token } = process.env;
+  const huggingFace = { ...(endpoint && { endpoint }), ...(token && { token }) };
+  const started = performance.now();
+  const live = process.stderr.isTTY;
+  let drawn = -Infinity;
+  let last = { loaded: 0, total: null, fromNetwork: 0 };
+  const draw = ({ loaded, total, file }) => {
+    drawn = performance.now();
+    process.stderr.write(`\rloading ${file === 'projector' ? 'the projector' : path}: ${mib(loaded)}${total ? ` of ${mib(total)}` : ''}\x1b[K`);
+  };
+  console.error(`loading ${name} (through the store in ${store.where})`);
+  let llama;
+  try {
+    llama = await Llama.load(path, {
+      store, huggingFace, ...(projectorPath && { projector: projectorPath }),
+      onProgress: (progress) => {
+        last = progress;
+        if (live && performance.now() - drawn >= 100) draw(progress);
+      },
+    });
+  } catch (error) {
+    if (live) process.stderr.write('\n');
+    // A name the Hub does not resolve, or refuses: its message says which and why.
+    if (error instanceof TypeError && error.message.includes(': hf:')) throw new LoadError(error.message.replace(/^Llama\.load: /, ''));
+    throw refusal(path, null, error);
+  }
+  const done = `loaded ${name} in ${((performance.now() - started) / 1000).toFixed(1)} s (${mib(last.fromNetwork ?? 0)} downloaded)`;
   process.stderr.write(live ? `\r${done}\x1b[K\n` : `${done}\n`);
   return llama;
 }
@@ -542,7 +595,7 @@ async function main() {
     console.log(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version);
     return 0;
   }
-  if (!existsSync(options.model)) {
+  if (!isHfName(options.model) && !existsSync(options.model)) {
     console.error(`kvcache-wasm ${options.command}: no model file at ${options.model}`);
     return 2;
   }

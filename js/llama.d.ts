@@ -173,7 +173,9 @@ export interface LlamaConfig {
 export type PerLayerEmbeddings = 'outside' | 'heap' | { read(offset: number, length: number): Uint8Array }
   | { readAsync(offset: number, length: number): Promise<Uint8Array> };
 
-/** Where Llama.load reads a GGUF file from. */
+/** Where Llama.load reads a GGUF file from. A string is a URL, or a Hugging Face name (see HuggingFaceOptions):
+ * `hf:owner/repo/path/file.gguf`, or `hf:owner/repo:Q4_K_M` (the file of that quantization, its case blind; no tag:
+ * Q4_K_M, else the repository's one model), either with `#revision` (a branch, tag or commit; default main). */
 export type ModelSource = Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array> | URL | string;
 
 /** Llama.load's progress; fromStore, fromNetwork and restarted with options.store. */
@@ -206,8 +208,25 @@ export interface LoadOptions {
   /** Where the per-layer embeddings are kept (gemma4): see PerLayerEmbeddings; default 'outside'. */
   perLayerEmbeddings?: PerLayerEmbeddings;
   /** The model's vision encoder (an mmproj GGUF, `general.architecture` clip), loaded beside it from any source a
-   * model loads from (and through `store`); checked to go with the model. */
-  projector?: ModelSource | readonly ModelSource[];
+   * model loads from (and through `store`); checked to go with the model. 'auto' with a model named `hf:...`: the
+   * repository's `mmproj*.gguf` (of the model's quantization, else F16, BF16, Q8_0, F32, else the first by name). */
+  projector?: ModelSource | readonly ModelSource[] | 'auto';
+  /** Where `hf:` names resolve, and the token that opens private and gated repositories. */
+  huggingFace?: HuggingFaceOptions;
+}
+
+/**
+ * How `hf:` names resolve: the repository's file list from `{endpoint}/api/models/{owner}/{repo}[/revision/{rev}]`,
+ * each file from `{endpoint}/{owner}/{repo}/resolve/{rev}/{path}` (the Hub redirects it to its CDN). Through a store a
+ * file is kept under that resolve URL, listed with the name it was loaded by (StoredModel#name); a name whose files are stored whole
+ * loads with no request.
+ */
+export interface HuggingFaceOptions {
+  /** The Hub or a mirror of it (a company's proxy): an http(s) URL, a path allowed (default 'https://huggingface.co'). */
+  endpoint?: string | URL;
+  /** An access token (sent as `Authorization: Bearer`) for a private repository, or a gated one whose licence its
+   * account accepted. Sent to the endpoint only: a redirect to another origin (the Hub's CDN) drops it. */
+  token?: string;
 }
 
 /** RGBA (4 bytes a pixel) or RGB (3) pixels, row by row. */
@@ -271,8 +290,11 @@ export class Projector {
 
 /** A model stored by ModelStore#list. */
 export interface StoredModel {
-  /** Its URL. */
+  /** Its URL (for an `hf:` name, the file's resolve URL). */
   key: string;
+  /** The `hf:` name its download began by, as given (each part of a split model's has it; a projector found by
+   * projector 'auto' has its own file's, `hf:owner/repo/mmproj-....gguf`), else null. */
+  name: string | null;
   /** The file's size (null while a download of unknown length is partial), and the bytes stored. */
   size: number | null;
   stored: number;

@@ -17,13 +17,14 @@ export interface LlamaWorkerOptions {
   init?: Omit<InitOptions, 'module'>;
 }
 
-/** What a model source may be from the page: a URL (relative to the page), bytes (a copy is transferred), a Blob or
- * File, a Response or a ReadableStream (transferred). */
+/** What a model source may be from the page: a URL (relative to the page) or an `hf:` name (resolved in the worker),
+ * bytes (a copy is transferred), a Blob or File, a Response or a ReadableStream (transferred). */
 export type RemoteModelSource = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Blob | Response | ReadableStream<Uint8Array>;
 
-/** Llama.load's options for a model in the worker; `projector`: its vision encoder's file (an mmproj GGUF), loaded beside it. */
+/** Llama.load's options for a model in the worker; `projector`: its vision encoder's file (an mmproj GGUF), loaded beside it
+ * ('auto' with a model named `hf:...`: found in its repository). */
 export interface RemoteLoadOptions extends Omit<LoadOptions, 'projector'> {
-  projector?: RemoteModelSource;
+  projector?: RemoteModelSource | 'auto';
 }
 
 /** An image as a remote model takes it: an ImageBitmap goes to the worker transferred, a Blob as it is. */

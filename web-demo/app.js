@@ -31,6 +31,15 @@ const MAX_STREAM_TOKENS = 600;
 const REPLICA_MAX_BYTES = 32 * 2 ** 20;
 const DEFAULT_MODEL_URL = '/models/stories260k.gguf';
 const DEFAULT_PROJECTOR_URL = '/models/mmproj.gguf';
+// Real chat models by their Hugging Face names (the file of that quantization in that repository, as llama.cpp's -hf
+// picks it), and the size of that file, about: what the catalogue offers to download into the store.
+const CATALOGUE = [
+  { label: 'SmolLM2-135M-Instruct', name: 'hf:unsloth/SmolLM2-135M-Instruct-GGUF:Q8_0', bytes: 145e6 },
+  { label: 'Qwen3.5-0.8B', name: 'hf:unsloth/Qwen3.5-0.8B-GGUF:Q4_K_M', bytes: 0.5e9 },
+  { label: 'LFM2.5-1.2B-Instruct', name: 'hf:LiquidAI/LFM2.5-1.2B-Instruct-GGUF:Q4_K_M', bytes: 0.7e9 },
+  { label: 'Gemma 3 1B', name: 'hf:unsloth/gemma-3-1b-it-GGUF:Q4_K_M', bytes: 806e6 },
+  { label: 'Gemma 4 E2B', name: 'hf:unsloth/gemma-4-E2B-it-GGUF:Q4_K_M', bytes: 3.2e9 },
+];
 const FRAME_MS = 16;
 
 const $ = (id) => document.getElementById(id);
@@ -900,14 +909,15 @@ async function showStored() {
   $('stored-list').replaceChildren(...models.map((m) => {
     const item = document.createElement('li');
     const name = document.createElement('strong');
-    name.textContent = decodeURIComponent(new URL(m.key).pathname.split('/').pop());
+    // A model downloaded by its Hugging Face name shows it; another, its file's name.
+    name.textContent = m.name ?? decodeURIComponent(new URL(m.key).pathname.split('/').pop());
     const size = document.createElement('span');
     size.className = 'size';
     size.textContent = m.complete ? byteLabel(m.size) : `${byteLabel(m.stored)} of ${m.size ? byteLabel(m.size) : '?'} (partial: the next load resumes)`;
     const use = document.createElement('button');
     use.type = 'button';
     use.textContent = 'Use';
-    use.addEventListener('click', () => useModel(m.key, name.textContent, m.size));
+    use.addEventListener('click', () => useModel(m.key, name.textContent, m.size, catalogueOptions()));
     const remove = document.createElement('button');
     remove.type = 'button';
     remove.textContent = 'Delete';
@@ -915,10 +925,90 @@ async function showStored() {
     remove.addEventListener('click', async () => {
       await store.delete(m.key);
       await showStored();
+      await showCatalogue();
     });
     item.append(name, size, use, remove);
     return item;
   }));
+}
+
+// ---------------------------------------------------------------------------
+// The catalogue: real chat models by their Hugging Face names, each
+// downloaded into the store with one click (and resumed by the next, when a
+// download was cut), then chatted with. `hfEndpoint` is where the names
+// resolve: the server says (npm start -- --hf-endpoint), else the Hub.
+
+let hfEndpoint = null;
+let downloading = null; // { name, loaded, total } of the catalogue's download under way
+
+/** A file's size as the Hub shows it: decimal MB or GB. */
+const decimalSize = (bytes) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB` : `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`);
+
+/** The huggingFace option of a catalogue's load: the server's endpoint, when it names one. */
+function catalogueOptions() {
+  return hfEndpoint ? { huggingFace: { endpoint: hfEndpoint } } : {};
+}
+
+/** Each entry of the catalogue with what the store holds of it (its parts listed under its name) and a button. */
+async function showCatalogue() {
+  const models = store ? await store.list() : [];
+  $('catalogue-endpoint').textContent = hfEndpoint ? `The names resolve at ${hfEndpoint}.` : '';
+  observed.catalogue = CATALOGUE.map((entry) => {
+    const parts = models.filter((m) => m.name === entry.name);
+    const stored = parts.reduce((sum, m) => sum + m.stored, 0);
+    const size = parts.length > 0 && parts.every((m) => m.size !== null) ? parts.reduce((sum, m) => sum + m.size, 0) : null;
+    const state = downloading?.name === entry.name ? 'downloading'
+      : parts.length === 0 ? 'absent' : parts.every((m) => m.complete) ? 'stored' : 'partial';
+    return { ...entry, state, stored, size };
+  });
+  $('catalogue-list').replaceChildren(...observed.catalogue.map((entry) => {
+    const item = document.createElement('li');
+    item.dataset.name = entry.name;
+    const label = document.createElement('strong');
+    label.textContent = entry.label;
+    const name = document.createElement('code');
+    name.textContent = entry.name;
+    const size = document.createElement('span');
+    size.className = 'size';
+    size.textContent = entry.size === null ? `about ${decimalSize(entry.bytes)}` : decimalSize(entry.size);
+    const state = document.createElement('span');
+    state.className = 'state';
+    state.textContent = {
+      downloading: `downloading: ${byteLabel(downloading?.loaded ?? 0)}${downloading?.total ? ` of ${byteLabel(downloading.total)}` : ''}`,
+      absent: store ? 'not downloaded' : 'no store in this browser: downloaded at each use',
+      stored: 'stored',
+      partial: `partial: ${byteLabel(entry.stored)}${entry.size ? ` of ${byteLabel(entry.size)}` : ''} (the next click resumes)`,
+    }[entry.state];
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.textContent = { stored: 'Chat', partial: 'Resume', absent: 'Download', downloading: 'Downloading…' }[entry.state];
+    button.disabled = downloading !== null;
+    button.addEventListener('click', () => useCatalogue(entry));
+    item.append(label, name, size, state, button);
+    return item;
+  }));
+}
+
+/** Downloads (or resumes, or reads from the store) a catalogue entry and chats with it. */
+async function useCatalogue(entry) {
+  if (downloading) return;
+  downloading = { name: entry.name, loaded: 0, total: null };
+  await showCatalogue();
+  const state = () => document.querySelector(`#catalogue-list li[data-name="${CSS.escape(entry.name)}"] .state`);
+  try {
+    await useModel(entry.name, entry.label, entry.bytes, {
+      ...catalogueOptions(),
+      onProgress: ({ loaded, total, fromStore = 0 }) => {
+        Object.assign(downloading, { loaded, total });
+        observed.catalogueProgress = { name: entry.name, loaded, total, fromStore };
+        const shown = state();
+        if (shown) shown.textContent = `downloading: ${byteLabel(loaded)}${total ? ` of ${byteLabel(total)}` : ''}${fromStore ? ` (${byteLabel(fromStore)} from the store)` : ''}`;
+      },
+    });
+  } finally {
+    downloading = null;
+    await showCatalogue();
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -930,7 +1020,7 @@ async function showStored() {
  * running until both have loaded, and stays when either fails: the load
  * note says why, in that one place.
  */
-async function useModel(input, name, bytes, { projector, projectorName } = {}) {
+async function useModel(input, name, bytes, { projector, projectorName, huggingFace, onProgress } = {}) {
   await started;
   const note = (text, kind) => {
     $('load-note').textContent = text;
@@ -947,11 +1037,16 @@ async function useModel(input, name, bytes, { projector, projectorName } = {}) {
     remote = await worker.load(input, {
       ...stored,
       ...(projector !== undefined && { projector }),
-      onProgress: ({ loaded, total, fromStore, file }) => note(`loading ${file === 'projector' ? projectorName : name}: ${size(loaded)}` +
-        `${total ? ` of ${size(total)}` : ''}${fromStore ? ` (${size(fromStore)} from the store)` : ''}`, 'loading'),
+      ...(huggingFace && { huggingFace }),
+      onProgress: (progress) => {
+        const { loaded, total, fromStore, file } = progress;
+        note(`loading ${file === 'projector' ? projectorName : name}: ${size(loaded)}` +
+          `${total ? ` of ${size(total)}` : ''}${fromStore ? ` (${size(fromStore)} from the store)` : ''}`, 'loading');
+        onProgress?.(progress);
+      },
     });
     // A model with a projector runs in the worker only: the replica could not follow its images' ids.
-    if (projector === undefined && (bytes === null || bytes <= REPLICA_MAX_BYTES)) local = await Llama.load(input, stored);
+    if (projector === undefined && (bytes === null || bytes <= REPLICA_MAX_BYTES)) local = await Llama.load(input, { ...stored, ...(huggingFace && { huggingFace }) });
     const { tokenizer } = remote;
     const templateSource = tokenizer.chatTemplate ?? PLAIN_TEMPLATE;
     const engine = new ChatTemplate(templateSource, { bosToken: tokenizer.bosToken, eosToken: tokenizer.eosToken });
@@ -1043,7 +1138,7 @@ let timer = null;
 let lastSeqLen = 0;
 const observed = {
   seqLenWentDown: false, finished: null, evictions: 0, refused: [], loadNote: null, workerCache: null, workerStats: null,
-  restored: 0, stored: [],
+  restored: 0, stored: [], catalogue: [],
 };
 
 // What each mode costs at a head size, as measured (README, Storage): the
@@ -1266,6 +1361,8 @@ window.demo = {
     await started;
     startup = 'the model list being fetched';
     const found = await (await fetch('/api/models')).json();
+    hfEndpoint = found.hfEndpoint ?? null;
+    await showCatalogue();
     if (found['stories260k.gguf']) {
       startup = 'stories260K loading';
       // The server's model (stories260K unless npm start named another), with the projector it names.
@@ -1329,6 +1426,9 @@ window.demo = {
       loadNote: observed.loadNote,
       // The store's models as the picker lists them, and the messages a restored conversation brought back.
       stored: observed.stored.map((m) => ({ ...m })),
+      // The catalogue as the page shows it: each entry's state (absent, downloading, partial, stored) and bytes stored.
+      catalogue: observed.catalogue.map(({ label, name, state, stored, size }) => ({ label, name, state, stored, size })),
+      catalogueProgress: observed.catalogueProgress ?? null,
       restored: observed.restored,
       chat: {
         open: chat !== null,

@@ -64,9 +64,12 @@ function fileFor(pathname, table) {
  * Starts the server on 127.0.0.1. `port` 0 picks a free one. The model at
  * `modelPath` is served as /models/stories260k.gguf (the page loads it at
  * start), its projector at `projectorPath` (if any) as /models/mmproj.gguf.
+ * `hfEndpoint`: where the page's catalogue resolves its hf: names (a mirror
+ * of Hugging Face, a company's proxy; default: the page's default,
+ * https://huggingface.co).
  * @returns {Promise<{ url: string, close: () => Promise<void> }>}
  */
-export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorPath = null } = {}) {
+export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorPath = null, hfEndpoint = null } = {}) {
   const table = routes(modelPath, projectorPath);
   const server = createServer((request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
@@ -75,7 +78,7 @@ export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorP
       // What is served, and the files' own names for the page to show.
       response.end(JSON.stringify({
         'stories260k.gguf': existsSync(modelPath), 'mmproj.gguf': projectorPath !== null && existsSync(projectorPath),
-        modelName: basename(modelPath), projectorName: projectorPath && basename(projectorPath),
+        modelName: basename(modelPath), projectorName: projectorPath && basename(projectorPath), hfEndpoint,
       }));
       return;
     }

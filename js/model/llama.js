@@ -29,6 +29,7 @@ import {
 } from '../runtime/runtime.js';
 import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
+import { hfOptions, isHfName, resolveHfName } from '../store/hf.js';
 import { joinParts, splitParts } from './split.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
@@ -49,7 +50,7 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 const SAVED_MAGIC = 0x5353564b;
 const SAVED_VERSION = 2;
 const savedHeaderBytes = (version) => (version === 1 ? 12 : 16);
-const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings', 'projector'];
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings', 'projector', 'huggingFace'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // The chunks Llama#digest reads a model's per-layer embeddings in.
 const DIGEST_CHUNK = 1 << 24;
@@ -304,7 +305,7 @@ function checkPerLayerEmbeddings(where, value) {
   throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside', 'heap', { read(offset, length) } or { readAsync(offset, length) } (got ${shown(value)})`);
 }
 
-/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings }. */
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, projector, huggingFace }. */
 function loadOptions(where, options) {
   checkObject(where, 'options', options);
   checkKeys(where, options, LOAD_OPTIONS);
@@ -319,8 +320,9 @@ function loadOptions(where, options) {
   if (typeof cacheMode !== 'string' || !MODES.includes(cacheMode)) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
+  hfOptions(where, options.huggingFace);
   return { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings),
-    projector: options.projector };
+    projector: options.projector, huggingFace: options.huggingFace };
 }
 
 /**
@@ -394,7 +396,13 @@ function partName(part) {
  * a Response, a stream, a URL or a split file's parts; with a store, from
  * or into it -- by `read(sources, onProgress)`.
  */
-async function loadFile(where, source, { store, signal, revalidate, onProgress }, read) {
+async function loadFile(where, source, { store, signal, revalidate, onProgress, huggingFace, headers = {}, label = null }, read) {
+  if (isHfName(source)) {
+    // A Hugging Face name: its file's URL (or its parts'), listed in the store under the name as given.
+    const resolved = await resolveHfName(where, source, { huggingFace, signal, store, revalidate });
+    const urls = resolved.urls.length === 1 ? resolved.urls[0] : resolved.urls;
+    return loadFile(where, urls, { store, signal, revalidate, onProgress, headers: resolved.headers, label: source }, read);
+  }
   // A split file: its parts given, or found from the name of one of them.
   const parts = Array.isArray(source) ? checkParts(where, source)
     : (typeof source === 'string' || source instanceof URL) ? splitParts(source) : null;
@@ -404,11 +412,11 @@ async function loadFile(where, source, { store, signal, revalidate, onProgress }
     if (!urls.every((url) => typeof url === 'string' || url instanceof URL)) {
       throw new TypeError(`${where}: a file loads through options.store from a URL (got ${shown(urls.find((url) => typeof url !== 'string' && !(url instanceof URL)))})`);
     }
-    return store[loadThrough](where, urls, { signal, onProgress, revalidate }, readParts);
+    return store[loadThrough](where, urls, { signal, onProgress, revalidate, headers, label }, readParts);
   }
   const sources = [];
   try {
-    for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal })) });
+    for (const part of parts ?? [source]) sources.push({ name: partName(part), ...(await sourceChunks(where, part, { signal, headers })) });
     return await readParts(sources, onProgress);
   } catch (error) {
     for (const source of sources) await letGo(source);
@@ -490,21 +498,37 @@ export class Llama {
    * time): 'outside' (default: kept in JavaScript beside the heap, copied as
    * the file streams), 'heap', or { read(offset, length) }, a synchronous
    * reader of the file's bytes that every forward pass asks for its tokens'
-   * rows.
+   * rows. A Hugging Face name (hf:owner/repo/file.gguf, hf:owner/repo:Q4_K_M,
+   * either with #revision) is resolved to its file's URL at
+   * `huggingFace.endpoint` (with `huggingFace.token`), and `projector:
+   * 'auto'` finds the mmproj GGUF beside it (store/hf.js).
    */
   static async load(source, options = {}) {
     const where = 'Llama.load';
     lib();
-    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, projector } = loadOptions(where, options);
+    const checked = loadOptions(where, options);
+    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, huggingFace } = checked;
+    let { projector } = checked;
     if (signal?.aborted) throw aborted(signal);
-    const how = { store, signal, revalidate };
+    const how = { store, signal, revalidate, huggingFace };
+    let projectorHow = how;
+    if (projector === 'auto') {
+      // The projector beside a Hugging Face model, found in its repository.
+      if (!isHfName(source)) throw new TypeError(`${where}: options.projector 'auto' finds the projector beside a model named hf:owner/repo...; the model here is ${shown(Array.isArray(source) ? 'a list of parts' : source)}`);
+      const resolved = await resolveHfName(where, source, { huggingFace, projector: true, signal, store, revalidate });
+      source = resolved.urls.length === 1 ? resolved.urls[0] : resolved.urls;
+      how.headers = resolved.headers;
+      how.label = source;
+      projector = resolved.projector;
+      projectorHow = { ...how, label: resolved.names.projector };
+    }
     const llama = await loadFile(where, source, { ...how, onProgress },
       (file, progress) => readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode, perLayerEmbeddings }));
     llama.store = store ?? null;
     if (projector === undefined) return llama;
     try {
       const report = onProgress && ((progress) => onProgress({ ...progress, file: 'projector' }));
-      llama.#attach(where, await loadFile(where, projector, { ...how, onProgress: report },
+      llama.#attach(where, await loadFile(where, projector, { ...projectorHow, onProgress: report },
         (file, progress) => readStreamed(where, file, { onProgress: progress, signal }, (g, header) => openProjector(where, g, header))));
     } catch (error) {
       llama.free();

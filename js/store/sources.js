@@ -26,10 +26,11 @@ export function aborted(signal) {
  * (else null), an async iterator of its bytes as Uint8Arrays, and a
  * function that lets go of a stream (a fetch's body) whose chunks were never
  * asked for -- an iterator's return() before its first next() runs none of
- * its code. `signal` aborts between chunks (and a fetch in flight).
+ * its code. `signal` aborts between chunks (and a fetch in flight);
+ * `headers` go with a URL's request (a token's).
  */
-export async function sourceChunks(where, source, { signal } = {}) {
-  if (typeof source === 'string' || source instanceof URL) source = await fetch(source, { signal });
+export async function sourceChunks(where, source, { signal, headers } = {}) {
+  if (typeof source === 'string' || source instanceof URL) source = await fetch(source, { signal, headers });
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
     const bytes = source instanceof Uint8Array ? source
       : source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
@@ -84,7 +85,9 @@ export function checkResponse(where, response) {
   let problem = null;
   if (!response.ok) {
     const status = `${response.status}${response.statusText ? ` ${response.statusText}` : ''}`;
-    problem = `the response${response.url ? ` for ${response.url}` : ''} was ${status}, not a model file`;
+    const hint = response.status === 401 ? ' (the file is private: a token with access to it is needed)'
+      : response.status === 403 ? ' (access is refused: a gated model needs its licence accepted, and a token of that account)' : '';
+    problem = `the response${response.url ? ` for ${response.url}` : ''} was ${status}, not a model file${hint}`;
   } else if (type !== null && /^\s*text\/html\b/i.test(type)) {
     problem = `${answeredHtml(response)} (content type ${type}) where a GGUF file was expected`;
   }

@@ -30,6 +30,9 @@ const pieceName = (offset) => String(offset).padStart(15, '0');
 export const loadThrough = Symbol('loadThrough');
 export const putConversation = Symbol('putConversation');
 export const getConversation = Symbol('getConversation');
+// What a model's name (hf.js) resolved to, remembered: [rememberName](key, resolved), [recallName](key).
+export const rememberName = Symbol('rememberName');
+export const recallName = Symbol('recallName');
 
 /** A short, stable file name for a key (an FNV-1a pair over its UTF-16 code units). */
 function idOf(key) {
@@ -128,7 +131,7 @@ export class ModelStore {
       const meta = await this.#meta(`models/${id}`);
       if (!meta) continue;
       out.push({
-        key: meta.url, size: meta.size, stored: storedLength(meta),
+        key: meta.url, name: meta.name ?? null, size: meta.size, stored: storedLength(meta),
         complete: meta.complete, digest: meta.digest, etag: meta.etag, lastModified: meta.lastModified, storedAt: meta.storedAt,
       });
     }
@@ -203,15 +206,32 @@ export class ModelStore {
     return bytes?.length === meta.bytes ? { bytes, model: meta.model } : null;
   }
 
+  /** Remembers what the name `key` resolved to ({ urls, projector, names }). */
+  async [rememberName](key, resolved) {
+    await this.#backend.put(`names/${idOf(key)}/meta.json`, jsonBytes({ key, ...resolved }));
+  }
+
+  /** What the name `key` resolved to, while the store holds every file of it whole; else null. */
+  async [recallName](key) {
+    const meta = await this.#meta(`names/${idOf(key)}`);
+    if (meta?.key !== key) return null;
+    for (const url of [...meta.urls, ...(meta.projector ? [meta.projector] : [])]) {
+      if (!(await this.#meta(`models/${idOf(url)}`))?.complete) return null;
+    }
+    return { urls: meta.urls, projector: meta.projector, names: meta.names };
+  }
+
   /**
    * Llama.load through the store: `consume(parts, onProgress)` reads the
    * sources of `urls` (one file, or the parts of a split one: [{ name,
    * total, chunks }]) into a model and gives the Llama. Each part's bytes
    * come from its stored entry, and from the network for what it lacks,
    * stored as they come. Progress adds fromStore and fromNetwork (bytes)
-   * and, when a download started over, restarted (why).
+   * and, when a download started over, restarted (why). `headers` go with
+   * every request (a token's); `label` is the name the files are listed
+   * under (an hf: name), or null.
    */
-  async [loadThrough](where, urls, { signal, onProgress, revalidate = false }, consume) {
+  async [loadThrough](where, urls, { signal, onProgress, revalidate = false, headers = {}, label = null }, consume) {
     const keys = urls.map((url) => keyOf(where, url));
     const dirs = keys.map((key) => `models/${idOf(key)}`);
     return locked(`kvcache-wasm:${this.#name}:${dirs[0]}`, signal, async () => {
@@ -219,7 +239,7 @@ export class ModelStore {
       for (let attempt = 0; ; attempt++) {
         const parts = [];
         try {
-          for (const [i, key] of keys.entries()) parts.push(await this.#part(where, key, dirs[i], { signal, revalidate, report }));
+          for (const [i, key] of keys.entries()) parts.push(await this.#part(where, key, dirs[i], { signal, revalidate, report, headers, label }));
           let llama;
           try {
             llama = await consume(parts.map(({ name, total, chunks }) => ({ name, total, chunks })), progress(onProgress, report));
@@ -252,13 +272,13 @@ export class ModelStore {
    * (complete before this load), meta, finish(digest) (marks a download
    * complete) }: the stored entry, or what it lacks from the network.
    */
-  async #part(where, key, dir, { signal, revalidate, report }) {
+  async #part(where, key, dir, { signal, revalidate, report, headers: given, label }) {
     const backend = this.#backend;
     let meta = await this.#meta(dir);
     if (meta && meta.url !== key) meta = null; // another key with this id: replaced
     let response = null;
     if (meta?.complete) {
-      if (revalidate) response = await conditionalFetch(key, meta, signal);
+      if (revalidate) response = await conditionalFetch(key, meta, signal, given);
       if (!response) return { name: key, total: meta.size, chunks: storedChunks(backend, dir, meta, report, signal), stored: true, meta };
       await backend.remove(dir);
       report.restarted = 'the server has a newer file';
@@ -270,7 +290,7 @@ export class ModelStore {
     }
     let have = meta ? storedLength(meta) : 0;
     if (!response) {
-      const headers = have > 0 ? { range: `bytes=${have}-`, 'if-range': meta.etag ?? meta.lastModified } : {};
+      const headers = have > 0 ? { ...given, range: `bytes=${have}-`, 'if-range': meta.etag ?? meta.lastModified } : { ...given };
       if (have > 0 && !headers['if-range']) delete headers['if-range'];
       response = await fetch(key, { signal, headers });
     }
@@ -284,14 +304,14 @@ export class ModelStore {
       meta = null;
       if (response.status !== 200) {
         response.body?.cancel().catch(() => {});
-        response = await fetch(key, { signal });
+        response = await fetch(key, { signal, headers: given });
         checkResponse(where, response);
       }
     }
     if (!meta) {
       const length = Number(response.headers.get('content-length'));
       meta = {
-        url: key, size: Number.isSafeInteger(length) && length > 0 && !response.headers.get('content-encoding') ? length : null,
+        url: key, name: label, size: Number.isSafeInteger(length) && length > 0 && !response.headers.get('content-encoding') ? length : null,
         etag: response.headers.get('etag'), lastModified: response.headers.get('last-modified'),
         pieces: [], complete: false, digest: null, storedAt: null,
       };
@@ -369,8 +389,8 @@ function resumeMatches(response, meta, have) {
 }
 
 /** A revalidation of a complete entry: null when the server says it is current (304) or cannot be asked; else the new file's response. */
-async function conditionalFetch(key, meta, signal) {
-  const headers = {};
+async function conditionalFetch(key, meta, signal, given) {
+  const headers = { ...given };
   if (meta.etag) headers['if-none-match'] = meta.etag;
   if (meta.lastModified) headers['if-modified-since'] = meta.lastModified;
   let response;

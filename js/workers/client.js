@@ -15,6 +15,7 @@ import { GgufError, KvCacheError, checkObject, shown } from '../runtime/checks.j
 import { RUNTIME_FILES, locate } from '../runtime/files.js';
 import { checkResponse } from '../store/sources.js';
 import { ModelStore } from '../store/store.js';
+import { isHfName } from '../store/hf.js';
 import { checkKeys } from '../runtime/options.js';
 import { GRAMMAR_ENGINE } from '../model/grammar.js';
 import { imagePixels } from '../model/images.js';
@@ -55,7 +56,8 @@ function outgoingSource(where, source) {
     checkResponse(where, source);
     source = source.body;
   }
-  const href = (url) => new URL(url, globalThis.location?.href).href;
+  // A Hugging Face name (and the projector 'auto' beside one) is resolved in the worker.
+  const href = (url) => (isHfName(url) ? url : new URL(url, globalThis.location?.href).href);
   if (typeof source === 'string' || source instanceof URL) return { value: href(source), transfer: [] };
   if (Array.isArray(source)) return { value: source.map((part) => (typeof part === 'string' || part instanceof URL ? href(part) : part)), transfer: [] };
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer) return outgoing(source);
@@ -318,9 +320,10 @@ export class LlamaWorker {
       throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside' or 'heap' for a model in a worker (a reader's functions cannot go to it)`);
     }
     if (signal?.aborted) throw signal.reason ?? new DOMException('the load was aborted', 'AbortError');
+    if (rest.huggingFace?.endpoint instanceof URL) rest.huggingFace = { ...rest.huggingFace, endpoint: rest.huggingFace.endpoint.href }; // a URL does not clone
     const model = outgoingSource(where, source);
     const transfer = model.transfer;
-    if (rest.projector !== undefined) {
+    if (rest.projector !== undefined && rest.projector !== 'auto') { // 'auto': found beside an hf: model, in the worker
       const projector = outgoingSource(where, rest.projector);
       rest.projector = projector.value;
       transfer.push(...projector.transfer);

@@ -189,6 +189,22 @@ export function encodeGgufHeader(spec) {
   return layout(spec).headerBytes;
 }
 
+/**
+ * The parts llama.cpp's gguf-split cuts `spec` into: `count` specs (files
+ * `<name>-0000k-of-0000N.gguf`), the first with every metadata entry, each
+ * with split.no, split.count and split.tensors.count, the tensors shared
+ * out in order.
+ */
+export function splitSpec(spec, count) {
+  const per = Math.ceil(spec.tensors.length / count);
+  return Array.from({ length: count }, (_, i) => ({
+    version: 3,
+    metadata: [...(i === 0 ? spec.metadata : []),
+      ['split.no', gguf.u16(i)], ['split.count', gguf.u16(count)], ['split.tensors.count', gguf.i32(spec.tensors.length)]],
+    tensors: spec.tensors.slice(i * per, (i + 1) * per),
+  }));
+}
+
 /** The GGUF file of `spec` as bytes. */
 export function encodeGguf(spec) {
   const { headerBytes, dataStart, placed, total } = layout(spec);

@@ -25,6 +25,7 @@ import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf, writeGgufFile } from '../gguf/writer.mjs';
 import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodePng, testImage } from '../runtimes/png.mjs';
+import { serveHub } from '../runtimes/hf-server.mjs';
 import { ready } from '../js/helpers.mjs';
 import { Llama } from '../../js/llama.js';
 import { Chat } from '../../js/chat.js';
@@ -721,6 +722,7 @@ test('the demo server serves the package files with the right MIME types and not
   const models = await (await get('/api/models')).json();
   assert.equal(models['stories260k.gguf'], true, 'the model the repository ships is served');
   assert.equal(models['mmproj.gguf'], false, 'no projector unless npm start names one');
+  assert.equal(models.hfEndpoint, null, 'the catalogue resolves at the Hub unless npm start names an endpoint');
   assert.equal((await get('/models/mmproj.gguf')).status, 404);
 });
 
@@ -771,5 +773,82 @@ test('without a model beside the project the page says so, and how to chat, on t
   } finally {
     await browser.close();
     await bare.close();
+  }
+});
+
+test('the catalogue: a chat model by its hf: name, downloaded with one click with its progress, resumed after a cut, remembered after a reload', async (t) => {
+  const why = await browserMissing('chromium');
+  if (why) return t.skip(why);
+  if (MODEL_MISSING) return t.skip(MODEL_MISSING);
+  // A stand-in for the Hub (its API, resolve's redirect to a CDN on another port, ranges there) serving a small real
+  // model under the catalogue's first name; npm start -- --hf-endpoint points the page at it.
+  const NAME = 'hf:unsloth/SmolLM2-135M-Instruct-GGUF:Q8_0';
+  const size = statSync(MODEL_PATH).size;
+  const hub = await serveHub({ 'unsloth/SmolLM2-135M-Instruct-GGUF': { files: { 'SmolLM2-135M-Instruct-Q8_0.gguf': MODEL_PATH } } });
+  const served = await startServer({ port: 0, hfEndpoint: hub.endpoint });
+  const browser = await launchBrowser('chromium');
+  try {
+    const page = await browser.open(served.url);
+    assert.deepEqual(await page.evaluate('async () => window.demo.ready'), { model: true });
+    const snapshot = () => page.evaluate('async () => window.demo.snapshot()');
+    const entryOf = (state) => state.catalogue.find((e) => e.name === NAME);
+    async function waitFor(done, what) {
+      const deadline = Date.now() + 60000;
+      for (;;) {
+        const state = await snapshot();
+        if (done(state)) return state;
+        if (Date.now() > deadline) assert.fail(`waited for ${what}; last state ${JSON.stringify({ catalogue: state.catalogue, note: state.loadNote })}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    let state = await snapshot();
+    assert.deepEqual(state.catalogue.map((e) => e.label), ['SmolLM2-135M-Instruct', 'Qwen3.5-0.8B', 'LFM2.5-1.2B-Instruct', 'Gemma 3 1B', 'Gemma 4 E2B']);
+    assert.ok(state.catalogue.every((e) => e.name.startsWith('hf:') && e.state === 'absent'), JSON.stringify(state.catalogue));
+    const button = `#catalogue-list li[data-name="${NAME}"] button`;
+    // The first click: the download goes slowly, its progress shown, and the connection drops at 60%.
+    hub.cdn.faults.rate = 500_000;
+    hub.cdn.faults.dropAt = Math.floor(size * 0.6);
+    await page.click(button);
+    state = await waitFor((s) => entryOf(s).state === 'downloading' && s.catalogueProgress?.loaded > 0, 'the download\'s progress');
+    const shown = await page.evaluate(`async () => document.querySelector('#catalogue-list li[data-name="${NAME}"] .state').textContent`);
+    assert.match(shown, /^downloading: \d+ KiB of 1\.1 MiB/);
+    state = await waitFor((s) => entryOf(s).state === 'partial', 'the cut download to show as partial');
+    const partial = entryOf(state);
+    assert.ok(partial.stored > 0 && partial.stored <= size * 0.6 && partial.size === size, JSON.stringify(partial));
+    assert.equal(state.loadNote.kind, 'refused');
+    assert.equal(await page.evaluate(`async () => document.querySelector('${button}').textContent`), 'Resume');
+    // The second click resumes: one Range request, only the missing bytes, then the chat.
+    delete hub.cdn.faults.rate;
+    const { bytes, ranges } = hub.cdn.stats;
+    await page.click(button);
+    state = await waitFor((s) => s.model === 'SmolLM2-135M-Instruct' && s.chat.open && entryOf(s).state === 'stored', 'the resumed model\'s chat');
+    assert.equal(hub.cdn.stats.ranges, ranges + 1);
+    assert.equal(hub.cdn.stats.bytes - bytes, size - partial.stored, 'the resume fetched only what was missing');
+    assert.equal(state.catalogueProgress.fromStore, partial.stored);
+    await page.fill('#max-tokens', '12');
+    await page.fill('#chat-input', 'Once upon a time');
+    await page.click('#send');
+    state = await waitFor((s) => !s.replying && s.chat.replies.length > 0 && s.chat.replies.at(-1).stop !== null, 'the reply');
+    assert.ok(state.chat.replies.at(-1).pieces > 0, JSON.stringify(state.chat.replies));
+    // After a reload the catalogue shows it stored, and a click chats with no request.
+    await page.evaluate('async () => { setTimeout(() => location.reload(), 20); return true; }');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (let i = 0; i < 600; i++) {
+      const ready = await page.evaluate('async () => (window.demo ? window.demo.ready.then(() => true) : false)').catch(() => false);
+      if (ready) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    state = await waitFor((s) => entryOf(s)?.state === 'stored', 'the reloaded page\'s catalogue');
+    assert.equal(entryOf(state).size, size);
+    const requests = hub.requests.length + hub.cdn.stats.requests;
+    await page.click(button);
+    state = await waitFor((s) => s.model === 'SmolLM2-135M-Instruct' && s.chat.open, 'the stored model\'s chat');
+    assert.equal(hub.requests.length + hub.cdn.stats.requests, requests, 'from the store: no request');
+    await page.screenshot(join(artifacts, 'demo-chromium-catalogue.png'));
+    t.diagnostic(`screenshot: ${join(artifacts, 'demo-chromium-catalogue.png')} (the catalogue, ${NAME} stored)`);
+  } finally {
+    await browser.close();
+    await served.close();
+    await hub.close();
   }
 });

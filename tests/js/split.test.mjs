@@ -13,20 +13,9 @@ import { join } from 'node:path';
 import { KvCache } from '../../js/index.js';
 import { Llama, ModelStore } from '../../js/llama.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
-import { encodeGguf, gguf } from '../gguf/writer.mjs';
+import { encodeGguf, splitSpec } from '../gguf/writer.mjs';
 import { serveModels } from '../runtimes/model-server.mjs';
 import { ready } from './helpers.mjs';
-
-/** gguf-split's parts of `spec`: `count` files, the tensors shared out in order. */
-function splitSpec(spec, count) {
-  const per = Math.ceil(spec.tensors.length / count);
-  return Array.from({ length: count }, (_, i) => ({
-    version: 3,
-    metadata: [...(i === 0 ? spec.metadata : []),
-      ['split.no', gguf.u16(i)], ['split.count', gguf.u16(count)], ['split.tensors.count', gguf.i32(spec.tensors.length)]],
-    tensors: spec.tensors.slice(i * per, (i + 1) * per),
-  }));
-}
 
 const spec = randomLlama(GEOMETRIES.tiny, { mix: 'Q4_K_M', seed: 3 });
 const whole = encodeGguf(spec);

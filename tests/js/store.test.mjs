@@ -85,7 +85,7 @@ storeTest('a second load reads the store: no request, the same model', async () 
   second.llama.free();
   const [entry] = await store.list();
   assert.deepEqual({ ...entry, etag: undefined, lastModified: undefined, storedAt: undefined },
-    { key: server.url('/models/kjv.gguf'), size, stored: size, complete: true, digest: expected.kjv, etag: undefined, lastModified: undefined, storedAt: undefined });
+    { key: server.url('/models/kjv.gguf'), name: null, size, stored: size, complete: true, digest: expected.kjv, etag: undefined, lastModified: undefined, storedAt: undefined });
   assert.ok((await store.usage()).bytes >= size);
   assert.equal(sha256(storedBytes()), sha256(readFileSync(KJV)));
 });
