@@ -6,6 +6,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { KvCache, PrefixCache, memoryStats } from '../js/index.js';
 import { Llama, generate } from '../js/llama.js';
+import { defineLanguageModel } from '../js/prompt-api.js';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GEOMETRIES as MODEL_GEOMETRIES, modelFile, randomLlama } from '../tests/gguf/models.mjs';
+import { encodeGguf } from '../tests/gguf/writer.mjs';
 import { normals, outlierKeys, rng } from '../support/synthetic.mjs';
 
 const MODEL = process.env.KVCACHE_WASM_MODEL ?? fileURLToPath(new URL('../../shared/data/stories260k.gguf', import.meta.url));
@@ -108,8 +113,40 @@ function prefixRows(quick) {
   return { rows, note: `stories260K, q8: ${conversations} conversations, each a 256-token system prompt, a question of its own and ${steps} greedy tokens; "held" is memoryStats().cacheBytes with every conversation alive (the prefix cache's entries included), "apart" the sum of their memoryBytes.` };
 }
 
-export function run({ quick = false } = {}) {
+// A Prompt API session's clone() against the prefill of its conversation:
+// a model of SmolLM2-135M's geometry in Q8_0 (random valid weights, kept
+// with the llm benchmark's files), a long system prompt as initialPrompts.
+async function promptApiRows(quick) {
+  // --quick: a tiny geometry, so that the harness runs in a second.
+  const geometry = MODEL_GEOMETRIES[quick ? 'tiny' : 'smollm2-135m'];
+  const llama = quick ? Llama.fromGguf(encodeGguf(randomLlama(geometry, { mix: 'Q8_0', seed: 1 })))
+    : Llama.fromGguf(new Uint8Array(readFileSync(modelFile(join(tmpdir(), 'kvcache-wasm-bench-models'), 'smollm2-135m-Q8_0', () => randomLlama(geometry, { mix: 'Q8_0', seed: 1 })))));
+  const LanguageModel = defineLanguageModel({ model: llama });
+  const rows = [];
+  for (const words of quick ? [64] : [512]) {
+    const system = Array.from({ length: words }, (_, i) => `w${(i * 7919) % 997}`).join(' ');
+    const start = performance.now();
+    const session = await LanguageModel.create({ initialPrompts: [{ role: 'system', content: system }] });
+    const prefill = performance.now() - start;
+    const samples = [];
+    for (let i = 0; i < (quick ? 5 : 51); i++) {
+      const t0 = performance.now();
+      const copy = await session.clone();
+      samples.push(performance.now() - t0);
+      copy.destroy();
+    }
+    samples.sort((a, b) => a - b);
+    const clone = samples[samples.length >> 1];
+    rows.push([session.contextUsage, prefill / 1000, clone, (100 * clone) / prefill]);
+    session.destroy();
+  }
+  llama.free();
+  return rows;
+}
+
+export async function run({ quick = false } = {}) {
   const prefix = prefixRows(quick);
+  const promptApi = await promptApiRows(quick);
   return [
     {
       name: 'sharing-forks',
@@ -125,6 +162,13 @@ export function run({ quick = false } = {}) {
       columns: ['conversations', 'count', 'prompt tokens computed', 'taken from the prefix cache', 'seconds', 'held bytes', 'apart bytes'],
       rows: prefix.rows,
       notes: [prefix.note],
+    },
+    {
+      name: 'sharing-prompt-api',
+      title: 'The Prompt API\'s clone(): a fork of the session against the prefill of its conversation',
+      columns: ['tokens held', 'create() with initialPrompts s', 'clone() ms', 'clone % of prefill'],
+      rows: promptApi,
+      notes: ['kvcache-wasm/prompt-api on a model of SmolLM2-135M\'s geometry in Q8_0 (random valid weights), this thread, the f32 cache: create() takes the system prompt in (its prefill); clone() forks the session (its cache copy on write, its tokens and messages copied), median of 51.'],
     },
   ];
 }

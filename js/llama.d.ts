@@ -463,6 +463,10 @@ export interface ReplyOptions extends SamplingOptions {
   regex?: string;
   /** Constrains the reply by an XGrammar structural tag (what tool calls are constrained by). */
   structuralTag?: object;
+  /** With a constraint: text the reply continues (the start of an answer written at the end of the prompt), which the
+   * constraint reads first -- the reply is then what follows it. A RangeError if the constraint allows no reply that
+   * begins with it. */
+  constraintPrefix?: string;
   /** Each piece's tokens with their log-probabilities: true, or a count of likeliest alternatives (up to 20). */
   logprobs?: boolean | number;
 }
@@ -529,6 +533,12 @@ export class LlamaSession {
   respond(conversation: string | readonly number[], options?: ReplyOptions): AsyncGenerator<GeneratePiece, void, undefined>;
   /** The session as bytes (its tokens and its cache's snapshot); Llama#restoreSession takes them back. */
   save(): Uint8Array;
+  /**
+   * A second session that goes on from where this one is, its own way: its cache a fork of this one's (copy on write: the pages
+   * are shared until one of them writes, so it costs no forward pass and no copy of the rows), its tokens, pending token and
+   * rewind checkpoints this session's. Not during a verify.
+   */
+  clone(): LlamaSession;
   /** Appends the tokens (after the pending one, if any), adds their attention to imp, returns their logits
    * [m × vocab]; the session records them, as a reply's tokens, for save() and the next reply. */
   forward(tokens: readonly number[]): Float32Array;

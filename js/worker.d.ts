@@ -106,5 +106,7 @@ export class RemoteSession {
   cacheStats(): Promise<{ nextPosition: number; rows: number; memoryBytes: number; capacityBytes: number; windowLayers: number; windowRows: number }>;
   /** LlamaSession#save: the session as bytes. */
   save(): Promise<Uint8Array>;
+  /** LlamaSession#clone in the worker: a second session from where this one is, its cache a copy-on-write fork. */
+  clone(): Promise<RemoteSession>;
   free(): Promise<void>;
 }

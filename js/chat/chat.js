@@ -77,16 +77,12 @@ const callId = () => `call_${Math.random().toString(36).slice(2, 12)}`;
  * thinking channel's text, which a Gemma 4 reply's content leaves out }).
  * What Chat#send and the OpenAI-shaped client run.
  */
-export async function* reply(where, session, template, messages, options) {
+export async function* reply(where, session, template, messages, options, { continuation = '' } = {}) {
   const { tools, toolChoice, ...rest } = options;
   let request = null;
   if (tools !== undefined) request = toolRequest(where, template.source, tools, toolChoice);
   else if (toolChoice !== undefined) throw new TypeError(`${where}: options.toolChoice is given without options.tools`);
-  const variables = request ? request.variables : {};
-  const rendered = messages.map((m) => ({ ...m, content: renderedContent(m.content) }));
-  const images = imagesOf(messages); // prepared (prepareImages)
-  const rendering = template.render(templateMessages(rendered), { addGenerationPrompt: true, ...variables });
-  const text = images.length ? await idsOf(where, session.llama, rendering, images) : rendering;
+  const text = await conversationInput(where, session.llama, template, messages, { variables: request?.variables, continuation });
   const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
   const format = request?.format ?? toolFormatOf(template.source)?.name ?? null;
   const special = readsControlTokens(format);
@@ -106,6 +102,20 @@ export async function* reply(where, session, template, messages, options) {
     if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
     yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message };
   }
+}
+
+/**
+ * `messages` (their images prepared: prepareImages) as a session's
+ * respond() takes them: the template's rendering -- with the template
+ * variables of a tool request, and the generation prompt unless
+ * generationPrompt is false, then `continuation` (the start of the reply,
+ * written by the app) -- as text, or as token ids where images are in it.
+ */
+export async function conversationInput(where, llama, template, messages, { variables = {}, generationPrompt = true, continuation = '' } = {}) {
+  const rendered = messages.map((m) => ({ ...m, content: renderedContent(m.content) }));
+  const rendering = template.render(templateMessages(rendered), { addGenerationPrompt: generationPrompt, ...variables }) + continuation;
+  const images = imagesOf(messages);
+  return images.length ? idsOf(where, llama, rendering, images) : rendering;
 }
 
 // A reply's tokens as text with their control tokens written in it: a Llama's tokenizer decodes here, a RemoteLlama's in its worker.

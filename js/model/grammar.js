@@ -487,11 +487,18 @@ export async function compiledGrammar(where, tokenizer, vocabSize, constraint) {
  * next(logits, history) sets the others to -Infinity and samples (logits
  * are the forward pass's own array, changed in place), then the matcher
  * takes the token. One next() per ready(): no drafts are verified under a
- * constraint. free() lets the matcher go.
+ * constraint. free() lets the matcher go. options.after: text the reply
+ * continues, which the matcher takes first (a RangeError if the constraint
+ * allows no reply beginning so).
  */
-export async function constrainedSampler(where, llama, constraint, sampler) {
+export async function constrainedSampler(where, llama, constraint, sampler, { after = '' } = {}) {
   const { xgrammar, compiled } = await compiledGrammar(where, llama.tokenizer, llama.config.vocabSize, constraint);
   const matcher = await engineCall(where, 'the constraint\'s matcher could not be made', () => xgrammar.GrammarMatcher.createGrammarMatcher(compiled));
+  // Text the reply continues (written before it in the prompt): the constraint reads it first.
+  if (after !== '' && !matcher._acceptString(after)) {
+    matcher.dispose();
+    throw new RangeError(`${where}: options.constraintPrefix ${shown(after)} does not begin a reply the constraint allows`);
+  }
   let mask = null;
   return {
     options: sampler.options,

@@ -21,6 +21,7 @@ import { KvCache, modelPointer } from '../cache/model.js';
 import { PrefixCache } from '../cache/prefix.js';
 import { MAX_POSITIONS, MODES } from '../cache/layer.js';
 import { C_CODES, C_LIMITS } from '../runtime/constants.js';
+import { commonPrefix } from '../runtime/tokens.js';
 import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import {
@@ -39,7 +40,7 @@ import { fromPixels, imagePixels } from './images.js';
 import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
-const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', 'logprobs', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', 'logprobs', 'constraintPrefix', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
 // The most alternatives a token's logprobs list (OpenAI's top_logprobs bound).
 const MAX_TOP_LOGPROBS = 20;
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
@@ -1263,7 +1264,7 @@ export class LlamaSession {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
     // The sampler reads its own options (SAMPLING_OPTIONS) of the rest; constraintOf, CONSTRAINT_OPTIONS.
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, logprobs = false, ...sampling } = options;
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, logprobs = false, constraintPrefix = '', ...sampling } = options;
     if (logprobs !== false && logprobs !== true) checkInteger(where, 'options.logprobs', logprobs, 0, MAX_TOP_LOGPROBS);
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
@@ -1274,21 +1275,23 @@ export class LlamaSession {
     if (!draft) checkUnused(where, options, 'minNgram', 'it sizes the n-grams drafts are looked up by, and draft is 0');
     if (!draft) checkUnused(where, options, 'draftSession', 'it drafts, and draft is 0');
     const constraint = constraintOf(where, options);
+    if (typeof constraintPrefix !== 'string') throw new TypeError(`${where}: options.constraintPrefix must be a string (got ${shown(constraintPrefix)})`);
+    if (constraintPrefix !== '' && !constraint) throw new TypeError(`${where}: options.constraintPrefix is given without a constraint (responseFormat, grammar, regex or structuralTag)`);
     if (constraint && draft) throw new TypeError(`${where}: options.draft must be 0 with a constrained reply (drafts are not verified under a constraint)`);
     if (draftSession !== undefined && this.llama.readsRowsAsync) {
       throw new TypeError(`${where}: options.draftSession drafts tokens whose per-layer rows this model reads asynchronously, which a verify cannot wait for: use prompt-lookup drafts (draft alone)`);
     }
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
-      sampler: createSampler(where, sampling), constraint, where, logprobs: logprobs === false ? null : logprobs === true ? 0 : logprobs };
+      sampler: createSampler(where, sampling), constraint, constraintPrefix, where, logprobs: logprobs === false ? null : logprobs === true ? 0 : logprobs };
   }
 
   // The pieces of a reply to `ids`, which follow what the session holds.
   // However it ends -- its end, a stop string, an abort, the caller's break
   // -- the session is left as far as the pieces went (a stop string: up to
   // the token that completed it).
-  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, where, logprobs }) {
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, constraintPrefix, where, logprobs }) {
     const { tokenizer } = this.llama;
-    const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain) : plain;
+    const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain, { after: constraintPrefix }) : plain;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     // promptTokens: what the reply follows, the session's tokens and these.
     const stats = { ...decodeStats(), promptTokens: this.#history.length + ids.length };
@@ -1337,6 +1340,24 @@ export class LlamaSession {
       if (open) close();
       if (sampler.constrained) sampler.free();
     }
+  }
+
+  /**
+   * A second session that goes on from where this one is, its own way: its
+   * cache a fork of this one's (copy on write: they share every page until
+   * one of them writes it, so a fork costs no forward pass and no copy of
+   * the rows), its tokens, pending token and rewind checkpoints this
+   * session's. What a branched conversation (the Prompt API's clone()) is.
+   * Not during a verify.
+   */
+  clone() {
+    const copy = new LlamaSession(this.llama, { prefixCache: this.prefixCache ?? undefined, cache: this.cache.clone(), importance: this.#importance });
+    copy.#bound = { ...this.#bound };
+    copy.#history = this.#history.slice();
+    copy.#pending = this.#pending;
+    copy.#ropeShift = this.#ropeShift;
+    copy.#checkpoints = this.#checkpoints.map((checkpoint) => ({ ...checkpoint, cache: checkpoint.cache.clone() }));
+    return copy;
   }
 
   /**
@@ -1501,12 +1522,6 @@ class StopText {
   }
 }
 
-/** The length of the longest common prefix of two token arrays. */
-function commonPrefix(a, b) {
-  let n = 0;
-  while (n < a.length && n < b.length && a[n] === b[n]) n++;
-  return n;
-}
 
 /** `tokens` checked: a non-empty array of token ids of llama's (its vocabulary's, or an image's it holds). */
 function checkTokens(where, tokens, llama) {

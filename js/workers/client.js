@@ -490,6 +490,11 @@ export class RemoteSession {
     return this.#worker.call('cacheStats', [this.#handle]);
   }
 
+  /** LlamaSession#clone in the worker: a second session from where this one is, its cache a copy-on-write fork. */
+  async clone() {
+    return new RemoteSession(this.#worker, this.llama, await this.#worker.call('clone', [this.#handle]));
+  }
+
   /** LlamaSession#save: the session as bytes. */
   save() {
     return this.#worker.call('save', [this.#handle]);

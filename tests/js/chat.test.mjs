@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { PrefixCache } from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
 import { Chat, ChatTemplate, PLAIN_TEMPLATE } from '../../js/chat.js';
-import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
+import { MODEL_MISSING, MODEL_PATH, forwardTokens, ready } from './helpers.mjs';
 
 // ChatML written out: stories260K knows none of its markers as tokens, so they are text to it.
 const CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
@@ -34,22 +34,6 @@ async function send(chat, input, options = GREEDY) {
   return { text, last };
 }
 
-/** Counts the tokens llama.forward computes while `fn` runs. */
-async function forwardTokens(fn) {
-  const forward = llama.forward.bind(llama);
-  let count = 0;
-  llama.forward = (cache, tokens, options) => {
-    count += tokens.length;
-    return forward(cache, tokens, options);
-  };
-  try {
-    await fn();
-  } finally {
-    delete llama.forward;
-  }
-  return count;
-}
-
 const encodeRendered = (text) => llama.tokenizer.encode(text, { special: true, bos: false });
 
 modelTest('a chat holds its rendering in the session, and a second turn computes only its new tokens', async () => {
@@ -65,7 +49,7 @@ modelTest('a chat holds its rendering in the session, and a second turn computes
   let common = 0;
   while (chat.session.tokens[common] === secondPrompt[common]) common++;
   assert.ok(common > held - 24, `the rendering keeps what the session holds: ${common} of ${held} tokens`);
-  const computed = await forwardTokens(() => send(chat, 'Then it rained.'));
+  const computed = await forwardTokens(llama, () => send(chat, 'Then it rained.'));
   // What the cache does not hold (the session's last token is pending, not in it) in one pass,
   // then one pass a generated token (the first comes with the prompt's).
   const cached = Math.min(common, held - 1);

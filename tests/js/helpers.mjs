@@ -34,6 +34,22 @@ export async function ready() {
   await init();
 }
 
+/** The tokens `llama`'s forward passes take in while `fn` runs (what a call computed). */
+export async function forwardTokens(llama, fn) {
+  const forward = llama.forward.bind(llama);
+  let count = 0;
+  llama.forward = (cache, tokens, options) => {
+    count += tokens.length;
+    return forward(cache, tokens, options);
+  };
+  try {
+    await fn();
+  } finally {
+    delete llama.forward;
+  }
+  return count;
+}
+
 /** Everything observable about a cache, to check that a refused call changed nothing. */
 export function fingerprint(cache) {
   const heads = [];

@@ -24,6 +24,7 @@ const MAY_IMPORT = {
   model: ['runtime', 'cache', 'tokenizers', 'store', '@mlc-ai/web-xgrammar'],
   chat: ['runtime', 'store', '@huggingface/jinja'],
   workers: ['runtime', 'model', 'store'],
+  'prompt-api': ['runtime', 'chat', 'model', 'store', 'workers'],
 };
 
 function sources(dir) {
@@ -56,7 +57,7 @@ const files = sources(js);
 
 test('js/ holds entry points and worker scripts at its top, everything else in a folder of its concern', () => {
   const top = files.filter((file) => !file.includes('/')).sort();
-  assert.deepEqual(top, ['chat.js', 'index.js', 'llama-worker.js', 'llama.js', 'pool-worker.js', 'worker.js', 'workerd.js']);
+  assert.deepEqual(top, ['ai-sdk.js', 'chat.js', 'index.js', 'llama-worker.js', 'llama.js', 'pool-worker.js', 'prompt-api.js', 'worker.js', 'workerd.js']);
   const folders = [...new Set(files.filter((file) => file.includes('/')).map((file) => file.split('/')[0]))].sort();
   assert.deepEqual(folders, Object.keys(MAY_IMPORT).sort());
 });

@@ -19,10 +19,12 @@ const examples = pages.flatMap((page) => [...text[page].matchAll(/```js\n([\s\S]
 // Where the examples are: one that disappears, or moves without this table
 // knowing, fails here rather than going untested in silence.
 const EXPECTED = {
+  'docs/ai-sdk.md': 1, // generateText, streamText, an object, through the AI SDK
   'docs/cache.md': 5, // a layer; shared layers; verify and accept; eviction and snapshots; forks and a prefix cache
   'docs/chat.md': 1, // streaming, Chat, save and restore
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
+  'docs/prompt-api.md': 1, // LanguageModel.create, prompt, clone
   'docs/stored-models.md': 1, // a store in Node: a model downloaded once, a conversation restored
   'docs/structured-output.md': 1, // a JSON Schema, a grammar, completions() with json_object
 };
@@ -30,6 +32,7 @@ const EXPECTED = {
 const indexUrl = new URL('../../js/index.js', import.meta.url).href;
 const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
 const chatUrl = new URL('../../js/chat.js', import.meta.url).href;
+const promptApiUrl = new URL('../../js/prompt-api.js', import.meta.url).href;
 
 /** Runs an example as a module: the lines it printed, and the module. */
 async function run(example, n) {
@@ -41,6 +44,7 @@ async function run(example, n) {
     .replace("from 'kvcache-wasm'", `from '${indexUrl}'`)
     .replace("from 'kvcache-wasm/llama'", `from '${llamaUrl}'`)
     .replace("from 'kvcache-wasm/chat'", `from '${chatUrl}'`)
+    .replace("from 'kvcache-wasm/prompt-api'", `from '${promptApiUrl}'`)
     .replace("'../shared/data/stories260k.gguf'", JSON.stringify(MODEL_PATH));
   await writeFile(file, source);
   try {
@@ -63,7 +67,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 11);
+  assert.equal(examples.length, 13);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {

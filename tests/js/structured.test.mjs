@@ -190,6 +190,21 @@ test('a GBNF grammar and a regex bound the reply', async () => {
   }
 });
 
+test('constraintPrefix: the constraint reads the text the reply continues first; one it does not allow is a RangeError before any token', async () => {
+  const { llama } = model('qwen3');
+  for (let seed = 0; seed < 3; seed++) {
+    const session = llama.session();
+    const { text } = await replyOf(session, 'Rating: {"rating": ', { seed, temperature: 1, constraintPrefix: '{"rating": ', regex: '\\{"rating": [0-5]\\}' });
+    assert.match(`{"rating": ${text}`, /^\{"rating": [0-5]\}$/);
+    session.free();
+  }
+  const session = llama.session();
+  await assert.rejects(replyOf(session, 'x', { regex: '[0-9]+', constraintPrefix: 'abc' }), { name: 'RangeError', message: /constraintPrefix "abc" does not begin a reply the constraint allows/ });
+  await assert.rejects(replyOf(session, 'x', { constraintPrefix: 'abc' }), /constraintPrefix is given without a constraint/);
+  assert.deepEqual(session.tokens, []);
+  session.free();
+});
+
 test('an abort in the middle of a constrained reply leaves the session as far as its pieces went, and usable', async () => {
   const { llama } = model('qwen3');
   const session = llama.session();

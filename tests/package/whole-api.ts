@@ -1,6 +1,6 @@
-// Every export, class, method, getter and option of the four entries,
-// 'kvcache-wasm', 'kvcache-wasm/llama', 'kvcache-wasm/chat' and
-// 'kvcache-wasm/worker', as a TypeScript user writes them: package.test.mjs
+// Every export, class, method, getter and option of the entries,
+// 'kvcache-wasm', 'kvcache-wasm/llama', 'kvcache-wasm/chat',
+// 'kvcache-wasm/worker', 'kvcache-wasm/prompt-api' and 'kvcache-wasm/ai-sdk', as a TypeScript user writes them: package.test.mjs
 // checks this file with `tsc --noEmit --strict` against the installed
 // tarball's .d.ts files, then compiles and runs it, so each declaration is
 // used at least once and matches what the JavaScript does -- but the
@@ -27,6 +27,10 @@ import { Chat, ChatTemplate, ChatTemplateError, PLAIN_TEMPLATE } from 'kvcache-w
 import type { ChatMessage, ChatOptions, ChatRenderOptions } from 'kvcache-wasm/chat';
 import { LlamaWorker, RemoteLlama, RemotePrefixCache, RemoteSession } from 'kvcache-wasm/worker';
 import type { ImageTokenCount, LlamaWorkerOptions, PreparedImage, RemoteModelSource, RemoteSessionOptions, RemoteTokenizer } from 'kvcache-wasm/worker';
+import { defineLanguageModel, installLanguageModel } from 'kvcache-wasm/prompt-api';
+import type { Availability, LanguageModel, LanguageModelMessage, LanguageModelStatic } from 'kvcache-wasm/prompt-api';
+import { createKvcache, kvcache, KvcacheLanguageModel } from 'kvcache-wasm/ai-sdk';
+import type { KvcacheProvider, LanguageModelCallOptions } from 'kvcache-wasm/ai-sdk';
 
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`whole-api: ${what}`);
@@ -347,6 +351,9 @@ async function useGeneration(llama: Llama): Promise<void> {
   const full = session.cache.rows;
   check(slideCache(session.cache, 0, full + 1) === 1 && session.cache.rows === full, 'slideCache with room changes nothing');
   const saved: Uint8Array = session.save();
+  const fork: LlamaSession = session.clone();
+  check(fork.tokens.join() === session.tokens.join() && fork.cache.rows === session.cache.rows, 'LlamaSession#clone');
+  fork.free();
   const restored = llama.restoreSession(saved, { maxRows: 0 });
   check(restored.tokens.join() === session.tokens.join() && restored.cache.rows === session.cache.rows, 'restoreSession');
   restored.free();
@@ -388,6 +395,8 @@ export async function useWorker(source: RemoteModelSource, signal: AbortSignal):
   const picture: PreparedImage = await seeing.prepareImage(new Blob([]), { decodeImage: () => ({ width: 1, height: 1, data: new Uint8Array(4) }) });
   const seen = `${seeing.projector?.config.type} ${count.total} ${picture.tokens.length}`;
   await seeing.free();
+  const fork: RemoteSession = await session.clone();
+  await fork.free();
   const restored = await model.restoreSession(await session.save());
   const more = await collect(restored.generate(await restored.tokens(), { maxTokens: 4 }));
   await restored.free();
@@ -396,6 +405,33 @@ export async function useWorker(source: RemoteModelSource, signal: AbortSignal):
   await model.free();
   worker.terminate();
   return `${kernel.isa} ${threads.threads} ${tokenizer.vocabSize} ${stats.rows} ${ids.length} ${(await model.memoryBytes()).weights} ${more.text} ${seen}`;
+}
+
+/** The Prompt API over a loaded model, as code written for the web platform's LanguageModel uses it. */
+async function usePromptApi(llama: Llama): Promise<void> {
+  const LanguageModel: LanguageModelStatic = defineLanguageModel({ model: llama, maxTokens: 8 });
+  const availability: Availability = await LanguageModel.availability({ expectedInputs: [{ type: 'text', languages: ['en'] }] });
+  const initialPrompts: LanguageModelMessage[] = [{ role: 'system', content: 'Once upon a time' }];
+  const session: LanguageModel = await LanguageModel.create({ initialPrompts, samplingMode: 'most-predictable', monitor: (m) => m.addEventListener('downloadprogress', () => {}) });
+  const reply = await session.prompt('there was a dog');
+  let streamed = '';
+  const copy = await session.clone();
+  for await (const chunk of copy.promptStreaming('there was a cat')) streamed += chunk;
+  await session.append([{ role: 'user', content: [{ type: 'text', value: 'The end.' }] }]);
+  const usage = await session.measureContextUsage('More');
+  check(availability === 'available' && reply.length > 0 && streamed.length > 0 && usage > 0 && session.contextUsage <= session.contextWindow, 'LanguageModel');
+  session.destroy();
+  copy.destroy();
+  check(typeof installLanguageModel === 'function' && (await LanguageModel.params()).maxTopK > 0, 'installLanguageModel, params');
+}
+
+/** The AI SDK provider's model, called as the `ai` package calls it (doGenerate), without the package. */
+async function useAiSdk(llama: Llama): Promise<void> {
+  const provider: KvcacheProvider = createKvcache({ models: { stories: llama } });
+  const model: KvcacheLanguageModel = provider('stories');
+  const call: LanguageModelCallOptions = { prompt: [{ role: 'user', content: [{ type: 'text', text: 'Once upon a time' }] }], maxOutputTokens: 4, temperature: 0 };
+  const result = await model.doGenerate(call);
+  check(model.specificationVersion === 'v4' && kvcache(llama).provider === 'kvcache-wasm' && Array.isArray(result.content), 'KvcacheLanguageModel#doGenerate');
 }
 
 /** Runs every part; the llama parts need a model's GGUF bytes. Returns what ran. */
@@ -413,10 +449,12 @@ export async function useWholeApi(model: Uint8Array | null): Promise<string[]> {
     const llama = useGguf(model);
     const stats = useLlama(llama);
     await useGeneration(llama);
+    await usePromptApi(llama);
+    await useAiSdk(llama);
     await useLoad(model);
     check(stats.tokens === 40 && stats.forwardPasses > 0 && stats.drafted >= stats.accepted &&
       stats.verifies >= stats.rollbacks && stats.seconds >= 0, 'GenerateStats');
-    ran.push('GGUF', 'Llama', 'generation', 'Chat');
+    ran.push('GGUF', 'Llama', 'generation', 'Chat', 'LanguageModel', 'AI SDK');
   }
   await shutdown();
   check(threadCount() === 1, 'shutdown');

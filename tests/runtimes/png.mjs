@@ -10,6 +10,7 @@
 //   writeFileSync(path, encodePng({ width, height, data }));
 //   for (const [name, [w, h]] of Object.entries(IMAGE_SHAPES)) ...
 import { deflateSync } from 'node:zlib';
+import { PNG } from 'pngjs';
 import { seededRandom } from '../../js/model/sampling.js';
 
 /**
@@ -107,4 +108,10 @@ export function testImage(width, height, seed = 1) {
     }
   }
   return { width, height, data };
+}
+
+/** A PNG file's pixels, { width, height, data: RGBA }: the decodeImage tests give where the runtime decodes none (Node). */
+export function decodePng(bytes) {
+  const { width, height, data } = PNG.sync.read(Buffer.from(bytes));
+  return { width, height, data: new Uint8Array(data) };
 }
