@@ -11,13 +11,16 @@
 // its global layers' rows growing and its window layers' flat in the memory
 // panel; a model with its projector, a picture dropped into the chat shown
 // with its token count and sent with a message, the reply the same as in
-// Node; nothing erring anywhere. Screenshots go
-// to a temporary folder the test names.
+// Node; nothing erring anywhere. The demo is served by `npm start` itself,
+// as a fresh clone runs it, with the model the repository ships. Screenshots
+// go to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startServer } from '../../web-demo/server.mjs';
 import { BROWSERS, browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
 import { MODEL_MISSING, MODEL_PATH } from '../js/helpers.mjs';
@@ -52,10 +55,37 @@ const QUESTION = 'What is in the picture?';
 const PICTURE_REPLY_TOKENS = 12;
 const vision = {};
 
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** `npm start` as a fresh clone runs it (no option but a free port): { url, output, close() }. */
+async function npmStart() {
+  const child = spawn('npm', ['start', '--', '--port', '0'], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start printed no address in ${START_MS / 1000} s:\n${output}`)), START_MS);
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+      const address = output.match(/kvcache-wasm demo: (\S+)/);
+      if (address && output.includes('Ctrl-C stops the server.')) {
+        clearTimeout(timer);
+        resolve(address[1]);
+      }
+    });
+    child.stderr.on('data', (chunk) => { output += chunk; });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`npm start exited with ${code}:\n${output}`));
+    });
+  });
+  // npm runs the server in a child of its own: the whole group stops.
+  return { url, output, close: () => { try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone already */ } } };
+}
+
 let server;
 let artifacts;
 before(async () => {
-  server = await startServer({ port: 0 }); // as npm start: the model the repository ships (models/)
+  server = await npmStart();
+  assert.match(server.output, /model: \S*models\/stories260k\.gguf \(the page finds it/, 'npm start serves the model the repository ships');
   artifacts = mkdtempSync(join(tmpdir(), 'kvcache-demo-'));
   await ready();
   vision.model = encodeGguf(pairedLanguageModel(VISION, { mix: 'Q8_0', seed: 21 }));
