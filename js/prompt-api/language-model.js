@@ -101,15 +101,41 @@ function checkExpected(where, name, list) {
   });
 }
 
-/** create()'s tools checked: [{ name, description, inputSchema, execute }]. */
-function checkTools(where, tools) {
+/**
+ * create()'s tools checked: [{ name, description, inputSchema, execute? }]
+ * with names and descriptions non-empty and names unique, an inputSchema of
+ * { type: 'object' } (properties an object, required an array), read as
+ * JSON.stringify reads it -- a getter's or toJSON's error propagates, a cycle
+ * is a TypeError -- and execute a function where given. Tools go with
+ * expectedOutputs that list 'tool-call', as the specification wants.
+ */
+function checkTools(where, tools, outputs) {
   if (tools === undefined) return [];
   if (!Array.isArray(tools)) throw new TypeError(`${where}: options.tools must be an array of { name, description, inputSchema, execute } (got ${shown(tools)})`);
+  if (tools.length > 0 && !outputs.some((e) => e.type === 'tool-call')) {
+    throw new TypeError(`${where}: options.tools are given, and options.expectedOutputs does not list { type: 'tool-call' }`);
+  }
+  const names = new Set();
   return tools.map((tool, i) => {
-    const ok = tool !== null && typeof tool === 'object' && typeof tool.name === 'string' && typeof tool.description === 'string'
-      && tool.inputSchema !== null && typeof tool.inputSchema === 'object' && typeof tool.execute === 'function';
-    if (!ok) throw new TypeError(`${where}: options.tools[${i}] must be { name, description, inputSchema, execute } (got ${shown(tool)})`);
-    return { name: tool.name, description: tool.description, inputSchema: tool.inputSchema, execute: tool.execute };
+    const at = `${where}: options.tools[${i}]`;
+    if (tool === null || typeof tool !== 'object') throw new TypeError(`${at} must be { name, description, inputSchema, execute } (got ${shown(tool)})`);
+    const { name, description, inputSchema, execute } = tool;
+    if (typeof name !== 'string' || name === '') throw new TypeError(`${at}.name must be a non-empty string (got ${shown(name)})`);
+    if (names.has(name)) throw new TypeError(`${at}.name ${shown(name)} names a tool twice`);
+    names.add(name);
+    if (typeof description !== 'string' || description === '') throw new TypeError(`${at}.description must be a non-empty string (got ${shown(description)})`);
+    if (execute !== undefined && typeof execute !== 'function') throw new TypeError(`${at}.execute must be a function (got ${shown(execute)})`);
+    if (inputSchema === null || typeof inputSchema !== 'object' || Array.isArray(inputSchema)) throw new TypeError(`${at}.inputSchema must be a JSON Schema object (got ${shown(inputSchema)})`);
+    // The members this checks, read as the page wrote them (a getter's error propagates, a Proxy's too), then the
+    // whole as JSON.stringify reads it.
+    for (const key of ['type', 'properties', 'required']) void inputSchema[key];
+    const schema = JSON.parse(JSON.stringify(inputSchema));
+    if (schema.type !== 'object') throw new TypeError(`${at}.inputSchema must have type 'object' (got ${shown(schema?.type)})`);
+    if (schema.properties !== undefined && (schema.properties === null || typeof schema.properties !== 'object' || Array.isArray(schema.properties))) {
+      throw new TypeError(`${at}.inputSchema.properties must be an object`);
+    }
+    if (schema.required !== undefined && !Array.isArray(schema.required)) throw new TypeError(`${at}.inputSchema.required must be an array`);
+    return { name, description, inputSchema: schema, execute };
   });
 }
 
@@ -364,7 +390,7 @@ export function defineLanguageModel(options) {
       const sampling = samplingOf(where, options);
       const expected = { inputs: checkExpected(where, 'expectedInputs', options.expectedInputs), outputs: checkExpected(where, 'expectedOutputs', options.expectedOutputs) };
       const types = expectedTypes(expected.inputs);
-      const checkedTools = checkTools(where, tools);
+      const checkedTools = checkTools(where, tools, expected.outputs);
       const initial = initialPrompts === undefined ? null : await canonicalPrompt(where, initialPrompts, types, false);
       if (initial?.prefix !== null && initial?.prefix !== undefined) throw domError('SyntaxError', `${where}: options.initialPrompts may not end with a prefix`);
       const progress = new CreateMonitor();
@@ -677,6 +703,9 @@ export function defineLanguageModel(options) {
           const results = [];
           for (const call of message.tool_calls) {
             const tool = this.#tools.find((t) => t.name === call.function.name);
+            if (!tool.execute) {
+              throw domError('NotSupportedError', `${where}: the model called ${tool.name}, which has no execute(): returning calls to the page is not implemented; give the tool an execute() to run them`);
+            }
             const result = await tool.execute(JSON.parse(call.function.arguments));
             results.push({ role: 'tool', name: call.function.name, tool_call_id: call.id, content: typeof result === 'string' ? result : JSON.stringify(result) });
           }

@@ -374,9 +374,22 @@ describe('on a chat model: response constraints and tools', () => {
     assert.equal(typeof reply, 'string');
     for (const args of calls) assert.ok(ajv.validate(weather.inputSchema, args), JSON.stringify(args));
     session.destroy();
+    // Tools go with expectedOutputs that list tool calls; each is checked as the specification says.
+    await assert.rejects(LanguageModel.create({ tools: [weather] }), /expectedOutputs does not list \{ type: 'tool-call' \}/);
+    const withTool = (tool) => LanguageModel.create({ tools: [tool], expectedOutputs: [{ type: 'tool-call' }] });
+    await assert.rejects(withTool({ ...weather, name: '' }), TypeError);
+    await assert.rejects(withTool({ ...weather, inputSchema: { type: 'string' } }), /inputSchema must have type 'object'/);
+    await assert.rejects(withTool({ ...weather, inputSchema: { type: 'object', required: 'location' } }), /required must be an array/);
+    const thrown = new Error('toJSON threw');
+    await assert.rejects(withTool({ ...weather, inputSchema: { type: 'object', toJSON() { throw thrown; } } }), (e) => e === thrown);
+    const cycle = { type: 'object' };
+    cycle.self = cycle;
+    await assert.rejects(withTool({ ...weather, inputSchema: cycle }), TypeError);
+    await assert.rejects(LanguageModel.create({ tools: [weather, weather], expectedOutputs: [{ type: 'tool-call' }] }), /names a tool twice/);
+    (await withTool({ name: 'note', description: 'Keeps a note.', inputSchema: { type: 'object' } })).destroy(); // execute is optional
     // A template without tool calls cannot take tools.
     const plainLlama = MODEL_MISSING ? null : Llama.fromGguf(new Uint8Array(readFileSync(MODEL_PATH)));
-    if (plainLlama) await assert.rejects(defineLanguageModel({ model: plainLlama }).create({ tools: [weather] }), { name: 'NotSupportedError' });
+    if (plainLlama) await assert.rejects(defineLanguageModel({ model: plainLlama }).create({ tools: [weather], expectedOutputs: [{ type: 'tool-call' }] }), { name: 'NotSupportedError' });
   });
 });
 
