@@ -15,7 +15,8 @@ import * as ai from 'ai';
 import { browserMissing, launchBrowser } from '../runtimes/browsers.mjs';
 import { serveFiles } from '../runtimes/static-server.mjs';
 import { PACKAGE, resolveExport } from '../runtimes/exports.mjs';
-import { aiSdkScenario } from '../runtimes/ai-sdk-scenario.mjs';
+import Ajv from 'ajv';
+import { PEOPLE, PERSON_SCHEMA, aiSdkScenario } from '../runtimes/ai-sdk-scenario.mjs';
 import { MODEL_MISSING, MODEL_PATH, ready } from '../js/helpers.mjs';
 import { nodeWorker } from '../js/node-worker.mjs';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
@@ -43,6 +44,8 @@ before(async () => {
 });
 after(() => dir && rmSync(dir, { recursive: true, force: true }));
 
+const validPerson = new Ajv().compile(PERSON_SCHEMA);
+
 /** What the scenario must give wherever it runs. */
 function assertScenario(result) {
   assert.equal(result.finishReason, 'length');
@@ -55,9 +58,12 @@ function assertScenario(result) {
   assert.ok(result.tokensAfterAbort < 150, `the reply stopped at the abort (${result.tokensAfterAbort} tokens)`);
   assert.equal(result.again, result.text, 'the model answers after the abort as before it');
   assert.ok(['cat', 'dog'].includes(result.object.pet) && typeof result.object.name === 'string' && result.object.name.length <= 12, JSON.stringify(result.object));
-  assert.deepEqual(result.steps, ['tool-calls', 'length']);
-  assert.equal(result.ran.length, 1);
-  assert.deepEqual(result.calls, [{ city: result.ran[0] }]);
+  assert.equal(result.people.length, PEOPLE);
+  for (const person of result.people) assert.ok(validPerson(person), `${JSON.stringify(person)}: ${JSON.stringify(validPerson.errors)}`);
+  assert.ok(new Set(result.people.map((p) => JSON.stringify(p))).size > PEOPLE * 0.8, 'the weights, not a fixed answer, chose them');
+  assert.deepEqual(result.steps, ['tool-calls', 'tool-calls', 'length']);
+  assert.equal(result.ran.length, 2);
+  assert.deepEqual(result.calls, [['get_weather', { city: result.ran[0] }], ['get_time', { zone: result.ran[1] }]]);
 }
 
 let inNode = null;

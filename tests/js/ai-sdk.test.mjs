@@ -19,6 +19,7 @@ import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { decodePng, encodePng, testImage } from '../runtimes/png.mjs';
+import { PERSON_SCHEMA } from '../runtimes/ai-sdk-scenario.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
 
 await ready();
@@ -141,24 +142,13 @@ describe('objects and tools on a random-weight model over Llama 3\'s vocabulary'
     const vocabulary = hfVocabulary({ ...VOCABULARIES.llama3, config: { eos_token: LLAMA32.eos_token, chat_template: LLAMA32.chat_template } });
     llama = Llama.fromGguf(encodeGguf(randomLlama(GEOMETRY, { tokenizer: vocabulary.entries, seed: 5, mix: 'Q8_0' })));
   });
-  const SCHEMA = {
-    type: 'object',
-    properties: {
-      name: { type: 'string', maxLength: 12 },
-      address: { type: 'object', properties: { city: { type: 'string', maxLength: 10 }, zip: { type: 'string', pattern: '^[0-9]{5}$' } }, required: ['city', 'zip'], additionalProperties: false },
-      tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, minItems: 1, maxItems: 3 },
-      age: { type: 'integer', minimum: 0, maximum: 120 },
-    },
-    required: ['name', 'address', 'tags', 'age'],
-    additionalProperties: false,
-  };
 
   test('generateObject: 50 objects of a nested schema, every one valid', async () => {
-    const validate = new Ajv().compile(SCHEMA);
+    const validate = new Ajv().compile(PERSON_SCHEMA);
     const model = kvcache(llama);
     const seen = new Set();
     for (let seed = 0; seed < 50; seed++) {
-      const { object, finishReason } = await generateObject({ model, schema: jsonSchema(SCHEMA), prompt: 'A person, please.', temperature: 1, seed, maxOutputTokens: 400 });
+      const { object, finishReason } = await generateObject({ model, schema: jsonSchema(PERSON_SCHEMA), prompt: 'A person, please.', temperature: 1, seed, maxOutputTokens: 400 });
       assert.ok(validate(object), `${JSON.stringify(object)}: ${JSON.stringify(validate.errors)}`);
       assert.equal(finishReason, 'stop');
       seen.add(JSON.stringify(object));
@@ -167,8 +157,8 @@ describe('objects and tools on a random-weight model over Llama 3\'s vocabulary'
   });
 
   test('streamObject: partial objects as the reply comes, the last one valid', async () => {
-    const validate = new Ajv().compile(SCHEMA);
-    const result = streamObject({ model: kvcache(llama), schema: jsonSchema(SCHEMA), prompt: 'A person.', temperature: 1, seed: 7, maxOutputTokens: 400 });
+    const validate = new Ajv().compile(PERSON_SCHEMA);
+    const result = streamObject({ model: kvcache(llama), schema: jsonSchema(PERSON_SCHEMA), prompt: 'A person.', temperature: 1, seed: 7, maxOutputTokens: 400 });
     const partials = [];
     for await (const partial of result.partialObjectStream) partials.push(partial);
     const object = await result.object;
