@@ -130,6 +130,9 @@ export interface DefineLanguageModelOptions {
   maxTokens?: number;
   /** Decodes an image's bytes where the runtime cannot (Node). */
   decodeImage?: (bytes: Uint8Array) => ImagePixels | Promise<ImagePixels>;
+  /** As Chrome's (default true): on a page, a create() that would start the model's download is a NotAllowedError until
+   * the user has interacted with the page (navigator.userActivation.hasBeenActive). */
+  requireUserActivation?: boolean;
 }
 
 /** A LanguageModel class over one model, loaded by its first create(). */
@@ -167,4 +170,4 @@ export interface PolyfillBackendClass {
  * a reply's most, default 512): the conversation the polyfill sends whole each call is held in the backend's session,
  * so a call computes only what is new.
  */
-export function polyfillBackend(options: Pick<DefineLanguageModelOptions, 'model' | 'projector' | 'worker' | 'init' | 'store' | 'contextLength' | 'cacheMode' | 'maxTokens' | 'decodeImage'>): PolyfillBackendClass;
+export function polyfillBackend(options: Omit<DefineLanguageModelOptions, 'languages' | 'requireUserActivation'>): PolyfillBackendClass;

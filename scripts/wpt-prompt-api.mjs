@@ -20,9 +20,8 @@
 // package's LanguageModel installed before the test's script runs.
 // testharnessreport.js and testdriver.js are this script's own: the report
 // hands each file's results to the runner (add_completion_callback), and
-// test_driver.bless() resolves at once -- in WPT's runner it gives the page
-// a real user activation through WebDriver, which this one does not (the
-// package's LanguageModel asks for none).
+// test_driver.bless() waits for the runner to click a button it adds -- a
+// real user activation, as WPT's runner gives one through WebDriver.
 //
 // One page at a time, each file under WPT's own timeout (10 s, or 60 s for
 // META: timeout=long), and the whole run under --budget seconds per browser
@@ -117,12 +116,31 @@ add_completion_callback((tests, status) => {
 });
 `;
 
-const TESTDRIVER = `// The runner's testdriver.js: actions resolve at once (no WebDriver behind it,
-// so no real user activation: bless() runs its action, if any, and resolves).
+const TESTDRIVER = `// The runner's testdriver.js: bless() puts a button on the page and waits
+// for the runner to click it (a real click: the page gets a user activation,
+// as WPT's own runner gives one through WebDriver), then runs its action in
+// the click's handler; the other actions resolve at once.
 (() => {
   const done = (value) => Promise.resolve(value);
   window.test_driver = {
-    bless(intent, action) { return Promise.resolve().then(() => (typeof action === 'function' ? action() : undefined)); },
+    bless(intent, action) {
+      return new Promise((resolve, reject) => {
+        const button = document.createElement('button');
+        button.id = '__wpt_bless';
+        button.textContent = String(intent ?? 'bless');
+        button.addEventListener('click', () => {
+          button.remove();
+          window.__wptBlessPending = false;
+          try {
+            resolve(typeof action === 'function' ? action() : undefined);
+          } catch (error) {
+            reject(error);
+          }
+        }, { once: true });
+        document.body.append(button);
+        window.__wptBlessPending = true;
+      });
+    },
     click: () => done(), send_keys: () => done(), action_sequence: () => done(), set_permission: () => done(),
     consume_user_activation: () => done(), set_test_context: () => {}, message_test: () => done(),
   };
@@ -250,12 +268,17 @@ async function runFile(browser, base, testPath) {
   try {
     page = await browser.open(`${base}${rel.replace(/\.js$/, '.html')}`);
     for (;;) {
-      const state = await page.evaluate(`async () => ({ results: window.__wptResults ?? null, installError: window.__wptInstallError ?? null })`);
+      const state = await page.evaluate(`async () => ({ results: window.__wptResults ?? null, installError: window.__wptInstallError ?? null,
+        blessing: window.__wptBlessPending === true })`);
+      if (state.blessing) {
+        await page.click('#__wpt_bless'); // the user activation bless() asks for
+        continue;
+      }
       if (state.results) return { file: rel, ms: Date.now() - started, ...state.results, installError: state.installError };
       if (Date.now() - started > limit) {
         return { file: rel, ms: Date.now() - started, harness: { status: 2, message: `no results after ${limit / 1000} s (the page hung)` }, tests: [], installError: state.installError };
       }
-      await sleep(300);
+      await sleep(100);
     }
   } catch (error) {
     return { file: rel, ms: Date.now() - started, harness: { status: 1, message: `runner: ${error.message}` }, tests: [] };

@@ -35,7 +35,7 @@ const SAMPLING_MODES = {
 const PARAMS = Object.freeze({ defaultTopK: 40, maxTopK: 128, defaultTemperature: 0.8, maxTemperature: 2 });
 // The most rounds of tool calls one prompt runs before its reply must be text.
 const TOOL_ROUNDS = 8;
-const FACTORY_OPTIONS = [...LOADER_OPTIONS, 'languages', 'maxTokens', 'decodeImage'];
+const FACTORY_OPTIONS = [...LOADER_OPTIONS, 'languages', 'maxTokens', 'decodeImage', 'requireUserActivation'];
 
 const domError = (name, message) => new DOMException(message, name);
 
@@ -301,13 +301,17 @@ function guided(messages, guide) {
  * cannot (Node: see Llama#prepareImage);
  * languages: the language tags the model is said to read and write (default:
  * any); maxTokens: the most tokens of one reply (default: the context's
- * room). The model is loaded by the first create(), once.
+ * room); requireUserActivation (default true, as Chrome's): on a page, a
+ * create() that would start the download is a NotAllowedError until the
+ * user has interacted with the page. The model is loaded by the first
+ * create(), once.
  */
 export function defineLanguageModel(options) {
   const where = 'defineLanguageModel';
   checkObject(where, 'options', options);
   checkKeys(where, options, FACTORY_OPTIONS);
-  const { contextLength, languages, maxTokens, decodeImage } = options;
+  const { contextLength, languages, maxTokens, decodeImage, requireUserActivation = true } = options;
+  if (typeof requireUserActivation !== 'boolean') throw new TypeError(`${where}: options.requireUserActivation must be a boolean (got ${shown(requireUserActivation)})`);
   const loader = modelLoader(where, options);
   if (decodeImage !== undefined && typeof decodeImage !== 'function') throw new TypeError(`${where}: options.decodeImage must be a function (bytes) => { width, height, data }`);
   if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens > 0)) throw new TypeError(`${where}: options.maxTokens must be a positive integer (got ${shown(maxTokens)})`);
@@ -398,8 +402,13 @@ export function defineLanguageModel(options) {
         if (typeof monitor !== 'function') throw new TypeError(`${where}: options.monitor must be a function`);
         monitor(progress);
       }
-      if (await availabilityOf(where, options) === 'unavailable') {
+      const availability = await availabilityOf(where, options);
+      if (availability === 'unavailable') {
         throw domError('NotSupportedError', `${where}: the model cannot take these options (an expected input or output type or language it does not have)`);
+      }
+      // As Chrome's: a download starts once the user has interacted with the page (sticky activation), where a page has one.
+      if (availability === 'downloadable' && requireUserActivation && globalThis.navigator?.userActivation?.hasBeenActive === false) {
+        throw domError('NotAllowedError', `${where}: the model is still to be downloaded, which waits for the user to have interacted with the page (a click, a key): call create() from an event handler, or define the class with requireUserActivation: false`);
       }
       const llama = await loadReporting(loader, progress, signal);
       if (expected.inputs.some((e) => e.type === 'image') && !llama.projector) throw domError('NotSupportedError', `${where}: options.expectedInputs lists images, and the model was loaded without a projector`);

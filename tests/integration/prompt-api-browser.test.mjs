@@ -25,7 +25,15 @@ const ROUTES = [
 ];
 const PAGE = `<!doctype html><meta charset="utf-8"><title>prompt-api</title><link rel="icon" href="data:,">
 <script type="importmap">{ "imports": { "kvcache-wasm": "/pkg/js/index.js", "kvcache-wasm/prompt-api": "/pkg/js/prompt-api.js",
-  "kvcache-wasm/worker": "/pkg/js/worker.js", "@huggingface/jinja": "/vendor/jinja/index.js", "@mlc-ai/web-xgrammar": "/vendor/xgrammar/index.js" } }</script>`;
+  "kvcache-wasm/worker": "/pkg/js/worker.js", "@huggingface/jinja": "/vendor/jinja/index.js", "@mlc-ai/web-xgrammar": "/vendor/xgrammar/index.js" } }</script>
+<script type="module">
+// At load, before the user has touched the page: a create() that would download is refused, as Chrome's.
+const { defineLanguageModel } = await import('kvcache-wasm/prompt-api');
+const LanguageModel = defineLanguageModel({ model: new URL('/model.gguf', location.href).href, worker: true, init: { threads: 1 } });
+const create = await LanguageModel.create().then(() => 'created', (e) => e.name);
+// Told as a console warning: the driver's evaluate() would count as a user's gesture, and this must be read before any.
+console.warn(\`at load: \${JSON.stringify({ activated: navigator.userActivation.hasBeenActive, create })}\`);
+</script>`;
 
 // In the page: the model in a LlamaWorker, through the page's store.
 const IN_PAGE = `async () => {
@@ -137,6 +145,11 @@ describe('kvcache-wasm/prompt-api in browsers', { skip: MODEL_MISSING ?? false }
       try {
         const origin = `http://127.0.0.1:${server.address().port}`;
         const page = await browser.open(`${origin}/`);
+        let told;
+        for (let tries = 0; !(told = page.warnings().find((w) => w.includes('at load: '))) && tries < 400; tries++) await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.ok(told, 'the page told what create() did at load');
+        assert.deepEqual(JSON.parse(told.slice(told.indexOf('at load: ') + 9)), { activated: false, create: 'NotAllowedError' });
+        // The page's evaluate() runs as a user's gesture would (the driver's), so what follows may download.
         const out = await page.evaluate(IN_PAGE);
         assert.equal(out.before, 'downloadable');
         assert.equal(out.progress[0], 0);

@@ -296,6 +296,7 @@ describe('on stories260K', { skip: MODEL_MISSING ?? false }, () => {
     assert.throws(() => defineLanguageModel({ model: llama, worker: true }), /for a model to load/);
     assert.throws(() => defineLanguageModel({ model: llama, contextLength: 0 }), /options\.contextLength must be a positive integer/);
     assert.throws(() => defineLanguageModel({ model: llama, decodeImage: 'png' }), /options\.decodeImage must be a function/);
+    assert.throws(() => defineLanguageModel({ model: llama, requireUserActivation: 'yes' }), /options\.requireUserActivation must be a boolean/);
     assert.throws(() => defineLanguageModel({ model: bytes, worker: 'yes' }), /options\.worker must be/);
     assert.throws(() => defineLanguageModel({ model: bytes, maxTokens: 0 }), /options\.maxTokens must be a positive integer/);
   });
