@@ -16,7 +16,7 @@
 // the JavaScript tests of tests/integration/ (the browsers, the bundlers,
 // the other runtimes, llama.cpp's agreement, the packed package, the demo,
 // the soak), the API reference (scripts/api-docs.mjs, no warning allowed),
-// then the libFuzzer harnesses for KVC_FUZZ_SECONDS (default 60) each.
+// then the libFuzzer harnesses for KVC_FUZZ_SECONDS (default 30) each.
 //
 // A test's tier is the folder it lives in. Exits non-zero if any step fails;
 // the closing lines sum up each step.
@@ -82,7 +82,7 @@ const ready =
   await step('native build', buildNative) &&
   await step('wasm build', () => buildWasm({ relaxedTests: all }));
 
-const fuzzSeconds = Number(process.env.KVC_FUZZ_SECONDS ?? 60);
+const fuzzSeconds = Number(process.env.KVC_FUZZ_SECONDS ?? 30);
 if (!Number.isInteger(fuzzSeconds) || fuzzSeconds < 0) {
   console.error(`KVC_FUZZ_SECONDS: a whole number of seconds >= 0, not ${process.env.KVC_FUZZ_SECONDS}`);
   process.exit(2);

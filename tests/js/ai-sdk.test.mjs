@@ -143,17 +143,18 @@ describe('objects and tools on a random-weight model over Llama 3\'s vocabulary'
     llama = Llama.fromGguf(encodeGguf(randomLlama(GEOMETRY, { tokenizer: vocabulary.entries, seed: 5, mix: 'Q8_0' })));
   });
 
-  test('generateObject: 50 objects of a nested schema, every one valid', async () => {
+  // 10 here; 50 more in a worker, in Node and in Chromium (tests/integration/ai-sdk-browser.test.mjs).
+  test('generateObject: 10 objects of a nested schema, every one valid', async () => {
     const validate = new Ajv().compile(PERSON_SCHEMA);
     const model = kvcache(llama);
     const seen = new Set();
-    for (let seed = 0; seed < 50; seed++) {
+    for (let seed = 0; seed < 10; seed++) {
       const { object, finishReason } = await generateObject({ model, schema: jsonSchema(PERSON_SCHEMA), prompt: 'A person, please.', temperature: 1, seed, maxOutputTokens: 400 });
       assert.ok(validate(object), `${JSON.stringify(object)}: ${JSON.stringify(validate.errors)}`);
       assert.equal(finishReason, 'stop');
       seen.add(JSON.stringify(object));
     }
-    assert.ok(seen.size > 40, `${seen.size} distinct objects: the weights, not a fixed answer, chose them`);
+    assert.ok(seen.size > 8, `${seen.size} distinct objects: the weights, not a fixed answer, chose them`);
   });
 
   test('streamObject: partial objects as the reply comes, the last one valid', async () => {
