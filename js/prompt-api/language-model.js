@@ -348,7 +348,7 @@ export function defineLanguageModel(options) {
     #sampling;
     #types;
     #tools;
-    #expected;
+    #request; // the tools' rendering and reply options (create's), null without tools
     #destroyed = new AbortController(); // destroy(), or create()'s signal
     #queue = Promise.resolve();
 
@@ -365,7 +365,7 @@ export function defineLanguageModel(options) {
       this.#sampling = internal.sampling;
       this.#types = internal.types;
       this.#tools = internal.tools;
-      this.#expected = internal.expected;
+      this.#request = internal.request;
     }
 
     /** 'unavailable', 'downloadable', 'downloading' or 'available' for these options (expectedInputs, expectedOutputs). */
@@ -413,9 +413,12 @@ export function defineLanguageModel(options) {
       const llama = await loadReporting(loader, progress, signal);
       if (expected.inputs.some((e) => e.type === 'image') && !llama.projector) throw domError('NotSupportedError', `${where}: options.expectedInputs lists images, and the model was loaded without a projector`);
       const template = templateFor(llama.tokenizer);
+      // The tools as the template renders them (its variables) and as a reply's options.tools, made once.
+      let request = null;
       if (checkedTools.length > 0) {
+        const replyTools = checkedTools.map((t) => ({ name: t.name, description: t.description, parameters: t.inputSchema }));
         try {
-          toolRequest(where, template.source, checkedTools.map((t) => ({ name: t.name, description: t.description, parameters: t.inputSchema })));
+          request = { variables: toolRequest(where, template.source, replyTools).variables, tools: replyTools };
         } catch (error) {
           throw domError('NotSupportedError', error.message);
         }
@@ -429,7 +432,7 @@ export function defineLanguageModel(options) {
       const contextWindow = Math.min(contextLength ?? Infinity, llama.config.contextLength);
       const instance = new LanguageModel({
         llama, session, template, messages: [], initial: 0, usage: 0, window: contextWindow,
-        sampling, types, tools: checkedTools, expected,
+        sampling, types, tools: checkedTools, request,
       });
       try {
         if (initial) await instance.#takeIn(where, initial.messages, signal);
@@ -543,7 +546,7 @@ export function defineLanguageModel(options) {
         const session = await this.#session.clone();
         const copy = new LanguageModel({
           llama: this.#llama, session, template: this.#template, messages: this.#messages.slice(), initial: this.#initial, usage: this.#usage,
-          window: this.#window, sampling: this.#sampling, types: this.#types, tools: this.#tools, expected: this.#expected,
+          window: this.#window, sampling: this.#sampling, types: this.#types, tools: this.#tools, request: this.#request,
         });
         return copy;
       });
@@ -585,16 +588,9 @@ export function defineLanguageModel(options) {
     // The rendering of `messages` after the session's (their images prepared) as token ids.
     async #ids(where, messages, { generationPrompt = true, continuation = '' } = {}) {
       const input = await conversationInput(where, this.#llama, this.#template, joinedTurns(messages), {
-        variables: this.#toolRequest()?.variables, generationPrompt, continuation,
+        variables: this.#request?.variables, generationPrompt, continuation,
       });
       return inputIds(this.#llama, input);
-    }
-
-    // The tools as the template renders them (its variables) and as a reply's options.tools; null without tools.
-    #toolRequest() {
-      if (this.#tools.length === 0) return null;
-      const tools = this.#tools.map((t) => ({ name: t.name, description: t.description, parameters: t.inputSchema }));
-      return { variables: toolRequest('LanguageModel', this.#template.source, tools).variables, tools };
     }
 
     // The tokens `messages` take on their own: what a session created with
@@ -667,7 +663,7 @@ export function defineLanguageModel(options) {
         this.#messages = fitted.messages;
         this.dispatchEvent(new Event('contextoverflow'));
       }
-      const tools = this.#toolRequest()?.tools;
+      const tools = this.#request?.tools;
       // A reply has the context's room left, and the app's maxTokens at most.
       const room = this.#window - requested;
       const sampling = this.#sampling.temperature === 0 ? { temperature: 0 } : { temperature: this.#sampling.temperature, topK: this.#sampling.topK };
