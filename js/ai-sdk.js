@@ -18,7 +18,7 @@
 // checks read across versions.
 import { shown } from './runtime/checks.js';
 import { checkKeys } from './runtime/options.js';
-import { commonPrefix } from './runtime/tokens.js';
+import { commonPrefix, sessionTokens } from './runtime/tokens.js';
 import { checkMessages, reply, templateFor } from './chat/chat.js';
 import { prepareImages } from './chat/content.js';
 import { readsControlTokens, toolFormatOf } from './chat/tools.js';
@@ -227,13 +227,10 @@ async function pump(call, pieces, options, send) {
   }
 }
 
-// A session's tokens: a LlamaSession's property, a RemoteSession's method.
-const tokensOf = async (session) => (typeof session.tokens === 'function' ? session.tokens() : session.tokens);
-
 // What a session holds before a call: its tokens, and the positions its cache holds (the last token emitted is not among them).
 async function heldBy(session) {
   const positions = session.cache ? session.cache.nextPosition : (await session.cacheStats()).nextPosition;
-  return { tokens: await tokensOf(session), positions };
+  return { tokens: await sessionTokens(session), positions };
 }
 
 // The call's result from its last piece: content, finish reason, usage in the tokens the session computed and emitted.
@@ -247,7 +244,7 @@ async function finish(call, last) {
   // The conversation's tokens whose rows the session's cache held before the call, or its prefix cache
   // gave (cacheRead), and those it computed (noCache): the conversation's last token is always computed
   // (its logits give the first token), and so is a token emitted last, which no row held yet.
-  const after = await tokensOf(call.session);
+  const after = await sessionTokens(call.session);
   const common = commonPrefix(call.held.tokens, after.slice(0, stats.promptTokens));
   const held = Math.max(0, Math.min(common, call.held.positions, stats.promptTokens - 1));
   const reused = Math.min(stats.promptTokens, held + stats.prefixTokens);

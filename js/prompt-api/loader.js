@@ -3,6 +3,7 @@
 // is -- on this thread or in a LlamaWorker, through a ModelStore -- with its
 // download reported as the Prompt API's `downloadprogress` events.
 import { shown } from '../runtime/checks.js';
+import { sessionTokens } from '../runtime/tokens.js';
 import { Llama } from '../model/llama.js';
 import { init } from '../runtime/runtime.js';
 import { LlamaWorker } from '../workers/client.js';
@@ -127,6 +128,5 @@ export async function inputIds(llama, input) {
 
 /** How many tokens a LlamaSession or a RemoteSession holds. */
 export async function heldTokens(session) {
-  const tokens = typeof session.tokens === 'function' ? await session.tokens() : session.tokens;
-  return tokens.length;
+  return (await sessionTokens(session)).length;
 }
