@@ -1142,6 +1142,52 @@ size_t kvc_model_snapshot_size(const kvc_model *model);
 kvc_status kvc_model_serialize(const kvc_model *model, uint8_t *dst, size_t dst_len);
 kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out);
 
+/* A model snapshot read in pieces, as a file or a download gives them,
+ * holding at most one layer's bytes besides the layers built so far (no
+ * whole copy of the snapshot): the way to restore a large cache from
+ * storage.
+ *   kvc_model_reader_create(total, &reader);
+ *   while (kvc_model_reader_next(reader, &dst, &room) == KVC_OK && room > 0) {
+ *       n = up to `room` bytes of the snapshot, copied to dst;
+ *       if (kvc_model_reader_wrote(reader, n) != KVC_OK) break;
+ *   }
+ *   status = kvc_model_reader_finish(reader, &model);
+ *   kvc_model_reader_free(reader);
+ * It refuses what kvc_model_deserialize refuses, and gives the model only
+ * once every byte has come and the snapshot's CRC-32 matched; a damaged
+ * byte is reported at the first field or checksum it breaks (so its status
+ * may differ from kvc_model_deserialize's for the same bytes). */
+typedef struct kvc_model_reader kvc_model_reader;
+
+/* kvc_model_reader_create(): a reader of a snapshot of `total` bytes.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_SNAPSHOT_TRUNCATED (too few
+ *           bytes for any snapshot) or KVC_E_NOMEM. */
+kvc_status kvc_model_reader_create(size_t total, kvc_model_reader **out);
+
+/* kvc_model_reader_next(): where the next bytes go: *dst, with room for
+ * *room of them (the reader's own memory, valid until its next call); *room
+ * is 0 once every byte has come.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, or the failure that stopped the
+ *           reader (then *dst NULL, *room 0). */
+kvc_status kvc_model_reader_next(kvc_model_reader *reader, uint8_t **dst, size_t *room);
+
+/* kvc_model_reader_wrote(): n bytes were copied to next()'s *dst.  A frame
+ * or field they complete is read then; a failure stops the reader, which
+ * then returns it from every call.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (n above the room:
+ *           nothing changed), KVC_E_NOMEM or a KVC_E_SNAPSHOT_* status. */
+kvc_status kvc_model_reader_wrote(kvc_model_reader *reader, size_t n);
+
+/* kvc_model_reader_finish(): the model, once every byte has come and
+ * checked; the caller owns it.  Once only.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_SNAPSHOT_TRUNCATED (bytes
+ *           are missing), KVC_E_NOMEM or the failure that stopped it. */
+kvc_status kvc_model_reader_finish(kvc_model_reader *reader, kvc_model **out);
+
+/* kvc_model_reader_free(): frees the reader and the layers it built that
+ * no model took.  NULL is a no-op. */
+void kvc_model_reader_free(kvc_model_reader *reader);
+
 /* ------------------------------------------------------------------------ */
 /* GGUF files                                                                */
 /* ------------------------------------------------------------------------ */

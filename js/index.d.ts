@@ -385,6 +385,9 @@ export class KvCache {
   serialize(): Uint8Array;
   /** A new KvCache from serialize()'s bytes; refused bytes throw a KvCacheError (KVC_E_SNAPSHOT_*). */
   static deserialize(bytes: ArrayBufferView | ArrayBuffer): KvCache;
+  /** deserialize() of a snapshot that comes in pieces (`byteLength` bytes in all), read into the cache's pages as they
+   * come, holding at most one layer's bytes besides. */
+  static deserializeFrom(chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, byteLength: number): Promise<KvCache>;
   /** An independent copy of every layer, copy-on-write: O(pages), no row copied (not during a verify). */
   clone(): KvCache;
 }

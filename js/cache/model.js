@@ -4,7 +4,7 @@ import { callC, checkStatus, disposeSymbol, lib, ownedObjects, u32At } from '../
 import { KvCacheError, checkAccepted, checkInteger, checkObject, checkPolicy, shown } from '../runtime/checks.js';
 import { MAX_LAYERS, MAX_POSITIONS, createLayer, wrapLayer } from './layer.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
-import { cloneHandle, deserializeHandle, serializeHandle } from './snapshot.js';
+import { cloneHandle, deserializeHandle, readModelInPieces, serializeHandle } from './snapshot.js';
 
 const adoptPointer = Symbol('adoptPointer');
 /** KvCache[modelPointer](where, name, cache) and KvCache[adoptModel](ptr): for PrefixCache. */
@@ -218,6 +218,18 @@ export class KvCache {
   /** A new model cache from serialize()'s bytes; refused bytes throw a KvCacheError saying why. */
   static deserialize(bytes) {
     return new KvCache({ [adoptPointer]: deserializeHandle('KvCache.deserialize', 'kvc_model', bytes) });
+  }
+
+  /**
+   * deserialize() of a snapshot that comes in pieces -- `chunks`, an
+   * iterable or async iterable of Uint8Arrays (a file read piece by piece, a
+   * response's body), `byteLength` bytes in all -- read into the cache's
+   * pages as they come, holding at most one layer's bytes besides: no whole
+   * copy of the snapshot in JavaScript or in the heap. Refuses what
+   * deserialize refuses.
+   */
+  static async deserializeFrom(chunks, byteLength) {
+    return new KvCache({ [adoptPointer]: await readModelInPieces('KvCache.deserializeFrom', chunks, byteLength) });
   }
 
   /**

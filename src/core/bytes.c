@@ -11,27 +11,87 @@
  * the speed of the byte-at-a-time loop, which alone cost most of a
  * serialize.  table[0] is the classic table; table[k][i] is the CRC of byte
  * i followed by k zero bytes.  The tables (8 KiB) are built per call: cheap
- * next to the megabytes a snapshot holds, and no shared state to race on. */
+ * next to the megabytes a snapshot holds, and no shared state to race on.
+ *
+ * One chain of table lookups waits on the last; a long run is cut in four
+ * blocks whose chains interleave (2.4 times the speed in wasm), and their
+ * CRCs are joined as the CRC of their concatenation: CRC(A B) is CRC(A)
+ * times x^(8 |B|) modulo the polynomial, plus CRC(B) -- what a streaming
+ * reader joins its pieces' CRCs with too. */
 
-uint32_t kvc_crc32(const uint8_t *data, size_t n) {
-    uint32_t table[8][256];
+#define CRC_POLY 0xEDB88320u
+/* Runs shorter than this go through one chain: the joins cost ~100 steps. */
+#define CRC_INTERLEAVE_BYTES 4096u
+
+typedef uint32_t crc_tables[8][256];
+
+static void build_tables(crc_tables table) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? CRC_POLY ^ (c >> 1) : c >> 1;
         table[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++) {
         for (int k = 1; k < 8; k++) table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xFF];
     }
-    uint32_t crc = 0xFFFFFFFFu;
-    for (; n >= 8; n -= 8, data += 8) {
-        const uint32_t lo = crc ^ ((uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24);
-        const uint32_t hi = (uint32_t)data[4] | (uint32_t)data[5] << 8 | (uint32_t)data[6] << 16 | (uint32_t)data[7] << 24;
-        crc = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^
-              table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
+}
+
+/* Eight bytes into a running (unconditioned) CRC. */
+static inline uint32_t step8(const crc_tables table, uint32_t crc, const uint8_t *data) {
+    const uint32_t lo = crc ^ ((uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24);
+    const uint32_t hi = (uint32_t)data[4] | (uint32_t)data[5] << 8 | (uint32_t)data[6] << 16 | (uint32_t)data[7] << 24;
+    return table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^
+           table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
+}
+
+/* a times b modulo the polynomial, both reflected (bit 31 is x^0). */
+static uint32_t multiply_mod(uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
+        if (a & bit) product ^= b;
+        b = (b & 1) ? (b >> 1) ^ CRC_POLY : b >> 1;
     }
+    return product;
+}
+
+/* x^(8 n) modulo the polynomial: n zero bytes' shift, by squaring. */
+static uint32_t shift_of_bytes(uint64_t n) {
+    uint32_t shift = 1u << 31, square = 1u << 23; /* x^0, x^8 */
+    for (; n; n >>= 1) {
+        if (n & 1) shift = multiply_mod(square, shift);
+        square = multiply_mod(square, square);
+    }
+    return shift;
+}
+
+uint32_t kvc_crc32_join(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return multiply_mod(shift_of_bytes(len_b), crc_a) ^ crc_b;
+}
+
+uint32_t kvc_crc32_update(uint32_t crc, const uint8_t *data, size_t n) {
+    crc_tables table;
+    build_tables(table);
+    if (n >= CRC_INTERLEAVE_BYTES) {
+        const size_t block = (n / 4) & ~(size_t)7;
+        uint32_t c0 = ~crc, c1 = ~0u, c2 = ~0u, c3 = ~0u;
+        for (size_t i = 0; i < block; i += 8) {
+            c0 = step8(table, c0, data + i);
+            c1 = step8(table, c1, data + block + i);
+            c2 = step8(table, c2, data + 2 * block + i);
+            c3 = step8(table, c3, data + 3 * block + i);
+        }
+        crc = kvc_crc32_join(kvc_crc32_join(kvc_crc32_join(~c0, ~c1, block), ~c2, block), ~c3, block);
+        data += 4 * block;
+        n -= 4 * block;
+    }
+    crc = ~crc;
+    for (; n >= 8; n -= 8, data += 8) crc = step8(table, crc, data);
     for (; n > 0; n--, data++) crc = table[0][(crc ^ *data) & 0xFF] ^ (crc >> 8);
-    return crc ^ 0xFFFFFFFFu;
+    return ~crc;
+}
+
+uint32_t kvc_crc32(const uint8_t *data, size_t n) {
+    return kvc_crc32_update(0, data, n);
 }
 
 void kvc_copy_little_endian(uint8_t *dst, const uint8_t *src, size_t n, size_t size) {

@@ -21,8 +21,12 @@
 #define KVC_HOST_BIG_ENDIAN 0
 #endif
 
-/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of n bytes. */
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of n bytes; the CRC of
+ * bytes before them followed by these (zlib's crc32(crc, data, n)); and the
+ * CRC of two runs of bytes from theirs, len_b the second's length. */
 uint32_t kvc_crc32(const uint8_t *data, size_t n);
+uint32_t kvc_crc32_update(uint32_t crc, const uint8_t *data, size_t n);
+uint32_t kvc_crc32_join(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 typedef struct kvc_writer {
     uint8_t *at;  /* the next byte; NULL: counting only */

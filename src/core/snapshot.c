@@ -276,7 +276,9 @@ kvc_status kvc_layer_serialize(const kvc_layer *layer, uint8_t *dst, size_t dst_
 
 /* Checks the frame (magic, version, length, CRC) and returns a reader over
  * the payload. */
-static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, kvc_reader *payload,
+/* The payload of a frame of `magic`, its version; its CRC-32 checked
+ * unless the caller has checked it (verify_crc 0). */
+static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, int verify_crc, kvc_reader *payload,
                              uint32_t *version) {
     if (len < MAGIC_BYTES || memcmp(src, magic, MAGIC_BYTES) != 0) return KVC_E_SNAPSHOT_MAGIC;
     kvc_reader r = {src + MAGIC_BYTES, src + len, 0};
@@ -292,7 +294,7 @@ static kvc_status open_frame(const uint8_t *src, size_t len, const char *magic, 
     if (kvc_left(&r) - payload_len != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after it */
     const uint8_t *payload_end = r.at + payload_len;
     kvc_reader crc = {payload_end, r.end, 0};
-    if (kvc_get_u32(&crc) != kvc_crc32(src, (size_t)(payload_end - src))) return KVC_E_SNAPSHOT_CHECKSUM;
+    if (verify_crc && kvc_get_u32(&crc) != kvc_crc32(src, (size_t)(payload_end - src))) return KVC_E_SNAPSHOT_CHECKSUM;
     *payload = (kvc_reader){r.at, r.at + payload_len, 0};
     *version = (uint32_t)frame[FRAME_VERSION];
     return KVC_OK;
@@ -381,10 +383,12 @@ static int get_paged(kvc_reader *r, kvc_paged *a, size_t first, size_t n, size_t
 static kvc_status read_f32_rows(kvc_reader *r, kvc_paged *a, size_t n, int positive) {
     const size_t first = a->len, d = a->elem_bytes / sizeof(float);
     if (!get_paged(r, a, first, n, sizeof(float))) return KVC_E_SNAPSHOT_TRUNCATED;
+    kvc_all_finite_fn *all_finite = kvc_kernels_active()->all_finite;
     for (size_t i = 0; i < n; i++) {
         const float *row = (const float *)(const void *)kvc_paged_at(a, first + i);
-        for (size_t j = 0; j < d; j++) {
-            if (!isfinite(row[j]) || (positive && !(row[j] > 0.0f))) return KVC_E_SNAPSHOT_CORRUPT;
+        if (!all_finite(d, row)) return KVC_E_SNAPSHOT_CORRUPT;
+        for (size_t j = 0; positive && j < d; j++) {
+            if (!(row[j] > 0.0f)) return KVC_E_SNAPSHOT_CORRUPT;
         }
     }
     kvc_paged_set_len(a, first + n);
@@ -592,15 +596,20 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     return KVC_E_SNAPSHOT_CORRUPT;
 }
 
+/* A layer from its frame, whose CRC-32 is checked unless verify_crc is 0. */
+static kvc_status layer_from_frame(const uint8_t *src, size_t len, int verify_crc, kvc_layer **out) {
+    kvc_reader payload;
+    uint32_t version;
+    kvc_status status = open_frame(src, len, LAYER_MAGIC, verify_crc, &payload, &version);
+    if (status != KVC_OK) return status;
+    return read_layer(&payload, version, out);
+}
+
 kvc_status kvc_layer_deserialize(const uint8_t *src, size_t len, kvc_layer **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!src) return KVC_E_NULL_POINTER;
-    kvc_reader payload;
-    uint32_t version;
-    kvc_status status = open_frame(src, len, LAYER_MAGIC, &payload, &version);
-    if (status != KVC_OK) return status;
-    return read_layer(&payload, version, out);
+    return layer_from_frame(src, len, 1, out);
 }
 
 /* ---- models: the layers' own snapshots, one after another ---- */
@@ -636,7 +645,7 @@ kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out
     if (!src) return KVC_E_NULL_POINTER;
     kvc_reader r;
     uint32_t version; /* the layers carry their own */
-    kvc_status status = open_frame(src, len, MODEL_MAGIC, &r, &version);
+    kvc_status status = open_frame(src, len, MODEL_MAGIC, 1, &r, &version);
     if (status != KVC_OK) return status;
     const uint64_t count = get_field(&r, layer_count_width);
     if (r.failed) return KVC_E_SNAPSHOT_TRUNCATED;
@@ -666,4 +675,179 @@ kvc_status kvc_model_deserialize(const uint8_t *src, size_t len, kvc_model **out
     }
     kvc_free(layers);
     return status;
+}
+
+/* ---- models read in pieces ----
+ *
+ * A reader takes a model snapshot as its bytes come (a file, a download)
+ * and holds one layer's frame at a time: it tells where the next bytes go
+ * (a small buffer for the fixed fields, a layer's frame), and each frame,
+ * once whole, becomes a layer and its buffer is freed, so the next layer's
+ * pages reuse that memory.  Each frame's CRC-32 is computed once: checked
+ * against the frame's own and joined into the model's, which the last four
+ * bytes must match before finish() gives the model.  What is refused is
+ * what kvc_model_deserialize refuses; a damaged byte is found at the first
+ * field or checksum it breaks. */
+
+enum reader_phase { READ_HEAD, READ_LENGTH, READ_LAYER, READ_TRAILER, READ_DONE };
+
+struct kvc_model_reader {
+    size_t total, taken;         /* the snapshot's bytes, and how many came */
+    enum reader_phase phase;
+    uint8_t fixed[32];           /* the fields being read (head, a length, the trailer) */
+    size_t fixed_len, fixed_at;
+    uint8_t *frame;              /* the layer frame being read */
+    size_t frame_len, frame_at;
+    uint32_t crc;                /* of every byte before the trailer that came */
+    kvc_status status;           /* the first failure, kept */
+    kvc_layer **layers;
+    size_t count, built;
+};
+
+/* The fixed bytes the snapshot starts with: the frame's header and the layer count. */
+static size_t model_head_bytes(void) {
+    return header_bytes() + kvc_fields_bytes(layer_count_width, 1);
+}
+
+kvc_status kvc_model_reader_create(size_t total, kvc_model_reader **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (total < model_head_bytes() + TRAILER_BYTES) return KVC_E_SNAPSHOT_TRUNCATED;
+    kvc_model_reader *reader = kvc_malloc(sizeof *reader);
+    if (!reader) return KVC_E_NOMEM;
+    memset(reader, 0, sizeof *reader);
+    reader->total = total;
+    reader->phase = READ_HEAD;
+    reader->fixed_len = model_head_bytes();
+    *out = reader;
+    return KVC_OK;
+}
+
+/* The head read: magic, version, a payload that spans the snapshot, a count of layers its bytes can hold. */
+static kvc_status reader_take_head(kvc_model_reader *reader) {
+    const uint8_t *head = reader->fixed;
+    if (memcmp(head, MODEL_MAGIC, MAGIC_BYTES) != 0) return KVC_E_SNAPSHOT_MAGIC;
+    kvc_reader r = {head + MAGIC_BYTES, head + reader->fixed_len, 0};
+    uint64_t frame[FRAME_FIELDS];
+    kvc_get_fields(&r, frame_widths, FRAME_FIELDS, frame);
+    if (frame[FRAME_VERSION] < SNAPSHOT_OLDEST_VERSION || frame[FRAME_VERSION] > SNAPSHOT_VERSION)
+        return KVC_E_SNAPSHOT_VERSION;
+    if (frame[FRAME_PAYLOAD_LEN] != reader->total - header_bytes() - TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT;
+    const uint64_t count = get_field(&r, layer_count_width);
+    const size_t least_layer_bytes = kvc_fields_bytes(layer_length_width, 1) + header_bytes() + TRAILER_BYTES;
+    if (count == 0) return KVC_E_SNAPSHOT_CORRUPT;
+    if (count > (reader->total - reader->fixed_len - TRAILER_BYTES) / least_layer_bytes) return KVC_E_SNAPSHOT_TOO_LARGE;
+    reader->layers = kvc_realloc_array(NULL, (size_t)count, sizeof(kvc_layer *));
+    if (!reader->layers) return KVC_E_NOMEM;
+    reader->count = (size_t)count;
+    return KVC_OK;
+}
+
+/* What follows the fixed bytes just read (reader->fixed, reader->fixed_len). */
+static kvc_status reader_after_fixed(kvc_model_reader *reader) {
+    if (reader->phase == READ_TRAILER) {
+        kvc_reader r = {reader->fixed, reader->fixed + TRAILER_BYTES, 0};
+        if (kvc_get_u32(&r) != reader->crc) return KVC_E_SNAPSHOT_CHECKSUM;
+        reader->phase = READ_DONE;
+        return KVC_OK;
+    }
+    reader->crc = kvc_crc32_update(reader->crc, reader->fixed, reader->fixed_len);
+    if (reader->phase == READ_HEAD) {
+        const kvc_status status = reader_take_head(reader);
+        if (status != KVC_OK) return status;
+    } else {
+        kvc_reader r = {reader->fixed, reader->fixed + reader->fixed_len, 0};
+        const uint64_t bytes = get_field(&r, layer_length_width);
+        if (reader->total - reader->taken < TRAILER_BYTES || bytes > reader->total - reader->taken - TRAILER_BYTES)
+            return KVC_E_SNAPSHOT_TRUNCATED;
+        if (bytes < header_bytes() + TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT;
+        reader->frame = kvc_malloc((size_t)bytes);
+        if (!reader->frame) return KVC_E_NOMEM;
+        reader->frame_len = (size_t)bytes;
+        reader->frame_at = 0;
+        reader->phase = READ_LAYER;
+        return KVC_OK;
+    }
+    reader->phase = READ_LENGTH;
+    reader->fixed_len = kvc_fields_bytes(layer_length_width, 1);
+    return reader->fixed_len > reader->total - reader->taken ? KVC_E_SNAPSHOT_TRUNCATED : KVC_OK;
+}
+
+/* A whole layer frame: its CRC once (its own, then joined into the model's), then the layer. */
+static kvc_status reader_after_frame(kvc_model_reader *reader) {
+    const size_t body = reader->frame_len - TRAILER_BYTES;
+    const uint32_t frame_crc = kvc_crc32(reader->frame, body);
+    kvc_reader trailer = {reader->frame + body, reader->frame + reader->frame_len, 0};
+    if (kvc_get_u32(&trailer) != frame_crc) return KVC_E_SNAPSHOT_CHECKSUM;
+    reader->crc = kvc_crc32_update(kvc_crc32_join(reader->crc, frame_crc, body), reader->frame + body, TRAILER_BYTES);
+    const kvc_status status = layer_from_frame(reader->frame, reader->frame_len, 0, &reader->layers[reader->built]);
+    kvc_free(reader->frame);
+    reader->frame = NULL;
+    if (status != KVC_OK) return status;
+    reader->built++;
+    const int last = reader->built == reader->count;
+    if (last && reader->total - reader->taken != TRAILER_BYTES) return KVC_E_SNAPSHOT_CORRUPT; /* bytes after the layers */
+    reader->phase = last ? READ_TRAILER : READ_LENGTH;
+    reader->fixed_len = last ? TRAILER_BYTES : kvc_fields_bytes(layer_length_width, 1);
+    return reader->fixed_len > reader->total - reader->taken ? KVC_E_SNAPSHOT_TRUNCATED : KVC_OK;
+}
+
+kvc_status kvc_model_reader_next(kvc_model_reader *reader, uint8_t **dst, size_t *room) {
+    if (!reader || !dst || !room) return KVC_E_NULL_POINTER;
+    *dst = NULL;
+    *room = 0;
+    if (reader->status != KVC_OK) return reader->status;
+    if (reader->phase == READ_DONE) return KVC_OK;
+    if (reader->phase == READ_LAYER) {
+        *dst = reader->frame + reader->frame_at;
+        *room = reader->frame_len - reader->frame_at;
+    } else {
+        *dst = reader->fixed + reader->fixed_at;
+        *room = reader->fixed_len - reader->fixed_at;
+    }
+    return KVC_OK;
+}
+
+kvc_status kvc_model_reader_wrote(kvc_model_reader *reader, size_t n) {
+    if (!reader) return KVC_E_NULL_POINTER;
+    if (reader->status != KVC_OK) return reader->status;
+    uint8_t *dst;
+    size_t room;
+    kvc_model_reader_next(reader, &dst, &room);
+    if (n > room) return KVC_E_LENGTH; /* the caller's mistake: the reader is as it was */
+    reader->taken += n;
+    kvc_status status = KVC_OK;
+    if (reader->phase == READ_LAYER) {
+        reader->frame_at += n;
+        if (reader->frame_at == reader->frame_len) status = reader_after_frame(reader);
+    } else {
+        reader->fixed_at += n;
+        if (reader->fixed_at == reader->fixed_len) {
+            reader->fixed_at = 0;
+            status = reader_after_fixed(reader);
+        }
+    }
+    reader->status = status;
+    return status;
+}
+
+kvc_status kvc_model_reader_finish(kvc_model_reader *reader, kvc_model **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    if (!reader) return KVC_E_NULL_POINTER;
+    if (reader->status != KVC_OK) return reader->status;
+    if (reader->phase != READ_DONE) return KVC_E_SNAPSHOT_TRUNCATED;
+    kvc_status status = kvc_model_create(reader->layers, reader->count, out);
+    if (status == KVC_E_LAYERS) status = KVC_E_SNAPSHOT_CORRUPT; /* layers at different positions */
+    if (status == KVC_OK) reader->built = 0; /* the model owns them */
+    reader->status = status == KVC_OK ? KVC_E_SNAPSHOT_CORRUPT : status; /* finished: nothing more to give */
+    return status;
+}
+
+void kvc_model_reader_free(kvc_model_reader *reader) {
+    if (!reader) return;
+    for (size_t i = 0; i < reader->built; i++) kvc_layer_free(reader->layers[i]);
+    kvc_free(reader->layers);
+    kvc_free(reader->frame);
+    kvc_free(reader);
 }

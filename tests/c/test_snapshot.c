@@ -9,12 +9,16 @@
  * version, a checksum mismatch, every truncation, and -- forged with a valid
  * CRC-32 -- counts, geometry and values that no cache holds; a sweep over
  * every byte of small snapshots (none accepted, none crashing); running out
- * of memory while reading.  And the bytes of today's format, pinned.
+ * of memory while reading.  A model read in pieces (kvc_model_reader) is
+ * the model read whole, refuses what it refuses, and fails cleanly out of
+ * memory; the CRC-32's interleaved blocks and joins are the bit-by-bit
+ * CRC.  And the bytes of today's format, pinned.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "kernels/q4-pack.h"
 #include "test.h"
 
@@ -131,6 +135,37 @@ static kvc_status read_model(const uint8_t *snap, size_t len, kvc_model **out) {
     *out = model_sentinel;
     const kvc_status status = kvc_model_deserialize(snap, len, out);
     if (status != KVC_OK) return test_out_rule(status, *out);
+    return *out ? KVC_OK : KVC_E_LENGTH;
+}
+
+/* The model of snap read by a kvc_model_reader fed `piece` bytes at a time
+ * (the last piece shorter), with read_model's rule for *out.  A refusal
+ * that leaves anything else there, or a reader that asks for bytes past
+ * the snapshot's end, becomes KVC_E_LENGTH. */
+static kvc_status read_model_in_pieces(const uint8_t *snap, size_t len, size_t piece, kvc_model **out) {
+    *out = model_sentinel;
+    kvc_model_reader *reader = NULL;
+    kvc_status status = kvc_model_reader_create(len, &reader);
+    size_t at = 0;
+    while (status == KVC_OK) {
+        uint8_t *dst = NULL;
+        size_t room = 0;
+        status = kvc_model_reader_next(reader, &dst, &room);
+        if (status != KVC_OK || room == 0) break;
+        const size_t n = room < piece ? room : piece;
+        if (n > len - at) {
+            status = KVC_E_LENGTH;
+            break;
+        }
+        memcpy(dst, snap + at, n);
+        at += n;
+        status = kvc_model_reader_wrote(reader, n);
+    }
+    if (status == KVC_OK) status = kvc_model_reader_finish(reader, out);
+    else *out = NULL;
+    kvc_model_reader_free(reader);
+    if (status != KVC_OK) return test_out_rule(status, *out);
+    if (at != len) return KVC_E_LENGTH;
     return *out ? KVC_OK : KVC_E_LENGTH;
 }
 
@@ -480,6 +515,105 @@ TEST(model_round_trip_should_be_bit_identical_with_eviction_and_go_on_the_same) 
         kvc_model_free(model);
     }
     test_hybrid_free(&h);
+}
+
+TEST(a_model_read_in_pieces_of_any_size_should_be_the_model_read_whole) {
+    test_hybrid h = test_hybrid_make(2031, 160);
+    static const size_t lengths[] = {0, 40, 100};
+    static const size_t pieces[] = {1, 3, 17, 4096, SIZE_MAX};
+    for (size_t li = 0; li < 3; li++) {
+        kvc_model *model = test_hybrid_model(&h, lengths[li]);
+        CHECK(model != NULL);
+        if (lengths[li] == 100) CHECK_OK(kvc_model_evict(model, 30, 2, 5));
+        size_t len = 0;
+        uint8_t *snap = model_snapshot(model, &len);
+        CHECK(snap != NULL);
+        for (size_t pi = 0; pi < sizeof pieces / sizeof pieces[0]; pi++) {
+            kvc_model *read = NULL;
+            CHECK_OK(read_model_in_pieces(snap, len, pieces[pi], &read));
+            CHECK(test_models_equal(read, model));
+            size_t again_len = 0;
+            uint8_t *again = model_snapshot(read, &again_len);
+            CHECK(again && again_len == len && memcmp(again, snap, len) == 0);
+            free(again);
+            kvc_model_free(read);
+        }
+        free(snap);
+        kvc_model_free(model);
+    }
+    test_hybrid_free(&h);
+}
+
+TEST(a_model_reader_should_refuse_every_truncation_a_wrong_total_and_a_piece_past_its_room) {
+    test_hybrid h = test_hybrid_make(2032, 60);
+    kvc_model *model = test_hybrid_model(&h, 60);
+    CHECK(model != NULL);
+    size_t len = 0;
+    uint8_t *snap = model_snapshot(model, &len);
+    CHECK(snap != NULL);
+    for (size_t cut = 0; cut < len; cut++) {
+        /* The first cut bytes, then no more: the reader still wants some. */
+        kvc_model_reader *reader = NULL;
+        kvc_status status = kvc_model_reader_create(len, &reader);
+        for (size_t at = 0; status == KVC_OK && at < cut;) {
+            uint8_t *dst;
+            size_t room;
+            CHECK_OK(kvc_model_reader_next(reader, &dst, &room));
+            CHECK(room > 0);
+            const size_t n = room < cut - at ? room : cut - at;
+            memcpy(dst, snap + at, n);
+            at += n;
+            status = kvc_model_reader_wrote(reader, n);
+        }
+        kvc_model *out = model_sentinel;
+        if (status == KVC_OK) CHECK(kvc_model_reader_finish(reader, &out) == KVC_E_SNAPSHOT_TRUNCATED && out == NULL);
+        kvc_model_reader_free(reader);
+    }
+    /* A total that is not the snapshot's: refused before a layer is read. */
+    kvc_model *out = NULL;
+    CHECK(read_model_in_pieces(snap, len - 1, 4096, &out) == KVC_E_SNAPSHOT_CORRUPT && out == NULL);
+    uint8_t *longer = test_alloc(len + 1);
+    memcpy(longer, snap, len);
+    longer[len] = 0;
+    CHECK(read_model_in_pieces(longer, len + 1, 4096, &out) == KVC_E_SNAPSHOT_CORRUPT && out == NULL);
+    free(longer);
+    kvc_model_reader *reader = NULL;
+    CHECK(kvc_model_reader_create(19, &reader) == KVC_E_SNAPSHOT_TRUNCATED && reader == NULL);
+    /* More bytes than the room: refused, and the reader goes on as before. */
+    CHECK_OK(kvc_model_reader_create(len, &reader));
+    uint8_t *dst;
+    size_t room;
+    CHECK_OK(kvc_model_reader_next(reader, &dst, &room));
+    CHECK(kvc_model_reader_wrote(reader, room + 1) == KVC_E_LENGTH);
+    CHECK(kvc_model_reader_next(reader, NULL, &room) == KVC_E_NULL_POINTER);
+    CHECK(kvc_model_reader_finish(reader, NULL) == KVC_E_NULL_POINTER);
+    CHECK(kvc_model_reader_wrote(NULL, 1) == KVC_E_NULL_POINTER);
+    kvc_model_reader_free(reader);
+    kvc_model_reader_free(NULL);
+    CHECK(read_model_in_pieces(snap, len, 5, &out) == KVC_OK && test_models_equal(out, model));
+    kvc_model_free(out);
+    free(snap);
+    kvc_model_free(model);
+    test_hybrid_free(&h);
+}
+
+TEST(crc32_in_interleaved_blocks_and_joined_should_be_the_bitwise_crc) {
+    const size_t n = 100003;
+    uint8_t *bytes = test_alloc(n);
+    test_rng rng = test_rng_new(2033);
+    for (size_t i = 0; i < n; i++) bytes[i] = (uint8_t)(test_rng_unit(&rng) * 256.0f);
+    static const size_t lengths[] = {0, 1, 7, 8, 9, 63, 4095, 4096, 4097, 4103, 65536, 100003};
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const size_t len = lengths[li];
+        const uint32_t want = test_crc32(bytes, len);
+        CHECK(kvc_crc32(bytes, len) == want);
+        for (size_t cut = 0; cut <= len; cut += len / 5 + 1) {
+            const uint32_t a = kvc_crc32(bytes, cut), b = kvc_crc32(bytes + cut, len - cut);
+            CHECK(kvc_crc32_update(a, bytes + cut, len - cut) == want);
+            CHECK(kvc_crc32_join(a, b, len - cut) == want);
+        }
+    }
+    free(bytes);
 }
 
 TEST(model_snapshot_should_be_refused_during_a_verify_or_with_layers_out_of_step) {
@@ -1040,6 +1174,14 @@ static int sweep(const uint8_t *snap, size_t len, int is_model, sweep_count *pla
                 kvc_model *model = NULL;
                 const kvc_status status = is_model ? read_model(bad, len, &model)
                                                    : read_layer(bad, len, &layer);
+                if (is_model) {
+                    /* In pieces: refused exactly where the whole read refuses. */
+                    kvc_model *streamed = NULL;
+                    const kvc_status in_pieces = read_model_in_pieces(bad, len, 7, &streamed);
+                    ok = in_pieces != KVC_E_LENGTH && (in_pieces == KVC_OK) == (status == KVC_OK) &&
+                         (!streamed || test_models_equal(streamed, model));
+                    kvc_model_free(streamed);
+                }
                 sweep_count *count = reframed ? forged : plain;
                 count->tried++;
                 count->accepted += status == KVC_OK;
@@ -1103,6 +1245,11 @@ static kvc_status op_read_model(void *ctx) {
     return read_model(r->snap, r->len, &r->model);
 }
 
+static kvc_status op_read_model_in_pieces(void *ctx) {
+    read_ctx *r = ctx;
+    return read_model_in_pieces(r->snap, r->len, 1000, &r->model);
+}
+
 TEST(deserialize_should_fail_cleanly_on_allocation_failure) {
     const size_t H = 9, d = 5;
     test_data data = test_data_make(2012, 200, H, d, 1);
@@ -1138,6 +1285,10 @@ TEST(deserialize_should_fail_cleanly_on_allocation_failure) {
         CHECK(test_run_with_faults(op_read_model, &r, NULL, persistent, TEST_KEEPS_NONE) >= 4);
         CHECK(test_models_equal(r.model, model));
         kvc_model_free(r.model);
+        read_ctx pieces = {snap, len, NULL, NULL};
+        CHECK(test_run_with_faults(op_read_model_in_pieces, &pieces, NULL, persistent, TEST_KEEPS_NONE) >= 4);
+        CHECK(test_models_equal(pieces.model, model));
+        kvc_model_free(pieces.model);
     }
     free(snap);
     kvc_model_free(model);
@@ -1429,6 +1580,9 @@ RUN_TESTS(CASE(layer_round_trip_should_be_bit_identical_in_every_mode_and_state)
           CASE(linear_round_trip_should_be_bit_identical_and_step_the_same),
           CASE(linear_state_that_overflowed_should_restore_as_it_was),
           CASE(model_round_trip_should_be_bit_identical_with_eviction_and_go_on_the_same),
+          CASE(a_model_read_in_pieces_of_any_size_should_be_the_model_read_whole),
+          CASE(a_model_reader_should_refuse_every_truncation_a_wrong_total_and_a_piece_past_its_room),
+          CASE(crc32_in_interleaved_blocks_and_joined_should_be_the_bitwise_crc),
           CASE(model_snapshot_should_be_refused_during_a_verify_or_with_layers_out_of_step),
           CASE(deserialize_should_refuse_a_foreign_magic_and_another_version),
           CASE(deserialize_should_refuse_a_changed_byte_with_checksum),

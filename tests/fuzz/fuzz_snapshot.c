@@ -13,6 +13,9 @@
  * formula of kvcache.h, attend every head without trouble, take a draft
  * position in a verify and reject it back to the same bytes, and free
  * cleanly (LeakSanitizer checks that nothing leaked, refused or not).
+ * The same bytes read by a kvc_model_reader, in pieces of a size the input
+ * picks, are accepted exactly when kvc_model_deserialize accepts them, and
+ * make a model that serializes to the same bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +148,31 @@ static void fix_checksums(uint8_t *bytes, size_t size) {
 
 /* ---- one try ---- */
 
+/* The model a kvc_model_reader makes of `bytes`, fed `piece` bytes at a
+ * time; NULL when it refuses them (with a snapshot error). */
+static kvc_model *read_in_pieces(const uint8_t *bytes, size_t size, size_t piece) {
+    kvc_model_reader *reader = NULL;
+    kvc_status status = kvc_model_reader_create(size, &reader);
+    size_t at = 0;
+    while (status == KVC_OK) {
+        uint8_t *dst;
+        size_t room;
+        status = kvc_model_reader_next(reader, &dst, &room);
+        if (status != KVC_OK || room == 0) break;
+        const size_t n = room < piece ? room : piece;
+        FUZZ_REQUIRE(n <= size - at); /* the reader never asks past the end it was told */
+        memcpy(dst, bytes + at, n);
+        at += n;
+        status = kvc_model_reader_wrote(reader, n);
+    }
+    kvc_model *model = (kvc_model *)bytes;
+    if (status == KVC_OK) status = kvc_model_reader_finish(reader, &model);
+    else model = NULL;
+    kvc_model_reader_free(reader);
+    FUZZ_REQUIRE(status == KVC_OK ? model != NULL && at == size : snapshot_error(status) && model == NULL);
+    return model;
+}
+
 static void try_snapshot(const uint8_t *bytes, size_t size) {
     fuzz_context("kvc_layer_deserialize of %zu bytes", size);
     kvc_layer *layer = (kvc_layer *)bytes;
@@ -159,6 +187,17 @@ static void try_snapshot(const uint8_t *bytes, size_t size) {
     fuzz_context("kvc_model_deserialize of %zu bytes", size);
     kvc_model *model = (kvc_model *)bytes;
     status = kvc_model_deserialize(bytes, size, &model);
+    fuzz_context("kvc_model_reader of %zu bytes", size);
+    kvc_model *streamed = read_in_pieces(bytes, size, size ? 1 + bytes[size - 1] % 64 : 1);
+    FUZZ_REQUIRE((streamed != NULL) == (status == KVC_OK));
+    if (streamed) {
+        size_t streamed_size, whole_size;
+        uint8_t *a = check_serialize_model(streamed, &streamed_size), *b = check_serialize_model(model, &whole_size);
+        FUZZ_REQUIRE(streamed_size == whole_size && memcmp(a, b, whole_size) == 0);
+        free(a);
+        free(b);
+        kvc_model_free(streamed);
+    }
     if (status == KVC_OK) {
         /* An older version is held to its own serialization from here. */
         size_t again_size, own_size;
