@@ -10,7 +10,7 @@
 //   Firefox the page reloads between saving and restoring; WebKitGTK's
 //   WebDriver session keeps nothing stored past a reload, so there both
 //   run in the page that saved it.
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GEOMETRIES, REAL_MODELS, modelFile, randomLlama } from '../tests/gguf/models.mjs';
@@ -21,6 +21,13 @@ import { staticHandler } from '../tests/runtimes/static-server.mjs';
 
 const MODELS = join(tmpdir(), 'kvcache-wasm-bench-models');
 const CONVERSATION_TOKENS = 2048;
+const SYSTEM_TOKENS = 2048;
+// The geometries of the prefix rows: where each runs (the 1B and the hybrid are too slow to prefill in every browser here).
+const PREFIX_MODELS = [
+  { geometry: 'smollm2-135m', label: 'SmolLM2-135M', where: ['node', 'chromium', 'firefox'] },
+  { geometry: 'llama-3.2-1b', label: 'Llama-3.2-1B', where: ['node'] },
+  { geometry: 'qwen3.5-0.8b', label: 'Qwen3.5-0.8B (hybrid)', where: ['node', 'chromium'] },
+];
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 async function reload(tab) {
@@ -44,7 +51,31 @@ export async function run({ quick = false } = {}) {
   const server = await serveModels({ '/models/model.gguf': file }, { fallback: staticHandler(fileFor, { isolated: false, pages: { '/': page } }) });
   const loads = [];
   const chats = [];
+  const prefixes = [];
   const notes = [];
+  const prefixFiles = Object.fromEntries((quick ? PREFIX_MODELS.slice(0, 1) : PREFIX_MODELS).map(({ geometry }) => [geometry,
+    quick ? REAL_MODELS['kjv-d512-h64'].path : modelFile(MODELS, `${geometry}-Q8_0`, () => randomLlama(GEOMETRIES[geometry], { mix: 'Q8_0', seed: 1 }))]));
+  const prefixServer = await serveModels(Object.fromEntries(Object.entries(prefixFiles).map(([g, path]) => [`/models/${g}.gguf`, path])),
+    { fallback: staticHandler(fileFor, { isolated: false, pages: { '/': page } }) });
+  const systemTokens = quick ? 256 : SYSTEM_TOKENS;
+  const prefixRow = (where, reloaded, label, mode, cold, warm) => {
+    if (cold.error || warm.error) throw new Error(`${where} ${label} ${mode}: ${cold.error ?? warm.error}`);
+    prefixes.push([where, reloaded, label, mode, cold.promptTokens, warm.storedTokens, cold.entryBytes / 1e6, cold.firstTokenMs, warm.firstTokenMs,
+      cold.firstTokenMs / warm.firstTokenMs, warm.restoreMs, cold.entryBytes / 1e6 / (warm.restoreMs / 1000), cold.storedMs]);
+  };
+  /** The prefix rows of one runtime: `step(op, arg)` runs a store-page step there, `reload()` between the two pages. */
+  const prefixRows = async (where, step, reload, reloaded) => {
+    for (const { geometry, label, where: runs } of quick ? PREFIX_MODELS.slice(0, 1) : PREFIX_MODELS) {
+      if (!runs.includes(where) && !quick) continue;
+      for (const mode of quick ? ['f32'] : ['f32', 'q8']) {
+        const arg = { url: `/models/${geometry}.gguf`, tokens: systemTokens, mode };
+        const cold = await step('systemPromptPage', { ...arg, message: 'Hello there.', fresh: true });
+        if (reload) await reload();
+        const warm = await step('systemPromptPage', { ...arg, message: 'What is new today?' });
+        prefixRow(where, reloaded, quick ? 'kjv-d512-h64' : label, mode, cold, warm);
+      }
+    }
+  };
   try {
     for (const name of quick ? ['chromium'] : BROWSERS) {
       const missing = await browserMissing(name);
@@ -76,16 +107,48 @@ export async function run({ quick = false } = {}) {
             timed.rereadMs / timed.restoredMs]);
         }
         await tab.close();
+        if (quick ? name === 'chromium' : PREFIX_MODELS.some((m) => m.where.includes(name))) {
+          const prefixTab = await browser.open(prefixServer.url('/'));
+          const prefixStep = (op, arg = {}) => prefixTab.evaluate(`async (arg) => (await import('/tests/runtimes/store-page.mjs'))[arg.op](arg)`, { op, ...arg });
+          const reloads = name !== 'webkit';
+          await prefixRows(name, prefixStep, reloads ? () => reload(prefixTab) : null, reloads ? 'yes' : 'no');
+          await prefixTab.close();
+        }
         notes.push(browser.version);
       } finally {
         await browser.close();
       }
     }
+    // Node: the same steps on a folder store; the next page is the model loaded again.
+    const home = mkdtempSync(join(tmpdir(), 'kvc-bench-store-'));
+    const cacheHome = process.env.XDG_CACHE_HOME;
+    process.env.XDG_CACHE_HOME = home;
+    try {
+      const steps = await import('../tests/runtimes/store-page.mjs');
+      await prefixRows('node', (op, arg) => steps[op]({ ...arg, url: prefixServer.url(arg.url) }), null, 'no (loaded again)');
+    } finally {
+      if (cacheHome === undefined) delete process.env.XDG_CACHE_HOME;
+      else process.env.XDG_CACHE_HOME = cacheHome;
+      rmSync(home, { recursive: true, force: true });
+    }
+    notes.push(`Node ${process.version}`);
   } finally {
     await server.close();
+    await prefixServer.close();
   }
   const common = `${label}, ${(statSync(file).size / 2 ** 20).toFixed(0)} MiB, random weights, served from 127.0.0.1 by a Node HTTP server; one thread; ${notes.join('; ')}.`;
+  const prefixTitle = `A page whose chat begins with a ${systemTokens}-token system prompt an earlier page computed: its first token, restored from the store's prefix cache, against the earlier page's`;
+  const prefixColumns = ['runtime', 'reloaded', 'geometry', 'cache mode', 'prompt tokens', 'restored tokens', 'entry MB', 'first page: first token ms',
+    'next page: first token ms', 'first ÷ next', 'restore ms', 'restore MB/s', 'writing it, behind the reply, ms'];
   return [
+    { name: 'store-prefix', title: prefixTitle, columns: prefixColumns, rows: prefixes, notes: [
+      `${quick ? 'kjv-d512-h64' : 'Q8_0 files of random weights at each geometry'}, served from 127.0.0.1; one thread; ${notes.join('; ')}. ` +
+      'First page: the store\'s prefix cache emptied, the model loaded through the store, new Chat(session, { system }) sends one message and ' +
+      'replies one token (its first token\'s time is the prefill of the system prompt and the message); its prefixes are written after the reply ' +
+      '(the last column). Next page: a reload (Node: the model loaded again from the same folder store), the same system prompt and another ' +
+      'message: the session restores the system prompt\'s entry (restored tokens) and computes only the message. Restore: stats.restoreSeconds -- ' +
+      'finding the entry, reading it in 4 MiB pieces (one ahead) and KvCache.deserializeFrom into the cache\'s pages, with its CRC-32 checked; ' +
+      'MB/s is the entry\'s bytes over it. WebKitGTK keeps nothing past a reload here: its next page is the same page.'] },
     { name: 'store-load', title: loadTitle, columns: loadColumns, rows: loads, notes: [
       `${common} No store: Llama.load(url), streamed into the heap. First: Llama.load(url, { store }) on an empty store, the file stored as it loads. ` +
       'From the store: the same call again; the server counts the bytes it sent during it. WebKitGTK here has no navigator.storage, so its store is the Cache API.'] },

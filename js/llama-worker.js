@@ -94,6 +94,7 @@ const OPS = {
       windowLayers: windows.length, windowRows: windows.reduce((most, layer) => Math.max(most, layer.seqLen), 0) };
   },
   save: (session) => target('session', session).save(),
+  whenStored: (session) => target('session', session).whenStored(),
   clone: (session) => keep('session', target('session', session).clone()),
   free(kind, handle) {
     const entry = objects.get(handle);

@@ -203,6 +203,9 @@ export interface LoadOptions {
   cacheMode?: KvMode;
   /** Keep a URL's file in this store: later loads read it from there without a request, a cut download resumes. */
   store?: ModelStore;
+  /** With a store: its sessions keep their prompts' prefixes in the store's prefix cache (ModelStore#prefixes) and a
+   * session begins from the longest one stored, computing only the rest (default true; false: neither). */
+  storePrefixes?: boolean;
   /** With a store: ask the server once whether its file changed (a conditional request); default false. */
   revalidate?: boolean;
   /** Where the per-layer embeddings are kept (gemma4): see PerLayerEmbeddings; default 'outside'. */
@@ -337,6 +340,34 @@ export class ModelStore {
   persist(): Promise<boolean>;
   conversations(): Promise<StoredConversation[]>;
   deleteConversation(name: string): Promise<boolean>;
+  /** The store's prefix cache: sessions' caches kept under the tokens they hold, restored by later sessions of the
+   * same model and cache mode (another page, tab or worker, after a reload) instead of computing those tokens. */
+  readonly prefixes: StoredPrefixes;
+}
+
+/** An entry of the store's prefix cache. */
+export interface StoredPrefix {
+  /** Its model's digest (Llama#digest) and cache mode. */
+  model: string;
+  mode: KvMode;
+  /** The tokens it holds, and its bytes in the store. */
+  tokens: number;
+  bytes: number;
+  /** When it was saved and last restored (ms since the epoch). */
+  savedAt: number;
+  usedAt: number;
+  name: string;
+}
+
+export interface StoredPrefixes {
+  /** The bytes the entries may hold; past it the least recently used go. null (default): a tenth of the store's
+   * quota, at most 2 GiB. */
+  budgetBytes: number | null;
+  /** Every entry, most recently used first. */
+  list(): Promise<StoredPrefix[]>;
+  /** Deletes one entry, every entry of a model ({ model }), or all; how many went. */
+  delete(which?: StoredPrefix | { model: string }): Promise<number>;
+  usage(): Promise<{ entries: number; bytes: number; budgetBytes: number }>;
 }
 
 export interface ForwardOptions {
@@ -467,6 +498,9 @@ export interface ReplyOptions extends SamplingOptions {
    * constraint reads first -- the reply is then what follows it. A RangeError if the constraint allows no reply that
    * begins with it. */
   constraintPrefix?: string;
+  /** The start of the conversation's text that other conversations share (a system prompt and tools): with the
+   * store's prefix cache, kept there as an entry of its own (Chat passes its system prompt's rendering). */
+  sharedPrefix?: string;
   /** Each piece's tokens with their log-probabilities: true, or a count of likeliest alternatives (up to 20). */
   logprobs?: boolean | number;
 }
@@ -489,8 +523,12 @@ export type StopReason = 'end' | 'stop' | 'maxTokens' | 'context' | 'abort';
 /** How a reply went: decode()'s statistics, with its stop reason. */
 export type ReplyStats = Omit<GenerateStats, 'stop'> & {
   stop: StopReason;
-  /** The tokens the reply follows: the session's before it and the prompt's. */
+  /** The tokens the reply follows: the session's before it and the prompt's (promptComputed: those computed for it). */
   promptTokens: number;
+  /** Of them, the tokens restored from the store's prefix cache for this reply (not computed), and the seconds the
+   * restore took (finding the entry, reading it, its cache's pages filled). */
+  storedTokens: number;
+  restoreSeconds: number;
 };
 
 /** A piece of a streamed reply. */
@@ -529,10 +567,12 @@ export class LlamaSession {
    */
   generate(prompt: string | readonly number[], options?: GenerateTextOptions): AsyncGenerator<GeneratePiece, void, undefined>;
   /** What follows `conversation` (a chat template's whole rendering, or token ids), computing only what the session
-   * does not hold yet: what Chat#send runs. */
+   * does not hold yet (text that goes on from the text of the session's tokens keeps those tokens): what Chat#send runs. */
   respond(conversation: string | readonly number[], options?: ReplyOptions): AsyncGenerator<GeneratePiece, void, undefined>;
   /** The session as bytes (its tokens and its cache's snapshot); Llama#restoreSession takes them back. */
   save(): Uint8Array;
+  /** Resolves once the prefixes the session kept (written behind its replies) are in the store's prefix cache. */
+  whenStored(): Promise<void>;
   /**
    * A second session that goes on from where this one is, its own way: its cache a fork of this one's (copy on write: the pages
    * are shared until one of them writes, so it costs no forward pass and no copy of the rows), its tokens, pending token and
@@ -574,6 +614,8 @@ export interface GenerateStats {
   rollbacks: number;
   /** Prompt tokens taken from the session's prefix cache instead of computed. */
   prefixTokens: number;
+  /** Prompt tokens computed: the pending one and the prompt's, less prefixTokens, and any a rewind took in again. */
+  promptComputed: number;
   seconds: number;
   /** Why it stopped: as many tokens as asked ('steps'), the end of the text ('end': </s> or a new <s>), or a full context. */
   stop: 'steps' | 'end' | 'context';

@@ -106,6 +106,8 @@ export class RemoteSession {
   cacheStats(): Promise<{ nextPosition: number; rows: number; memoryBytes: number; capacityBytes: number; windowLayers: number; windowRows: number }>;
   /** LlamaSession#save: the session as bytes. */
   save(): Promise<Uint8Array>;
+  /** LlamaSession#whenStored in the worker. */
+  whenStored(): Promise<void>;
   /** LlamaSession#clone in the worker: a second session from where this one is, its cache a copy-on-write fork. */
   clone(): Promise<RemoteSession>;
   free(): Promise<void>;

@@ -10,7 +10,10 @@
 // Conversations in one isolate share the system prompt's cache through a
 // PrefixCache: a new conversation forks it (copy-on-write pages, no copy)
 // and computes only its own message, and the prompt's pages are held once,
-// however many conversations use them.
+// however many conversations use them. The system prompt's cache is
+// computed once, not once per isolate: the first isolate stores its
+// snapshot in a Durable Object (SystemPrompt), and a cold isolate streams
+// it from there into its pages (KvCache.deserializeFrom) instead.
 //
 // The model is a data module beside this file (model.gguf: any llama GGUF;
 // the tests use stories260K); see README.md for wrangler and workerd.
@@ -26,14 +29,74 @@ const CHUNK_BYTES = 120 << 10;
 /** The isolate's model and prefix cache, made by the first request. */
 let shared = null;
 
-async function isolateState() {
-  if (!shared) {
+function isolateState(env) {
+  shared ??= (async () => {
     await init(); // no threads in a Worker: one
     const llama = Llama.fromGguf(new Uint8Array(MODEL));
     const system = llama.tokenizer.encode(SYSTEM_TEXT).slice(0, SYSTEM_TOKENS);
-    shared = { llama, system, prefixCache: new PrefixCache({ budgetBytes: 16 << 20 }) };
-  }
+    const prefixCache = new PrefixCache({ budgetBytes: 16 << 20 });
+    const systemPrompt = await warmSystemPrompt(env, llama, system, prefixCache);
+    return { llama, system, prefixCache, systemPrompt };
+  })();
   return shared;
+}
+
+/** A stream's chunks as an async iterable. */
+async function* chunksOf(stream) {
+  const reader = stream.getReader();
+  for (let read = await reader.read(); !read.done; read = await reader.read()) yield read.value;
+}
+
+/**
+ * Puts the system prompt's cache into the isolate's prefix cache: streamed
+ * from the SystemPrompt object that keeps it (one per model file, cache
+ * mode and prompt), or computed and stored there for the next isolate.
+ * Returns which it was.
+ */
+async function warmSystemPrompt(env, llama, system, prefixCache) {
+  const key = `${llama.digest}:${MODE}:${system.join(',')}`;
+  const stub = env.SYSTEM_PROMPTS.get(env.SYSTEM_PROMPTS.idFromName(key));
+  const stored = await stub.fetch('https://system-prompt/');
+  if (stored.ok) {
+    const cache = await KvCache.deserializeFrom(chunksOf(stored.body), Number(stored.headers.get('content-length')));
+    prefixCache.add(system, cache);
+    cache.free();
+    return 'restored';
+  }
+  const session = llama.session({ mode: MODE });
+  session.prefill(system);
+  prefixCache.add(system, session.cache);
+  await stub.fetch('https://system-prompt/', { method: 'PUT', body: session.cache.serialize() });
+  session.free();
+  return 'computed';
+}
+
+/** Where the system prompt's cache is kept between isolates: its snapshot in chunks. */
+export class SystemPrompt {
+  constructor(ctx) {
+    this.ctx = ctx;
+  }
+
+  async fetch(request) {
+    if (request.method === 'PUT') {
+      const bytes = new Uint8Array(await request.arrayBuffer());
+      const entries = { meta: { bytes: bytes.length, chunks: Math.ceil(bytes.length / CHUNK_BYTES) } };
+      for (let i = 0; i < entries.meta.chunks; i++) entries[`snapshot:${i}`] = bytes.slice(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES);
+      await this.ctx.storage.put(entries);
+      return new Response(null, { status: 204 });
+    }
+    const meta = await this.ctx.storage.get('meta');
+    if (!meta) return new Response(null, { status: 404 });
+    const storage = this.ctx.storage;
+    let next = 0;
+    const body = new ReadableStream({
+      async pull(controller) {
+        if (next === meta.chunks) return controller.close();
+        controller.enqueue(new Uint8Array(await storage.get(`snapshot:${next++}`)));
+      },
+    });
+    return new Response(body, { headers: { 'content-length': String(meta.bytes) } });
+  }
 }
 
 /** The turn's prompt as token ids: a message after the conversation so far. */
@@ -76,7 +139,7 @@ export class Conversation {
   }
 
   async fetch(request) {
-    const { llama, system, prefixCache } = await isolateState();
+    const { llama, system, prefixCache } = await isolateState(this.env);
     let words;
     try {
       words = messageTokens(llama, (await request.json()).message);
@@ -113,8 +176,8 @@ export default {
       return env.CONVERSATIONS.get(env.CONVERSATIONS.idFromName(chat[1])).fetch(request);
     }
     if (url.pathname === '/stats' && request.method === 'GET') {
-      const { prefixCache } = await isolateState();
-      return Response.json({ ...memoryStats(), prefixEntries: prefixCache.size, prefixBytes: prefixCache.bytes });
+      const { prefixCache, systemPrompt } = await isolateState(env);
+      return Response.json({ ...memoryStats(), prefixEntries: prefixCache.size, prefixBytes: prefixCache.bytes, systemPrompt });
     }
     return new Response('POST /chat/<id> {"message": "..."}, or GET /stats\n', { status: 404 });
   },

@@ -83,7 +83,8 @@ export async function* reply(where, session, template, messages, options, { cont
   if (tools !== undefined) request = toolRequest(where, template.source, tools, toolChoice);
   else if (toolChoice !== undefined) throw new TypeError(`${where}: options.toolChoice is given without options.tools`);
   const text = await conversationInput(where, session.llama, template, messages, { variables: request?.variables, continuation });
-  const respondOptions = request?.structuralTag ? { ...rest, structuralTag: request.structuralTag } : rest;
+  const shared = typeof text === 'string' ? sharedPrefixOf(template, messages, request?.variables, text) : '';
+  const respondOptions = { ...rest, ...(request?.structuralTag && { structuralTag: request.structuralTag }), ...(shared && { sharedPrefix: shared }) };
   const format = request?.format ?? toolFormatOf(template.source)?.name ?? null;
   const special = readsControlTokens(format);
   let whole = '';
@@ -101,6 +102,28 @@ export async function* reply(where, session, template, messages, options, { cont
     if (parsed.reasoning) message.reasoning_content = parsed.reasoning;
     if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
     yield { ...piece, ...(request ? { toolCalls: parsed.toolCalls } : {}), message };
+  }
+}
+
+/**
+ * The start of `text` (the rendering of `messages`) that other
+ * conversations share: the rendering of its system messages and tools
+ * alone, when the text begins with it (a template may fold the system
+ * prompt into the first user turn); else ''. The session keeps a prefix
+ * there in the store's prefix cache, for the next page's first message.
+ */
+function sharedPrefixOf(template, messages, variables = {}, text) {
+  const system = [];
+  for (const m of messages) {
+    if (m.role !== 'system' || typeof m.content !== 'string') break;
+    system.push(m);
+  }
+  if (system.length === 0 && !variables.tools) return '';
+  try {
+    const shared = template.render(templateMessages(system), { addGenerationPrompt: false, ...variables });
+    return text.startsWith(shared) ? shared : '';
+  } catch {
+    return ''; // a template that renders no conversation without a user turn
   }
 }
 

@@ -26,7 +26,11 @@ export const taken = Symbol('taken');
  * every token's logits; with verify, inside a verify that Llama#keep ends.
  */
 export const pass = Symbol('pass');
-/** [rewind](n): the session keeps the first n of its tokens (its cache goes back with them). */
+/**
+ * [rewind](n): the session keeps the first n of its tokens (its cache goes
+ * back with them); returns how many of them it took in again (a state or a
+ * window that cannot go back so far goes back to a checkpoint, or the start).
+ */
 export const rewind = Symbol('rewind');
 
 // decode()'s sampling: plain temperature sampling over every token unless told otherwise.
@@ -102,9 +106,11 @@ export function modelDrafter(draftSession) {
  *   { type: 'accept', accepted, rejected }   the rejected drafts are rolled back
  * and returns the statistics { tokens, forwardPasses, drafted, accepted,
  * verifies, rollbacks, prefixTokens (prompt tokens taken from the session's
- * prefix cache), seconds, stop } -- stop: why it stopped, 'steps' (as many
- * tokens as asked), 'end' (the end of the text: an end-of-generation token,
- * or a new <s>) or 'context' (the model's context is full).
+ * prefix cache), promptComputed (prompt tokens computed: the pending one and
+ * the prompt's, less those, and any a rewind took in again), seconds, stop }
+ * -- stop: why it stopped, 'steps' (as many tokens as asked), 'end' (the
+ * end of the text: an end-of-generation token, or a new <s>) or 'context'
+ * (the model's context is full).
  *   draft: k > 0 drafts up to k tokens by prompt lookup (of an n-gram of at
  *     least minNgram tokens, default 2) -- or, given a draftSession (a
  *     session of a smaller model of the same vocabulary, modelDrafter), by
@@ -142,7 +148,7 @@ export function drafterOf(where, session, draftSession) {
 
 /** decode()'s statistics, before the first token; endStats() ends them with the reason. */
 export function decodeStats() {
-  return { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, seconds: 0, stop: null, started: performance.now() };
+  return { tokens: 0, forwardPasses: 0, drafted: 0, accepted: 0, verifies: 0, rollbacks: 0, prefixTokens: 0, promptComputed: 0, seconds: 0, stop: null, started: performance.now() };
 }
 
 export function endStats(stats, stop) {
@@ -185,7 +191,7 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
   if (input.length === 0) {
     const held = session.tokens;
     if (held.length === 0) throw new TypeError('decode: prompt must hold a token on a session that holds none');
-    session[rewind](held.length - 1);
+    stats.promptComputed += session[rewind](held.length - 1);
     input = prompt = [held.at(-1)];
   }
   if (input.length > config.contextLength) {
@@ -195,12 +201,14 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
   if (steps === 0) {
     // Taken in but its last token, which stays pending: no logits are needed yet.
     stats.prefixTokens = session.prefill(input.slice(0, -1));
+    stats.promptComputed += input.length - 1 - stats.prefixTokens;
     if (stats.prefixTokens < input.length - 1) stats.forwardPasses++;
     session[hold](prompt, input.at(-1));
     return finish('steps');
   }
   const { reused, logits } = session.prefill(input, { logits: true });
   stats.prefixTokens = reused;
+  stats.promptComputed += input.length - reused;
   stats.forwardPasses++;
   session[hold](prompt, null);
   const first = sampler.next(logits, session.tokens);

@@ -32,6 +32,7 @@ import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
 import { hfOptions, isHfName, resolveHfName } from '../store/hf.js';
 import { joinParts, splitParts } from './split.js';
+import { entryBytes, keepPoints, restoreLongest, storedPrefixesOf } from './stored-prefixes.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
@@ -40,7 +41,7 @@ import { fromPixels, imagePixels } from './images.js';
 import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
 const SESSION_OPTIONS = ['mode', 'residualRows', 'maxRows', 'sinks', 'recent', 'prefixCache', 'cache', 'tokens', 'importance'];
-const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', 'logprobs', 'constraintPrefix', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
+const RESPOND_OPTIONS = ['signal', 'maxTokens', 'stop', 'draft', 'minNgram', 'draftSession', 'context', 'logprobs', 'constraintPrefix', 'sharedPrefix', ...SAMPLING_OPTIONS, ...CONSTRAINT_OPTIONS];
 // The most alternatives a token's logprobs list (OpenAI's top_logprobs bound).
 const MAX_TOP_LOGPROBS = 20;
 const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
@@ -51,7 +52,7 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 const SAVED_MAGIC = 0x5353564b;
 const SAVED_VERSION = 2;
 const savedHeaderBytes = (version) => (version === 1 ? 12 : 16);
-const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'revalidate', 'perLayerEmbeddings', 'projector', 'huggingFace'];
+const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'storePrefixes', 'revalidate', 'perLayerEmbeddings', 'projector', 'huggingFace'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // The chunks Llama#digest reads a model's per-layer embeddings in.
 const DIGEST_CHUNK = 1 << 24;
@@ -306,12 +307,13 @@ function checkPerLayerEmbeddings(where, value) {
   throw new TypeError(`${where}: options.perLayerEmbeddings must be 'outside', 'heap', { read(offset, length) } or { readAsync(offset, length) } (got ${shown(value)})`);
 }
 
-/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, projector, huggingFace }. */
+/** Load options, checked: { onProgress, signal, contextLength, cacheMode, store, storePrefixes, revalidate, perLayerEmbeddings, projector, huggingFace }. */
 function loadOptions(where, options) {
   checkObject(where, 'options', options);
   checkKeys(where, options, LOAD_OPTIONS);
-  const { onProgress, signal, contextLength, cacheMode = 'f32', store, revalidate = false } = options;
+  const { onProgress, signal, contextLength, cacheMode = 'f32', store, storePrefixes = true, revalidate = false } = options;
   if (store !== undefined && !(store instanceof ModelStore)) throw new TypeError(`${where}: options.store must be a ModelStore (ModelStore.open) (got ${shown(store)})`);
+  if (typeof storePrefixes !== 'boolean') throw new TypeError(`${where}: options.storePrefixes must be a boolean (got ${shown(storePrefixes)})`);
   if (typeof revalidate !== 'boolean') throw new TypeError(`${where}: options.revalidate must be a boolean (got ${shown(revalidate)})`);
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
   if (signal !== undefined && !(typeof AbortSignal !== 'undefined' && signal instanceof AbortSignal)) {
@@ -322,7 +324,7 @@ function loadOptions(where, options) {
     throw new RangeError(`${where}: options.cacheMode must be one of ${MODES.map((m) => `'${m}'`).join(', ')} (got ${shown(cacheMode)})`);
   }
   hfOptions(where, options.huggingFace);
-  return { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings),
+  return { onProgress, signal, contextLength, cacheMode, store, storePrefixes, revalidate, perLayerEmbeddings: checkPerLayerEmbeddings(where, options.perLayerEmbeddings),
     projector: options.projector, huggingFace: options.huggingFace };
 }
 
@@ -439,6 +441,12 @@ export class Llama {
   #images = new ImageRows(); // the rows behind the ids of the images prepared (image-tokens.js)
   /** The ModelStore the model was loaded through (Llama.load's options.store), or null. */
   store = null;
+  /**
+   * Whether its sessions keep their prompts' prefixes in the store's prefix
+   * cache and begin from the longest one stored (Llama.load's
+   * options.storePrefixes, default true; without a store, nothing is kept).
+   */
+  storePrefixes = true;
   /** The vision encoder loaded beside the model (Llama.load's options.projector), or null. */
   projector = null;
 
@@ -494,7 +502,10 @@ export class Llama {
    * bytes are missing. With `store` (a ModelStore) a URL's file is kept in
    * the store: a later load reads it from there without a request (with
    * `revalidate`, one conditional request), a cut download resumes where it
-   * stopped, and progress adds { fromStore, fromNetwork, restarted }.
+   * stopped, and progress adds { fromStore, fromNetwork, restarted }; its
+   * sessions keep their prompts' prefixes in the store's prefix cache
+   * (ModelStore#prefixes) and a session begins from the longest one
+   * stored, computing only the rest (`storePrefixes: false`: neither).
    * `perLayerEmbeddings` (gemma4's per-layer table, read a token's row at a
    * time): 'outside' (default: kept in JavaScript beside the heap, copied as
    * the file streams), 'heap', or { read(offset, length) }, a synchronous
@@ -508,7 +519,7 @@ export class Llama {
     const where = 'Llama.load';
     lib();
     const checked = loadOptions(where, options);
-    const { onProgress, signal, contextLength, cacheMode, store, revalidate, perLayerEmbeddings, huggingFace } = checked;
+    const { onProgress, signal, contextLength, cacheMode, store, storePrefixes, revalidate, perLayerEmbeddings, huggingFace } = checked;
     let { projector } = checked;
     if (signal?.aborted) throw aborted(signal);
     const how = { store, signal, revalidate, huggingFace };
@@ -526,6 +537,7 @@ export class Llama {
     const llama = await loadFile(where, source, { ...how, onProgress },
       (file, progress) => readModel(where, file, { onProgress: progress, signal, contextLength, cacheMode, perLayerEmbeddings }));
     llama.store = store ?? null;
+    llama.storePrefixes = storePrefixes;
     if (projector === undefined) return llama;
     try {
       const report = onProgress && ((progress) => onProgress({ ...progress, file: 'projector' }));
@@ -976,6 +988,14 @@ export class LlamaSession {
   #checkpoints = [];
   // How far a multimodal-RoPE model's RoPE positions fall behind the cache's (image-tokens.js).
   #ropeShift = 0;
+  // With the store's prefix cache: the positions the prompt being taken in
+  // is kept at, and the forks kept there ({ tokens, cache, ropeShift }),
+  // written to the store once the reply is over.
+  #keepAt = [];
+  #kept = [];
+  #fromStore = null; // what the next reply's prompt took from the store: { tokens, seconds }
+
+  #storing = Promise.resolve();
 
   constructor(llama, { mode, residualRows, maxRows, sinks, recent, prefixCache, cache, importance }) {
     const { config } = llama;
@@ -1033,18 +1053,27 @@ export class LlamaSession {
     // reply's prompt ends but for its last token: regenerating the reply
     // goes back there and computes that token again for its logits.
     const checkpoints = this.llama.config.layerKinds.some((kind) => kind !== 'full');
-    const take = (part, want) => this.#take(part, { logits: want });
+    const base = this.cache.nextPosition - reused; // the position of tokens[0]
+    const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
+    const evicted = () => layers.some((layer) => layer.kind === 'full' && layer.seqLen !== layer.nextPosition);
+    // The prompt is taken in up to each point a prefix is kept at (the
+    // store's prefix cache) and the checkpoint, then the rest; a batch gives
+    // the same rows as its parts.
+    const keep = new Set([...this.#keepAt].map((at) => at - base).filter((cut) => cut > reused && cut <= tokens.length));
+    const cuts = new Set(keep);
+    if (reused < tokens.length - 1 && logits && checkpoints) cuts.add(tokens.length - 1);
+    let from = reused;
     let last = null;
-    if (reused < tokens.length - 1 && logits && checkpoints) {
-      take(tokens.slice(reused, -1), 0);
-      this.#checkpoint();
-      last = take(tokens.slice(-1), 'last');
-    } else if (reused < tokens.length) {
-      last = take(tokens.slice(reused), logits ? 'last' : 0);
+    for (const cut of [...cuts].sort((a, b) => a - b)) {
+      if (cut > from) this.#take(tokens.slice(from, cut), { logits: 0 });
+      from = cut;
+      if (cut === tokens.length - 1 && logits && checkpoints) this.#checkpoint();
+      if (keep.has(cut) && !evicted()) {
+        this.#kept.push({ tokens: [...this.#history.slice(0, base), ...tokens.slice(0, cut)], cache: this.cache.clone(), ropeShift: this.#ropeShift });
+      }
     }
-    const evicted = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i))
-      .some((layer) => layer.seqLen !== layer.nextPosition);
-    if (shares && fresh && tokens.length > 0 && !evicted) this.prefixCache.add(tokens, this.cache);
+    if (from < tokens.length) last = this.#take(tokens.slice(from), { logits: logits ? 'last' : 0 });
+    if (shares && fresh && tokens.length > 0 && !evicted()) this.prefixCache.add(tokens, this.cache);
     if (checkpoints && tokens.length > 0 && !logits) this.#checkpoint();
     return logits ? { reused, logits: last } : reused;
   }
@@ -1089,10 +1118,10 @@ export class LlamaSession {
 
   [rewind](n) {
     const cached = this.#history.length - (this.#pending === null ? 0 : 1);
-    if (n >= this.#history.length) return;
+    if (n >= this.#history.length) return 0;
+    let again = 0;
     this.#dropCheckpoints(n);
-    const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
-    if (n < cached && layers.some((layer) => (layer.kind === 'window' && layer.exactRollback < cached - n) || RECURRENT_KINDS.includes(layer.kind))) {
+    if (this.#cannotTruncateTo(n)) {
       // The window layers no longer hold what the positions before n saw,
       // or a recurrent layer's state cannot go back at all: back to the
       // latest checkpoint before n (or the start), and the tokens after it
@@ -1105,12 +1134,24 @@ export class LlamaSession {
       const held = from ? from.position : 0;
       this.#ropeShift = from ? from.ropeShift : 0;
       if (n > held) this.#take(this.#history.slice(held, n), { logits: 0 });
+      again = n - held;
     } else if (n < cached) {
       this.cache.truncateLast(cached - n);
       this.#ropeShift = this.llama[ropeShiftAfter](this.#history.slice(0, n));
     }
     this.#history.length = n;
     this.#pending = null;
+    return again;
+  }
+
+  // Whether the cache cannot simply drop the positions from n on: its
+  // window layers no longer hold what the positions before n saw, or a
+  // recurrent layer's state cannot go back at all.
+  #cannotTruncateTo(n) {
+    const cached = this.#history.length - (this.#pending === null ? 0 : 1);
+    if (n >= cached) return false;
+    const layers = Array.from({ length: this.cache.numLayers }, (_, i) => this.cache.layer(i));
+    return layers.some((layer) => (layer.kind === 'window' && layer.exactRollback < cached - n) || RECURRENT_KINDS.includes(layer.kind));
   }
 
   [restore](where, tokens, ropeShift = null) {
@@ -1230,8 +1271,10 @@ export class LlamaSession {
     const ids = typeof prompt === 'string'
       ? this.llama.tokenizer.encode(prompt, { special: plan.special, ...(this.#history.length > 0 ? { bos: false } : {}) })
       : checkIds(where, 'prompt', prompt, this.llama);
-    await this.llama.preparePerLayerRows([...this.#history, ...ids]);
-    yield* this.#stream(ids, plan);
+    const restored = this.#history.length === 0 ? await this.#restoreStored(ids, ids.length - 1) : 0;
+    await this.llama.preparePerLayerRows([...this.#history, ...ids.slice(restored)]);
+    this.#keepAt = keepPoints(this.llama, [this.#history.length + ids.length - restored - 1]);
+    yield* this.#stream(ids.slice(restored), plan);
   }
 
   /**
@@ -1239,24 +1282,126 @@ export class LlamaSession {
    * (a chat template's rendering; special tokens in it are taken as such
    * and no <s> is added) or token ids -- streamed as generate()'s pieces,
    * with its options. Only what the session does not hold yet is computed:
-   * the session goes back to where its tokens and the conversation's part,
-   * and takes in the rest. What Chat#send runs.
+   * text that goes on from the text of the session's tokens keeps them
+   * (what the model emitted is never encoded again); else the session goes
+   * back to where its tokens and the conversation's part, and takes in the
+   * rest. What Chat#send runs.
    */
   async *respond(conversation, options = {}) {
     const where = 'LlamaSession.respond';
     const plan = this.#plan(where, options, RESPOND_OPTIONS);
     const ids = typeof conversation === 'string'
-      ? this.llama.tokenizer.encode(conversation, { special: true, bos: false })
+      ? this.#conversationIds(conversation)
       : checkIds(where, 'conversation', conversation, this.llama);
     if (ids.length === 0) throw new TypeError(`${where}: conversation must hold a token`);
+    await this.#restoreStored(ids, this.#history.length === 0 ? ids.length - 1 : commonPrefix(this.#history, ids));
+    this.#keepAt = keepPoints(this.llama, [ids.length - 1, this.#sharedLength(conversation, ids, plan.sharedPrefix)]);
     const common = commonPrefix(this.#history, ids);
     const { contextLength } = this.llama.config;
     if (ids.length - common > contextLength) {
       throw new RangeError(`${where}: the conversation's ${ids.length - common} new tokens exceed the model's context of ${contextLength}`);
     }
     await this.llama.preparePerLayerRows(ids); // what a rewind takes in again, and the rest
-    this[rewind](common);
-    yield* this.#stream(ids.slice(common), plan);
+    const again = this[rewind](common);
+    yield* this.#stream(ids.slice(common), plan, again);
+  }
+
+  // With the store's prefix cache, a session begins from the longest stored
+  // prefix of `ids` of at most `most` tokens -- its cache, read from the
+  // store, and its tokens -- when it is fresh (`most`: all of ids but their
+  // last token, whose logits the reply needs), or when going back to `most`
+  // (where its tokens and ids part) would start over from the first token:
+  // its layers cannot be cut back there and no checkpoint is at or before
+  // it (a restored conversation keeps none; a thinking template that
+  // renders an earlier reply without its reasoning parts there). Returns
+  // how many tokens came from the store.
+  async #restoreStored(ids, most) {
+    const fresh = this.#history.length === 0 && this.cache.nextPosition === 0;
+    if (!storedPrefixesOf(this.llama)) return 0;
+    if (!fresh && !(this.#cannotTruncateTo(most) && !this.#checkpoints.some((checkpoint) => checkpoint.position <= most))) return 0;
+    const started = performance.now();
+    const found = await restoreLongest(this.llama, this.mode, ids, most);
+    if (!found) return 0;
+    const fits = found.cache.numLayers === this.cache.numLayers &&
+      Array.from({ length: found.cache.numLayers }, (_, i) => found.cache.layer(i)).every((layer, i) => layerFits(this.llama.config, layer, i));
+    if (!fits) {
+      found.cache.free();
+      return 0;
+    }
+    this.#dropCheckpoints(-1);
+    this.cache.free();
+    this.cache = found.cache;
+    this.#fromStore = { tokens: found.length, seconds: (performance.now() - started) / 1000 };
+    const { maxRows, sinks, recent } = this.#bound;
+    for (let i = 0; i < this.cache.numLayers; i++) {
+      if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+    }
+    this.#history = ids.slice(0, found.length);
+    this.#pending = null;
+    this.#ropeShift = found.ropeShift;
+    return found.length;
+  }
+
+  // The tokens of `sharedPrefix`, the start of the conversation's text that
+  // other conversations share (a system prompt and tools), when the ids
+  // begin with them; else 0.
+  #sharedLength(conversation, ids, sharedPrefix) {
+    if (!sharedPrefix || typeof conversation !== 'string' || !conversation.startsWith(sharedPrefix)) return 0;
+    const shared = this.llama.tokenizer.encode(sharedPrefix, { special: true, bos: false });
+    return commonPrefix(shared, ids) === shared.length ? shared.length : 0;
+  }
+
+  // Writes the forks kept while the prompt was taken in to the store's
+  // prefix cache, behind the reply: after its last piece, one at a time,
+  // each only if no tab or worker stored it already. A write that fails (a
+  // full store) keeps nothing and changes nothing else.
+  #storeKept() {
+    this.#keepAt = [];
+    const kept = this.#kept.splice(0);
+    const stored = storedPrefixesOf(this.llama);
+    if (kept.length === 0) return;
+    const { digest } = this.llama;
+    const mode = this.mode;
+    this.#storing = this.#storing.then(() => new Promise((resolve) => setTimeout(resolve, 0))).then(async () => {
+      for (const { tokens, cache, ropeShift } of kept) {
+        try {
+          await stored.write(digest, mode, tokens, () => entryBytes(tokens, ropeShift, cache));
+        } catch {
+          // Not kept: a later session computes these tokens.
+        } finally {
+          cache.free();
+        }
+      }
+    });
+  }
+
+  /** Resolves once the prefixes this session kept so far are in the store's prefix cache (or failed to go there). */
+  whenStored() {
+    return this.#storing;
+  }
+
+  // The ids of a conversation's text. Encoded afresh, the text of a reply
+  // may split into other tokens than those the model emitted, and the
+  // session would go back to before them (on a restored session with
+  // recurrent or window layers, which keeps no checkpoint, to the start).
+  // So when the text goes on from the text of the session's tokens -- all
+  // of them, or all but the pending one (an end token the template writes
+  // otherwise) -- the ids are those tokens, then the encoding's tokens
+  // after them. Both texts are read by one decoder, so a SentencePiece
+  // space before a segment reads alike in both. A template that renders a
+  // reply otherwise than its tokens read (one that trims it, or drops an
+  // earlier turn's reasoning) or an edited conversation gets the encoding:
+  // the session goes back to where they part.
+  #conversationIds(text) {
+    const { tokenizer } = this.llama;
+    const ids = tokenizer.encode(text, { special: true, bos: false });
+    const held = this.#history;
+    if (commonPrefix(held, ids) === held.length || held.some(isImageId)) return ids;
+    for (const own of this.#pending === null ? [held] : [held, held.slice(0, -1)]) {
+      const end = spelledBy(tokenizer, ids, tokenizer.decode(own, { special: true }));
+      if (end >= 0) return [...own, ...ids.slice(end)];
+    }
+    return ids;
   }
 
   // generate()'s options, checked.
@@ -1264,7 +1409,8 @@ export class LlamaSession {
     checkObject(where, 'options', options);
     checkKeys(where, options, keys);
     // The sampler reads its own options (SAMPLING_OPTIONS) of the rest; constraintOf, CONSTRAINT_OPTIONS.
-    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, logprobs = false, constraintPrefix = '', ...sampling } = options;
+    const { signal, maxTokens = 256, stop = [], draft = 0, minNgram = 2, draftSession, context = 'stop', special = false, logprobs = false, constraintPrefix = '', sharedPrefix = '', ...sampling } = options;
+    if (typeof sharedPrefix !== 'string') throw new TypeError(`${where}: options.sharedPrefix must be a string (got ${shown(sharedPrefix)})`);
     if (logprobs !== false && logprobs !== true) checkInteger(where, 'options.logprobs', logprobs, 0, MAX_TOP_LOGPROBS);
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${where}: options.signal must be an AbortSignal (got ${shown(signal)})`);
     checkInteger(where, 'options.maxTokens', maxTokens, 0, 0x7fffffff);
@@ -1282,19 +1428,22 @@ export class LlamaSession {
       throw new TypeError(`${where}: options.draftSession drafts tokens whose per-layer rows this model reads asynchronously, which a verify cannot wait for: use prompt-lookup drafts (draft alone)`);
     }
     return { signal, maxTokens, stop, draft, minNgram, drafter: drafterOf(where, this, draftSession), context, special,
-      sampler: createSampler(where, sampling), constraint, constraintPrefix, where, logprobs: logprobs === false ? null : logprobs === true ? 0 : logprobs };
+      sampler: createSampler(where, sampling), constraint, constraintPrefix, sharedPrefix, where, logprobs: logprobs === false ? null : logprobs === true ? 0 : logprobs };
   }
 
   // The pieces of a reply to `ids`, which follow what the session holds.
   // However it ends -- its end, a stop string, an abort, the caller's break
   // -- the session is left as far as the pieces went (a stop string: up to
   // the token that completed it).
-  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, constraintPrefix, where, logprobs }) {
+  // `again`: the tokens a rewind before it took in again, which its stats count as computed.
+  async *#stream(ids, { signal, maxTokens, stop, draft, minNgram, drafter, context, sampler: plain, constraint, constraintPrefix, where, logprobs }, again = 0) {
     const { tokenizer } = this.llama;
     const sampler = constraint ? await constrainedSampler(where, this.llama, constraint, plain, { after: constraintPrefix }) : plain;
     const makeRoom = context === 'slide' ? (needed) => this.#slide(needed) : null;
     // promptTokens: what the reply follows, the session's tokens and these.
-    const stats = { ...decodeStats(), promptTokens: this.#history.length + ids.length };
+    const stats = { ...decodeStats(), promptTokens: this.#history.length + ids.length, promptComputed: again,
+      storedTokens: this.#fromStore?.tokens ?? 0, restoreSeconds: this.#fromStore?.seconds ?? 0 };
+    this.#fromStore = null;
     const events = decodeWith(this, ids, { steps: maxTokens, draft, minNgram, drafter, stop: tokenizer.eogIds, sampler, makeRoom, stats, logprobs });
     // The reply continues the session's text: its first space stays unless no text came before (<s> alone; an image is none).
     const decoder = tokenizer.decoder({ after: [...this.#history, ...ids].filter((t) => !isImageId(t)) });
@@ -1339,6 +1488,7 @@ export class LlamaSession {
     } finally {
       if (open) close();
       if (sampler.constrained) sampler.free();
+      this.#storeKept();
     }
   }
 
@@ -1389,6 +1539,20 @@ export class LlamaSession {
     this.#dropCheckpoints(-1);
     this.cache.free();
   }
+}
+
+// How many of `ids` read as `text` (decoded with their special tokens), or
+// -1 when none of their beginnings does.
+function spelledBy(tokenizer, ids, text) {
+  const decoder = tokenizer.decoder({ special: true });
+  let at = 0;
+  for (let k = 0; k < ids.length && at < text.length; k++) {
+    const piece = decoder.push(ids[k]);
+    if (!text.startsWith(piece, at)) return -1;
+    at += piece.length;
+    if (at === text.length) return k + 1;
+  }
+  return -1;
 }
 
 // A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.

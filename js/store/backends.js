@@ -5,7 +5,23 @@
 //   read(path) -> Uint8Array | null     put(path, bytes): replaced whole, or not at all
 //   names(dir) -> the files in dir       remove(dir): dir and all it holds
 //   space() -> { quota, used } in bytes, or null where the runtime does not say
+//   open(path) -> { size, read(at, length) -> Uint8Array, close() } | null: a
+//     file read in pieces (a large one need not be in memory whole)
 import { builtin } from '../runtime/files.js';
+
+/** A JSON value as bytes, and back. */
+export const jsonBytes = (value) => new TextEncoder().encode(JSON.stringify(value));
+const json = (bytes) => JSON.parse(new TextDecoder().decode(bytes));
+
+/** The meta.json of an entry's folder `dir`, or null: none there, or one that does not parse (no entry). */
+export async function readMeta(backend, dir) {
+  try {
+    const bytes = await backend.read(`${dir}/meta.json`);
+    return bytes ? json(bytes) : null;
+  } catch {
+    return null;
+  }
+}
 
 /** The backends by name, in the order open() tries them. */
 export const BACKENDS = ['opfs', 'folder', 'cache'];
@@ -63,6 +79,26 @@ function folderBackend(root) {
         if (error.code === 'ENOSPC' || error.code === 'EDQUOT') throw new DOMException(`the disk is full (${error.code})`, 'QuotaExceededError');
         throw error;
       }
+    },
+    async open(p) {
+      let handle;
+      try {
+        handle = await fs.open(at(p), 'r');
+      } catch (error) {
+        if (error.code === 'ENOENT') return null;
+        throw error;
+      }
+      const { size } = await handle.stat();
+      return {
+        size,
+        async read(position, length) {
+          const bytes = new Uint8Array(length);
+          const { bytesRead } = await handle.read(bytes, 0, length, position);
+          if (bytesRead !== length) throw new Error(`${p} ended at byte ${position + bytesRead}, before ${position + length}`);
+          return bytes;
+        },
+        close: () => handle.close(),
+      };
     },
     async names(dir) {
       try {
@@ -123,6 +159,18 @@ async function opfsBackend(name) {
         if (error.name === 'NotFoundError') return null;
         throw error;
       }
+    },
+    async open(p) {
+      const [parts, name] = split(p);
+      const dir = await dirOf(parts, false);
+      let file;
+      try {
+        file = await (await dir?.getFileHandle(name))?.getFile();
+      } catch (error) {
+        if (error.name === 'NotFoundError') return null;
+        throw error;
+      }
+      return file ? blobFile(file) : null;
     },
     async put(p, bytes) {
       const [parts, file] = split(p);
@@ -185,6 +233,10 @@ async function cacheBackend(name) {
       const response = await cache.match(request(p));
       return response ? new Uint8Array(await response.arrayBuffer()) : null;
     },
+    async open(p) {
+      const response = await cache.match(request(p));
+      return response ? blobFile(await response.blob()) : null;
+    },
     async put(p, bytes) {
       await cache.put(request(p), new Response(bytes, { headers: { 'content-length': String(bytes.length) } }));
     },
@@ -199,6 +251,14 @@ async function cacheBackend(name) {
       for (const r of await cache.keys()) if (r.url.startsWith(prefix)) await cache.delete(r);
     },
     space: () => browserSpace(),
+  };
+}
+
+/** A Blob (an OPFS file, a cached response's body) read in pieces. */
+function blobFile(blob) {
+  return {
+    size: blob.size,
+    read: async (position, length) => new Uint8Array(await blob.slice(position, position + length).arrayBuffer()),
   };
 }
 

@@ -17,7 +17,8 @@ import { checkObject, shown } from '../runtime/checks.js';
 import { toUrl } from '../runtime/files.js';
 import { checkKeys } from '../runtime/options.js';
 import { aborted, checkResponse, letGo, sourceChunks } from './sources.js';
-import { BACKENDS, openBackend } from './backends.js';
+import { BACKENDS, jsonBytes, openBackend, readMeta } from './backends.js';
+import { StoredPrefixes } from './prefixes.js';
 
 const PIECE_BYTES = 4 << 20;
 const WRITE_BEHIND_BYTES = 64 << 20;
@@ -48,8 +49,6 @@ function idOf(key) {
 
 /** The bytes an entry's stored pieces hold. */
 const storedLength = (meta) => meta.pieces.reduce((sum, [, length]) => sum + length, 0);
-const json = (bytes) => JSON.parse(new TextDecoder().decode(bytes));
-const jsonBytes = (value) => new TextEncoder().encode(JSON.stringify(value));
 
 // Loads of one model in this realm, in turn, where there are no Web Locks (Node, Deno, Bun).
 const turns = new Map();
@@ -74,6 +73,7 @@ export class ModelStore {
   #name;
   #persist;
   #asked = false;
+  #prefixes;
 
   /**
    * Opens the store `name` (default 'default'): in the origin private file
@@ -81,8 +81,9 @@ export class ModelStore {
    * (options.directory; default $XDG_CACHE_HOME or ~/.cache, then
    * kvcache-wasm/<name>), or the Cache API where OPFS cannot write.
    * options.backend picks one ('opfs', 'folder', 'cache'). A browser is
-   * asked to keep the store's data when a first download begins
-   * (navigator.storage.persist(); options.persist false: never).
+   * asked to keep the store's data when a first download begins, which
+   * does not wait for its answer (navigator.storage.persist(); options.persist
+   * false: never).
    */
   static async open(options = {}) {
     const where = 'ModelStore.open';
@@ -108,7 +109,18 @@ export class ModelStore {
     this.#backend = backend;
     this.#name = name;
     this.#persist = persist;
+    this.#prefixes = new StoredPrefixes(backend, name, locked);
   }
+
+  /**
+   * The store's prefix cache (StoredPrefixes): sessions' caches kept under
+   * the tokens they hold, which a later session of the same model and
+   * cache mode -- in this page or another, a worker, after a reload --
+   * restores instead of computing those tokens again. A model loaded
+   * through the store uses it unless loaded with { storePrefixes: false }.
+   * list(), delete(), usage(), budgetBytes.
+   */
+  get prefixes() { return this.#prefixes; }
 
   /** ModelStore.open's options that open this store again (in a worker). */
   get openOptions() {
@@ -138,12 +150,13 @@ export class ModelStore {
     return out.sort((a, b) => Number(b.complete) - Number(a.complete) || a.key.localeCompare(b.key));
   }
 
-  /** Deletes the model stored under `key` (its URL), complete or partial. True when there was one. */
+  /** Deletes the model stored under `key` (its URL), complete or partial, and its prefix cache's entries. True when there was one. */
   async delete(key) {
     const dir = `models/${idOf(keyOf('ModelStore.delete', key))}`;
-    const had = (await this.#meta(dir)) !== null;
+    const meta = await this.#meta(dir);
     await this.#backend.remove(dir);
-    return had;
+    if (meta?.digest) await this.prefixes.delete({ model: meta.digest });
+    return meta !== null;
   }
 
   /**
@@ -154,6 +167,7 @@ export class ModelStore {
   async usage() {
     let bytes = (await this.list()).reduce((sum, m) => sum + m.stored, 0);
     for (const c of await this.conversations()) bytes += c.bytes;
+    bytes += (await this.prefixes.usage()).bytes;
     const space = await this.#backend.space();
     return { bytes, quota: space?.quota ?? null, available: space ? Math.max(0, space.quota - space.used) : null };
   }
@@ -181,13 +195,8 @@ export class ModelStore {
     return had;
   }
 
-  async #meta(dir) {
-    try {
-      const bytes = await this.#backend.read(`${dir}/meta.json`);
-      return bytes ? json(bytes) : null;
-    } catch {
-      return null; // a meta.json that does not parse is no entry
-    }
+  #meta(dir) {
+    return readMeta(this.#backend, dir);
   }
 
   /** Stores a conversation's bytes under `name`, with its model's identity ({ digest }). */
@@ -285,8 +294,9 @@ export class ModelStore {
       meta = null;
     }
     if (this.#persist && !this.#asked) {
+      // Asked, not awaited: Firefox answers when its user answers a prompt (headless, never), and the download cannot wait for that.
       this.#asked = true;
-      await this.persist().catch(() => false);
+      this.persist().catch(() => {});
     }
     let have = meta ? storedLength(meta) : 0;
     if (!response) {

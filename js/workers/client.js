@@ -500,6 +500,11 @@ export class RemoteSession {
     return this.#worker.call('save', [this.#handle]);
   }
 
+  /** LlamaSession#whenStored: resolves once the prefixes the session kept are in the store's prefix cache. */
+  async whenStored() {
+    await this.#worker.call('whenStored', [this.#handle]);
+  }
+
   free() {
     return this.#worker.call('free', ['session', this.#handle]);
   }

@@ -2,7 +2,9 @@
 // the stories260K model: 100 conversations share a 256-token system prompt,
 // each goes on across requests and across a restart of workerd (its cache
 // restored from its Durable Object's storage on disk), and every reply is
-// what one uninterrupted session in Node generates. Within workerd's 128 MB.
+// what one uninterrupted session in Node generates; the isolate after the
+// restart restores the system prompt's cache from the Durable Object the
+// first one stored it in. Within workerd's 128 MB.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,8 +51,14 @@ const chat :Workerd.Worker = (
     ${modules.join(',\n    ')}
   ],
   compatibilityDate = "2026-01-01",
-  bindings = [(name = "CONVERSATIONS", durableObjectNamespace = "Conversation")],
-  durableObjectNamespaces = [(className = "Conversation", uniqueKey = "kvcache-wasm-edge-worker-test", enableSql = true)],
+  bindings = [
+    (name = "CONVERSATIONS", durableObjectNamespace = "Conversation"),
+    (name = "SYSTEM_PROMPTS", durableObjectNamespace = "SystemPrompt"),
+  ],
+  durableObjectNamespaces = [
+    (className = "Conversation", uniqueKey = "kvcache-wasm-edge-worker-test", enableSql = true),
+    (className = "SystemPrompt", uniqueKey = "kvcache-wasm-edge-worker-test-prompts", enableSql = true),
+  ],
   durableObjectStorage = (localDisk = "storage"),
 );
 `;
@@ -147,9 +155,15 @@ test(`the edge worker serves ${CONVERSATIONS} conversations sharing a ${SYSTEM_T
   await inParallel(half, 8, (i) => secondReply(i));
   stop();
   await start();
+  assert.equal(afterFirst.systemPrompt, 'computed', 'the first isolate computes the system prompt');
   const restarted = await inParallel(half, 8, (i) => secondReply(half + i));
   assert.ok(restarted.every((reply) => reply.restored), 'after the restart, every conversation came back from storage');
+  // A new conversation in the cold isolate: the system prompt restored from storage, not computed.
+  const fresh = await ask(`/chat/c${CONVERSATIONS}`, { message: FIRST[0] });
+  assert.deepEqual(fresh.tokens, reference(0, 0).first, 'a new conversation after the restart');
+  assert.ok(fresh.prefixTokens >= SYSTEM_TOKENS, `the new conversation reused ${fresh.prefixTokens} tokens`);
   const afterAll = await ask('/stats');
+  assert.equal(afterAll.systemPrompt, 'restored', 'the cold isolate restores the system prompt from its Durable Object');
   assert.ok(afterAll.heapBytes < ISOLATE_BYTES, `the wasm heap is ${afterAll.heapBytes} bytes`);
   stop();
   t.diagnostic(`${CONVERSATIONS} conversations: first replies in ${firstSeconds.toFixed(1)} s, ${reused} from the shared prompt; ` +

@@ -25,7 +25,7 @@ const EXPECTED = {
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
   'docs/prompt-api.md': 1, // LanguageModel.create, prompt, clone
-  'docs/stored-models.md': 1, // a store in Node: a model downloaded once, a conversation restored
+  'docs/stored-models.md': 2, // a store in Node: a model downloaded once, a conversation restored; a system prompt computed once
   'docs/structured-output.md': 1, // a JSON Schema, a grammar, completions() with json_object
 };
 
@@ -67,7 +67,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 13);
+  assert.equal(examples.length, 14);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {

@@ -18,10 +18,10 @@ export async function clear() {
   return store.backend;
 }
 
-/** Llama.load(url, { store }): { ms, digest, last progress } or { error, last }. */
-export async function load({ url }) {
+/** Llama.load(url, { store }), the store opened with `options`: { ms, digest, last progress } or { error, last }. */
+export async function load({ url, options = { persist: false } }) {
   await ready();
-  const store = await ModelStore.open({ persist: false });
+  const store = await ModelStore.open(options);
   let last = null;
   const t0 = performance.now();
   try {
@@ -134,19 +134,23 @@ export async function list() {
   return store.list();
 }
 
+/** Text of about `tokens` tokens (at least tokens - 64) for `llama`'s tokenizer. */
+function textOf(llama, tokens) {
+  let words = 16;
+  for (;;) {
+    const text = Array.from({ length: words }, (_, i) => `word${(i * 7919) % 997}`).join(' ');
+    const n = llama.tokenizer.encode(text).length;
+    if (n >= tokens - 64) return text;
+    words = Math.ceil(words * Math.min(4, tokens / n));
+  }
+}
+
 /** The model from the store, and a user message of about `tokens` tokens answered with 8 in a session of `mode`, saved as `name`: { tokens }. */
 export async function prepareConversation({ url, name, tokens, mode = 'f32' }) {
   await ready();
   const store = await ModelStore.open({ persist: false });
   const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
-  let words = 16;
-  let text = '';
-  for (;;) {
-    text = Array.from({ length: words }, (_, i) => `word${(i * 7919) % 997}`).join(' ');
-    const n = llama.tokenizer.encode(text).length;
-    if (n >= tokens - 64) break;
-    words = Math.ceil(words * Math.min(4, tokens / n));
-  }
+  const text = textOf(llama, tokens);
   const chat = new Chat(llama.session({ mode }));
   for await (const piece of chat.send(text, { maxTokens: 8, temperature: 0 })) void piece;
   await chat.save(name);
@@ -174,12 +178,91 @@ export async function timeFirstToken({ url, name, tokens, mode = 'f32' }) {
     for await (const piece of chat.send('And then?', next)) restoredMs ??= (void piece, performance.now() - t);
     const messages = chat.messages.slice(0, -1);
     chat.free();
-    const fresh = new Chat(llama.session({ mode }));
+    const plain = await Llama.load(url, { store, contextLength: tokens + 256, storePrefixes: false });
+    const fresh = new Chat(plain.session({ mode }));
     t = performance.now();
     let rereadMs = null;
     for await (const piece of fresh.send(messages, next)) rereadMs ??= (void piece, performance.now() - t);
     fresh.free();
+    plain.free();
     return { restoreMs, restoredMs, rereadMs };
+  } catch (error) {
+    return { error: errorText(error) };
+  } finally {
+    llama.free();
+  }
+}
+
+// A system prompt of about 100 tokens for the stories model.
+const SYSTEM = 'Once upon a time there was a little girl who liked to read. '.repeat(6);
+
+/** Drops every entry of the store's prefix cache: how many there were. */
+export async function clearPrefixes() {
+  const store = await ModelStore.open({ persist: false });
+  return store.prefixes.delete();
+}
+
+/**
+ * A Chat with SYSTEM on the stored model answering `text` (greedy), its
+ * prefixes written: { tokens, promptTokens, promptComputed, entries (the
+ * prefix cache's, by token count), storedMs (how long after the reply the
+ * prefixes were in the store) }.
+ */
+export async function systemChat({ url, text, storePrefixes = true }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  const llama = await Llama.load(url, { store, storePrefixes });
+  try {
+    const chat = new Chat(llama.session(), { system: SYSTEM });
+    const tokens = [];
+    let stats = null;
+    for await (const piece of chat.send(text, GREEDY)) {
+      tokens.push(...piece.tokens);
+      stats = piece.stats ?? stats;
+    }
+    const t = performance.now();
+    await chat.session.whenStored();
+    const storedMs = performance.now() - t;
+    const entries = (await store.prefixes.list()).map((e) => e.tokens);
+    chat.free();
+    return { tokens, promptTokens: stats.promptTokens, promptComputed: stats.promptComputed, entries, storedMs };
+  } catch (error) {
+    return { error: errorText(error) };
+  } finally {
+    llama.free();
+  }
+}
+
+/**
+ * A page whose chat begins with a system prompt of about `tokens` tokens
+ * (the same text in every page) and answers `message` with one token, in a
+ * session of `mode`: { firstTokenMs, promptTokens, promptComputed,
+ * storedTokens, restoreMs, storedMs (writing its prefixes, behind the
+ * reply), entryBytes (the system prompt's entry) }. `fresh`: the store's
+ * prefix cache is emptied first.
+ */
+export async function systemPromptPage({ url, tokens, mode, message, fresh = false }) {
+  await ready();
+  const store = await ModelStore.open({ persist: false });
+  if (fresh) await store.prefixes.delete();
+  const llama = await Llama.load(url, { store, contextLength: tokens + 256 });
+  try {
+    const chat = new Chat(llama.session({ mode }), { system: textOf(llama, tokens) });
+    const t = performance.now();
+    let firstTokenMs = null;
+    let stats = null;
+    for await (const piece of chat.send(message, { maxTokens: 1, temperature: 0 })) {
+      firstTokenMs ??= performance.now() - t;
+      stats = piece.stats ?? stats;
+    }
+    const written = performance.now();
+    await chat.session.whenStored();
+    const storedMs = performance.now() - written;
+    const entries = await store.prefixes.list();
+    const system = entries.reduce((least, e) => (least === null || e.tokens < least.tokens ? e : least), null);
+    chat.free();
+    return { firstTokenMs, promptTokens: stats.promptTokens, promptComputed: stats.promptComputed, storedTokens: stats.storedTokens,
+      restoreMs: stats.restoreSeconds * 1000, storedMs, entryBytes: system?.bytes ?? 0 };
   } catch (error) {
     return { error: errorText(error) };
   } finally {
