@@ -32,7 +32,8 @@ import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
 import { hfOptions, isHfName, resolveHfName } from '../store/hf.js';
 import { joinParts, splitParts } from './split.js';
-import { entryBytes, keepPoints, restoreLongest, storedPrefixesOf } from './stored-prefixes.js';
+import { keepPoints, restoreLongest, storedPrefixesOf } from './stored-prefixes.js';
+import { readSaved, savedBytes } from './saved-session.js';
 import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
@@ -49,9 +50,6 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // count, how far its RoPE positions fall behind the cache's (version 2: a
 // multimodal-RoPE model's images; version 1 has no such word), the tokens
 // (u32; an image's past the vocabulary), then the cache's snapshot.
-const SAVED_MAGIC = 0x5353564b;
-const SAVED_VERSION = 2;
-const savedHeaderBytes = (version) => (version === 1 ? 12 : 16);
 const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'storePrefixes', 'revalidate', 'perLayerEmbeddings', 'projector', 'huggingFace'];
 const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
 // The chunks Llama#digest reads a model's per-layer embeddings in.
@@ -719,16 +717,7 @@ export class Llama {
     const data = checkBytes(where, 'bytes', bytes);
     checkObject(where, 'options', options);
     for (const key of ['mode', 'residualRows', 'cache', 'tokens']) checkUnused(where, options, key, 'the saved session says it');
-    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-    if (data.length < savedHeaderBytes(SAVED_VERSION) || view.getUint32(0, true) !== SAVED_MAGIC) throw new TypeError(`${where}: these bytes are not a saved session`);
-    const version = view.getUint32(4, true);
-    if (version !== 1 && version !== SAVED_VERSION) throw new TypeError(`${where}: a saved session of version ${version}, which this package does not read`);
-    const count = view.getUint32(8, true);
-    const header = savedHeaderBytes(version);
-    const ropeShift = version === 1 ? 0 : view.getUint32(12, true);
-    if (header + 4 * count > data.length) throw new TypeError(`${where}: the saved session is truncated`);
-    const tokens = Array.from({ length: count }, (_, i) => view.getUint32(header + 4 * i, true));
-    const cache = KvCache.deserialize(data.subarray(header + 4 * count));
+    const { tokens, ropeShift, cache } = readSaved(where, data);
     try {
       const session = this.session({ ...options, cache });
       session[restore](where, tokens, ropeShift);
@@ -1285,7 +1274,12 @@ export class LlamaSession {
    * text that goes on from the text of the session's tokens keeps them
    * (what the model emitted is never encoded again); else the session goes
    * back to where its tokens and the conversation's part, and takes in the
-   * rest. What Chat#send runs.
+   * rest. With the store's prefix cache (Llama.load's storePrefixes), a
+   * fresh session first restores the longest stored prefix of the
+   * conversation, and the conversation is kept there but for its last
+   * token -- and at the end of options.sharedPrefix, the start of its text
+   * other conversations share (Chat passes its system prompt's rendering).
+   * What Chat#send runs.
    */
   async *respond(conversation, options = {}) {
     const where = 'LlamaSession.respond';
@@ -1365,7 +1359,7 @@ export class LlamaSession {
     this.#storing = this.#storing.then(() => new Promise((resolve) => setTimeout(resolve, 0))).then(async () => {
       for (const { tokens, cache, ropeShift } of kept) {
         try {
-          await stored.write(digest, mode, tokens, () => entryBytes(tokens, ropeShift, cache));
+          await stored.write(digest, mode, tokens, () => savedBytes(tokens, ropeShift, cache));
         } catch {
           // Not kept: a later session computes these tokens.
         } finally {
@@ -1516,18 +1510,7 @@ export class LlamaSession {
    * another tab, worker or edge isolate. Not during a verify.
    */
   save() {
-    const tokens = Uint32Array.from(this.#history);
-    const snapshot = this.cache.serialize();
-    const header = savedHeaderBytes(SAVED_VERSION);
-    const out = new Uint8Array(header + tokens.byteLength + snapshot.length);
-    const view = new DataView(out.buffer);
-    view.setUint32(0, SAVED_MAGIC, true);
-    view.setUint32(4, SAVED_VERSION, true);
-    view.setUint32(8, tokens.length, true);
-    view.setUint32(12, this.#ropeShift, true);
-    for (let i = 0; i < tokens.length; i++) view.setUint32(header + 4 * i, tokens[i], true);
-    out.set(snapshot, header + tokens.byteLength);
-    return out;
+    return savedBytes(this.#history, this.#ropeShift, this.cache);
   }
 
   // 'slide': the first positions and the newest stay when `needed` more rows do not fit.

@@ -5,8 +5,9 @@
 // replying exactly as a session that computed everything (greedy), for full
 // attention, window and recurrent layers and in f32 and q8 caches. A Chat's
 // system prompt is kept on its own, for the next page's first message. A
-// damaged entry is deleted and its tokens computed again; eviction keeps
-// the entries within the budget; deleting the model deletes its entries;
+// damaged entry is deleted and its tokens computed again; a full store
+// keeps none and replies the same; eviction keeps the entries within the
+// budget; deleting the model deletes its entries;
 // { storePrefixes: false } keeps and restores nothing. A restored hybrid
 // chat whose template renders an earlier reply otherwise than the model
 // said it (as thinking templates drop its reasoning) goes back to the
@@ -18,6 +19,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Llama, ModelStore } from '../../js/llama.js';
+import { openBackend } from '../../js/store/backends.js';
 import { Chat } from '../../js/chat.js';
 import { LlamaWorker } from '../../js/worker.js';
 import { nodeWorker } from './node-worker.mjs';
@@ -276,4 +278,29 @@ test('the Prompt API\'s initialPrompts, taken in by one page\'s create(), are re
   assert.equal(computedSecond, 0, 'the next page computes none of them');
   first.free();
   second.free();
+});
+
+test('a full store keeps no entry and the reply is the same; the next session computes its prompt', async () => {
+  const directory = join(dir, `store-${stores++}`);
+  const folder = await openBackend('folder', 'default', directory);
+  // The model goes in; every prefix entry's write finds the disk full.
+  const full = new ModelStore({
+    ...folder,
+    async put(path, bytes) {
+      if (path.startsWith('prefixes/')) throw new DOMException('full', 'QuotaExceededError');
+      return folder.put(path, bytes);
+    },
+  }, 'full', false);
+  const llama = await load(full, 'tiny-llama3');
+  const plain = await load(full, 'tiny-llama3', { storePrefixes: false });
+  const session = llama.session();
+  const reply = await replyTo(session, FIRST);
+  await session.whenStored();
+  assert.deepEqual(reply.tokens, (await replyTo(plain.session(), FIRST)).tokens);
+  assert.deepEqual(await full.prefixes.list(), []);
+  const next = await replyTo(llama.session(), FIRST);
+  assert.deepEqual(next.tokens, reply.tokens);
+  assert.equal(next.stats.promptComputed, FIRST.length);
+  llama.free();
+  plain.free();
 });
