@@ -121,6 +121,8 @@ export interface DefineLanguageModelOptions {
   init?: Omit<InitOptions, 'module'>;
   /** A ModelStore (or true: the default one) the file downloads into once; a stored file is 'available'. */
   store?: ModelStore | true | null;
+  /** With a store: false keeps and restores no prefixes in its prefix cache (Llama.load's storePrefixes; default true). */
+  storePrefixes?: boolean;
   /** The context window in tokens (default: the model's context), which Llama.load sizes the heap for. */
   contextLength?: number;
   cacheMode?: KvMode;

@@ -983,6 +983,7 @@ export class LlamaSession {
   #keepAt = [];
   #kept = [];
   #fromStore = null; // what the next reply's prompt took from the store: { tokens, seconds }
+  #storedUpTo = 0; // the longest prefix of the session's tokens it restored or kept
 
   #storing = Promise.resolve();
 
@@ -1262,7 +1263,7 @@ export class LlamaSession {
       : checkIds(where, 'prompt', prompt, this.llama);
     const restored = this.#history.length === 0 ? await this.#restoreStored(ids, ids.length - 1) : 0;
     await this.llama.preparePerLayerRows([...this.#history, ...ids.slice(restored)]);
-    this.#keepAt = keepPoints(this.llama, [this.#history.length + ids.length - restored - 1]);
+    this.#keepAt = this.#keepPoints(this.#history.length, [this.#history.length + ids.length - restored - 1]);
     yield* this.#stream(ids.slice(restored), plan);
   }
 
@@ -1289,8 +1290,8 @@ export class LlamaSession {
       : checkIds(where, 'conversation', conversation, this.llama);
     if (ids.length === 0) throw new TypeError(`${where}: conversation must hold a token`);
     await this.#restoreStored(ids, this.#history.length === 0 ? ids.length - 1 : commonPrefix(this.#history, ids));
-    this.#keepAt = keepPoints(this.llama, [ids.length - 1, this.#sharedLength(conversation, ids, plan.sharedPrefix)]);
     const common = commonPrefix(this.#history, ids);
+    this.#keepAt = this.#keepPoints(common, [ids.length - 1, this.#sharedLength(conversation, ids, plan.sharedPrefix)]);
     const { contextLength } = this.llama.config;
     if (ids.length - common > contextLength) {
       throw new RangeError(`${where}: the conversation's ${ids.length - common} new tokens exceed the model's context of ${contextLength}`);
@@ -1326,6 +1327,7 @@ export class LlamaSession {
     this.cache.free();
     this.cache = found.cache;
     this.#fromStore = { tokens: found.length, seconds: (performance.now() - started) / 1000 };
+    this.#storedUpTo = found.length;
     const { maxRows, sinks, recent } = this.#bound;
     for (let i = 0; i < this.cache.numLayers; i++) {
       if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
@@ -1334,6 +1336,18 @@ export class LlamaSession {
     this.#pending = null;
     this.#ropeShift = found.ropeShift;
     return found.length;
+  }
+
+  // Of a prompt's points (token counts), those its prefixes are kept at:
+  // each at least LEAST_PREFIX_TOKENS beyond the last one the session kept
+  // or restored that its first `held` tokens still hold (a page's first
+  // message after a restored system prompt adds a few tokens: not worth
+  // another copy of the cache).
+  #keepPoints(held, points) {
+    const since = this.#storedUpTo <= held ? this.#storedUpTo : 0;
+    const kept = keepPoints(this.llama, points, since);
+    if (kept.length > 0) this.#storedUpTo = kept.at(-1);
+    return kept;
   }
 
   // The tokens of `sharedPrefix`, the start of the conversation's text that

@@ -10,8 +10,20 @@ import { LEAST_PREFIX_TOKENS } from '../store/prefixes.js';
 /** The store prefix cache a session of `llama` uses: its store's, unless it was loaded with { storePrefixes: false }; else null. */
 export const storedPrefixesOf = (llama) => (llama.storePrefixes && llama.store ? llama.store.prefixes : null);
 
-/** Of a prompt's points (token counts), those a session of `llama` keeps a prefix at: none without a store's prefix cache, none too short to be worth it. */
-export const keepPoints = (llama, points) => (storedPrefixesOf(llama) ? points.filter((at) => at >= LEAST_PREFIX_TOKENS) : []);
+/**
+ * Of a prompt's points (token counts), in order, those a session of `llama`
+ * keeps a prefix at: none without a store's prefix cache, else each at
+ * least LEAST_PREFIX_TOKENS beyond the one before it, the first beyond
+ * `since` (what the session has stored already).
+ */
+export function keepPoints(llama, points, since) {
+  if (!storedPrefixesOf(llama)) return [];
+  const kept = [];
+  for (const at of [...points].sort((a, b) => a - b)) {
+    if (at - (kept.at(-1) ?? since) >= LEAST_PREFIX_TOKENS) kept.push(at);
+  }
+  return kept;
+}
 
 /**
  * The longest stored prefix of `ids` (at most `most` tokens) for a session

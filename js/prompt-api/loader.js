@@ -10,7 +10,7 @@ import { LlamaWorker } from '../workers/client.js';
 import { ModelStore } from '../store/store.js';
 
 /** The options a loader reads. */
-export const LOADER_OPTIONS = ['model', 'projector', 'worker', 'init', 'store', 'contextLength', 'cacheMode'];
+export const LOADER_OPTIONS = ['model', 'projector', 'worker', 'init', 'store', 'storePrefixes', 'contextLength', 'cacheMode'];
 // downloadprogress's `loaded` is a multiple of 1/0x10000 (the specification's rounding).
 const PROGRESS_STEPS = 0x10000;
 
@@ -32,12 +32,13 @@ const ProgressEventClass = typeof ProgressEvent === 'function' ? ProgressEvent :
  * 'downloadable'.
  */
 export function modelLoader(where, options) {
-  const { model, projector, worker = false, init: initOptions = {}, store = null, contextLength, cacheMode } = options;
+  const { model, projector, worker = false, init: initOptions = {}, store = null, storePrefixes, contextLength, cacheMode } = options;
   if (model === undefined || model === null) throw new TypeError(`${where}: options.model must be a Llama, a RemoteLlama or a model's source (a URL, an hf: name, bytes, a Blob)`);
   const loadedAlready = typeof model.session === 'function' && model.tokenizer !== undefined;
-  if (loadedAlready && (projector !== undefined || worker !== false || cacheMode !== undefined)) {
-    throw new TypeError(`${where}: options.projector, worker and cacheMode are for a model to load, and options.model is loaded`);
+  if (loadedAlready && (projector !== undefined || worker !== false || cacheMode !== undefined || storePrefixes !== undefined)) {
+    throw new TypeError(`${where}: options.projector, worker, cacheMode and storePrefixes are for a model to load, and options.model is loaded`);
   }
+  if (storePrefixes !== undefined && typeof storePrefixes !== 'boolean') throw new TypeError(`${where}: options.storePrefixes must be a boolean (got ${shown(storePrefixes)})`);
   if (contextLength !== undefined && !(Number.isInteger(contextLength) && contextLength > 0)) throw new TypeError(`${where}: options.contextLength must be a positive integer (got ${shown(contextLength)})`);
   if (worker !== false && worker !== true && !(worker instanceof LlamaWorker)) throw new TypeError(`${where}: options.worker must be true, false or a LlamaWorker (got ${shown(worker)})`);
   if (store !== null && store !== true && !(store instanceof ModelStore)) throw new TypeError(`${where}: options.store must be a ModelStore or true (got ${shown(store)})`);
@@ -55,6 +56,7 @@ export function modelLoader(where, options) {
       const loadOptions = {
         onProgress, ...(opened && { store: opened }), ...(projector !== undefined && { projector }),
         ...(contextLength !== undefined && { contextLength }), ...(cacheMode !== undefined && { cacheMode }),
+        ...(storePrefixes !== undefined && { storePrefixes }),
       };
       if (worker === false) {
         await init(initOptions);
