@@ -148,7 +148,11 @@ export async function run({ quick = false } = {}) {
       '(the last column). Next page: a reload (Node: the model loaded again from the same folder store), the same system prompt and another ' +
       'message: the session restores the system prompt\'s entry (restored tokens) and computes only the message. Restore: stats.restoreSeconds -- ' +
       'finding the entry, reading it in 4 MiB pieces (one ahead) and KvCache.deserializeFrom into the cache\'s pages, with its CRC-32 checked; ' +
-      'MB/s is the entry\'s bytes over it. WebKitGTK keeps nothing past a reload here: its next page is the same page.'] },
+      'MB/s is the entry\'s bytes over it. WebKitGTK keeps nothing past a reload here: its next page is the same page. Where a restore\'s time goes ' +
+      '(a 95 MB f32 snapshot, profiled apart, in a page whose wasm memory a restore touched before): Chromium reads OPFS at 490-790 MB/s ' +
+      '(File.slice().arrayBuffer() of 4 MiB pieces on the page\'s thread) and deserializes from memory at 1.1 GB/s, 500-630 MB/s together; Firefox ' +
+      '535 MB/s and 1.45 GB/s, 400 MB/s together; Node reads its folder at 2.7-3.9 GB/s and deserializes at 0.9-1.1 GB/s (the CRC-32, at 2.1 GB/s, ' +
+      'is its largest part). A next page\'s first restore also touches fresh wasm memory for the whole cache, which the rows above include.'] },
     { name: 'store-load', title: loadTitle, columns: loadColumns, rows: loads, notes: [
       `${common} No store: Llama.load(url), streamed into the heap. First: Llama.load(url, { store }) on an empty store, the file stored as it loads. ` +
       'From the store: the same call again; the server counts the bytes it sent during it. WebKitGTK here has no navigator.storage, so its store is the Cache API.'] },
@@ -156,8 +160,7 @@ export async function run({ quick = false } = {}) {
       `${common} The conversation: one user message of that many tokens and an 8-token reply in a session of that cache mode, saved with ` +
       'chat.save(name) (the snapshot holds its keys and values: 95 MB in f32, 28 MB in q8). Restored: ' +
       'Chat.restore(llama, name) from the store (its ms included in the first token\'s), then send(\'And then?\') until its first piece. Re-read: a new ' +
-      'session sent the same messages and the new one, until its first piece. The model is loaded from the store before either. Where a restore\'s ' +
-      'time goes (Chromium, f32): reading the 95 MB from OPFS ~450 ms, then the first deserialize into fresh wasm memory ~920 ms, of which ~500 ms ' +
-      'are this machine\'s page faults on the 190 MB it touches for the first time (2.7 ms/MB by a plain fill), against ~140 ms into memory touched before.'] },
+      'session (of a model loaded with storePrefixes: false, so that nothing is restored) sent the same messages and the new one, until its first ' +
+      'piece. The model is loaded from the store before either. Chat.restore reads the conversation\'s file whole, then deserializes it.'] },
   ];
 }
