@@ -995,8 +995,7 @@ export class LlamaSession {
     }
     if (cache !== undefined) {
       if (!(cache instanceof KvCache)) throw new TypeError('llama.session: cache must be a KvCache');
-      const fits = cache.numLayers === numLayers && Array.from({ length: numLayers }, (_, i) => cache.layer(i)).every((layer, i) => layerFits(config, layer, i));
-      if (!fits) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers (${describeLayers(config)}; ${numKvHeads} KV heads x ${headDim} where the layers are alike)`);
+      if (!cacheFits(config, cache)) throw new TypeError(`llama.session: cache must have the model's ${numLayers} layers (${describeLayers(config)}; ${numKvHeads} KV heads x ${headDim} where the layers are alike)`);
     }
     this.llama = llama;
     this.prefixCache = prefixCache ?? null;
@@ -1029,14 +1028,9 @@ export class LlamaSession {
     if (shares && fresh) {
       const hit = this.prefixCache.match(logits ? tokens.slice(0, -1) : tokens);
       if (hit) {
-        this.cache.free();
-        this.cache = hit.cache;
+        this.#adopt(hit.cache);
         reused = hit.length;
         this.#ropeShift = this.llama[ropeShiftAfter](tokens.slice(0, reused));
-        const { maxRows, sinks, recent } = this.#bound; // the entry's own bound came with it
-        for (let i = 0; i < this.cache.numLayers; i++) {
-          if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
-        }
       }
     }
     // A model that cannot truncate every layer keeps a checkpoint where a
@@ -1317,25 +1311,29 @@ export class LlamaSession {
     const started = performance.now();
     const found = await restoreLongest(this.llama, this.mode, ids, most);
     if (!found) return 0;
-    const fits = found.cache.numLayers === this.cache.numLayers &&
-      Array.from({ length: found.cache.numLayers }, (_, i) => found.cache.layer(i)).every((layer, i) => layerFits(this.llama.config, layer, i));
-    if (!fits) {
+    if (!cacheFits(this.llama.config, found.cache)) {
       found.cache.free();
       return 0;
     }
     this.#dropCheckpoints(-1);
-    this.cache.free();
-    this.cache = found.cache;
+    this.#adopt(found.cache);
     this.#fromStore = { tokens: found.length, seconds: (performance.now() - started) / 1000 };
     this.#storedUpTo = found.length;
-    const { maxRows, sinks, recent } = this.#bound;
-    for (let i = 0; i < this.cache.numLayers; i++) {
-      if (this.cache.layer(i).kind === 'full') this.cache.layer(i).setMaxRows(maxRows, { sinks, recent });
-    }
     this.#history = ids.slice(0, found.length);
     this.#pending = null;
     this.#ropeShift = found.ropeShift;
     return found.length;
+  }
+
+  // Takes `cache` (a prefix cache's fork, a stored prefix) in place of its
+  // own, bounded as the session is: the entry's own bound came with it.
+  #adopt(cache) {
+    this.cache.free();
+    this.cache = cache;
+    const { maxRows, sinks, recent } = this.#bound;
+    for (let i = 0; i < cache.numLayers; i++) {
+      if (cache.layer(i).kind === 'full') cache.layer(i).setMaxRows(maxRows, { sinks, recent });
+    }
   }
 
   // Of a prompt's points (token counts), those its prefixes are kept at:
@@ -1587,6 +1585,11 @@ function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
     if (RECURRENT_KINDS.includes(kind)) return { kind, ...recurrent };
     return { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent };
   });
+}
+
+/** Whether `cache` has the layers cacheLayers makes for a model of `config`. */
+function cacheFits(config, cache) {
+  return cache.numLayers === config.numLayers && Array.from({ length: cache.numLayers }, (_, i) => cache.layer(i)).every((layer, i) => layerFits(config, layer, i));
 }
 
 /** Whether `layer` is what cacheLayers makes for layer l of `config`. */

@@ -102,12 +102,6 @@ export class StoredPrefixes {
     return names.filter((entry) => hashes.get(entry.length) === entry.hash).sort((x, y) => y.length - x.length);
   }
 
-  /** Whether an entry of exactly these tokens is stored. */
-  async has(model, mode, tokens) {
-    const [hash] = prefixHashes(tokens, [tokens.length]).values();
-    return (await this.#meta(`prefixes/${groupName(model, mode)}/${entryName(tokens.length, hash)}`)) !== null;
-  }
-
   /**
    * An entry's bytes as pieces, read as they are used (one read ahead), and
    * its size: { byteLength, chunks }; null when it is gone. Marks it used.
