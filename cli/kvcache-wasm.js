@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// kvcache-wasm generate | chat: text from a GGUF model, with this package's
-// cache doing the attention. generate continues a prompt; chat talks, turn
-// by turn, through the file's chat template. With --mmproj (the model's
-// vision encoder) images go in too. Text is printed as it comes; how far
-// the model's file has loaded, why a reply stopped, tokens/s and the
-// cache's memory go to stderr.
+// kvcache-wasm generate | chat | embed | rerank: text from a GGUF model, with
+// this package's cache doing the attention. generate continues a prompt;
+// chat talks, turn by turn, through the file's chat template. With --mmproj
+// (the model's vision encoder) images go in too. Text is printed as it
+// comes; how far the model's file has loaded, why a reply stopped, tokens/s
+// and the cache's memory go to stderr. embed and rerank print JSON lines:
+// an embedding model's vectors, a reranker's scores.
 import { existsSync, openAsBlob, readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +18,9 @@ import { MEDIA_MARKER, idsOf } from '../js/chat/content.js';
 import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE } from '../js/model/images.js';
 import { isHfName } from '../js/store/hf.js';
 
-const COMMANDS = ['generate', 'chat'];
+const COMMANDS = ['generate', 'chat', 'embed', 'rerank'];
+// The commands that take the model as the positional FILE too.
+const FILE_COMMANDS = ['embed', 'rerank'];
 // The model a clone of the repository runs without --model (models/README.md); the npm package has none.
 const SHIPPED_MODEL = fileURLToPath(new URL('../models/stories260k.gguf', import.meta.url));
 // A chat reply's length by default: at most a quarter of the model's context,
@@ -25,6 +28,8 @@ const SHIPPED_MODEL = fileURLToPath(new URL('../models/stories260k.gguf', import
 const MAX_REPLY_TOKENS = 512;
 const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--steps N] [options]
        kvcache-wasm chat [--model PATH] [--system TEXT] [--max-tokens N] [options]
+       kvcache-wasm embed FILE [--text TEXT ...] [--pooling P] [--dimensions N] [--raw] [--truncate]
+       kvcache-wasm rerank FILE --query TEXT [--text DOCUMENT ...] [--top-n N] [--truncate]
        kvcache-wasm --version | --help
 
   generate continues --prompt; chat reads your messages from stdin, one a
@@ -34,6 +39,13 @@ const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--st
   prompt it ends the chat (exit code 0), and a second Ctrl-C before a reply
   has stopped ends the program at once (130). How far the model's file has
   loaded goes to stderr.
+
+  embed prints a JSON line for each --text (or each non-empty line of stdin
+  without one), in order: {"index", "text", "embedding"}, an embedding
+  model's vector (EmbeddingGemma, Qwen3-Embedding, ...), normalised. rerank
+  prints {"index", "score", "text"} for each document, best first, a
+  reranker's scores (Qwen3-Reranker, a BERT cross-encoder) for --query. FILE
+  may be given as --model.
 
   --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
                        Q5_1, Q4_K, Q5_K or Q6_K tensors (default, in a clone of the repository: its
@@ -70,7 +82,15 @@ const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--st
   --json-schema FILE   every reply is JSON matching the JSON Schema in FILE (a keyword the engine
                        does not enforce is refused, naming it)
   --grammar FILE       every reply follows the grammar in FILE (GBNF or EBNF, its rule root first)
-  --threads N          threads for the matmuls and attention (default: what the machine has)`;
+  --threads N          threads for the matmuls and attention (default: what the machine has)
+  --text TEXT          embed: a text; rerank: a document (may be given more than once)
+  --pooling P          embed: mean, cls, last or none (default: the file's; a model whose file
+                       gives none needs it)
+  --dimensions N       embed: each vector's first N values, normalised after (Matryoshka)
+  --raw                embed: the vectors as the model gives them, not normalised
+  --truncate           embed, rerank: cut a text longer than the model's context to it
+  --query TEXT         rerank: what the documents are scored for
+  --top-n N            rerank: print the N best (default: all)`;
 
 class UsageError extends Error {}
 
@@ -176,6 +196,13 @@ function parse(argv) {
         'json-schema': { type: 'string' },
         grammar: { type: 'string' },
         threads: { type: 'string' },
+        text: { type: 'string', multiple: true, default: [] },
+        pooling: { type: 'string' },
+        dimensions: { type: 'string' },
+        raw: { type: 'boolean' },
+        truncate: { type: 'boolean' },
+        query: { type: 'string' },
+        'top-n': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -188,6 +215,10 @@ function parse(argv) {
   if (values.help) return { help: true };
   if (values.version) return { version: true };
   const [command] = positionals;
+  if (FILE_COMMANDS.includes(command) && positionals.length === 2) {
+    if (values.model !== undefined) throw new UsageError(`${command} takes one model: FILE (${positionals[1]}) or --model (${values.model})`);
+    values.model = positionals.pop();
+  }
   if (COMMANDS.includes(command) && positionals.length === 2 && values.model === undefined) {
     throw new UsageError(`${command} takes the model as --model ${positionals[1]}`);
   }
@@ -202,6 +233,22 @@ function parse(argv) {
   only('steps', 'generate');
   only('system', 'chat');
   only('max-tokens', 'chat');
+  for (const name of ['pooling', 'dimensions', 'raw']) only(name, 'embed');
+  for (const name of ['query', 'top-n']) only(name, 'rerank');
+  const textual = FILE_COMMANDS.includes(command);
+  for (const name of ['text', 'truncate']) {
+    if (given(name) && !textual) throw new UsageError(`--${name} goes with embed or rerank, not ${command}`);
+  }
+  if (textual) {
+    for (const name of ['mmproj', 'image', 'mode', 'cache-type-k', 'cache-type-v', 'residual-rows', 'draft', 'stop', 'json-schema', 'grammar', 'seed', 'temperature']) {
+      if (given(name)) throw new UsageError(`--${name} goes with generate or chat, not ${command}`);
+    }
+    if (command === 'rerank' && (values.query === undefined || values.query === '')) throw new UsageError('rerank needs --query TEXT: what the documents are scored for');
+    if (values.pooling !== undefined && !['mean', 'cls', 'last', 'none'].includes(values.pooling)) {
+      throw new UsageError(`--pooling must be mean, cls, last or none (got ${values.pooling})`);
+    }
+    if (values.text.some((text) => text === '')) throw new UsageError('--text must be a non-empty text');
+  }
   const integer = (name, min, max = Number.MAX_SAFE_INTEGER, value = values[name]) => {
     const n = Number(value);
     if (!/^\d+$/.test(value) || n < min || n > max) {
@@ -275,6 +322,15 @@ function parse(argv) {
   return {
     command,
     model: values.model,
+    texts: values.text,
+    embedding: {
+      ...(values.pooling !== undefined && { pooling: values.pooling }),
+      ...(values.dimensions !== undefined && { dimensions: integer('dimensions', 1) }),
+      ...(values.raw && { normalize: false }),
+      ...(values.truncate && { truncate: true }),
+    },
+    query: values.query,
+    topN: values['top-n'] === undefined ? undefined : integer('top-n', 1),
     projector: values.mmproj,
     images: values.image,
     prompt: values.prompt,
@@ -585,6 +641,30 @@ async function chatCommand(llama, options) {
   chat.free();
 }
 
+/** The texts of --text, or else stdin's non-empty lines. */
+async function textsOf(options) {
+  if (options.texts.length > 0) return options.texts;
+  const texts = [];
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) if (line.trim() !== '') texts.push(line);
+  if (texts.length === 0) throw new UsageError(`${options.command} has no text: give --text TEXT or lines on stdin`);
+  return texts;
+}
+
+/** embed: a JSON line a text, its vector. */
+async function embedCommand(llama, options) {
+  const texts = await textsOf(options);
+  const vectors = await llama.embed(texts, options.embedding);
+  vectors.forEach((vector, index) => process.stdout.write(`${JSON.stringify({ index, text: texts[index], embedding: Array.from(vector) })}\n`));
+}
+
+/** rerank: a JSON line a document, best first. */
+async function rerankCommand(llama, options) {
+  const texts = await textsOf(options);
+  const topN = Math.min(options.topN ?? texts.length, texts.length);
+  const { ranking } = await llama.rerank(options.query, texts, { topN, ...(options.embedding.truncate && { truncate: true }) });
+  for (const { index, score, document } of ranking) process.stdout.write(`${JSON.stringify({ index, score, text: document })}\n`);
+}
+
 async function main() {
   const options = parse(process.argv.slice(2));
   if (options.help) {
@@ -605,7 +685,8 @@ async function main() {
   options.images = images;
   await loadModule(options.threads === undefined ? {} : { threads: options.threads });
   const llama = await loadModel(options.model, options.projector);
-  await (options.command === 'chat' ? chatCommand : generateCommand)(llama, options);
+  const run = { generate: generateCommand, chat: chatCommand, embed: embedCommand, rerank: rerankCommand };
+  await run[options.command](llama, options);
   return 0;
 }
 
@@ -620,6 +701,11 @@ main().then((code) => {
     // The schema or grammar a file holds, refused: what --json-schema or --grammar gave.
     const option = /responseFormat/.test(error.message) ? '--json-schema' : '--grammar';
     console.error(`kvcache-wasm ${command}: ${option} is refused: ${error.message.replace(/^[\w.]+: /, '')}`);
+    process.exitCode = 2;
+  } else if ((error instanceof TypeError || error instanceof RangeError) && /^Llama\.(embed|rerank): /.test(error.message)) {
+    // What the model cannot do with the texts: a generation model without --pooling, a text past the context, ...
+    const said = error.message.replace(/^[\w.]+: /, '').replace(/options\.(pooling|truncate|dimensions)( ?:? ?true)?/g, '--$1');
+    console.error(`kvcache-wasm ${command}: ${said}`);
     process.exitCode = 2;
   } else if (error instanceof LoadError) {
     console.error(`kvcache-wasm ${command}: ${error.message}`);

@@ -634,6 +634,24 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
 kvc_status kvc_layer_attend_span(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
                                  float *probs);
 
+/* kvc_layer_attend_ranges():
+ * m queries at once over the m newest slots, each over a range of them of
+ * its own: query i (`q` + i * head_dim) sees the slots seq_len - m +
+ * first[i] .. seq_len - m + end[i] - 1 (first[i] <= end[i] <= m; an empty
+ * range gives zeros).  The shape of an embedding model's pass over many
+ * texts at once, each text's tokens seeing their own text only: both ways
+ * (bidirectional), up to themselves (causal), or within a window around
+ * themselves (EmbeddingGemma's symmetric one).  Query i's output and
+ * probabilities are bit-for-bit kvc_layer_attend's on a layer holding
+ * exactly the rows of its range (a quantized layer's as it held them when
+ * the range's last slot came), at any thread count.  `probs` (may be
+ * NULL): [m x head_len(kv_head)], row i holding query i's weights over its
+ * range and zeros elsewhere.  1 <= m <= seq_len.
+ * @return : as kvc_layer_attend_causal, or KVC_E_NULL_POINTER without
+ *           first or end, or KVC_E_LENGTH for a range out of order or past m. */
+kvc_status kvc_layer_attend_ranges(const kvc_layer *layer, const float *q, size_t m, size_t kv_head,
+                                   const uint32_t *first, const uint32_t *end, float *out, float *probs);
+
 /* Accessors.  They never fail: a NULL layer or an out-of-range head reads 0,
  * and so does a full-layer accessor of a linear layer. */
 size_t kvc_layer_num_kv_heads(const kvc_layer *layer);
@@ -1621,6 +1639,60 @@ void kvc_lm_per_layer_outside_range(const kvc_lm *lm, uint64_t *offset, uint64_t
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NOT_VERIFYING, KVC_E_ACCEPT
  *           (n above the verify's tokens) or KVC_E_NOMEM. */
 kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n);
+
+/* ---- embeddings and reranking ---- */
+
+/* How an embedding model makes one vector of a text's tokens: GGUF's
+ * <arch>.pooling_type, numbered as llama.cpp numbers it.  NONE: a vector
+ * per token; MEAN: their mean; CLS: the first token's; LAST: the last
+ * token's; RANK: a reranker's scores of the text (a query and a document
+ * formatted into one), its classification head on the CLS token (the last
+ * one for qwen3) -- kvc_lm_rank_outputs of them. */
+typedef enum kvc_pooling {
+    KVC_POOLING_NONE = 0,
+    KVC_POOLING_MEAN = 1,
+    KVC_POOLING_CLS = 2,
+    KVC_POOLING_LAST = 3,
+    KVC_POOLING_RANK = 4
+} kvc_pooling;
+
+/* The file's pooling: KVC_POOLING_NONE for a model without one (a model
+ * that generates) and for NULL. */
+kvc_pooling kvc_lm_pooling(const kvc_lm *lm);
+/* 1 when the model's attention is causal (every model that generates, and
+ * qwen3's embedding models), 0 for an encoder's both ways (gemma-embedding,
+ * or as <arch>.attention.causal says); 0 for NULL. */
+int kvc_lm_causal(const kvc_lm *lm);
+/* The size of a pooled embedding: the model's dim, or what its dense layers
+ * give (0 for NULL). */
+size_t kvc_lm_embedding_dim(const kvc_lm *lm);
+/* The scores RANK pooling gives a text: the rows of the file's cls.output
+ * (<arch>.classifier.output_labels; 1 without them), 0 for a model without
+ * cls.output or NULL. */
+size_t kvc_lm_rank_outputs(const kvc_lm *lm);
+
+/* kvc_lm_embed():
+ * The embeddings of `count` texts given end to end in `tokens` (text j: the
+ * next lengths[j] >= 1 tokens), computed in one pass of the weights, each
+ * text attending to itself alone, from position 0 (causal or both ways as
+ * kvc_lm_causal says; a window layer over its window, symmetric for an
+ * encoder), then pooled as `pooling` says and through the file's dense
+ * layers.  out: [count x kvc_lm_embedding_dim] (MEAN, CLS, LAST), [sum of
+ * lengths x kvc_lm_embedding_dim] (NONE), or [count x kvc_lm_rank_outputs]
+ * (RANK), not normalised.  A text's values are the same bits alone or
+ * among any others, on any number of threads.  The pass makes a cache of
+ * its own and frees it: nothing of a text is kept after the call (the
+ * model's scratch grows to the pass's tokens and stays, as after a forward
+ * pass; kvc_lm_scratch_bytes).
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (count 0, a text of 0
+ *           tokens or longer than kvc_lm_context_length, or more than
+ *           KVC_MAX_POSITIONS tokens in all), KVC_E_TOKEN, KVC_E_KIND (a
+ *           pooling out of range, RANK without cls.output, or a model whose
+ *           layers a text cannot have alone: recurrent, shared, per-layer
+ *           embeddings outside the weights), or KVC_E_NOMEM; out untouched
+ *           on error. */
+kvc_status kvc_lm_embed(kvc_lm *lm, const uint32_t *tokens, const uint32_t *lengths, size_t count,
+                        kvc_pooling pooling, float *out);
 
 /* ---- vision encoders: images in ---- */
 

@@ -113,6 +113,16 @@ export interface ToolOptions {
   toolChoice?: 'auto' | 'required' | 'none' | { type: 'function'; function: { name: string } };
 }
 
+/** An OpenAI-shaped embeddings client over an embedding model: client.embeddings.create({ input, dimensions, encoding_format }). */
+export function embeddings(model: Llama | RemoteLlama): {
+  embeddings: {
+    create(request: { input: string | readonly number[] | readonly (string | readonly number[])[]; model?: string; dimensions?: number;
+      encoding_format?: 'float' | 'base64'; user?: string; signal?: AbortSignal }): Promise<{
+      object: 'list'; data: { object: 'embedding'; index: number; embedding: number[] | string }[]; model: string;
+      usage: { prompt_tokens: number; total_tokens: number } }>;
+  };
+};
+
 /** An OpenAI-shaped client over a session: client.chat.completions.create(request). */
 export function completions(session: LlamaSession | RemoteSession, options?: { template?: string }): {
   chat: { completions: { create(request: Record<string, unknown> & { messages: readonly ConversationMessage[]; stream?: boolean }): Promise<any> } };

@@ -75,6 +75,10 @@ const OPS = {
     const llama = await Llama.load(source, { ...options, ...(store && { store }), signal, onProgress: (progress) => postMessage({ id, progress }) });
     return describeModel(keep('model', llama), llama);
   },
+  embed: (model, texts, options, signal, id) =>
+    target('model', model).embed(texts, { ...options, signal, onProgress: (progress) => postMessage({ id, progress }) }),
+  rerank: (model, query, documents, options, signal, id) =>
+    target('model', model).rerank(query, documents, { ...options, signal, onProgress: (progress) => postMessage({ id, progress }) }),
   encode: (model, text, options) => target('model', model).tokenizer.encode(text, options),
   decode: (model, ids, options) => target('model', model).tokenizer.decode(ids, options),
   memoryBytes: (model) => target('model', model).memoryBytes,
@@ -104,6 +108,16 @@ const OPS = {
   },
 };
 
+// Calls that report progress and that an abort stops: they take the call's signal and id last.
+const CONTROLLED = new Set(['init', 'load', 'embed', 'rerank']);
+
+// What of a result moves to the page rather than being copied: saved bytes, embed()'s vectors (each its own buffer).
+function transferable(result) {
+  if (result instanceof Uint8Array) return [result.buffer];
+  if (Array.isArray(result) && result.length > 0 && result.every((v) => v instanceof Float32Array)) return result.map((v) => v.buffer);
+  return [];
+}
+
 // Calls that stream pieces back, and run with an AbortController of their own.
 const STREAMS = {
   generate: (session, prompt, options, signal) => target('session', session).generate(prompt, { ...options, signal }),
@@ -119,14 +133,14 @@ globalThis.onmessage = async ({ data }) => {
     let result;
     if (STREAMS[op]) {
       for await (const piece of STREAMS[op](...args, controller.signal)) postMessage({ id, piece });
-    } else if (op === 'load' || op === 'init') {
+    } else if (CONTROLLED.has(op)) {
       result = await OPS[op](...args, controller.signal, id);
     } else if (OPS[op]) {
       result = await OPS[op](...args);
     } else {
       throw new TypeError(`no operation ${op}`);
     }
-    postMessage({ id, result }, result instanceof Uint8Array ? [result.buffer] : []);
+    postMessage({ id, result }, transferable(result));
   } catch (error) {
     postMessage({ id, error: errorOf(error) });
   } finally {

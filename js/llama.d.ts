@@ -135,7 +135,7 @@ export class Tokenizer {
 }
 
 export interface LlamaConfig {
-  /** general.architecture: 'llama', 'qwen2', 'qwen3', 'gemma3', 'gemma4', 'smollm3', 'mistral3', 'phi3', 'lfm2' or 'qwen35'. */
+  /** general.architecture: 'llama', 'qwen2', 'qwen3', 'gemma3', 'gemma-embedding', 'gemma4', 'smollm3', 'mistral3', 'phi3', 'lfm2' or 'qwen35'. */
   architecture: string;
   dim: number;
   numLayers: number;
@@ -158,6 +158,46 @@ export interface LlamaConfig {
   layerKvHeads: readonly number[];
   /** The layer each shared layer attends over, -1 for any other layer. */
   layerOwners: readonly number[];
+  /** The file's pooling (<arch>.pooling_type): 'none' for a model that generates. */
+  pooling: Pooling;
+  /** Whether its attention is causal (false: an encoder, gemma-embedding's; it embeds, it does not generate). */
+  causal: boolean;
+  /** The size of a pooled embedding: dim, or what the file's dense layers give. */
+  embeddingDim: number;
+  /** A reranker's scores a text (cls.output's rows); 0 without a classification head. */
+  rankOutputs: number;
+}
+
+/** How an embedding model makes one vector of a text's tokens, as GGUF's pooling_type names them. */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last' | 'rank';
+
+export interface EmbedOptions {
+  /** Default: the file's pooling (required for a model whose file gives none). 'none': a row per token, not normalised. */
+  pooling?: 'mean' | 'cls' | 'last' | 'none';
+  /** Each vector of length 1 (default true). */
+  normalize?: boolean;
+  /** The first that many values of each vector, normalised after (Matryoshka). */
+  dimensions?: number;
+  /** Cut a text longer than the model's context to it (default: a RangeError). */
+  truncate?: boolean;
+  signal?: AbortSignal;
+  /** After each pass of the weights: the texts done so far. */
+  onProgress?: (progress: { done: number; total: number }) => void;
+}
+
+export interface RerankOptions {
+  /** The ranking's length (default: every document). */
+  topN?: number;
+  truncate?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (progress: { done: number; total: number }) => void;
+}
+
+export interface Reranking {
+  /** Each document's score, in the documents' order. */
+  scores: number[];
+  /** The topN documents, best first. */
+  ranking: { index: number; score: number; document: string }[];
 }
 
 /**
@@ -428,6 +468,12 @@ export class Llama {
   forwardEmbeddings(cache: KvCache, embeddings: Float32Array, options?: ForwardOptions & { positions?: Uint32Array; span?: boolean }): Float32Array;
   /** Ends a verify forward() began: keeps its first n tokens. */
   keep(cache: KvCache, n: number): void;
+  /** The embeddings of texts (strings or token-id arrays), a Float32Array each, many texts to a pass, no rows kept. */
+  embed(texts: string | readonly (string | readonly number[] | Uint32Array)[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** A reranker's scores of documents for a query, and the best first. */
+  rerank(query: string, documents: readonly string[], options?: RerankOptions): Promise<Reranking>;
+  /** A reranker's template of a query and a document (tokenizer.chat_template.rerank), or null. */
+  readonly rerankTemplate: string | null;
   /** Releases the weights (idempotent). */
   free(): void;
   [Symbol.dispose](): void;

@@ -1,8 +1,8 @@
 // kvcache-wasm/worker: the model runner in a dedicated worker, its API made asynchronous for the page.
 import type { InitOptions, KernelInfo, ThreadInfo } from './index.js';
 import type {
-  EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, ImagePixels, ImageSource, ImageTokenCount, LlamaConfig, LoadOptions,
-  ModelStore, PreparedImage, ReplyOptions, SessionOptions,
+  EmbedOptions, EncodeOptions, DecodeOptions, GeneratePiece, GenerateTextOptions, ImagePixels, ImageSource, ImageTokenCount, LlamaConfig, LoadOptions,
+  ModelStore, PreparedImage, Reranking, RerankOptions, ReplyOptions, SessionOptions,
 } from './llama.js';
 export { ModelStore } from './llama.js';
 export type { ImagePixels, ImageTokenCount, PreparedImage } from './llama.js';
@@ -85,6 +85,10 @@ export class RemoteLlama {
   encode(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: readonly number[], options?: DecodeOptions): Promise<string>;
   memoryBytes(): Promise<{ weights: number; scratch: number }>;
+  /** Llama#embed in the worker; the vectors come back transferred. */
+  embed(texts: string | readonly (string | readonly number[] | Uint32Array)[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** Llama#rerank in the worker. */
+  rerank(query: string, documents: readonly string[], options?: RerankOptions): Promise<Reranking>;
   session(options?: RemoteSessionOptions): Promise<RemoteSession>;
   /** Llama#restoreSession in the worker (the bytes are copied over). */
   restoreSession(bytes: Uint8Array | ArrayBuffer, options?: Omit<RemoteSessionOptions, 'mode' | 'residualRows'>): Promise<RemoteSession>;

@@ -38,6 +38,7 @@ import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take,
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
 import { Projector, openProjector, pieceId } from './vision.js';
+import { embed, embeddingConfig, rerank } from './embeddings.js';
 import { fromPixels, imagePixels } from './images.js';
 import { IMAGE_BIT, ImageRows, imageId, isImageId, ropeShiftOf, runsOf, tileIdBase } from './image-tokens.js';
 
@@ -134,7 +135,11 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
     table = { ...tableRange, rowBytes, held: null, read: reader.read ?? null, readAsync: reader.readAsync ?? null };
   }
   const perLayer = table && perLayerRows(where, table, dataOffset);
-  const llama = new Llama({ [fromPointer]: { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange } });
+  const rerankTemplate = metadata.get('tokenizer.chat_template.rerank');
+  const llama = new Llama({ [fromPointer]: {
+    ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange,
+    rerankTemplate: typeof rerankTemplate === 'string' ? rerankTemplate : null,
+  } });
   if (tokenizer.vocabSize !== llama.config.vocabSize) {
     llama.free();
     throw new GgufError(`tokenizer.ggml.tokens holds ${tokenizer.vocabSize} tokens and token_embd.weight ${llama.config.vocabSize} rows: they must be one vocabulary`);
@@ -562,7 +567,7 @@ export class Llama {
   constructor(internal) {
     const adopted = internal?.[fromPointer];
     if (!adopted) throw new TypeError('new Llama: use Llama.load or Llama.fromGguf');
-    const { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange } = adopted;
+    const { ptr, tokenizer, tensors, cacheMode, headerDigest, perLayer, tableRange, rerankTemplate } = adopted;
     this.#headerDigest = headerDigest;
     this.#perLayer = perLayer ?? null;
     this.#tableRange = tableRange ?? null;
@@ -572,6 +577,8 @@ export class Llama {
     this.tokenizer = tokenizer;
     /** The file's tensors: { name, type, typeId, dims, offset, bytes } (GgufFile.tensors). */
     this.tensors = tensors;
+    /** A reranker's template of a query and a document (tokenizer.chat_template.rerank: {query}, {document}), or null. */
+    this.rerankTemplate = rerankTemplate;
     this.config = Object.freeze({
       architecture: readCString(api.kvc_lm_architecture(ptr) >>> 0),
       dim: api.kvc_lm_dim(ptr) >>> 0,
@@ -595,6 +602,9 @@ export class Llama {
       layerOwners: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_owner(ptr, l) | 0)),
       // The recurrent layers' shape (null without them): as LayerKvCache's 'conv' and 'delta' options take it.
       recurrent: recurrentShape(api, ptr),
+      // An embedding model's or a reranker's: the file's pooling ('none' for a model that generates), whether its
+      // attention is causal, the size of its vectors, and a reranker's scores a text (0 without a classification head).
+      ...embeddingConfig(api, ptr),
     });
     owned.adopt(this, ptr);
   }
@@ -692,6 +702,8 @@ export class Llama {
   session(options = {}) {
     const where = 'llama.session';
     this.#live('session');
+    if (this.config.pooling === 'rank') throw new TypeError(`${where}: this model is a reranker (pooling_type rank): it scores documents with rerank() and does not generate`);
+    if (!this.config.causal) throw new TypeError(`${where}: this model is an encoder (each token sees its text both ways): it embeds texts with embed() and does not generate`);
     checkObject(where, 'options', options);
     checkKeys(where, options, SESSION_OPTIONS);
     if (options.cache !== undefined) {
@@ -812,6 +824,40 @@ export class Llama {
   /** Whether forward passes read per-layer rows that preparePerLayerRows must read first. */
   get readsRowsAsync() {
     return this.#perLayer?.async ?? false;
+  }
+
+  /**
+   * The embeddings of `texts` (a string, or an array of strings or of
+   * token-id arrays): a Float32Array per text, in order. Texts are
+   * tokenized as llama.cpp's server does (the vocabulary's begin, end and
+   * separator tokens added; special tokens in the text taken as such) and
+   * go many to a pass of the weights, each attending to itself alone (a
+   * text's vector is the same alone or among others); no rows are kept.
+   * `pooling`: 'mean', 'cls', 'last' (default: the file's pooling_type;
+   * required for a model whose file gives none), or 'none' (a row per
+   * token, embeddingDim values each, not normalised); the file's dense
+   * layers follow. `normalize` (default true): each vector of length 1.
+   * `dimensions`: its first that many values, normalised after
+   * (Matryoshka). A text longer than the context is a RangeError unless
+   * `truncate: true` cuts it. `signal` aborts between passes;
+   * `onProgress({ done, total })` after each.
+   */
+  async embed(texts, options = {}) {
+    return embed(this, this.#live('embed'), texts, options);
+  }
+
+  /**
+   * Scores of `documents` (strings) for `query` by a reranker (a file whose
+   * pooling_type is rank: its classification head; Qwen3-Reranker's
+   * "yes" probability, a BERT cross-encoder's logit): each document and the
+   * query formatted into the file's rerank template (or put end to end as
+   * llama.cpp does without one) and tokenized whole. Resolves to { scores
+   * (in the documents' order), ranking: the topN (default all) best first,
+   * { index, score, document } }. `truncate`, `signal` and `onProgress` as
+   * embed()'s.
+   */
+  async rerank(query, documents, options = {}) {
+    return rerank(this, this.#live('rerank'), query, documents, options);
   }
 
   /** Ends a verify that forward(…, { verify: true }) began: keeps its first n tokens, their attention added to imp. */

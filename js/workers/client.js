@@ -328,14 +328,19 @@ export class LlamaWorker {
       rest.projector = projector.value;
       transfer.push(...projector.transfer);
     }
+    const llama = new RemoteLlama(this, await this.controlledCall('load', [model.value, rest], { onProgress, signal }, transfer));
+    llama.store = store ?? null;
+    return llama;
+  }
+
+  /** call() of an operation that reports progress (to `onProgress`) and that `signal` aborts in the worker. */
+  async controlledCall(op, args, { onProgress, signal }, transfer = []) {
     await this.#ready;
-    const { id, done } = this.#send('load', [model.value, rest], { progress: onProgress }, transfer);
+    const { id, done } = this.#send(op, args, { progress: onProgress }, transfer);
     const onAbort = () => this.#abort(id);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const llama = new RemoteLlama(this, await done);
-      llama.store = store ?? null;
-      return llama;
+      return await done;
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -441,6 +446,22 @@ export class RemoteLlama {
   /** { weights, scratch } */
   memoryBytes() {
     return this.#worker.call('memoryBytes', [this.#handle]);
+  }
+
+  /** Llama#embed in the worker: the vectors come back transferred. */
+  async embed(texts, options = {}) {
+    checkObject('RemoteLlama.embed', 'options', options);
+    const { onProgress, signal, ...rest } = options;
+    if (signal?.aborted) throw signal.reason ?? new DOMException('the call was aborted', 'AbortError');
+    return this.#worker.controlledCall('embed', [this.#handle, texts, rest], { onProgress, signal });
+  }
+
+  /** Llama#rerank in the worker. */
+  async rerank(query, documents, options = {}) {
+    checkObject('RemoteLlama.rerank', 'options', options);
+    const { onProgress, signal, ...rest } = options;
+    if (signal?.aborted) throw signal.reason ?? new DOMException('the call was aborted', 'AbortError');
+    return this.#worker.controlledCall('rerank', [this.#handle, query, documents, rest], { onProgress, signal });
   }
 
   /** Llama#session in the worker. */

@@ -391,6 +391,23 @@ static kvc_status attend_window_heads(const kvc_layer *layer, size_t first_head,
     return status;
 }
 
+/* m queries, one a group, each over its group's rows [from, to) of a head
+ * of n rows, into the groups' outputs, and (probs) each query's row of n
+ * weights, zeros outside its rows.  Frees the groups. */
+static kvc_status run_queries(window_group *groups, size_t m, size_t d, size_t n, float *probs) {
+    window_job job = {.G = 1, .d = d, .count = m, .groups = groups};
+    void *block = NULL;
+    const kvc_status status = run_window(&job, probs != NULL, &block);
+    for (size_t i = 0; status == KVC_OK && probs && i < m; i++) {
+        const window_group *g = &groups[i];
+        memset(probs + i * n, 0, n * sizeof(float));
+        memcpy(probs + i * n + g->from, g->z, (g->to - g->from) * sizeof(float));
+    }
+    kvc_free(block);
+    kvc_free(groups);
+    return status;
+}
+
 /* attend_causal on a window layer: query i at slot L - m + i over the rows
  * of the positions in its window that it sees (whole: and every later one). */
 static kvc_status attend_window_causal(const kvc_layer *layer, const float *q, size_t m, size_t kv_head,
@@ -412,17 +429,7 @@ static kvc_status attend_window_causal(const kvc_layer *layer, const float *q, s
         };
         if (groups[i].from > seen) groups[i].from = seen;
     }
-    window_job job = {.G = 1, .d = d, .count = m, .groups = groups};
-    void *block = NULL;
-    kvc_status status = run_window(&job, probs != NULL, &block);
-    for (size_t i = 0; status == KVC_OK && probs && i < m; i++) {
-        const window_group *g = &groups[i];
-        memset(probs + i * n, 0, n * sizeof(float));
-        memcpy(probs + i * n + g->from, g->z, (g->to - g->from) * sizeof(float));
-    }
-    kvc_free(block);
-    kvc_free(groups);
-    return status;
+    return run_queries(groups, m, d, n, probs);
 }
 
 /* The checks every attend of a layer makes. */
@@ -658,4 +665,34 @@ kvc_status kvc_layer_attend_causal(const kvc_layer *layer, const float *q, size_
 kvc_status kvc_layer_attend_span(const kvc_layer *layer, const float *q, size_t m, size_t kv_head, float *out,
                                  float *probs) {
     return attend_queries(layer, q, m, kv_head, out, probs, 1);
+}
+
+kvc_status kvc_layer_attend_ranges(const kvc_layer *layer, const float *q, size_t m, size_t kv_head,
+                                   const uint32_t *first, const uint32_t *end, float *out, float *probs) {
+    if (!layer || !q || !out || !first || !end) return KVC_E_NULL_POINTER;
+    if (!kvc_has_rows(layer)) return KVC_E_KIND;
+    if (m == 0 || m > layer->seq_len || m > SIZE_MAX / sizeof(float) / layer->head_dim) return KVC_E_LENGTH;
+    for (size_t i = 0; i < m; i++) {
+        if (first[i] > end[i] || end[i] > m) return KVC_E_LENGTH;
+    }
+    if (kv_head >= layer->num_kv_heads) return KVC_E_KV_HEAD;
+    kvc_status status = check_attend(layer, q, m * layer->head_dim, out);
+    if (status != KVC_OK) return status;
+    const size_t d = layer->head_dim, oldest = layer->seq_len - m;
+    const kvc_head *head = &layer->heads[kv_head];
+    const size_t n = kvc_store_len(&head->keys);
+    window_group *groups = kvc_realloc_array(NULL, m, sizeof(window_group));
+    if (!groups) return KVC_E_NOMEM;
+    for (size_t i = 0; i < m; i++) {
+        /* The rows as the layer held them when the range's last slot came
+         * (a quantized layer's residual rows are those of that moment). */
+        const size_t to = kvc_head_rows_between(layer, kv_head, 0, oldest + end[i]);
+        const size_t from = kvc_head_rows_between(layer, kv_head, 0, oldest + first[i]);
+        groups[i] = (window_group){
+            .keys = kvc_store_view_prefix(&head->keys, layer->residual_rows, to),
+            .values = kvc_store_view_prefix(&head->values, layer->residual_rows, to),
+            .q = q + i * d, .out = out + i * d, .from = from, .to = to,
+        };
+    }
+    return run_queries(groups, m, d, n, probs);
 }

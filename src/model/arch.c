@@ -20,12 +20,20 @@
 static const kvc_arch archs[] = {
     {.name = "llama", .rope = KVC_ROPE_ADJACENT, .activation = KVC_ACT_SWIGLU},
     {.name = "qwen2", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QKV_BIAS, .activation = KVC_ACT_SWIGLU},
-    {.name = "qwen3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM, .activation = KVC_ACT_SWIGLU},
+    /* Its embedding models pool the last token; its rerankers score it
+     * with the softmax of cls.output's "yes" and "no" rows. */
+    {.name = "qwen3", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM | KVC_ARCH_RANK_LAST, .activation = KVC_ACT_SWIGLU},
     /* Five windowed layers to a global one (or as attention.sliding_window_pattern
      * says); the windowed ones at RoPE base rope.freq_base_swa, 10000 without
      * it (llama.cpp's rope_freq_base_train_swa). */
     {.name = "gemma3", .rope = KVC_ROPE_HALVES,
      .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE | KVC_ARCH_LOGIT_SOFTCAP | KVC_ARCH_WINDOW_PATTERN,
+     .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f},
+    /* EmbeddingGemma: Gemma 3's block as an encoder -- every token sees its
+     * text both ways, a window layer the positions within half its window
+     * either side -- without a logit cap (it gives no logits). */
+    {.name = "gemma-embedding", .rope = KVC_ROPE_HALVES,
+     .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE | KVC_ARCH_WINDOW_PATTERN | KVC_ARCH_BIDIRECTIONAL,
      .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f},
     /* Gemma 4 (llama.cpp's src/models/gemma4.cpp): Gemma 3's block, window
      * and global layers of their own head sizes and RoPE (the global ones'

@@ -130,8 +130,9 @@ void kvc_lm_scratch_free(kvc_lm_scratch *s) {
 /* The attention of the T tokens of block l over `layer` (its own, or a
  * shared block's owner's), with (importance) the mass each token gave each
  * of the layer's L slots, summed over the query heads in order, to s->mass
- * [T x L]; whole: the T tokens see each other both ways. */
-static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int importance, int whole) {
+ * [T x L]; KVC_LM_SPAN: the T tokens see each other both ways; KVC_LM_RANGES:
+ * each its range of s->ranges. */
+static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int importance, uint32_t flags) {
     kvc_lm_scratch *s = &lm->scratch;
     const size_t hd = lm->plans[l].head_dim;
     const size_t q_dim = lm->num_heads * hd;
@@ -139,7 +140,7 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int i
     const size_t G = lm->num_heads / lm->plans[l].kv_heads;
     float *probs = importance ? s->probs : NULL;
     if (importance) memset(s->mass, 0, T * L * sizeof(float));
-    if (T == 1) {
+    if (T == 1 && !(flags & KVC_LM_RANGES)) {
         kvc_status status = kvc_layer_attend_heads(layer, s->q, lm->num_heads, s->att, probs);
         if (status != KVC_OK) return status;
         for (size_t h = 0; importance && h < lm->num_heads; h++) kvc_add(L, s->mass, probs + h * L);
@@ -147,8 +148,11 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int i
     }
     for (size_t h = 0; h < lm->num_heads; h++) {
         for (size_t t = 0; t < T; t++) memcpy(s->qh + t * hd, s->q + t * q_dim + h * hd, hd * sizeof(float));
-        kvc_status status = whole ? kvc_layer_attend_span(layer, s->qh, T, h / G, s->oh, probs)
-                                  : kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
+        /* KVC_LM_RANGES: each token's range of its layer kind (kvc_lm_encode). */
+        const uint32_t *first = s->ranges + (lm->plans[l].window ? 2 * T : 0);
+        kvc_status status = (flags & KVC_LM_RANGES) ? kvc_layer_attend_ranges(layer, s->qh, T, h / G, first, first + T, s->oh, probs)
+                            : (flags & KVC_LM_SPAN) ? kvc_layer_attend_span(layer, s->qh, T, h / G, s->oh, probs)
+                                                    : kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
         if (status != KVC_OK) return status;
         for (size_t t = 0; t < T; t++) memcpy(s->att + t * q_dim + h * hd, s->oh + t * hd, hd * sizeof(float));
         for (size_t t = 0; importance && t < T; t++) kvc_add(L, s->mass + t * L, probs + t * L);
@@ -156,9 +160,7 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int i
     return KVC_OK;
 }
 
-/* A vector weight as f32: itself when it is F32 (every file llama.cpp's
- * converter writes), else dequantized into `buffer`. */
-static const float *vector_into(const kvc_tensor *t, float *buffer) {
+const float *kvc_vector_f32(const kvc_tensor *t, float *buffer) {
     if (t->type->ggml_id == 0) return (const float *)t->data;
     t->type->dequantize(t->data, 0, t->cols, buffer);
     return buffer;
@@ -166,7 +168,7 @@ static const float *vector_into(const kvc_tensor *t, float *buffer) {
 
 /* The same, into the scratch that the norms and biases take in turn. */
 static const float *vector_of(kvc_lm *lm, const kvc_tensor *t) {
-    return vector_into(t, lm->scratch.vector);
+    return kvc_vector_f32(t, lm->scratch.vector);
 }
 
 /* Each row of x [T x n] normalised by `weight` into out. */
@@ -340,7 +342,7 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
     const int importance = (flags & KVC_LM_IMPORTANCE) != 0 && owns_rows;
     const size_t L = kvc_layer_seq_len(layer);
     status = scratch_reserve(lm, T, importance ? L : 0);
-    if (status == KVC_OK) status = attend(lm, layer, l, T, importance, (flags & KVC_LM_SPAN) != 0);
+    if (status == KVC_OK) status = attend(lm, layer, l, T, importance, flags);
     if (status == KVC_OK && importance) {
         if (flags & KVC_LM_VERIFY) {
             kvc_lm_pending *p = &lm->pending;
@@ -409,15 +411,16 @@ static void add_per_layer_input(kvc_lm *lm, size_t l, size_t T) {
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }
 
-/* Block l on the T tokens in s->x at positions first..: its mixer, then its
- * FFN, then (gemma4) its per-layer input and output scale. */
-static kvc_status block(kvc_lm *lm, kvc_model *cache, size_t l, size_t T, uint32_t flags, size_t offset) {
+/* Block l on the T tokens in s->x at positions first..: its mixer over
+ * `layer` (layer_of's), then its FFN, then (gemma4) its per-layer input and
+ * output scale. */
+static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const size_t ffn = lm->plans[l].ffn_dim;
     rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
     kvc_profile_mark(KVC_PROFILE_NORM);
-    const kvc_status status = mixers[lm->plans[l].kind](lm, layer_of(lm, cache, l), l, T, flags, offset);
+    const kvc_status status = mixers[lm->plans[l].kind](lm, layer, l, T, flags, offset);
     if (status != KVC_OK) return status;
     norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
     kvc_profile_mark(KVC_PROFILE_NORM);
@@ -552,6 +555,70 @@ typedef struct pass_input {
 static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_t n, float *logits, size_t logit_rows,
                        uint32_t flags);
 
+/* The global layers' RoPE with its frequency factors (Llama 3's rope_freqs,
+ * LongRoPE's), apart from the scratch the block's norms use. */
+static kvc_rope_params rope_of(kvc_lm *lm) {
+    kvc_rope_params rope = lm->rope_global;
+    rope.factors = lm->rope_freqs.type ? kvc_vector_f32(&lm->rope_freqs, lm->scratch.rope_factors) : NULL;
+    return rope;
+}
+
+/* The T inputs from `start` on into s->x (embedded tokens, or the rows
+ * given), with their RoPE tables, query scales and (gemma4) per-layer
+ * inputs, at their positions: given, or the cache's next from `first`. */
+static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params *rope_global, size_t first, size_t start,
+                        size_t T) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const float embed_scale = sqrtf((float)lm->dim);
+    for (size_t t = 0; t < T; t++) {
+        float *x = s->x + t * lm->dim;
+        if (in->embeddings) {
+            /* An encoder's rows are the model's embeddings as they are: no scale (llama.cpp scales token rows only). */
+            memcpy(x, in->embeddings + (start + t) * lm->dim, lm->dim * sizeof(float));
+        } else {
+            lm->token_embd.type->dequantize(lm->token_embd.data + in->tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
+            for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
+        }
+        /* A token's RoPE position: the cache's, or (t, y, x, e) given. */
+        const uint32_t next = (uint32_t)(first + start + t);
+        const uint32_t cached[4] = {next, next, next, 0};
+        const uint32_t *at = in->positions ? in->positions + 4 * (start + t) : cached;
+        kvc_rope_table_at(rope_global, at, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
+        if (lm->window) kvc_rope_table_at(&lm->rope_window, at, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
+        if (lm->temperature_scale > 0) {
+            /* llama.cpp's llm_graph_input_attn_temp, its float and double steps as they are. */
+            const float steps = floorf((float)at[0] / (float)lm->temperature_floor);
+            s->query_scale[t] = (float)(log((double)steps + 1.0) * (double)lm->temperature_scale + 1.0);
+        }
+    }
+    kvc_profile_mark(KVC_PROFILE_EMBED);
+    if (lm->per_layer_dim)
+        per_layer_inputs(lm, in->tokens ? in->tokens + start : NULL, in->rows ? in->rows + start * lm->per_layer_embd.row_bytes : NULL, T);
+}
+
+kvc_status kvc_lm_encode(kvc_lm *lm, const uint32_t *tokens, size_t n, const uint32_t *positions, const uint32_t *ranges,
+                         float *hidden) {
+    kvc_status status = scratch_reserve(lm, n, 0);
+    if (status != KVC_OK) return status;
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_rope_params rope_global = rope_of(lm);
+    const pass_input in = {tokens, NULL, positions, NULL};
+    kvc_profile_pass_begin();
+    take_inputs(lm, &in, &rope_global, 0, 0, n);
+    s->ranges = ranges;
+    /* A block's rows serve that block alone: one layer at a time holds them. */
+    for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
+        kvc_layer *layer = NULL;
+        status = kvc_layer_create(lm->plans[l].kv_heads, lm->plans[l].head_dim, KVC_MODE_F32, &layer);
+        if (status == KVC_OK) status = block(lm, layer, l, n, KVC_LM_RANGES, 0);
+        kvc_layer_free(layer);
+    }
+    s->ranges = NULL;
+    if (status == KVC_OK) rmsnorm_rows(lm, n, lm->dim, s->x, &lm->output_norm, hidden);
+    kvc_profile_mark(KVC_PROFILE_NORM);
+    return status;
+}
+
 kvc_status kvc_lm_forward(kvc_lm *lm, kvc_model *cache, const uint32_t *tokens, size_t n, float *logits,
                           size_t logit_rows, uint32_t flags) {
     return kvc_lm_forward_rows(lm, cache, tokens, n, NULL, logits, logit_rows, flags);
@@ -618,40 +685,13 @@ static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_
         return status;
 
     size_t done = 0; /* tokens of this call every layer holds */
-    kvc_lm_scratch *s = &lm->scratch;
-    /* RoPE's frequency factors (Llama 3's rope_freqs, LongRoPE's), apart
-     * from the scratch the block's norms use. */
-    kvc_rope_params rope_global = lm->rope_global;
-    rope_global.factors = lm->rope_freqs.type ? vector_into(&lm->rope_freqs, s->rope_factors) : NULL;
-    const float embed_scale = sqrtf((float)lm->dim);
+    const kvc_rope_params rope_global = rope_of(lm);
     kvc_profile_pass_begin();
     for (size_t start = 0; start < n; start += KVC_LM_BATCH) {
         const size_t T = n - start < KVC_LM_BATCH ? n - start : KVC_LM_BATCH;
-        for (size_t t = 0; t < T; t++) {
-            float *x = s->x + t * lm->dim;
-            if (in->embeddings) {
-                /* An encoder's rows are the model's embeddings as they are: no scale (llama.cpp scales token rows only). */
-                memcpy(x, in->embeddings + (start + t) * lm->dim, lm->dim * sizeof(float));
-            } else {
-                lm->token_embd.type->dequantize(lm->token_embd.data + tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
-                for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
-            }
-            /* A token's RoPE position: the cache's, or (t, y, x, e) given. */
-            const uint32_t next = (uint32_t)(first + start + t);
-            const uint32_t cached[4] = {next, next, next, 0};
-            const uint32_t *at = in->positions ? in->positions + 4 * (start + t) : cached;
-            kvc_rope_table_at(&rope_global, at, s->rope + ((size_t)KVC_ROPE_GLOBAL * T + t) * lm->widest_head);
-            if (lm->window) kvc_rope_table_at(&lm->rope_window, at, s->rope + ((size_t)KVC_ROPE_WINDOW * T + t) * lm->widest_head);
-            if (lm->temperature_scale > 0) {
-                /* llama.cpp's llm_graph_input_attn_temp, its float and double steps as they are. */
-                const float steps = floorf((float)at[0] / (float)lm->temperature_floor);
-                s->query_scale[t] = (float)(log((double)steps + 1.0) * (double)lm->temperature_scale + 1.0);
-            }
-        }
-        kvc_profile_mark(KVC_PROFILE_EMBED);
-        if (lm->per_layer_dim) per_layer_inputs(lm, tokens ? tokens + start : NULL, rows ? rows + start * lm->per_layer_embd.row_bytes : NULL, T);
+        take_inputs(lm, in, &rope_global, first, start, T);
         size_t l = 0;
-        while (l < lm->num_layers && (status = block(lm, cache, l, T, flags, start)) == KVC_OK) l++;
+        while (l < lm->num_layers && (status = block(lm, layer_of(lm, cache, l), l, T, flags, start)) == KVC_OK) l++;
         if (status != KVC_OK) {
             /* All or nothing: the layers before the one that failed give this
              * chunk's rows back (that one gave its own). */

@@ -418,7 +418,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     if (!lm->arch) {
         size_t count;
         const kvc_arch *archs = kvc_archs(&count);
-        char list[128] = "";
+        char list[256] = "";
         for (size_t i = 0; i < count; i++) {
             strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
             strncat(list, archs[i].name, sizeof list - strlen(list) - 1);
@@ -635,6 +635,67 @@ static kvc_status bind_per_layer_input(lm_source *src, kvc_lm *lm) {
     return status;
 }
 
+/* A whole number from `<arch>.<name>` up to `most` (absent: *out unchanged). */
+static kvc_status count_param(lm_source *src, const char *name, size_t most, size_t *out) {
+    const size_t i = arch_key(src, name);
+    if (i == KVC_GGUF_NONE) return KVC_OK;
+    double value;
+    if (kvc_gguf_number(src->gguf, i, 0, &value) != KVC_OK || !(value >= 0 && value <= (double)most) ||
+        value != (double)(size_t)value)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.%s is not a whole number up to %zu", src->arch->name, name, most);
+    *out = (size_t)value;
+    return KVC_OK;
+}
+
+/* Binds matrix `name` of `cols` columns and whatever rows the file gives
+ * (absent: left absent), and its bias of as many values when `bias` is
+ * given. */
+static kvc_status bind_head(lm_source *src, const char *name, size_t cols, kvc_tensor *out, kvc_tensor *bias) {
+    char key[64];
+    snprintf(key, sizeof key, "%s.weight", name);
+    const size_t t = kvc_gguf_find_tensor(src->gguf, key, strlen(key));
+    memset(out, 0, sizeof *out);
+    if (bias) memset(bias, 0, sizeof *bias);
+    if (t == KVC_GGUF_NONE) return KVC_OK;
+    uint64_t dims[KVC_GGUF_MAX_DIMS] = {0, 0, 0, 0};
+    kvc_gguf_tensor(src->gguf, t, NULL, NULL, NULL, NULL, dims, NULL, NULL);
+    const size_t rows = dims[1] >= 1 && dims[1] <= KVC_LM_MAX_SIZE ? (size_t)dims[1] : 0;
+    if (!rows) return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor %s has no usable rows", key);
+    kvc_status status = bind(src, key, cols, rows, 0, out);
+    snprintf(key, sizeof key, "%s.bias", name);
+    if (status == KVC_OK && bias) status = bind(src, key, rows, 0, 1, bias);
+    return status;
+}
+
+/* What makes an embedding model or a reranker of the file: its pooling,
+ * its attention's direction, the dense layers after pooling
+ * (sentence-transformers' Dense modules, as llama.cpp's converter writes
+ * them: dense_2 from dim, dense_3 back), and the classification head
+ * (cls, cls.output: classifier.output_labels rows, 1 without them). */
+static kvc_status read_embedding(lm_source *src, kvc_lm *lm) {
+    size_t pooling = KVC_POOLING_NONE, causal = !(lm->arch->flags & KVC_ARCH_BIDIRECTIONAL);
+    kvc_status status;
+    if ((status = count_param(src, "pooling_type", KVC_POOLING_RANK, &pooling)) ||
+        (status = count_param(src, "attention.causal", 1, &causal)))
+        return status;
+    lm->pooling = (kvc_pooling)pooling;
+    lm->causal = (int)causal;
+    const size_t labels = arch_key(src, "classifier.output_labels");
+    lm->rank_outputs = 1;
+    if (labels != KVC_GGUF_NONE && kvc_gguf_value(src->gguf, labels, NULL, NULL, &lm->rank_outputs) != KVC_OK)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.classifier.output_labels is unreadable", src->arch->name);
+    if ((status = bind_head(src, "dense_2", lm->dim, &lm->dense_2, &lm->dense_2_bias)) ||
+        (status = bind_head(src, "dense_3", lm->dense_2.type ? lm->dense_2.rows : lm->dim, &lm->dense_3, NULL)) ||
+        (status = bind_head(src, "cls", lm->dim, &lm->cls, &lm->cls_bias)) ||
+        (status = bind_head(src, "cls.output", lm->cls.type ? lm->cls.rows : lm->dim, &lm->cls_out, &lm->cls_out_bias)))
+        return status;
+    if (lm->cls_out.type && lm->cls_out.rows != lm->rank_outputs)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor cls.output.weight has %zu rows for %zu classifier labels",
+                          lm->cls_out.rows, lm->rank_outputs);
+    lm->embedding_dim = lm->dense_3.type ? lm->dense_3.rows : lm->dense_2.type ? lm->dense_2.rows : lm->dim;
+    return KVC_OK;
+}
+
 kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size_t message_len) {
     if (message && message_len) message[0] = '\0';
     if (!out) return KVC_E_NULL_POINTER;
@@ -679,6 +740,7 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
     if (status == KVC_OK && lm->per_layer_dim) status = bind_per_layer_input(&src, lm);
     if (status == KVC_OK) status = bind_rope_factors(&src, lm);
     for (size_t l = 0; status == KVC_OK && l < lm->num_layers; l++) status = bind_block(&src, lm, l);
+    if (status == KVC_OK) status = read_embedding(&src, lm);
     if (status == KVC_OK) *out = lm;
     else kvc_lm_free(lm);
     return status;
@@ -698,7 +760,9 @@ void kvc_lm_free(kvc_lm *lm) {
 /* Calls fn(t, context) for every tensor the model binds (absent ones too). */
 static void each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), void *context) {
     kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
-                           &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm};
+                           &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm,
+                           &lm->dense_2, &lm->dense_2_bias, &lm->dense_3, &lm->cls, &lm->cls_bias,
+                           &lm->cls_out, &lm->cls_out_bias};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) fn(model[i], context);
     for (size_t l = 0; l < lm->num_layers; l++) {
         kvc_block *b = &lm->blocks[l];

@@ -63,9 +63,15 @@ enum {
                                            layers or their period, in place of global_every (gemma4) */
     KVC_ARCH_OUTPUT_SCALE = 1u << 12,   /* layer_output_scale ([1], optional): each block's output,
                                            the residual stream, times it (gemma4) */
-    KVC_ARCH_QUERY_TEMPERATURE = 1u << 13 /* attention.temperature_scale s: the queries at position p
-                                             times 1 + s ln(floor(p / original context) + 1)
-                                             (mistral3: Llama 4's attention temperature) */
+    KVC_ARCH_QUERY_TEMPERATURE = 1u << 13, /* attention.temperature_scale s: the queries at position p
+                                              times 1 + s ln(floor(p / original context) + 1)
+                                              (mistral3: Llama 4's attention temperature) */
+    KVC_ARCH_BIDIRECTIONAL = 1u << 14, /* an encoder: each token attends its whole text both ways
+                                          (unless attention.causal says otherwise), a window layer
+                                          the positions within window / 2 either side, llama.cpp's
+                                          LLAMA_SWA_TYPE_SYMMETRIC (gemma-embedding) */
+    KVC_ARCH_RANK_LAST = 1u << 15      /* rank pooling reads the text's last token and softmaxes
+                                          cls.output's rows (qwen3's rerankers: "yes", "no") */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
@@ -183,7 +189,14 @@ typedef struct kvc_lm_scratch {
     float *rope_factors; /* the RoPE factors (kvc_lm.rope_freqs), as f32 when they are not F32 */
     float *per_layer; /* [tokens x layers x per_layer_dim]: each token's per-layer inputs */
     float *query_scale; /* [tokens]: KVC_ARCH_QUERY_TEMPERATURE's factor of each token's queries */
+    /* KVC_LM_RANGES (kvc_lm_encode): per token the first and end slot it
+     * attends in a global layer [2 x tokens], then in a window layer. */
+    const uint32_t *ranges;
 } kvc_lm_scratch;
+
+/* A pass's flag beside kvc_lm_forward's: each token attends over its range
+ * of scratch.ranges (kvc_lm_encode's). */
+#define KVC_LM_RANGES (1u << 16)
 
 /* The importance a verify's tokens gave, held until kvc_lm_keep: per layer,
  * [tokens x slots] masses and the slots' positions. */
@@ -232,9 +245,31 @@ struct kvc_lm {
     uint64_t outside_offset, outside_bytes;
     uint64_t data_bytes; /* the file's tensor data, whose part the weights region holds */
     kvc_block *blocks;
+    /* An embedding model's: the file's pooling (<arch>.pooling_type; none:
+     * a model that generates), whether its attention is causal, the dense
+     * layers after pooling (sentence-transformers' Dense modules: dense_2
+     * with its bias, dense_3) and what they give (embedding_dim); a
+     * reranker's classification head: cls (and bias; tanh after it) and
+     * cls.output (and bias) of rank_outputs rows. */
+    kvc_pooling pooling;
+    int causal;
+    kvc_tensor dense_2, dense_2_bias, dense_3, cls, cls_bias, cls_out, cls_out_bias;
+    size_t embedding_dim, rank_outputs;
     kvc_lm_scratch scratch;
     kvc_lm_pending pending;
 };
+
+/* ---- forward.c: an embedding model's pass ---- */
+/* A vector weight as f32: itself when it is F32 (every file llama.cpp's
+ * converter writes), else dequantized into `buffer` [t->cols]. */
+const float *kvc_vector_f32(const kvc_tensor *t, float *buffer);
+/* The n tokens through every block in one chunk, at RoPE positions
+ * `positions` [n x 4] (t, y, x, e), each attending over its range of
+ * `ranges` (KVC_LM_RANGES) of the block's rows, held in an f32 layer made
+ * for the block and freed after it; the final norm of each into hidden
+ * [n x dim].  Every block attends (no recurrent or shared layer). */
+kvc_status kvc_lm_encode(kvc_lm *lm, const uint32_t *tokens, size_t n, const uint32_t *positions, const uint32_t *ranges,
+                         float *hidden);
 
 /* ---- refusal.c: what a reader of a model file says when it refuses ---- */
 /* Where a reader's sentences go: message_len bytes of message (NULL: nowhere). */

@@ -184,6 +184,20 @@ static size_t llama_metadata(gb_file *b) {
         gb_u32(b, sizes[i].value);
         n++;
     }
+    static const char *const poolings[] = {"none", "mean", "cls", "last", "rank"};
+    for (uint32_t p = 0; llama_spec->pooling && p < 5; p++) {
+        if (strcmp(llama_spec->pooling, poolings[p]) != 0) continue;
+        snprintf(key, sizeof key, "%s.pooling_type", llama_spec->arch);
+        gb_key(b, key, KVC_GGUF_UINT32);
+        gb_u32(b, p);
+        n++;
+    }
+    if (llama_spec->bidirectional) {
+        snprintf(key, sizeof key, "%s.attention.causal", llama_spec->arch);
+        gb_key(b, key, KVC_GGUF_BOOL);
+        gb_le(b, 0, 1);
+        n++;
+    }
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", llama_spec->arch);
     gb_key(b, key, KVC_GGUF_FLOAT32);
     gb_f32(b, 1e-5f);
@@ -221,6 +235,10 @@ void gb_llama_tensors(gb_llama *m, uint32_t matrix_type, int tied) {
         }
     }
     if (!tied) add_tensor(m, "output.weight", matrix_type, GB_DIM, GB_VOCAB);
+}
+
+void gb_llama_rank_head(gb_llama *m) {
+    add_tensor(m, "cls.output.weight", 0, GB_DIM, 1);
 }
 
 gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m) {

@@ -88,11 +88,13 @@ typedef struct gb_llama_spec {
     uint32_t block_count; /* <arch>.block_count to say (0: GB_LAYERS) */
     uint32_t head_count;  /* <arch>.attention.head_count to say (0: GB_HEADS) */
     uint32_t key_length;  /* <arch>.attention.key_length to say (0: none) */
+    const char *pooling;  /* <arch>.pooling_type to say: "mean", "cls", "last" or "rank" (NULL: none) */
+    int bidirectional;    /* say <arch>.attention.causal false */
 } gb_llama_spec;
 
 /* Its tensor infos (a test may change them before building). */
 typedef struct gb_llama {
-    gb_tensor t[2 + 9 * GB_LAYERS + 1];
+    gb_tensor t[2 + 9 * GB_LAYERS + 2];
     char names[9 * GB_LAYERS][32];
     size_t count;
 } gb_llama;
@@ -100,6 +102,8 @@ typedef struct gb_llama {
 /* The tensors of the model: matrices in `matrix_type` (F32 = 0 or Q8_0 = 8),
  * vectors F32; `tied`: no output.weight. */
 void gb_llama_tensors(gb_llama *m, uint32_t matrix_type, int tied);
+/* A reranker's head: cls.output.weight, one row (one label). */
+void gb_llama_rank_head(gb_llama *m);
 /* The file, GGUF v3 (its data a counting pattern, as gb_build's). */
 gb_file gb_llama_build(const gb_llama_spec *spec, const gb_llama *m);
 
@@ -127,6 +131,8 @@ typedef struct gb_projector {
  * "gemma4v", "qwen3vl_merger"): dim
  * 64, 4 heads, FFN 128, 2 blocks, patches of 4, matrices of `matrix_type`. */
 gb_projector gb_projector_spec(const char *projector, uint32_t matrix_type);
+/* A reranker's head: cls.output.weight, one row (one label). */
+void gb_llama_rank_head(gb_llama *m);
 /* The file, GGUF v3 (its data a counting pattern, as gb_build's). */
 gb_file gb_projector_build(const gb_projector *spec);
 

@@ -59,7 +59,7 @@ typedef struct test_model {
 } test_model;
 
 /* A model of `type` matrices, its weights random from `seed`. */
-static gb_llama_spec spec = {"llama", 0, 0, 0, 0};
+static gb_llama_spec spec = {.arch = "llama"};
 
 static kvc_status make_model(uint32_t type, int tied, uint64_t seed, test_model *out, char *message, size_t message_len) {
     gb_llama m;
@@ -365,6 +365,24 @@ TEST(a_prefill_longer_than_a_batch_goes_in_chunks_and_gives_the_logits_asked_for
     free_model(&m);
 }
 
+/* Three threads, every product on the pool however small (*min_work: the
+ * pool's threshold before); 0, the case skipped, where this build runs no
+ * pool threads of its own. */
+static int three_threads(size_t *min_work) {
+    if (kvc_set_threads(3) != KVC_OK) {
+        test_skip("this build runs no pool threads of its own (wasm: tests/js/model.test.mjs compares thread counts)");
+        return 0;
+    }
+    *min_work = kvc_pool_set_min_work(0);
+    return 1;
+}
+
+/* Back to one thread and the pool's threshold. */
+static void one_thread(size_t min_work) {
+    kvc_pool_set_min_work(min_work);
+    kvc_set_threads(1);
+}
+
 TEST(logits_do_not_depend_on_the_number_of_threads) {
     test_model m;
     CHECK_OK(make_model(GGML_Q8_0, 0, 7, &m, NULL, 0));
@@ -374,13 +392,10 @@ TEST(logits_do_not_depend_on_the_number_of_threads) {
     float *one = test_alloc(N * VOCAB * sizeof(float));
     float *many = test_alloc(N * VOCAB * sizeof(float));
     CHECK(run(&m, KVC_MODE_Q8, tokens, N, 9, KVC_LM_IMPORTANCE, one, NULL));
-    if (kvc_set_threads(3) != KVC_OK) {
-        test_skip("this build runs no pool threads of its own (wasm: tests/js/model.test.mjs compares thread counts)");
-    } else {
-        const size_t min_work = kvc_pool_set_min_work(0); /* every product on the pool, small as they are */
+    size_t min_work;
+    if (three_threads(&min_work)) {
         CHECK(run(&m, KVC_MODE_Q8, tokens, N, 9, KVC_LM_IMPORTANCE, many, NULL));
-        kvc_pool_set_min_work(min_work);
-        kvc_set_threads(1);
+        one_thread(min_work);
         CHECK(same_bits(one, many, N * VOCAB));
     }
     free(one), free(many);
@@ -564,6 +579,155 @@ TEST(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was) {
     free_model(&m);
 }
 
+/* ---- embeddings ---- */
+
+/* A model of the small geometry whose file says `pooling` and (bidirectional)
+ * that its attention is not causal, with a rank head when asked. */
+static kvc_status make_embedding_model(const char *pooling, int bidirectional, int rank_head, test_model *out) {
+    const gb_llama_spec saved = spec;
+    spec.pooling = pooling, spec.bidirectional = bidirectional;
+    gb_llama m;
+    gb_llama_tensors(&m, GGML_Q8_0, 1);
+    if (rank_head) gb_llama_rank_head(&m);
+    out->file = gb_llama_build(&spec, &m);
+    spec = saved;
+    out->lm = NULL;
+    kvc_gguf *gguf;
+    kvc_status status = kvc_gguf_parse(out->file.bytes, out->file.len, &gguf, NULL);
+    if (status == KVC_OK) status = kvc_lm_create(gguf, &out->lm, NULL, 0);
+    if (status == KVC_OK) status = kvc_lm_alloc_weights(out->lm);
+    if (status == KVC_OK) {
+        test_rng rng = test_rng_new(21);
+        for (size_t t = 0; t < kvc_gguf_tensor_count(gguf); t++) fill_tensor(kvc_lm_weights(out->lm), gguf, t, &rng);
+    }
+    if (gguf) kvc_gguf_free(gguf);
+    return status;
+}
+
+/* Three texts of 1, 17 and 40 tokens end to end. */
+enum { TEXTS = 3, TEXT_TOKENS = 58 };
+static const uint32_t text_lengths[TEXTS] = {1, 17, 40};
+
+TEST(an_embedding_model_says_its_pooling_direction_and_width) {
+    test_model m;
+    CHECK_OK(make_embedding_model("mean", 1, 0, &m));
+    CHECK(kvc_lm_pooling(m.lm) == KVC_POOLING_MEAN && kvc_lm_causal(m.lm) == 0);
+    CHECK(kvc_lm_embedding_dim(m.lm) == DIM && kvc_lm_rank_outputs(m.lm) == 0);
+    free_model(&m);
+    CHECK_OK(make_embedding_model("rank", 0, 1, &m));
+    CHECK(kvc_lm_pooling(m.lm) == KVC_POOLING_RANK && kvc_lm_causal(m.lm) == 1 && kvc_lm_rank_outputs(m.lm) == 1);
+    free_model(&m);
+    CHECK_OK(make_model(GGML_Q8_0, 0, 7, &m, NULL, 0)); /* a model that generates */
+    CHECK(kvc_lm_pooling(m.lm) == KVC_POOLING_NONE && kvc_lm_causal(m.lm) == 1);
+    CHECK(kvc_lm_pooling(NULL) == KVC_POOLING_NONE && kvc_lm_embedding_dim(NULL) == 0);
+    free_model(&m);
+}
+
+/* 1 if each text's vectors (pooling's) are the same bits embedded alone as
+ * among the others. */
+static int each_text_as_alone(test_model *m, const uint32_t *tokens, kvc_pooling pooling, size_t width) {
+    const int per_token = pooling == KVC_POOLING_NONE;
+    float *together = test_alloc(TEXT_TOKENS * width * sizeof(float)), *alone = test_alloc(TEXT_TOKENS * width * sizeof(float));
+    int ok = kvc_lm_embed(m->lm, tokens, text_lengths, TEXTS, pooling, together) == KVC_OK;
+    for (size_t j = 0, start = 0; j < TEXTS && ok; start += text_lengths[j++]) {
+        ok = kvc_lm_embed(m->lm, tokens + start, &text_lengths[j], 1, pooling, alone) == KVC_OK &&
+             same_bits(alone, together + (per_token ? start : j) * width, (per_token ? text_lengths[j] : 1) * width);
+        if (!ok) printf("  pooling %d: text %zu differs\n", (int)pooling, j);
+    }
+    free(together), free(alone);
+    return ok;
+}
+
+TEST(a_text_gets_the_same_embedding_alone_and_among_others_on_any_number_of_threads) {
+    uint32_t tokens[TEXT_TOKENS];
+    tokens_of(tokens, TEXT_TOKENS, 22);
+    for (int bidirectional = 0; bidirectional < 2; bidirectional++) {
+        test_model m;
+        CHECK_OK(make_embedding_model("mean", bidirectional, 1, &m));
+        for (int p = KVC_POOLING_NONE; p <= KVC_POOLING_RANK; p++)
+            CHECK(each_text_as_alone(&m, tokens, (kvc_pooling)p, p == KVC_POOLING_RANK ? 1 : DIM));
+        float *one = test_alloc(TEXT_TOKENS * DIM * sizeof(float)), *many = test_alloc(TEXT_TOKENS * DIM * sizeof(float));
+        CHECK_OK(kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, KVC_POOLING_NONE, one));
+        size_t min_work;
+        if (three_threads(&min_work)) {
+            CHECK_OK(kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, KVC_POOLING_NONE, many));
+            one_thread(min_work);
+            CHECK(same_bits(one, many, TEXT_TOKENS * DIM));
+        }
+        free(one), free(many);
+        free_model(&m);
+    }
+}
+
+TEST(a_causal_model_pools_what_its_tokens_saw_and_an_encoder_what_its_whole_text_says) {
+    /* The first token's row and the text's last token change the first
+     * token's row in an encoder alone; pooling reads the rows NONE gives. */
+    uint32_t tokens[40], changed[40];
+    const uint32_t n = 40;
+    tokens_of(tokens, n, 23);
+    memcpy(changed, tokens, sizeof tokens);
+    changed[n - 1] = (tokens[n - 1] + 1) % VOCAB;
+    float rows[40 * DIM], other[40 * DIM], pooled[3][DIM];
+    for (int bidirectional = 0; bidirectional < 2; bidirectional++) {
+        test_model m;
+        CHECK_OK(make_embedding_model("mean", bidirectional, 0, &m));
+        CHECK_OK(kvc_lm_embed(m.lm, tokens, &n, 1, KVC_POOLING_NONE, rows));
+        CHECK_OK(kvc_lm_embed(m.lm, changed, &n, 1, KVC_POOLING_NONE, other));
+        CHECK(same_bits(rows, other, DIM) == !bidirectional);
+        CHECK_OK(kvc_lm_embed(m.lm, tokens, &n, 1, KVC_POOLING_MEAN, pooled[0]));
+        CHECK_OK(kvc_lm_embed(m.lm, tokens, &n, 1, KVC_POOLING_CLS, pooled[1]));
+        CHECK_OK(kvc_lm_embed(m.lm, tokens, &n, 1, KVC_POOLING_LAST, pooled[2]));
+        CHECK(same_bits(pooled[1], rows, DIM) && same_bits(pooled[2], rows + (n - 1) * DIM, DIM));
+        for (size_t c = 0; c < DIM; c++) {
+            double sum = 0;
+            for (size_t t = 0; t < n; t++) sum += rows[t * DIM + c];
+            CHECK(fabs(pooled[0][c] - sum / n) <= 1e-6 * (1 + fabs(sum / n)));
+        }
+        free_model(&m);
+    }
+}
+
+TEST(embed_refuses_bad_arguments_and_changes_nothing) {
+    test_model m;
+    CHECK_OK(make_embedding_model("mean", 1, 0, &m));
+    uint32_t tokens[TEXT_TOKENS];
+    tokens_of(tokens, TEXT_TOKENS, 24);
+    float out[TEXT_TOKENS * DIM], before[TEXT_TOKENS * DIM];
+    test_rng rng = test_rng_new(24);
+    test_fill_normal(&rng, out, TEXT_TOKENS * DIM);
+    memcpy(before, out, sizeof out);
+    const uint32_t empty[2] = {3, 0}, too_long[1] = {CONTEXT + 1};
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, text_lengths, 0, KVC_POOLING_MEAN, out), KVC_E_LENGTH);
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, empty, 2, KVC_POOLING_MEAN, out), KVC_E_LENGTH);
+    uint32_t *long_text = test_alloc((CONTEXT + 1) * sizeof(uint32_t));
+    memset(long_text, 0, (CONTEXT + 1) * sizeof(uint32_t));
+    CHECK_STATUS(kvc_lm_embed(m.lm, long_text, too_long, 1, KVC_POOLING_MEAN, out), KVC_E_LENGTH);
+    free(long_text);
+    tokens[5] = VOCAB;
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, KVC_POOLING_MEAN, out), KVC_E_TOKEN);
+    tokens[5] = 0;
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, KVC_POOLING_RANK, out), KVC_E_KIND); /* no rank head */
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, (kvc_pooling)5, out), KVC_E_KIND);
+    CHECK_STATUS(kvc_lm_embed(m.lm, NULL, text_lengths, TEXTS, KVC_POOLING_MEAN, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_lm_embed(m.lm, tokens, NULL, TEXTS, KVC_POOLING_MEAN, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_lm_embed(NULL, tokens, text_lengths, TEXTS, KVC_POOLING_MEAN, out), KVC_E_NULL_POINTER);
+    CHECK(same_bits(out, before, TEXT_TOKENS * DIM));
+    /* Out of memory at each allocation in turn: refused whole, out untouched. */
+    CHECK_OK(test_fault_install());
+    kvc_status status = KVC_E_NOMEM;
+    long fail_at = 1;
+    for (; status == KVC_E_NOMEM; fail_at++) {
+        test_fault_arm(fail_at, 0);
+        status = kvc_lm_embed(m.lm, tokens, text_lengths, TEXTS, KVC_POOLING_MEAN, out);
+        test_fault_arm(0, 0);
+        if (status == KVC_E_NOMEM) CHECK(same_bits(out, before, TEXT_TOKENS * DIM));
+    }
+    test_fault_remove();
+    CHECK_OK(status);
+    CHECK(fail_at > 2);
+    free_model(&m);
+}
+
 RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_on_a_fresh_heap),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_after_the_heap_refused_a_growth),
@@ -578,4 +742,8 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(a_verify_kept_or_rejected_leaves_the_cache_and_imp_as_plain_decoding),
           CASE(a_verify_takes_more_drafts_one_call_at_a_time_as_a_draft_model_decodes_them),
           CASE(forward_refuses_bad_arguments_and_changes_nothing),
-          CASE(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was))
+          CASE(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was),
+          CASE(an_embedding_model_says_its_pooling_direction_and_width),
+          CASE(a_text_gets_the_same_embedding_alone_and_among_others_on_any_number_of_threads),
+          CASE(a_causal_model_pools_what_its_tokens_saw_and_an_encoder_what_its_whole_text_says),
+          CASE(embed_refuses_bad_arguments_and_changes_nothing))

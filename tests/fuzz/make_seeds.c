@@ -653,7 +653,7 @@ static void gguf_seeds(void) {
     }
     write_gguf("every-type-v3-aligned-64", gb_fixture(3, 64, &header));
     /* A model the runner reads (kvc_lm_create), in F32 and Q8_0. */
-    const gb_llama_spec llama = {"llama", 0, 0, 0, 0};
+    const gb_llama_spec llama = {.arch = "llama"};
     gb_llama model;
     gb_llama_tensors(&model, 0, 0);
     write_gguf("llama-f32", gb_llama_build(&llama, &model));

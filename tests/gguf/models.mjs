@@ -1,6 +1,7 @@
 // GGUF models for the tests and the benchmarks: random weights at a given
 // geometry and type mix -- llama (with or without Llama 3's RoPE scaling),
-// qwen2, qwen3, gemma3, smollm3, phi3, and the hybrids lfm2 and qwen35, the files llama.cpp's converter
+// qwen2, qwen3, gemma3, smollm3, phi3, the hybrids lfm2 and qwen35, and the embedding and reranking
+// models (qwen3 with last-token or rank pooling, gemma-embedding), the files llama.cpp's converter
 // (convert_hf_to_gguf.py) writes for them -- the real models of ../shared/data re-encoded in another
 // type, and probes that show one tensor's dequantization through an engine's
 // hidden state. Written to a temporary folder when used, never committed.
@@ -41,6 +42,14 @@ const LLAMA3_ROPE_SCALING = { type: 'llama3', factor: 32, lowFreqFactor: 1, high
  * x the head; all of it when absent), and LongRoPE's
  * `originalContextLength` (original_max_position_embeddings), which the
  * converter writes beside the long and short factors.
+ * Embedding and reranking models: `pooling`, llama.cpp's pooling of the
+ * hidden states (POOLING_TYPES: the sentence-transformers Pooling module's
+ * mode, or rank for a reranker, whose cls.output the converter makes of the
+ * LM head's "yes" and "no" rows); `dense`, the width between the two
+ * sentence-transformers Dense modules (dense_2, dense_3) that follow the
+ * pooling; `localRopeBase`, the window layers' RoPE base
+ * (rope_local_base_freq); `addBos` and `addEos`, the tokenizer's (true and
+ * false when absent).
  */
 export const GEOMETRIES = {
   tiny: { name: 'tiny', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false },
@@ -87,6 +96,18 @@ export const GEOMETRIES = {
   'llama-3.2-1b': { name: 'llama-3.2-1b', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, headDim: 64, hiddenDim: 8192, vocabSize: 128256, contextLength: 131072, ropeBase: 500000, eps: 1e-5, tied: true, ropeScaling: LLAMA3_ROPE_SCALING },
   'qwen2.5-0.5b': { name: 'qwen2.5-0.5b', architecture: 'qwen2', dim: 896, numLayers: 24, numHeads: 14, numKvHeads: 2, hiddenDim: 4864, vocabSize: 151936, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true },
   'qwen3-0.6b': { name: 'qwen3-0.6b', architecture: 'qwen3', dim: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, hiddenDim: 3072, vocabSize: 151936, contextLength: 40960, ropeBase: 1000000, eps: 1e-6, tied: true },
+  // Qwen3-Embedding's block and tokenizer flags: the last token's hidden state (the end token,
+  // which the tokenizer appends) is the embedding.
+  'tiny-qwen3-embedding': { name: 'tiny-qwen3-embedding', architecture: 'qwen3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, pooling: 'last', addBos: false, addEos: true },
+  'qwen3-embedding-0.6b': { name: 'qwen3-embedding-0.6b', architecture: 'qwen3', dim: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, hiddenDim: 3072, vocabSize: 151669, contextLength: 32768, ropeBase: 1000000, eps: 1e-6, tied: true, pooling: 'last', addBos: false, addEos: true },
+  // Qwen3-Reranker's: the last token's "yes" and "no" logits (cls.output), softmaxed.
+  'tiny-qwen3-reranker': { name: 'tiny-qwen3-reranker', architecture: 'qwen3', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 128, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-6, tied: true, pooling: 'rank', addBos: false },
+  'qwen3-reranker-0.6b': { name: 'qwen3-reranker-0.6b', architecture: 'qwen3', dim: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, hiddenDim: 3072, vocabSize: 151936, contextLength: 40960, ropeBase: 1000000, eps: 1e-6, tied: true, pooling: 'rank', addBos: false },
+  // EmbeddingGemma's block (Gemma 3's, attending both ways within a window of 16, 8 positions either
+  // side, crossed many times by a test's 128 tokens; layer 5 global) with the mean of the hidden
+  // states taken through its two Dense modules (dim -> 512 -> dim).
+  'tiny-embeddinggemma': { name: 'tiny-embeddinggemma', architecture: 'gemma-embedding', dim: 256, numLayers: 8, numHeads: 4, numKvHeads: 1, headDim: 64, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, localRopeBase: 10000, eps: 1e-6, tied: true, slidingWindow: 16, pooling: 'mean', dense: 512, addEos: true },
+  'embeddinggemma-300m': { name: 'embeddinggemma-300m', architecture: 'gemma-embedding', dim: 768, numLayers: 24, numHeads: 3, numKvHeads: 1, headDim: 256, hiddenDim: 1152, vocabSize: 262144, contextLength: 2048, ropeBase: 1000000, localRopeBase: 10000, eps: 1e-6, tied: true, slidingWindow: 512, pooling: 'mean', dense: 3072, addEos: true },
   'phi-3.5-mini': { name: 'phi-3.5-mini', architecture: 'phi3', dim: 3072, numLayers: 32, numHeads: 32, numKvHeads: 32, hiddenDim: 8192, vocabSize: 32064, contextLength: 131072, originalContextLength: 4096, ropeBase: 10000, eps: 1e-5, tied: false, slidingWindow: 262144 },
   'phi-4-mini': { name: 'phi-4-mini', architecture: 'phi3', dim: 3072, numLayers: 32, numHeads: 24, numKvHeads: 8, ropeDims: 96, hiddenDim: 8192, vocabSize: 200064, contextLength: 131072, originalContextLength: 4096, ropeBase: 10000, eps: 1e-5, tied: true, slidingWindow: 262144 },
 };
@@ -105,6 +126,9 @@ const ARCHITECTURES = {
   qwen3: { llamaKeys: false, qkvBias: false, qkNorm: true },
   // Gemma3Model writes attention.sliding_window; its blocks norm what attention and the FFN add.
   gemma3: { llamaKeys: false, qkvBias: false, qkNorm: true, postNorms: true },
+  // EmbeddingGemma is a Gemma3Model; llama.cpp's loader makes its attention bidirectional and
+  // its window symmetric whatever the file says.
+  'gemma-embedding': { llamaKeys: false, qkvBias: false, qkNorm: true, postNorms: true },
   // SmolLM3Model is a LlamaModel.
   smollm3: { llamaKeys: true, qkvBias: false, qkNorm: false },
   // Phi3MiniModel writes rope.dimension_count, attention.sliding_window (0 without one) and
@@ -166,6 +190,14 @@ function deltaShape(g) {
   const { stateSize, groupCount, timeStepRank } = g.ssm;
   return { dk: stateSize, hk: groupCount, hv: timeStepRank, inner: stateSize * timeStepRank, channels: 2 * stateSize * groupCount + stateSize * timeStepRank };
 }
+
+/** llama.cpp's pooling types (enum llama_pooling_type), the value of <arch>.pooling_type. */
+export const POOLING_TYPES = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 };
+
+/** The rerank prompt Qwen3Model writes for a Qwen3-Reranker (tokenizer.chat_template.rerank). */
+export const QWEN3_RERANK_TEMPLATE = '<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+  + '<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n'
+  + '<|im_start|>assistant\n<think>\n\n</think>\n\n';
 
 const architectureOf = (g) => g.architecture ?? 'llama';
 const headDimOf = (g) => g.headDim ?? g.dim / g.numHeads;
@@ -290,6 +322,7 @@ const ARCH_KEY_TYPES = {
   'attention.key_length': 'u32', 'attention.value_length': 'u32', vocab_size: 'u32',
   'attention.layer_norm_rms_epsilon': 'f32', 'rope.freq_base': 'f32', 'attention.sliding_window': 'u32',
   'rope.scaling.original_context_length': 'u32', 'rope.scaling.attn_factor': 'f32',
+  'rope.freq_base_swa': 'f32', pooling_type: 'u32', dense_2_feat_in: 'u32', dense_2_feat_out: 'u32', dense_3_feat_in: 'u32', dense_3_feat_out: 'u32',
 };
 
 /**
@@ -349,6 +382,20 @@ function modelMetadata(g, { name, mix }) {
       [key('rope.scaling.yarn_log_multiplier'), gguf.f32(g.yarn.logMultiplier)],
       [key('attention.temperature_scale'), gguf.f32(g.temperatureScale)],
     ] : []),
+    ...(g.localRopeBase ? [[key('rope.freq_base_swa'), gguf.f32(g.localRopeBase)]] : []),
+    ...(g.dense ? [
+      [key('dense_2_feat_in'), gguf.u32(g.dim)],
+      [key('dense_2_feat_out'), gguf.u32(g.dense)],
+      [key('dense_3_feat_in'), gguf.u32(g.dense)],
+      [key('dense_3_feat_out'), gguf.u32(g.dim)],
+    ] : []),
+    ...(g.pooling ? [[key('pooling_type'), gguf.u32(POOLING_TYPES[g.pooling])]] : []),
+    // Qwen3Model's for a reranker: its head's two outputs and the prompt that frames a query and a document.
+    ...(g.pooling === 'rank' ? [
+      [key('classifier.output_labels'), ['yes', 'no']],
+      ['tokenizer.chat_template.rerank', QWEN3_RERANK_TEMPLATE],
+      ['tokenizer.chat_templates', ['rerank']],
+    ] : []),
     ...(arch === 'qwen35' ? [
       [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
       [key('rope.dimension_sections'), gguf.array('i32', [11, 11, 10, 0])],
@@ -383,8 +430,8 @@ function gemma4Metadata(g, key) {
   ];
 }
 
-/** The synthetic SentencePiece vocabulary's tokenizer keys. */
-function syntheticVocabMetadata(vocab) {
+/** The synthetic SentencePiece vocabulary's tokenizer keys, with geometry g's begin and end flags. */
+function syntheticVocabMetadata(vocab, g) {
   return [
     ['tokenizer.ggml.model', 'llama'],
     ['tokenizer.ggml.tokens', vocab.tokens],
@@ -393,8 +440,8 @@ function syntheticVocabMetadata(vocab) {
     ['tokenizer.ggml.bos_token_id', gguf.u32(vocab.bosId)],
     ['tokenizer.ggml.eos_token_id', gguf.u32(vocab.eosId)],
     ['tokenizer.ggml.unknown_token_id', gguf.u32(vocab.unkId)],
-    ['tokenizer.ggml.add_bos_token', true],
-    ['tokenizer.ggml.add_eos_token', false],
+    ['tokenizer.ggml.add_bos_token', g.addBos ?? true],
+    ['tokenizer.ggml.add_eos_token', g.addEos ?? false],
     ['tokenizer.ggml.add_space_prefix', true],
   ];
 }
@@ -440,6 +487,10 @@ function modelTensors(g) {
     for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight']) list.push({ name, dims: [ropeDimsOf(g) / 2], layer: -1 });
   }
   if (architectureOf(g) === 'gemma4') return gemma4Tensors(g);
+  // EmbeddingGemma's Dense modules, generated tensors of the converter's (no bias); a reranker's
+  // head, which the converter yields as it meets the LM head (the embedding, tied).
+  if (g.dense) list.push({ name: 'dense_2.weight', dims: [dim, g.dense], layer: -1 }, { name: 'dense_3.weight', dims: [g.dense, dim], layer: -1 });
+  if (g.pooling === 'rank') list.push({ name: 'cls.output.weight', dims: [dim, 2], layer: -1 });
   list.push({ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 });
   for (let l = 0; l < numLayers; l++) {
     const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
@@ -647,7 +698,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     else data = () => normWeights(count, rng(tensorSeed), qkNormScale(g, t.name) ? count ** -0.25 : 1);
     return { ...t, type: typeName, data };
   });
-  const metadata = [...modelMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab)),
+  const metadata = [...modelMetadata(g, { name, mix }), ...(tokenizer ? tokenizer.map(writerEntry) : syntheticVocabMetadata(vocab, g)),
     ...(everyValue ? everyValueType() : [])];
   return { version: 3, metadata, tensors, geometry: g, vocab };
 }

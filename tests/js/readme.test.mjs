@@ -1,14 +1,19 @@
 // The JavaScript examples of README.md and of every guide in docs/ (```js;
 // ```javascript marks browser-only ones, not run here) run as written and
 // print what their comments say; a Worker example (export default { fetch })
-// is imported and fetched, and responds what its comment says. The README's
-// quick start shows a progress bar that must survive a load of unknown size.
-import { test } from 'node:test';
+// is imported and fetched, and responds what its comment says (models it
+// downloads by name stood in for by tiny random files). The README's quick
+// start shows a progress bar that must survive a load of unknown size.
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { MODEL_MISSING, MODEL_PATH } from './helpers.mjs';
+import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
+import { writeGgufFile } from '../gguf/writer.mjs';
 
 const root = new URL('../../', import.meta.url);
 const pages = ['README.md', ...readdirSync(new URL('docs/', root)).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
@@ -22,6 +27,7 @@ const EXPECTED = {
   'docs/ai-sdk.md': 1, // generateText, streamText, an object, through the AI SDK
   'docs/cache.md': 5, // a layer; shared layers; verify and accept; eviction and snapshots; forks and a prefix cache
   'docs/chat.md': 1, // streaming, Chat, save and restore
+  'docs/embeddings.md': 1, // embed, search, rerank, answer with the chat
   'docs/install.md': 2, // a Cloudflare Worker; threads
   'docs/models.md': 1, // Llama.load from disk, generate
   'docs/prompt-api.md': 1, // LanguageModel.create, prompt, clone
@@ -34,13 +40,35 @@ const llamaUrl = new URL('../../js/llama.js', import.meta.url).href;
 const chatUrl = new URL('../../js/chat.js', import.meta.url).href;
 const promptApiUrl = new URL('../../js/prompt-api.js', import.meta.url).href;
 
+// The models an example downloads by name, stood in for by tiny random files
+// of their architectures (tests/gguf/models.mjs): the example's calls run,
+// offline; what the real models compute is other tests' business.
+const STAND_INS = {
+  'hf:ggml-org/embeddinggemma-300M-GGUF:Q8_0': 'tiny-embeddinggemma',
+  'hf:ggml-org/Qwen3-Reranker-0.6B-Q8_0-GGUF:Q8_0': 'tiny-qwen3-reranker',
+};
+const standInDir = mkdtempSync(join(tmpdir(), 'kvcache-readme-'));
+after(() => rmSync(standInDir, { recursive: true, force: true }));
+
+/** `example` with each name of STAND_INS read from its stand-in's file instead. */
+function standingIn(example) {
+  let source = example;
+  for (const [name, geometry] of Object.entries(STAND_INS)) {
+    if (!source.includes(`'${name}'`)) continue;
+    const path = join(standInDir, `${geometry}.gguf`);
+    writeGgufFile(path, randomLlama(GEOMETRIES[geometry], { mix: 'Q8_0' }));
+    source = source.replaceAll(`'${name}'`, `await (await import('node:fs')).openAsBlob(${JSON.stringify(path)})`);
+  }
+  return source;
+}
+
 /** Runs an example as a module: the lines it printed, and the module. */
 async function run(example, n) {
   const file = new URL(`./readme-example-${process.pid}-${n}.mjs`, import.meta.url);
   const printed = [];
   let module;
   const log = console.log;
-  const source = example
+  const source = standingIn(example)
     .replace("from 'kvcache-wasm'", `from '${indexUrl}'`)
     .replace("from 'kvcache-wasm/llama'", `from '${llamaUrl}'`)
     .replace("from 'kvcache-wasm/chat'", `from '${chatUrl}'`)
@@ -67,7 +95,7 @@ test('the README and the guides have their examples, where this test expects the
   const found = {};
   for (const { page } of examples) found[page] = (found[page] ?? 0) + 1;
   assert.deepEqual(found, EXPECTED);
-  assert.equal(examples.length, 14);
+  assert.equal(examples.length, 15);
 });
 
 examples.forEach(({ page, n, source: example }, i) => {

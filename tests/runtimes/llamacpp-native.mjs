@@ -7,6 +7,8 @@
 //   const why = await nativeLlamaCppMissing();   // a reason to skip, or null
 //   const logits = await nativeLogits(path, tokens, vocab, { flashAttention: false });  // [tokens x vocab]
 //   const t = await nativeTimings(path, { promptTokens: 512, decodeTokens: 32, threads: 2 });  // tokens/s
+//   const vectors = await nativeEmbeddings(path, [ids1, ids2]);   // Float32Array per token list, raw
+//   const scores = await nativeRankScores(path, [ids1, ids2]);    // a reranker's rank output per list
 //   const ids = await nativeTokenize(vocabPath, text, { special: true });  // a vocabulary-only file will do
 //   const text = await nativeDetokenize(vocabPath, ids, { special: true });
 //   await closeNativeLlamaCpp();
@@ -18,6 +20,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { nativeLlamaCppDir } from '../../scripts/toolchain.mjs';
+import { POOLING_TYPES } from '../gguf/models.mjs';
 
 const entry = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 let llama = null;
@@ -85,6 +88,79 @@ export async function nativeLogits(path, tokens, vocab, { flashAttention = false
   } finally {
     await context.dispose();
   }
+}
+
+/**
+ * llama.cpp's pooled output for each token list of `tokenLists`, each
+ * evaluated alone (a context of its own, one sequence, an f32 cache, flash
+ * attention off, the whole list in one batch: mean pooling and the
+ * bidirectional attention of gemma-embedding see all of it): what
+ * llama_get_embeddings_seq gives, the width of the model's output (after
+ * its Dense modules) or n_cls_out for rank pooling. node-llama-cpp's
+ * LlamaEmbeddingContext adds a begin or end token to given ids where the
+ * vocabulary adds one, LlamaRankingContext makes its own input of a query
+ * and a document, and neither takes a cache type; so their machinery is
+ * used as they use it: a context made with their `_embeddings` (and
+ * `_ranking`: rank pooling) flags, the ids evaluated as they are
+ * (`_noSampling`), the context's `getEmbedding`.
+ */
+async function pooledOutputs(path, tokenLists, { ranking = false, threads = 2 } = {}) {
+  const model = await modelAt(path);
+  const outputs = [];
+  for (const tokens of tokenLists) {
+    const size = Math.max(NATIVE_CONTEXT, tokens.length + 1);
+    const context = await model.createContext({
+      contextSize: size, batchSize: size, sequences: 1, threads, flashAttention: false,
+      experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', _embeddings: true, _ranking: ranking,
+    });
+    try {
+      // The evaluation runs as the generator is first pulled; one pull, no token sampled.
+      for await (const _ of context.getSequence().evaluate(tokens, { _noSampling: true })) break;
+      outputs.push(Float32Array.from(context._ctx.getEmbedding(tokens.length)));
+    } finally {
+      await context.dispose();
+    }
+  }
+  return outputs;
+}
+
+/** The pooling (a POOLING_TYPES name) the file at `path` asks for, or undefined (llama.cpp then pools none). */
+async function filePooling(path) {
+  const { metadata } = (await modelAt(path)).fileInfo;
+  const type = metadata[metadata.general.architecture]?.pooling_type;
+  return Object.keys(POOLING_TYPES).find((name) => POOLING_TYPES[name] === type);
+}
+
+/**
+ * llama.cpp's embedding of each token list of `texts` (arrays of ids,
+ * evaluated exactly as given: no begin or end token added), a
+ * Float32Array each, not normalised. node-llama-cpp normalises nothing
+ * (its getEmbedding copies llama_get_embeddings_seq as it is; llama-server
+ * and @fugood/llama.node normalise by default, embd_normalize 2). The
+ * pooling is the file's: node-llama-cpp sets no pooling type on a context
+ * but rank, so `pooling`, when given, must be the file's (write the file
+ * with the pooling wanted; secondOpinionEmbeddings in mtmd-native.mjs
+ * overrides it). A file without one pools none, and the vector is then the
+ * last token's hidden state.
+ */
+export async function nativeEmbeddings(path, texts, { pooling, threads = 2 } = {}) {
+  const own = await filePooling(path);
+  if (pooling !== undefined && pooling !== own) {
+    throw new RangeError(`node-llama-cpp pools as the file says (${own ?? 'none'}), not ${pooling}: write the file with that pooling`);
+  }
+  return pooledOutputs(path, texts, { threads });
+}
+
+/**
+ * llama.cpp's rank score for each token list (the ids as given, each alone):
+ * the rank pooling's first output, embd[0], which is what llama-server
+ * returns as a document's score -- for qwen3 the softmax of the last
+ * token's "yes" and "no" logits (cls.output), a probability;
+ * LlamaRankingContext passes other architectures' through a sigmoid, which
+ * is left out here.
+ */
+export async function nativeRankScores(path, tokenLists, { threads = 2 } = {}) {
+  return (await pooledOutputs(path, tokenLists, { ranking: true, threads })).map((output) => output[0]);
 }
 
 /**

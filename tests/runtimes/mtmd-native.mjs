@@ -8,6 +8,7 @@
 //   const layout = await mtmdTokenize(model, projector, `${MEDIA_MARKER}What is it?`, [png]);
 //   const n = await mtmdImageTokens(model, projector, png); // one image's tokens
 //   const p = await mtmdNextTokenProbs(model, projector, { prompt, imagePaths: [png], vocab, nProbs: 1024 });  // Map id -> p
+//   const vectors = await secondOpinionEmbeddings(model, [ids1, ids2]);  // llama.cpp's embeddings, this build's
 //   await closeMtmd();
 //
 // `node tests/runtimes/mtmd-native.mjs --table` prints llama.cpp's image token
@@ -223,6 +224,45 @@ export function divergenceFrom(theirs, logits) {
   return kl;
 }
 
+/**
+ * A second opinion on llama.cpp's embeddings (llamacpp-native.mjs's
+ * nativeEmbeddings is the first): this build's, through llama.rn's
+ * embedding(), for each token list of `texts`, a Float32Array each, not
+ * normalised (embd_normalize -1; the binding's default is 2, Euclidean).
+ * `pooling` (a POOLING_TYPES name) overrides the file's, rank excepted:
+ * embedding() copies the model's width out of rank pooling's two outputs.
+ * The binding takes text, not ids, and llama.rn tokenizes it with the
+ * special tokens only where the vocabulary adds a begin token (so it keeps
+ * none of Qwen3-Embedding's end tokens: one written in the text is read as
+ * the control token it is). So each list is given as text: the binding's
+ * pieces of it less the begin and end tokens llama.rn adds itself, less
+ * the space SentencePiece puts back in front; and a list is refused unless
+ * the tokens llama.rn logs it evaluated are that list. Its quirks, minded:
+ * embedding() clears the cache but keeps the previous prompt's tokens as
+ * evaluated, so a list sharing a prefix with the one before would skip it
+ * -- and clearCache(true), which forgets them, does nothing for a model
+ * without a cache (gemma-embedding) -- so each list has a context of its
+ * own; and it keeps the first model's width for every later one in the
+ * process (a static), so the process is started again for another file.
+ */
+export async function secondOpinionEmbeddings(path, texts, { pooling, threads = 2 } = {}) {
+  if (pooling === 'rank') throw new RangeError("@fugood/llama.node's embedding() cannot read rank pooling's output");
+  if (child?.embeddingModel !== undefined && child.embeddingModel !== path) await closeMtmd();
+  const contextSize = Math.max(256, ...texts.map((ids) => ids.length + 1));
+  const vectors = [];
+  for (const ids of texts) {
+    child ??= startChild();
+    child.embeddingModel = path;
+    const { result, lines } = await call('embedding', path, ids, { threads, contextSize, batchSize: contextSize, pooling });
+    const evaluated = lines.map((line) => /prompt_tokens = ([\d ]*)/.exec(line)?.[1].trim().split(/\s+/).map(Number)).filter(Boolean).at(-1);
+    if (evaluated?.join() !== ids.join()) {
+      throw new RangeError(`@fugood/llama.node evaluated [${evaluated}] for [${ids}] (given as ${JSON.stringify(result.text)}): these ids do not survive its text round trip`);
+    }
+    vectors.push(Float32Array.from(result.embedding));
+  }
+  return vectors;
+}
+
 /** Ends llama.cpp's process (it is started again when asked for). */
 export async function closeMtmd() {
   const state = child;
@@ -240,16 +280,18 @@ export async function closeMtmd() {
 async function childMain() {
   const lib = createRequire(import.meta.url)(entry);
   let loaded = null; // { key, context }
-  const contextFor = async (modelPath, projectorPath, { threads = 2, contextSize = 8192, batchSize = 2048 } = {}) => {
-    const key = JSON.stringify([modelPath, projectorPath, threads, contextSize, batchSize]);
+  // A context for a (model, projector) pair, or for embeddings (no projector; `pooling` the file's when undefined).
+  const contextFor = async (modelPath, projectorPath, { threads = 2, contextSize = 8192, batchSize = 2048, pooling } = {}) => {
+    const key = JSON.stringify([modelPath, projectorPath, threads, contextSize, batchSize, pooling]);
     if (loaded?.key !== key) {
       await loaded?.context.release();
       loaded = null;
       const context = await lib.loadModel({
         model: modelPath, n_ctx: contextSize, n_batch: batchSize, n_ubatch: batchSize, n_threads: threads, n_gpu_layers: 0,
         flash_attn_type: 'off', cache_type_k: 'f32', cache_type_v: 'f32', ctx_shift: false,
+        ...(projectorPath ? {} : { embedding: true, pooling_type: pooling, n_parallel: 1 }),
       });
-      if (!context.initMultimodal({ path: projectorPath, use_gpu: false })) {
+      if (projectorPath && !context.initMultimodal({ path: projectorPath, use_gpu: false })) {
         await context.release();
         throw new Error(`llama.cpp's mtmd refused ${projectorPath} beside ${modelPath}`);
       }
@@ -267,6 +309,29 @@ async function childMain() {
       return { ...result, tokens: Array.from(result.tokens) };
     },
     completion: async (modelPath, projectorPath, options, settings) => (await contextFor(modelPath, projectorPath, options)).completion(settings),
+    embedding: async (modelPath, ids, options) => {
+      const context = await contextFor(modelPath, null, options);
+      const { metadata } = context.getModelInfo();
+      const architecture = metadata['general.architecture'];
+      // '4': LLAMA_POOLING_TYPE_RANK, as the binding gives a key's value (a string).
+      if (options.pooling === undefined && metadata[`${architecture}.pooling_type`] === '4') {
+        throw new RangeError("@fugood/llama.node's embedding() cannot read rank pooling's output: give another pooling");
+      }
+      const flag = (name) => metadata[`tokenizer.ggml.${name}`] === 'true';
+      const bos = Number(metadata['tokenizer.ggml.bos_token_id']);
+      const eos = Number(metadata['tokenizer.ggml.eos_token_id']);
+      let body = ids;
+      if (flag('add_bos_token') && body[0] === bos) body = body.slice(1);
+      if (flag('add_bos_token') && flag('add_eos_token') && body.at(-1) === eos) body = body.slice(0, -1);
+      let text = await context.detokenize(body);
+      if (metadata['tokenizer.ggml.model'] === 'llama' && flag('add_space_prefix')) text = text.replace(/^ /, '');
+      try {
+        return { text, embedding: Array.from((await context.embedding(text, { embd_normalize: -1 })).embedding) };
+      } finally {
+        await context.release();
+        loaded = null;
+      }
+    },
   };
   process.on('message', async ({ id, op, args }) => {
     let reply;
