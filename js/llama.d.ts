@@ -83,6 +83,8 @@ export interface EncodeOptions {
   bos?: boolean;
   /** Put the end token last (default: the vocabulary's add_eos_token). */
   eos?: boolean;
+  /** Put the separator last, after any end token (default: WordPiece's always, as llama.cpp's add_special). */
+  sep?: boolean;
   /**
    * Take control tokens (and the unknown token) written in the text as those tokens (default false:
    * they are spelled as text). User-defined tokens are always taken whole.
@@ -102,8 +104,8 @@ export class Tokenizer {
   constructor(vocab: TokenizerVocab);
   /** The tokenizer of a GGUF file's tokenizer.* keys; throws a GgufError naming what is wrong. */
   static fromGguf(metadata: GgufFile | TokenizerMetadata): Tokenizer;
-  /** tokenizer.ggml.model: 'llama' (SentencePiece), 'gpt2' (byte-level BPE) or 'gemma4' (Gemma 4's BPE). */
-  readonly model: 'llama' | 'gpt2' | 'gemma4';
+  /** tokenizer.ggml.model: 'llama' (SentencePiece), 'gpt2' (byte-level BPE), 'gemma4' (Gemma 4's BPE) or 'bert' (WordPiece). */
+  readonly model: 'llama' | 'gpt2' | 'gemma4' | 'bert';
   /** BPE: tokenizer.ggml.pre ('gemma4' for Gemma 4's); null for SentencePiece. */
   readonly pre: string | null;
   readonly tokens: string[];
@@ -119,6 +121,9 @@ export class Tokenizer {
   readonly unkId: number | null;
   readonly addBos: boolean;
   readonly addEos: boolean;
+  /** WordPiece's separator, [SEP] (null for the others), and whether the vocabulary says to add it (add_sep_token). */
+  readonly sepId: number | null;
+  readonly addSep: boolean;
   /** tokenizer.chat_template, or null. */
   readonly chatTemplate: string | null;
   /** The text of the begin and end tokens (what a chat template calls bos_token and eos_token), or null. */

@@ -8,8 +8,8 @@
 
 // \s and \S as Unicode's White_Space, which is what llama.cpp and Hugging
 // Face tokenizers' Oniguruma take them to be; JavaScript's own \s also holds
-// U+FEFF and lacks U+0085.
-const WHITE = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+// U+FEFF and lacks U+0085. (WordPiece's words end at the same characters.)
+export const WHITE = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 const SPACE = `[${WHITE}]`;
 const NOT_SPACE = `[^${WHITE}]`;
 

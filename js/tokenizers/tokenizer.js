@@ -1,25 +1,31 @@
 // The tokenizers of GGUF files: SentencePiece BPE ("llama"), byte-level BPE
-// ("gpt2") and Gemma 4's BPE ("gemma4"), picked by tokenizer.ggml.model from
-// one table. This file does
-// what both share, as llama.cpp does it: control and user-defined tokens
+// ("gpt2"), Gemma 4's BPE ("gemma4") and WordPiece ("bert"), picked by
+// tokenizer.ggml.model from one table. This file does
+// what they share, as llama.cpp does it: control and user-defined tokens
 // written in the text are matched whole before the model sees the rest, the
-// begin and end tokens are added as the vocabulary says, and decoding streams
-// bytes, holding a character's first bytes until its last one comes.
+// begin, end and separator tokens are added as the vocabulary says, and
+// decoding streams bytes, holding a character's first bytes until its last
+// one comes.
 
 import { GgufError } from '../runtime/checks.js';
 import { BytePairModel, Gemma4Model } from './bpe.js';
 import { SentencePieceModel } from './spm.js';
+import { WordPieceModel } from './wordpiece.js';
 
 /** GGUF's token types (tokenizer.ggml.token_type), numbered as llama.cpp numbers them. */
 export const TokenType = Object.freeze({ NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 });
 
 // tokenizer.ggml.model -> the model that turns plain text into ids. Each
 // model checks its own fields, reads its own keys (readGguf) and says whether
-// llama.cpp adds the begin token when the file does not say (addsBos).
+// llama.cpp adds the begin token when the file does not say (addsBos) and
+// whether a pair's texts get a separator between them (addsSep: WordPiece's
+// [SEP]); a model whose tokens around a text are fixed whatever the file says
+// has them as its frame (WordPiece's [CLS] and [SEP]).
 const MODELS = new Map([
   ['llama', SentencePieceModel],
   ['gpt2', BytePairModel],
   ['gemma4', Gemma4Model],
+  ['bert', WordPieceModel],
 ]);
 
 // A vocabulary that cannot be used; fromGguf reports it as the file's fault.
@@ -37,26 +43,33 @@ const NO_BYTES = new Uint8Array(0);
 export class Tokenizer {
   /**
    * @param {object} vocab
-   * @param {'llama' | 'gpt2' | 'gemma4'} [vocab.model] the tokenizer kind (default 'llama', SentencePiece)
+   * @param {'llama' | 'gpt2' | 'gemma4' | 'bert'} [vocab.model] the tokenizer kind (default 'llama', SentencePiece)
    * @param {string[]} vocab.tokens
-   * @param {number[]} [vocab.tokenTypes] a TokenType per token; without them the begin and end
-   *   tokens are control tokens, the unknown token unknown and the rest normal
+   * @param {number[]} [vocab.tokenTypes] a TokenType per token; without them the begin, end and
+   *   separator tokens are control tokens, the unknown token unknown and the rest normal
    * @param {number[]} [vocab.scores] SentencePiece: a score per token
    * @param {string[]} [vocab.merges] BPE (byte-level and Gemma 4's): "left right", most frequent first
    * @param {string} [vocab.pre] byte-level BPE: the pre-tokenizer's name (default 'default'; Gemma 4's is always 'gemma4')
    * @param {number | null} vocab.bosId
    * @param {number | null} vocab.eosId
-   * @param {number | null} [vocab.unkId] (SentencePiece default 0)
-   * @param {boolean} [vocab.addBos] whether encode() puts the begin token first (default: as llama.cpp)
-   * @param {boolean} [vocab.addEos] whether encode() puts the end token last (default false)
+   * @param {number | null} [vocab.unkId] (SentencePiece default 0, WordPiece 100)
+   * @param {number | null} [vocab.sepId] the separator (WordPiece's [SEP])
+   * @param {boolean} [vocab.addBos] whether encode() puts the begin token first (default: as llama.cpp; WordPiece's
+   *   encode() always does)
+   * @param {boolean} [vocab.addEos] whether encode() puts the end token last (default false; WordPiece's encode() never does)
+   * @param {boolean} [vocab.addSep] whether a separator goes between a pair's texts, as llama.cpp's reranker puts
+   *   it (default: WordPiece's yes, others' no)
    * @param {boolean} [vocab.addSpacePrefix] SentencePiece: whether text gets a '▁' first (default true)
+   * @param {boolean} [vocab.lowercase] WordPiece: whether letters are lower-cased (default true)
+   * @param {boolean} [vocab.stripAccents] WordPiece: whether accents are stripped (default: as lowercase)
    * @param {string | null} [vocab.chatTemplate]
    * @param {number[]} [vocab.eogIds] more tokens that end a generation (tokenizer.ggml.eot_token_id, eom_token_id)
    */
   constructor({
     model = 'llama', tokens, tokenTypes, scores = null, merges = null, pre = 'default',
-    bosId = null, eosId = null, unkId = MODELS.get(model)?.defaultUnkId ?? null,
-    addBos, addEos = false, addSpacePrefix = true, chatTemplate = null, eogIds = [],
+    bosId = null, eosId = null, unkId = MODELS.get(model)?.defaultUnkId ?? null, sepId = null,
+    addBos, addEos = false, addSep = MODELS.get(model)?.addsSep ?? false, addSpacePrefix, lowercase, stripAccents,
+    chatTemplate = null, eogIds = [],
   }) {
     const Model = MODELS.get(model);
     if (Model === undefined) throw new VocabError(`tokenizer model ${JSON.stringify(model)} is not one of ${[...MODELS.keys()].join(', ')}`);
@@ -72,10 +85,14 @@ export class Tokenizer {
     this.bosId = id('bosId', bosId);
     this.eosId = id('eosId', eosId);
     this.unkId = id('unkId', unkId);
+    this.sepId = id('sepId', sepId);
     this.addBos = addBos ?? Model.addsBos(pre);
     this.addEos = addEos;
-    if (this.addBos && this.bosId === null) throw new VocabError('the begin token is to be added but the vocabulary has none');
-    if (this.addEos && this.eosId === null) throw new VocabError('the end token is to be added but the vocabulary has none');
+    this.addSep = addSep;
+    this.#frame = Model.frame ?? { bos: this.addBos, eos: this.addEos, sep: false };
+    if (this.#frame.bos && this.bosId === null) throw new VocabError('the begin token is to be added but the vocabulary has none');
+    if (this.#frame.eos && this.eosId === null) throw new VocabError('the end token is to be added but the vocabulary has none');
+    if (this.#frame.sep && this.sepId === null) throw new VocabError('the separator is to be added but the vocabulary has none');
     this.chatTemplate = chatTemplate;
     this.tokenTypes = this.#types(tokenTypes);
     // Text -> id; llama.cpp refuses a vocabulary that spells two tokens alike (empty ones match nothing).
@@ -86,7 +103,7 @@ export class Tokenizer {
       this.ids.set(token, i);
     });
     try {
-      this.#textCoder = new Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix });
+      this.#textCoder = new Model({ tokens, ids: this.ids, scores, merges, pre, unkId: this.unkId, addSpacePrefix, lowercase, stripAccents });
     } catch (error) {
       throw error instanceof TypeError ? new VocabError(error.message) : error;
     }
@@ -117,6 +134,7 @@ export class Tokenizer {
   }
 
   #textCoder;
+  #frame; // what encode() puts around a text unless told otherwise: what llama.cpp's add_special adds
   #bytes; // per token, the bytes decoding gives it (filled as tokens are first decoded)
   #whole = new Map(); // `special` -> the WholeTokens encode() takes
 
@@ -162,8 +180,10 @@ export class Tokenizer {
       bosId: read.id('tokenizer.ggml.bos_token_id'),
       eosId: read.id('tokenizer.ggml.eos_token_id'),
       unkId: read.id('tokenizer.ggml.unknown_token_id') ?? Model.defaultUnkId,
+      sepId: read.id('tokenizer.ggml.seperator_token_id'), // sic: llama.cpp's spelling
       addBos: read.boolean('tokenizer.ggml.add_bos_token'),
       addEos: read.boolean('tokenizer.ggml.add_eos_token'),
+      addSep: read.boolean('tokenizer.ggml.add_sep_token'),
       chatTemplate: read.string('tokenizer.chat_template') ?? null,
       eogIds: ['tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id'].map(read.id).filter((t) => t !== null),
       ...Model.readGguf(read, tokens.length),
@@ -194,11 +214,14 @@ export class Tokenizer {
    * text are taken whole -- user-defined ones always, control ones (and the
    * unknown token) only with `special` (default false: text from a user does
    * not get to say <|im_start|>) -- and the text between them goes to the
-   * model. `bos` / `eos` put the begin / end token around it (defaults: the
-   * vocabulary's add_bos_token / add_eos_token); turn `bos` off to continue
-   * a sequence.
+   * model. `bos` / `eos` put the begin / end token around it and `sep` the
+   * separator last; the defaults are what llama.cpp adds with add_special:
+   * the vocabulary's add_bos_token / add_eos_token and no separator, but
+   * WordPiece's [CLS] first and [SEP] last whatever the vocabulary says. Turn
+   * them off for llama.cpp's ids without add_special, `bos` to continue a
+   * sequence.
    */
-  encode(text, { bos = this.addBos, eos = this.addEos, special = false } = {}) {
+  encode(text, { bos = this.#frame.bos, eos = this.#frame.eos, sep = this.#frame.sep, special = false } = {}) {
     if (typeof text !== 'string') throw new TypeError('Tokenizer.encode: text must be a string');
     const ids = [];
     if (bos) ids.push(this.#required(this.bosId, 'begin'));
@@ -213,6 +236,7 @@ export class Tokenizer {
     }
     if (at < text.length) this.#textCoder.encodeText(at === 0 ? text : text.slice(at), ids, startsSegment);
     if (eos) ids.push(this.#required(this.eosId, 'end'));
+    if (sep) ids.push(this.#required(this.sepId, 'separator'));
     return ids;
   }
 
@@ -278,7 +302,7 @@ export class Tokenizer {
     const n = this.tokens.length;
     if (given === undefined) {
       const types = new Uint8Array(n).fill(TokenType.NORMAL);
-      for (const id of [this.bosId, this.eosId]) if (id !== null) types[id] = TokenType.CONTROL;
+      for (const id of [this.bosId, this.eosId, this.sepId]) if (id !== null) types[id] = TokenType.CONTROL;
       if (this.unkId !== null) types[this.unkId] = TokenType.UNKNOWN;
       return types;
     }

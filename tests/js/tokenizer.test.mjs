@@ -285,7 +285,7 @@ test('bad tokenizer metadata is refused with a GgufError naming the key', () => 
   const { entries } = vocabulary('gpt2');
   const edit = (key, value) => metadataMap(entries.map((entry) => (entry.key === key ? { ...entry, value } : entry)));
   const refuses = (metadata, pattern) => assert.throws(() => Tokenizer.fromGguf(metadata), (error) => error instanceof GgufError && pattern.test(error.message));
-  refuses(edit('tokenizer.ggml.model', 'bert'), /tokenizer\.ggml\.model is "bert"; this package reads llama, gpt2, gemma4/);
+  refuses(edit('tokenizer.ggml.model', 't5'), /tokenizer\.ggml\.model is "t5"; this package reads llama, gpt2, gemma4, bert/);
   refuses(edit('tokenizer.ggml.token_type', [1, 2, 3]), /token_type has 3 entries for 50257 tokens/);
   refuses(edit('tokenizer.ggml.merges', ['Ġt', 'h e']), /merge 0 \("Ġt"\) is not two symbols/);
   refuses(edit('tokenizer.ggml.bos_token_id', 50257), /bosId is 50257, not a token id \(0 to 50256\)/);
