@@ -1676,19 +1676,21 @@ size_t kvc_lm_rank_outputs(const kvc_lm *lm);
  * next lengths[j] >= 1 tokens), computed in one pass of the weights, each
  * text attending to itself alone, from position 0 (causal or both ways as
  * kvc_lm_causal says; a window layer over its window, symmetric for an
+ * encoder; lfm2's convolutions over the text's inputs, centred for an
  * encoder), then pooled as `pooling` says and through the file's dense
  * layers.  out: [count x kvc_lm_embedding_dim] (MEAN, CLS, LAST), [sum of
  * lengths x kvc_lm_embedding_dim] (NONE), or [count x kvc_lm_rank_outputs]
  * (RANK), not normalised.  A text's values are the same bits alone or
- * among any others, on any number of threads.  The pass makes a cache of
- * its own and frees it: nothing of a text is kept after the call (the
+ * among any others, on any number of threads.  The pass holds a block's
+ * rows in a layer of its own, freed after the block: nothing of a text is
+ * kept after the call (the
  * model's scratch grows to the pass's tokens and stays, as after a forward
  * pass; kvc_lm_scratch_bytes).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LENGTH (count 0, a text of 0
  *           tokens or longer than kvc_lm_context_length, or more than
  *           KVC_MAX_POSITIONS tokens in all), KVC_E_TOKEN, KVC_E_KIND (a
  *           pooling out of range, RANK without cls.output, or a model whose
- *           layers a text cannot have alone: recurrent, shared, per-layer
+ *           layers a text cannot have alone: delta, shared, per-layer
  *           embeddings outside the weights), or KVC_E_NOMEM; out untouched
  *           on error. */
 kvc_status kvc_lm_embed(kvc_lm *lm, const uint32_t *tokens, const uint32_t *lengths, size_t count,

@@ -173,6 +173,9 @@ export interface LlamaConfig {
   rankOutputs: number;
 }
 
+/** What each family's model card puts before a query and a document, by general.architecture. */
+export const EMBEDDING_PROMPTS: Readonly<Record<string, Readonly<{ query: string; document: string }>>>;
+
 /** How an embedding model makes one vector of a text's tokens, as GGUF's pooling_type names them. */
 export type Pooling = 'none' | 'mean' | 'cls' | 'last' | 'rank';
 
@@ -185,6 +188,9 @@ export interface EmbedOptions {
   dimensions?: number;
   /** Cut a text longer than the model's context to it (default: a RangeError). */
   truncate?: boolean;
+  /** 'query' or 'document': the model card's text before one (EMBEDDING_PROMPTS, by the file's architecture); or a
+   * string put before each text. */
+  prompt?: 'query' | 'document' | string;
   signal?: AbortSignal;
   /** After each pass of the weights: the texts done so far. */
   onProgress?: (progress: { done: number; total: number }) => void;

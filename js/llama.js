@@ -9,6 +9,7 @@
 //   const { tokens, stats } = generate(session, llama.tokenizer.encode('Once'), { steps: 100, draft: 4 });
 export { Llama, LlamaSession, slideCache } from './model/llama.js';
 export { Projector } from './model/vision.js';
+export { EMBEDDING_PROMPTS } from './model/embeddings.js';
 export { ModelStore } from './store/store.js';
 export { GgufError, GgufFile, readGguf } from './model/gguf.js';
 export { Tokenizer } from './tokenizers/tokenizer.js';

@@ -23,7 +23,19 @@ import { aborted } from '../store/sources.js';
 
 /** The poolings, as GGUF's pooling_type numbers them. */
 export const POOLINGS = ['none', 'mean', 'cls', 'last', 'rank'];
-const EMBED_OPTIONS = ['pooling', 'normalize', 'dimensions', 'truncate', 'signal', 'onProgress'];
+const EMBED_OPTIONS = ['pooling', 'normalize', 'dimensions', 'truncate', 'prompt', 'signal', 'onProgress'];
+
+/**
+ * What each family's model card puts before a query and before a document
+ * (the files do not say): EmbeddingGemma's task prompts, Qwen3-Embedding's
+ * instruction (its documents go bare), nomic-embed's prefixes. embed()'s
+ * `prompt: 'query'` and `'document'` read it by the file's architecture.
+ */
+export const EMBEDDING_PROMPTS = Object.freeze({
+  'gemma-embedding': Object.freeze({ query: 'task: search result | query: ', document: 'title: none | text: ' }),
+  qwen3: Object.freeze({ query: 'Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ', document: '' }),
+  'nomic-bert': Object.freeze({ query: 'search_query: ', document: 'search_document: ' }),
+});
 const RERANK_OPTIONS = ['topN', 'truncate', 'signal', 'onProgress'];
 // The tokens one pass takes at most: more texts go in more passes (a longer
 // text alone). A pass's scratch grows with its tokens; past a few hundred
@@ -50,6 +62,12 @@ function checkProgress(where, onProgress) {
   if (onProgress !== undefined && typeof onProgress !== 'function') {
     throw new TypeError(`${where}: options.onProgress must be a function (got ${shown(onProgress)})`);
   }
+}
+
+/** What kvc_lm_embed refuses: a layer a text cannot have alone (a delta rule's state, another layer's rows). */
+function checkEmbeds(where, layerKinds) {
+  const kind = layerKinds.find((k) => k === 'delta' || k === 'shared');
+  if (kind) throw new TypeError(`${where}: this model has ${kind} layers, which an embedding pass does not compute (it computes full, window and conv layers)`);
 }
 
 /**
@@ -126,28 +144,40 @@ function normalized(v) {
   return v;
 }
 
+/** The text embed()'s `prompt` puts before each text: the family's for 'query' or 'document', else the string given. */
+function promptOf(where, prompt, architecture) {
+  if (prompt === undefined) return '';
+  if (prompt === 'query' || prompt === 'document') return EMBEDDING_PROMPTS[architecture]?.[prompt] ?? '';
+  if (typeof prompt !== 'string') throw new TypeError(`${where}: options.prompt must be 'query', 'document' or a string to put before each text (got ${shown(prompt)})`);
+  return prompt;
+}
+
 /** Llama#embed (which see). */
 export async function embed(llama, ptr, texts, options = {}) {
   const where = 'Llama.embed';
   checkObject(where, 'options', options);
   checkKeys(where, options, EMBED_OPTIONS);
-  const { pooling = llama.config.pooling, normalize = true, dimensions, truncate = false, signal, onProgress } = options;
+  const { pooling = llama.config.pooling, normalize = true, dimensions, truncate = false, prompt, signal, onProgress } = options;
   checkSignal(where, signal);
   checkProgress(where, onProgress);
   if (pooling === 'none' && options.pooling === undefined) {
-    throw new TypeError(`${where}: this model's file gives no pooling type (it generates); pass options.pooling ('mean', 'cls' or 'last') to embed with it`);
+    const why = llama.config.rankOutputs > 0 ? 'a cross-encoder: rerank() scores with its classification head' : 'it generates';
+    throw new TypeError(`${where}: this model's file gives no pooling type (${why}); pass options.pooling ('mean', 'cls' or 'last') to embed with it`);
   }
   if (!['none', 'mean', 'cls', 'last'].includes(pooling)) {
     throw new TypeError(`${where}: options.pooling must be 'mean', 'cls', 'last' or 'none' (got ${shown(pooling)})${pooling === 'rank' ? '; a reranker scores with rerank()' : ''}`);
   }
   if (typeof normalize !== 'boolean') throw new TypeError(`${where}: options.normalize must be a boolean (got ${shown(normalize)})`);
   if (typeof truncate !== 'boolean') throw new TypeError(`${where}: options.truncate must be a boolean (got ${shown(truncate)})`);
-  const { embeddingDim } = llama.config;
+  const { embeddingDim, layerKinds } = llama.config;
   if (dimensions !== undefined) checkInteger(where, 'options.dimensions', dimensions, 1, embeddingDim);
+  checkEmbeds(where, layerKinds);
   const list = typeof texts === 'string' ? [texts] : texts;
   if (!Array.isArray(list) || list.length === 0) throw new TypeError(`${where}: texts must be a string or a non-empty array of them (got ${shown(texts)})`);
+  const before = promptOf(where, prompt, llama.config.architecture);
+  if (before && list.some((text) => typeof text !== 'string')) throw new TypeError(`${where}: options.prompt goes before text, and texts holds token ids`);
   const encode = (text, flags = {}) => llama.tokenizer.encode(text, { special: true, ...flags });
-  const lists = list.map((text, i) => idsOf(where, `texts[${i}]`, text, llama, truncate, encode));
+  const lists = list.map((text, i) => idsOf(where, `texts[${i}]`, before ? before + text : text, llama, truncate, encode));
   if (signal?.aborted) throw aborted(signal);
   const vectors = await vectorsOf(where, llama, ptr, lists, pooling, embeddingDim, { signal, onProgress });
   return vectors.map((vector) => {
@@ -173,6 +203,7 @@ export async function rerank(llama, ptr, query, documents, options = {}) {
     throw new TypeError(`${where}: documents must be a non-empty array of strings (got ${shown(documents)})`);
   }
   checkInteger(where, 'options.topN', topN, 1, documents.length);
+  checkEmbeds(where, llama.config.layerKinds);
   if (typeof truncate !== 'boolean') throw new TypeError(`${where}: options.truncate must be a boolean (got ${shown(truncate)})`);
   const { tokenizer } = llama;
   const template = llama.rerankTemplate;

@@ -838,7 +838,10 @@ export class Llama {
    * token, embeddingDim values each, not normalised); the file's dense
    * layers follow. `normalize` (default true): each vector of length 1.
    * `dimensions`: its first that many values, normalised after
-   * (Matryoshka). A text longer than the context is a RangeError unless
+   * (Matryoshka). `prompt`: 'query' or 'document', what the model card of
+   * the file's family puts before one (EMBEDDING_PROMPTS: EmbeddingGemma's,
+   * Qwen3-Embedding's, nomic-embed's; none for another), or a string to put
+   * before each text. A text longer than the context is a RangeError unless
    * `truncate: true` cuts it. `signal` aborts between passes;
    * `onProgress({ done, total })` after each.
    */

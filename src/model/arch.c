@@ -8,7 +8,8 @@
  * gemma3 and phi3), which FFN gate it has, and which layers attend over a
  * sliding window or rotate nothing, and which kind of recurrent layer the
  * hybrids (lfm2, qwen35) have in place of attention, and which blocks share
- * another's keys and values (gemma4).  What any architecture may have is read
+ * another's keys and values (gemma4), and which norm a block has and where
+ * (bert's LayerNorms after each sub-block).  What any architecture may have is read
  * for all (lm.c): rope.dimension_count below the head size (partial RoPE),
  * RoPE factors (Llama 3's rope_freqs, LongRoPE's long and short ones) and
  * rope.scaling.attn_factor.
@@ -35,6 +36,21 @@ static const kvc_arch archs[] = {
     {.name = "gemma-embedding", .rope = KVC_ROPE_HALVES,
      .flags = KVC_ARCH_QK_NORM | KVC_ARCH_POST_NORMS | KVC_ARCH_EMBED_SCALE | KVC_ARCH_WINDOW_PATTERN | KVC_ARCH_BIDIRECTIONAL,
      .activation = KVC_ACT_GEGLU_TANH, .global_every = 6, .window_rope_base = 10000.0f},
+    /* BERT (bge, gte, all-MiniLM; llama.cpp's src/models/bert.cpp): an
+     * encoder of blocks normed after -- a LayerNorm of each sub-block's
+     * residual sum -- learned positions and the first token type added to
+     * the embedding and normed, biases on every product, an FFN of GELU
+     * without a gate, no RoPE (every layer skips it). */
+    {.name = "bert", .rope = KVC_ROPE_HALVES,
+     .flags = KVC_ARCH_BIDIRECTIONAL | KVC_ARCH_NORM_AFTER | KVC_ARCH_LAYER_NORM | KVC_ARCH_POSITION_EMBD |
+              KVC_ARCH_TOKEN_TYPES | KVC_ARCH_BIASES,
+     .activation = KVC_ACT_GELU_TANH, .nope_every = 1},
+    /* nomic-bert (nomic-embed-text): BERT's block with RoPE on halves in
+     * place of learned positions, q, k and v in one tensor, SwiGLU. */
+    {.name = "nomic-bert", .rope = KVC_ROPE_HALVES,
+     .flags = KVC_ARCH_BIDIRECTIONAL | KVC_ARCH_NORM_AFTER | KVC_ARCH_LAYER_NORM | KVC_ARCH_TOKEN_TYPES | KVC_ARCH_BIASES |
+              KVC_ARCH_FUSED_QKV,
+     .activation = KVC_ACT_SWIGLU},
     /* Gemma 4 (llama.cpp's src/models/gemma4.cpp): Gemma 3's block, window
      * and global layers of their own head sizes and RoPE (the global ones'
      * partial RoPE as rope_freqs factors of 1e30), V normed without a

@@ -157,11 +157,13 @@ static kvc_status dense_layers(const kvc_lm *lm, size_t T, float *rows, const fl
     return KVC_OK;
 }
 
-/* KVC_OK when every block attends over rows of its own, else KVC_E_KIND. */
-static kvc_status every_block_attends(const kvc_lm *lm) {
+/* KVC_OK when every block attends over rows of its own or convolves its
+ * inputs (what a text alone can have), else KVC_E_KIND. */
+static kvc_status every_block_embeds(const kvc_lm *lm) {
     if (lm->outside_bytes) return KVC_E_KIND;
     for (size_t l = 0; l < lm->num_layers; l++) {
-        if (lm->plans[l].kind != KVC_KIND_FULL && lm->plans[l].kind != KVC_KIND_WINDOW) return KVC_E_KIND;
+        const kvc_kind kind = lm->plans[l].kind;
+        if (kind != KVC_KIND_FULL && kind != KVC_KIND_WINDOW && kind != KVC_KIND_CONV) return KVC_E_KIND;
     }
     return KVC_OK;
 }
@@ -179,7 +181,7 @@ kvc_status kvc_lm_embed(kvc_lm *lm, const uint32_t *tokens, const uint32_t *leng
         if (tokens[i] >= lm->vocab_size) return KVC_E_TOKEN;
     }
     if ((unsigned)pooling > KVC_POOLING_RANK || (pooling == KVC_POOLING_RANK && !lm->cls_out.type)) return KVC_E_KIND;
-    kvc_status status = every_block_attends(lm);
+    kvc_status status = every_block_embeds(lm);
     if (status != KVC_OK) return status;
 
     embed_work w;

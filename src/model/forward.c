@@ -87,7 +87,7 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             {(void **)&s->rates, elements(2 * T, r->value_heads), 4}, {(void **)&s->taps, elements(r->channels, r->kernel), 4},
             {(void **)&s->rope, elements(2 * T, lm->widest_head), 4}, {(void **)&s->codes, elements(3 * T, widest), 4},
             {(void **)&s->qh, elements(T, lm->widest_head), 4}, {(void **)&s->oh, elements(T, lm->widest_head), 4},
-            {(void **)&s->vector, widest, 4}, {(void **)&s->rope_factors, lm->widest_head / 2, 4},
+            {(void **)&s->vector, 2 * widest, 4}, {(void **)&s->rope_factors, lm->widest_head / 2, 4},
             {(void **)&s->per_layer, elements(T, lm->per_layer_dim * lm->num_layers), 4},
             {(void **)&s->query_scale, T, 4},
         };
@@ -171,10 +171,22 @@ static const float *vector_of(kvc_lm *lm, const kvc_tensor *t) {
     return kvc_vector_f32(t, lm->scratch.vector);
 }
 
-/* Each row of x [T x n] normalised by `weight` into out. */
+/* Each row of x [T x n] RMS-normalised by `weight` into out. */
 static void rmsnorm_rows(kvc_lm *lm, size_t T, size_t n, const float *x, const kvc_tensor *weight, float *out) {
     const float *w = vector_of(lm, weight);
     for (size_t t = 0; t < T; t++) kvc_rmsnorm(n, x + t * n, w, lm->rms_eps, out + t * n);
+}
+
+/* Each row of x [T x n] normed by the block's norm, `weight` and (a
+ * LayerNorm's) `bias`, into out: an RMSNorm, or KVC_ARCH_LAYER_NORM's. */
+static void norm_rows(kvc_lm *lm, size_t T, size_t n, const float *x, const kvc_tensor *weight, const kvc_tensor *bias,
+                      float *out) {
+    if (!(lm->arch->flags & KVC_ARCH_LAYER_NORM)) {
+        rmsnorm_rows(lm, T, n, x, weight, out);
+        return;
+    }
+    const float *w = kvc_vector_f32(weight, lm->scratch.vector), *b = kvc_vector_f32(bias, lm->scratch.vector + n);
+    for (size_t t = 0; t < T; t++) kvc_layernorm(n, x + t * n, w, b, lm->rms_eps, out + t * n);
 }
 
 /* The rows of x [T x n], each + bias (absent: unchanged). */
@@ -222,9 +234,29 @@ static const float *taps_of(kvc_lm *lm, const kvc_tensor *t) {
  * over the layer's rows, or the layer's recurrent step. */
 typedef kvc_status mixer_fn(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset);
 
+/* An embedding pass's convolution (KVC_LM_RANGES): each token's over its
+ * own text's inputs x [T x n] alone, those outside it 0 -- up to itself
+ * (causal), or centred, (kernel - 1) / 2 either side (llama.cpp's
+ * non-causal lfm2) -- the taps [n x kernel] summed in order, into y. */
+static void conv_texts(const kvc_lm *lm, size_t T, size_t n, const float *taps, const float *x, float *y) {
+    const size_t K = lm->recurrent.kernel, behind = lm->causal ? K - 1 : (K - 1) / 2;
+    const uint32_t *first = lm->scratch.ranges, *end = first + T;
+    for (size_t t = 0; t < T; t++) {
+        for (size_t c = 0; c < n; c++) {
+            float acc = 0.0f;
+            for (size_t k = 0; k < K; k++) {
+                const size_t at = t + k; /* the input at t - behind + k, shifted by behind */
+                if (at >= first[t] + behind && at < (lm->causal ? t + 1 : end[t]) + behind)
+                    acc = acc + x[(at - behind) * n + c] * taps[c * K + k];
+            }
+            y[t * n + c] = acc;
+        }
+    }
+}
+
 /* lfm2's short convolution: B, C, u = xb Win; xb = (C * conv(B * u)) Wout. */
 static kvc_status mix_conv(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
-    (void)flags, (void)offset;
+    (void)offset;
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const size_t n = lm->recurrent.channels;
@@ -234,7 +266,9 @@ static kvc_status mix_conv(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uin
         const float *bcu = s->wide + t * 3 * n;
         for (size_t c = 0; c < n; c++) s->mixed[t * n + c] = bcu[c] * bcu[2 * n + c];
     }
-    const kvc_status status = kvc_layer_conv_n(layer, T, s->mixed, taps_of(lm, &b->conv), s->xb);
+    kvc_status status = KVC_OK;
+    if (flags & KVC_LM_RANGES) conv_texts(lm, T, n, taps_of(lm, &b->conv), s->mixed, s->xb);
+    else status = kvc_layer_conv_n(layer, T, s->mixed, taps_of(lm, &b->conv), s->xb);
     if (status != KVC_OK) return status;
     for (size_t t = 0; t < T; t++) {
         const float *gates = s->wide + t * 3 * n + n;
@@ -411,6 +445,31 @@ static void add_per_layer_input(kvc_lm *lm, size_t l, size_t T) {
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }
 
+/* A sub-block's input into s->xb: x normed by `norm`, or (norms after) x. */
+static void sub_block_input(kvc_lm *lm, size_t T, const kvc_tensor *norm) {
+    kvc_lm_scratch *s = &lm->scratch;
+    if (lm->arch->flags & KVC_ARCH_NORM_AFTER) memcpy(s->xb, s->x, T * lm->dim * sizeof(float));
+    else rmsnorm_rows(lm, T, lm->dim, s->x, norm, s->xb);
+    kvc_profile_mark(KVC_PROFILE_NORM);
+}
+
+/* x += what a sub-block gave (s->xb), normed by `norm` first where the
+ * block has one (gemma3's post norms); or (norms after) x + it normed. */
+static void residual(kvc_lm *lm, size_t T, const kvc_tensor *norm, const kvc_tensor *bias) {
+    kvc_lm_scratch *s = &lm->scratch;
+    if (lm->arch->flags & KVC_ARCH_NORM_AFTER) {
+        kvc_add(T * lm->dim, s->x, s->xb);
+        kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+        norm_rows(lm, T, lm->dim, s->x, norm, bias, s->x);
+        kvc_profile_mark(KVC_PROFILE_NORM);
+        return;
+    }
+    norm_rows_in_place(lm, T, lm->dim, s->xb, norm);
+    kvc_profile_mark(KVC_PROFILE_NORM);
+    kvc_add(T * lm->dim, s->x, s->xb);
+    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+}
+
 /* Block l on the T tokens in s->x at positions first..: its mixer over
  * `layer` (layer_of's), then its FFN, then (gemma4) its per-layer input and
  * output scale. */
@@ -418,27 +477,29 @@ static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const size_t ffn = lm->plans[l].ffn_dim;
-    rmsnorm_rows(lm, T, lm->dim, s->x, &b->attn_norm, s->xb);
-    kvc_profile_mark(KVC_PROFILE_NORM);
-    const kvc_status status = mixers[lm->plans[l].kind](lm, layer, l, T, flags, offset);
+    sub_block_input(lm, T, &b->attn_norm);
+    kvc_status status = mixers[lm->plans[l].kind](lm, layer, l, T, flags, offset);
     if (status != KVC_OK) return status;
-    norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_attn_norm);
-    kvc_profile_mark(KVC_PROFILE_NORM);
-    kvc_add(T * lm->dim, s->x, s->xb);
-    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
-    rmsnorm_rows(lm, T, lm->dim, s->x, &b->ffn_norm, s->xb);
-    kvc_profile_mark(KVC_PROFILE_NORM);
-    const kvc_product products[2] = {{&b->w_gate, s->gate, ffn}, {&b->w_up, s->up, ffn}};
-    kvc_matmul(KVC_PROFILE_GATE_UP, 2, products, s->xb, T, s->codes);
-    if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * ffn, s->gate, s->up);
-    else kvc_swiglu(T * ffn, s->gate, s->up);
+    add_bias(lm, T, lm->dim, s->xb, &b->bo);
+    residual(lm, T, &b->post_attn_norm, &b->post_attn_norm_bias);
+    sub_block_input(lm, T, &b->ffn_norm);
+    if (b->w_gate.type) {
+        const kvc_product products[2] = {{&b->w_gate, s->gate, ffn}, {&b->w_up, s->up, ffn}};
+        kvc_matmul(KVC_PROFILE_GATE_UP, 2, products, s->xb, T, s->codes);
+        add_bias(lm, T, ffn, s->up, &b->b_up);
+        if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * ffn, s->gate, s->up);
+        else kvc_swiglu(T * ffn, s->gate, s->up);
+    } else { /* no gate: gelu(x Wup) */
+        const kvc_product up = {&b->w_up, s->gate, ffn};
+        kvc_matmul(KVC_PROFILE_GATE_UP, 1, &up, s->xb, T, s->codes);
+        add_bias(lm, T, ffn, s->gate, &b->b_up);
+        kvc_gelu_tanh(T * ffn, s->gate);
+    }
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &down, s->gate, T, s->codes);
-    norm_rows_in_place(lm, T, lm->dim, s->xb, &b->post_ffn_norm);
-    kvc_profile_mark(KVC_PROFILE_NORM);
-    kvc_add(T * lm->dim, s->x, s->xb);
-    kvc_profile_mark(KVC_PROFILE_RESIDUAL);
+    add_bias(lm, T, lm->dim, s->xb, &b->b_down);
+    residual(lm, T, &b->post_ffn_norm, &b->post_ffn_norm_bias);
     if (lm->per_layer_dim) add_per_layer_input(lm, l, T);
     if (b->out_scale.type) {
         const float scale = *vector_of(lm, &b->out_scale);
@@ -563,6 +624,12 @@ static kvc_rope_params rope_of(kvc_lm *lm) {
     return rope;
 }
 
+/* x [n] += row r of table t (dequantized into `row`). */
+static void add_row(const kvc_tensor *t, size_t r, float *row, float *x, size_t n) {
+    t->type->dequantize(t->data + r * t->row_bytes, 0, n, row);
+    kvc_add(n, x, row);
+}
+
 /* The T inputs from `start` on into s->x (embedded tokens, or the rows
  * given), with their RoPE tables, query scales and (gemma4) per-layer
  * inputs, at their positions: given, or the cache's next from `first`. */
@@ -579,6 +646,7 @@ static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params 
             lm->token_embd.type->dequantize(lm->token_embd.data + in->tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
             for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
         }
+        if (lm->token_types.type) add_row(&lm->token_types, 0, s->xb, x, lm->dim);
         /* A token's RoPE position: the cache's, or (t, y, x, e) given. */
         const uint32_t next = (uint32_t)(first + start + t);
         const uint32_t cached[4] = {next, next, next, 0};
@@ -590,7 +658,10 @@ static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params 
             const float steps = floorf((float)at[0] / (float)lm->temperature_floor);
             s->query_scale[t] = (float)(log((double)steps + 1.0) * (double)lm->temperature_scale + 1.0);
         }
+        /* A learned position's row, where the position is one of the table's (the embed pass's texts fit the context). */
+        if (lm->position_embd.type && at[0] < lm->position_embd.rows) add_row(&lm->position_embd, at[0], s->xb, x, lm->dim);
     }
+    if (lm->embd_norm.type) norm_rows(lm, T, lm->dim, s->x, &lm->embd_norm, &lm->embd_norm_bias, s->x);
     kvc_profile_mark(KVC_PROFILE_EMBED);
     if (lm->per_layer_dim)
         per_layer_inputs(lm, in->tokens ? in->tokens + start : NULL, in->rows ? in->rows + start * lm->per_layer_embd.row_bytes : NULL, T);
@@ -606,15 +677,18 @@ kvc_status kvc_lm_encode(kvc_lm *lm, const uint32_t *tokens, size_t n, const uin
     kvc_profile_pass_begin();
     take_inputs(lm, &in, &rope_global, 0, 0, n);
     s->ranges = ranges;
-    /* A block's rows serve that block alone: one layer at a time holds them. */
+    /* A block's rows serve that block alone: one layer at a time holds them
+     * (a convolution keeps nothing: conv_texts). */
     for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
         kvc_layer *layer = NULL;
-        status = kvc_layer_create(lm->plans[l].kv_heads, lm->plans[l].head_dim, KVC_MODE_F32, &layer);
+        if (lm->plans[l].kind != KVC_KIND_CONV)
+            status = kvc_layer_create(lm->plans[l].kv_heads, lm->plans[l].head_dim, KVC_MODE_F32, &layer);
         if (status == KVC_OK) status = block(lm, layer, l, n, KVC_LM_RANGES, 0);
         kvc_layer_free(layer);
     }
     s->ranges = NULL;
-    if (status == KVC_OK) rmsnorm_rows(lm, n, lm->dim, s->x, &lm->output_norm, hidden);
+    if (status == KVC_OK && lm->output_norm.type) rmsnorm_rows(lm, n, lm->dim, s->x, &lm->output_norm, hidden);
+    else if (status == KVC_OK) memcpy(hidden, s->x, n * lm->dim * sizeof(float)); /* norms after: the last one's */
     kvc_profile_mark(KVC_PROFILE_NORM);
     return status;
 }

@@ -147,25 +147,32 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     /* gemma4: a block without attn_v takes V from attn_k's product. */
     snprintf(name, sizeof name, "blk.%zu.attn_v.weight", l);
     const int has_v = owns_rows && !fused_qkv && (!(flags & KVC_ARCH_V_NORM) || has_tensor(src, name));
-    kvc_tensor qkv;
+    const int after = (flags & KVC_ARCH_NORM_AFTER) != 0, layer_norm = (flags & KVC_ARCH_LAYER_NORM) != 0;
+    /* A bias: required (qwen2's q, k, v), or read where the file has it (bert's). */
+    const int bias = attends ? ((flags & KVC_ARCH_QKV_BIAS) ? 1 : (flags & KVC_ARCH_BIASES) ? 2 : 0) : 0;
+    const int gated = lm->arch->activation != KVC_ACT_GELU_TANH;
+    kvc_tensor qkv, qkv_bias;
     memset(b, 0, sizeof *b);
-    /* present: 1 required, 0 absent or not read (a shared block's k and v,
-     * which llama.cpp does not read either). */
+    memset(&qkv_bias, 0, sizeof qkv_bias);
+    /* present: 1 required, 2 where the file has it, 0 absent or not read (a
+     * shared block's k and v, which llama.cpp does not read either). */
     const struct {
         const char *name;
         size_t cols, rows;
         int present;
         kvc_tensor *out;
     } tensors[] = {
-        {"attn_norm.weight", lm->dim, 0, 1, &b->attn_norm},
+        {"attn_norm.weight", lm->dim, 0, !after, &b->attn_norm},
         {"attn_qkv.weight", lm->dim, q_dim + 2 * kv_dim, fused_qkv, &qkv},
+        {"attn_qkv.bias", q_dim + 2 * kv_dim, 0, fused_qkv && bias ? 2 : 0, &qkv_bias},
         {"attn_q.weight", lm->dim, q_rows, attends && !fused_qkv, &b->wq},
         {"attn_k.weight", lm->dim, kv_dim, owns_rows && !fused_qkv, &b->wk},
         {"attn_v.weight", lm->dim, kv_dim, has_v, &b->wv},
         {"attn_output.weight", q_dim, lm->dim, attends, &b->wo},
-        {"attn_q.bias", q_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bq},
-        {"attn_k.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bk},
-        {"attn_v.bias", kv_dim, 0, attends && (flags & KVC_ARCH_QKV_BIAS) != 0, &b->bv},
+        {"attn_q.bias", q_dim, 0, fused_qkv ? 0 : bias, &b->bq},
+        {"attn_k.bias", kv_dim, 0, fused_qkv ? 0 : bias, &b->bk},
+        {"attn_v.bias", kv_dim, 0, fused_qkv ? 0 : bias, &b->bv},
+        {"attn_output.bias", lm->dim, 0, attends && (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->bo},
         {"attn_q_norm.weight", hd, 0, attends && (flags & KVC_ARCH_QK_NORM) != 0, &b->q_norm},
         {"attn_k_norm.weight", hd, 0, owns_rows && (flags & KVC_ARCH_QK_NORM) != 0, &b->k_norm},
         {"shortconv.in_proj.weight", lm->dim, 3 * r->channels, conv, &b->in_proj},
@@ -182,10 +189,16 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"ssm_out.weight", inner, lm->dim, delta, &b->out_proj},
         {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
         {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
-        {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, 1, &b->ffn_norm},
-        {"ffn_gate.weight", lm->dim, ffn, !fused_up, &b->w_gate},
+        {"attn_output_norm.weight", lm->dim, 0, after, &b->post_attn_norm},
+        {"attn_output_norm.bias", lm->dim, 0, after && layer_norm, &b->post_attn_norm_bias},
+        {"layer_output_norm.weight", lm->dim, 0, after, &b->post_ffn_norm},
+        {"layer_output_norm.bias", lm->dim, 0, after && layer_norm, &b->post_ffn_norm_bias},
+        {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, !after, &b->ffn_norm},
+        {"ffn_gate.weight", lm->dim, ffn, gated && !fused_up, &b->w_gate},
         {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * ffn, 1, &b->w_up},
+        {"ffn_up.bias", ffn, 0, (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_up},
         {"ffn_down.weight", ffn, lm->dim, 1, &b->w_down},
+        {"ffn_down.bias", lm->dim, 0, (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_down},
         {"inp_gate.weight", lm->dim, lm->per_layer_dim, per_layer, &b->ple_gate},
         {"proj.weight", lm->per_layer_dim, lm->dim, per_layer, &b->ple_proj},
         {"post_norm.weight", lm->dim, 0, per_layer, &b->ple_norm},
@@ -193,7 +206,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].present) continue; /* absent: left zero (two kinds bind in_proj, conv, out_proj) */
         snprintf(name, sizeof name, "blk.%zu.%s", l, tensors[i].name);
-        kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, 0, tensors[i].out);
+        kvc_status status = bind(src, name, tensors[i].cols, tensors[i].rows, tensors[i].present == 2, tensors[i].out);
         if (status != KVC_OK) return status;
     }
     snprintf(name, sizeof name, "blk.%zu.layer_output_scale.weight", l);
@@ -207,6 +220,14 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         b->wq = row_range(&qkv, 0, q_dim);
         b->wk = row_range(&qkv, q_dim, kv_dim);
         b->wv = row_range(&qkv, q_dim + kv_dim, kv_dim);
+    }
+    if (qkv_bias.type) {
+        /* Its values in three ranges, as the weight's rows: an F32 vector's bytes split. */
+        if (qkv_bias.type->ggml_id != 0)
+            return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor blk.%zu.attn_qkv.bias is not F32", l);
+        b->bq = qkv_bias, b->bk = qkv_bias, b->bv = qkv_bias;
+        b->bq.cols = q_dim, b->bk.cols = kv_dim, b->bv.cols = kv_dim;
+        b->bk.offset += 4 * q_dim, b->bv.offset += 4 * (q_dim + kv_dim);
     }
     if (fused_up) {
         /* llama.cpp's swiglu of one product: silu of its first half times the second. */
@@ -433,7 +454,8 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         (status = size_param(src, "attention.head_count", 0, &lm->num_heads)) ||
         (status = read_kv_heads(src, lm, lm->num_layers)) ||
         (status = size_param(src, "context_length", 0, &lm->context_length)) ||
-        (status = real_param(src, "attention.layer_norm_rms_epsilon", 0, &lm->rms_eps)) ||
+        (status = real_param(src, lm->arch->flags & KVC_ARCH_LAYER_NORM ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+                             0, &lm->rms_eps)) ||
         (status = real_param(src, "rope.freq_base", 10000.0f, &lm->rope_base))) {
         return status;
     }
@@ -667,6 +689,18 @@ static kvc_status bind_head(lm_source *src, const char *name, size_t cols, kvc_t
     return status;
 }
 
+/* bert's additions to a token's embedding: its position's row, the first
+ * token type's, and the norm after them. */
+static kvc_status bind_embedding_extras(lm_source *src, kvc_lm *lm) {
+    const unsigned flags = lm->arch->flags;
+    kvc_status status = KVC_OK;
+    if (flags & KVC_ARCH_POSITION_EMBD) status = bind(src, "position_embd.weight", lm->dim, lm->context_length, 0, &lm->position_embd);
+    if (status == KVC_OK && (flags & KVC_ARCH_TOKEN_TYPES)) status = bind_head(src, "token_types", lm->dim, &lm->token_types, NULL);
+    if (status == KVC_OK && (flags & KVC_ARCH_LAYER_NORM)) status = bind(src, "token_embd_norm.weight", lm->dim, 0, 0, &lm->embd_norm);
+    if (status == KVC_OK && (flags & KVC_ARCH_LAYER_NORM)) status = bind(src, "token_embd_norm.bias", lm->dim, 0, 0, &lm->embd_norm_bias);
+    return status;
+}
+
 /* What makes an embedding model or a reranker of the file: its pooling,
  * its attention's direction, the dense layers after pooling
  * (sentence-transformers' Dense modules, as llama.cpp's converter writes
@@ -731,10 +765,11 @@ kvc_status kvc_lm_create(const kvc_gguf *gguf, kvc_lm **out, char *message, size
         status = lm->vocab_size ? bind(&src, "token_embd.weight", lm->dim, lm->vocab_size, 0, &lm->token_embd)
                                 : kvc_refuse(&src.says, KVC_E_MODEL_FILE, "tensor token_embd.weight is missing or has no rows");
     }
-    if (status == KVC_OK) {
+    if (status == KVC_OK && !(lm->arch->flags & KVC_ARCH_NORM_AFTER)) {
         const char *norm = lm->arch->output_norm ? lm->arch->output_norm : "output_norm.weight";
         status = bind(&src, norm, lm->dim, 0, 0, &lm->output_norm);
     }
+    if (status == KVC_OK) status = bind_embedding_extras(&src, lm);
     if (status == KVC_OK) status = bind(&src, "output.weight", lm->dim, lm->vocab_size, 1, &lm->output);
     if (status == KVC_OK && !lm->output.type) lm->output = lm->token_embd; /* tied embeddings */
     if (status == KVC_OK && lm->per_layer_dim) status = bind_per_layer_input(&src, lm);
@@ -762,7 +797,8 @@ static void each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), vo
     kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
                            &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm,
                            &lm->dense_2, &lm->dense_2_bias, &lm->dense_3, &lm->cls, &lm->cls_bias,
-                           &lm->cls_out, &lm->cls_out_bias};
+                           &lm->cls_out, &lm->cls_out_bias, &lm->position_embd, &lm->token_types,
+                           &lm->embd_norm, &lm->embd_norm_bias};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) fn(model[i], context);
     for (size_t l = 0; l < lm->num_layers; l++) {
         kvc_block *b = &lm->blocks[l];
@@ -770,7 +806,8 @@ static void each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), vo
                                &b->w_down, &b->bq, &b->bk, &b->bv, &b->q_norm, &b->k_norm,
                                &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
                                &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm,
-                               &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale};
+                               &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale, &b->bo, &b->b_up, &b->b_down,
+                               &b->post_attn_norm_bias, &b->post_ffn_norm_bias};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) fn(block[i], context);
     }
 }

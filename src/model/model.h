@@ -70,13 +70,30 @@ enum {
                                           (unless attention.causal says otherwise), a window layer
                                           the positions within window / 2 either side, llama.cpp's
                                           LLAMA_SWA_TYPE_SYMMETRIC (gemma-embedding) */
-    KVC_ARCH_RANK_LAST = 1u << 15      /* rank pooling reads the text's last token and softmaxes
+    KVC_ARCH_RANK_LAST = 1u << 15,     /* rank pooling reads the text's last token and softmaxes
                                           cls.output's rows (qwen3's rerankers: "yes", "no") */
+    KVC_ARCH_NORM_AFTER = 1u << 16,    /* each sub-block's output added to its input, then the sum
+                                          normed (attn_output_norm, layer_output_norm): no norm
+                                          before a sub-block, none at the end (bert) */
+    KVC_ARCH_LAYER_NORM = 1u << 17,    /* the block's norms are LayerNorms (a weight and a bias,
+                                          attention.layer_norm_epsilon), the embeddings normed by
+                                          token_embd_norm (bert) */
+    KVC_ARCH_POSITION_EMBD = 1u << 18, /* learned absolute positions: position_embd's row of a
+                                          token's position added to its embedding (bert) */
+    KVC_ARCH_TOKEN_TYPES = 1u << 19,   /* token_types' first row ("sentence A") added to every
+                                          token's embedding, where the file has it (bert) */
+    KVC_ARCH_BIASES = 1u << 20         /* a bias after every product where the file has one: q, k,
+                                          v (or the fused qkv), the attention's output, the FFN's
+                                          up and down (bert) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
- * tanh approximation (GeGLU, gemma3). */
-typedef enum kvc_activation { KVC_ACT_SWIGLU, KVC_ACT_GEGLU_TANH } kvc_activation;
+ * tanh approximation (GeGLU, gemma3); or none, gelu(up) (bert). */
+typedef enum kvc_activation {
+    KVC_ACT_SWIGLU,
+    KVC_ACT_GEGLU_TANH,
+    KVC_ACT_GELU_TANH /* no gate: gelu(x Wup), GELU's tanh form (bert) */
+} kvc_activation;
 
 /* One architecture: the data that tells its block from llama's. */
 typedef struct kvc_arch {
@@ -166,6 +183,9 @@ typedef struct kvc_block {
      * projection's norm (post_norm), and the block's output scale
      * (layer_output_scale, [1]; optional). */
     kvc_tensor ple_gate, ple_proj, ple_norm, out_scale;
+    /* KVC_ARCH_BIASES: the attention's output's, the FFN's up and down
+     * biases; KVC_ARCH_LAYER_NORM: the post norms' biases. */
+    kvc_tensor bo, b_up, b_down, post_attn_norm_bias, post_ffn_norm_bias;
 } kvc_block;
 
 /* What a forward pass works in, sized for `tokens` tokens and grown on
@@ -236,6 +256,10 @@ struct kvc_lm {
     /* rope_freqs: the per-pair divisors of RoPE's angles [rope_dims / 2] it
      * uses, Llama 3's rope_freqs.weight or one of LongRoPE's (lm.c), or absent. */
     kvc_tensor token_embd, output_norm, output, rope_freqs;
+    /* bert's embedding: position_embd [dim x context] (KVC_ARCH_POSITION_EMBD),
+     * token_types [dim x types] (KVC_ARCH_TOKEN_TYPES), token_embd_norm and
+     * its bias (KVC_ARCH_LAYER_NORM). */
+    kvc_tensor position_embd, token_types, embd_norm, embd_norm_bias;
     /* KVC_ARCH_PER_LAYER_INPUT: the per-layer embeddings [layers x
      * per_layer_dim per token], the projection of the embedding that joins
      * them, and its norm [per_layer_dim]. */
@@ -266,8 +290,9 @@ const float *kvc_vector_f32(const kvc_tensor *t, float *buffer);
 /* The n tokens through every block in one chunk, at RoPE positions
  * `positions` [n x 4] (t, y, x, e), each attending over its range of
  * `ranges` (KVC_LM_RANGES) of the block's rows, held in an f32 layer made
- * for the block and freed after it; the final norm of each into hidden
- * [n x dim].  Every block attends (no recurrent or shared layer). */
+ * for the block and freed after it, or convolved over its own text (a
+ * conv layer); the final norm of each into hidden [n x dim].  No delta or
+ * shared layer. */
 kvc_status kvc_lm_encode(kvc_lm *lm, const uint32_t *tokens, size_t n, const uint32_t *positions, const uint32_t *ranges,
                          float *hidden);
 
@@ -310,6 +335,11 @@ void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pa
 void kvc_swiglu(size_t n, float *gate, const float *up);
 /* gate = gelu(gate) * up, gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 void kvc_geglu_tanh(size_t n, float *gate, const float *up);
+/* x = gelu(x), as kvc_geglu_tanh's */
+void kvc_gelu_tanh(size_t n, float *x);
+/* out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias, mean and
+ * variance summed in double (ggml_norm's, then its mul and add) */
+void kvc_layernorm(size_t n, const float *x, const float *weight, const float *bias, float eps, float *out);
 /* x += y */
 void kvc_add(size_t n, float *x, const float *y);
 /* x = cap * tanh(x / cap) */

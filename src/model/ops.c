@@ -1,6 +1,6 @@
 /*
  * ops.c -- the element-wise arithmetic of a transformer block, on f32 rows:
- * RMSNorm, RoPE, SwiGLU and GeGLU, the residual add and the logits' soft cap.  Each costs O(dim) per token
+ * RMSNorm and LayerNorm, RoPE, SwiGLU, GeGLU and GELU, the residual add and the logits' soft cap.  Each costs O(dim) per token
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
  * in double, RoPE's angles from powf) -- but SwiGLU, whose exponential per
@@ -10,6 +10,21 @@
 
 #include "../kernels/kernels.h"
 #include "model.h"
+
+void kvc_layernorm(size_t n, const float *x, const float *weight, const float *bias, float eps, float *out) {
+    /* ggml_norm's steps: the mean and the variance about it summed in double. */
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double squares = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const float centred = x[i] - mean;
+        out[i] = centred;
+        squares += (double)(centred * centred);
+    }
+    const float scale = 1.0f / sqrtf((float)(squares / (double)n) + eps);
+    for (size_t i = 0; i < n; i++) out[i] = out[i] * scale * weight[i] + bias[i];
+}
 
 void kvc_rmsnorm(size_t n, const float *x, const float *weight, float eps, float *out) {
     double sum = 0.0;
@@ -87,12 +102,18 @@ void kvc_swiglu(size_t n, float *gate, const float *up) {
     kvc_kernels_active()->swiglu_f32(n, gate, up);
 }
 
-void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
+/* GELU's tanh form: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static float gelu_tanh(float x) {
     const float sqrt_2_over_pi = 0.79788456080286535588f;
-    for (size_t i = 0; i < n; i++) {
-        const float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x))) * up[i];
-    }
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+}
+
+void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
+    for (size_t i = 0; i < n; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+void kvc_gelu_tanh(size_t n, float *x) {
+    for (size_t i = 0; i < n; i++) x[i] = gelu_tanh(x[i]);
 }
 
 void kvc_add(size_t n, float *x, const float *y) {

@@ -243,6 +243,8 @@ static void check_model(const kvc_gguf *g) {
     }
     FUZZ_REQUIRE(kvc_lm_num_layers(lm) >= 1 && kvc_lm_num_heads(lm) % kvc_lm_num_kv_heads(lm) == 0);
     FUZZ_REQUIRE(kvc_lm_head_dim(lm) % 2 == 0 && kvc_lm_vocab_size(lm) >= 1 && kvc_lm_weights(lm) == NULL);
+    /* An embedding model's reading: a pooling of the table, vectors of some width, a head's outputs its labels'. */
+    FUZZ_REQUIRE((unsigned)kvc_lm_pooling(lm) <= KVC_POOLING_RANK && kvc_lm_embedding_dim(lm) >= 1);
     FUZZ_REQUIRE(kvc_lm_weights_bytes(lm) == kvc_gguf_data_bytes(g) || kvc_gguf_data_bytes(g) > SIZE_MAX);
     if (kvc_lm_weights_bytes(lm) <= (1u << 20)) {
         const kvc_status allocated = kvc_lm_alloc_weights(lm);

@@ -4,8 +4,14 @@
 // files of each embedding family: qwen3 pooling its last token (causal),
 // gemma-embedding (Gemma 3's block both ways, a symmetric window of 16
 // crossed many times by the longer texts, mean pooling, two dense layers),
-// the same qwen3 block written with each other pooling, and a qwen3
-// reranker (the softmax of cls.output's "yes" and "no" rows). The same
+// BERT (bge's CLS pooling; LayerNorms after each sub-block, learned
+// positions, biases, GELU) and nomic-bert (RoPE, fused qkv, SwiGLU, mean),
+// the same qwen3 block written with each other pooling, lfm2 pooling its
+// mean with its short convolutions causal and (attention.causal false)
+// centred on each token with its attention both ways; and the rerankers: a
+// qwen3 one (the softmax of cls.output's "yes" and "no" rows on the last
+// token) and a BERT cross-encoder (cls.output on [CLS], its file without a
+// template). The same
 // token lists go to both, many texts to one pass of ours. Bounds: cosine
 // similarity >= 0.9999 per text on F32 and F16 files; on Q8_0 the figure is
 // printed beside llama.cpp's own two builds' (their activations coded to
@@ -46,16 +52,22 @@ export function tokenLists(count, longest, vocab, seed) {
 }
 
 const qwen3 = GEOMETRIES['tiny-qwen3-embedding'];
-// The qwen3 block written with each pooling llama.cpp applies to any architecture.
+const lfm2 = { ...GEOMETRIES['tiny-lfm2'], pooling: 'mean' };
+// The qwen3 block written with each pooling llama.cpp applies to any
+// architecture; `metadata`: keys added to the file.
+// `mixes`: the two families people download take F16 and Q8_0 files too.
 const EMBEDDERS = [
-  qwen3, GEOMETRIES['tiny-embeddinggemma'],
+  { ...qwen3, mixes: ['F32', 'F16', 'Q8_0'] }, { ...GEOMETRIES['tiny-embeddinggemma'], mixes: ['F32', 'F16', 'Q8_0'] },
+  { ...GEOMETRIES['tiny-bert'], mixes: ['F32', 'F16', 'Q8_0'] }, GEOMETRIES['tiny-nomic-bert'],
   { ...qwen3, name: 'tiny-qwen3-mean', pooling: 'mean' }, { ...qwen3, name: 'tiny-qwen3-cls', pooling: 'cls' },
+  { ...lfm2, name: 'tiny-lfm2-causal' }, { ...lfm2, name: 'tiny-lfm2-bidirectional', metadata: [['lfm2.attention.causal', false]] },
 ];
 
 /** Our vectors and llama.cpp's for `lists` on the file of g in `mix`: the cosine of each text's. */
 async function cosines(g, mix, lists) {
   const path = oracle.file(`${g.name}-${mix}.gguf`);
-  writeGgufFile(path, randomLlama(g, { mix, seed: 3 }));
+  const spec = randomLlama(g, { mix, seed: 3 });
+  writeGgufFile(path, { ...spec, metadata: [...spec.metadata, ...(g.metadata ?? [])] });
   const llama = await Llama.load(await openAsBlob(path));
   try {
     const ours = await llama.embed(lists, { normalize: false });
@@ -70,37 +82,53 @@ async function cosines(g, mix, lists) {
 for (const g of EMBEDDERS) {
   test(`${g.name} (${g.architecture}, pooling ${g.pooling}): each text's embedding is llama.cpp's, cosine >= 0.9999 on F32 and F16`, async (t) => {
     if (oracle.missing) return t.skip(oracle.missing);
-    const lists = tokenLists(12, 160, g.vocabSize, 11);
-    for (const mix of ['F32', 'F16', 'Q8_0']) {
+    const lists = tokenLists(8, 160, g.vocabSize, 11);
+    for (const mix of g.mixes ?? ['F32']) {
       const c = await cosines(g, mix, lists);
       const worst = Math.min(...c);
       console.log(`${g.name} ${mix}: cosine against llama.cpp, worst of ${lists.length} texts of 1 to 160 tokens: ${worst.toFixed(7)}`);
+      assert.ok(c.every(Number.isFinite), `${mix}: cosines ${c}`);
       assert.ok(worst >= (mix === 'Q8_0' ? 0.999 : 0.9999), `${mix}: cosines ${c.map((x) => x.toFixed(6)).join(', ')}`);
     }
   });
 }
 
-test('tiny-qwen3-reranker: rerank scores are llama.cpp\'s within 1e-3, in the same order, the query and each document in the file\'s template', async (t) => {
-  if (oracle.missing) return t.skip(oracle.missing);
-  const g = GEOMETRIES['tiny-qwen3-reranker'];
-  const path = oracle.file('reranker.gguf');
-  writeGgufFile(path, randomLlama(g, { mix: 'F32', seed: 4 }));
-  const llama = await Llama.load(await openAsBlob(path));
-  try {
-    const query = 'which of these is about a fox';
-    const documents = ['the quick brown fox', 'a dog slept', 'numbers 1 2 3 4 5 6 7', 'the fox and the dog', 'x'];
-    const { scores, ranking } = await llama.rerank(query, documents);
-    // llama.cpp's server: the template filled, tokenized whole (no begin or end token added, special tokens parsed).
-    const lists = documents.map((d) => llama.tokenizer.encode(llama.rerankTemplate.replaceAll('{query}', query).replaceAll('{document}', d),
-      { special: true, bos: false, eos: false }));
-    const theirs = await nativeRankScores(path, lists);
-    const worst = Math.max(...scores.map((s, i) => Math.abs(s - theirs[i])));
-    console.log(`tiny-qwen3-reranker: rank scores ${scores.map((s) => s.toFixed(4)).join(', ')}; max |difference| from llama.cpp's ${worst.toExponential(2)}`);
-    assert.ok(worst <= 1e-3, `ours ${scores}, llama.cpp's ${theirs}`);
-    const order = (s) => s.map((score, index) => ({ score, index })).sort((a, b) => b.score - a.score).map(({ index }) => index);
-    assert.deepEqual(ranking.map(({ index }) => index), order(theirs));
-    assert.deepEqual(ranking.map(({ document }) => document), order(theirs).map((i) => documents[i]));
-  } finally {
-    llama.free();
+/**
+ * llama.cpp's server's tokens of a query and a document: the file's
+ * template filled and tokenized whole (no begin or end token added, special
+ * tokens parsed), or without one [begin] query [end] [separator] document
+ * [end] as its vocabulary says.
+ */
+function rerankTokens(llama, query, document) {
+  const { tokenizer } = llama;
+  if (llama.rerankTemplate) {
+    return tokenizer.encode(llama.rerankTemplate.replaceAll('{query}', query).replaceAll('{document}', document), { special: true, bos: false, eos: false, sep: false });
   }
-});
+  const bare = (text) => tokenizer.encode(text, { special: true, bos: false, eos: false, sep: false });
+  const end = tokenizer.addEos ? [tokenizer.eosId] : [];
+  return [...(tokenizer.addBos ? [tokenizer.bosId] : []), ...bare(query), ...end, ...(tokenizer.addSep ? [tokenizer.sepId] : []), ...bare(document), ...end];
+}
+
+for (const name of ['tiny-qwen3-reranker', 'tiny-bert-reranker']) {
+  test(`${name}: rerank scores are llama.cpp's within 1e-3, in the same order, each document and the query tokenized as its server does`, async (t) => {
+    if (oracle.missing) return t.skip(oracle.missing);
+    const g = GEOMETRIES[name];
+    const path = oracle.file(`${name}.gguf`);
+    writeGgufFile(path, randomLlama(g, { mix: 'F32', seed: 4 }));
+    const llama = await Llama.load(await openAsBlob(path));
+    try {
+      const query = 'which of these is about a fox';
+      const documents = ['the quick brown fox', 'a dog slept', 'numbers 1 2 3 4 5 6 7', 'the fox and the dog', 'x'];
+      const { scores, ranking } = await llama.rerank(query, documents);
+      const theirs = await nativeRankScores(path, documents.map((d) => rerankTokens(llama, query, d)));
+      const worst = Math.max(...scores.map((s, i) => Math.abs(s - theirs[i])));
+      console.log(`${name}: rank scores ${scores.map((s) => s.toFixed(4)).join(', ')}; max |difference| from llama.cpp's ${worst.toExponential(2)}`);
+      assert.ok(worst <= 1e-3, `ours ${scores}, llama.cpp's ${theirs}`);
+      const order = (s) => s.map((score, index) => ({ score, index })).sort((a, b) => b.score - a.score).map(({ index }) => index);
+      assert.deepEqual(ranking.map(({ index }) => index), order(theirs));
+      assert.deepEqual(ranking.map(({ document }) => document), order(theirs).map((i) => documents[i]));
+    } finally {
+      llama.free();
+    }
+  });
+}

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { memoryStats } from '../../js/index.js';
-import { Llama } from '../../js/llama.js';
+import { EMBEDDING_PROMPTS, Llama } from '../../js/llama.js';
 import { embeddings } from '../../js/chat.js';
 import { LlamaWorker } from '../../js/worker.js';
 import { bitsEqual, ready } from './helpers.mjs';
@@ -84,6 +84,17 @@ test('normalize, dimensions and pooling: raw vectors, their first values normali
   // A text given as ids is taken as it is.
   const [fromIds] = await generator.embed([ids], { pooling: 'mean' });
   assert.ok(bitsEqual(fromIds, mean));
+});
+
+test('prompt: the model card\'s text before a query or a document, by the family, or any text given', async () => {
+  const [query] = await encoder.embed('where is the fox', { prompt: 'query' });
+  assert.ok(bitsEqual(query, (await encoder.embed(`${EMBEDDING_PROMPTS['gemma-embedding'].query}where is the fox`))[0]));
+  const [document] = await embedder.embed('a fox', { prompt: 'document' });
+  assert.ok(bitsEqual(document, (await embedder.embed('a fox'))[0]), 'Qwen3-Embedding\'s documents go bare');
+  const [given] = await embedder.embed('a fox', { prompt: 'note: ' });
+  assert.ok(bitsEqual(given, (await embedder.embed('note: a fox'))[0]));
+  await assert.rejects(embedder.embed([[1, 2]], { prompt: 'query' }), /options\.prompt goes before text, and texts holds token ids/);
+  await assert.rejects(embedder.embed('x', { prompt: 3 }), /options\.prompt must be 'query', 'document' or a string/);
 });
 
 test('a text longer than the context is refused, or cut to it with truncate, its end token kept', async () => {
