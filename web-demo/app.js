@@ -3,13 +3,14 @@
 // (an mmproj GGUF), pictures dropped or picked go with a message -- or a
 // synthetic stream of model-sized shapes, drives this package's caches in
 // every mode, and the panels show what they hold and cost as it runs, and
-// what branches forked from them share.
+// what branches forked from them share. The search panel ranks paragraphs
+// for a question with an embedding model and a reranker in the same worker.
 // It imports the package as any app would: 'kvcache-wasm', 'kvcache-wasm/llama',
 // 'kvcache-wasm/worker' and 'kvcache-wasm/chat' (see the import map in
 // index.html). The chat runs in a worker (LlamaWorker, a Chat over its
 // RemoteSession); the panels read a replica of it on this page (replica.js).
 import init, { LayerKvCache, kernelIsa, memoryStats, setThreadLimit, threadInfo } from 'kvcache-wasm';
-import { Llama, ModelStore } from 'kvcache-wasm/llama';
+import { EMBEDDING_PROMPTS, Llama, ModelStore } from 'kvcache-wasm/llama';
 import { LlamaWorker } from 'kvcache-wasm/worker';
 import { Chat, ChatTemplate, PLAIN_TEMPLATE } from 'kvcache-wasm/chat';
 import uPlot from 'uplot';
@@ -31,14 +32,17 @@ const MAX_STREAM_TOKENS = 600;
 const REPLICA_MAX_BYTES = 32 * 2 ** 20;
 const DEFAULT_MODEL_URL = '/models/stories260k.gguf';
 const DEFAULT_PROJECTOR_URL = '/models/mmproj.gguf';
-// Real chat models by their Hugging Face names (the file of that quantization in that repository, as llama.cpp's -hf
-// picks it), and the size of that file, about: what the catalogue offers to download into the store.
+// Real models by their Hugging Face names (the file of that quantization in that repository, as llama.cpp's -hf
+// picks it), the size of that file, about, and what each is for (a chat, or the search panel's embedding model or
+// reranker): what the catalogue offers to download into the store.
 const CATALOGUE = [
-  { label: 'SmolLM2-135M-Instruct', name: 'hf:unsloth/SmolLM2-135M-Instruct-GGUF:Q8_0', bytes: 145e6 },
-  { label: 'Qwen3.5-0.8B', name: 'hf:unsloth/Qwen3.5-0.8B-GGUF:Q4_K_M', bytes: 0.5e9 },
-  { label: 'LFM2.5-1.2B-Instruct', name: 'hf:LiquidAI/LFM2.5-1.2B-Instruct-GGUF:Q4_K_M', bytes: 0.7e9 },
-  { label: 'Gemma 3 1B', name: 'hf:unsloth/gemma-3-1b-it-GGUF:Q4_K_M', bytes: 806e6 },
-  { label: 'Gemma 4 E2B', name: 'hf:unsloth/gemma-4-E2B-it-GGUF:Q4_K_M', bytes: 3.2e9 },
+  { label: 'SmolLM2-135M-Instruct', name: 'hf:unsloth/SmolLM2-135M-Instruct-GGUF:Q8_0', bytes: 145e6, kind: 'chat' },
+  { label: 'Qwen3.5-0.8B', name: 'hf:unsloth/Qwen3.5-0.8B-GGUF:Q4_K_M', bytes: 0.5e9, kind: 'chat' },
+  { label: 'LFM2.5-1.2B-Instruct', name: 'hf:LiquidAI/LFM2.5-1.2B-Instruct-GGUF:Q4_K_M', bytes: 0.7e9, kind: 'chat' },
+  { label: 'Gemma 3 1B', name: 'hf:unsloth/gemma-3-1b-it-GGUF:Q4_K_M', bytes: 806e6, kind: 'chat' },
+  { label: 'Gemma 4 E2B', name: 'hf:unsloth/gemma-4-E2B-it-GGUF:Q4_K_M', bytes: 3.2e9, kind: 'chat' },
+  { label: 'EmbeddingGemma-300M', name: 'hf:ggml-org/embeddinggemma-300M-GGUF:Q8_0', bytes: 329e6, kind: 'embedding' },
+  { label: 'Qwen3-Reranker-0.6B', name: 'hf:ggml-org/Qwen3-Reranker-0.6B-Q8_0-GGUF:Q8_0', bytes: 639e6, kind: 'reranker' },
 ];
 const FRAME_MS = 16;
 
@@ -933,10 +937,11 @@ async function showStored() {
 }
 
 // ---------------------------------------------------------------------------
-// The catalogue: real chat models by their Hugging Face names, each
-// downloaded into the store with one click (and resumed by the next, when a
-// download was cut), then chatted with. `hfEndpoint` is where the names
-// resolve: the server says (npm start -- --hf-endpoint), else the Hub.
+// The catalogue: real models by their Hugging Face names, each downloaded
+// into the store with one click (and resumed by the next, when a download
+// was cut), then chatted with, or given to the search panel. `hfEndpoint`
+// is where the names resolve: the server says (npm start -- --hf-endpoint),
+// else the Hub.
 
 let hfEndpoint = null;
 let downloading = null; // { name, loaded, total } of the catalogue's download under way
@@ -971,6 +976,9 @@ async function showCatalogue() {
     const size = document.createElement('span');
     size.className = 'size';
     size.textContent = entry.size === null ? `about ${decimalSize(entry.bytes)}` : decimalSize(entry.size);
+    const kind = document.createElement('span');
+    kind.className = 'kind';
+    kind.textContent = entry.kind;
     const state = document.createElement('span');
     state.className = 'state';
     state.textContent = {
@@ -981,15 +989,15 @@ async function showCatalogue() {
     }[entry.state];
     const button = document.createElement('button');
     button.type = 'button';
-    button.textContent = { stored: 'Chat', partial: 'Resume', absent: 'Download', downloading: 'Downloading…' }[entry.state];
+    button.textContent = { stored: entry.kind === 'chat' ? 'Chat' : 'Use', partial: 'Resume', absent: 'Download', downloading: 'Downloading…' }[entry.state];
     button.disabled = downloading !== null;
     button.addEventListener('click', () => useCatalogue(entry));
-    item.append(label, name, size, state, button);
+    item.append(label, kind, name, size, state, button);
     return item;
   }));
 }
 
-/** Downloads (or resumes, or reads from the store) a catalogue entry and chats with it. */
+/** Downloads (or resumes, or reads from the store) a catalogue entry and chats with it, or gives it to the search panel. */
 async function useCatalogue(entry) {
   if (downloading) return;
   downloading = { name: entry.name, loaded: 0, total: null };
@@ -1012,13 +1020,171 @@ async function useCatalogue(entry) {
 }
 
 // ---------------------------------------------------------------------------
+// The search panel: the text area's paragraphs embedded in the worker (each
+// once, kept while it is in the text area), the question's nearest by cosine
+// similarity, then scored by the reranker with the question when one is
+// loaded. The models come as any other (useModel), by what their files say.
+
+const SEARCH_HITS = 5; // the nearest paragraphs: what the reranker scores and the panel shows
+const searchModels = { embedder: null, reranker: null }; // { name, remote } each
+const paragraphVectors = new Map(); // a paragraph -> its vector from the embedding model loaded now
+let searching = null; // the search under way: { controller, done }
+// What the panel shows, for the browser test: its note, each pass's progress, the paragraphs the last search embedded, its hits.
+const searchView = { note: null, progress: [], embedded: null, hits: [] };
+
+/** What a model is for: a reranker (it has a classification head), an embedding model (its file pools), else a chat. */
+const roleOf = ({ rankOutputs, pooling }) => (rankOutputs > 0 ? 'reranker' : pooling !== 'none' ? 'embedder' : 'chat');
+
+/** The paragraphs of a text: its blocks between blank lines, trimmed. */
+const paragraphsOf = (text) => text.split(/\n\s*\n/).map((block) => block.trim()).filter((block) => block !== '');
+
+// embed() gives vectors of length 1: their dot product is the cosine.
+const cosine = (a, b) => a.reduce((sum, x, i) => sum + x * b[i], 0);
+
+/** The panel's one place for what a search did, or why it did not. */
+function searchNote(text, kind) {
+  $('search-note').textContent = text;
+  $('search-note').className = kind;
+  searchView.note = { text, kind };
+}
+
+function searchControls() {
+  $('search').disabled = searching !== null || !searchModels.embedder;
+  $('search-stop').disabled = searching === null;
+}
+
+/** The line naming the panel's models, and what embed()'s prompt puts before a question and a paragraph (its model card's). */
+function showSearchModels() {
+  const { embedder, reranker } = searchModels;
+  const prompts = embedder && EMBEDDING_PROMPTS[embedder.remote.config.architecture];
+  const shown = (text) => (text ? `"${text}"` : 'nothing');
+  $('search-models').textContent = `${embedder
+    ? `Embedding model: ${embedder.name} (${embedder.remote.config.pooling} pooling, ${embedder.remote.config.embeddingDim} values; ` +
+      `${prompts ? `its model card's prompts: ${shown(prompts.query)} before the question, ${shown(prompts.document)} before a paragraph` : 'no prompts'}).`
+    : 'No embedding model: load EmbeddingGemma-300M from the catalogue, say.'} ${reranker
+    ? `Reranker: ${reranker.name}.` : 'No reranker: the hits stay in the order of their similarity.'}`;
+  searchControls();
+}
+
+/** `remote` (an embedding model or a reranker) in the panel, in place of the one before it; what it is, in words. */
+async function useForSearch(remote, name) {
+  await stopSearch();
+  const role = roleOf(remote.config);
+  const before = searchModels[role];
+  searchModels[role] = { name, remote };
+  if (role === 'embedder') paragraphVectors.clear();
+  await before?.remote.free();
+  showSearchModels();
+  return role === 'reranker' ? 'a reranker' : 'an embedding model';
+}
+
+function showHits(hits) {
+  searchView.hits = hits;
+  $('search-hits').replaceChildren(...hits.map(({ index, paragraph, similarity, score }) => {
+    const item = document.createElement('li');
+    const scores = document.createElement('span');
+    scores.className = 'scores';
+    scores.textContent = `paragraph ${index + 1}: similarity ${similarity.toFixed(4)}${score === null ? '' : `, rerank score ${score.toFixed(4)}`}`;
+    const text = document.createElement('span');
+    text.className = 'text';
+    text.textContent = paragraph;
+    item.append(scores, text);
+    return item;
+  }));
+}
+
+/** Shows `what` under way on the bar and in the note; returns the onProgress that shows its passes. */
+function startProgress(what) {
+  searchNote(`${what}…`, 'loading');
+  $('search-progress').hidden = false;
+  $('search-progress').removeAttribute('value'); // no pass done yet: a bar that says so
+  return ({ done, total }) => {
+    searchView.progress.push({ what, done, total });
+    Object.assign($('search-progress'), { max: total, value: done });
+    searchNote(`${what}: pass ${done} of ${total}`, 'loading');
+  };
+}
+
+/** Embeds what is new of the paragraphs, and the question; the nearest paragraphs, reranked when a reranker is loaded. */
+async function search() {
+  if (searching || !searchModels.embedder) return;
+  const paragraphs = paragraphsOf($('search-paragraphs').value);
+  const question = $('search-question').value.trim();
+  const refused = [paragraphs.length === 0 && 'there are no paragraphs to search', question === '' && 'there is no question'].filter(Boolean);
+  if (refused.length) return searchNote(`Refused: ${refused.join('; ')}.`, 'refused');
+  const { embedder, reranker } = searchModels;
+  const controller = new AbortController();
+  const { signal } = controller;
+  let done;
+  searching = { controller, done: new Promise((resolve) => { done = resolve; }) };
+  searchControls();
+  showHits([]);
+  searchView.progress = [];
+  try {
+    for (const paragraph of paragraphVectors.keys()) if (!paragraphs.includes(paragraph)) paragraphVectors.delete(paragraph);
+    const missing = [...new Set(paragraphs)].filter((paragraph) => !paragraphVectors.has(paragraph));
+    searchView.embedded = missing.length;
+    if (missing.length > 0) {
+      const vectors = await embedder.remote.embed(missing,
+        { prompt: 'document', signal, onProgress: startProgress(`embedding ${missing.length} of ${paragraphs.length} paragraphs`) });
+      missing.forEach((paragraph, i) => paragraphVectors.set(paragraph, vectors[i]));
+      // A Stop the worker did not see (it came after the last pass) ends the search here.
+      signal.throwIfAborted();
+    }
+    const [query] = await embedder.remote.embed(question, { prompt: 'query', signal, onProgress: startProgress('embedding the question') });
+    signal.throwIfAborted();
+    let hits = paragraphs.map((paragraph, index) => ({ index, paragraph, similarity: cosine(query, paragraphVectors.get(paragraph)), score: null }))
+      .sort((a, b) => b.similarity - a.similarity).slice(0, SEARCH_HITS);
+    if (reranker) {
+      const { ranking } = await reranker.remote.rerank(question, hits.map((hit) => hit.paragraph),
+        { signal, onProgress: startProgress(`reranking the ${hits.length} nearest`) });
+      signal.throwIfAborted();
+      hits = ranking.map(({ index, score }) => ({ ...hits[index], score }));
+    }
+    showHits(hits);
+    searchNote(`The ${hits.length} nearest of ${paragraphs.length} paragraphs, ${reranker ? 'by rerank score' : 'by similarity'}, best first ` +
+      `(${missing.length} paragraphs embedded for this search, the others kept from before).`, 'loaded');
+  } catch (error) {
+    if (signal.aborted) {
+      searchNote('Stopped: no hits.', 'end');
+    } else if (error instanceof RangeError || error instanceof TypeError) {
+      searchNote(`Refused: ${error.message}`, 'refused');
+    } else {
+      searchNote(`The search failed: ${error.message}`, 'failed');
+      pageErrors.push(`search: ${error.message}`);
+    }
+  } finally {
+    $('search-progress').hidden = true;
+    searching = null;
+    done();
+    searchControls();
+  }
+}
+
+/** Aborts the search under way, if any, and waits for it to end. */
+async function stopSearch() {
+  if (!searching) return;
+  const { controller, done } = searching;
+  controller.abort();
+  await done;
+}
+
+$('search-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  search();
+});
+$('search-stop').addEventListener('click', () => searching?.controller.abort());
+showSearchModels();
+
+// ---------------------------------------------------------------------------
 // Models: found beside the project, picked, or dropped
 
 /**
  * Loads a model (a URL, or a picked or dropped File) in the worker, and on
  * this page for the replica when it is small enough. The chat before keeps
  * running until both have loaded, and stays when either fails: the load
- * note says why, in that one place.
+ * note says why, in that one place. An embedding model or a reranker goes
+ * to the search panel instead, the chat left as it was.
  */
 async function useModel(input, name, bytes, { projector, projectorName, huggingFace, onProgress } = {}) {
   await started;
@@ -1045,6 +1211,13 @@ async function useModel(input, name, bytes, { projector, projectorName, huggingF
         onProgress?.(progress);
       },
     });
+    if (roleOf(remote.config) !== 'chat') {
+      const role = await useForSearch(remote, name);
+      remote = null;
+      note(`${name}: ${role} for the search panel.${model ? ` Still chatting with ${model.name}.` : ''}`, 'loaded');
+      await showStored();
+      return;
+    }
     // A model with a projector runs in the worker only: the replica could not follow its images' ids.
     if (projector === undefined && (bytes === null || bytes <= REPLICA_MAX_BYTES)) local = await Llama.load(input, { ...stored, ...(huggingFace && { huggingFace }) });
     const { tokenizer } = remote;
@@ -1342,15 +1515,20 @@ $('branch').addEventListener('click', branchNow);
 
 // The package on this page, and the chat's worker; `startup` names the step
 // under way, for a test to say where a start that never ends stopped.
+// ?isa=wasm-simd128 runs both on the baseline build (the one Node runs: to
+// compare with it), ?isa=wasm-relaxed-simd insists on relaxed SIMD; by
+// default the page takes relaxed SIMD where the engine runs it.
+const chosenIsa = new URLSearchParams(location.search).get('isa');
+const kernels = chosenIsa === null ? {} : { isa: chosenIsa };
 let startup = 'the package starting on the page';
 let store = null;
 const started = (async () => {
-  await init();
+  await init(kernels);
   startup = 'the model store opening';
   store = await ModelStore.open().catch(() => null); // a private window may have none: the page works without
   document.body.dataset.store = store?.backend ?? 'none';
   startup = 'the chat\'s worker starting';
-  worker = new LlamaWorker();
+  worker = new LlamaWorker({ init: kernels });
   workerInfo = await worker.ready();
   document.body.dataset.kernels = kernelIsa();
 })();
@@ -1375,6 +1553,12 @@ window.demo = {
       $('no-model-note').hidden = false;
       $('source').value = 'synthetic';
       await reset();
+    }
+    for (const role of ['embedder', 'reranker']) {
+      if (!found[`${role}.gguf`]) continue;
+      startup = `the search panel's ${role} loading`;
+      // The embedding model and the reranker npm start names (--embedder, --reranker): the search panel's.
+      await useModel(`/models/${role}.gguf`, found[`${role}Name`], null);
     }
     startup = 'done';
     return { model: Boolean(model) };
@@ -1427,7 +1611,7 @@ window.demo = {
       // The store's models as the picker lists them, and the messages a restored conversation brought back.
       stored: observed.stored.map((m) => ({ ...m })),
       // The catalogue as the page shows it: each entry's state (absent, downloading, partial, stored) and bytes stored.
-      catalogue: observed.catalogue.map(({ label, name, state, stored, size }) => ({ label, name, state, stored, size })),
+      catalogue: observed.catalogue.map(({ label, name, kind, state, stored, size }) => ({ label, name, kind, state, stored, size })),
       catalogueProgress: observed.catalogueProgress ?? null,
       restored: observed.restored,
       chat: {
@@ -1440,6 +1624,19 @@ window.demo = {
         templateNote: $('template-note').textContent,
         workerCache: observed.workerCache,
         workerStats: observed.workerStats,
+      },
+      search: {
+        embedder: searchModels.embedder?.name ?? null,
+        reranker: searchModels.reranker?.name ?? null,
+        prompts: (searchModels.embedder && EMBEDDING_PROMPTS[searchModels.embedder.remote.config.architecture]) ?? null,
+        searching: searching !== null,
+        kept: paragraphVectors.size,
+        embedded: searchView.embedded,
+        progress: searchView.progress.map((p) => ({ ...p })),
+        note: searchView.note,
+        hits: searchView.hits.map((hit) => ({ ...hit })),
+        // Each hit's line of scores as the page shows it.
+        shown: [...document.querySelectorAll('#search-hits .scores')].map((line) => line.textContent),
       },
       overflow: { scrollWidth: width.scrollWidth, clientWidth: width.clientWidth },
     };

@@ -2,7 +2,8 @@
 // it (its built ESM and .wasm, under /pkg/), uPlot, @huggingface/jinja (the
 // chat templates' engine), the synthetic K/V
 // generator, and the stories260K model the repository ships in models/ (or
-// the model and projector files npm start names). Every response carries the headers that make the page cross-origin
+// the model and projector files npm start names), with the embedding model
+// and the reranker npm start names for the search panel. Every response carries the headers that make the page cross-origin
 // isolated (COOP same-origin, COEP require-corp), so that the browser lets
 // the package run on worker threads. No framework: node:http and a table of
 // routes.
@@ -33,7 +34,7 @@ const ISOLATION = {
 };
 
 // URL prefix -> directory (or file) it serves from.
-function routes(modelPath, projectorPath) {
+function routes({ modelPath, projectorPath, embedderPath, rerankerPath }) {
   return [
     ['/pkg/js/', join(root, 'js')],
     ['/pkg/dist/kvcache.wasm', join(root, 'dist', 'kvcache.wasm')],
@@ -43,7 +44,7 @@ function routes(modelPath, projectorPath) {
     ['/vendor/xgrammar/', join(root, 'node_modules', '@mlc-ai', 'web-xgrammar', 'lib')],
     ['/support/synthetic.mjs', join(root, 'support', 'synthetic.mjs')],
     ['/models/stories260k.gguf', modelPath],
-    ...(projectorPath ? [['/models/mmproj.gguf', projectorPath]] : []),
+    ...[['/models/mmproj.gguf', projectorPath], ['/models/embedder.gguf', embedderPath], ['/models/reranker.gguf', rerankerPath]].filter(([, path]) => path),
     ['/', join(root, 'web-demo')],
   ];
 }
@@ -63,22 +64,28 @@ function fileFor(pathname, table) {
 /**
  * Starts the server on 127.0.0.1. `port` 0 picks a free one. The model at
  * `modelPath` is served as /models/stories260k.gguf (the page loads it at
- * start), its projector at `projectorPath` (if any) as /models/mmproj.gguf.
+ * start), its projector at `projectorPath` (if any) as /models/mmproj.gguf,
+ * an embedding model at `embedderPath` and a reranker at `rerankerPath` (if
+ * any) as /models/embedder.gguf and /models/reranker.gguf (the page loads
+ * them for its search panel).
  * `hfEndpoint`: where the page's catalogue resolves its hf: names (a mirror
  * of Hugging Face, a company's proxy; default: the page's default,
  * https://huggingface.co).
  * @returns {Promise<{ url: string, close: () => Promise<void> }>}
  */
-export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorPath = null, hfEndpoint = null } = {}) {
-  const table = routes(modelPath, projectorPath);
+export function startServer({ port = 8080, modelPath = DEFAULT_MODEL, projectorPath = null, embedderPath = null, rerankerPath = null, hfEndpoint = null } = {}) {
+  const table = routes({ modelPath, projectorPath, embedderPath, rerankerPath });
+  const served = (path) => path !== null && existsSync(path);
   const server = createServer((request, response) => {
     const { pathname } = new URL(request.url, 'http://127.0.0.1');
     if (pathname === '/api/models') {
       response.writeHead(200, { 'content-type': MIME['.json'], 'cache-control': 'no-store', ...ISOLATION });
       // What is served, and the files' own names for the page to show.
       response.end(JSON.stringify({
-        'stories260k.gguf': existsSync(modelPath), 'mmproj.gguf': projectorPath !== null && existsSync(projectorPath),
-        modelName: basename(modelPath), projectorName: projectorPath && basename(projectorPath), hfEndpoint,
+        'stories260k.gguf': existsSync(modelPath), 'mmproj.gguf': served(projectorPath),
+        'embedder.gguf': served(embedderPath), 'reranker.gguf': served(rerankerPath),
+        modelName: basename(modelPath), projectorName: projectorPath && basename(projectorPath),
+        embedderName: embedderPath && basename(embedderPath), rerankerName: rerankerPath && basename(rerankerPath), hfEndpoint,
       }));
       return;
     }

@@ -11,13 +11,14 @@
 // its global layers' rows growing and its window layers' flat in the memory
 // panel; a model with its projector, a picture dropped into the chat shown
 // with its token count and sent with a message, the reply the same as in
-// Node; nothing erring anywhere. The demo is served by `npm start` itself,
-// as a fresh clone runs it, with the model the repository ships. Screenshots
-// go to a temporary folder the test names.
+// Node; the search panel's hits, their similarities and rerank scores the
+// ones Node gives; nothing erring anywhere. The demo is served by `npm start`
+// itself, as a fresh clone runs it, with the model the repository ships.
+// Screenshots go to a temporary folder the test names.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,6 +55,48 @@ const PICTURE = testImage(48, 36, 5);
 const QUESTION = 'What is in the picture?';
 const PICTURE_REPLY_TOKENS = 12;
 const vision = {};
+
+// The search panel's paragraphs (the first search takes all but the last), its question, and the hits it
+// shows: the nearest that many (a paragraph of two lines is one: paragraphs are blocks between blank lines).
+const PARAGRAPHS = [
+  'The fox slept under the old oak tree at the edge of the field.',
+  'Bread needs flour, water, salt and time to rise.',
+  'The river froze early that winter,\nand the children skated on it.',
+  'A fox has a bushy tail and hunts at night.',
+  'The library opens at nine and closes at six, except on Sundays.',
+  'Owls sleep by day in hollow trees and hunt mice after dark.',
+  'The train to the coast leaves every hour from platform two.',
+  'Moss grows on the north side of the old stone wall.',
+];
+const SEARCH_QUESTION = 'Where did the fox sleep?';
+const SEARCH_HITS = 5;
+let searchCase = null;
+
+/**
+ * The search panel's files, tiny and random (their ranks mean nothing, but
+ * are the same bits on every run), written for the server, and what Node's
+ * Llama gives with them: each paragraph's similarity to the question, with
+ * EmbeddingGemma's prompts, and its rerank score. Made once, for every engine.
+ */
+function searchFiles() {
+  searchCase ??= (async () => {
+    const paths = { embedderPath: join(artifacts, 'search-embedder.gguf'), rerankerPath: join(artifacts, 'search-reranker.gguf') };
+    writeGgufFile(paths.embedderPath, randomLlama(GEOMETRIES['tiny-embeddinggemma'], { mix: 'Q8_0' }));
+    writeGgufFile(paths.rerankerPath, randomLlama(GEOMETRIES['tiny-qwen3-reranker'], { mix: 'Q8_0' }));
+    const embedder = Llama.fromGguf(readFileSync(paths.embedderPath));
+    const reranker = Llama.fromGguf(readFileSync(paths.rerankerPath));
+    try {
+      const documents = await embedder.embed(PARAGRAPHS.map((paragraph) => `title: none | text: ${paragraph}`));
+      const [query] = await embedder.embed(`task: search result | query: ${SEARCH_QUESTION}`);
+      const { scores } = await reranker.rerank(SEARCH_QUESTION, PARAGRAPHS);
+      return { paths, similarities: documents.map((vector) => vector.reduce((sum, x, i) => sum + x * query[i], 0)), scores };
+    } finally {
+      embedder.free();
+      reranker.free();
+    }
+  })();
+  return searchCase;
+}
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -683,6 +726,75 @@ for (const name of BROWSERS) {
       await noProblems(next.state);
     });
 
+    test('the search panel: pasted paragraphs and a question give the nearest 5, each with the similarity and rerank score Node gives, best first; vectors kept; Stop stops', async (t) => {
+      if (skipWhy) return t.skip(skipWhy);
+      if (name === 'webkit') return t.skip('WebKit: the search panel runs in Chromium and Firefox (WebKitWebDriver drives one window, and this test opens a page of its own)');
+      const { paths, similarities, scores } = await searchFiles();
+      // As npm start -- --embedder FILE --reranker FILE serves them; the page on Node's build (on relaxed SIMD
+      // these files' similarities and scores are Node's to about 1e-3 only).
+      const served = await startServer({ port: 0, ...paths });
+      const search = await browser.open(`${served.url}?isa=wasm-simd128`);
+      const read = () => search.evaluate('async () => window.demo.snapshot()');
+      /** Searches the first `count` paragraphs, pasted; the state once the search ended. */
+      async function searchFor(count) {
+        await search.fill('#search-paragraphs', PARAGRAPHS.slice(0, count).join('\n\n'));
+        await search.fill('#search-question', SEARCH_QUESTION);
+        await search.click('#search');
+        return waitFor((s) => !s.search.searching && s.search.note !== null && s.search.note.kind !== 'loading', 'the search\'s end', read);
+      }
+      /** The hits are the nearest of the first `count` paragraphs by Node's similarities, each with Node's similarity and score, best score first. */
+      function checkHits(state, count) {
+        assert.equal(state.search.note.kind, 'loaded', state.search.note.text);
+        const { hits } = state.search;
+        const nearest = similarities.slice(0, count).map((similarity, index) => ({ index, similarity }))
+          .sort((a, b) => b.similarity - a.similarity).slice(0, SEARCH_HITS).map(({ index }) => index);
+        const byIndex = (a, b) => a - b;
+        assert.deepEqual(hits.map((hit) => hit.index).sort(byIndex), nearest.sort(byIndex), `the nearest ${SEARCH_HITS} of ${count}`);
+        for (const { index, paragraph, similarity, score } of hits) {
+          assert.equal(paragraph, PARAGRAPHS[index]);
+          assert.ok(Math.abs(similarity - similarities[index]) <= 1e-6, `paragraph ${index}: similarity ${similarity}, Node's ${similarities[index]}`);
+          assert.ok(Math.abs(score - scores[index]) <= 1e-6, `paragraph ${index}: rerank score ${score}, Node's ${scores[index]}`);
+        }
+        assert.ok(hits.every((hit, i) => i === 0 || hits[i - 1].score >= hit.score), `best first: ${hits.map((hit) => hit.score)}`);
+        assert.deepEqual(state.search.shown, hits.map(({ index, similarity, score }) =>
+          `paragraph ${index + 1}: similarity ${similarity.toFixed(4)}, rerank score ${score.toFixed(4)}`), 'the page shows them');
+      }
+      try {
+        assert.deepEqual(await search.evaluate('async () => window.demo.ready'), { model: true });
+        let state = await read();
+        const kernels = await search.evaluate('async () => [document.body.dataset.kernels, document.getElementById("threads-worker").textContent]');
+        assert.ok(kernels[0] === 'wasm-simd128' && kernels[1].endsWith('(wasm-simd128)'), `the page and its worker on SIMD128: ${kernels}`);
+        assert.deepEqual([state.search.embedder, state.search.reranker], ['search-embedder.gguf', 'search-reranker.gguf']);
+        assert.deepEqual(state.search.prompts, { query: 'task: search result | query: ', document: 'title: none | text: ' }, 'a gemma-embedding file gets EmbeddingGemma\'s prompts');
+        state = await searchFor(PARAGRAPHS.length - 1);
+        t.diagnostic(`${state.search.note.text} Hits: ${state.search.shown.join('; ')}`);
+        checkHits(state, PARAGRAPHS.length - 1);
+        assert.equal(state.search.embedded, PARAGRAPHS.length - 1);
+        const passes = state.search.progress.at(-1);
+        assert.ok(state.search.progress.some((p) => p.what === `embedding ${PARAGRAPHS.length - 1} of ${PARAGRAPHS.length - 1} paragraphs`), 'progress while embedding');
+        assert.ok(passes.what.startsWith('reranking') && passes.done === passes.total, `the last pass: ${JSON.stringify(passes)}`);
+        // One paragraph more: only it is embedded, the others' vectors kept.
+        state = await searchFor(PARAGRAPHS.length);
+        checkHits(state, PARAGRAPHS.length);
+        assert.deepEqual([state.search.embedded, state.search.kept], [1, PARAGRAPHS.length]);
+        await search.evaluate('async () => document.getElementById("panel-search").scrollIntoView()');
+        const file = join(artifacts, `demo-${name}-search.png`);
+        await search.screenshot(file);
+        t.diagnostic(`screenshot: ${file} (${SEARCH_HITS} hits of ${PARAGRAPHS.length} paragraphs)`);
+        // Stop, clicked as the search starts: it ends there, with no hits, and Search is there again.
+        await search.evaluate('async () => { document.getElementById("search").click(); document.getElementById("search-stop").click(); }');
+        state = await waitFor((s) => !s.search.searching, 'the stopped search\'s end', read);
+        assert.deepEqual(state.search.note, { text: 'Stopped: no hits.', kind: 'end' });
+        assert.deepEqual(state.search.hits, []);
+        assert.deepEqual(await search.evaluate('async () => [document.getElementById("search").disabled, document.getElementById("search-stop").disabled]'), [false, true]);
+        assert.deepEqual([...search.problems(), ...state.errors], [], 'no console errors, page errors or failed requests');
+        assert.equal(state.statusIsError, false, state.status);
+      } finally {
+        await search.close();
+        await served.close();
+      }
+    });
+
     test(`no horizontal overflow at ${NARROW} px, in the chat and on the synthetic stream`, async (t) => {
       if (skipWhy) return t.skip(skipWhy);
       // Last: WebKitWebDriver drives one window, which this page takes over.
@@ -832,7 +944,8 @@ test('the catalogue: a chat model by its hf: name, downloaded with one click wit
       }
     }
     let state = await snapshot();
-    assert.deepEqual(state.catalogue.map((e) => e.label), ['SmolLM2-135M-Instruct', 'Qwen3.5-0.8B', 'LFM2.5-1.2B-Instruct', 'Gemma 3 1B', 'Gemma 4 E2B']);
+    assert.deepEqual(state.catalogue.map((e) => [e.label, e.kind]), [['SmolLM2-135M-Instruct', 'chat'], ['Qwen3.5-0.8B', 'chat'], ['LFM2.5-1.2B-Instruct', 'chat'],
+      ['Gemma 3 1B', 'chat'], ['Gemma 4 E2B', 'chat'], ['EmbeddingGemma-300M', 'embedding'], ['Qwen3-Reranker-0.6B', 'reranker']]);
     assert.ok(state.catalogue.every((e) => e.name.startsWith('hf:') && e.state === 'absent'), JSON.stringify(state.catalogue));
     const button = `#catalogue-list li[data-name="${NAME}"] button`;
     // The first click: the download goes slowly, its progress shown, and the connection drops at 60%.
