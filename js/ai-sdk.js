@@ -9,18 +9,23 @@
 // its cache does not hold (respond() goes back to where its tokens and the
 // conversation's part), so the turns of a conversation, or calls sharing a
 // system prompt, prefill only what is new. Calls on one model take turns.
+// An embedding model's file (pooling mean, cls or last) is an embedding
+// model of the same specification, for embed and embedMany (its embed());
+// a reranker's (pooling rank) a reranking model, for rerank (its rerank()).
 //
-//   import { generateText } from 'ai';
+//   import { embed, generateText } from 'ai';
 //   const { text } = await generateText({ model: kvcache(llama), prompt: 'Hi' });
+//   const { embedding } = await embed({ model: kvcache.embeddingModel(embedder), value: 'a fox' });
 //
 // Nothing here imports `ai` or `@ai-sdk/provider`: the errors carry the
 // SDK's markers (Symbol.for('vercel.ai.error...')), which its isInstance()
 // checks read across versions.
-import { shown } from './runtime/checks.js';
+import { checkObject, shown } from './runtime/checks.js';
 import { checkKeys } from './runtime/options.js';
 import { commonPrefix, sessionTokens } from './runtime/tokens.js';
 import { checkMessages, reply, templateFor } from './chat/chat.js';
 import { prepareImages } from './chat/content.js';
+import { embeddings } from './chat/embeddings.js';
 import { readsControlTokens, toolFormatOf } from './chat/tools.js';
 
 const PROVIDER = 'kvcache-wasm';
@@ -54,7 +59,10 @@ const unsupported = (functionality, message) => sdkError('UnsupportedFunctionali
  * call, with sessionOptions), decodeImage (where the runtime cannot
  * decode an image's bytes: Node, Deno, Bun), modelId (default: its name in
  * options.models, else the model's general.architecture).
- * embeddingModel and imageModel throw: the runner has neither.
+ * `provider.embeddingModel(model, { modelId })` is an EmbeddingModelV4 over
+ * an embedding model, `provider.rerankingModel(model, { modelId })` a
+ * RerankingModelV4 over a reranker; another model is the SDK's
+ * NoSuchModelError, saying why. imageModel throws: the runner has none.
  */
 export function createKvcache(options = {}) {
   const where = 'createKvcache';
@@ -62,29 +70,26 @@ export function createKvcache(options = {}) {
   checkKeys(where, options, ['models']);
   const models = options.models ?? {};
   if (models === null || typeof models !== 'object') throw new TypeError(`${where}: options.models must be an object of { name: Llama | RemoteLlama } (got ${shown(models)})`);
-  const languageModel = (model, settings = {}) => {
-    if (typeof model === 'string') {
-      if (!Object.hasOwn(models, model)) {
-        throw sdkError('NoSuchModelError', `kvcache: no model is named ${shown(model)} (options.models of createKvcache names ${Object.keys(models).map((k) => `'${k}'`).join(', ') || 'none'})`,
-          { modelId: model, modelType: 'languageModel' });
-      }
-      return new KvcacheLanguageModel(models[model], { modelId: model, ...settings });
+  // A model of `Kind` over `model`, or over the one options.models names so (its name the model's id).
+  const maker = (Kind, modelType) => (model, settings = {}) => {
+    if (typeof model !== 'string') return new Kind(model, settings);
+    if (!Object.hasOwn(models, model)) {
+      throw sdkError('NoSuchModelError', `kvcache: no model is named ${shown(model)} (options.models of createKvcache names ${Object.keys(models).map((k) => `'${k}'`).join(', ') || 'none'})`,
+        { modelId: model, modelType });
     }
-    return new KvcacheLanguageModel(model, settings);
+    return new Kind(models[model], { modelId: model, ...settings });
   };
-  const none = (modelType, what) => (modelId) => {
-    throw sdkError('NoSuchModelError', `kvcache: ${what} (asked for ${shown(modelId)})`, { modelId: String(modelId), modelType });
-  };
+  const languageModel = maker(KvcacheLanguageModel, 'languageModel');
   const provider = (model, settings) => languageModel(model, settings);
   provider.specificationVersion = 'v4';
   provider.languageModel = languageModel;
-  provider.embeddingModel = none('embeddingModel', 'the runner computes no embeddings yet: there is no embedding model');
-  provider.imageModel = none('imageModel', 'the runner generates no images: there is no image model');
+  provider.embeddingModel = maker(KvcacheEmbeddingModel, 'embeddingModel');
+  provider.rerankingModel = maker(KvcacheRerankingModel, 'rerankingModel');
+  provider.imageModel = (modelId) => {
+    throw sdkError('NoSuchModelError', `kvcache: the runner generates no images: there is no image model (asked for ${shown(modelId)})`, { modelId: String(modelId), modelType: 'imageModel' });
+  };
   return provider;
 }
-
-/** The default provider: kvcache(llama) is a language model over a loaded Llama or RemoteLlama. */
-export const kvcache = createKvcache();
 
 /** A LanguageModelV4 over a Llama or a RemoteLlama: what kvcache(model) returns. */
 export class KvcacheLanguageModel {
@@ -105,19 +110,16 @@ export class KvcacheLanguageModel {
     if (typeof llama?.session !== 'function' || !llama.tokenizer || !llama.config) {
       throw new TypeError(`${where}: model must be a Llama (kvcache-wasm/llama) or a RemoteLlama (kvcache-wasm/worker) (got ${shown(llama)})`);
     }
-    if (settings === null || typeof settings !== 'object') throw new TypeError(`${where}: settings must be an object (got ${shown(settings)})`);
-    checkKeys(where, settings, MODEL_SETTINGS, 'settings');
+    this.modelId = modelIdOf(where, llama, settings, MODEL_SETTINGS);
     if (settings.session !== undefined && (typeof settings.session?.respond !== 'function' || settings.session.llama !== llama)) {
       throw new TypeError(`${where}: settings.session must be a session of this model (got ${shown(settings.session)})`);
     }
-    if (settings.modelId !== undefined && typeof settings.modelId !== 'string') throw new TypeError(`${where}: settings.modelId must be a string (got ${shown(settings.modelId)})`);
     this.#llama = llama;
     this.#template = templateFor(llama.tokenizer, settings.template);
     this.#session = settings.session ?? null;
     this.#sessionOptions = settings.sessionOptions ?? {};
     if (settings.decodeImage !== undefined && typeof settings.decodeImage !== 'function') throw new TypeError(`${where}: settings.decodeImage must be a function (got ${shown(settings.decodeImage)})`);
     this.#decodeImage = settings.decodeImage;
-    this.modelId = settings.modelId ?? llama.config.architecture ?? PROVIDER;
   }
 
   /** The session the calls run in (made at the first call unless settings.session gave one). */
@@ -261,6 +263,14 @@ async function finish(call, last) {
   };
 }
 
+/** A model's settings, checked against the `known` ones; their modelId, else the model's general.architecture. */
+function modelIdOf(where, llama, settings, known) {
+  if (settings === null || typeof settings !== 'object') throw new TypeError(`${where}: settings must be an object (got ${shown(settings)})`);
+  checkKeys(where, settings, known, 'settings');
+  if (settings.modelId !== undefined && typeof settings.modelId !== 'string') throw new TypeError(`${where}: settings.modelId must be a string (got ${shown(settings.modelId)})`);
+  return settings.modelId ?? llama.config.architecture ?? PROVIDER;
+}
+
 /**
  * The SDK's call options as Chat's: { messages (ConversationMessage[]),
  * generate (reply()'s options), warnings (settings not taken) }.
@@ -373,3 +383,120 @@ function resultText(where, output) {
       throw new TypeError(`${where}: a tool result's output of type ${shown(output.type)} is not one of the SDK's`);
   }
 }
+
+/**
+ * An EmbeddingModelV4 over a Llama or a RemoteLlama whose file embeds
+ * (pooling mean, cls or last): what provider.embeddingModel(model)
+ * returns, for the SDK's embed and embedMany. A vector per value, as the
+ * model's embed() gives it (normalised; `dimensions`, or
+ * providerOptions['kvcache-wasm'].dimensions, its first values, normalised
+ * after), and usage in the tokens embed() encoded.
+ */
+export class KvcacheEmbeddingModel {
+  specificationVersion = 'v4';
+  provider = PROVIDER;
+  // No limit: the runner groups a call's texts into passes of the weights by their tokens itself (up to
+  // 512 a pass), so a count per call would only cut a pass short at each call's end; no request's size bounds it.
+  maxEmbeddingsPerCall = Infinity;
+  // One model, one heap: calls at once would only take turns between their passes.
+  supportsParallelCalls = false;
+  #client;
+
+  constructor(llama, settings = {}) {
+    this.modelId = pooledModelId(llama, settings, {
+      modelType: 'embeddingModel', method: 'embed', what: 'embedding model', why: ({ pooling }) => ({
+        none: 'its file gives no pooling type (it generates; an embedding model\'s file says mean, cls or last)',
+        rank: 'it is a reranker (pooling rank), which scores documents: rerankingModel() takes it',
+      })[pooling],
+    });
+    // OpenAI's shape over embed(), for its count of the tokens embed() encodes (a RemoteLlama's in its worker).
+    this.#client = embeddings(llama);
+  }
+
+  async doEmbed(options) {
+    const where = 'kvcache: doEmbed';
+    checkObject(where, 'options', options);
+    const { values, abortSignal } = options;
+    if (!Array.isArray(values)) throw new TypeError(`${where}: options.values must be an array of strings (got ${shown(values)})`);
+    // embedMany of no values: no vectors (embed() refuses an empty list).
+    if (values.length === 0) return { embeddings: [], usage: { tokens: 0 }, warnings: [] };
+    const { data, usage } = await this.#client.embeddings.create({ input: values, dimensions: dimensionsOf(where, options), signal: abortSignal });
+    return { embeddings: data.map(({ embedding }) => embedding), usage: { tokens: usage.prompt_tokens }, warnings: [] };
+  }
+}
+
+/**
+ * The id of a model of `modelType` (the SDK's name: 'embeddingModel') over
+ * `llama`, a Llama or a RemoteLlama (which has `method`): settings' modelId,
+ * else its architecture. A file for which `why(config)` gives a reason is
+ * no `what`: the SDK's NoSuchModelError, saying so.
+ */
+function pooledModelId(llama, settings, { modelType, method, what, why }) {
+  const where = `kvcache.${modelType}`;
+  if (typeof llama?.[method] !== 'function' || !llama.config) {
+    throw new TypeError(`${where}: model must be a Llama (kvcache-wasm/llama) or a RemoteLlama (kvcache-wasm/worker) (got ${shown(llama)})`);
+  }
+  const modelId = modelIdOf(where, llama, settings, ['modelId']);
+  const reason = why(llama.config);
+  if (reason) throw sdkError('NoSuchModelError', `kvcache: ${shown(modelId)} is no ${what}: ${reason}`, { modelId, modelType });
+  return modelId;
+}
+
+// The dimensions a call asks for: the SDK's own option, or providerOptions['kvcache-wasm'].dimensions, as code written
+// for providers that took them there passes them.
+function dimensionsOf(where, options) {
+  const extra = options.providerOptions?.[PROVIDER] ?? {};
+  checkKeys(where, extra, ['dimensions'], `providerOptions['${PROVIDER}']`);
+  if (options.dimensions !== undefined && extra.dimensions !== undefined && options.dimensions !== extra.dimensions) {
+    throw new TypeError(`${where}: dimensions (${shown(options.dimensions)}) and providerOptions['${PROVIDER}'].dimensions (${shown(extra.dimensions)}) disagree: give one`);
+  }
+  return options.dimensions ?? extra.dimensions;
+}
+
+/**
+ * A RerankingModelV4 over a Llama or a RemoteLlama whose file reranks
+ * (a classification head, cls.output: pooling rank, or a BERT
+ * cross-encoder's): what provider.rerankingModel(model) returns, for the
+ * SDK's rerank. The ranking is the model's rerank(): best first, cut to
+ * topN, each document's index and score (Qwen3-Reranker's: the
+ * probability of "yes"). providerOptions['kvcache-wasm'].truncate cuts a
+ * query and document longer than the context to it.
+ */
+export class KvcacheRerankingModel {
+  specificationVersion = 'v4';
+  provider = PROVIDER;
+  #llama;
+
+  constructor(llama, settings = {}) {
+    this.modelId = pooledModelId(llama, settings, {
+      // A classification head scores (a BERT cross-encoder's file may say no pooling type).
+      modelType: 'rerankingModel', method: 'rerank', what: 'reranker', why: ({ pooling, rankOutputs }) => rankOutputs > 0 ? undefined
+        : pooling === 'none' ? 'its file has no classification head (it generates; a reranker\'s scores a query\'s documents: cls.output)'
+          : `it is an embedding model (pooling ${pooling}), which gives vectors: embeddingModel() takes it`,
+    });
+    this.#llama = llama;
+  }
+
+  async doRerank(options) {
+    const where = 'kvcache: doRerank';
+    checkObject(where, 'options', options);
+    const { documents, query, topN, abortSignal } = options;
+    const extra = options.providerOptions?.[PROVIDER] ?? {};
+    checkKeys(where, extra, ['truncate'], `providerOptions['${PROVIDER}']`);
+    if ((documents?.type !== 'text' && documents?.type !== 'object') || !Array.isArray(documents.values)) {
+      throw new TypeError(`${where}: options.documents must be { type: 'text' or 'object', values: [...] } (got ${shown(documents)})`);
+    }
+    // The specification's documents are texts or JSON objects: an object goes to the model as its JSON text.
+    const texts = documents.type === 'text' ? documents.values : documents.values.map((value) => JSON.stringify(value));
+    // The SDK's topN is a limit: more than there are documents is all of them.
+    const { ranking } = await this.#llama.rerank(query, texts, { topN: Math.min(topN ?? Infinity, texts.length), truncate: extra.truncate, signal: abortSignal });
+    return { ranking: ranking.map(({ index, score }) => ({ index, relevanceScore: score })), warnings: [] };
+  }
+}
+
+/**
+ * The default provider: kvcache(llama) is a language model over a loaded
+ * Llama or RemoteLlama. (Last: the provider makes the classes above, which
+ * exist only once their declarations have run.)
+ */
+export const kvcache = createKvcache();

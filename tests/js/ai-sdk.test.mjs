@@ -5,16 +5,20 @@
 // streamObject on a random-weight model over Qwen3's vocabulary, whose
 // unconstrained output is noise, every object valid (ajv); a loop of two
 // tools run by the SDK; images through a model with its projector; bad
-// input refused, naming what is wrong.
+// input refused, naming what is wrong; embed, embedMany and rerank on tiny
+// random embedding and reranker files, in the page and in a worker, giving
+// the model's own vectors and ranking.
 import { test, describe, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { openAsBlob, readFileSync } from 'node:fs';
 import Ajv from 'ajv';
-import { generateObject, generateText, isStepCount, jsonSchema, streamObject, streamText, tool } from 'ai';
+import { cosineSimilarity, createProviderRegistry, embed, embedMany, generateObject, generateText, isStepCount, jsonSchema, rerank, streamObject, streamText, tool } from 'ai';
 import { NoSuchModelError, UnsupportedFunctionalityError } from '@ai-sdk/provider';
 import { MODEL_MISSING, MODEL_PATH, ready } from './helpers.mjs';
 import { Llama } from '../../js/llama.js';
 import { createKvcache, kvcache } from '../../js/ai-sdk.js';
+import { LlamaWorker } from '../../js/worker.js';
+import { nodeWorker } from './node-worker.mjs';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { TINY_PROJECTORS, pairedLanguageModel, randomProjector } from '../gguf/vision.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
@@ -222,7 +226,7 @@ describe('objects and tools on a random-weight model over Llama 3\'s vocabulary'
     const provider = createKvcache({ models: { qwen: llama } });
     assert.equal(provider.languageModel('qwen').modelId, 'qwen');
     assert.throws(() => provider('nope'), (e) => NoSuchModelError.isInstance(e) && /no model is named "nope"/.test(e.message));
-    assert.throws(() => provider.embeddingModel('qwen'), (e) => NoSuchModelError.isInstance(e) && e.modelType === 'embeddingModel' && /no embeddings/.test(e.message));
+    assert.throws(() => provider.embeddingModel('qwen'), (e) => NoSuchModelError.isInstance(e) && e.modelType === 'embeddingModel' && /"qwen" is no embedding model: its file gives no pooling type \(it generates/.test(e.message));
     const model = kvcache(llama);
     await assert.rejects(generateText({ model, messages: [{ role: 'user', content: [{ type: 'file', mediaType: 'application/pdf', data: new Uint8Array(4) }] }], maxRetries: 0 }),
       (e) => UnsupportedFunctionalityError.isInstance(e) && /application\/pdf file is not taken/.test(e.message));
@@ -250,4 +254,134 @@ test('images: a file part goes to the projector, as Chat sends it', async () => 
   assert.equal(again.text, r.text);
   assert.equal(again.usage.inputTokenDetails.cacheReadTokens, again.usage.inputTokens - 1);
   llama.free();
+});
+
+describe('embeddings and reranking on tiny random files', () => {
+  const bytes = (name) => encodeGguf(randomLlama(GEOMETRIES[name], { mix: 'Q8_0' }));
+  const TEXTS = ['the quick brown fox', 'hello', 'a fox sleeps under the oak', 'x y'];
+  // More texts than one pass of the weights takes (512 tokens): the runner splits them.
+  const MANY = Array.from({ length: 12 }, (_, i) => `text number ${i} `.repeat(8));
+  const DOCUMENTS = ['the fox', 'a dog', 'a cat', 'the fox again'];
+  const tokensOf = (llama, texts) => texts.reduce((n, text) => n + llama.tokenizer.encode(text, { special: true }).length, 0);
+  let embedder, encoder, reranker, generator;
+  before(() => {
+    embedder = Llama.fromGguf(bytes('tiny-qwen3-embedding'));
+    encoder = Llama.fromGguf(bytes('tiny-embeddinggemma'));
+    reranker = Llama.fromGguf(bytes('tiny-qwen3-reranker'));
+    generator = Llama.fromGguf(bytes('tiny'));
+  });
+
+  test('embed and embedMany: the model\'s own vectors, usage in the tokens embed() encoded', async () => {
+    for (const llama of [embedder, encoder]) {
+      const model = kvcache.embeddingModel(llama);
+      assert.deepEqual([model.specificationVersion, model.provider, model.modelId, model.maxEmbeddingsPerCall, model.supportsParallelCalls],
+        ['v4', 'kvcache-wasm', llama.config.architecture, Infinity, false]);
+      const one = await embed({ model, value: TEXTS[0] });
+      assert.deepEqual(one.embedding, Array.from((await llama.embed(TEXTS[0]))[0]));
+      assert.equal(one.usage.tokens, tokensOf(llama, [TEXTS[0]]));
+      assert.deepEqual((await embedMany({ model, values: TEXTS })).embeddings, (await llama.embed(TEXTS)).map((v) => Array.from(v)));
+      assert.deepEqual((await embedMany({ model, values: [] })).embeddings, []);
+    }
+    const many = await embedMany({ model: kvcache.embeddingModel(embedder), values: MANY });
+    const own = await embedder.embed(MANY);
+    assert.deepEqual(many.embeddings, own.map((v) => Array.from(v)));
+    assert.ok(tokensOf(embedder, MANY) > 512, 'more than one pass');
+    assert.equal(many.usage.tokens, tokensOf(embedder, MANY));
+    // The SDK's cosine of two of them is their dot product: embed() gives vectors of length 1.
+    const dot = own[0].reduce((sum, x, i) => sum + x * own[1][i], 0);
+    assert.ok(Math.abs(cosineSimilarity(many.embeddings[0], many.embeddings[1]) - dot) < 1e-6);
+  });
+
+  test('dimensions, the SDK\'s or providerOptions[\'kvcache-wasm\'].dimensions: the first values, normalised after', async () => {
+    const model = kvcache.embeddingModel(encoder);
+    const [short] = await encoder.embed(TEXTS[2], { dimensions: 64 });
+    const sdk = await embed({ model, value: TEXTS[2], dimensions: 64 });
+    const provider = await embed({ model, value: TEXTS[2], providerOptions: { 'kvcache-wasm': { dimensions: 64 } } });
+    assert.deepEqual(sdk.embedding, Array.from(short));
+    assert.deepEqual(provider.embedding, Array.from(short));
+    assert.deepEqual((await embedMany({ model, values: TEXTS, dimensions: 32 })).embeddings.map((v) => v.length), [32, 32, 32, 32]);
+    await assert.rejects(embed({ model, value: 'x', dimensions: 64, providerOptions: { 'kvcache-wasm': { dimensions: 32 } } }),
+      /dimensions \(64\) and providerOptions\['kvcache-wasm'\]\.dimensions \(32\) disagree/);
+    await assert.rejects(embed({ model, value: 'x', providerOptions: { 'kvcache-wasm': { dimension: 32 } } }), /has no option 'dimension' \(did you mean 'dimensions'\?\)/);
+    await assert.rejects(embed({ model, value: 'x', dimensions: 300 }), (e) => e instanceof RangeError && /options\.dimensions/.test(e.message));
+  });
+
+  test('an abort ends a call between passes, and the model goes on', async () => {
+    const model = kvcache.embeddingModel(embedder);
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 0);
+    await assert.rejects(embedMany({ model, values: MANY, abortSignal: stop.signal, maxRetries: 0 }), { name: 'AbortError' });
+    await assert.rejects(embed({ model, value: 'x', abortSignal: stop.signal, maxRetries: 0 }), { name: 'AbortError' });
+    await assert.rejects(rerank({ model: kvcache.rerankingModel(reranker), query: 'a fox', documents: DOCUMENTS, abortSignal: stop.signal, maxRetries: 0 }), { name: 'AbortError' });
+    assert.equal((await embed({ model, value: 'still works' })).embedding.length, 256);
+  });
+
+  test('rerank: the model\'s ranking, cut to topN; object documents as their JSON', async () => {
+    const model = kvcache.rerankingModel(reranker);
+    assert.deepEqual([model.specificationVersion, model.provider, model.modelId], ['v4', 'kvcache-wasm', 'qwen3']);
+    const own = (await reranker.rerank('a fox', DOCUMENTS)).ranking;
+    const { ranking, rerankedDocuments } = await rerank({ model, query: 'a fox', documents: DOCUMENTS, topN: 2 });
+    assert.deepEqual(ranking, own.slice(0, 2).map(({ index, score, document }) => ({ originalIndex: index, score, document })));
+    assert.deepEqual(rerankedDocuments, own.slice(0, 2).map(({ document }) => document));
+    // A topN past the documents is all of them (and no topN, below).
+    assert.deepEqual((await rerank({ model, query: 'a fox', documents: DOCUMENTS, topN: 10 })).ranking.map((r) => r.originalIndex), own.map(({ index }) => index));
+    const objects = [{ title: 'Fox', text: 'the fox' }, { title: 'Dog', text: 'a dog' }, { title: 'Fox', text: 'the fox again' }];
+    const byObject = await rerank({ model, query: 'a fox', documents: objects });
+    const byJson = await reranker.rerank('a fox', objects.map((o) => JSON.stringify(o)));
+    assert.deepEqual(byObject.ranking.map((r) => [r.originalIndex, r.score]), byJson.ranking.map((r) => [r.index, r.score]));
+    assert.deepEqual(byObject.rerankedDocuments, byJson.ranking.map(({ index }) => objects[index]));
+    // A document past the context: refused, or cut with providerOptions['kvcache-wasm'].truncate.
+    const long = Array.from({ length: 300 }, (_, i) => `w${i % 50}`).join(' '); // some 840 tokens
+    await assert.rejects(rerank({ model, query: 'a fox', documents: ['the fox', long], maxRetries: 0 }), (e) => e instanceof RangeError && /options\.truncate: true cuts it/.test(e.message));
+    const cut = await rerank({ model, query: 'a fox', documents: ['the fox', long], providerOptions: { 'kvcache-wasm': { truncate: true } } });
+    assert.equal(cut.ranking.length, 2);
+    await assert.rejects(rerank({ model, query: 'a fox', documents: ['x'], providerOptions: { 'kvcache-wasm': { topN: 1 } } }), /providerOptions\['kvcache-wasm'\] has no option 'topN'/);
+    // A BERT cross-encoder's file says no pooling type: its classification head makes it a reranker.
+    const crossEncoder = Llama.fromGguf(bytes('tiny-bert-reranker'));
+    try {
+      const documents = ['the fox', 'a dog'];
+      const { ranking } = await rerank({ model: kvcache.rerankingModel(crossEncoder), query: 'a fox', documents });
+      assert.deepEqual(ranking.map(({ originalIndex, score }) => [originalIndex, score]),
+        (await crossEncoder.rerank('a fox', documents)).ranking.map(({ index, score }) => [index, score]));
+    } finally {
+      crossEncoder.free();
+    }
+  });
+
+  test('a model that does not embed, or does not rerank, or is not named: the SDK\'s NoSuchModelError, saying why', async () => {
+    const provider = createKvcache({ models: { gen: generator, emb: embedder, enc: encoder, rank: reranker } });
+    const refused = (make, modelType, pattern) => assert.throws(make, (e) => NoSuchModelError.isInstance(e) && e.modelType === modelType && pattern.test(e.message));
+    refused(() => provider.embeddingModel('gen'), 'embeddingModel', /"gen" is no embedding model: its file gives no pooling type \(it generates; an embedding model's file says mean, cls or last\)/);
+    refused(() => provider.embeddingModel('rank'), 'embeddingModel', /"rank" is no embedding model: it is a reranker \(pooling rank\), which scores documents: rerankingModel\(\) takes it/);
+    refused(() => provider.rerankingModel('emb'), 'rerankingModel', /"emb" is no reranker: it is an embedding model \(pooling last\), which gives vectors: embeddingModel\(\) takes it/);
+    refused(() => provider.rerankingModel('gen'), 'rerankingModel', /"gen" is no reranker: its file has no classification head \(it generates/);
+    refused(() => kvcache.embeddingModel(generator), 'embeddingModel', /"llama" is no embedding model/);
+    refused(() => provider.embeddingModel('nope'), 'embeddingModel', /no model is named "nope" \(options\.models of createKvcache names 'gen', 'emb', 'enc', 'rank'\)/);
+    refused(() => provider.rerankingModel('nope'), 'rerankingModel', /no model is named "nope"/);
+    assert.throws(() => kvcache.embeddingModel({}), /kvcache\.embeddingModel: model must be a Llama/);
+    assert.throws(() => kvcache.rerankingModel(embedder, { modelID: 'x' }), /settings has no option 'modelID' \(did you mean 'modelId'\?\)/);
+    // By name, through the SDK's registry.
+    const registry = createProviderRegistry({ local: provider });
+    const byName = registry.embeddingModel('local:enc');
+    assert.equal(byName.modelId, 'enc');
+    assert.deepEqual((await embed({ model: byName, value: 'hello' })).embedding, Array.from((await encoder.embed('hello'))[0]));
+    assert.equal(registry.rerankingModel('local:rank').modelId, 'rank');
+  });
+
+  test('in a worker: the same vectors, usage and ranking', async () => {
+    const worker = new LlamaWorker({ worker: () => nodeWorker(), init: { threads: 1 } });
+    try {
+      const remote = await worker.load(bytes('tiny-qwen3-embedding'));
+      const here = await embedMany({ model: kvcache.embeddingModel(embedder), values: TEXTS, dimensions: 128 });
+      const there = await embedMany({ model: kvcache.embeddingModel(remote), values: TEXTS, dimensions: 128 });
+      assert.deepEqual(there.embeddings, here.embeddings);
+      assert.equal(there.usage.tokens, here.usage.tokens);
+      const remoteReranker = await worker.load(bytes('tiny-qwen3-reranker'));
+      const ranked = (model) => rerank({ model, query: 'a fox', documents: DOCUMENTS, topN: 3 }).then((r) => r.ranking);
+      assert.deepEqual(await ranked(kvcache.rerankingModel(remoteReranker)), await ranked(kvcache.rerankingModel(reranker)));
+      assert.throws(() => kvcache.rerankingModel(remote), (e) => NoSuchModelError.isInstance(e) && /is no reranker/.test(e.message));
+    } finally {
+      worker.terminate();
+    }
+  });
 });

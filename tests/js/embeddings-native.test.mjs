@@ -23,33 +23,13 @@ import assert from 'node:assert/strict';
 import { openAsBlob } from 'node:fs';
 import { test } from 'node:test';
 import { Llama } from '../../js/llama.js';
-import { rng } from './helpers.mjs';
+import { cosine, rerankTokens, tokenLists } from './embedding-cases.mjs';
 import { nativeOracle } from './native-cases.mjs';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { writeGgufFile } from '../gguf/writer.mjs';
 import { nativeEmbeddings, nativeRankScores } from '../runtimes/llamacpp-native.mjs';
 
 const oracle = nativeOracle();
-
-/** cos(a, b), in double. */
-export function cosine(a, b) {
-  let dot = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return dot / Math.sqrt(aa * bb);
-}
-
-/** `count` token lists of 1 to `longest` random ids below `vocab` (one of each bound), from `seed`. */
-export function tokenLists(count, longest, vocab, seed) {
-  const r = rng(seed);
-  return Array.from({ length: count }, (_, i) => {
-    const length = i === 0 ? 1 : i === 1 ? longest : 1 + r.int(longest);
-    return Array.from({ length }, () => r.int(vocab));
-  });
-}
 
 const qwen3 = GEOMETRIES['tiny-qwen3-embedding'];
 const lfm2 = { ...GEOMETRIES['tiny-lfm2'], pooling: 'mean' };
@@ -91,22 +71,6 @@ for (const g of EMBEDDERS) {
       assert.ok(worst >= (mix === 'Q8_0' ? 0.999 : 0.9999), `${mix}: cosines ${c.map((x) => x.toFixed(6)).join(', ')}`);
     }
   });
-}
-
-/**
- * llama.cpp's server's tokens of a query and a document: the file's
- * template filled and tokenized whole (no begin or end token added, special
- * tokens parsed), or without one [begin] query [end] [separator] document
- * [end] as its vocabulary says.
- */
-function rerankTokens(llama, query, document) {
-  const { tokenizer } = llama;
-  if (llama.rerankTemplate) {
-    return tokenizer.encode(llama.rerankTemplate.replaceAll('{query}', query).replaceAll('{document}', document), { special: true, bos: false, eos: false, sep: false });
-  }
-  const bare = (text) => tokenizer.encode(text, { special: true, bos: false, eos: false, sep: false });
-  const end = tokenizer.addEos ? [tokenizer.eosId] : [];
-  return [...(tokenizer.addBos ? [tokenizer.bosId] : []), ...bare(query), ...end, ...(tokenizer.addSep ? [tokenizer.sepId] : []), ...bare(document), ...end];
 }
 
 for (const name of ['tiny-qwen3-reranker', 'tiny-bert-reranker']) {
