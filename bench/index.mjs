@@ -38,6 +38,7 @@ const benchmarks = {
   structured: () => import('./structured.mjs'),
   native: () => import('./native.mjs'),
   vision: () => import('./vision.mjs'),
+  embeddings: () => import('./embeddings.mjs'),
 };
 
 const { values: options, positionals: wanted } = parseArgs({

@@ -12,7 +12,7 @@ import { placeholder, splice, withEverySection } from '../../bench/docs.mjs';
 
 const index = fileURLToPath(new URL('../../bench/index.mjs', import.meta.url));
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const SUITES = ['attention', 'append', 'rollback', 'snapshot', 'generation', 'sharing', 'window', 'llm', 'chat', 'store', 'structured', 'native', 'vision'];
+const SUITES = ['attention', 'append', 'rollback', 'snapshot', 'generation', 'sharing', 'window', 'llm', 'chat', 'store', 'structured', 'native', 'vision', 'embeddings'];
 const section = (page, name) => {
   const start = page.indexOf(`<!-- bench:${name}:start -->`);
   const end = page.indexOf(`<!-- bench:${name}:end -->`);
@@ -27,7 +27,7 @@ test('npm run bench -- --quick runs every benchmark and produces numbers in ever
     assert.equal(run.status, 0, run.stderr);
     const { machine, tables } = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
     assert.ok(machine.cpu && machine.node);
-    assert.deepEqual(tables.map((t) => t.name), ['attention', 'attention-targets', 'attention-ratios', 'attention-q4', 'attention-relaxed', 'attention-pages', 'attention-profile', 'append', 'rollback', 'snapshot', 'generation', 'sharing-forks', 'sharing-prefix', 'sharing-prompt-api', 'window', 'llm', 'llm-load', 'chat', 'store-prefix', 'store-load', 'store-conversation', 'structured', 'native', 'native-profile', 'vision', 'vision-agreement']);
+    assert.deepEqual(tables.map((t) => t.name), ['attention', 'attention-targets', 'attention-ratios', 'attention-q4', 'attention-relaxed', 'attention-pages', 'attention-profile', 'append', 'rollback', 'snapshot', 'generation', 'sharing-forks', 'sharing-prefix', 'sharing-prompt-api', 'window', 'llm', 'llm-load', 'chat', 'store-prefix', 'store-load', 'store-conversation', 'structured', 'native', 'native-profile', 'vision', 'vision-agreement', 'embeddings', 'embeddings-memory']);
     for (const table of tables) {
       if (table.rows.length === 0) {
         assert.match(table.notes.join(' '), /skipped/, `${table.name} has rows or says why not`);

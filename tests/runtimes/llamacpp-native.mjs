@@ -9,6 +9,7 @@
 //   const t = await nativeTimings(path, { promptTokens: 512, decodeTokens: 32, threads: 2 });  // tokens/s
 //   const vectors = await nativeEmbeddings(path, [ids1, ids2]);   // Float32Array per token list, raw
 //   const scores = await nativeRankScores(path, [ids1, ids2]);    // a reranker's rank output per list
+//   const e = await nativeEmbeddingTimings(path, [ids1, ids2], { threads: 2 });  // tokens/s, one context
 //   const ids = await nativeTokenize(vocabPath, text, { special: true });  // a vocabulary-only file will do
 //   const text = await nativeDetokenize(vocabPath, ids, { special: true });
 //   await closeNativeLlamaCpp();
@@ -16,13 +17,40 @@
 // The cache is f32 (keys and values), so that what is compared is the
 // model's arithmetic, not llama.cpp's cache quantization; one context per
 // call, teacher forcing every position in one evaluation.
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { nativeLlamaCppDir } from '../../scripts/toolchain.mjs';
 import { POOLING_TYPES } from '../gguf/models.mjs';
 
-const entry = join(nativeLlamaCppDir, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
+// KVC_NATIVE_LLAMA_CPP_DIR: another installation (avx2NativeLlamaCppDir's), for a process of its own.
+const installed = process.env.KVC_NATIVE_LLAMA_CPP_DIR ?? nativeLlamaCppDir;
+const entry = join(installed, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
+
+/**
+ * node-llama-cpp as installed but with its AVX2 build of llama.cpp's CPU
+ * backend alone (libggml-cpu-haswell.so: 256-bit vectors without VNNI or
+ * AMX, the class of instruction wasm SIMD maps to), where it picks the best
+ * of a dozen for the CPU: its directory, made once in the temporary folder
+ * (node-llama-cpp and its binaries copied, every other package linked), for
+ * KVC_NATIVE_LLAMA_CPP_DIR.
+ */
+export function avx2NativeLlamaCppDir() {
+  const dir = join(tmpdir(), 'kvcache-wasm-llamacpp-avx2');
+  const modules = join(dir, 'node_modules'), from = join(nativeLlamaCppDir, 'node_modules');
+  const binaries = join(modules, '@node-llama-cpp', `${process.platform}-${process.arch}`);
+  if (existsSync(join(modules, 'node-llama-cpp'))) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(join(modules, '@node-llama-cpp'), { recursive: true });
+  cpSync(join(from, 'node-llama-cpp'), join(modules, 'node-llama-cpp'), { recursive: true });
+  cpSync(join(from, '@node-llama-cpp', `${process.platform}-${process.arch}`), binaries, { recursive: true,
+    filter: (source) => !/libggml-cpu-(?!haswell)[\w-]+\.so$/.test(source) });
+  for (const name of readdirSync(from).filter((n) => n !== 'node-llama-cpp' && n !== '@node-llama-cpp' && !n.startsWith('.'))) {
+    symlinkSync(join(from, name), join(modules, name));
+  }
+  return dir;
+}
 let llama = null;
 let loaded = null; // { path, vocabOnly, model }
 
@@ -90,6 +118,13 @@ export async function nativeLogits(path, tokens, vocab, { flashAttention = false
   }
 }
 
+/** `tokens` evaluated in `sequence` of the embeddings context `context` (the sequence empty): the pooled output, copied. */
+async function pooledOutput(context, sequence, tokens) {
+  // The evaluation runs as the generator is first pulled; one pull, no token sampled.
+  for await (const _ of sequence.evaluate(tokens, { _noSampling: true })) break;
+  return Float32Array.from(context._ctx.getEmbedding(tokens.length));
+}
+
 /**
  * llama.cpp's pooled output for each token list of `tokenLists`, each
  * evaluated alone (a context of its own, one sequence, an f32 cache, flash
@@ -114,14 +149,39 @@ async function pooledOutputs(path, tokenLists, { ranking = false, threads = 2 } 
       experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', _embeddings: true, _ranking: ranking,
     });
     try {
-      // The evaluation runs as the generator is first pulled; one pull, no token sampled.
-      for await (const _ of context.getSequence().evaluate(tokens, { _noSampling: true })) break;
-      outputs.push(Float32Array.from(context._ctx.getEmbedding(tokens.length)));
+      outputs.push(await pooledOutput(context, context.getSequence(), tokens));
     } finally {
       await context.dispose();
     }
   }
   return outputs;
+}
+
+/**
+ * Native llama.cpp's embedding speed on a file: every token list of
+ * `tokenLists` (ids as given) evaluated one after another in one context,
+ * as node-llama-cpp's LlamaEmbeddingContext does (its cache and flash
+ * attention as it defaults, the sequence emptied before each list), the
+ * pooled vector read out of each; the context's creation not timed:
+ * { tokens, ms, tokensPerSecond }.
+ */
+export async function nativeEmbeddingTimings(path, tokenLists, { threads = 2 } = {}) {
+  const model = await modelAt(path);
+  const size = Math.max(NATIVE_CONTEXT, ...tokenLists.map((tokens) => tokens.length + 1));
+  const context = await model.createContext({ contextSize: size, batchSize: size, sequences: 1, threads, _embeddings: true });
+  try {
+    const sequence = context.getSequence();
+    const started = performance.now();
+    for (const tokens of tokenLists) {
+      await sequence.eraseContextTokenRanges([{ start: 0, end: sequence.nextTokenIndex }]);
+      await pooledOutput(context, sequence, tokens);
+    }
+    const ms = performance.now() - started;
+    const tokens = tokenLists.reduce((n, list) => n + list.length, 0);
+    return { tokens, ms, tokensPerSecond: tokens / (ms / 1000) };
+  } finally {
+    await context.dispose();
+  }
 }
 
 /** The pooling (a POOLING_TYPES name) the file at `path` asks for, or undefined (llama.cpp then pools none). */
@@ -155,7 +215,10 @@ export async function nativeEmbeddings(path, texts, { pooling, threads = 2 } = {
  * llama.cpp's rank score for each token list (the ids as given, each alone):
  * the rank pooling's first output, embd[0], which is what llama-server
  * returns as a document's score -- for qwen3 the softmax of the last
- * token's "yes" and "no" logits (cls.output), a probability;
+ * token's "yes" and "no" logits (cls.output), a probability; for a BERT
+ * cross-encoder cls.output's one logit (its bias added) on the first
+ * token's hidden state, the context asking for rank pooling where the file
+ * names none (the converter writes no pooling type for a cross-encoder).
  * LlamaRankingContext passes other architectures' through a sigmoid, which
  * is left out here.
  */

@@ -8,6 +8,7 @@
 //   const logits = logitsFromHidden(h, outputWeight);  // llama.cpp's logits, in f64
 //   const t = await llamaCppTimings(path, { promptTokens: 512, decodeTokens: 64, threads: 2 });
 //   const r = await llamaCppCompletion(path, 'text', { maxTokens: 8, request: { n_probs: 1 } });
+//   const e = await llamaCppEmbeddingTimings(path, [ids1, ids2], { threads: 2 });  // tokens/s of createEmbedding
 //   await closeLlamaCpp();
 //
 // wllama speaks llama-server's OpenAI-style API and shows no logits. Loaded
@@ -262,6 +263,33 @@ export async function llamaCppHidden(file, tokens, positions, options = {}) {
   const { group = 16 } = options;
   const states = await engine.page.evaluate(HIDDEN, { prefixes: positions.map((p) => tokens.slice(0, p + 1)), group });
   return states.map((s) => Float32Array.from(s));
+}
+
+// Runs in the page: every token list in one createEmbedding call, timed by the page's clock around it.
+const EMBED_TIMED = `async ({ lists }) => {
+  const started = performance.now();
+  const response = await window.llama.createEmbedding({ input: lists });
+  return { ms: performance.now() - started, promptTokens: response.usage.prompt_tokens, vectors: response.data.length };
+}`;
+
+/**
+ * llama.cpp's embedding speed on `file`: `tokenLists` (arrays of ids, taken
+ * as given) in one createEmbedding call, which llama-server runs as a task
+ * a list, one after another (one slot), pooled as the file says and
+ * normalised (its default), timed by the page's clock around the call.
+ * `options` are llamaCppLoad's; the context and both batches are the
+ * longest list's (512 at least: an encoder takes a list in one ubatch).
+ * Resolves to { tokens, ms, tokensPerSecond, load }.
+ */
+export async function llamaCppEmbeddingTimings(file, tokenLists, options = {}) {
+  const size = Math.max(512, ...tokenLists.map((tokens) => tokens.length));
+  const load = await llamaCppLoad(file, { nCtx: size, batch: size, ubatch: size, ...options }, { embeddings: true });
+  const tokens = tokenLists.reduce((n, list) => n + list.length, 0);
+  const { ms, promptTokens, vectors } = await engine.page.evaluate(EMBED_TIMED, { lists: tokenLists });
+  if (promptTokens !== tokens || vectors !== tokenLists.length) {
+    throw new Error(`llama.cpp embedded ${promptTokens} tokens in ${vectors} vectors, not the ${tokens} in ${tokenLists.length} given`);
+  }
+  return { tokens, ms, tokensPerSecond: tokens / (ms / 1000), load };
 }
 
 // Runs in the page: one completion, greedy, for exactly maxTokens tokens
