@@ -149,7 +149,7 @@ static kvc_status attend(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, int i
     for (size_t h = 0; h < lm->num_heads; h++) {
         for (size_t t = 0; t < T; t++) memcpy(s->qh + t * hd, s->q + t * q_dim + h * hd, hd * sizeof(float));
         /* KVC_LM_RANGES: each token's range of its layer kind (kvc_lm_encode). */
-        const uint32_t *first = s->ranges + (lm->plans[l].window ? 2 * T : 0);
+        const uint32_t *first = (flags & KVC_LM_RANGES) ? s->ranges + (lm->plans[l].window ? 2 * T : 0) : NULL;
         kvc_status status = (flags & KVC_LM_RANGES) ? kvc_layer_attend_ranges(layer, s->qh, T, h / G, first, first + T, s->oh, probs)
                             : (flags & KVC_LM_SPAN) ? kvc_layer_attend_span(layer, s->qh, T, h / G, s->oh, probs)
                                                     : kvc_layer_attend_causal(layer, s->qh, T, h / G, s->oh, probs);
