@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { digitPrompt, GEOMETRIES, POOLING_TYPES, QWEN3_RERANK_TEMPLATE, randomLlama, tensorValues } from '../gguf/models.mjs';
 import { writeGgufFile } from '../gguf/writer.mjs';
+import { cosine } from '../js/embedding-cases.mjs';
 import { closeNativeLlamaCpp, nativeEmbeddings, nativeLlamaCppMissing, nativeRankScores, nativeTokenize } from '../runtimes/llamacpp-native.mjs';
 import { closeMtmd, mtmdMissing, secondOpinionEmbeddings } from '../runtimes/mtmd-native.mjs';
 
@@ -61,16 +62,6 @@ async function tokenLists(g, path) {
   return Promise.all(TEXTS.map(async (text) => [
     ...((g.addBos ?? true) ? [bosId] : []), ...(await nativeTokenize(path, text)), ...(g.addEos ? [eosId] : []),
   ]));
-}
-
-function cosine(a, b) {
-  let dot = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return dot / Math.sqrt(aa * bb);
 }
 
 const maxDifference = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
