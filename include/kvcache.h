@@ -1480,6 +1480,24 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm);
  * than this build's address space). */
 uint8_t *kvc_lm_weights(kvc_lm *lm);
 size_t kvc_lm_weights_bytes(const kvc_lm *lm);
+/* kvc_lm_pack_weights():
+ * Once the weights region holds the file's bytes: packs, in place, every
+ * matrix of a type that has a layout for the kernels (Q8_0's four rows
+ * interleaved), so that the products read one load for several rows.  The
+ * results are the same bits packed or not; only the speed differs.  The
+ * weights region no longer holds the file's bytes afterwards: digest it
+ * with kvc_lm_digest.  A second call does nothing.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND (no weights region yet)
+ *           or KVC_E_NOMEM (its few rows of scratch did not fit: nothing is
+ *           packed, and the model runs as well from the file's layout). */
+kvc_status kvc_lm_pack_weights(kvc_lm *lm);
+/* kvc_lm_digest():
+ * kvc_digest of bytes [offset, offset + n) of the file's tensor data as the
+ * weights region holds it (past a per-layer table that stays outside, its
+ * offsets moved down by the table's bytes: the region's own offsets),
+ * whether kvc_lm_pack_weights has run or not: the same value either way.
+ * 0 for a NULL model, a model without weights, or a range past the region. */
+uint64_t kvc_lm_digest(const kvc_lm *lm, size_t offset, size_t n, uint64_t seed);
 /* The scratch a forward pass has allocated so far (it grows with the batch
  * and, with importance, the context), and the verify's held importance. */
 size_t kvc_lm_scratch_bytes(const kvc_lm *lm);

@@ -195,6 +195,10 @@ function opening(where, g, { contextLength, cacheMode = 'f32', perLayerEmbedding
         throw new GgufError(`truncated: the file ends at byte ${fileLength}, its tensor data at ${dataOffset + dataBytes}`);
       }
       if (table) table.tableDigest = table.digest.end();
+      // The matrices packed for the kernels, in place (the same results,
+      // faster); where its few rows of scratch do not fit, the file's layout serves.
+      const packed = api.kvc_lm_pack_weights(ptr);
+      if (statusName(packed) !== 'KVC_E_NOMEM') checkStatus(where, packed);
       return llama;
     },
     fail() {
@@ -626,14 +630,15 @@ export class Llama {
   // bytes before the table, the table in chunks of DIGEST_CHUNK (taken as
   // the file loaded where it stays outside), the bytes after it -- each
   // seeded by the one before.
+  // kvc_lm_digest reads packed matrices back as the file has them.
   #tensorDigest(api, ptr) {
-    const weights = api.kvc_lm_weights(ptr) >>> 0, size = api.kvc_lm_weights_bytes(ptr) >>> 0;
-    if (!this.#tableRange) return api.kvc_digest(weights, size, this.#headerDigest);
+    const size = api.kvc_lm_weights_bytes(ptr) >>> 0;
+    if (!this.#tableRange) return api.kvc_lm_digest(ptr, 0, size, this.#headerDigest);
     const { offset: start, bytes } = this.#tableRange;
-    if (this.#perLayer) return api.kvc_digest(weights + start, size - start, this.#perLayer.tableDigest);
-    let digest = api.kvc_digest(weights, start, this.#headerDigest);
-    for (let at = 0; at < bytes; at += DIGEST_CHUNK) digest = api.kvc_digest(weights + start + at, Math.min(DIGEST_CHUNK, bytes - at), digest);
-    return api.kvc_digest(weights + start + bytes, size - start - bytes, digest);
+    if (this.#perLayer) return api.kvc_lm_digest(ptr, start, size - start, this.#perLayer.tableDigest);
+    let digest = api.kvc_lm_digest(ptr, 0, start, this.#headerDigest);
+    for (let at = 0; at < bytes; at += DIGEST_CHUNK) digest = api.kvc_lm_digest(ptr, start + at, Math.min(DIGEST_CHUNK, bytes - at), digest);
+    return api.kvc_lm_digest(ptr, start + bytes, size - start - bytes, digest);
   }
 
   get digest() {

@@ -208,23 +208,50 @@ static uint64_t digest_merge(uint64_t h, uint64_t lane) {
     return (h ^ digest_round(0, lane)) * DIGEST_P1 + DIGEST_P4;
 }
 
-uint64_t kvc_digest(const void *data, size_t n, uint64_t seed) {
-    static const uint8_t no_bytes[1];
-    const uint8_t *p = data ? (const uint8_t *)data : no_bytes;
-    if (!data) n = 0;
-    const uint8_t *const end = p + n;
-    uint64_t h;
-    if (n >= 32) {
-        uint64_t lane[4] = {seed + DIGEST_P1 + DIGEST_P2, seed + DIGEST_P2, seed, seed - DIGEST_P1};
-        for (; end - p >= 32; p += 32) {
-            for (int i = 0; i < 4; i++) lane[i] = digest_round(lane[i], load_le64(p + 8 * i));
-        }
-        h = rotl64(lane[0], 1) + rotl64(lane[1], 7) + rotl64(lane[2], 12) + rotl64(lane[3], 18);
-        for (int i = 0; i < 4; i++) h = digest_merge(h, lane[i]);
-    } else {
-        h = seed + DIGEST_P5;
+void kvc_digest_begin(kvc_digest_state *state, uint64_t seed) {
+    state->lane[0] = seed + DIGEST_P1 + DIGEST_P2;
+    state->lane[1] = seed + DIGEST_P2;
+    state->lane[2] = seed;
+    state->lane[3] = seed - DIGEST_P1;
+    state->seed = seed;
+    state->total = 0;
+    state->held = 0;
+}
+
+static void digest_stripe(kvc_digest_state *state, const uint8_t *p) {
+    for (int i = 0; i < 4; i++) state->lane[i] = digest_round(state->lane[i], load_le64(p + 8 * i));
+}
+
+void kvc_digest_add(kvc_digest_state *state, const uint8_t *data, size_t n) {
+    state->total += n;
+    if (state->held) {
+        const size_t take = 32 - state->held < n ? 32 - state->held : n;
+        memcpy(state->stripe + state->held, data, take);
+        state->held += take, data += take, n -= take;
+        if (state->held < 32) return;
+        digest_stripe(state, state->stripe);
+        state->held = 0;
     }
-    h += (uint64_t)n;
+    /* The lanes in locals: stores through state could alias data (bytes). */
+    uint64_t lane[4] = {state->lane[0], state->lane[1], state->lane[2], state->lane[3]};
+    for (; n >= 32; data += 32, n -= 32) {
+        for (int i = 0; i < 4; i++) lane[i] = digest_round(lane[i], load_le64(data + 8 * i));
+    }
+    memcpy(state->lane, lane, sizeof lane);
+    memcpy(state->stripe, data, n);
+    state->held = n;
+}
+
+uint64_t kvc_digest_end(const kvc_digest_state *state) {
+    const uint8_t *p = state->stripe, *const end = p + state->held;
+    uint64_t h;
+    if (state->total >= 32) {
+        h = rotl64(state->lane[0], 1) + rotl64(state->lane[1], 7) + rotl64(state->lane[2], 12) + rotl64(state->lane[3], 18);
+        for (int i = 0; i < 4; i++) h = digest_merge(h, state->lane[i]);
+    } else {
+        h = state->seed + DIGEST_P5;
+    }
+    h += state->total;
     for (; end - p >= 8; p += 8) h = rotl64(h ^ digest_round(0, load_le64(p)), 27) * DIGEST_P1 + DIGEST_P4;
     if (end - p >= 4) {
         const uint64_t word = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
@@ -238,4 +265,11 @@ uint64_t kvc_digest(const void *data, size_t n, uint64_t seed) {
     h *= DIGEST_P3;
     h ^= h >> 32;
     return h;
+}
+
+uint64_t kvc_digest(const void *data, size_t n, uint64_t seed) {
+    kvc_digest_state state;
+    kvc_digest_begin(&state, seed);
+    if (data) kvc_digest_add(&state, data, n);
+    return kvc_digest_end(&state);
 }

@@ -28,6 +28,19 @@ uint32_t kvc_crc32(const uint8_t *data, size_t n);
 uint32_t kvc_crc32_update(uint32_t crc, const uint8_t *data, size_t n);
 uint32_t kvc_crc32_join(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
+/* XXH64 (kvc_digest) of bytes added in pieces of any size: the digest of
+ * their concatenation. */
+typedef struct kvc_digest_state {
+    uint64_t lane[4];
+    uint64_t seed, total;
+    uint8_t stripe[32]; /* the bytes of a stripe not yet complete */
+    size_t held;
+} kvc_digest_state;
+
+void kvc_digest_begin(kvc_digest_state *state, uint64_t seed);
+void kvc_digest_add(kvc_digest_state *state, const uint8_t *data, size_t n);
+uint64_t kvc_digest_end(const kvc_digest_state *state);
+
 typedef struct kvc_writer {
     uint8_t *at;  /* the next byte; NULL: counting only */
     size_t bytes; /* written (or counted) so far */

@@ -14,19 +14,6 @@
  */
 #include "weights-wasmsimd.h"
 
-/* The eight 6-bit scales then the eight mins of the 12 bytes at p, as 16
- * bytes (kvc_k_scale_min's packing, one 32-bit word of four at a time). */
-static inline v128_t kmin_scales_mins(const uint8_t *p) {
-    /* words w0 w1 w2: sc0..3, m0..3 (low 6 bits) and sc4..7, m4..7 (low 4
-     * bits from w2, high 2 from the top of w0 and w1) */
-    const v128_t w = wasm_v128_load(p);
-    const v128_t low = wasm_v128_and(wasm_i32x4_shuffle(w, wasm_u32x4_shr(w, 4), 0, 2, 1, 6),
-                                     wasm_i32x4_const(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    const v128_t high = wasm_v128_and(wasm_u32x4_shr(wasm_i32x4_shuffle(w, w, 0, 0, 1, 1), 2),
-                                      wasm_i32x4_const(0, 0x30303030, 0, 0x30303030));
-    return wasm_v128_or(low, high);
-}
-
 /* Lanes summing to M = sum_j m_j A_j: the mins (bytes 8..15 of
  * scales_mins) as i16, each twice, against the 16 sums of 16. */
 static inline v128_t kmin_min_sums(v128_t scales_mins, const uint8_t *sums) {
@@ -66,7 +53,7 @@ static inline void kmin_dots(const uint8_t *block, v128_t scales_mins, const kvc
  * b of a. */
 static inline void kmin_partials(const uint8_t *block, const kvc_act_q8_row *a, size_t b, v128_t *S,
                                  v128_t *M) {
-    const v128_t scales_mins = kmin_scales_mins(block + 4);
+    const v128_t scales_mins = kvc_k_scales_mins(block + 4);
     kmin_dots(block, scales_mins, a, 1, b, S);
     *M = kmin_min_sums(scales_mins, a->sums + 32 * b);
 }
@@ -95,7 +82,7 @@ static float kmin_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b
 
 static v128_t kmin_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
                               size_t n, size_t b) {
-    const v128_t scales_mins = kmin_scales_mins(block + 4);
+    const v128_t scales_mins = kvc_k_scales_mins(block + 4);
     v128_t S[4], M[4];
     kmin_dots(block, scales_mins, a, 4, b, S);
     for (size_t i = 0; i < 4; i++) M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);

@@ -2,7 +2,8 @@
  * f16 d and dmin, 12 bytes of scales and mins (weights-scalar.h), then 128
  * bytes of 4-bit codes: for each 64 values c, byte 32 c + l holds value
  * 64 c + l in its low nibble and 64 c + 32 + l in its high one.  The
- * reference dequantize and the scalar gemm (v_b as weights.c says). */
+ * reference dequantize and the scalar gemms, of the file's layout and of
+ * Q4_Kx4 (pack-q4_kx4.c; v_b as weights.c says). */
 #include "weights-scalar.h"
 
 static void q4_k_codes(const uint8_t *block, uint8_t q[256]) {
@@ -16,3 +17,4 @@ static void q4_k_codes(const uint8_t *block, uint8_t q[256]) {
 }
 
 KVC_SCALAR_KMIN_TYPE(q4_k)
+KVC_SCALAR_PACKED_GEMM(q4_kx4, q4_k, 4, 256)

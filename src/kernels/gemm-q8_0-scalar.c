@@ -1,6 +1,7 @@
 /* gemm-q8_0-scalar.c -- Q8_0 weights (ggml type 8): blocks of 32, an f16
  * scale d then 32 i8 codes, value = code * d.  The reference dequantize and
- * the scalar gemm: v_b = (d * d_a) * S, S = sum w_i a_i. */
+ * the scalar gemms, of the file's layout and of Q8_0x4 (pack-q8_0x4.c):
+ * v_b = (d * d_a) * S, S = sum w_i a_i. */
 #include "weights-scalar.h"
 
 static void q8_0_decode(const uint8_t *block, float *out) {
@@ -17,3 +18,4 @@ static float q8_0_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b)
 }
 
 KVC_SCALAR_BLOCK_TYPE(q8_0, 32)
+KVC_SCALAR_PACKED_GEMM(q8_0x4, q8_0, 4, 32)

@@ -244,6 +244,43 @@ static inline void kvc_gemm_blocks_scalar(size_t B, size_t block_bytes, kvc_bloc
     }
 }
 
+/* A packed layout's gemm (weights.h): tile by tile, each row's blocks
+ * unpacked to the file's layout one at a time and valued as the type's
+ * scalar gemm values them, into the same accumulators in the same order;
+ * the matrix's last rows, which keep the file's layout, by that gemm. */
+static inline void kvc_gemm_packed_scalar(size_t R, size_t B, kvc_unpack_block_fn *unpack,
+                                          kvc_block_value_fn *value, kvc_gemm_fn *file_gemm,
+                                          size_t n, size_t rows, size_t T, const uint8_t *w,
+                                          size_t row_bytes, const uint8_t *xa, size_t xa_stride,
+                                          float *y, size_t y_stride) {
+    const size_t nb = n / B, tiles = rows / R;
+    uint8_t block[KVC_MAX_BLOCK_BYTES];
+    for (size_t k = 0; k < tiles; k++) {
+        const uint8_t *tile = w + k * R * row_bytes;
+        for (size_t lane = 0; lane < R; lane++) {
+            for (size_t t = 0; t < T; t++) {
+                const kvc_act_q8_row a = kvc_act_q8_row_at(xa + t * xa_stride, n, B);
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (size_t b = 0; b < nb; b++) {
+                    unpack(tile, lane, b, block);
+                    acc[b & 3] += value(block, &a, b);
+                }
+                y[t * y_stride + k * R + lane] = kvc_combine4(acc);
+            }
+        }
+    }
+    if (rows % R) file_gemm(n, rows % R, T, w + tiles * R * row_bytes, row_bytes, xa, xa_stride, y + tiles * R, y_stride);
+}
+
+/* The scalar gemm of packed layout `layout` of block type t (in t's file). */
+#define KVC_SCALAR_PACKED_GEMM(layout, t, R, B)                                                   \
+    void kvc_gemm_##layout##__scalar(size_t n, size_t rows, size_t T, const uint8_t *w,           \
+                                     size_t row_bytes, const uint8_t *xa, size_t xa_stride,       \
+                                     float *y, size_t y_stride) {                                 \
+        kvc_gemm_packed_scalar(R, B, kvc_unpack_block_##layout, t##_value, kvc_gemm_##t##__scalar, \
+                               n, rows, T, w, row_bytes, xa, xa_stride, y, y_stride);             \
+    }
+
 /* Weight j of a float type's row, as f32 (exactly). */
 typedef float kvc_weight_value_fn(const uint8_t *row, size_t j);
 

@@ -58,6 +58,20 @@ static inline void kvc_nibbles_i8x16(v128_t packed, v128_t *q0, v128_t *q1) {
     *q1 = wasm_v128_and(wasm_u16x8_shr(packed, 4), nibble);
 }
 
+/* Q4_K's and Q5_K's eight 6-bit sub-block scales then eight mins from the
+ * 12 bytes at p (16 read), as 16 bytes (kvc_k_scale_min's packing, one
+ * 32-bit word of four at a time). */
+static inline v128_t kvc_k_scales_mins(const uint8_t *p) {
+    /* words w0 w1 w2: sc0..3, m0..3 (low 6 bits) and sc4..7, m4..7 (low 4
+     * bits from w2, high 2 from the top of w0 and w1) */
+    const v128_t w = wasm_v128_load(p);
+    const v128_t low = wasm_v128_and(wasm_i32x4_shuffle(w, wasm_u32x4_shr(w, 4), 0, 2, 1, 6),
+                                     wasm_i32x4_const(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const v128_t high = wasm_v128_and(wasm_u32x4_shr(wasm_i32x4_shuffle(w, w, 0, 0, 1, 1), 2),
+                                      wasm_i32x4_const(0, 0x30303030, 0, 0x30303030));
+    return wasm_v128_or(low, high);
+}
+
 /* 16 in each byte of h that has its bit of mask set (one bit per byte), 0 elsewhere. */
 static inline v128_t kvc_bits_as_16(v128_t h, v128_t mask) {
     return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(h, mask), mask), wasm_i8x16_const_splat(16));
@@ -186,6 +200,47 @@ static inline void kvc_gemm_blocks(kvc_values4_fn *values4, kvc_value1_fn *value
         }
     }
 }
+
+/* ---- the gemm of a packed layout of four rows a tile (weights.h): each
+ * tile of tokens against each tile of rows, lane r of a tile's sums row r's
+ * ---- */
+/* out[i], lane r: row r of the tile at `tile` (nb blocks a row) against the
+ * activation row a[i]: i < 1 (decode) or i < 4 (prefill). */
+typedef void kvc_packed_tile_fn(const uint8_t *tile, size_t nb, const kvc_act_q8_row a[4], v128_t out[4]);
+
+static inline void kvc_gemm_packed4(kvc_packed_tile_fn *decode, kvc_packed_tile_fn *prefill, kvc_gemm_fn *file_gemm,
+                                    size_t B, size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
+                                    const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride) {
+    const size_t tiles = rows / 4;
+    for (size_t t0 = 0; t0 < T; t0 += 4) {
+        const kvc_token_tile tokens = kvc_token_tile_at(xa, xa_stride, t0, T);
+        kvc_act_q8_row a[4];
+        for (size_t i = 0; i < 4; i++) a[i] = kvc_act_q8_row_at(tokens.row[i], n, B);
+        for (size_t k = 0; k < tiles; k++) {
+            v128_t out[4];
+            (tokens.count == 1 ? decode : prefill)(w + 4 * k * row_bytes, n / B, a, out);
+            for (size_t i = 0; i < tokens.count; i++) wasm_v128_store(y + (t0 + i) * y_stride + 4 * k, out[i]);
+        }
+    }
+    /* The matrix's last rows, in the file's layout. */
+    if (rows % 4) file_gemm(n, rows % 4, T, w + 4 * tiles * row_bytes, row_bytes, xa, xa_stride, y + 4 * tiles, y_stride);
+}
+
+/* A packed layout's gemm `name` from its tile function `tile(tile, nb, a,
+ * tokens, out)` (always inline, tokens 1 or 4) and its type's gemm of the
+ * file's layout, for blocks of B. */
+#define KVC_GEMM_PACKED4(name, tile, file_gemm, B)                                                       \
+    static void tile##_decode(const uint8_t *at, size_t nb, const kvc_act_q8_row a[4], v128_t out[4]) {  \
+        tile(at, nb, a, 1, out);                                                                         \
+    }                                                                                                    \
+    static void tile##_prefill(const uint8_t *at, size_t nb, const kvc_act_q8_row a[4], v128_t out[4]) { \
+        tile(at, nb, a, 4, out);                                                                         \
+    }                                                                                                    \
+    void name(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes, const uint8_t *xa,    \
+              size_t xa_stride, float *y, size_t y_stride) {                                             \
+        kvc_gemm_packed4(tile##_decode, tile##_prefill, file_gemm, B, n, rows, T, w, row_bytes, xa,      \
+                         xa_stride, y, y_stride);                                                        \
+    }
 
 /* The four copies of one block's integer partial: its exact sum in every lane. */
 static inline v128_t kvc_sum_i32x4(v128_t partial) {

@@ -36,19 +36,26 @@
  * right as written; the integer converted to f32 (rounded) where it meets
  * a float.
  */
+/* The packed layouts (weights.h): a gemm per set, as a type's. */
+static const kvc_weight_packing q8_0x4 = {
+    "Q8_0x4", 4, kvc_pack_q8_0x4, kvc_unpack_block_q8_0x4,
+    {kvc_gemm_q8_0x4__scalar, KVC_WASMSIMD(kvc_gemm_q8_0x4), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_q8_0x4)}};
+static const kvc_weight_packing q4_kx4 = {
+    "Q4_Kx4", 4, kvc_pack_q4_kx4, kvc_unpack_block_q4_kx4, KVC_GEMMS(q4_kx4)};
+
 static const kvc_weight_type types[] = {
-    {0, "F32", 1, 4, KVC_ACT_F32, kvc_dequantize_f32, KVC_GEMMS(f32)},
-    {1, "F16", 1, 2, KVC_ACT_F32, kvc_dequantize_f16, KVC_GEMMS(f16)},
-    {30, "BF16", 1, 2, KVC_ACT_F32, kvc_dequantize_bf16, KVC_GEMMS(bf16)},
+    {0, "F32", 1, 4, KVC_ACT_F32, kvc_dequantize_f32, KVC_GEMMS(f32), NULL},
+    {1, "F16", 1, 2, KVC_ACT_F32, kvc_dequantize_f16, KVC_GEMMS(f16), NULL},
+    {30, "BF16", 1, 2, KVC_ACT_F32, kvc_dequantize_bf16, KVC_GEMMS(bf16), NULL},
     {8, "Q8_0", 32, KVC_BLOCK_BYTES_q8_0, KVC_ACT_Q8_32, kvc_dequantize_q8_0,
-     {kvc_gemm_q8_0__scalar, KVC_WASMSIMD(kvc_gemm_q8_0), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_q8_0)}},
-    {2, "Q4_0", 32, KVC_BLOCK_BYTES_q4_0, KVC_ACT_Q8_32, kvc_dequantize_q4_0, KVC_GEMMS(q4_0)},
-    {3, "Q4_1", 32, KVC_BLOCK_BYTES_q4_1, KVC_ACT_Q8_32, kvc_dequantize_q4_1, KVC_GEMMS(q4_1)},
-    {6, "Q5_0", 32, KVC_BLOCK_BYTES_q5_0, KVC_ACT_Q8_32, kvc_dequantize_q5_0, KVC_GEMMS(q5_0)},
-    {7, "Q5_1", 32, KVC_BLOCK_BYTES_q5_1, KVC_ACT_Q8_32, kvc_dequantize_q5_1, KVC_GEMMS(q5_1)},
-    {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k)},
-    {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k)},
-    {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k)},
+     {kvc_gemm_q8_0__scalar, KVC_WASMSIMD(kvc_gemm_q8_0), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_q8_0)}, &q8_0x4},
+    {2, "Q4_0", 32, KVC_BLOCK_BYTES_q4_0, KVC_ACT_Q8_32, kvc_dequantize_q4_0, KVC_GEMMS(q4_0), NULL},
+    {3, "Q4_1", 32, KVC_BLOCK_BYTES_q4_1, KVC_ACT_Q8_32, kvc_dequantize_q4_1, KVC_GEMMS(q4_1), NULL},
+    {6, "Q5_0", 32, KVC_BLOCK_BYTES_q5_0, KVC_ACT_Q8_32, kvc_dequantize_q5_0, KVC_GEMMS(q5_0), NULL},
+    {7, "Q5_1", 32, KVC_BLOCK_BYTES_q5_1, KVC_ACT_Q8_32, kvc_dequantize_q5_1, KVC_GEMMS(q5_1), NULL},
+    {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k), &q4_kx4},
+    {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k), NULL},
+    {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k), NULL},
 };
 #define TYPE_COUNT (sizeof types / sizeof types[0])
 

@@ -157,6 +157,35 @@ typedef void kvc_dequantize_fn(const uint8_t *row, size_t first, size_t count, f
 typedef void kvc_gemm_fn(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
                          const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride);
 
+/*
+ * Packed layouts.  A type may name a layout its matrices are packed into
+ * once, at load: the rows in tiles of `rows`, the tile's blocks interleaved
+ * so that one SIMD dot product serves every row of the tile (lane r
+ * accumulating row r, no horizontal sum per block) -- in place, in the
+ * bytes the file's layout took (no second copy).  Tile k is rows k R ..
+ * k R + R - 1 (R = rows), at w + k R row_bytes; only whole tiles are packed,
+ * a matrix's last rows mod R rows keep the file's layout.  A packed gemm is
+ * called as a type's gemm is, with w at a tile: rows mod R is not 0 only in
+ * a call that ends the matrix, whose last rows mod R rows it multiplies as
+ * the type's own gemm does.  Each (row, token) gets exactly the bits the
+ * type's gemm gives it in the file's layout, in every set: packing changes
+ * where a block's bytes are, never its value or the order of the sums.
+ */
+/* Packs the R rows (row_bytes each, n values) at tile in place; scratch
+ * holds R row_bytes bytes. */
+typedef void kvc_pack_fn(size_t n, size_t row_bytes, uint8_t *tile, uint8_t *scratch);
+/* Block b of row `lane` of a packed tile, as the file lays it out (the
+ * type's block_bytes), into block. */
+typedef void kvc_unpack_block_fn(const uint8_t *tile, size_t lane, size_t b, uint8_t *block);
+
+typedef struct kvc_weight_packing {
+    const char *name; /* "Q8_0x4" */
+    uint32_t rows;    /* rows a tile interleaves */
+    kvc_pack_fn *pack;
+    kvc_unpack_block_fn *unpack_block;
+    kvc_gemm_fn *gemm[KVC_WEIGHT_SETS]; /* NULL: a set this build lacks */
+} kvc_weight_packing;
+
 typedef struct kvc_weight_type {
     uint32_t ggml_id;      /* ggml_type */
     const char *name;      /* "Q4_K" */
@@ -165,7 +194,11 @@ typedef struct kvc_weight_type {
     kvc_act_kind act;      /* what its gemm reads */
     kvc_dequantize_fn *dequantize;
     kvc_gemm_fn *gemm[KVC_WEIGHT_SETS]; /* NULL: a set this build lacks */
+    const kvc_weight_packing *packing;  /* the layout packed at load; NULL: the file's */
 } kvc_weight_type;
+
+/* The bytes of a type's largest block (Q6_K's), for a block on the stack. */
+#define KVC_MAX_BLOCK_BYTES 256
 
 /* The row of ggml type `ggml_id`, or NULL when it is not supported. */
 const kvc_weight_type *kvc_weight_type_of(uint32_t ggml_id);
@@ -197,12 +230,22 @@ KVC_WEIGHT_TYPE_LIST(KVC_DECLARE_WEIGHT_SCALAR)
 #undef KVC_DECLARE_WEIGHT_SCALAR
 kvc_quantize_act_fn kvc_quantize_act_f32;
 kvc_quantize_act_fn kvc_quantize_act_q8_32__scalar;
+/* The packed layouts, kvc_<op>_<layout>[__<set>]: pack-<layout>.c, the
+ * scalar gemm in the type's scalar file, gemm-<layout>-<set>.c. */
+kvc_pack_fn kvc_pack_q8_0x4;
+kvc_unpack_block_fn kvc_unpack_block_q8_0x4;
+kvc_gemm_fn kvc_gemm_q8_0x4__scalar;
+kvc_pack_fn kvc_pack_q4_kx4;
+kvc_unpack_block_fn kvc_unpack_block_q4_kx4;
+kvc_gemm_fn kvc_gemm_q4_kx4__scalar;
 kvc_quantize_act_fn kvc_quantize_act_q8_256__scalar;
 
 #if defined(KVC_WITH_WASMSIMD)
 #define KVC_DECLARE_WEIGHT_WASMSIMD(t) kvc_gemm_fn kvc_gemm_##t##__wasmsimd;
 KVC_WEIGHT_TYPE_LIST(KVC_DECLARE_WEIGHT_WASMSIMD)
 #undef KVC_DECLARE_WEIGHT_WASMSIMD
+kvc_gemm_fn kvc_gemm_q8_0x4__wasmsimd;
+kvc_gemm_fn kvc_gemm_q4_kx4__wasmsimd;
 kvc_quantize_act_fn kvc_quantize_act_q8_32__wasmsimd;
 kvc_quantize_act_fn kvc_quantize_act_q8_256__wasmsimd;
 #endif
@@ -211,6 +254,7 @@ kvc_quantize_act_fn kvc_quantize_act_q8_256__wasmsimd;
 #define KVC_DECLARE_WEIGHT_WASMRELAXED(t) kvc_gemm_fn kvc_gemm_##t##__wasmrelaxed;
 KVC_WEIGHT_RELAXED_LIST(KVC_DECLARE_WEIGHT_WASMRELAXED)
 #undef KVC_DECLARE_WEIGHT_WASMRELAXED
+kvc_gemm_fn kvc_gemm_q4_kx4__wasmrelaxed;
 #endif
 
 #endif /* KVC_WEIGHTS_H */

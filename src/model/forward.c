@@ -626,7 +626,7 @@ static kvc_rope_params rope_of(kvc_lm *lm) {
 
 /* x [n] += row r of table t (dequantized into `row`). */
 static void add_row(const kvc_tensor *t, size_t r, float *row, float *x, size_t n) {
-    t->type->dequantize(t->data + r * t->row_bytes, 0, n, row);
+    kvc_tensor_values(t, r, 0, n, row);
     kvc_add(n, x, row);
 }
 
@@ -643,7 +643,7 @@ static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params 
             /* An encoder's rows are the model's embeddings as they are: no scale (llama.cpp scales token rows only). */
             memcpy(x, in->embeddings + (start + t) * lm->dim, lm->dim * sizeof(float));
         } else {
-            lm->token_embd.type->dequantize(lm->token_embd.data + in->tokens[start + t] * lm->token_embd.row_bytes, 0, lm->dim, x);
+            kvc_tensor_values(&lm->token_embd, in->tokens[start + t], 0, lm->dim, x);
             for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
         }
         if (lm->token_types.type) add_row(&lm->token_types, 0, s->xb, x, lm->dim);

@@ -792,8 +792,7 @@ void kvc_lm_free(kvc_lm *lm) {
     kvc_free(lm);
 }
 
-/* Calls fn(t, context) for every tensor the model binds (absent ones too). */
-static void each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), void *context) {
+void kvc_lm_each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), void *context) {
     kvc_tensor *model[] = {&lm->token_embd, &lm->output_norm, &lm->output, &lm->rope_freqs,
                            &lm->per_layer_embd, &lm->per_layer_proj, &lm->per_layer_norm,
                            &lm->dense_2, &lm->dense_2_bias, &lm->dense_3, &lm->cls, &lm->cls_bias,
@@ -827,7 +826,7 @@ kvc_status kvc_lm_keep_per_layer_outside(kvc_lm *lm) {
     lm->outside_bytes = table->rows * table->row_bytes;
     /* Every tensor past the table moves down by its bytes; the table
      * itself keeps its file offset, which only forward's rows stand for. */
-    each_tensor(lm, move_down_past_table, lm);
+    kvc_lm_each_tensor(lm, move_down_past_table, lm);
     /* What is left may fit the address space where the whole did not (E4B). */
     const uint64_t inside = lm->data_bytes - lm->outside_bytes;
     lm->weights_bytes = inside > SIZE_MAX ? SIZE_MAX : (size_t)inside;
@@ -854,7 +853,7 @@ kvc_status kvc_lm_alloc_weights(kvc_lm *lm) {
     /* At least a byte, so that a model of no tensor data has a pointer. */
     lm->weights = lm->weights_bytes < SIZE_MAX ? kvc_malloc(lm->weights_bytes ? lm->weights_bytes : 1) : NULL;
     if (!lm->weights) return KVC_E_NOMEM;
-    each_tensor(lm, place, lm->weights);
+    kvc_lm_each_tensor(lm, place, lm->weights);
     if (lm->outside_bytes) lm->per_layer_embd.data = NULL; /* forward's rows stand for it */
     return KVC_OK;
 }

@@ -17,7 +17,8 @@
 #include "model.h"
 
 /* Rows of a weight per task: a few microseconds of work at decode, small
- * beside the matrices (the smallest a model multiplies has hundreds of rows). */
+ * beside the matrices (the smallest a model multiplies has hundreds of rows);
+ * whole tiles of any packed layout (weights.h: 4 rows). */
 #define KVC_MATMUL_ROWS 32
 
 size_t kvc_matmul_codes_bytes(const kvc_weight_type *type, size_t n, size_t T) {
@@ -52,8 +53,9 @@ static void matmul_task(void *context, size_t task, size_t thread) {
     if (r0 >= end) return;
     const size_t rows = end - r0 < KVC_MATMUL_ROWS ? end - r0 : KVC_MATMUL_ROWS;
     const kvc_act_kind act = w->type->act;
-    w->type->gemm[job->set](job->cols, rows, job->T, w->data + r0 * w->row_bytes, w->row_bytes,
-                            job->codes[act], job->code_stride[act], product->y + r0, product->y_stride);
+    kvc_gemm_fn *gemm = w->packing ? w->packing->gemm[job->set] : w->type->gemm[job->set];
+    gemm(job->cols, rows, job->T, w->data + r0 * w->row_bytes, w->row_bytes, job->codes[act], job->code_stride[act],
+         product->y + r0, product->y_stride);
 }
 
 void kvc_matmul(kvc_profile_op op, size_t count, const kvc_product *products, const float *x, size_t T,
@@ -73,7 +75,10 @@ void kvc_matmul(kvc_profile_op op, size_t count, const kvc_product *products, co
             codes += T * stride;
             kvc_profile_mark(KVC_PROFILE_QUANTIZE);
         }
-        job.range_rows[p] = (w->rows + job.ranges - 1) / job.ranges;
+        /* Ranges of whole tiles of a packed layout: a chunk begins at a tile
+         * (KVC_MATMUL_ROWS is a multiple of every layout's rows). */
+        const size_t tile = w->packing ? w->packing->rows : 1, tiles = (w->rows + tile - 1) / tile;
+        job.range_rows[p] = (tiles + job.ranges - 1) / job.ranges * tile;
         job.first_task[p + 1] = job.first_task[p] + job.ranges * ((job.range_rows[p] + KVC_MATMUL_ROWS - 1) / KVC_MATMUL_ROWS);
         work += (uint64_t)w->rows * job.cols * T;
     }

@@ -163,7 +163,14 @@ typedef struct kvc_tensor {
     size_t cols;
     size_t rows;
     size_t row_bytes;
+    /* The layout its whole tiles of rows are packed in (kvc_lm_pack_weights;
+     * weights.h), NULL: the file's. */
+    const kvc_weight_packing *packing;
 } kvc_tensor;
+
+/* out[i] = the value of column first + i of row r of t, i < count, in
+ * whichever layout t is. */
+void kvc_tensor_values(const kvc_tensor *t, size_t r, size_t first, size_t count, float *out);
 
 typedef struct kvc_block {
     kvc_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
@@ -251,8 +258,11 @@ struct kvc_lm {
     size_t window; /* attention.sliding_window (0: none) */
     kvc_layer_plan *plans; /* [num_layers] */
     kvc_recurrent_shape recurrent; /* of the recurrent layers, if any */
-    uint8_t *weights; /* the file's tensor data, as it is in the file */
+    /* The file's tensor data: as it is in the file, then (kvc_lm_pack_weights)
+     * with the matrices of a type that has a packed layout packed. */
+    uint8_t *weights;
     size_t weights_bytes;
+    int packed; /* kvc_lm_pack_weights has run */
     /* rope_freqs: the per-pair divisors of RoPE's angles [rope_dims / 2] it
      * uses, Llama 3's rope_freqs.weight or one of LongRoPE's (lm.c), or absent. */
     kvc_tensor token_embd, output_norm, output, rope_freqs;
@@ -282,6 +292,11 @@ struct kvc_lm {
     kvc_lm_scratch scratch;
     kvc_lm_pending pending;
 };
+
+/* ---- lm.c ---- */
+/* Calls fn(t, context) for every tensor the model binds (absent ones too;
+ * the tied output as well as token_embd, which it copies). */
+void kvc_lm_each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), void *context);
 
 /* ---- forward.c: an embedding model's pass ---- */
 /* A vector weight as f32: itself when it is F32 (every file llama.cpp's

@@ -579,6 +579,65 @@ TEST(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was) {
     free_model(&m);
 }
 
+/* ---- weights packed for the kernels ---- */
+
+TEST(packed_weights_give_the_logits_and_digest_of_the_files_layout) {
+    enum { N = 23 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 16);
+    float *plain = test_alloc(N * VOCAB * sizeof(float)), *packed = test_alloc(N * VOCAB * sizeof(float));
+    for (int tied = 0; tied < 2; tied++) {
+        test_model file, m;
+        CHECK_OK(make_model(GGML_Q8_0, tied, 15, &file, NULL, 0));
+        CHECK_OK(make_model(GGML_Q8_0, tied, 15, &m, NULL, 0));
+        const size_t bytes = kvc_lm_weights_bytes(m.lm);
+        const uint64_t whole = kvc_lm_digest(m.lm, 0, bytes, 3), part = kvc_lm_digest(m.lm, 7, bytes - 20, 3);
+        CHECK(whole == kvc_digest(kvc_lm_weights(m.lm), bytes, 3));
+        CHECK_OK(kvc_lm_pack_weights(m.lm));
+        CHECK_OK(kvc_lm_pack_weights(m.lm)); /* a second call does nothing */
+        CHECK(memcmp(kvc_lm_weights(m.lm), kvc_lm_weights(file.lm), bytes) != 0);
+        CHECK(kvc_lm_digest(m.lm, 0, bytes, 3) == whole);
+        CHECK(kvc_lm_digest(m.lm, 7, bytes - 20, 3) == part);
+        for (size_t offset = 0; offset < bytes; offset += bytes / 7 + 13) {
+            const size_t n = (bytes - offset) / 3 + 1;
+            CHECK(kvc_lm_digest(m.lm, offset, n, 5) == kvc_digest(kvc_lm_weights(file.lm) + offset, n, 5));
+        }
+        CHECK(kvc_lm_digest(m.lm, bytes, 1, 0) == 0); /* past the region */
+        CHECK(run(&file, KVC_MODE_F32, tokens, N, N, 0, plain, NULL));
+        CHECK(run(&m, KVC_MODE_F32, tokens, N, N, 0, packed, NULL));
+        CHECK(same_bits(plain, packed, N * VOCAB));
+        CHECK(run(&m, KVC_MODE_F32, tokens, N, 1, 0, packed, NULL));
+        CHECK(same_bits(plain, packed, N * VOCAB));
+        free_model(&file), free_model(&m);
+    }
+    CHECK_STATUS(kvc_lm_pack_weights(NULL), KVC_E_NULL_POINTER);
+    free(plain), free(packed);
+}
+
+TEST(packing_out_of_memory_leaves_the_files_layout_to_run) {
+    test_model file, m;
+    CHECK_OK(make_model(GGML_Q8_0, 1, 17, &file, NULL, 0));
+    CHECK_OK(make_model(GGML_Q8_0, 1, 17, &m, NULL, 0));
+    const size_t bytes = kvc_lm_weights_bytes(m.lm);
+    CHECK_OK(test_fault_install());
+    test_fault_arm(1, 0);
+    CHECK_STATUS(kvc_lm_pack_weights(m.lm), KVC_E_NOMEM);
+    test_fault_arm(0, 0);
+    test_fault_remove();
+    CHECK(memcmp(kvc_lm_weights(m.lm), kvc_lm_weights(file.lm), bytes) == 0);
+    enum { N = 5 };
+    uint32_t tokens[N];
+    tokens_of(tokens, N, 18);
+    float plain[N * VOCAB], after[N * VOCAB];
+    CHECK(run(&file, KVC_MODE_F32, tokens, N, N, 0, plain, NULL));
+    CHECK(run(&m, KVC_MODE_F32, tokens, N, N, 0, after, NULL));
+    CHECK(same_bits(plain, after, N * VOCAB));
+    CHECK_OK(kvc_lm_pack_weights(m.lm)); /* it can be tried again */
+    CHECK(run(&m, KVC_MODE_F32, tokens, N, N, 0, after, NULL));
+    CHECK(same_bits(plain, after, N * VOCAB));
+    free_model(&file), free_model(&m);
+}
+
 /* ---- embeddings ---- */
 
 /* A model of the small geometry whose file says `pooling` and (bidirectional)
@@ -743,6 +802,8 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(a_verify_takes_more_drafts_one_call_at_a_time_as_a_draft_model_decodes_them),
           CASE(forward_refuses_bad_arguments_and_changes_nothing),
           CASE(a_forward_pass_out_of_memory_leaves_the_cache_as_it_was),
+          CASE(packed_weights_give_the_logits_and_digest_of_the_files_layout),
+          CASE(packing_out_of_memory_leaves_the_files_layout_to_run),
           CASE(an_embedding_model_says_its_pooling_direction_and_width),
           CASE(a_text_gets_the_same_embedding_alone_and_among_others_on_any_number_of_threads),
           CASE(a_causal_model_pools_what_its_tokens_saw_and_an_encoder_what_its_whole_text_says),

@@ -852,6 +852,120 @@ TEST(nonfinite_scales_should_not_disturb_other_rows) {
     }
 }
 
+/* ---- packed layouts ---- */
+
+/* Packs a copy of the rows x n matrix w of type (its whole tiles, as the
+ * runner does at load); the copy has a guard byte past its end. */
+static uint8_t *packed_copy(const kvc_weight_type *type, const uint8_t *w, size_t n, size_t rows) {
+    const kvc_weight_packing *packing = type->packing;
+    const size_t row_bytes = n / type->block_values * type->block_bytes, R = packing->rows;
+    uint8_t *packed = test_alloc(rows * row_bytes + 1), *scratch = test_alloc(R * row_bytes);
+    memcpy(packed, w, rows * row_bytes);
+    packed[rows * row_bytes] = 0xa5;
+    for (size_t r = 0; r + R <= rows; r += R) packing->pack(n, row_bytes, packed + r * row_bytes, scratch);
+    free(scratch);
+    return packed;
+}
+
+TEST(packing_should_keep_every_block_where_unpacking_finds_it) {
+    test_rng rng = test_rng_new(81);
+    size_t packed_types = 0;
+    for (size_t i = 0; i < TYPE_COUNT; i++) {
+        const kvc_weight_type *type = kvc_weight_type_of(facts[i].id);
+        if (!type->packing) continue;
+        packed_types++;
+        const size_t R = type->packing->rows, row_counts[] = {R, 2 * R, 3 * R + 1, 3 * R + R - 1};
+        for (size_t ri = 0; ri < 4; ri++) {
+            const size_t rows = row_counts[ri], n = 3 * type->block_values, nb = 3;
+            const size_t row_bytes = nb * type->block_bytes, tiles = rows / R;
+            uint8_t *w = random_matrix(type, n, rows, &rng, 4), *packed = packed_copy(type, w, n, rows);
+            uint8_t block[KVC_MAX_BLOCK_BYTES];
+            for (size_t k = 0; k < tiles; k++)
+                for (size_t lane = 0; lane < R; lane++)
+                    for (size_t b = 0; b < nb; b++) {
+                        type->packing->unpack_block(packed + k * R * row_bytes, lane, b, block);
+                        CHECK(memcmp(block, w + (k * R + lane) * row_bytes + b * type->block_bytes, type->block_bytes) == 0);
+                    }
+            /* the rows past the last whole tile keep the file's layout; nothing past the matrix is touched */
+            CHECK(memcmp(packed + tiles * R * row_bytes, w + tiles * R * row_bytes, (rows - tiles * R) * row_bytes) == 0);
+            CHECK(packed[rows * row_bytes] == 0xa5);
+            if (tiles) CHECK(memcmp(packed, w, tiles * R * row_bytes) != 0);
+            free(w), free(packed);
+        }
+    }
+    CHECK(packed_types > 0);
+}
+
+TEST(packed_gemms_should_give_the_file_layouts_scalar_bits_in_every_set) {
+    kvc_weight_set sets[3] = {KVC_WEIGHT_SCALAR};
+    const size_t count = 1 + simd_sets(sets + 1);
+    test_rng rng = test_rng_new(83);
+    const size_t blocks[] = {1, 2, 3, 8}, row_counts[] = {1, 3, 4, 5, 8, 13, 17}, tokens[] = {1, 2, 3, 4, 5, 8};
+    for (size_t i = 0; i < TYPE_COUNT; i++) {
+        const kvc_weight_type *type = kvc_weight_type_of(facts[i].id);
+        if (!type->packing) continue;
+        for (size_t bi = 0; bi < 4; bi++)
+            for (size_t ri = 0; ri < 7; ri++)
+                for (size_t ti = 0; ti < 6; ti++) {
+                    const size_t n = blocks[bi] * type->block_values, rows = row_counts[ri], T = tokens[ti];
+                    const size_t row_bytes = blocks[bi] * type->block_bytes, stride = act_row_bytes(type, n);
+                    uint8_t *w = random_matrix(type, n, rows, &rng, 4), *packed = packed_copy(type, w, n, rows);
+                    float *x = random_activations(n, T, &rng);
+                    uint8_t *xa = coded_activations(type, KVC_WEIGHT_SCALAR, x, n, T);
+                    float *want = test_alloc(rows * T * sizeof(float)), *got = test_alloc(rows * T * sizeof(float));
+                    type->gemm[KVC_WEIGHT_SCALAR](n, rows, T, w, row_bytes, xa, stride, want, rows);
+                    for (size_t s = 0; s < count; s++) {
+                        type->packing->gemm[sets[s]](n, rows, T, packed, row_bytes, xa, stride, got, rows);
+                        const int same = memcmp(got, want, rows * T * sizeof(float)) == 0;
+                        if (!same) printf("  %s %s n=%zu rows=%zu T=%zu differs from %s's scalar gemm\n", type->packing->name,
+                                          kvc_weight_set_name(sets[s]), n, rows, T, type->name);
+                        CHECK(same);
+                    }
+                    free(w), free(packed), free(x), free(xa), free(want), free(got);
+                }
+    }
+}
+
+/* A packed gemm called as the pool calls it: chunks of whole tiles (the
+ * last one with the matrix's unpacked rows), each token alone, sub-batches. */
+TEST(packed_rows_and_tokens_should_get_the_same_bits_whatever_the_call) {
+    kvc_weight_set sets[3] = {KVC_WEIGHT_SCALAR};
+    const size_t count = 1 + simd_sets(sets + 1);
+    test_rng rng = test_rng_new(85);
+    for (size_t i = 0; i < TYPE_COUNT; i++) {
+        const kvc_weight_type *type = kvc_weight_type_of(facts[i].id);
+        if (!type->packing) continue;
+        const size_t R = type->packing->rows, rows = 3 * R + 2, T = 7, n = 5 * type->block_values;
+        const size_t row_bytes = 5 * type->block_bytes, stride = act_row_bytes(type, n);
+        uint8_t *w = random_matrix(type, n, rows, &rng, 4), *packed = packed_copy(type, w, n, rows);
+        float *x = random_activations(n, T, &rng);
+        for (size_t s = 0; s < count; s++) {
+            kvc_gemm_fn *gemm = type->packing->gemm[sets[s]];
+            uint8_t *xa = coded_activations(type, sets[s], x, n, T);
+            float *all = test_alloc(rows * T * sizeof(float)), *part = test_alloc((rows + 3) * T * sizeof(float));
+            gemm(n, rows, T, packed, row_bytes, xa, stride, all, rows);
+            const size_t cuts[] = {0, R, 3 * R, rows};
+            for (size_t c = 0; c + 1 < 4; c++) {
+                const size_t first = cuts[c], chunk = cuts[c + 1] - cuts[c];
+                gemm(n, chunk, T, packed + first * row_bytes, row_bytes, xa, stride, part, rows + 3);
+                for (size_t t = 0; t < T; t++) CHECK(memcmp(&part[t * (rows + 3)], &all[t * rows + first], chunk * 4) == 0);
+            }
+            for (size_t t = 0; t < T; t++) {
+                gemm(n, rows, 1, packed, row_bytes, xa + t * stride, stride, part, rows);
+                CHECK(memcmp(part, &all[t * rows], rows * 4) == 0);
+            }
+            const size_t batches[][2] = {{0, 2}, {2, 3}, {1, 5}, {3, 4}, {6, 1}};
+            for (size_t k = 0; k < 5; k++) {
+                gemm(n, rows, batches[k][1], packed, row_bytes, xa + batches[k][0] * stride, stride, part, rows + 3);
+                for (size_t t = 0; t < batches[k][1]; t++)
+                    CHECK(memcmp(&part[t * (rows + 3)], &all[(batches[k][0] + t) * rows], rows * 4) == 0);
+            }
+            free(xa), free(all), free(part);
+        }
+        free(w), free(packed), free(x);
+    }
+}
+
 /* ---- accuracy ---- */
 
 /* Simple quantizers of the test's own (round to nearest), for weights with
@@ -1093,4 +1207,7 @@ RUN_TESTS(CASE(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest)
           CASE(each_row_and_token_should_get_the_same_bits_whatever_the_call),
           CASE(edge_blocks_should_give_the_scalar_bits_in_every_set),
           CASE(nonfinite_scales_should_not_disturb_other_rows),
-          CASE(activation_coding_should_cost_less_accuracy_than_the_weights))
+          CASE(activation_coding_should_cost_less_accuracy_than_the_weights),
+          CASE(packing_should_keep_every_block_where_unpacking_finds_it),
+          CASE(packed_gemms_should_give_the_file_layouts_scalar_bits_in_every_set),
+          CASE(packed_rows_and_tokens_should_get_the_same_bits_whatever_the_call))
