@@ -428,6 +428,9 @@ export interface ForwardOptions {
   importance?: boolean;
   /** The tokens are a speculative verify: the cache begins one, and keep(cache, n) ends it. */
   verify?: boolean;
+  /** The array the logits go into (its first rows × vocab values) and which the pass returns, in place of a new one
+   * each pass; shorter, or not a Float32Array: refused before the pass, the cache unchanged. */
+  into?: Float32Array;
 }
 
 export class Llama {

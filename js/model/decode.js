@@ -21,11 +21,21 @@ export const hold = Symbol('hold');
 export const take = Symbol('take');
 export const taken = Symbol('taken');
 /**
- * [pass](tokens, { verify }): the forward pass on the session's cache,
- * recording nothing (decoding says what the session took in, above):
- * every token's logits; with verify, inside a verify that Llama#keep ends.
+ * [pass](tokens, { verify, into }): the forward pass on the session's
+ * cache, recording nothing (decoding says what the session took in, above):
+ * every token's logits (in `into` when given, Llama#forward's option); with
+ * verify, inside a verify that Llama#keep ends.
  */
 export const pass = Symbol('pass');
+/**
+ * [logitsInto](rows): the Float32Array a session keeps for decoding's
+ * passes to write their logits into ([pass]'s `into`, Llama#forward's):
+ * one row exactly for rows = 1, else at least `rows` rows -- the same array
+ * pass after pass (grown only for more rows than before), so that a step
+ * allocates no logits. Its values hold until the session's next such pass:
+ * nothing that outlives a step (an event, a piece) holds the array.
+ */
+export const logitsInto = Symbol('logitsInto');
 /**
  * [rewind](n): the session keeps the first n of its tokens (its cache goes
  * back with them); returns how many of them it took in again (a state or a
@@ -83,7 +93,8 @@ export function modelDrafter(draftSession) {
       while (common < held.length && common < history.length - 1 && held[common] === history[common]) common++;
       if (common < held.length) draftSession[rewind](common);
       input = history.slice(common);
-      const next = (tokens) => argmax(llama.forward(draftSession.cache, tokens, { logits: 'last', importance: false, verify: true }));
+      const next = (tokens) => argmax(llama.forward(draftSession.cache, tokens,
+        { logits: 'last', importance: false, verify: true, into: draftSession[logitsInto](1) }));
       drafts = [next(input)];
       while (drafts.length < k) drafts.push(next([drafts.at(-1)]));
       return drafts;
@@ -225,13 +236,13 @@ export function* decodeWith(session, prompt, { steps, draft, minNgram, drafter =
     const drafts = beyond < 0 ? proposed : proposed.slice(0, beyond);
     stats.forwardPasses++;
     if (drafts.length === 0) {
-      const row = session[pass]([pending]);
+      const row = session[pass]([pending], { into: session[logitsInto](1) });
       const token = sampler.next(row, history);
       done = stops(token);
       yield emitted(token, row);
       continue;
     }
-    const rows = session[pass]([pending, ...drafts], { verify: true });
+    const rows = session[pass]([pending, ...drafts], { verify: true, into: session[logitsInto](1 + drafts.length) });
     const row = (i) => rows.subarray(i * config.vocabSize, (i + 1) * config.vocabSize);
     // A draft is kept while it equals the token sampled at its place (its
     // history the drafts before it, as plain decoding would have had).

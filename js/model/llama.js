@@ -22,11 +22,11 @@ import { PrefixCache } from '../cache/prefix.js';
 import { MAX_POSITIONS, MODES } from '../cache/layer.js';
 import { C_CODES, C_LIMITS } from '../runtime/constants.js';
 import { commonPrefix } from '../runtime/tokens.js';
-import { KvCacheError, checkBytes, checkInteger, checkObject, shown } from '../runtime/checks.js';
+import { KvCacheError, checkBytes, checkFloat32, checkInteger, checkObject, shown } from '../runtime/checks.js';
 import { checkKeys, checkUnused } from '../runtime/options.js';
 import {
-  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, lib, ownedObjects, readCString, sizeOrInfinity, statusName, u32At,
-  withStaging,
+  callC, checkStatus, copyOut, disposeSymbol, heap, heapLimitBytes, heapView, lib, ownedObjects, readCString, sizeOrInfinity, statusName,
+  u32At, withStaging,
 } from '../runtime/runtime.js';
 import { aborted, letGo, sourceChunks } from '../store/sources.js';
 import { ModelStore, loadThrough } from '../store/store.js';
@@ -34,7 +34,7 @@ import { hfOptions, isHfName, resolveHfName } from '../store/hf.js';
 import { joinParts, splitParts } from './split.js';
 import { keepPoints, restoreLongest, storedPrefixesOf } from './stored-prefixes.js';
 import { readSaved, savedBytes } from './saved-session.js';
-import { decodeStats, decodeWith, drafterOf, endStats, hold, pass, rewind, take, taken } from './decode.js';
+import { decodeStats, decodeWith, drafterOf, endStats, hold, logitsInto, pass, rewind, take, taken } from './decode.js';
 import { SAMPLING_OPTIONS, createSampler } from './sampling.js';
 import { CONSTRAINT_OPTIONS, constrainedSampler, constraintOf } from './grammar.js';
 import { Projector, openProjector, pieceId } from './vision.js';
@@ -52,7 +52,20 @@ const GENERATE_OPTIONS = [...RESPOND_OPTIONS, 'special'];
 // multimodal-RoPE model's images; version 1 has no such word), the tokens
 // (u32; an image's past the vocabulary), then the cache's snapshot.
 const LOAD_OPTIONS = ['onProgress', 'signal', 'contextLength', 'cacheMode', 'store', 'storePrefixes', 'revalidate', 'perLayerEmbeddings', 'projector', 'huggingFace'];
-const FORWARD_OPTIONS = ['logits', 'importance', 'verify'];
+const FORWARD_OPTIONS = ['logits', 'importance', 'verify', 'into'];
+
+// options.into of a pass of `rows` rows of logits: a Float32Array of at
+// least rows × vocab values (its first ones take them), checked before the
+// pass so that a wrong one leaves the cache as it was.
+function checkLogitsInto(where, into, rows, vocabSize) {
+  if (into === undefined) return undefined;
+  checkFloat32(where, 'options.into', into);
+  if (into.length < rows * vocabSize) {
+    throw new RangeError(`${where}: options.into must hold at least ${rows * vocabSize} values, ${rows} rows of ${vocabSize} logits (got ${into.length})`);
+  }
+  return into;
+}
+
 // The chunks Llama#digest reads a model's per-layer embeddings in.
 const DIGEST_CHUNK = 1 << 24;
 // The per-layer rows a model whose reader is asynchronous keeps (E4B's rows: 6 KiB each).
@@ -751,7 +764,9 @@ export class Llama {
    * tokens: options.logits 'all' (default), 'last' or a count (0: none).
    * importance (default true): their attention goes to imp. verify: the
    * tokens are a speculative verify (the cache begins one; keep(cache, n)
-   * ends it, keeping the first n).
+   * ends it, keeping the first n). into: a Float32Array of at least rows x
+   * vocab values that takes the logits (its first ones) and is returned, in
+   * place of a new array each pass.
    */
   forward(cache, tokens, options = {}) {
     const where = 'Llama.forward';
@@ -789,13 +804,14 @@ export class Llama {
   }
 
   // The forward pass of tokens or embeddings (forward, forwardEmbeddings).
-  #pass(where, cache, { tokens, embeddings }, { logits = 'all', importance = true, verify = false, positions, span = false }) {
+  #pass(where, cache, { tokens, embeddings }, { logits = 'all', importance = true, verify = false, into, positions, span = false }) {
     const ptr = this.#live('forward');
     const cachePtr = KvCache[modelPointer](where, 'cache', cache);
     const { contextLength, vocabSize, dim } = this.config;
     const n = tokens ? tokens.length : embeddings.length / dim;
     const rows = logits === 'all' ? n : logits === 'last' ? 1 : logits;
     checkInteger(where, 'options.logits', rows, 0, n);
+    checkLogitsInto(where, into, rows, vocabSize);
     if (positions !== undefined && !(positions instanceof Uint32Array && positions.length === 4 * n)) {
       throw new TypeError(`${where}: options.positions must be a Uint32Array of 4 RoPE coordinates per input (${4 * n})`);
     }
@@ -811,7 +827,11 @@ export class Llama {
     return callC(where, [tokens ? Uint32Array.from(tokens) : embeddings, positions ?? null, perLayer, 4 * rows * vocabSize],
       (inputPtr, positionsPtr, rowsPtr, logitsPtr) => lib().kvc_lm_forward_input(ptr, cachePtr, tokens ? inputPtr : 0,
         tokens ? 0 : inputPtr, n, positionsPtr, rowsPtr, logitsPtr, rows, flags),
-      ([, , , logitsPtr]) => copyOut('f32', logitsPtr, rows * vocabSize), { k: 'embeddings', v: 'embeddings', q: 'embeddings' });
+      ([, , , logitsPtr]) => {
+        if (!into) return copyOut('f32', logitsPtr, rows * vocabSize);
+        into.set(heapView('f32', logitsPtr, rows * vocabSize));
+        return into;
+      }, { k: 'embeddings', v: 'embeddings', q: 'embeddings' });
   }
 
   /**
@@ -966,9 +986,10 @@ export class Llama {
    * forward() of ids that may hold images' (prepareImage): each run of text
    * and of an image tile in its own pass -- at RoPE positions `ropeShift`
    * behind the cache's for a model with multimodal RoPE -- the logits of
-   * the last `logits` rows. Returns { logits, ropeShift } (the shift after).
+   * the last `logits` rows (into `into`, forward()'s option, when given).
+   * Returns { logits, ropeShift } (the shift after).
    */
-  [forwardIds](cache, ids, { logits = 'all', importance = true, verify = false, ropeShift = 0 }) {
+  [forwardIds](cache, ids, { logits = 'all', importance = true, verify = false, ropeShift = 0, into }) {
     const where = 'Llama.forward';
     const mrope = this.projector?.layout.mrope ?? false;
     const textPositions = (count, start) => {
@@ -980,11 +1001,12 @@ export class Llama {
     const text = (tokens, options) => (options.positions ? this.#pass(where, cache, { tokens }, options) : this.forward(cache, tokens, options));
     if (!ids.some(isImageId)) {
       const positions = mrope && ropeShift ? { positions: textPositions(ids.length, cache.nextPosition - ropeShift) } : {};
-      return { logits: text(ids, { logits, importance, verify, ...positions }), ropeShift };
+      return { logits: text(ids, { logits, importance, verify, into, ...positions }), ropeShift };
     }
     if (verify) throw new TypeError(`${where}: a verify takes text tokens only`);
     const n = ids.length, want = logits === 'all' ? n : logits === 'last' ? 1 : logits;
-    const out = new Float32Array(want * this.config.vocabSize);
+    checkInteger(where, 'options.logits', want, 0, n);
+    const out = checkLogitsInto(where, into, want, this.config.vocabSize) ?? new Float32Array(want * this.config.vocabSize);
     let at = 0, shift = ropeShift;
     for (const run of runsOf(where, this.#images, ids)) {
       const count = run.tokens ? run.tokens.length : run.count;
@@ -1024,6 +1046,8 @@ export class LlamaSession {
   #importance;
   #history = []; // every token taken in or emitted, in order: the cache's, then the pending one
   #pending = null; // the last token emitted (or given), not in the cache yet
+  #logits = null; // the array decoding's passes write their logits into ([logitsInto]), and a view of its first row
+  #logitsRow = null;
   // With window layers: forks of the cache where a reply's prompt was taken
   // in ({ position, cache }, oldest first, at most CHECKPOINTS): a rewind
   // past what the window layers still hold goes back to the latest one
@@ -1212,11 +1236,11 @@ export class LlamaSession {
   // Ids with an image's go in as several passes (a run of text or of a tile
   // each): the cache is forked first (copy on write) and put back when a
   // later pass fails, so that a failed call appends nothing, as one pass's.
-  #take(ids, { logits, verify = false }) {
+  #take(ids, { logits, verify = false, into }) {
     const before = ids.some(isImageId) ? this.cache.clone() : null;
     let out;
     try {
-      out = this.llama[forwardIds](this.cache, ids, { logits, verify, importance: this.#importance, ropeShift: this.#ropeShift });
+      out = this.llama[forwardIds](this.cache, ids, { logits, verify, importance: this.#importance, ropeShift: this.#ropeShift, into });
     } catch (error) {
       if (before) {
         this.cache.free();
@@ -1236,8 +1260,17 @@ export class LlamaSession {
     this.#pending = null;
   }
 
-  [pass](tokens, { verify = false, logits } = {}) {
-    return this.#take(tokens, { verify, logits });
+  [pass](tokens, { verify = false, logits, into } = {}) {
+    return this.#take(tokens, { verify, logits, into });
+  }
+
+  [logitsInto](rows) {
+    const { vocabSize } = this.llama.config;
+    if (!this.#logits || this.#logits.length < rows * vocabSize) {
+      this.#logits = new Float32Array(rows * vocabSize);
+      this.#logitsRow = this.#logits.subarray(0, vocabSize);
+    }
+    return rows === 1 ? this.#logitsRow : this.#logits;
   }
 
   // What forward() and verify() pass: `tokens` checked, after the pending

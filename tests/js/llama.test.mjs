@@ -8,6 +8,7 @@ import { GgufError, Llama, Tokenizer, generate, promptLookup, readGguf } from '.
 import { KvCacheError, PROFILE_OPERATIONS, profile } from '../../js/index.js';
 import { MODEL_MISSING, MODEL_PATH, MODES, bitsEqual, fingerprint, ready, rng } from './helpers.mjs';
 import { writeGguf } from './gguf-writer.mjs';
+import { logitsInto } from '../../js/model/decode.js';
 import { referenceLogits } from './reference/transformer.mjs';
 import { REAL_MODELS, reencodeLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
@@ -325,6 +326,64 @@ modelTest('forward() and verify() record what they take in: save() after them re
   assert.deepEqual(replied.tokens, [bosId, ...greedy.slice(0, 4)]);
   assert.equal(replied.cache.nextPosition, 5);
   for (const s of [session, restored, replied]) s.free();
+});
+
+modelTest('forward() writes its logits into options.into: the same bits, the same array back; a wrong one is refused by name, the cache unchanged', () => {
+  const { bosId } = llama.tokenizer;
+  const { vocabSize } = llama.config;
+  const prompt = [bosId, ...greedy.slice(0, 8)];
+  const plain = llama.session({ mode: 'f32' });
+  const given = llama.session({ mode: 'f32' });
+  const want = llama.forward(plain.cache, prompt, { logits: 3 });
+  // Longer than the pass needs: its first 3 rows take the logits, the rest stays.
+  const into = new Float32Array(3 * vocabSize + 2).fill(-7);
+  assert.equal(llama.forward(given.cache, prompt, { logits: 3, into }), into);
+  assert.ok(bitsEqual(into.subarray(0, 3 * vocabSize), want));
+  assert.deepEqual(Array.from(into.subarray(3 * vocabSize)), [-7, -7]);
+  // Step after step into one row: each step's own bits.
+  const row = new Float32Array(vocabSize);
+  for (const token of greedy.slice(8, 12)) {
+    const fresh = llama.forward(plain.cache, [token], { logits: 'last' });
+    assert.equal(llama.forward(given.cache, [token], { logits: 'last', into: row }), row);
+    assert.ok(bitsEqual(row, fresh));
+  }
+  const before = { state: cacheState(given), next: given.cache.nextPosition, row: row.slice() };
+  const refusals = [
+    [new Float32Array(vocabSize - 1), RangeError], [new Float64Array(vocabSize), TypeError],
+    [Array.from({ length: vocabSize }, () => 0), TypeError], [null, TypeError],
+  ];
+  for (const [bad, kind] of refusals) {
+    assert.throws(() => llama.forward(given.cache, [greedy[12]], { logits: 'last', into: bad }),
+      (error) => error instanceof kind && /Llama\.forward: options\.into must/.test(error.message), `${kind.name}`);
+  }
+  // Two rows asked for, one row given.
+  assert.throws(() => llama.forward(given.cache, greedy.slice(12, 14), { logits: 'all', into: row }),
+    (error) => error instanceof RangeError && error.message.includes(`options.into must hold at least ${2 * vocabSize} values`));
+  assert.deepEqual(cacheState(given), before.state, 'every layer as it was');
+  assert.equal(given.cache.nextPosition, before.next);
+  assert.ok(bitsEqual(row, before.row), 'a refused array is not written');
+  plain.free();
+  given.free();
+});
+
+modelTest('a session decodes into one logits array it keeps, plain and speculative, and emits the greedy text', () => {
+  const prompt = [llama.tokenizer.bosId];
+  // The array before a reply is the array after it, and holds the last step's logits (greedy: its argmax, the last token).
+  const session = llama.session({ mode: 'f32' });
+  const row = session[logitsInto](1);
+  const { tokens } = generate(session, prompt, { steps: 40, stopAtEos: false });
+  assert.deepEqual(tokens, greedy.slice(0, 40));
+  assert.equal(session[logitsInto](1), row);
+  assert.equal(argmax(row), tokens.at(-1));
+  // Drafts of up to 4: five rows at most, the same array throughout.
+  const drafting = llama.session({ mode: 'f32' });
+  const rows = drafting[logitsInto](5);
+  const speculative = generate(drafting, prompt, { steps: STEPS, draft: 4, stopAtEos: false });
+  assert.deepEqual(speculative.tokens, greedy);
+  assert.ok(speculative.stats.verifies > 0 && speculative.stats.rollbacks > 0, JSON.stringify(speculative.stats));
+  assert.equal(drafting[logitsInto](5), rows);
+  session.free();
+  drafting.free();
 });
 
 modelTest('generation stops at </s> unless told not to, and at the context length', () => {
