@@ -269,7 +269,7 @@ export async function run({ quick = false, files: onlyFiles, threads: onlyThread
         'Native: llama.cpp\'s CPU build through node-llama-cpp in Node, a process per run, its cache f16 and flash attention as it defaults, timed by the clock around its calls ' +
         '(node-llama-cpp\'s own per-token overhead is in its decode figure); "AVX2" its haswell build of the CPU backend alone (256-bit vectors without VNNI or AMX: wasm SIMD\'s class of instruction, the yardstick), ' +
         `"best" the build it picks for this CPU. Their instruction sets (llama.cpp's system info): AVX2 build ${isaOf('avx2')}; best build ${isaOf('best')}. ` +
-        `issue 54: its targets, ours ÷ AVX2 at least ${TARGETS.decode} at decode on every row and at least ${TARGETS.prefill} at prefill of ${CONTEXT} tokens on ${TARGETS.prefillGeometry}'s rows; "met", or the phases that miss.`, ...notes] },
+        `The "issue 54" column: its targets, ours ÷ AVX2 at least ${TARGETS.decode} at decode on every row and at least ${TARGETS.prefill} at prefill of ${CONTEXT} tokens on ${TARGETS.prefillGeometry}'s rows; "met", or the phases that miss.`, ...notes] },
     { name: 'native-profile', title: 'Where the time goes: ms per token of each operation (Node), beside its floors on one thread',
       columns: ['geometry', 'file', 'phase', 'operation', ...threadCounts.map((n) => `${n} thread${n > 1 ? 's' : ''}`), 'memory floor', 'arithmetic floor', 'kernel in cache',
         'arithmetic floor ÷ 1 thread'],
