@@ -12,7 +12,7 @@
 // - native llama.cpp, node-llama-cpp's CPU build (tests/runtimes/
 //   llamacpp-native.mjs): one embedding context, the lists one after another;
 //   as it comes (the best of its builds for the CPU) and with its AVX2 build
-//   alone (avx2NativeLlamaCppDir, in a process of its own: wasm SIMD's
+//   alone (nativeInProcess's 'avx2', in a process of its own: wasm SIMD's
 //   class of instruction, the yardstick);
 // - llama.cpp's wasm build (@wllama/wllama, tests/runtimes/wllama.mjs) in
 //   headless Chromium: createEmbedding of the same ids.
@@ -24,9 +24,7 @@
 // 8 texts of 32 to 64 tokens, once.
 //
 //   node bench/embeddings.mjs FILE THREADS < lists.json   (the Node engine)
-// prints one line of JSON: { isa, threads, tokens, ms, heapBytes, weights, scratch };
-//   node bench/embeddings.mjs --native FILE THREADS < lists.json
-// the same of native llama.cpp, the installation KVC_NATIVE_LLAMA_CPP_DIR names: { tokens, ms, tokensPerSecond }.
+// prints one line of JSON: { isa, threads, tokens, ms, heapBytes, weights, scratch }.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -36,7 +34,7 @@ import { init, kernelIsa, memoryStats, threadCount } from '../js/index.js';
 import { Llama } from '../js/llama.js';
 import { rng } from '../support/synthetic.mjs';
 import { GEOMETRIES, modelFile, randomLlama } from '../tests/gguf/models.mjs';
-import { avx2NativeLlamaCppDir, closeNativeLlamaCpp, nativeEmbeddingTimings, nativeLlamaCppMissing } from '../tests/runtimes/llamacpp-native.mjs';
+import { closeNativeLlamaCpp, nativeEmbeddingTimings, nativeInProcess, nativeLlamaCppMissing } from '../tests/runtimes/llamacpp-native.mjs';
 import { closeLlamaCpp, llamaCppEmbeddingTimings, llamaCppMissing } from '../tests/runtimes/wllama.mjs';
 import { relaxedNode } from '../scripts/toolchain.mjs';
 
@@ -93,15 +91,6 @@ function inNode(path, lists) {
   return JSON.parse(run.stdout.trim().split('\n').at(-1));
 }
 
-/** Native llama.cpp's AVX2 build on THREADS: `lists` timed in a process of its own (this file as a script). */
-function inAvx2Native(path, lists) {
-  const run = spawnSync(process.execPath, [SELF, '--native', path, String(THREADS)], {
-    input: JSON.stringify(lists), encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, KVC_NATIVE_LLAMA_CPP_DIR: avx2NativeLlamaCppDir() },
-  });
-  if (run.status !== 0) throw new Error(`bench embeddings: native AVX2 build failed: ${run.stderr.trim().split('\n').slice(-3).join(' ')}`);
-  return JSON.parse(run.stdout.trim().split('\n').at(-1));
-}
-
 /** The Node engine: the file at `file` loaded, a warm-up text (its code compiled), then the lists of stdin timed in one embed(). */
 async function measureInNode(file, threads) {
   await init({ threads });
@@ -146,7 +135,7 @@ export async function run({ quick = false } = {}) {
         const node = inNode(file.path, lists);
         keep('node', { ...node, tokensPerSecond: node.tokens / (node.ms / 1000) });
         if (!nativeMissing) keep('native', await nativeEmbeddingTimings(file.path, lists, { threads: THREADS }));
-        if (!nativeMissing) keep('avx2', inAvx2Native(file.path, lists));
+        if (!nativeMissing) keep('avx2', nativeInProcess('avx2', 'nativeEmbeddingTimings', file.path, lists, { threads: THREADS }));
       }
       // wllama once, as the llm benchmark runs it: a batch takes it many times the others' time.
       let wllama = null;
@@ -200,13 +189,7 @@ function cpuFlags() {
 }
 
 if (process.argv[1] === SELF) {
-  if (process.argv[2] === '--native') {
-    const [file, threads] = process.argv.slice(3);
-    console.log(JSON.stringify(await nativeEmbeddingTimings(file, JSON.parse(readFileSync(0, 'utf8')), { threads: Number(threads) })));
-    await closeNativeLlamaCpp();
-  } else {
-    const [file, threads] = process.argv.slice(2);
-    await measureInNode(file, Number(threads));
-  }
+  const [file, threads] = process.argv.slice(2);
+  await measureInNode(file, Number(threads));
   process.exit(0);
 }

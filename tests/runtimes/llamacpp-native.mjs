@@ -10,6 +10,8 @@
 //   const vectors = await nativeEmbeddings(path, [ids1, ids2]);   // Float32Array per token list, raw
 //   const scores = await nativeRankScores(path, [ids1, ids2]);    // a reranker's rank output per list
 //   const e = await nativeEmbeddingTimings(path, [ids1, ids2], { threads: 2 });  // tokens/s, one context
+//   const t2 = nativeInProcess('avx2', 'nativeTimings', path, { promptTokens: 512, decodeTokens: 32, threads: 2 });
+//       // the same in a process of its own, with the AVX2 build alone ('best': as installed); t2.isa its instruction sets
 //   const ids = await nativeTokenize(vocabPath, text, { special: true });  // a vocabulary-only file will do
 //   const text = await nativeDetokenize(vocabPath, ids, { special: true });
 //   await closeNativeLlamaCpp();
@@ -17,14 +19,16 @@
 // The cache is f32 (keys and values), so that what is compared is the
 // model's arithmetic, not llama.cpp's cache quantization; one context per
 // call, teacher forcing every position in one evaluation.
-import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { nativeLlamaCppDir } from '../../scripts/toolchain.mjs';
 import { POOLING_TYPES } from '../gguf/models.mjs';
 
-// KVC_NATIVE_LLAMA_CPP_DIR: another installation (avx2NativeLlamaCppDir's), for a process of its own.
+const SELF = fileURLToPath(import.meta.url);
+// KVC_NATIVE_LLAMA_CPP_DIR: another installation (avx2NativeLlamaCppDir's), for a process of its own (nativeInProcess).
 const installed = process.env.KVC_NATIVE_LLAMA_CPP_DIR ?? nativeLlamaCppDir;
 const entry = join(installed, 'node_modules', 'node-llama-cpp', 'dist', 'index.js');
 
@@ -60,6 +64,19 @@ async function runtime() {
     llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error, build: 'never' });
   }
   return llama;
+}
+
+// ggml's CPU features that name no instruction set (ggml-cpu.cpp's ggml_backend_cpu_get_features).
+const NOT_ISA = new Set(['LLAMAFILE', 'ACCELERATE', 'CPU_HBM', 'OPENMP', 'KLEIDIAI', 'REPACK']);
+
+/**
+ * The instruction sets of the CPU backend node-llama-cpp loaded (of its
+ * builds, the one it picked for this CPU): llama_print_system_info's CPU
+ * line, as 'SSE3, SSSE3, AVX, AVX2, F16C, FMA, BMI2'.
+ */
+export async function nativeCpuIsa() {
+  const line = /CPU :([^\n]*)/.exec((await runtime()).systemInfo)?.[1] ?? '';
+  return [...line.matchAll(/(\w+) = (\w+)/g)].filter(([, name, value]) => value !== '0' && !NOT_ISA.has(name)).map(([, name]) => name).join(', ');
 }
 
 /** Why native llama.cpp cannot run here, or null. */
@@ -260,4 +277,32 @@ export async function closeNativeLlamaCpp() {
   loaded = null;
   await llama?.dispose();
   llama = null;
+}
+
+// The installations nativeInProcess runs: node-llama-cpp as installed (it
+// loads the best of its CPU builds for this CPU), and its AVX2 build alone.
+const BUILDS = { best: () => nativeLlamaCppDir, avx2: avx2NativeLlamaCppDir };
+// What it may run there.
+const MEASUREMENTS = { nativeTimings, nativeEmbeddingTimings };
+
+/**
+ * measurement(...args) (nativeTimings or nativeEmbeddingTimings) in a
+ * process of its own, this module run as a script with `build` ('best' or
+ * 'avx2') installed: the measurement's result, with `isa` the instruction
+ * sets of the CPU backend that ran it (nativeCpuIsa). A library loads one
+ * installation a process, so one build is measured beside another this way.
+ */
+export function nativeInProcess(build, measurement, ...args) {
+  const run = spawnSync(process.execPath, [SELF], {
+    input: JSON.stringify({ measurement, args }), encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, KVC_NATIVE_LLAMA_CPP_DIR: BUILDS[build]() },
+  });
+  if (run.status !== 0) throw new Error(`native llama.cpp, ${build} build: ${measurement} failed: ${run.stderr.trim().split('\n').slice(-3).join(' ')}`);
+  return JSON.parse(run.stdout.trim().split('\n').at(-1));
+}
+
+if (process.argv[1] === SELF) {
+  const { measurement, args } = JSON.parse(readFileSync(0, 'utf8'));
+  console.log(JSON.stringify({ ...(await MEASUREMENTS[measurement](...args)), isa: await nativeCpuIsa() }));
+  await closeNativeLlamaCpp();
+  process.exit(0);
 }
