@@ -14,12 +14,12 @@
 //   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
 //
 // A mix is one type for every matrix ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0',
-// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K'; norms stay F32, as
-// llama.cpp keeps them) or 'Q4_K_M', llama.cpp's mix of that name. A matrix
-// whose rows no block of its type divides falls back as llama.cpp's quantizer
-// does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does
-// not fit either (llama.cpp refuses such a file for the 32-blocks; F16 is its
-// own last resort).
+// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ4_NL', 'IQ4_XS'; norms
+// stay F32, as llama.cpp keeps them) or 'Q4_K_M', llama.cpp's mix of that
+// name. A matrix whose rows no block of its type divides falls back as
+// llama.cpp's quantizer does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0,
+// IQ4_XS to IQ4_NL), and to F16 when that does not fit either (as its
+// quantizer does for a 32-block type, IQ4_NL included).
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -240,10 +240,12 @@ export function longRopeAttnFactor(g) {
 export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
 
 // llama.cpp's llama_ftype of each mix (general.file_type).
-const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32 };
+const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32,
+  IQ4_NL: 25, IQ4_XS: 30 };
 
-// Where a K-quant goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
-const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0' };
+// Where a type of 256-blocks goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
+const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0',
+  IQ4_XS: 'IQ4_NL' };
 
 /** llama.cpp's use_more_bits: the layers its Q4_K_M gives Q6_K in attn_v and ffn_down. */
 const useMoreBits = (layer, numLayers) =>
