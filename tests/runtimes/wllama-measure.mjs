@@ -6,7 +6,7 @@
 //   --validate  the JS runner against llama.cpp over 128 teacher-forced
 //               positions (tiny random F32, stories260K as v3, kjv-d512-h64):
 //               mean KL, top-1, and the cost of an embedding per prefix;
-//   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
+//   --quality   kjv-d512-h64 re-encoded in each of the types, run by
 //               llama.cpp, against the JS runner on the F32 original (16
 //               teacher-forced positions): what each encoder costs;
 //   --runner    the package's runner against llama.cpp over 128 teacher-forced
