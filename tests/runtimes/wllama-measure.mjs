@@ -16,7 +16,7 @@
 //               (f16 KV, flash attention) against the runner's f32 cache;
 //   --models    writes every model of tests/gguf/models.mjs (every geometry
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
-//               11 types) and loads each in llama.cpp: size, types, load time;
+//               types) and loads each in llama.cpp: size, types, load time;
 //   --architectures  the package's runner against llama.cpp at real
 //               geometries, random weights in Q8_0 -- Qwen2.5-0.5B (qwen2),
 //               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
