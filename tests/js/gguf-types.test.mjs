@@ -137,6 +137,23 @@ test('the Q4_K_M mix puts Q6_K where llama.cpp does and falls back where 256 doe
   assert.equal(tensorType('Q6_K', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'Q8_0');
 });
 
+test('the IQ4_XS mix puts Q5_K and Q6_K where llama.cpp does and falls back to IQ4_NL where 256 does not divide a row', () => {
+  const smol = randomLlama(GEOMETRIES['smollm2-135m'], { mix: 'IQ4_XS_MIX' });
+  const type = (name) => smol.tensors.find((t) => t.name === name).type;
+  for (let l = 0; l < 30; l++) {
+    // The first eighth of 30 layers: 0..2. Three query heads to a key head: attn_v stays IQ4_XS.
+    assert.equal(type(`blk.${l}.ffn_down.weight`), l < 3 ? 'Q5_K' : 'IQ4_XS', `ffn_down ${l} (rows of 1536)`);
+    assert.equal(type(`blk.${l}.attn_v.weight`), 'IQ4_NL', `attn_v ${l} (rows of 576)`);
+    assert.equal(type(`blk.${l}.ffn_gate.weight`), 'IQ4_NL');
+  }
+  assert.equal(type('token_embd.weight'), 'Q8_0', 'the tied embedding is the output: Q6_K, and Q8_0 at 576');
+  const llama = randomLlama(GEOMETRIES['llama-3.2-1b'], { mix: 'IQ4_XS_MIX' });
+  // 32 query heads to 8 key heads: attn_v Q5_K in every layer, and ffn_down in layers 0 and 1.
+  assert.deepEqual(typeCounts(llama), { Q6_K: 1, Q5_K: 16 + 2, IQ4_XS: 16 * 7 - 16 - 2, F32: 16 * 2 + 2 });
+  assert.equal(tensorType('IQ4_NL', { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', 'no 32-block divides 172');
+  assert.equal(tensorType('IQ4_XS', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'IQ4_NL');
+});
+
 test('the synthetic vocabulary spells a digit prompt of n tokens and the probe zeroes its block', () => {
   const vocab = syntheticVocab(49152);
   assert.equal(new Set(vocab.tokens).size, 49152, 'every piece once');
