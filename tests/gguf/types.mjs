@@ -503,7 +503,10 @@ const nearestInt = (x) => f(x + 12582912) - 12582912;
  * (itry − 127)/max for itry in −ntry..ntry; a super-block of 256 keeps an f16
  * d = −max_scale/32 and a 6-bit ls − 32 per sub-block, and re-picks the
  * indices for d·(ls − 32). Writes d, the scales (superBlock 256) and the
- * nibbles of values[from ..] to out at `at`; returns nothing.
+ * nibbles of values[from ..] to out at `at`; returns nothing. (Compared once
+ * with ggml's own quantizer, 2026-12-07: the same bytes on normal, outlier
+ * and zero blocks, but for an all-zero IQ4_NL block's indices, which ggml
+ * leaves as the block before had them: d is 0 either way.)
  */
 function iq4Quantize(values, from, superBlock, ntry, out, at) {
   const blocks = superBlock / 32;
