@@ -27,7 +27,24 @@ static inline kvc_codes32 kvc_codes32_of(v128_t q0, v128_t q1) {
     return c;
 }
 
+/* Signed codes, -128..127 (q0: codes 0..15, q1: 16..31): this set only,
+ * the relaxed dot takes no signed weight codes (Q8_0, IQ4_NL and IQ4_XS run
+ * this set's kernels in the relaxed set). */
+static inline kvc_codes32 kvc_codes32_of_i8(v128_t q0, v128_t q1) {
+    kvc_codes32 c = {{wasm_i16x8_extend_low_i8x16(q0), wasm_i16x8_extend_high_i8x16(q0),
+                      wasm_i16x8_extend_low_i8x16(q1), wasm_i16x8_extend_high_i8x16(q1)}};
+    return c;
+}
+
 /* The same times the scale in every i16 lane of scale (|scale * code| <
+ * 2^15: IQ4_XS's |ls - 32| <= 32 by |code| <= 127). */
+static inline kvc_codes32 kvc_codes32_of_i8_scaled(v128_t q0, v128_t q1, v128_t scale) {
+    kvc_codes32 c = kvc_codes32_of_i8(q0, q1);
+    for (int i = 0; i < 4; i++) c.v[i] = wasm_i16x8_mul(c.v[i], scale);
+    return c;
+}
+
+/* Codes 0..63 times the scale in every i16 lane of scale (|scale * code| <
  * 2^15: |scale| <= 128 by codes <= 63). */
 static inline kvc_codes32 kvc_codes32_scaled(v128_t q0, v128_t q1, v128_t scale) {
     kvc_codes32 c = kvc_codes32_of(q0, q1);

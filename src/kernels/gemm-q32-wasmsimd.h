@@ -1,6 +1,6 @@
 /*
  * gemm-q32-wasmsimd.h -- the gemm of a type with blocks of 32 (Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1), in SIMD128 or relaxed SIMD: a type's file defines
+ * Q4_1, Q5_0, Q5_1, IQ4_NL), in SIMD128 or relaxed SIMD: a type's file defines
  *   KVC_Q32_TYPE              its name as kernel files spell it (q4_0), by
  *                             which weights.h's layout gives the bytes per
  *                             block (an f16 d at byte 0), the code offset

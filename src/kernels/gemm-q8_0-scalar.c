@@ -11,10 +11,8 @@ static void q8_0_decode(const uint8_t *block, float *out) {
 }
 
 static float q8_0_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    const int8_t *codes = (const int8_t *)(block + 2), *x = a->codes + 32 * b;
-    int32_t sum = 0;
-    for (size_t i = 0; i < 32; i++) sum += (int32_t)codes[i] * x[i];
-    return (kvc_load_f16(block) * kvc_act_scale(a, b)) * (float)sum;
+    const int32_t S = kvc_dot_signed_codes(32, (const int8_t *)(block + 2), a->codes + 32 * b);
+    return (kvc_load_f16(block) * kvc_act_scale(a, b)) * (float)S;
 }
 
 KVC_SCALAR_BLOCK_TYPE(q8_0, 32)

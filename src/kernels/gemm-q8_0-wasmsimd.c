@@ -6,12 +6,8 @@
 
 #define KVC_Q32_TYPE q8_0
 
-/* The codes sign-extended to i16 (-128..127), for the SIMD128 dot. */
 static inline kvc_codes32 q8_0_codes(const uint8_t *block) {
-    const v128_t w0 = wasm_v128_load(block + 2), w1 = wasm_v128_load(block + 18);
-    kvc_codes32 c = {{wasm_i16x8_extend_low_i8x16(w0), wasm_i16x8_extend_high_i8x16(w0),
-                      wasm_i16x8_extend_low_i8x16(w1), wasm_i16x8_extend_high_i8x16(w1)}};
-    return c;
+    return kvc_codes32_of_i8(wasm_v128_load(block + 2), wasm_v128_load(block + 18));
 }
 #define KVC_Q32_CODES q8_0_codes
 

@@ -176,6 +176,32 @@ static inline float kvc_value_min32(const uint8_t *block, const uint8_t q[32],
     return (kvc_load_f16(block) * kvc_act_scale(a, b)) * S + kvc_load_f16(block + 2) * kvc_act_value_sum(a, b);
 }
 
+/* ---- IQ4_NL and IQ4_XS: each nibble indexes ggml's table kvalues_iq4nl ---- */
+
+/* The table values of the 32 nibbles at qs, in ggml's packing. */
+static inline void kvc_iq4_codes32(const uint8_t *qs, int8_t t[32]) {
+    static const int8_t values[16] = {KVC_IQ4_VALUES};
+    for (size_t i = 0; i < 16; i++) {
+        t[i] = values[qs[i] & 15];
+        t[16 + i] = values[qs[i] >> 4];
+    }
+}
+
+/* sum_i t[i] * a[i] of signed codes, exact. */
+static inline int32_t kvc_dot_signed_codes(size_t count, const int8_t *t, const int8_t *a) {
+    int32_t sum = 0;
+    for (size_t i = 0; i < count; i++) sum += (int32_t)t[i] * a[i];
+    return sum;
+}
+
+/* IQ4_XS: sub-block j's scale ls_j - 32 (-32..31): the low 4 bits of ls_j
+ * in nibble j % 2 of scales_l[j / 2] (byte 4 + j / 2), the high 2 in bits
+ * 2 j, 2 j + 1 of the u16 scales_h (byte 2). */
+static inline int32_t kvc_iq4_xs_scale(const uint8_t *block, size_t j) {
+    const uint32_t low = (block[4 + j / 2] >> (4 * (j % 2))) & 15, high = (kvc_load_u16(block + 2) >> (2 * j)) & 3;
+    return (int32_t)(low | (high << 4)) - 32;
+}
+
 /* ---- Q4_K and Q5_K: super-blocks of 256, f16 d and dmin, 12 bytes of
  * 6-bit scales and mins for eight sub-blocks of 32, then codes ---- */
 

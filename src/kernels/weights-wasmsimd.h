@@ -72,6 +72,16 @@ static inline v128_t kvc_k_scales_mins(const uint8_t *p) {
     return wasm_v128_or(low, high);
 }
 
+/* IQ4_NL / IQ4_XS: the 16 bytes of nibbles at packed as their table values
+ * (kvalues_iq4nl, i8), codes 0..15 in t0, 16..31 in t1: one swizzle each. */
+static inline void kvc_iq4_i8x16(v128_t packed, v128_t *t0, v128_t *t1) {
+    const v128_t values = wasm_i8x16_const(KVC_IQ4_VALUES);
+    v128_t q0, q1;
+    kvc_nibbles_i8x16(packed, &q0, &q1);
+    *t0 = wasm_i8x16_swizzle(values, q0);
+    *t1 = wasm_i8x16_swizzle(values, q1);
+}
+
 /* 16 in each byte of h that has its bit of mask set (one bit per byte), 0 elsewhere. */
 static inline v128_t kvc_bits_as_16(v128_t h, v128_t mask) {
     return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(h, mask), mask), wasm_i8x16_const_splat(16));

@@ -32,6 +32,9 @@
  *               eight sub-blocks j of 32 (6-bit sc_j and m_j)
  *   Q6_K  (d * d_a) * S,  S = sum_g sc_g (sum_{i in g} q_i a_i - 32 A_g) over
  *               the sixteen sub-blocks g of 16 (i8 sc_g, q the 6-bit code)
+ *   IQ4_NL  (d * d_a) * S,                S = sum t_i a_i, t_i = kvalues_iq4nl[q_i]
+ *   IQ4_XS  (d * d_a) * S,  S = sum_j (ls_j - 32) sum_{i in j} t_i a_i over the
+ *               eight sub-blocks j of 32 (6-bit ls_j, t_i as IQ4_NL's)
  * integers exact in i32, each product and sum one f32 rounding, left to
  * right as written; the integer converted to f32 (rounded) where it meets
  * a float.
@@ -56,6 +59,10 @@ static const kvc_weight_type types[] = {
     {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k), &q4_kx4},
     {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k), NULL},
     {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k), NULL},
+    {20, "IQ4_NL", 32, KVC_BLOCK_BYTES_iq4_nl, KVC_ACT_Q8_32, kvc_dequantize_iq4_nl,
+     {kvc_gemm_iq4_nl__scalar, KVC_WASMSIMD(kvc_gemm_iq4_nl), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_iq4_nl)}, NULL},
+    {23, "IQ4_XS", 256, KVC_BLOCK_BYTES_iq4_xs, KVC_ACT_Q8_256, kvc_dequantize_iq4_xs,
+     {kvc_gemm_iq4_xs__scalar, KVC_WASMSIMD(kvc_gemm_iq4_xs), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_iq4_xs)}, NULL},
 };
 #define TYPE_COUNT (sizeof types / sizeof types[0])
 

@@ -5,10 +5,10 @@
  *
  * A weight matrix is `rows` rows of n values, each row nb = n / block_values
  * blocks laid out exactly as ggml lays them out (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).  A product with T activation rows
- * first codes each activation row with its type's encoding (`quantize` of
- * kvc_act_encoding_of(type->act)), then runs the type's gemm.  Kernels see
- * plain arrays: they know no model, no cache, no file.
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).  A product with T
+ * activation rows first codes each activation row with its type's encoding
+ * (`quantize` of kvc_act_encoding_of(type->act)), then runs the type's gemm.
+ * Kernels see plain arrays: they know no model, no cache, no file.
  *
  * Determinism.  The value for (row r, token t) depends on that row and that
  * token's coded activations only -- never on `rows`, `T`, where r and t sit
@@ -58,6 +58,13 @@
 #define KVC_HAS_MIN_q4_1 1
 #define KVC_HAS_MIN_q5_0 0
 #define KVC_HAS_MIN_q5_1 1
+/* IQ4_NL and IQ4_XS: 4-bit indices (ggml's nibble packing) into ggml's
+ * non-linear table kvalues_iq4nl, signed values -127..113. */
+#define KVC_BLOCK_BYTES_iq4_nl 18 /* d, 16 bytes of nibbles */
+#define KVC_CODE_OFFSET_iq4_nl 0
+#define KVC_HAS_MIN_iq4_nl 0
+#define KVC_BLOCK_BYTES_iq4_xs 136 /* d, u16 scales_h, 4 bytes scales_l, 128 bytes of nibbles */
+#define KVC_IQ4_VALUES -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
 
 /* The kernel sets; a build has the sets up to the one it runs. */
 typedef enum kvc_weight_set {
@@ -79,10 +86,11 @@ typedef enum kvc_act_kind {
      * rounds such activations to f16 or bf16; kept f32 here, as accurate as
      * the product can be, and the weights' own rounding dominates anyway). */
     KVC_ACT_F32,
-    /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; llama.cpp: q8_0/q8_1). */
+    /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; llama.cpp:
+     * q8_0/q8_1). */
     KVC_ACT_Q8_32,
-    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K; llama.cpp: q8_K): one scale per
-     * super-block, so the scaled sub-block dots sum in integers.  With
+    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K, IQ4_XS; llama.cpp: q8_K): one
+     * scale per super-block, so the scaled sub-block dots sum in integers.  With
      * outlier activations it costs about twice q8x32's error
      * (docs/weight-kernels.md has the figures). */
     KVC_ACT_Q8_256,
@@ -217,10 +225,12 @@ size_t kvc_weight_type_list(char *buf, size_t size);
  * quantize-act-<encoding>-<set>.c ---- */
 
 #define KVC_WEIGHT_TYPE_LIST(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
-    X(q4_k) X(q5_k) X(q6_k)
+    X(q4_k) X(q5_k) X(q6_k) \
+    X(iq4_nl) X(iq4_xs)
 /* The types with a relaxed-SIMD gemm of their own (the others run their
- * SIMD128 gemm in the relaxed set: Q8_0's codes are signed, where the
- * i8 x i7 dot product is not exact). */
+ * SIMD128 gemm in the relaxed set: Q8_0's codes and the IQ4 table's values
+ * are signed, where the i8 x i7 dot product is not exact, and the exact
+ * relaxed ways for IQ4 measured no faster: docs/weight-kernels.md). */
 #define KVC_WEIGHT_RELAXED_LIST(X) X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
     X(q4_k) X(q5_k) X(q6_k)
 

@@ -18,7 +18,7 @@
 #include "kernels/weights.h"
 #include "test.h"
 
-#define TYPE_COUNT 11
+#define TYPE_COUNT 13
 #define MAX_N 2048
 
 /* ---- plain definitions: halves, and the block layouts of ggml-common.h ---- */
@@ -75,6 +75,9 @@ static void plain_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
         *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
     }
 }
+
+/* ggml's kvalues_iq4nl. */
+static const int8_t plain_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* One block (or, for the float types, one value) of a type, dequantized as
  * ggml's dequantize_row_* computes it. */
@@ -155,6 +158,29 @@ static void plain_block(uint32_t id, const uint8_t *x, float *y) {
         }
         break;
     }
+    case 20: {
+        const float d = f16_at(x);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * plain_iq4nl[x[2 + j] & 0xf];
+            y[j + 16] = d * plain_iq4nl[x[2 + j] >> 4];
+        }
+        break;
+    }
+    case 23: {
+        const float d = f16_at(x);
+        const uint16_t scales_h = u16_at(x + 2);
+        const uint8_t *scales_l = x + 4, *qs = x + 8;
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4);
+            const float dl = d * (ls - 32);
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * plain_iq4nl[qs[j] & 0xf];
+                y[j + 16] = dl * plain_iq4nl[qs[j] >> 4];
+            }
+            y += 32, qs += 16;
+        }
+        break;
+    }
     }
 }
 
@@ -181,6 +207,8 @@ static const type_fact facts[TYPE_COUNT] = {
     {6, "Q5_0", 32, 22, KVC_ACT_Q8_32, 0, -1},   {7, "Q5_1", 32, 24, KVC_ACT_Q8_32, 0, 2},
     {12, "Q4_K", 256, 144, KVC_ACT_Q8_256, 0, 2}, {13, "Q5_K", 256, 176, KVC_ACT_Q8_256, 0, 2},
     {14, "Q6_K", 256, 210, KVC_ACT_Q8_256, 208, -1},
+    {20, "IQ4_NL", 32, 18, KVC_ACT_Q8_32, 0, -1},
+    {23, "IQ4_XS", 256, 136, KVC_ACT_Q8_256, 0, -1},
 };
 
 static const type_fact *fact_of(uint32_t id) {
@@ -236,7 +264,8 @@ static void random_block(const type_fact *fact, test_rng *rng, int kind, uint8_t
         /* Every code byte at its largest (nibbles and high bits all ones; Q8_0
          * 127) or smallest (all zeros; Q8_0 -128); sub-block scales stay random. */
         const uint8_t code = kind == BLOCK_MAX_CODES ? (fact->id == 8 ? 0x7f : 0xff) : (fact->id == 8 ? 0x80 : 0x00);
-        const int first = fact->id == 14 ? 0 : fact->id == 12 || fact->id == 13 ? 16 : fact->m_at >= 0 ? 4 : 2;
+        const int first = fact->id == 14 ? 0 : fact->id == 12 || fact->id == 13 ? 16 : fact->id == 23 ? 8
+                          : fact->m_at >= 0 ? 4 : 2;
         const int last = fact->id == 14 ? 192 : (int)fact->bytes;
         for (int i = first; i < last; i++) block[i] = code;
     }
@@ -345,14 +374,15 @@ TEST(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest) {
         for (int s = 0; s <= (int)kvc_weight_set_active(); s++) CHECK(type->gemm[s] != NULL);
         for (int s = (int)kvc_weight_set_active() + 1; s < KVC_WEIGHT_SETS; s++) CHECK(type->gemm[s] == NULL);
     }
-    const uint32_t unsupported[] = {4, 5, 9, 10, 11, 15, 16, 20, 23, 24, 28, 29, 31, 34, 39, 42, 43, 1000, 0xffffffffu};
+    const uint32_t unsupported[] = {4, 5, 9, 10, 11, 15, 16, 21, 22, 24, 28, 29, 31, 34, 39, 42, 43, 1000, 0xffffffffu};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         CHECK(kvc_weight_type_of(unsupported[i]) == NULL);
     }
     CHECK(strcmp(kvc_ggml_type_name(10), "Q2_K") == 0 && strcmp(kvc_ggml_type_name(23), "IQ4_XS") == 0);
     CHECK(kvc_ggml_type_name(4) == NULL && kvc_ggml_type_name(43) == NULL);
 
-    const char *all = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+    const char *all = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+                      ", IQ4_NL, IQ4_XS";
     char list[128];
     CHECK(kvc_weight_type_list(list, sizeof list) == strlen(all) && strcmp(list, all) == 0);
     char short_list[9];
@@ -975,9 +1005,17 @@ static uint8_t qcode(float v, int lo, int hi) {
     return (uint8_t)(r < lo ? lo : r > hi ? hi : (int)r);
 }
 
+/* The index of the table value nearest x / d (0 where d is 0). */
+static int nearest_iq4nl(float x, float d) {
+    int best = 0;
+    for (int k = 1; k < 16 && d != 0.0f; k++)
+        if (fabsf(x - d * plain_iq4nl[k]) < fabsf(x - d * plain_iq4nl[best])) best = k;
+    return best;
+}
+
 static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
     float amax = 0.0f, max = 0.0f, lo = x[0], hi = x[0];
-    const size_t B = id >= 12 ? 256 : 32;
+    const size_t B = fact_of(id)->values;
     for (size_t i = 0; i < B; i++) {
         if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
         if (x[i] < lo) lo = x[i];
@@ -1080,6 +1118,35 @@ static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
             }
         break;
     }
+    case 20: {
+        const float d = plain_f16(f16_of(max / -127.0f));
+        put_u16(out, f16_of(d));
+        for (size_t i = 0; i < 16; i++) out[2 + i] = (uint8_t)(nearest_iq4nl(x[i], d) | (nearest_iq4nl(x[i + 16], d) << 4));
+        break;
+    }
+    case 23: {
+        float scale[8], max_scale = 0.0f, abs_max = 0.0f;
+        for (size_t j = 0; j < 8; j++) {
+            float ja = 0.0f, jm = 0.0f;
+            for (size_t i = 32 * j; i < 32 * j + 32; i++)
+                if (fabsf(x[i]) > ja) ja = fabsf(x[i]), jm = x[i];
+            scale[j] = jm / -127.0f;
+            if (fabsf(scale[j]) > abs_max) abs_max = fabsf(scale[j]), max_scale = scale[j];
+        }
+        const float d = plain_f16(f16_of(max_scale / -32.0f));
+        put_u16(out, f16_of(d));
+        uint16_t scales_h = 0;
+        for (size_t j = 0; j < 8; j++) {
+            const uint8_t ls = qcode(d ? scale[j] / d + 32.0f : 32.0f, 0, 63);
+            out[4 + j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+            const float dj = d * (float)(ls - 32);
+            for (size_t i = 0; i < 16; i++)
+                out[8 + 16 * j + i] = (uint8_t)(nearest_iq4nl(x[32 * j + i], dj) | (nearest_iq4nl(x[32 * j + 16 + i], dj) << 4));
+        }
+        put_u16(out + 2, scales_h);
+        break;
+    }
     }
 }
 
@@ -1171,7 +1238,7 @@ TEST(activation_coding_should_cost_less_accuracy_than_the_weights) {
     uint8_t *w = test_alloc(rows * n * 4);
     printf("  accuracy (relative L2 of y, n=%zu rows=%zu T=%zu, set %s):\n", n, rows, T,
            kvc_weight_set_name(kvc_weight_set_active()));
-    printf("  %-5s %-7s %-9s %-15s %-17s %s\n", "type", "act", "weights", "coding (N(0,1))", "coding (outliers)",
+    printf("  %-6s %-7s %-9s %-15s %-17s %s\n", "type", "act", "weights", "coding (N(0,1))", "coding (outliers)",
            "(q8x32 instead: N(0,1), outliers)");
     for (size_t i = 0; i < TYPE_COUNT; i++) {
         const kvc_weight_type *type = kvc_weight_type_of(facts[i].id);
@@ -1180,7 +1247,7 @@ TEST(activation_coding_should_cost_less_accuracy_than_the_weights) {
         double coding, weights, coding_outliers, weights_outliers;
         accuracy_of(type, w32, w, n, rows, T, normal, &coding, &weights);
         accuracy_of(type, w32, w, n, rows, T, outliers, &coding_outliers, &weights_outliers);
-        printf("  %-5s %-7s %-9.2e %-15.2e %-17.2e", type->name, kvc_act_encoding_of(type->act)->name, weights,
+        printf("  %-6s %-7s %-9.2e %-15.2e %-17.2e", type->name, kvc_act_encoding_of(type->act)->name, weights,
                coding, coding_outliers);
         if (type->act == KVC_ACT_Q8_256) {
             printf(" (%.2e, %.2e)", coding_by_32(type, w, n, rows, T, normal), coding_by_32(type, w, n, rows, T, outliers));

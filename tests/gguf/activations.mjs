@@ -1,6 +1,6 @@
 // How llama.cpp's CPU code codes the activations a quantized matmul reads
 // (ggml's vec_dot_type of each weight type: q8_0 / q8_1 for the 32-blocks,
-// q8_K for the K-quants), as the values those codes stand for -- written from
+// IQ4_NL's q8_0, q8_K for the K-quants and IQ4_XS), as the values those codes stand for -- written from
 // ggml's reference quantizers (quantize_row_q8_0_ref, q8_1_ref, q8_K_ref),
 // in f32 step by step. The plain-JS transformer (tests/js/reference/) reads
 // these in place of the exact activations, so that it computes what
@@ -15,7 +15,8 @@ import { f16Bits, f16Value } from './types.mjs';
 const f = Math.fround;
 
 /** ggml's vec_dot_type per weight type: the blocks its activations are coded in. */
-export const ACTIVATION_BLOCKS = { Q8_0: 32, Q4_0: 32, Q4_1: 32, Q5_0: 32, Q5_1: 32, Q4_K: 256, Q5_K: 256, Q6_K: 256 };
+export const ACTIVATION_BLOCKS = { Q8_0: 32, Q4_0: 32, Q4_1: 32, Q5_0: 32, Q5_1: 32, Q4_K: 256, Q5_K: 256, Q6_K: 256,
+  IQ4_NL: 32, IQ4_XS: 256 };
 
 /** C's roundf: the nearest integer, ties away from zero. */
 const roundAway = (x) => Math.sign(x) * Math.round(Math.abs(x));

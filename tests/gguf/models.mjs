@@ -14,12 +14,13 @@
 //   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
 //
 // A mix is one type for every matrix ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0',
-// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K'; norms stay F32, as
-// llama.cpp keeps them) or 'Q4_K_M', llama.cpp's mix of that name. A matrix
-// whose rows no block of its type divides falls back as llama.cpp's quantizer
-// does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does
-// not fit either (llama.cpp refuses such a file for the 32-blocks; F16 is its
-// own last resort).
+// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ4_NL', 'IQ4_XS'; norms
+// stay F32, as llama.cpp keeps them), 'Q4_K_M', llama.cpp's mix of that
+// name, or 'IQ4_XS_MIX', the file llama.cpp's quantizer makes for IQ4_XS
+// (without an importance matrix). A matrix whose rows no block of its type divides falls back as
+// llama.cpp's quantizer does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0,
+// IQ4_XS to IQ4_NL), and to F16 when that does not fit either (as its
+// quantizer does for a 32-block type, IQ4_NL included).
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -237,13 +238,19 @@ export function longRopeAttnFactor(g) {
 }
 
 /** Every mix by name. */
-export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
+export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M',
+  'IQ4_XS_MIX'];
 
 // llama.cpp's llama_ftype of each mix (general.file_type).
-const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32 };
+const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32,
+  IQ4_NL: 25, IQ4_XS: 30, IQ4_XS_MIX: 30 };
 
-// Where a K-quant goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
-const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0' };
+// Where a type of 256-blocks goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
+const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0',
+  IQ4_XS: 'IQ4_NL' };
+
+/** Query heads to a key head, as llama.cpp's n_gqa (an integer division). */
+const gqaOf = (g) => Math.floor(g.numHeads / (g.numKvHeads ?? g.numHeads));
 
 /** llama.cpp's use_more_bits: the layers its Q4_K_M gives Q6_K in attn_v and ffn_down. */
 const useMoreBits = (layer, numLayers) =>
@@ -251,9 +258,10 @@ const useMoreBits = (layer, numLayers) =>
 
 /**
  * The type name of tensor `name` ([dims], ggml order) of layer `layer` in `mix`,
- * in a model of `numLayers` blocks whose output is tied to token_embd or not.
+ * in a model of `numLayers` blocks whose output is tied to token_embd or not,
+ * `gqa` query heads to a key head.
  */
-export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
+export function tensorType(mix, { name, dims, layer, numLayers, tied, gqa = 1 }) {
   if (!MIXES.includes(mix)) throw new RangeError(`no mix ${mix} (known: ${MIXES.join(', ')})`);
   // Vectors, the convolutions' taps (llama.cpp's ssm_conv reads f32; its quantizer keeps them), and
   // BERT's position and token type embeddings (which the converter and the quantizer keep in f32).
@@ -266,6 +274,15 @@ export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
     // attn_qkv is attn_v-like to llama.cpp's quantizer (category_is_attn_v).
     else if (/attn_v\.weight$|attn_qkv\.weight$|ffn_down\.weight$/.test(name) && useMoreBits(layer, numLayers)) want = 'Q6_K';
     else want = 'Q4_K';
+  } else if (mix === 'IQ4_XS_MIX') {
+    // llama_tensor_get_type_impl for LLAMA_FTYPE_MOSTLY_IQ4_XS: the output as Q4_K_M's, attn_v
+    // Q5_K where 4 or more query heads share a key head, ffn_down Q5_K in the first eighth of
+    // the layers (that without an importance matrix), every other matrix IQ4_XS.
+    const isOutput = name === 'output.weight' || (tied && name === 'token_embd.weight');
+    if (isOutput) want = rowLength % 256 === 0 ? 'Q6_K' : 'Q8_0';
+    else if (/attn_v\.weight$|attn_qkv\.weight$/.test(name) && gqa >= 4) want = 'Q5_K';
+    else if (/ffn_down\.weight$/.test(name) && layer < Math.floor(numLayers / 8)) want = 'Q5_K';
+    else want = 'IQ4_XS';
   }
   const fits = (type) => rowLength % GGML_TYPES[type].blockSize === 0;
   if (fits(want)) return want;
@@ -858,7 +875,7 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
   const vocab = tokenizer ? null : makeVocab();
   let drawn = 0;
   const tensors = modelTensors(g).map((t) => {
-    const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied });
+    const typeName = tensorType(mix, { ...t, numLayers: g.numLayers, tied: g.tied, gqa: gqaOf(g) });
     const count = t.dims.reduce((a, b) => a * b, 1);
     if (t.name === 'rope_freqs.weight') {
       const factors = architectureOf(g) === 'gemma4' ? proportionalRopeFactors(g) : llama3RopeFactors(headDimOf(g), g.ropeBase, g.ropeScaling);
@@ -904,7 +921,7 @@ export function reencodeLlama(file, { mix = 'F32', version = 3 } = {}) {
   metadata.splice(1, 0, ['general.file_type', gguf.u32(FILE_TYPES[mix] ?? 0)]);
   const tensors = [...file.tensors.values()].map((info) => {
     const layer = Number(/^blk\.(\d+)\./.exec(info.name)?.[1] ?? -1);
-    const typeName = tensorType(mix, { name: info.name, dims: info.dims, layer, numLayers: g.numLayers, tied: g.tied });
+    const typeName = tensorType(mix, { name: info.name, dims: info.dims, layer, numLayers: g.numLayers, tied: g.tied, gqa: gqaOf(g) });
     return { name: info.name, dims: info.dims, layer, type: typeName, data: () => ggmlType(typeName).encode(file.tensor(info.name)) };
   });
   return { version, metadata, tensors, geometry: g };

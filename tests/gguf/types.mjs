@@ -12,7 +12,9 @@
 // The dequantizers compute in f32 step by step as ggml's scalar code does
 // (Math.fround after every operation), so their output is ggml's bit for bit.
 // The encoders are simple (absmax, min/max, a 6-bit scale per sub-block), not
-// ggml's search for the best scale: any valid block is a valid weight.
+// ggml's search for the best scale: any valid block is a valid weight.  IQ4_NL
+// and IQ4_XS port ggml's reference quantizer, whose search is what picks
+// their table indices.
 const f = Math.fround;
 
 // f16 by hand: the polyfill's per-value calls take microseconds, and a
@@ -471,6 +473,178 @@ const Q6_K = {
   },
 };
 
+// ---------------------------------------------------------------------------
+// IQ4_NL and IQ4_XS: 4-bit indices into ggml's non-linear table kvalues_iq4nl,
+// packed as Q4_0's nibbles (elements j and j + 16 of each 32 in byte j).
+
+const IQ4_VALUES = Int8Array.of(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+const IQ4_RMS = Math.sqrt(IQ4_VALUES.reduce((sum, v) => sum + v * v, 0) / 16);
+
+/** ggml's best_index_int8: the index of the table value nearest x (f32). */
+function iq4Index(x) {
+  if (x <= IQ4_VALUES[0]) return 0;
+  if (x >= IQ4_VALUES[15]) return 15;
+  let lo = 0;
+  let hi = 15;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (x < IQ4_VALUES[mid]) hi = mid; else lo = mid;
+  }
+  return f(x - IQ4_VALUES[hi - 1]) < f(IQ4_VALUES[hi] - x) ? hi - 1 : hi;
+}
+
+/** ggml's nearest_int: round to nearest, ties to even, through an f32 add. */
+const nearestInt = (x) => f(x + 12582912) - 12582912;
+
+/**
+ * ggml's quantize_row_iq4_nl_impl without importance weights, in f32 step by
+ * step: per sub-block of 32 the scale of least squares (weights x²) for the
+ * indices of d = max/−127, then, with ntry > 0, the best of the scales
+ * (itry − 127)/max for itry in −ntry..ntry; a super-block of 256 keeps an f16
+ * d = −max_scale/32 and a 6-bit ls − 32 per sub-block, and re-picks the
+ * indices for d·(ls − 32). Writes d, the scales (superBlock 256) and the
+ * nibbles of values[from ..] to out at `at`; returns nothing. (Compared once
+ * with ggml's own quantizer, 2026-12-07: the same bytes on normal, outlier
+ * and zero blocks, but for an all-zero IQ4_NL block's indices, which ggml
+ * leaves as the block before had them: d is 0 either way.)
+ */
+function iq4Quantize(values, from, superBlock, ntry, out, at) {
+  const blocks = superBlock / 32;
+  const qsAt = blocks > 1 ? 8 : 2;
+  const L = new Uint8Array(superBlock);
+  const scales = new Float32Array(blocks);
+  let maxScale = 0;
+  let amaxScale = 0;
+  for (let ib = 0; ib < blocks; ib++) {
+    const x = from + 32 * ib;
+    let amax = 0;
+    let max = 0;
+    for (let j = 0; j < 32; j++) {
+      const ax = Math.abs(f(values[x + j]));
+      if (ax > amax) { amax = ax; max = f(values[x + j]); }
+    }
+    if (amax < f(1e-15)) { scales[ib] = 0; continue; } // GROUP_MAX_EPS; indices 0 (ggml leaves them unset, d·q is 0 either way)
+    const sums = (id) => {
+      let sumqx = 0;
+      let sumq2 = 0;
+      for (let j = 0; j < 32; j++) {
+        const xj = f(values[x + j]);
+        const q = IQ4_VALUES[iq4Index(f(id * xj))];
+        const w = f(xj * xj);
+        sumqx = f(sumqx + f(f(w * q) * xj));
+        sumq2 = f(sumq2 + f(f(w * q) * q));
+      }
+      return [sumqx, sumq2];
+    };
+    let d = ntry > 0 ? f(-max / IQ4_VALUES[0]) : f(max / IQ4_VALUES[0]);
+    const id0 = f(1 / d);
+    for (let j = 0; j < 32; j++) L[32 * ib + j] = iq4Index(f(id0 * f(values[x + j])));
+    let [sumqx, sumq2] = sums(id0);
+    d = sumq2 > 0 ? f(sumqx / sumq2) : 0;
+    let best = f(d * sumqx);
+    for (let itry = -ntry; itry <= ntry; itry++) {
+      [sumqx, sumq2] = sums(f((itry + IQ4_VALUES[0]) / max));
+      if (sumq2 > 0 && f(sumqx * sumqx) > f(best * sumq2)) { d = f(sumqx / sumq2); best = f(d * sumqx); }
+    }
+    scales[ib] = d;
+    if (Math.abs(d) > amaxScale) { amaxScale = Math.abs(d); maxScale = d; }
+  }
+  if (blocks > 1) {
+    const d = f(-maxScale / 32);
+    setF16(out, at, d);
+    const id = d ? f(1 / d) : 0;
+    let scalesH = 0;
+    for (let ib = 0; ib < blocks; ib++) {
+      const l = Math.max(-32, Math.min(31, nearestInt(f(id * scales[ib]))));
+      const dl = f(d * l);
+      const idl = dl ? f(1 / dl) : 0;
+      for (let j = 0; j < 32; j++) L[32 * ib + j] = iq4Index(f(idl * f(values[from + 32 * ib + j])));
+      out[at + 4 + (ib >> 1)] |= ((l + 32) & 15) << (4 * (ib & 1));
+      scalesH |= ((l + 32) >> 4) << (2 * ib);
+    }
+    out[at + 2] = scalesH & 255;
+    out[at + 3] = scalesH >> 8;
+  } else {
+    setF16(out, at, scales[0]);
+    if (ntry > 0) {
+      const id = scales[0] ? f(1 / scales[0]) : 0;
+      for (let j = 0; j < 32; j++) L[j] = iq4Index(f(id * f(values[from + j])));
+    }
+  }
+  for (let i = 0; i < blocks; i++) {
+    for (let j = 0; j < 16; j++) out[at + qsAt + 16 * i + j] = L[32 * i + j] | (L[32 * i + 16 + j] << 4);
+  }
+}
+
+/** IQ4_NL: d (f16), 16 bytes of indices; x = d·table[q]. Encoded as quantize_row_iq4_nl_ref (ntry −1). */
+const IQ4_NL = {
+  id: 20, name: 'IQ4_NL', blockSize: 32, blockBytes: 18,
+  encode(values) {
+    const out = new Uint8Array((values.length / 32) * 18);
+    for (let b = 0; b < values.length / 32; b++) iq4Quantize(values, 32 * b, 32, -1, out, 18 * b);
+    return out;
+  },
+  decode(data, count) {
+    const out = new Float32Array(count);
+    for (let b = 0; b < count / 32; b++) {
+      const d = f16At(data, 18 * b);
+      for (let j = 0; j < 16; j++) {
+        const byte = data[18 * b + 2 + j];
+        out[32 * b + j] = f(d * IQ4_VALUES[byte & 15]);
+        out[32 * b + j + 16] = f(d * IQ4_VALUES[byte >> 4]);
+      }
+    }
+    return out;
+  },
+  random(count, random, rms) {
+    const blocks = count / 32;
+    const out = randomBytes(blocks * 18, random); // every index
+    for (let b = 0; b < blocks; b++) setF16(out, 18 * b, randomScale(random, rms / IQ4_RMS, true));
+    return out;
+  },
+};
+
+/**
+ * IQ4_XS: d (f16), scales_h (u16: bits 2j, 2j + 1 the high two bits of ls_j),
+ * scales_l[4] (nibble j % 2 of byte j/2 the low four), then 16 bytes of indices
+ * per sub-block j of 32; x = d·(ls_j − 32)·table[q]. Encoded as
+ * quantize_row_iq4_xs_ref (quantize_iq4_xs without importance: ntry 7).
+ */
+const IQ4_XS = {
+  id: 23, name: 'IQ4_XS', blockSize: 256, blockBytes: 136,
+  encode(values) {
+    const out = new Uint8Array((values.length / 256) * 136);
+    for (let b = 0; b < values.length / 256; b++) iq4Quantize(values, 256 * b, 256, 7, out, 136 * b);
+    return out;
+  },
+  decode(data, count) {
+    const out = new Float32Array(count);
+    for (let b = 0; b < count / 256; b++) {
+      const at = 136 * b;
+      const d = f16At(data, at);
+      const scalesH = data[at + 2] | (data[at + 3] << 8);
+      for (let ib = 0; ib < 8; ib++) {
+        const ls = ((data[at + 4 + (ib >> 1)] >> (4 * (ib & 1))) & 15) | (((scalesH >> (2 * ib)) & 3) << 4);
+        const dl = f(d * (ls - 32));
+        for (let j = 0; j < 16; j++) {
+          const byte = data[at + 8 + 16 * ib + j];
+          out[256 * b + 32 * ib + j] = f(dl * IQ4_VALUES[byte & 15]);
+          out[256 * b + 32 * ib + j + 16] = f(dl * IQ4_VALUES[byte >> 4]);
+        }
+      }
+    }
+    return out;
+  },
+  random(count, random, rms) {
+    const blocks = count / 256;
+    const out = randomBytes(blocks * 136, random); // every index and every 6-bit scale
+    // RMS of a uniform ls − 32 (−32..31) 18.5.
+    const scaleRms = Math.sqrt(Array.from({ length: 64 }, (_, k) => (k - 32) ** 2).reduce((a, b) => a + b) / 64);
+    for (let b = 0; b < blocks; b++) setF16(out, 136 * b, randomScale(random, rms / (scaleRms * IQ4_RMS), true));
+    return out;
+  },
+};
+
 /** Every type, by name. */
 export const GGML_TYPES = {
   F32, F16, BF16, Q8_0,
@@ -481,6 +655,8 @@ export const GGML_TYPES = {
   Q4_K: kQuantWithMin({ id: 12, name: 'Q4_K', bits: 4 }),
   Q5_K: kQuantWithMin({ id: 13, name: 'Q5_K', bits: 5 }),
   Q6_K,
+  IQ4_NL,
+  IQ4_XS,
 };
 
 /** The type named `name` ('Q4_K', ...) or with ggml id `id`; throws for another. */

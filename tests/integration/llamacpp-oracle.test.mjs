@@ -7,7 +7,7 @@
 //   - do our q8 and q4 KV caches cost less than llama.cpp's q8_0 and q4_0 on
 //     the same file and text (kjv-d512-h64)?
 //   - do tests/gguf/types.mjs's dequantizers mean what ggml means? For each of
-//     the 11 types, a probe whose token_embd.weight is random blocks of the
+//     its types, a probe whose token_embd.weight is random blocks of the
 //     type and whose block adds nothing: llama.cpp's hidden state for a token
 //     is rmsnorm(its row as ggml dequantized it), against the JS reference's
 //     row put through ggml's rms_norm arithmetic.
@@ -116,13 +116,22 @@ for (const name of Object.keys(GGML_TYPES)) {
 // cache and no flash attention, so that what is compared is the weights'
 // arithmetic (both code the activations of integer types in q8 blocks the
 // same way: kernels/weights.h).
+// The mean KL is either float rounding (1e-14) or, where a rounding moves an
+// activation's q8 code and the random model spreads it, 1e-5 to 1e-3 for any
+// type: across seeds 7, 1, 2 measured (2026-12-07) Q4_0 8.2e-5, 1.1e-4,
+// 2.4e-5; Q5_0 4.5e-5, 1.1e-4, 1.7e-4; Q4_K 7.5e-4, 7.9e-14, 9.7e-4; IQ4_NL
+// 2.7e-4, 9.4e-5, 7.3e-5; IQ4_XS 7.9e-5, 3.4e-14, 2.2e-4 (IQ4_XS_MIX 5.4e-5
+// at seed 7).  1e-3, and the 1e-4 asked of the types added since where this
+// file's seed meets it.
 const EXACT_CACHE = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
+const KL_BOUND = { IQ4_XS: 1e-4, IQ4_XS_MIX: 1e-4 };
 for (const mix of MIXES) {
-  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below 1e-3, every top-1)`, async (t) => {
+  const bound = KL_BOUND[mix] ?? 1e-3;
+  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below ${bound.toExponential(0)}, every top-1)`, async (t) => {
     if (missing) return t.skip(missing);
     const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), tinyTokens, spread(8), EXACT_CACHE);
     report(`tiny ${mix}`, r);
-    assert.ok(r.meanKl < 1e-3, `mean KL ${r.meanKl}`);
+    assert.ok(r.meanKl < bound, `mean KL ${r.meanKl}`);
     assert.equal(r.top1, 1);
   });
 }

@@ -39,8 +39,10 @@ test('bf16 keeps the top 16 bits of f32, rounded to nearest even', () => {
 
 test('every type has ggml\'s block size and bytes per block', () => {
   const ggml = { F32: [1, 4], F16: [1, 2], BF16: [1, 2], Q8_0: [32, 34], Q4_0: [32, 18], Q4_1: [32, 20], Q5_0: [32, 22], Q5_1: [32, 24],
-    Q4_K: [256, 144], Q5_K: [256, 176], Q6_K: [256, 210] };
-  const ids = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, BF16: 30 };
+    Q4_K: [256, 144], Q5_K: [256, 176], Q6_K: [256, 210],
+    IQ4_NL: [32, 18], IQ4_XS: [256, 136] };
+  const ids = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, BF16: 30,
+    IQ4_NL: 20, IQ4_XS: 23 };
   assert.deepEqual(Object.keys(GGML_TYPES).sort(), Object.keys(ggml).sort());
   for (const [name, [blockSize, blockBytes]] of Object.entries(ggml)) {
     const type = GGML_TYPES[name];
@@ -50,8 +52,10 @@ test('every type has ggml\'s block size and bytes per block', () => {
 });
 
 test('each type\'s encoder and dequantizer round-trip f32 within its precision', () => {
-  // Relative RMS error bounds: what the bits allow with a plain absmax or min/max scale.
-  const bounds = { F32: 0, F16: 5e-4, BF16: 4e-3, Q8_0: 0.01, Q4_0: 0.12, Q4_1: 0.12, Q5_0: 0.06, Q5_1: 0.06, Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03 };
+  // Relative RMS error bounds: what the bits allow with a plain absmax or min/max scale
+  // (IQ4_NL and IQ4_XS: with ggml's search for the scale, about 0.08 measured).
+  const bounds = { F32: 0, F16: 5e-4, BF16: 4e-3, Q8_0: 0.01, Q4_0: 0.12, Q4_1: 0.12, Q5_0: 0.06, Q5_1: 0.06, Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03,
+    IQ4_NL: 0.1, IQ4_XS: 0.1 };
   const r = rng(11);
   const n = 256 * 32;
   // Normal values, one block of constants, one of zeros, one with an outlier.
@@ -131,6 +135,23 @@ test('the Q4_K_M mix puts Q6_K where llama.cpp does and falls back where 256 doe
   assert.deepEqual(typeCounts(llama), { Q6_K: 1 + 2 * 8, Q4_K: 16 * 7 - 2 * 8, F32: 16 * 2 + 2 }, 'norms, and rope_freqs.weight');
   assert.equal(tensorType('Q4_0', { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', 'no 32-block divides 172');
   assert.equal(tensorType('Q6_K', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'Q8_0');
+});
+
+test('the IQ4_XS mix puts Q5_K and Q6_K where llama.cpp does and falls back to IQ4_NL where 256 does not divide a row', () => {
+  const smol = randomLlama(GEOMETRIES['smollm2-135m'], { mix: 'IQ4_XS_MIX' });
+  const type = (name) => smol.tensors.find((t) => t.name === name).type;
+  for (let l = 0; l < 30; l++) {
+    // The first eighth of 30 layers: 0..2. Three query heads to a key head: attn_v stays IQ4_XS.
+    assert.equal(type(`blk.${l}.ffn_down.weight`), l < 3 ? 'Q5_K' : 'IQ4_XS', `ffn_down ${l} (rows of 1536)`);
+    assert.equal(type(`blk.${l}.attn_v.weight`), 'IQ4_NL', `attn_v ${l} (rows of 576)`);
+    assert.equal(type(`blk.${l}.ffn_gate.weight`), 'IQ4_NL');
+  }
+  assert.equal(type('token_embd.weight'), 'Q8_0', 'the tied embedding is the output: Q6_K, and Q8_0 at 576');
+  const llama = randomLlama(GEOMETRIES['llama-3.2-1b'], { mix: 'IQ4_XS_MIX' });
+  // 32 query heads to 8 key heads: attn_v Q5_K in every layer, and ffn_down in layers 0 and 1.
+  assert.deepEqual(typeCounts(llama), { Q6_K: 1, Q5_K: 16 + 2, IQ4_XS: 16 * 7 - 16 - 2, F32: 16 * 2 + 2 });
+  assert.equal(tensorType('IQ4_NL', { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', 'no 32-block divides 172');
+  assert.equal(tensorType('IQ4_XS', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'IQ4_NL');
 });
 
 test('the synthetic vocabulary spells a digit prompt of n tokens and the probe zeroes its block', () => {

@@ -6,7 +6,7 @@
 //   --validate  the JS runner against llama.cpp over 128 teacher-forced
 //               positions (tiny random F32, stories260K as v3, kjv-d512-h64):
 //               mean KL, top-1, and the cost of an embedding per prefix;
-//   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
+//   --quality   kjv-d512-h64 re-encoded in each of the types, run by
 //               llama.cpp, against the JS runner on the F32 original (16
 //               teacher-forced positions): what each encoder costs;
 //   --runner    the package's runner against llama.cpp over 128 teacher-forced
@@ -16,7 +16,7 @@
 //               (f16 KV, flash attention) against the runner's f32 cache;
 //   --models    writes every model of tests/gguf/models.mjs (every geometry
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
-//               11 types) and loads each in llama.cpp: size, types, load time;
+//               types) and loads each in llama.cpp: size, types, load time;
 //   --architectures  the package's runner against llama.cpp at real
 //               geometries, random weights in Q8_0 -- Qwen2.5-0.5B (qwen2),
 //               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
