@@ -32,6 +32,12 @@
  *               eight sub-blocks j of 32 (6-bit sc_j and m_j)
  *   Q6_K  (d * d_a) * S,  S = sum_g sc_g (sum_{i in g} q_i a_i - 32 A_g) over
  *               the sixteen sub-blocks g of 16 (i8 sc_g, q the 6-bit code)
+ *   Q2_K  (d * d_a) * S - (dmin * d_a) * M,  S = sum_g sc_g sum_{i in g} q_i a_i,
+ *               M = sum_g m_g A_g over the sixteen sub-blocks g of 16 (4-bit
+ *               sc_g and m_g, q the 2-bit code)
+ *   Q3_K  (d * d_a) * S,  S = sum_g sc_g (sum_{i in g} q_i a_i - 4 A_g) over
+ *               the sixteen sub-blocks g of 16 (sc_g the 6-bit scale - 32, q
+ *               the 3-bit code: 2 bits and the hmask bit)
  * integers exact in i32, each product and sum one f32 rounding, left to
  * right as written; the integer converted to f32 (rounded) where it meets
  * a float.
@@ -49,6 +55,8 @@ static const kvc_weight_type types[] = {
     {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k)},
     {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k)},
     {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k)},
+    {10, "Q2_K", 256, KVC_BLOCK_BYTES_q2_k, KVC_ACT_Q8_256, kvc_dequantize_q2_k, KVC_GEMMS(q2_k)},
+    {11, "Q3_K", 256, KVC_BLOCK_BYTES_q3_k, KVC_ACT_Q8_256, kvc_dequantize_q3_k, KVC_GEMMS(q3_k)},
 };
 #define TYPE_COUNT (sizeof types / sizeof types[0])
 

@@ -5,7 +5,7 @@
  *
  * A weight matrix is `rows` rows of n values, each row nb = n / block_values
  * blocks laid out exactly as ggml lays them out (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).  A product with T activation rows
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K).  A product with T activation rows
  * first codes each activation row with its type's encoding (`quantize` of
  * kvc_act_encoding_of(type->act)), then runs the type's gemm.  Kernels see
  * plain arrays: they know no model, no cache, no file.
@@ -48,6 +48,8 @@
 #define KVC_BLOCK_BYTES_q4_k 144
 #define KVC_BLOCK_BYTES_q5_k 176
 #define KVC_BLOCK_BYTES_q6_k 210
+#define KVC_BLOCK_BYTES_q2_k 84  /* 16 scale-min bytes, 64 bytes of 2-bit codes, d, dmin */
+#define KVC_BLOCK_BYTES_q3_k 110 /* 32 bytes of high bits, 64 of 2-bit codes, 12 of scales, d */
 #define KVC_CODE_OFFSET_q8_0 0
 #define KVC_CODE_OFFSET_q4_0 8
 #define KVC_CODE_OFFSET_q4_1 0
@@ -81,7 +83,7 @@ typedef enum kvc_act_kind {
     KVC_ACT_F32,
     /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; llama.cpp: q8_0/q8_1). */
     KVC_ACT_Q8_32,
-    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K; llama.cpp: q8_K): one scale per
+    /* q8 blocks of 256 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; llama.cpp: q8_K): one scale per
      * super-block, so the scaled sub-block dots sum in integers.  With
      * outlier activations it costs about twice q8x32's error
      * (docs/weight-kernels.md has the figures). */
@@ -184,12 +186,14 @@ size_t kvc_weight_type_list(char *buf, size_t size);
  * quantize-act-<encoding>-<set>.c ---- */
 
 #define KVC_WEIGHT_TYPE_LIST(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
-    X(q4_k) X(q5_k) X(q6_k)
+    X(q4_k) X(q5_k) X(q6_k) \
+    X(q2_k) X(q3_k)
 /* The types with a relaxed-SIMD gemm of their own (the others run their
  * SIMD128 gemm in the relaxed set: Q8_0's codes are signed, where the
  * i8 x i7 dot product is not exact). */
 #define KVC_WEIGHT_RELAXED_LIST(X) X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
-    X(q4_k) X(q5_k) X(q6_k)
+    X(q4_k) X(q5_k) X(q6_k) \
+    X(q2_k) X(q3_k)
 
 #define KVC_DECLARE_WEIGHT_SCALAR(t) kvc_dequantize_fn kvc_dequantize_##t; \
     kvc_gemm_fn kvc_gemm_##t##__scalar;
