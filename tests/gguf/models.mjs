@@ -14,12 +14,12 @@
 //   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
 //
 // A mix is one type for every matrix ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0',
-// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K'; norms stay F32, as
-// llama.cpp keeps them) or 'Q4_K_M', llama.cpp's mix of that name. A matrix
-// whose rows no block of its type divides falls back as llama.cpp's quantizer
-// does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 when that does
-// not fit either (llama.cpp refuses such a file for the 32-blocks; F16 is its
-// own last resort).
+// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K', 'Q2_K', 'Q3_K'; norms stay
+// F32, as llama.cpp keeps them) or 'Q4_K_M' or 'Q3_K_M', llama.cpp's mixes of
+// those names. A matrix whose rows no block of its type divides falls back as
+// llama.cpp's quantizer does (Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to
+// Q5_1, Q6_K to Q8_0), and to F16 when that does not fit either (llama.cpp
+// refuses such a file for the 32-blocks; F16 is its own last resort).
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -237,13 +237,15 @@ export function longRopeAttnFactor(g) {
 }
 
 /** Every mix by name. */
-export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M'];
+export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M', 'Q3_K_M'];
 
 // llama.cpp's llama_ftype of each mix (general.file_type).
-const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32 };
+const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32,
+  Q2_K: 10, Q3_K: 11, Q3_K_M: 12 };
 
 // Where a K-quant goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
-const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0' };
+const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0',
+  Q2_K: 'Q4_0', Q3_K: 'Q4_0' };
 
 /** llama.cpp's use_more_bits: the layers its Q4_K_M gives Q6_K in attn_v and ffn_down. */
 const useMoreBits = (layer, numLayers) =>
@@ -266,6 +268,16 @@ export function tensorType(mix, { name, dims, layer, numLayers, tied }) {
     // attn_qkv is attn_v-like to llama.cpp's quantizer (category_is_attn_v).
     else if (/attn_v\.weight$|attn_qkv\.weight$|ffn_down\.weight$/.test(name) && useMoreBits(layer, numLayers)) want = 'Q6_K';
     else want = 'Q4_K';
+  } else if (mix === 'Q3_K_M') {
+    // llama.cpp's rules for a model without experts, not Falcon: attn_v's
+    // first two (one a layer here) and ffn_down's first sixteenth Q5_K, the
+    // rest of them and attn_output Q4_K.
+    const isOutput = name === 'output.weight' || (tied && name === 'token_embd.weight');
+    if (isOutput) want = rowLength % 256 === 0 ? 'Q6_K' : 'Q8_0';
+    else if (/attn_v\.weight$|attn_qkv\.weight$/.test(name)) want = layer < 2 ? 'Q5_K' : 'Q4_K';
+    else if (/ffn_down\.weight$/.test(name)) want = layer < Math.floor(numLayers / 16) ? 'Q5_K' : 'Q4_K';
+    else if (/attn_output\.weight$/.test(name)) want = 'Q4_K';
+    else want = 'Q3_K';
   }
   const fits = (type) => rowLength % GGML_TYPES[type].blockSize === 0;
   if (fits(want)) return want;

@@ -7,7 +7,7 @@
 //   - do our q8 and q4 KV caches cost less than llama.cpp's q8_0 and q4_0 on
 //     the same file and text (kjv-d512-h64)?
 //   - do tests/gguf/types.mjs's dequantizers mean what ggml means? For each of
-//     the 11 types, a probe whose token_embd.weight is random blocks of the
+//     the 13 types, a probe whose token_embd.weight is random blocks of the
 //     type and whose block adds nothing: llama.cpp's hidden state for a token
 //     is rmsnorm(its row as ggml dequantized it), against the JS reference's
 //     row put through ggml's rms_norm arithmetic.
@@ -117,12 +117,17 @@ for (const name of Object.keys(GGML_TYPES)) {
 // arithmetic (both code the activations of integer types in q8 blocks the
 // same way: kernels/weights.h).
 const EXACT_CACHE = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
+// Q2_K's and Q3_K's files are held to 1e-4 (measured: about 1e-13, as
+// Q6_K's); the others to 1e-3, which the rounding flips of Q4_0's and Q4_K's
+// files (and Q3_K_M's, whose matrices are in part Q4_K) need: docs/models.md.
+const MEAN_KL_BOUND = { Q2_K: 1e-4, Q3_K: 1e-4 };
 for (const mix of MIXES) {
-  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below 1e-3, every top-1)`, async (t) => {
+  const bound = MEAN_KL_BOUND[mix] ?? 1e-3;
+  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below ${bound}, every top-1)`, async (t) => {
     if (missing) return t.skip(missing);
     const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), tinyTokens, spread(8), EXACT_CACHE);
     report(`tiny ${mix}`, r);
-    assert.ok(r.meanKl < 1e-3, `mean KL ${r.meanKl}`);
+    assert.ok(r.meanKl < bound, `mean KL ${r.meanKl}`);
     assert.equal(r.top1, 1);
   });
 }

@@ -6,7 +6,7 @@
 //   --validate  the JS runner against llama.cpp over 128 teacher-forced
 //               positions (tiny random F32, stories260K as v3, kjv-d512-h64):
 //               mean KL, top-1, and the cost of an embedding per prefix;
-//   --quality   kjv-d512-h64 re-encoded in each of the 11 types, run by
+//   --quality   kjv-d512-h64 re-encoded in each of the 13 types, run by
 //               llama.cpp, against the JS runner on the F32 original (16
 //               teacher-forced positions): what each encoder costs;
 //   --runner    the package's runner against llama.cpp over 128 teacher-forced
@@ -16,7 +16,7 @@
 //               (f16 KV, flash attention) against the runner's f32 cache;
 //   --models    writes every model of tests/gguf/models.mjs (every geometry
 //               in Q8_0, F16, BF16 and Q4_K_M; the real models in each of the
-//               11 types) and loads each in llama.cpp: size, types, load time;
+//               13 types) and loads each in llama.cpp: size, types, load time;
 //   --architectures  the package's runner against llama.cpp at real
 //               geometries, random weights in Q8_0 -- Qwen2.5-0.5B (qwen2),
 //               Qwen3-0.6B (qwen3), Llama-3.2-1B with its rope_freqs.weight --
@@ -32,6 +32,7 @@
 //               Q8_0 (an hour or more): how far the oracle's own choices move its top-1 on
 //               random weights, beside how far the runner is from it.
 // No flag: all but --runner and --architectures (several minutes each).
+// --mix A,B,... restricts --runner and --self to those mixes.
 // --dir DIR keeps the model files there (default: a new temporary folder,
 // removed at the end). The machine may be shared: the load average is
 // printed beside the figures.
@@ -52,6 +53,10 @@ const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'
 const wanted = ['--timings', '--validate', '--quality', '--models', '--runner', '--architectures', '--self'].filter((f) => args.includes(f));
 const LONG = ['--runner', '--architectures', '--self'];
 const run = (flag) => (wanted.length === 0 ? !LONG.includes(flag) : wanted.includes(flag));
+const mixArg = args.indexOf('--mix');
+const mixes = mixArg >= 0 ? args[mixArg + 1].split(',') : MIXES;
+const unknownMix = mixes.find((mix) => !MIXES.includes(mix));
+if (unknownMix) throw new RangeError(`--mix: no mix ${unknownMix} (known: ${MIXES.join(', ')})`);
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 // The token ids the tiny random model is teacher-forced on (--validate, --runner, --self).
@@ -122,7 +127,7 @@ async function runner() {
     sources.push([name, (mix) => reencodeLlama(file, { mix }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
   }
   for (const [name, make, tokens] of sources) {
-    for (const mix of MIXES) {
+    for (const mix of mixes) {
       const spec = make(mix);
       const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
       for (const [cache, options] of [['f32, no flash', exact], ['f16, flash (defaults)', defaults]]) {
@@ -281,7 +286,7 @@ async function self() {
   // The tiny model as the --runner table has it: seed 7, one sequence of 128.
   const cases = args.includes('--architectures')
     ? REAL_GEOMETRIES.map((name) => [name, 'Q8_0', GEOMETRIES[name], {}, teacherSequences(GEOMETRIES[name].vocabSize)])
-    : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, { seed: 7 }, [TINY_TOKENS]]);
+    : mixes.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, { seed: 7 }, [TINY_TOKENS]]);
   for (const [name, mix, g, options, sequences] of cases) {
     const spec = randomLlama(g, { mix, ...options });
     const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
