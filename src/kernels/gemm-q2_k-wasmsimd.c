@@ -28,34 +28,31 @@ static inline v128_t kmin_min_sums(v128_t scales_mins, const uint8_t *sums) {
 }
 
 /* S[i] = lanes summing to sum_g sc_g dot_g of one super-block against
- * block b of activation rows a[i], i < count (1, or a tile's 4).  Half h's
- * 32 code bytes hold its eight sub-blocks, two for each shift k: bytes
- * 0..15 sub-block 8 h + 2 k, bytes 16..31 sub-block 8 h + 2 k + 1; each
- * sub-block's codes scaled once for every row.  A half a loop turn
- * (unrolled, the engine would load both halves' activations at once and
- * spill them). */
+ * block b of activation rows a[i], i < count (1, or a tile's 4).  Values
+ * 32 j .. 32 j + 31 (j = 4 h + k) are the codes at shift 2 k of half h's 32
+ * code bytes: bytes 0..15 sub-block 2 j, bytes 16..31 sub-block 2 j + 1;
+ * each sub-block's codes scaled once for every row (its scale read as a
+ * scalar and splat, as gemm-koffset-wasmsimd.h does).  32 values a loop
+ * turn: unrolled, the kernel took a quarter more code (the package's size)
+ * and was no faster. */
 static inline void kmin_dots(const uint8_t *block, v128_t scales_mins, const kvc_act_q8_row *a, size_t count,
                              size_t b, v128_t *S) {
+    (void)scales_mins; /* the mins' vector: the scales are read one by one */
     const v128_t pair = wasm_i8x16_const_splat(3);
-    const v128_t sc = wasm_v128_and(scales_mins, wasm_i8x16_const_splat(15));
     for (size_t i = 0; i < count; i++) S[i] = wasm_i32x4_const_splat(0);
 #pragma clang loop unroll(disable)
-    for (size_t h = 0; h < 2; h++) {
-        const v128_t low = wasm_v128_load(block + 16 + 32 * h), high = wasm_v128_load(block + 32 + 32 * h);
-        /* sub-blocks 8 h + 2 k and 8 h + 2 k + 1 in lanes 0, 1 */
-        v128_t scales = h ? wasm_u16x8_extend_high_u8x16(sc) : wasm_u16x8_extend_low_u8x16(sc);
-        for (size_t k = 0; k < 4; k++) {
-            /* 16-bit shifts: the bits they carry across a byte fall outside the mask */
-            const kvc_codes16 even = kvc_codes16_scaled(wasm_v128_and(wasm_u16x8_shr(low, 2 * k), pair),
-                                                        kvc_i16_splat_lane0(scales));
-            const kvc_codes16 odd = kvc_codes16_scaled(wasm_v128_and(wasm_u16x8_shr(high, 2 * k), pair),
-                                                       kvc_i16_splat_lane1(scales));
-            scales = kvc_i16_down2(scales);
-            const size_t at = 256 * b + 128 * h + 32 * k;
-            for (size_t i = 0; i < count; i++) {
-                S[i] = wasm_i32x4_add(S[i], wasm_i32x4_add(kvc_dot16(&even, a[i].codes + at, a[i].codes16 + at),
-                                                           kvc_dot16(&odd, a[i].codes + at + 16, a[i].codes16 + at + 16)));
-            }
+    for (size_t j = 0; j < 8; j++) {
+        const uint8_t *qs = block + 16 + 32 * (j >> 2);
+        const int shift = (int)(2 * (j & 3));
+        /* 16-bit shifts: the bits they carry across a byte fall outside the mask */
+        const kvc_codes16 even = kvc_codes16_scaled(wasm_v128_and(wasm_u16x8_shr(wasm_v128_load(qs), shift), pair),
+                                                    wasm_i16x8_splat((int16_t)(block[2 * j] & 15)));
+        const kvc_codes16 odd = kvc_codes16_scaled(wasm_v128_and(wasm_u16x8_shr(wasm_v128_load(qs + 16), shift), pair),
+                                                   wasm_i16x8_splat((int16_t)(block[2 * j + 1] & 15)));
+        const size_t at = 256 * b + 32 * j;
+        for (size_t i = 0; i < count; i++) {
+            S[i] = wasm_i32x4_add(S[i], wasm_i32x4_add(kvc_dot16(&even, a[i].codes + at, a[i].codes16 + at),
+                                                       kvc_dot16(&odd, a[i].codes + at + 16, a[i].codes16 + at + 16)));
         }
     }
 }

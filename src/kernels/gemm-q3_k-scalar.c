@@ -13,9 +13,7 @@
 static void q3_k_codes(const uint8_t *block, uint8_t q[256]) {
     const uint8_t *hmask = block;
     kvc_k_2bit_codes(block + 32, q);
-    for (size_t h = 0; h < 2; h++)
-        for (size_t k = 0; k < 4; k++)
-            for (size_t l = 0; l < 32; l++) q[128 * h + 32 * k + l] |= (uint8_t)(((hmask[l] >> (4 * h + k)) & 1) << 2);
+    for (size_t i = 0; i < 256; i++) q[i] |= (uint8_t)(((hmask[i % 32] >> (i / 32)) & 1) << 2);
 }
 
 static int32_t q3_k_scale(const uint8_t *block, size_t g) {
@@ -29,7 +27,10 @@ static void q3_k_decode(const uint8_t *block, float *out) {
     const float d = kvc_load_f16(block + 108);
     uint8_t q[256];
     q3_k_codes(block, q);
-    for (size_t i = 0; i < 256; i++) out[i] = (d * (float)q3_k_scale(block, i / 16)) * (float)(q[i] - 4);
+    for (size_t g = 0; g < 16; g++) {
+        const float d_g = d * (float)q3_k_scale(block, g);
+        for (size_t i = 16 * g; i < 16 * g + 16; i++) out[i] = d_g * (float)(q[i] - 4);
+    }
 }
 
 static float q3_k_value(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {

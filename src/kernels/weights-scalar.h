@@ -225,9 +225,7 @@ static inline float kvc_value_k_min(const uint8_t *block, const uint8_t q[256],
  * byte: in each half h of 128 values, value 128 h + 32 k + l (l < 32) is
  * bits 2 k, 2 k + 1 of byte 32 h + l ---- */
 static inline void kvc_k_2bit_codes(const uint8_t *qs, uint8_t q[256]) {
-    for (size_t h = 0; h < 2; h++)
-        for (size_t k = 0; k < 4; k++)
-            for (size_t l = 0; l < 32; l++) q[128 * h + 32 * k + l] = (qs[32 * h + l] >> (2 * k)) & 3;
+    for (size_t i = 0; i < 256; i++) q[i] = (qs[32 * (i / 128) + i % 32] >> (2 * (i / 32 % 4))) & 3;
 }
 
 /* ---- the loops ---- */

@@ -173,8 +173,8 @@ typedef struct kvc_weight_type {
 const kvc_weight_type *kvc_weight_type_of(uint32_t ggml_id);
 /* The supported types, in table order; *count their number. */
 const kvc_weight_type *kvc_weight_types(size_t *count);
-/* ggml's name of any type it defines ("Q2_K", also for types not supported
- * here), or NULL for an id ggml does not define. */
+/* ggml's name of any type it defines ("IQ2_XXS", also for types not
+ * supported here), or NULL for an id ggml does not define. */
 const char *kvc_ggml_type_name(uint32_t ggml_id);
 /* Writes the supported names, "F32, F16, ...", NUL-terminated, to buf (at
  * most size bytes, cut short when it does not fit; size 0 writes nothing).
