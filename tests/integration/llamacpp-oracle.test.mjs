@@ -123,7 +123,7 @@ const EXACT_CACHE = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAtten
 const MEAN_KL_BOUND = { Q2_K: 1e-4, Q3_K: 1e-4 };
 for (const mix of MIXES) {
   const bound = MEAN_KL_BOUND[mix] ?? 1e-3;
-  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below ${bound}, every top-1)`, async (t) => {
+  test(`the runner and llama.cpp agree on a ${mix} file (mean KL below ${bound.toExponential(0)}, every top-1)`, async (t) => {
     if (missing) return t.skip(missing);
     const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), tinyTokens, spread(8), EXACT_CACHE);
     report(`tiny ${mix}`, r);
