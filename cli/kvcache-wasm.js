@@ -48,7 +48,7 @@ const USAGE = `usage: kvcache-wasm generate [--model PATH] [--prompt TEXT] [--st
   may be given as --model.
 
   --model PATH         a GGUF model: llama, qwen2, qwen3, gemma3, smollm3 or phi3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-                       Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL or IQ4_XS tensors (default, in a clone of the repository: its
+                       Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL or IQ4_XS tensors (default, in a clone of the repository: its
                        models/stories260k.gguf); or a Hugging Face name, hf:owner/repo:Q4_K_M or
                        hf:owner/repo/file.gguf (#revision after either), downloaded once into the store
                        in ~/.cache/kvcache-wasm, from $HF_ENDPOINT (default https://huggingface.co) with $HF_TOKEN

@@ -1233,7 +1233,7 @@ void kvc_model_reader_free(kvc_model_reader *reader);
  * Tensors: dims innermost first, as ggml lists them (dims[0] is a row's
  * length); offsets count from the data start (kvc_gguf_data_offset).  A
  * tensor whose type the weight table has (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
- * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) is checked in full: rows a
+ * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS) is checked in full: rows a
  * whole number of blocks, bytes without overflow, aligned, inside the data and overlapping
  * no other such tensor.  One of another type is kept with its ggml type id
  * so that a later step can refuse it by name; its name, dims and element
@@ -1441,7 +1441,7 @@ kvc_status kvc_weight_dequantize(uint32_t type, const uint8_t *src, size_t first
 /* A language model read from a GGUF file (kvc_gguf_parse): its architecture
  * (llama, qwen2, qwen3, gemma3, smollm3 or phi3), hyperparameters and
  * tensors, the weights left in their GGUF encoding (F32, F16, BF16, Q8_0,
- * Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) in one region
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS) in one region
  * that holds the file's tensor data byte for byte.  Its forward pass runs on a kvc_model
  * of its geometry: the cache holds the keys and values, in any mode.  RoPE
  * turns the first rope.dimension_count channels of a head (all when absent), by

@@ -28,7 +28,7 @@ export class GgufFile {
   /** A metadata value; throws GgufError when the key is missing. */
   get(key: string): unknown;
   /** A tensor as f32, dequantized from F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-   * Q6_K, IQ4_NL or IQ4_XS; throws GgufError when it is missing or of another type. */
+   * Q6_K, Q2_K, Q3_K, IQ4_NL or IQ4_XS; throws GgufError when it is missing or of another type. */
   tensor(name: string): Float32Array;
 }
 
@@ -436,7 +436,7 @@ export interface ForwardOptions {
 export class Llama {
   /** Llama.load() and Llama.fromGguf() make them. */
   private constructor();
-  /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS tensors) held whole in memory. */
+  /** A GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS tensors) held whole in memory. */
   static fromGguf(input: Uint8Array | ArrayBuffer | GgufFile, options?: { perLayerEmbeddings?: PerLayerEmbeddings; projector?: Uint8Array | ArrayBuffer | GgufFile }): Llama;
   /** A GGUF file streamed into the wasm heap, one chunk at a time; a model that does not fit is refused
    * (KvCacheError KVC_E_NOMEM naming the missing bytes) before its tensor data is read, and a response that holds

@@ -55,6 +55,8 @@ static void fill_row(const kvc_weight_type *type, size_t n, uint8_t *row) {
         case 0: { const float v = uniform(); memcpy(block, &v, 4); break; }
         case 1: case 30: memcpy(block, &halves[0], 2); if (type->ggml_id == 30) block[1] = (uint8_t)(0x3c + next_random() % 4); break;
         case 14: memcpy(block + 208, &halves[0], 2); break;
+        case 10: memcpy(block + 80, halves, 4); break;
+        case 11: memcpy(block + 108, &halves[0], 2); break;
         case 3: case 7: case 12: case 13: memcpy(block, halves, 4); break;
         default: memcpy(block, &halves[0], 2); break;
         }

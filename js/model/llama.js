@@ -1,5 +1,5 @@
 // The model runner: a GGUF language model (llama, qwen2, qwen3, gemma3, smollm3, phi3; weights in
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL or IQ4_XS, left in
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL or IQ4_XS, left in
 // their encoding in the wasm heap) whose forward pass runs in C (src/model)
 // on this package's KvCache: the prompt in batches, each decode step a
 // whole layer's attention in one call, the attention fed to imp, and

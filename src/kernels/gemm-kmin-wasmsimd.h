@@ -1,18 +1,22 @@
 /*
- * gemm-kmin-wasmsimd.h -- the gemm of a k-quant with scales and mins (Q4_K,
- * Q5_K), in SIMD128 or relaxed SIMD: a type's file defines
+ * gemm-kmin-wasmsimd.h -- Q4_K's and Q5_K's sub-blocks of 32 for the gemm
+ * of a k-quant with scales and mins (gemm-kmin-values-wasmsimd.h): a type's
+ * file defines
  *   KVC_KMIN_NAME             the function
  *   KVC_KMIN_BYTES            bytes per super-block (f16 d, f16 dmin, 12
  *                             bytes of scales and mins, then codes)
  *   KVC_KMIN_CODES(b, k, q)   the 64 codes k of super-block b (sub-blocks
  *                             2 k and 2 k + 1) as q[0..3], 16 each, 0..31
- * and includes this file, after one of the dot-codes headers.  Each
- * super-block's value is the scalar kernel's, lane for lane (weights.c):
- * decode takes a row's super-blocks four at a time, lane k holding
- * super-block 4 i + k; prefill one super-block against four tokens, in four
- * accumulators by super-block index.
+ * and includes this file, after one of the dot-codes headers.
  */
 #include "weights-wasmsimd.h"
+
+#define KVC_KMIN_D_AT 0
+
+/* The eight scales then the eight mins of the 12 bytes at block + 4. */
+static inline v128_t kmin_scales_mins(const uint8_t *block) {
+    return kvc_k_scales_mins(block + 4);
+}
 
 /* Lanes summing to M = sum_j m_j A_j: the mins (bytes 8..15 of
  * scales_mins) as i16, each twice, against the 16 sums of 16. */
@@ -49,49 +53,4 @@ static inline void kmin_dots(const uint8_t *block, v128_t scales_mins, const kvc
     }
 }
 
-/* Lanes summing to S and to M of one super-block against activation block
- * b of a. */
-static inline void kmin_partials(const uint8_t *block, const kvc_act_q8_row *a, size_t b, v128_t *S,
-                                 v128_t *M) {
-    const v128_t scales_mins = kvc_k_scales_mins(block + 4);
-    kmin_dots(block, scales_mins, a, 1, b, S);
-    *M = kmin_min_sums(scales_mins, a->sums + 32 * b);
-}
-
-/* (d * da) * S - (dmin * da) * M, lane by lane. */
-static inline v128_t kmin_values(v128_t S, v128_t M, v128_t d, v128_t dmin, v128_t da) {
-    return wasm_f32x4_sub(wasm_f32x4_mul(wasm_f32x4_mul(d, da), wasm_f32x4_convert_i32x4(S)),
-                          wasm_f32x4_mul(wasm_f32x4_mul(dmin, da), wasm_f32x4_convert_i32x4(M)));
-}
-
-static v128_t kmin_values4(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    v128_t S[4], M[4];
-    KVC_DECODE_GROUP_LOOP
-    for (size_t k = 0; k < 4; k++) kmin_partials(block + k * KVC_KMIN_BYTES, a, b + k, &S[k], &M[k]);
-    return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_gather4(block, KVC_KMIN_BYTES),
-                       kvc_f16_gather4(block + 2, KVC_KMIN_BYTES), wasm_v128_load(a->scales + 4 * b));
-}
-
-static float kmin_value1(const uint8_t *block, const kvc_act_q8_row *a, size_t b) {
-    v128_t S, M;
-    kmin_partials(block, a, b, &S, &M);
-    const v128_t v = kmin_values(kvc_sum_i32x4(S), kvc_sum_i32x4(M), kvc_f16_splat(block), kvc_f16_splat(block + 2),
-                                 wasm_v128_load32_splat(a->scales + 4 * b));
-    return wasm_f32x4_extract_lane(v, 0);
-}
-
-static v128_t kmin_tile_value(const uint8_t *block, const kvc_act_q8_row a[4], const kvc_token_tile *tile,
-                              size_t n, size_t b) {
-    const v128_t scales_mins = kvc_k_scales_mins(block + 4);
-    v128_t S[4], M[4];
-    kmin_dots(block, scales_mins, a, 4, b, S);
-    for (size_t i = 0; i < 4; i++) M[i] = kmin_min_sums(scales_mins, a[i].sums + 32 * b);
-    return kmin_values(kvc_horizontal_sums4_i32(S), kvc_horizontal_sums4_i32(M), kvc_f16_splat(block),
-                       kvc_f16_splat(block + 2), kvc_gather32(tile->row, KVC_ACT_Q8_SCALES_AT(n) + 4 * b));
-}
-
-void KVC_KMIN_NAME(size_t n, size_t rows, size_t T, const uint8_t *w, size_t row_bytes,
-                   const uint8_t *xa, size_t xa_stride, float *y, size_t y_stride) {
-    kvc_gemm_blocks(kmin_values4, kmin_value1, kmin_tile_value, 256, KVC_KMIN_BYTES, n, rows, T, w, row_bytes,
-                    xa, xa_stride, y, y_stride);
-}
+#include "gemm-kmin-values-wasmsimd.h"

@@ -229,7 +229,12 @@ static inline void kvc_decode_k_min(const uint8_t *block, const uint8_t q[256], 
     }
 }
 
-/* (d * d_a) * S - (dmin * d_a) * M */
+/* (d * d_a) * S - (dmin * d_a) * M, d and dmin the f16 pair at dm (Q2_K,
+ * Q4_K, Q5_K). */
+static inline float kvc_k_min_value(const uint8_t *dm, float da, int32_t S, int32_t M) {
+    return (kvc_load_f16(dm) * da) * (float)S - (kvc_load_f16(dm + 2) * da) * (float)M;
+}
+
 static inline float kvc_value_k_min(const uint8_t *block, const uint8_t q[256],
                                     const kvc_act_q8_row *a, size_t b) {
     int32_t S = 0, M = 0;
@@ -239,8 +244,14 @@ static inline float kvc_value_k_min(const uint8_t *block, const uint8_t q[256],
         S += sc * kvc_dot_codes(32, q + 32 * j, a->codes + 256 * b + 32 * j);
         M += m * (kvc_act_sum16(a, 16 * b + 2 * j) + kvc_act_sum16(a, 16 * b + 2 * j + 1));
     }
-    const float da = kvc_act_scale(a, b);
-    return (kvc_load_f16(block) * da) * (float)S - (kvc_load_f16(block + 2) * da) * (float)M;
+    return kvc_k_min_value(block, kvc_act_scale(a, b), S, M);
+}
+
+/* ---- Q2_K and Q3_K: super-blocks of 256, 2-bit codes packed four to a
+ * byte: in each half h of 128 values, value 128 h + 32 k + l (l < 32) is
+ * bits 2 k, 2 k + 1 of byte 32 h + l ---- */
+static inline void kvc_k_2bit_codes(const uint8_t *qs, uint8_t q[256]) {
+    for (size_t i = 0; i < 256; i++) q[i] = (qs[32 * (i / 128) + i % 32] >> (2 * (i / 32 % 4))) & 3;
 }
 
 /* ---- the loops ---- */

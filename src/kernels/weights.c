@@ -32,6 +32,12 @@
  *               eight sub-blocks j of 32 (6-bit sc_j and m_j)
  *   Q6_K  (d * d_a) * S,  S = sum_g sc_g (sum_{i in g} q_i a_i - 32 A_g) over
  *               the sixteen sub-blocks g of 16 (i8 sc_g, q the 6-bit code)
+ *   Q2_K  (d * d_a) * S - (dmin * d_a) * M,  S = sum_g sc_g sum_{i in g} q_i a_i,
+ *               M = sum_g m_g A_g over the sixteen sub-blocks g of 16 (4-bit
+ *               sc_g and m_g, q the 2-bit code)
+ *   Q3_K  (d * d_a) * S,  S = sum_g sc_g (sum_{i in g} q_i a_i - 4 A_g) over
+ *               the sixteen sub-blocks g of 16 (sc_g the 6-bit scale - 32, q
+ *               the 3-bit code: 2 bits and the hmask bit)
  *   IQ4_NL  (d * d_a) * S,                S = sum t_i a_i, t_i = kvalues_iq4nl[q_i]
  *   IQ4_XS  (d * d_a) * S,  S = sum_j (ls_j - 32) sum_{i in j} t_i a_i over the
  *               eight sub-blocks j of 32 (6-bit ls_j, t_i as IQ4_NL's)
@@ -59,6 +65,8 @@ static const kvc_weight_type types[] = {
     {12, "Q4_K", 256, KVC_BLOCK_BYTES_q4_k, KVC_ACT_Q8_256, kvc_dequantize_q4_k, KVC_GEMMS(q4_k), &q4_kx4},
     {13, "Q5_K", 256, KVC_BLOCK_BYTES_q5_k, KVC_ACT_Q8_256, kvc_dequantize_q5_k, KVC_GEMMS(q5_k), NULL},
     {14, "Q6_K", 256, KVC_BLOCK_BYTES_q6_k, KVC_ACT_Q8_256, kvc_dequantize_q6_k, KVC_GEMMS(q6_k), NULL},
+    {10, "Q2_K", 256, KVC_BLOCK_BYTES_q2_k, KVC_ACT_Q8_256, kvc_dequantize_q2_k, KVC_GEMMS(q2_k), NULL},
+    {11, "Q3_K", 256, KVC_BLOCK_BYTES_q3_k, KVC_ACT_Q8_256, kvc_dequantize_q3_k, KVC_GEMMS(q3_k), NULL},
     {20, "IQ4_NL", 32, KVC_BLOCK_BYTES_iq4_nl, KVC_ACT_Q8_32, kvc_dequantize_iq4_nl,
      {kvc_gemm_iq4_nl__scalar, KVC_WASMSIMD(kvc_gemm_iq4_nl), KVC_WASMRELAXED_AS_SIMD(kvc_gemm_iq4_nl)}, NULL},
     {23, "IQ4_XS", 256, KVC_BLOCK_BYTES_iq4_xs, KVC_ACT_Q8_256, kvc_dequantize_iq4_xs,

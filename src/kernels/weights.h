@@ -5,7 +5,7 @@
  *
  * A weight matrix is `rows` rows of n values, each row nb = n / block_values
  * blocks laid out exactly as ggml lays them out (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).  A product with T
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS).  A product with T
  * activation rows first codes each activation row with its type's encoding
  * (`quantize` of kvc_act_encoding_of(type->act)), then runs the type's gemm.
  * Kernels see plain arrays: they know no model, no cache, no file.
@@ -48,6 +48,8 @@
 #define KVC_BLOCK_BYTES_q4_k 144
 #define KVC_BLOCK_BYTES_q5_k 176
 #define KVC_BLOCK_BYTES_q6_k 210
+#define KVC_BLOCK_BYTES_q2_k 84  /* 16 scale-min bytes, 64 bytes of 2-bit codes, d, dmin */
+#define KVC_BLOCK_BYTES_q3_k 110 /* 32 bytes of high bits, 64 of 2-bit codes, 12 of scales, d */
 #define KVC_CODE_OFFSET_q8_0 0
 #define KVC_CODE_OFFSET_q4_0 8
 #define KVC_CODE_OFFSET_q4_1 0
@@ -89,8 +91,8 @@ typedef enum kvc_act_kind {
     /* q8 blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; llama.cpp:
      * q8_0/q8_1). */
     KVC_ACT_Q8_32,
-    /* q8 blocks of 256 (Q4_K, Q5_K, Q6_K, IQ4_XS; llama.cpp: q8_K): one
-     * scale per super-block, so the scaled sub-block dots sum in integers.  With
+    /* q8 blocks of 256 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; llama.cpp: q8_K):
+     * one scale per super-block, so the scaled sub-block dots sum in integers.  With
      * outlier activations it costs about twice q8x32's error
      * (docs/weight-kernels.md has the figures). */
     KVC_ACT_Q8_256,
@@ -212,8 +214,8 @@ typedef struct kvc_weight_type {
 const kvc_weight_type *kvc_weight_type_of(uint32_t ggml_id);
 /* The supported types, in table order; *count their number. */
 const kvc_weight_type *kvc_weight_types(size_t *count);
-/* ggml's name of any type it defines ("Q2_K", also for types not supported
- * here), or NULL for an id ggml does not define. */
+/* ggml's name of any type it defines ("IQ2_XXS", also for types not
+ * supported here), or NULL for an id ggml does not define. */
 const char *kvc_ggml_type_name(uint32_t ggml_id);
 /* Writes the supported names, "F32, F16, ...", NUL-terminated, to buf (at
  * most size bytes, cut short when it does not fit; size 0 writes nothing).
@@ -226,13 +228,14 @@ size_t kvc_weight_type_list(char *buf, size_t size);
 
 #define KVC_WEIGHT_TYPE_LIST(X) X(f32) X(f16) X(bf16) X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
     X(q4_k) X(q5_k) X(q6_k) \
-    X(iq4_nl) X(iq4_xs)
+    X(q2_k) X(q3_k) X(iq4_nl) X(iq4_xs)
 /* The types with a relaxed-SIMD gemm of their own (the others run their
  * SIMD128 gemm in the relaxed set: Q8_0's codes and the IQ4 table's values
  * are signed, where the i8 x i7 dot product is not exact, and the exact
  * relaxed ways for IQ4 measured no faster: docs/weight-kernels.md). */
 #define KVC_WEIGHT_RELAXED_LIST(X) X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) \
-    X(q4_k) X(q5_k) X(q6_k)
+    X(q4_k) X(q5_k) X(q6_k) \
+    X(q2_k) X(q3_k)
 
 #define KVC_DECLARE_WEIGHT_SCALAR(t) kvc_dequantize_fn kvc_dequantize_##t; \
     kvc_gemm_fn kvc_gemm_##t##__scalar;

@@ -25,7 +25,7 @@ enum { DIM = GB_DIM, LAYERS = GB_LAYERS, HEADS = GB_HEADS, KV_HEADS = GB_KV_HEAD
        VOCAB = GB_VOCAB, CONTEXT = GB_CONTEXT };
 #define GGML_F32 0
 #define GGML_Q8_0 8
-#define GGML_Q2_K 10
+#define GGML_IQ2_XXS 16
 
 /* Random weights of sane scale for tensor t of the parsed file: norms near 1,
  * matrices ~N(0, 1/sqrt(cols)) (Q8_0: a block scale of that over 127, codes
@@ -226,7 +226,7 @@ TEST(create_refuses_what_it_cannot_run_and_says_what) {
     /* A type the runner does not read, a wrong shape, a missing tensor. */
     gb_llama t;
     struct { kvc_status status; const char *says; } cases[] = {
-        {KVC_E_WEIGHT_TYPE, "tensor blk.0.attn_q.weight has type Q2_K; this runner reads F32, F16, BF16, Q8_0"},
+        {KVC_E_WEIGHT_TYPE, "tensor blk.0.attn_q.weight has type IQ2_XXS; this runner reads F32, F16, BF16, Q8_0"},
         {KVC_E_MODEL_FILE, "tensor blk.1.ffn_up.weight is [64, 100], expected [64, 128]"},
         {KVC_E_MODEL_FILE, "tensor output_norm.weight is missing"},
     };
@@ -234,8 +234,8 @@ TEST(create_refuses_what_it_cannot_run_and_says_what) {
         gb_llama_tensors(&t, GGML_Q8_0, 0);
         for (size_t i = 0; i < t.count; i++) {
             if (c == 0 && strcmp(t.t[i].name, "blk.0.attn_q.weight") == 0) {
-                t.t[i].type = GGML_Q2_K;
-                t.t[i].bytes = DIM * HEADS * HEAD_DIM / 256 * 84;
+                t.t[i].type = GGML_IQ2_XXS;
+                t.t[i].bytes = DIM * HEADS * HEAD_DIM / 256 * 66;
             }
             if (c == 1 && strcmp(t.t[i].name, "blk.1.ffn_up.weight") == 0) t.t[i].dims[1] = 100;
             if (c == 2 && strcmp(t.t[i].name, "output_norm.weight") == 0) t.t[i].name = "output_norm.weights";

@@ -18,7 +18,7 @@
 #include "kernels/weights.h"
 #include "test.h"
 
-#define TYPE_COUNT 13
+#define TYPE_COUNT 15
 #define MAX_N 2048
 
 /* ---- plain definitions: halves, and the block layouts of ggml-common.h ---- */
@@ -181,6 +181,45 @@ static void plain_block(uint32_t id, const uint8_t *x, float *y) {
         }
         break;
     }
+    case 10: { /* block_q2_K: scales[16], qs[64], d, dmin */
+        const float d = f16_at(x + 80), min = f16_at(x + 82);
+        const uint8_t *q = x + 16;
+        int is = 0;
+        for (int n = 0; n < 256; n += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int half = 0; half < 2; half++) {
+                    const uint8_t sc = x[is++];
+                    const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+                    for (int l = 0; l < 16; l++) *y++ = dl * ((int8_t)((q[l + 16 * half] >> shift) & 3)) - ml;
+                }
+            }
+            q += 32;
+        }
+        break;
+    }
+    case 11: { /* block_q3_K: hmask[32], qs[64], scales[12], d */
+        const float d_all = f16_at(x + 108);
+        const uint8_t *q = x + 32, *hm = x, *packed = x + 96;
+        int8_t scales[16];
+        for (int j = 0; j < 16; j++) {
+            const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+            scales[j] = (int8_t)(low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4));
+        }
+        int is = 0;
+        uint8_t m = 1;
+        for (int n = 0; n < 256; n += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int half = 0; half < 2; half++) {
+                    const float dl = d_all * (scales[is++] - 32);
+                    for (int l = 16 * half; l < 16 * half + 16; l++)
+                        *y++ = dl * ((int8_t)((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                }
+                m <<= 1;
+            }
+            q += 32;
+        }
+        break;
+    }
     }
 }
 
@@ -207,6 +246,8 @@ static const type_fact facts[TYPE_COUNT] = {
     {6, "Q5_0", 32, 22, KVC_ACT_Q8_32, 0, -1},   {7, "Q5_1", 32, 24, KVC_ACT_Q8_32, 0, 2},
     {12, "Q4_K", 256, 144, KVC_ACT_Q8_256, 0, 2}, {13, "Q5_K", 256, 176, KVC_ACT_Q8_256, 0, 2},
     {14, "Q6_K", 256, 210, KVC_ACT_Q8_256, 208, -1},
+    {10, "Q2_K", 256, 84, KVC_ACT_Q8_256, 80, 82},
+    {11, "Q3_K", 256, 110, KVC_ACT_Q8_256, 108, -1},
     {20, "IQ4_NL", 32, 18, KVC_ACT_Q8_32, 0, -1},
     {23, "IQ4_XS", 256, 136, KVC_ACT_Q8_256, 0, -1},
 };
@@ -264,13 +305,13 @@ static void random_block(const type_fact *fact, test_rng *rng, int kind, uint8_t
         /* Every code byte at its largest (nibbles and high bits all ones; Q8_0
          * 127) or smallest (all zeros; Q8_0 -128); sub-block scales stay random. */
         const uint8_t code = kind == BLOCK_MAX_CODES ? (fact->id == 8 ? 0x7f : 0xff) : (fact->id == 8 ? 0x80 : 0x00);
-        const int first = fact->id == 14 ? 0 : fact->id == 12 || fact->id == 13 ? 16 : fact->id == 23 ? 8
-                          : fact->m_at >= 0 ? 4 : 2;
-        const int last = fact->id == 14 ? 192 : (int)fact->bytes;
+        const int first = fact->id == 14 || fact->id == 11 ? 0 : fact->id == 12 || fact->id == 13 || fact->id == 10 ? 16
+                          : fact->id == 23 ? 8 : fact->m_at >= 0 ? 4 : 2;
+        const int last = fact->id == 14 ? 192 : fact->id == 10 ? 80 : fact->id == 11 ? 96 : (int)fact->bytes;
         for (int i = first; i < last; i++) block[i] = code;
     }
     float d = signed_unit(rng) * sane_scale(rng), m = signed_unit(rng) * sane_scale(rng);
-    if (fact->id == 12 || fact->id == 13) d = fabsf(d), m = fabsf(m); /* ggml writes them >= 0 */
+    if (fact->id == 12 || fact->id == 13 || fact->id == 10) d = fabsf(d), m = fabsf(m); /* ggml writes them >= 0 */
     if (kind == BLOCK_ZERO_SCALE) d = 0.0f, m = test_rng_u32(rng) & 1 ? 0.0f : m;
     if (kind == BLOCK_NEGATIVE_MIN) m = -fabsf(m);
     put_u16(block + fact->d_at, kind == BLOCK_SUBNORMAL_SCALE ? (uint16_t)(1 + test_rng_u32(rng) % 1023) : f16_of(d));
@@ -374,14 +415,14 @@ TEST(traits_should_give_each_type_its_ggml_layout_and_refuse_the_rest) {
         for (int s = 0; s <= (int)kvc_weight_set_active(); s++) CHECK(type->gemm[s] != NULL);
         for (int s = (int)kvc_weight_set_active() + 1; s < KVC_WEIGHT_SETS; s++) CHECK(type->gemm[s] == NULL);
     }
-    const uint32_t unsupported[] = {4, 5, 9, 10, 11, 15, 16, 21, 22, 24, 28, 29, 31, 34, 39, 42, 43, 1000, 0xffffffffu};
+    const uint32_t unsupported[] = {4, 5, 9, 15, 16, 21, 22, 24, 28, 29, 31, 34, 39, 42, 43, 1000, 0xffffffffu};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         CHECK(kvc_weight_type_of(unsupported[i]) == NULL);
     }
     CHECK(strcmp(kvc_ggml_type_name(10), "Q2_K") == 0 && strcmp(kvc_ggml_type_name(23), "IQ4_XS") == 0);
     CHECK(kvc_ggml_type_name(4) == NULL && kvc_ggml_type_name(43) == NULL);
 
-    const char *all = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+    const char *all = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K"
                       ", IQ4_NL, IQ4_XS";
     char list[128];
     CHECK(kvc_weight_type_list(list, sizeof list) == strlen(all) && strcmp(list, all) == 0);
@@ -1145,6 +1186,53 @@ static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
                 out[8 + 16 * j + i] = (uint8_t)(nearest_iq4nl(x[32 * j + i], dj) | (nearest_iq4nl(x[32 * j + 16 + i], dj) << 4));
         }
         put_u16(out + 2, scales_h);
+        break;
+    }
+    case 10: {
+        float scale[16], min[16], max_scale = 0.0f, max_min = 0.0f;
+        for (size_t g = 0; g < 16; g++) {
+            float l = x[16 * g], h = x[16 * g];
+            for (size_t i = 16 * g; i < 16 * g + 16; i++) l = fminf(l, x[i]), h = fmaxf(h, x[i]);
+            if (l > 0.0f) l = 0.0f;
+            scale[g] = (h - l) / 3.0f, min[g] = -l;
+            max_scale = fmaxf(max_scale, scale[g]), max_min = fmaxf(max_min, min[g]);
+        }
+        const float d = plain_f16(f16_of(max_scale / 15.0f)), dmin = plain_f16(f16_of(max_min / 15.0f));
+        put_u16(out + 80, f16_of(d)), put_u16(out + 82, f16_of(dmin));
+        for (size_t g = 0; g < 16; g++) {
+            const uint8_t sc = qcode(d ? scale[g] / d : 0.0f, 0, 15), m = qcode(dmin ? min[g] / dmin : 0.0f, 0, 15);
+            out[g] = (uint8_t)(sc | (m << 4));
+            const float dg = d * sc, mg = dmin * m;
+            for (size_t i = 16 * g; i < 16 * g + 16; i++) {
+                const uint8_t q = qcode(dg ? (x[i] + mg) / dg : 0.0f, 0, 3);
+                out[16 + 32 * (i / 128) + i % 32] |= (uint8_t)(q << (2 * (i % 128 / 32)));
+            }
+        }
+        break;
+    }
+    case 11: {
+        float scale[16], max_scale = 0.0f, abs_max = 0.0f;
+        for (size_t g = 0; g < 16; g++) {
+            float ga = 0.0f, gm = 0.0f;
+            for (size_t i = 16 * g; i < 16 * g + 16; i++)
+                if (fabsf(x[i]) > ga) ga = fabsf(x[i]), gm = x[i];
+            scale[g] = gm / -4.0f;
+            if (fabsf(scale[g]) > abs_max) abs_max = fabsf(scale[g]), max_scale = scale[g];
+        }
+        const float d = plain_f16(f16_of(max_scale / -32.0f));
+        put_u16(out + 108, f16_of(d));
+        for (size_t g = 0; g < 16; g++) {
+            const float r = d ? nearbyintf(scale[g] / d) : 0.0f;
+            const int sc = r > 31 ? 31 : r < -32 ? -32 : (int)r, stored = sc + 32;
+            out[96 + g % 8] |= (uint8_t)((stored & 15) << (g < 8 ? 0 : 4));
+            out[96 + 8 + g % 4] |= (uint8_t)((stored >> 4) << (2 * (g / 4)));
+            const float dg = d * (float)sc;
+            for (size_t i = 16 * g; i < 16 * g + 16; i++) {
+                const uint8_t q = qcode(dg ? x[i] / dg + 4.0f : 4.0f, 0, 7);
+                out[32 + 32 * (i / 128) + i % 32] |= (uint8_t)((q & 3) << (2 * (i % 128 / 32)));
+                out[i % 32] |= (uint8_t)((q >> 2) << (i / 32));
+            }
+        }
         break;
     }
     }

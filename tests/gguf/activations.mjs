@@ -16,7 +16,7 @@ const f = Math.fround;
 
 /** ggml's vec_dot_type per weight type: the blocks its activations are coded in. */
 export const ACTIVATION_BLOCKS = { Q8_0: 32, Q4_0: 32, Q4_1: 32, Q5_0: 32, Q5_1: 32, Q4_K: 256, Q5_K: 256, Q6_K: 256,
-  IQ4_NL: 32, IQ4_XS: 256 };
+  Q2_K: 256, Q3_K: 256, IQ4_NL: 32, IQ4_XS: 256 };
 
 /** C's roundf: the nearest integer, ties away from zero. */
 const roundAway = (x) => Math.sign(x) * Math.round(Math.abs(x));

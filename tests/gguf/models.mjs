@@ -14,13 +14,14 @@
 //   const kjv = reencodeLlama(readGguf(bytes), { mix: 'Q8_0' });
 //
 // A mix is one type for every matrix ('F32', 'F16', 'BF16', 'Q8_0', 'Q4_0',
-// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ4_NL', 'IQ4_XS'; norms
-// stay F32, as llama.cpp keeps them), 'Q4_K_M', llama.cpp's mix of that
-// name, or 'IQ4_XS_MIX', the file llama.cpp's quantizer makes for IQ4_XS
-// (without an importance matrix). A matrix whose rows no block of its type divides falls back as
-// llama.cpp's quantizer does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0,
-// IQ4_XS to IQ4_NL), and to F16 when that does not fit either (as its
-// quantizer does for a 32-block type, IQ4_NL included).
+// 'Q4_1', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K', 'Q2_K', 'Q3_K', 'IQ4_NL',
+// 'IQ4_XS'; norms stay F32, as llama.cpp keeps them), 'Q4_K_M' or 'Q3_K_M',
+// llama.cpp's mixes of those names, or 'IQ4_XS_MIX', the file llama.cpp's
+// quantizer makes for IQ4_XS (without an importance matrix). A matrix whose
+// rows no block of its type divides falls back as llama.cpp's quantizer does
+// (Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, IQ4_XS to
+// IQ4_NL), and to F16 when that does not fit either (as its quantizer does
+// for a 32-block type, IQ4_NL included).
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -238,16 +239,14 @@ export function longRopeAttnFactor(g) {
 }
 
 /** Every mix by name. */
-export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M',
-  'IQ4_XS_MIX'];
+export const MIXES = [...Object.keys(GGML_TYPES), 'Q4_K_M', 'Q3_K_M', 'IQ4_XS_MIX'];
 
 // llama.cpp's llama_ftype of each mix (general.file_type).
 const FILE_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q4_K: 14, Q4_K_M: 15, Q5_K: 16, Q6_K: 18, BF16: 32,
-  IQ4_NL: 25, IQ4_XS: 30, IQ4_XS_MIX: 30 };
+  Q2_K: 10, Q3_K: 11, Q3_K_M: 12, IQ4_NL: 25, IQ4_XS: 30, IQ4_XS_MIX: 30 };
 
 // Where a type of 256-blocks goes when its block does not divide a row (llama.cpp's tensor_type_fallback).
-const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0',
-  IQ4_XS: 'IQ4_NL' };
+const K_FALLBACK = { Q4_K: 'Q5_0', Q5_K: 'Q5_1', Q6_K: 'Q8_0', Q2_K: 'Q4_0', Q3_K: 'Q4_0', IQ4_XS: 'IQ4_NL' };
 
 /** Query heads to a key head, as llama.cpp's n_gqa (an integer division). */
 const gqaOf = (g) => Math.floor(g.numHeads / (g.numKvHeads ?? g.numHeads));
@@ -283,6 +282,16 @@ export function tensorType(mix, { name, dims, layer, numLayers, tied, gqa = 1 })
     else if (/attn_v\.weight$|attn_qkv\.weight$/.test(name) && gqa >= 4) want = 'Q5_K';
     else if (/ffn_down\.weight$/.test(name) && layer < Math.floor(numLayers / 8)) want = 'Q5_K';
     else want = 'IQ4_XS';
+  } else if (mix === 'Q3_K_M') {
+    // llama.cpp's rules for a model without experts, not Falcon: attn_v's
+    // first two (one a layer here) and ffn_down's first sixteenth Q5_K, the
+    // rest of them and attn_output Q4_K.
+    const isOutput = name === 'output.weight' || (tied && name === 'token_embd.weight');
+    if (isOutput) want = rowLength % 256 === 0 ? 'Q6_K' : 'Q8_0';
+    else if (/attn_v\.weight$|attn_qkv\.weight$/.test(name)) want = layer < 2 ? 'Q5_K' : 'Q4_K';
+    else if (/ffn_down\.weight$/.test(name)) want = layer < Math.floor(numLayers / 16) ? 'Q5_K' : 'Q4_K';
+    else if (/attn_output\.weight$/.test(name)) want = 'Q4_K';
+    else want = 'Q3_K';
   }
   const fits = (type) => rowLength % GGML_TYPES[type].blockSize === 0;
   if (fits(want)) return want;

@@ -12,9 +12,11 @@
 // The dequantizers compute in f32 step by step as ggml's scalar code does
 // (Math.fround after every operation), so their output is ggml's bit for bit.
 // The encoders are simple (absmax, min/max, a 6-bit scale per sub-block), not
-// ggml's search for the best scale: any valid block is a valid weight.  IQ4_NL
-// and IQ4_XS port ggml's reference quantizer, whose search is what picks
-// their table indices.
+// ggml's search for the best scale: any valid block is a valid weight -- but
+// for Q2_K and Q3_K, whose 2 and 3 bits a plain absmax leaves too coarse, they
+// port ggml's reference quantizers (quantize_row_q2_K_ref, q3_K_ref) in f32,
+// and IQ4_NL and IQ4_XS port ggml's reference quantizer, whose search is what
+// picks their table indices.
 const f = Math.fround;
 
 // f16 by hand: the polyfill's per-value calls take microseconds, and a
@@ -474,6 +476,322 @@ const Q6_K = {
 };
 
 // ---------------------------------------------------------------------------
+// Q2_K and Q3_K: ggml's reference quantizers, in f32 step by step.
+
+/** ggml's nearest_int: the nearest integer, ties to even (by the f32 sum with 1.5·2^23). */
+const nearestInt = (x) => f(x + 12582912) - 12582912;
+const clamp = (x, lo, hi) => Math.min(hi, Math.max(lo, x));
+
+/**
+ * ggml's make_qkx2_quants over x[from .. from + n) with weights w: codes 0..nmax
+ * into L[at ..], the scale returned and the min (≥ 0, to subtract) as .min.
+ */
+function makeQkx2Quants(n, nmax, x, from, w, L, at, rmin, rdelta, nstep) {
+  const Laux = new Uint8Array(n);
+  let min = x[from];
+  let max = x[from];
+  let sumW = w[0];
+  let sumX = f(sumW * x[from]);
+  for (let i = 1; i < n; i++) {
+    if (x[from + i] < min) min = x[from + i];
+    if (x[from + i] > max) max = x[from + i];
+    sumW = f(sumW + w[i]);
+    sumX = f(sumX + f(w[i] * x[from + i]));
+  }
+  if (min > 0) min = 0;
+  if (max === min) {
+    L.fill(0, at, at + n);
+    return { scale: 0, min: -min };
+  }
+  let iscale = f(nmax / f(max - min));
+  let scale = f(1 / iscale);
+  let bestError = 0;
+  for (let i = 0; i < n; i++) {
+    L[at + i] = clamp(nearestInt(f(iscale * f(x[from + i] - min))), 0, nmax);
+    const diff = f(f(f(scale * L[at + i]) + min) - x[from + i]);
+    bestError = f(bestError + f(w[i] * Math.abs(diff)));
+  }
+  for (let is = 0; is <= nstep; is++) {
+    iscale = f(f(f(rmin + f(rdelta * is)) + nmax) / f(max - min));
+    let sumL = 0;
+    let sumL2 = 0;
+    let sumXL = 0;
+    for (let i = 0; i < n; i++) {
+      const l = clamp(nearestInt(f(iscale * f(x[from + i] - min))), 0, nmax);
+      Laux[i] = l;
+      const wl = f(w[i] * l);
+      sumL = f(sumL + wl);
+      sumL2 = f(sumL2 + f(wl * l));
+      sumXL = f(sumXL + f(wl * x[from + i]));
+    }
+    const D = f(f(sumW * sumL2) - f(sumL * sumL));
+    if (D > 0) {
+      let thisScale = f(f(f(sumW * sumXL) - f(sumX * sumL)) / D);
+      let thisMin = f(f(f(sumL2 * sumX) - f(sumL * sumXL)) / D);
+      if (thisMin > 0) {
+        thisMin = 0;
+        thisScale = f(sumXL / sumL2);
+      }
+      let error = 0;
+      for (let i = 0; i < n; i++) {
+        const diff = f(f(f(thisScale * Laux[i]) + thisMin) - x[from + i]);
+        error = f(error + f(w[i] * Math.abs(diff)));
+      }
+      if (error < bestError) {
+        L.set(Laux, at);
+        bestError = error;
+        scale = thisScale;
+        min = thisMin;
+      }
+    }
+  }
+  return { scale, min: -min };
+}
+
+/** ggml's make_q3_quants (with its RMSE refinement) over x[from .. from + 16): codes 0..2·nmax − 1 into L[at ..]. */
+function makeQ3Quants(nmax, x, from, L, at) {
+  const n = 16;
+  let max = 0;
+  let amax = 0;
+  for (let i = 0; i < n; i++) {
+    const ax = Math.abs(x[from + i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[from + i];
+    }
+  }
+  if (amax < f(1e-15)) {
+    L.fill(0, at, at + n);
+    return 0;
+  }
+  const iscale = f(-nmax / max);
+  let sumlx = 0;
+  let suml2 = 0;
+  for (let i = 0; i < n; i++) {
+    const xi = x[from + i];
+    const l = clamp(nearestInt(f(iscale * xi)), -nmax, nmax - 1);
+    L[at + i] = l;
+    const w = f(xi * xi);
+    sumlx = f(sumlx + f(f(w * xi) * l));
+    suml2 = f(suml2 + f(f(w * l) * l));
+  }
+  for (let itry = 0; itry < 5; itry++) {
+    let changed = 0;
+    for (let i = 0; i < n; i++) {
+      const xi = x[from + i];
+      const w = f(xi * xi);
+      let slx = f(sumlx - f(f(w * xi) * L[at + i]));
+      if (slx > 0) {
+        let sl2 = f(suml2 - f(f(w * L[at + i]) * L[at + i]));
+        const l = clamp(nearestInt(f(f(xi * sl2) / slx)), -nmax, nmax - 1);
+        if (l !== L[at + i]) {
+          slx = f(slx + f(f(w * xi) * l));
+          sl2 = f(sl2 + f(f(w * l) * l));
+          if (sl2 > 0 && f(f(slx * slx) * suml2) > f(f(sumlx * sumlx) * sl2)) {
+            L[at + i] = l;
+            sumlx = slx;
+            suml2 = sl2;
+            changed++;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (let i = 0; i < n; i++) L[at + i] += nmax;
+  return suml2 > 0 ? f(sumlx / suml2) : 0;
+}
+
+/** 2-bit codes L[0..256) packed as Q2_K and Q3_K store them: element 128h + 32k + l in bits 2k, 2k + 1 of byte 32h + l. */
+function pack2Bit(out, at, L) {
+  for (let h = 0; h < 2; h++) {
+    for (let l = 0; l < 32; l++) {
+      const e = 128 * h + l;
+      out[at + 32 * h + l] = L[e] | (L[e + 32] << 2) | (L[e + 64] << 4) | (L[e + 96] << 6);
+    }
+  }
+}
+
+/**
+ * Q2_K: 16 scale bytes (sub-block j of 16: a 4-bit scale in the low nibble, a
+ * 4-bit min in the high one), qs[64] (pack2Bit), d, dmin (f16).
+ * x = d·scale·q − dmin·min.
+ */
+const Q2_K = {
+  id: 10, name: 'Q2_K', blockSize: 256, blockBytes: 84,
+  encode(values) {
+    const x = Float32Array.from(values);
+    const blocks = x.length / 256;
+    const out = new Uint8Array(blocks * 84);
+    const L = new Uint8Array(256);
+    const weights = new Float32Array(16);
+    const scales = new Float32Array(16);
+    const mins = new Float32Array(16);
+    for (let b = 0; b < blocks; b++) {
+      const at = 84 * b;
+      const from = 256 * b;
+      let maxScale = 0;
+      let maxMin = 0;
+      for (let j = 0; j < 16; j++) {
+        for (let l = 0; l < 16; l++) weights[l] = Math.abs(x[from + 16 * j + l]);
+        const { scale, min } = makeQkx2Quants(16, 3, x, from + 16 * j, weights, L, 16 * j, -0.5, f(0.1), 15);
+        scales[j] = scale;
+        mins[j] = min;
+        if (scale > maxScale) maxScale = scale;
+        if (min > maxMin) maxMin = min;
+      }
+      if (maxScale > 0) {
+        const iscale = f(15 / maxScale);
+        for (let j = 0; j < 16; j++) out[at + j] = nearestInt(f(iscale * scales[j])) & 255;
+        setF16(out, at + 80, f(maxScale / 15));
+      } else {
+        setF16(out, at + 80, 0);
+      }
+      if (maxMin > 0) {
+        const iscale = f(15 / maxMin);
+        for (let j = 0; j < 16; j++) out[at + j] |= (nearestInt(f(iscale * mins[j])) << 4) & 255;
+        setF16(out, at + 82, f(maxMin / 15));
+      } else {
+        setF16(out, at + 82, 0);
+      }
+      const d = f16At(out, at + 80);
+      const dmin = f16At(out, at + 82);
+      for (let j = 0; j < 16; j++) {
+        const step = f(d * (out[at + j] & 15));
+        if (!step) continue;
+        const shift = f(dmin * (out[at + j] >> 4));
+        for (let l = 0; l < 16; l++) L[16 * j + l] = clamp(nearestInt(f(f(x[from + 16 * j + l] + shift) / step)), 0, 3);
+      }
+      pack2Bit(out, at + 16, L);
+    }
+    return out;
+  },
+  decode(data, count) {
+    const out = new Float32Array(count);
+    for (let b = 0; b < count / 256; b++) {
+      const at = 84 * b;
+      const d = f16At(data, at + 80);
+      const dmin = f16At(data, at + 82);
+      for (let j = 0; j < 16; j++) {
+        const sc = data[at + j];
+        const dl = f(d * (sc & 15));
+        const ml = f(dmin * (sc >> 4));
+        // sub-block j: elements 128h + 32k + 16i + l of bytes 32h + 16i + l, k = (j mod 8) >> 1
+        const h = j >> 3, k = (j & 7) >> 1, i = j & 1;
+        for (let l = 0; l < 16; l++) {
+          const q = (data[at + 16 + 32 * h + 16 * i + l] >> (2 * k)) & 3;
+          out[256 * b + 16 * j + l] = f(f(dl * q) - ml);
+        }
+      }
+    }
+    return out;
+  },
+  random(count, random, rms) {
+    const blocks = count / 256;
+    const out = randomBytes(blocks * 84, random); // every code
+    for (let b = 0; b < blocks; b++) {
+      const at = 84 * b;
+      // Every 4-bit scale drawn (RMS 8.8 over 0..15, a code − 1.5 1.12); each
+      // min 1.5 steps of its scale, give or take two, centres the sub-block
+      // near zero (the off-centre share adds a little: 10.1 in all).
+      const d = randomScale(random, rms / 10.1, false);
+      setF16(out, at + 80, d);
+      setF16(out, at + 82, f16round(d) * 1.5);
+      for (let j = 0; j < 16; j++) {
+        const scale = random.int(16);
+        out[at + j] = scale | (clamp(scale + random.int(5) - 2, 0, 15) << 4);
+      }
+    }
+    return out;
+  },
+};
+
+/** Q3_K's 6-bit scale j (0..63, before the − 32) from the 12 bytes at `at`. */
+function q3kScale(data, at, j) {
+  const low = j < 8 ? data[at + j] & 15 : data[at + j - 8] >> 4;
+  return low | (((data[at + 8 + (j % 4)] >> (2 * (j >> 2))) & 3) << 4);
+}
+
+/**
+ * Q3_K: hmask[32], qs[64] (pack2Bit), 12 bytes of sixteen 6-bit scales
+ * (q3kScale), d (f16). Element 128h + 32k + l has bit 4h + k of hmask[l] as
+ * its code's third bit; x = d·(scale − 32)·(q − 4).
+ */
+const Q3_K = {
+  id: 11, name: 'Q3_K', blockSize: 256, blockBytes: 110,
+  encode(values) {
+    const x = Float32Array.from(values);
+    const blocks = x.length / 256;
+    const out = new Uint8Array(blocks * 110);
+    const L = new Int8Array(256);
+    const scales = new Float32Array(16);
+    for (let b = 0; b < blocks; b++) {
+      const at = 110 * b;
+      const from = 256 * b;
+      let maxScale = 0;
+      let amax = 0;
+      for (let j = 0; j < 16; j++) {
+        scales[j] = makeQ3Quants(4, x, from + 16 * j, L, 16 * j);
+        if (Math.abs(scales[j]) > amax) {
+          amax = Math.abs(scales[j]);
+          maxScale = scales[j];
+        }
+      }
+      if (maxScale) {
+        const iscale = f(-32 / maxScale);
+        for (let j = 0; j < 16; j++) {
+          const l = clamp((nearestInt(f(iscale * scales[j])) << 24) >> 24, -32, 31) + 32; // ggml keeps it in an int8_t
+          if (j < 8) out[at + 96 + j] = l & 15;
+          else out[at + 96 + j - 8] |= (l & 15) << 4;
+          out[at + 96 + 8 + (j % 4)] |= (l >> 4) << (2 * (j >> 2));
+        }
+        setF16(out, at + 108, f(1 / iscale));
+      } else {
+        setF16(out, at + 108, 0);
+      }
+      const d = f16At(out, at + 108);
+      for (let j = 0; j < 16; j++) {
+        const step = f(d * (q3kScale(out, at + 96, j) - 32));
+        if (!step) continue;
+        for (let l = 0; l < 16; l++) L[16 * j + l] = clamp(nearestInt(f(x[from + 16 * j + l] / step)), -4, 3) + 4;
+      }
+      for (let e = 0; e < 256; e++) {
+        if (L[e] > 3) {
+          out[at + (e % 32)] |= 1 << (e >> 5);
+          L[e] -= 4;
+        }
+      }
+      pack2Bit(out, at + 32, L);
+    }
+    return out;
+  },
+  decode(data, count) {
+    const out = new Float32Array(count);
+    for (let b = 0; b < count / 256; b++) {
+      const at = 110 * b;
+      const d = f16At(data, at + 108);
+      for (let j = 0; j < 16; j++) {
+        const dl = f(d * (q3kScale(data, at + 96, j) - 32));
+        const h = j >> 3, k = (j & 7) >> 1, i = j & 1;
+        for (let l = 0; l < 16; l++) {
+          const low = (data[at + 32 + 32 * h + 16 * i + l] >> (2 * k)) & 3;
+          const high = (data[at + 16 * i + l] >> (4 * h + k)) & 1;
+          out[256 * b + 16 * j + l] = f(dl * (low - (high ? 0 : 4)));
+        }
+      }
+    }
+    return out;
+  },
+  random(count, random, rms) {
+    const blocks = count / 256;
+    const out = randomBytes(blocks * 110, random); // every code and every 6-bit scale
+    // RMS of a scale − 32 over −32..31 18.5, of a code − 4 2.35.
+    for (let b = 0; b < blocks; b++) setF16(out, 110 * b + 108, randomScale(random, rms / (18.5 * 2.35), true));
+    return out;
+  },
+};
+
+// ---------------------------------------------------------------------------
 // IQ4_NL and IQ4_XS: 4-bit indices into ggml's non-linear table kvalues_iq4nl,
 // packed as Q4_0's nibbles (elements j and j + 16 of each 32 in byte j).
 
@@ -492,9 +810,6 @@ function iq4Index(x) {
   }
   return f(x - IQ4_VALUES[hi - 1]) < f(IQ4_VALUES[hi] - x) ? hi - 1 : hi;
 }
-
-/** ggml's nearest_int: round to nearest, ties to even, through an f32 add. */
-const nearestInt = (x) => f(x + 12582912) - 12582912;
 
 /**
  * ggml's quantize_row_iq4_nl_impl without importance weights, in f32 step by
@@ -655,6 +970,8 @@ export const GGML_TYPES = {
   Q4_K: kQuantWithMin({ id: 12, name: 'Q4_K', bits: 4 }),
   Q5_K: kQuantWithMin({ id: 13, name: 'Q5_K', bits: 5 }),
   Q6_K,
+  Q2_K,
+  Q3_K,
   IQ4_NL,
   IQ4_XS,
 };

@@ -124,9 +124,14 @@ for (const name of Object.keys(GGML_TYPES)) {
 // at seed 7).  1e-3, and the 1e-4 asked of the types added since where this
 // file's seed meets it.
 const EXACT_CACHE = { ...QUICK, cacheTypeK: 'f32', cacheTypeV: 'f32', flashAttention: false };
-const KL_BOUND = { IQ4_XS: 1e-4, IQ4_XS_MIX: 1e-4 };
+// Q2_K's, Q3_K's and IQ4_XS's files (and the IQ4_XS mix) are held to 1e-4
+// (measured: about 1e-13 for Q2_K and Q3_K, as Q6_K's; 8e-5 and 5e-5 for
+// IQ4_XS and its mix); the others to 1e-3, which the rounding flips of Q4_0's,
+// Q4_K's and IQ4_NL's files (and Q3_K_M's, whose matrices are in part Q4_K)
+// need: docs/models.md.
+const MEAN_KL_BOUND = { Q2_K: 1e-4, Q3_K: 1e-4, IQ4_XS: 1e-4, IQ4_XS_MIX: 1e-4 };
 for (const mix of MIXES) {
-  const bound = KL_BOUND[mix] ?? 1e-3;
+  const bound = MEAN_KL_BOUND[mix] ?? 1e-3;
   test(`the runner and llama.cpp agree on a ${mix} file (mean KL below ${bound.toExponential(0)}, every top-1)`, async (t) => {
     if (missing) return t.skip(missing);
     const r = await runnerAgreement(randomLlama(GEOMETRIES.tiny, { mix, seed: 7 }), tinyTokens, spread(8), EXACT_CACHE);

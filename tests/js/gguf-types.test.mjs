@@ -40,9 +40,9 @@ test('bf16 keeps the top 16 bits of f32, rounded to nearest even', () => {
 test('every type has ggml\'s block size and bytes per block', () => {
   const ggml = { F32: [1, 4], F16: [1, 2], BF16: [1, 2], Q8_0: [32, 34], Q4_0: [32, 18], Q4_1: [32, 20], Q5_0: [32, 22], Q5_1: [32, 24],
     Q4_K: [256, 144], Q5_K: [256, 176], Q6_K: [256, 210],
-    IQ4_NL: [32, 18], IQ4_XS: [256, 136] };
+    Q2_K: [256, 84], Q3_K: [256, 110], IQ4_NL: [32, 18], IQ4_XS: [256, 136] };
   const ids = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, BF16: 30,
-    IQ4_NL: 20, IQ4_XS: 23 };
+    Q2_K: 10, Q3_K: 11, IQ4_NL: 20, IQ4_XS: 23 };
   assert.deepEqual(Object.keys(GGML_TYPES).sort(), Object.keys(ggml).sort());
   for (const [name, [blockSize, blockBytes]] of Object.entries(ggml)) {
     const type = GGML_TYPES[name];
@@ -53,9 +53,10 @@ test('every type has ggml\'s block size and bytes per block', () => {
 
 test('each type\'s encoder and dequantizer round-trip f32 within its precision', () => {
   // Relative RMS error bounds: what the bits allow with a plain absmax or min/max scale
-  // (IQ4_NL and IQ4_XS: with ggml's search for the scale, about 0.08 measured).
+  // (Q2_K, Q3_K: with ggml's reference quantizers; IQ4_NL and IQ4_XS: with
+  // ggml's search for the scale, about 0.08 measured).
   const bounds = { F32: 0, F16: 5e-4, BF16: 4e-3, Q8_0: 0.01, Q4_0: 0.12, Q4_1: 0.12, Q5_0: 0.06, Q5_1: 0.06, Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03,
-    IQ4_NL: 0.1, IQ4_XS: 0.1 };
+    Q2_K: 0.32, Q3_K: 0.15, IQ4_NL: 0.1, IQ4_XS: 0.1 };
   const r = rng(11);
   const n = 256 * 32;
   // Normal values, one block of constants, one of zeros, one with an outlier.
@@ -152,6 +153,27 @@ test('the IQ4_XS mix puts Q5_K and Q6_K where llama.cpp does and falls back to I
   assert.deepEqual(typeCounts(llama), { Q6_K: 1, Q5_K: 16 + 2, IQ4_XS: 16 * 7 - 16 - 2, F32: 16 * 2 + 2 });
   assert.equal(tensorType('IQ4_NL', { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', 'no 32-block divides 172');
   assert.equal(tensorType('IQ4_XS', { name: 'blk.0.attn_q.weight', dims: [64, 64] }), 'IQ4_NL');
+});
+
+test('the Q3_K_M mix puts Q4_K, Q5_K and Q6_K where llama.cpp does and Q2_K and Q3_K fall back to Q4_0', () => {
+  // 16 layers: ffn_down's first sixteenth (layer 0) Q5_K, attn_v's first two.
+  const llama = randomLlama(GEOMETRIES['llama-3.2-1b'], { mix: 'Q3_K_M' });
+  const type = (name) => llama.tensors.find((t) => t.name === name).type;
+  for (let l = 0; l < 16; l++) {
+    assert.equal(type(`blk.${l}.attn_v.weight`), l < 2 ? 'Q5_K' : 'Q4_K', `attn_v ${l}`);
+    assert.equal(type(`blk.${l}.ffn_down.weight`), l < 1 ? 'Q5_K' : 'Q4_K', `ffn_down ${l}`);
+    assert.equal(type(`blk.${l}.attn_output.weight`), 'Q4_K', `attn_output ${l}`);
+    for (const name of ['attn_q', 'attn_k', 'ffn_gate', 'ffn_up']) assert.equal(type(`blk.${l}.${name}.weight`), 'Q3_K', `${name} ${l}`);
+  }
+  assert.equal(type('token_embd.weight'), 'Q6_K', 'the tied embedding is the output');
+  assert.deepEqual(typeCounts(llama), { Q3_K: 16 * 4, Q4_K: 14 + 15 + 16, Q5_K: 2 + 1, Q6_K: 1, F32: 16 * 2 + 2 });
+  for (const mix of ['Q2_K', 'Q3_K']) {
+    assert.equal(tensorType(mix, { name: 'blk.0.attn_q.weight', dims: [576, 576] }), 'Q4_0', `${mix} in rows of 576`);
+    assert.equal(tensorType(mix, { name: 'blk.0.ffn_down.weight', dims: [172, 64] }), 'F16', `${mix} in rows of 172`);
+  }
+  const smol = randomLlama(GEOMETRIES['smollm2-135m'], { mix: 'Q3_K_M' });
+  assert.equal(smol.tensors.find((t) => t.name === 'blk.0.attn_q.weight').type, 'Q4_0', 'Q3_K in rows of 576');
+  assert.equal(smol.tensors.find((t) => t.name === 'blk.0.attn_v.weight').type, 'Q5_1', 'Q5_K in rows of 576');
 });
 
 test('the synthetic vocabulary spells a digit prompt of n tokens and the probe zeroes its block', () => {

@@ -520,7 +520,7 @@ modelTest('the GGUF reader refuses corrupted copies with a message naming the fa
   const nameLength = 'token_embd.weight'.length;
   refuses(corrupt((b, v) => v.setUint32(infoAt + 4 + nameLength, 9, true)), /9 dimensions/);
   const tensorTypeAt = infoAt + 4 + nameLength + 4 + 8;
-  refuses(corrupt((b, v) => v.setUint32(tensorTypeAt, 16, true)), /tensor token_embd\.weight has type IQ2_XXS; this runner reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS/);
+  refuses(corrupt((b, v) => v.setUint32(tensorTypeAt, 16, true)), /tensor token_embd\.weight has type IQ2_XXS; this runner reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS/);
   refuses(corrupt((b, v) => v.setUint32(tensorTypeAt + 4, 0x7ffffff0, true)), /token_embd\.weight starts at data offset 2147483632, off its 32-byte alignment/);
   refuses(corrupt((b, v) => v.setUint32(tensorTypeAt + 4, 0x7fffffe0, true)), /truncated: tensor token_embd\.weight \(64 x 512 F32\) needs bytes/);
   // A type the weight table has reads (as what its bytes say): Q4_0's 18 bytes a block of 32.

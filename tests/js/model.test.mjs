@@ -204,14 +204,14 @@ test('a truncated file is refused naming the tensor cut short, and a file of a t
   await assert.rejects(Llama.load(bytes.subarray(0, bytes.length - 5000)), (error) =>
     error instanceof GgufError && /^truncated: tensor [a-z0-9_.]+ \(.*Q4_0\) needs bytes \d+\.\.\d+, the file has \d+/.test(error.message));
   assert.throws(() => Llama.fromGguf(bytes.subarray(0, 300)), (error) => error instanceof GgufError && /truncated/.test(error.message));
-  // Q2_K, a type ggml has and this runner does not: the writer takes its block shape.
-  const Q2_K = { id: 10, name: 'Q2_K', blockSize: 256, blockBytes: 84 };
+  // IQ2_XXS, a type ggml has and this runner does not: the writer takes its block shape.
+  const IQ2_XXS = { id: 16, name: 'IQ2_XXS', blockSize: 256, blockBytes: 66 };
   const spec = randomLlama(GEOMETRIES.tiny, { mix: 'Q8_0', seed: 2 });
   const tensors = spec.tensors.map((t) => (t.name !== 'blk.1.attn_k.weight' ? t
-    : { ...t, type: Q2_K, data: new Uint8Array((t.dims[0] * t.dims[1] / 256) * 84) }));
+    : { ...t, type: IQ2_XXS, data: new Uint8Array((t.dims[0] * t.dims[1] / 256) * 66) }));
   await assert.rejects(Llama.load(encodeGguf({ ...spec, tensors })),
     (error) => error instanceof GgufError &&
-      error.message === 'tensor blk.1.attn_k.weight has type Q2_K; this runner reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS');
+      error.message === 'tensor blk.1.attn_k.weight has type IQ2_XXS; this runner reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS');
 });
 
 test('a model too large for the heap is refused before its tensor data is read, saying how many bytes are missing', async () => {

@@ -32,6 +32,7 @@
 //               Q8_0 (an hour or more): how far the oracle's own choices move its top-1 on
 //               random weights, beside how far the runner is from it.
 // No flag: all but --runner and --architectures (several minutes each).
+// --mix A,B,... restricts --runner and --self to those mixes.
 // --dir DIR keeps the model files there (default: a new temporary folder,
 // removed at the end). The machine may be shared: the load average is
 // printed beside the figures.
@@ -52,6 +53,10 @@ const dir = keep ? args[dirArg + 1] : mkdtempSync(join(tmpdir(), 'kvcache-gguf-'
 const wanted = ['--timings', '--validate', '--quality', '--models', '--runner', '--architectures', '--self'].filter((f) => args.includes(f));
 const LONG = ['--runner', '--architectures', '--self'];
 const run = (flag) => (wanted.length === 0 ? !LONG.includes(flag) : wanted.includes(flag));
+const mixArg = args.indexOf('--mix');
+const mixes = mixArg >= 0 ? args[mixArg + 1].split(',') : MIXES;
+const unknownMix = mixes.find((mix) => !MIXES.includes(mix));
+if (unknownMix) throw new RangeError(`--mix: no mix ${unknownMix} (known: ${MIXES.join(', ')})`);
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 // The token ids the tiny random model is teacher-forced on (--validate, --runner, --self).
@@ -122,7 +127,7 @@ async function runner() {
     sources.push([name, (mix) => reencodeLlama(file, { mix }), REAL_MODELS[name].tokens(Llama.fromGguf(file), 128)]);
   }
   for (const [name, make, tokens] of sources) {
-    for (const mix of MIXES) {
+    for (const mix of mixes) {
       const spec = make(mix);
       const types = Object.entries(typeCounts(spec)).map(([t, n]) => `${t} ${n}`).join(', ');
       for (const [cache, options] of [['f32, no flash', exact], ['f16, flash (defaults)', defaults]]) {
@@ -281,7 +286,7 @@ async function self() {
   // The tiny model as the --runner table has it: seed 7, one sequence of 128.
   const cases = args.includes('--architectures')
     ? REAL_GEOMETRIES.map((name) => [name, 'Q8_0', GEOMETRIES[name], {}, teacherSequences(GEOMETRIES[name].vocabSize)])
-    : MIXES.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, { seed: 7 }, [TINY_TOKENS]]);
+    : mixes.map((mix) => ['tiny random', mix, GEOMETRIES.tiny, { seed: 7 }, [TINY_TOKENS]]);
   for (const [name, mix, g, options, sequences] of cases) {
     const spec = randomLlama(g, { mix, ...options });
     const path = modelFile(dir, `${g.name}-${mix}`, () => spec);
