@@ -17,34 +17,35 @@
 
 #define Q4_KX4_BLOCK (4 * KVC_BLOCK_BYTES_q4_k)
 
-/* Code v of a Q4_K super-block (ggml: for each 64 values c, byte 32 c + l
- * holds value 64 c + l in its low nibble and 64 c + 32 + l in its high). */
-static uint8_t file_code(const uint8_t *block, size_t v) {
-    const uint8_t byte = block[16 + 32 * (v / 64) + v % 32];
-    return v % 64 < 32 ? byte & 15 : byte >> 4;
-}
-
-/* The byte of a packed super-block holding code v of row r, and its shift. */
-static size_t packed_at(size_t r, size_t v, unsigned *shift) {
-    const size_t w = v % 32;
-    *shift = w < 16 ? 0 : 4;
-    return 64 + 64 * (v / 32) + 16 * (w % 16 / 4) + 4 * r + w % 4;
-}
-
+/* Sub-block j's 32 codes are the low (j even) or high (j odd) nibbles of
+ * bytes 32 (j / 2) .. 32 (j / 2) + 31 of a Q4_K super-block's codes (ggml:
+ * for each 64 values c, byte 32 c + l holds value 64 c + l in its low nibble
+ * and 64 c + 32 + l in its high one).  Chunk c of sub-block j holds code
+ * 4 c + i of each row in the low nibble of byte 4 r + i, 16 + 4 c + i in
+ * the high one. */
 void kvc_pack_q4_kx4(size_t n, size_t row_bytes, uint8_t *tile, uint8_t *scratch) {
     memcpy(scratch, tile, 4 * row_bytes);
     for (size_t b = 0; b < n / 256; b++) {
         uint8_t *out = tile + b * Q4_KX4_BLOCK;
-        memset(out + 64, 0, Q4_KX4_BLOCK - 64);
         for (size_t r = 0; r < 4; r++) {
             const uint8_t *block = scratch + r * row_bytes + b * KVC_BLOCK_BYTES_q4_k;
             memcpy(out + 2 * r, block, 2);
             memcpy(out + 8 + 2 * r, block + 2, 2);
             memcpy(out + 16 + 12 * r, block + 4, 12);
-            for (size_t v = 0; v < 256; v++) {
-                unsigned shift;
-                const size_t at = packed_at(r, v, &shift);
-                out[at] |= (uint8_t)(file_code(block, v) << shift);
+            for (size_t j = 0; j < 8; j++) {
+                /* Eight bytes at a time: codes 4 c + i and 16 + 4 c + i of two chunks. */
+                const uint8_t *qs = block + 16 + 32 * (j / 2);
+                const unsigned shift = 4 * (j % 2);
+                for (size_t half = 0; half < 2; half++) {
+                    uint64_t low, high;
+                    memcpy(&low, qs + 8 * half, 8);
+                    memcpy(&high, qs + 16 + 8 * half, 8);
+                    const uint64_t nibbles = 0x0f0f0f0f0f0f0f0full;
+                    const uint64_t both = ((low >> shift) & nibbles) | (((high >> shift) & nibbles) << 4);
+                    uint8_t *chunk = out + 64 + 64 * j + 32 * half + 4 * r;
+                    memcpy(chunk, &both, 4);
+                    memcpy(chunk + 16, (const uint8_t *)&both + 4, 4);
+                }
             }
         }
     }
@@ -56,10 +57,15 @@ void kvc_unpack_block_q4_kx4(const uint8_t *tile, size_t lane, size_t b, uint8_t
     memcpy(block + 2, in + 8 + 2 * lane, 2);
     memcpy(block + 4, in + 16 + 12 * lane, 12);
     memset(block + 16, 0, 128);
-    for (size_t v = 0; v < 256; v++) {
-        unsigned shift;
-        const size_t at = packed_at(lane, v, &shift);
-        const uint8_t code = (in[at] >> shift) & 15;
-        block[16 + 32 * (v / 64) + v % 32] |= (uint8_t)(v % 64 < 32 ? code : code << 4);
+    for (size_t j = 0; j < 8; j++) {
+        uint8_t *qs = block + 16 + 32 * (j / 2);
+        const unsigned shift = 4 * (j % 2);
+        const uint8_t *chunks = in + 64 + 64 * j + 4 * lane;
+        for (size_t c = 0; c < 4; c++) {
+            for (size_t i = 0; i < 4; i++) {
+                qs[4 * c + i] |= (uint8_t)((chunks[16 * c + i] & 15) << shift);
+                qs[16 + 4 * c + i] |= (uint8_t)((chunks[16 * c + i] >> 4) << shift);
+            }
+        }
     }
 }

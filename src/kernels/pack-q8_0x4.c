@@ -20,7 +20,7 @@ void kvc_pack_q8_0x4(size_t n, size_t row_bytes, uint8_t *tile, uint8_t *scratch
         for (size_t r = 0; r < 4; r++) {
             const uint8_t *block = scratch + r * row_bytes + b * KVC_BLOCK_BYTES_q8_0;
             memcpy(out + 2 * r, block, 2);
-            for (size_t i = 0; i < 32; i++) out[8 + 16 * (i / 4) + 4 * r + i % 4] = block[2 + i];
+            for (size_t g = 0; g < 8; g++) memcpy(out + 8 + 16 * g + 4 * r, block + 2 + 4 * g, 4);
         }
     }
 }
@@ -28,5 +28,5 @@ void kvc_pack_q8_0x4(size_t n, size_t row_bytes, uint8_t *tile, uint8_t *scratch
 void kvc_unpack_block_q8_0x4(const uint8_t *tile, size_t lane, size_t b, uint8_t *block) {
     const uint8_t *in = tile + b * Q8_0X4_BLOCK;
     memcpy(block, in + 2 * lane, 2);
-    for (size_t i = 0; i < 32; i++) block[2 + i] = in[8 + 16 * (i / 4) + 4 * lane + i % 4];
+    for (size_t g = 0; g < 8; g++) memcpy(block + 2 + 4 * g, in + 8 + 16 * g + 4 * lane, 4);
 }
