@@ -1,7 +1,8 @@
 // Decode and prefill against native llama.cpp, and where the time goes.
 // The files of the llm benchmark's two 2024 geometries (SmolLM2-135M's and
-// Llama-3.2-1B's, random valid weights) in Q8_0 and llama.cpp's Q4_K_M mix;
-// for each, on 1 thread and on 2, one after the other: this package in Node
+// Llama-3.2-1B's, random valid weights) in Q8_0 and llama.cpp's Q4_K_M mix,
+// and the 1B in llama.cpp's Q3_K_M and IQ4_XS mixes; for each, on 1 thread and
+// on 2, one after the other: this package in Node
 // (native-node.mjs, a process per run, under the Node that runs relaxed SIMD
 // where there is one) and in headless Chromium (llm.mjs's page), and native
 // llama.cpp's CPU build (node-llama-cpp, installed for the tests and
@@ -59,7 +60,9 @@ const PRODUCTS = {
 function files(quick, only) {
   mkdirSync(MODELS, { recursive: true });
   const all = quick ? [['smollm2-135m', 'Q8_0']]
-    : ['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [g, mix]));
+    : [...['smollm2-135m', 'llama-3.2-1b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [g, mix])),
+      // The types people download to fit: llama.cpp's Q3_K_M and IQ4_XS files.
+      ['llama-3.2-1b', 'Q3_K_M'], ['llama-3.2-1b', 'IQ4_XS_MIX']];
   return all.filter(([g, mix]) => !only || only.includes(`${g}-${mix}`)).map(([g, mix]) => {
     const path = modelFile(MODELS, `${g}-${mix}`, () => randomLlama(GEOMETRIES[g], { mix, seed: 1 }));
     return { geometry: g, mix, path };

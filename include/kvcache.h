@@ -1442,7 +1442,8 @@ kvc_status kvc_weight_dequantize(uint32_t type, const uint8_t *src, size_t first
  * (llama, qwen2, qwen3, gemma3, smollm3 or phi3), hyperparameters and
  * tensors, the weights left in their GGUF encoding (F32, F16, BF16, Q8_0,
  * Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS) in one region
- * that holds the file's tensor data byte for byte.  Its forward pass runs on a kvc_model
+ * that holds the file's tensor data byte for byte (until kvc_lm_pack_weights
+ * packs Q8_0's and Q4_K's matrices in place).  Its forward pass runs on a kvc_model
  * of its geometry: the cache holds the keys and values, in any mode.  RoPE
  * turns the first rope.dimension_count channels of a head (all when absent), by
  * rope_freqs.weight's factors when the file has them, else by LongRoPE's
@@ -1726,7 +1727,7 @@ kvc_status kvc_lm_embed(kvc_lm *lm, const uint32_t *tokens, const uint32_t *leng
  * (Gemma 4) and "qwen3vl_merger" (Qwen3-VL, Qwen3.5; its deepstack
  * features appended to each row).  Like a
  * kvc_lm its weights region is the file's tensor data byte for byte,
- * matrices left in their GGUF encoding. */
+ * matrices left in their GGUF encoding (a projector's are never packed). */
 typedef struct kvc_vision kvc_vision;
 
 /* kvc_vision_create():
