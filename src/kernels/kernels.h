@@ -138,19 +138,6 @@ typedef void kvc_scale_f32_fn(size_t n, float a, float *x);
  * the normal floats) a zero of x's sign, where |silu(x)| < 1.1e-36; NaN for
  * a NaN gate and for -Inf (-Inf * 0). */
 typedef void kvc_swiglu_f32_fn(size_t n, float *gate, const float *up);
-/* GeGLU's gate, in place: gate[i] = gelu(gate[i]) * up[i]; with up NULL
- * (bert's FFN, no gate) gate[i] = gelu(gate[i]).  GELU's tanh form,
- * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), is x sigmoid(z) with
- * z = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (KVC_GELU_Z1 + KVC_GELU_Z3 x^2),
- * and x sigmoid(z) is SwiGLU's expression (sigmoid-f32.h): no tanh to
- * overflow or to cancel in 1 + tanh for negative x.  Within 3 ulp (1 +
- * |z|) of gelu's value: z's own rounding, |z| times larger in e^-|z|.  A
- * zero of x's sign below x = -10.001 (z < KVC_EXP_MIN, |gelu(x)| < 1.2e-36)
- * and x itself above 10.001 -- llama.cpp's CPU GELU switches to those at
- * +-10 -- NaN for a NaN gate and for -Inf. */
-typedef void kvc_geglu_f32_fn(size_t n, float *gate, const float *up);
-#define KVC_GELU_Z1 0x1.988454p+0f  /* 2 sqrt(2/pi) */
-#define KVC_GELU_Z3 0x1.2444F2p-4f  /* 2 sqrt(2/pi) 0.044715 */
 
 /* Linear attention, one head, f64: for every feature f,
  *   dst[f][j] = decay[f] * src[f][j] + phi_k[f] * v[j]    (dst may be src)
@@ -192,7 +179,6 @@ typedef void kvc_conv_taps_f32_fn(size_t C, size_t K, const float *x, const floa
     X(softmax_merge)      \
     X(scale_f32)          \
     X(swiglu_f32)         \
-    X(geglu_f32)          \
     X(linear_update_f64)  \
     X(linear_read_f64)    \
     X(delta_step_f32)     \

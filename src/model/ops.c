@@ -4,9 +4,7 @@
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
  * in double, RoPE's angles from powf) -- but SwiGLU, whose exponential per
- * value took 6% of a prompt's time, and GeGLU and GELU, whose tanhf per value
- * took 14-29% of an EmbeddingGemma or BERT pass: they are kernels
- * (swiglu_f32, geglu_f32).
+ * value took 6% of a prompt's time: it is a kernel (swiglu_f32).
  */
 #include <math.h>
 
@@ -104,12 +102,18 @@ void kvc_swiglu(size_t n, float *gate, const float *up) {
     kvc_kernels_active()->swiglu_f32(n, gate, up);
 }
 
+/* GELU's tanh form: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static float gelu_tanh(float x) {
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+}
+
 void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
-    kvc_kernels_active()->geglu_f32(n, gate, up);
+    for (size_t i = 0; i < n; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
 }
 
 void kvc_gelu_tanh(size_t n, float *x) {
-    kvc_kernels_active()->geglu_f32(n, x, NULL);
+    for (size_t i = 0; i < n; i++) x[i] = gelu_tanh(x[i]);
 }
 
 void kvc_add(size_t n, float *x, const float *y) {
