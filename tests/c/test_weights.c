@@ -1054,6 +1054,21 @@ static int nearest_iq4nl(float x, float d) {
     return best;
 }
 
+/* Each group of 16's scale, its value of largest |x| over -max_code (so
+ * that the code -max_code lands on it, as ggml's signed k-quants do), and
+ * the scale of largest |scale|, which the super-block's d divides. */
+static float signed_group_scales(const float *x, float max_code, float scale[16]) {
+    float max_scale = 0.0f, abs_max = 0.0f;
+    for (size_t g = 0; g < 16; g++) {
+        float ga = 0.0f, gm = 0.0f;
+        for (size_t i = 16 * g; i < 16 * g + 16; i++)
+            if (fabsf(x[i]) > ga) ga = fabsf(x[i]), gm = x[i];
+        scale[g] = gm / -max_code;
+        if (fabsf(scale[g]) > abs_max) abs_max = fabsf(scale[g]), max_scale = scale[g];
+    }
+    return max_scale;
+}
+
 static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
     float amax = 0.0f, max = 0.0f, lo = x[0], hi = x[0];
     const size_t B = fact_of(id)->values;
@@ -1132,14 +1147,8 @@ static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
         break;
     }
     case 14: {
-        float scale[16], max_scale = 0.0f, abs_max = 0.0f;
-        for (size_t g = 0; g < 16; g++) {
-            float ga = 0.0f, gm = 0.0f;
-            for (size_t i = 16 * g; i < 16 * g + 16; i++)
-                if (fabsf(x[i]) > ga) ga = fabsf(x[i]), gm = x[i];
-            scale[g] = gm / -32.0f;
-            if (fabsf(scale[g]) > abs_max) abs_max = fabsf(scale[g]), max_scale = scale[g];
-        }
+        float scale[16];
+        const float max_scale = signed_group_scales(x, 32.0f, scale);
         const float d = plain_f16(f16_of(max_scale / -128.0f));
         put_u16(out + 208, f16_of(d));
         int8_t *sc = (int8_t *)(out + 192);
@@ -1211,14 +1220,8 @@ static void quantize_block(uint32_t id, const float *x, uint8_t *out) {
         break;
     }
     case 11: {
-        float scale[16], max_scale = 0.0f, abs_max = 0.0f;
-        for (size_t g = 0; g < 16; g++) {
-            float ga = 0.0f, gm = 0.0f;
-            for (size_t i = 16 * g; i < 16 * g + 16; i++)
-                if (fabsf(x[i]) > ga) ga = fabsf(x[i]), gm = x[i];
-            scale[g] = gm / -4.0f;
-            if (fabsf(scale[g]) > abs_max) abs_max = fabsf(scale[g]), max_scale = scale[g];
-        }
+        float scale[16];
+        const float max_scale = signed_group_scales(x, 4.0f, scale);
         const float d = plain_f16(f16_of(max_scale / -32.0f));
         put_u16(out + 108, f16_of(d));
         for (size_t g = 0; g < 16; g++) {
