@@ -190,8 +190,9 @@ kvc_status kvc_layer_append(kvc_layer *layer, const float *k, const float *v,
 
 kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (layer->verifying && (kvc_has_rows(layer) || layer->recurrent)) return KVC_E_VERIFYING;
-    if (layer->recurrent) return kvc_recurrent_take_back(layer->recurrent, n) ? KVC_OK : KVC_E_KIND;
+    kvc_recurrent *r = kvc_recurrent_of(layer);
+    if (layer->verifying && (kvc_has_rows(layer) || r)) return KVC_E_VERIFYING;
+    if (r) return kvc_recurrent_take_back(r, n) ? KVC_OK : KVC_E_KIND;
     if (!kvc_has_rows(layer)) return KVC_E_KIND;
     if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW; /* the rows the new newest position sees slid out */
     kvc_layer_drop_from(layer, n < layer->next_position ? layer->next_position - n : 0);

@@ -173,8 +173,7 @@ struct kvc_layer {
     size_t verify_base;  /* seq_len when it began (full layers) */
     int in_model;        /* owned by a kvc_model: kvc_layer_free leaves it alone */
     size_t owner;        /* shared layers: the index of the model's layer they read */
-    kvc_linear *linear;  /* linear layers only */
-    kvc_recurrent *recurrent; /* conv and delta layers only */
+    void *state;         /* a state kind's (linear, conv, delta): its kind's row says what it is */
     size_t num_kv_heads;
     size_t head_dim;
     kvc_mode mode;
@@ -431,15 +430,45 @@ size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk);
  * taking back a fork's rows: kvc_model_give_back). */
 void kvc_layer_swap_rows(kvc_layer *a, kvc_layer *b);
 
+/* What a kind that keeps a state instead of rows does with it, one row
+ * per family of state (linear.c's f64 state with its scratch, recurrent.c's
+ * f32 state with its lanes); the kinds' rows name theirs. */
+typedef struct kvc_state_traits {
+    void (*free)(void *state);                       /* NULL: nothing */
+    kvc_status (*clone)(void **dst, const void *src); /* a deep copy of the committed state */
+    void (*clear)(void *state);                      /* zero steps */
+    size_t (*len)(const void *state);                /* the elements of one state */
+    size_t (*memory_bytes)(const void *state);       /* the state and a verify's tentative ones */
+    size_t (*capacity_bytes)(const void *state);
+    void (*commit)(void *state, size_t j);           /* ends a verify keeping its first j steps */
+    size_t (*steps)(const void *state);              /* taken, a verify's included */
+    size_t (*tentative)(const void *state);          /* a verify's steps */
+} kvc_state_traits;
+extern const kvc_state_traits kvc_linear_states, kvc_recurrent_states;
+
 /* The kinds of layer, a row each (layer.c). */
 typedef struct kvc_kind_traits {
     const char *name;
-    int rows; /* keys and values in rows (full, window); else a state (linear, conv, delta) */
+    int rows;                      /* keys and values in rows (full, window) */
+    const kvc_state_traits *state; /* else a state (linear, conv, delta); neither: shared */
 } kvc_kind_traits;
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
 
 static inline int kvc_has_rows(const kvc_layer *layer) {
     return kvc_kind_traits_of(layer->kind)->rows;
+}
+
+/* The layer's state if it keeps one of this family, else NULL (and for NULL). */
+static inline void *kvc_state_of(const kvc_layer *layer, const kvc_state_traits *family) {
+    return layer && kvc_kind_traits_of(layer->kind)->state == family ? layer->state : NULL;
+}
+
+static inline kvc_linear *kvc_linear_of(const kvc_layer *layer) {
+    return (kvc_linear *)kvc_state_of(layer, &kvc_linear_states);
+}
+
+static inline kvc_recurrent *kvc_recurrent_of(const kvc_layer *layer) {
+    return (kvc_recurrent *)kvc_state_of(layer, &kvc_recurrent_states);
 }
 
 /* ---- model.c: a long forward's way back ----
@@ -471,28 +500,9 @@ int kvc_shared_owner_valid(kvc_layer *const *layers, size_t i);
 void kvc_layer_drop_from(kvc_layer *layer, size_t cut);
 
 /* ---- recurrent.c ---- */
-void kvc_recurrent_free(kvc_recurrent *r);
-kvc_status kvc_recurrent_clone(kvc_recurrent **dst, const kvc_recurrent *src);
-void kvc_recurrent_clear(kvc_recurrent *r);
-size_t kvc_recurrent_state_len(const kvc_recurrent *r);
-size_t kvc_recurrent_memory_bytes(const kvc_recurrent *r);
-size_t kvc_recurrent_capacity_bytes(const kvc_recurrent *r);
-/* Ends a verify keeping its first j steps (lane j - 1 becomes the state). */
-void kvc_recurrent_commit(kvc_recurrent *r, size_t j);
 /* Takes back the last call's n steps outside a verify (n = 0: nothing);
  * 0 when that is not what lane 0 holds. */
 int kvc_recurrent_take_back(kvc_recurrent *r, size_t n);
-
-/* ---- linear.c ---- */
-void kvc_linear_free(kvc_linear *linear);
-kvc_status kvc_linear_clone(kvc_linear **dst, const kvc_linear *src);
-void kvc_linear_clear(kvc_linear *linear);
-size_t kvc_linear_state_len(const kvc_linear *linear);
-size_t kvc_linear_memory_bytes(const kvc_linear *linear);
-size_t kvc_linear_capacity_bytes(const kvc_linear *linear);
-/* Makes the state the one after tentative step j (j = 0: unchanged), and
- * drops every tentative step. */
-void kvc_linear_commit(kvc_linear *linear, size_t j);
 
 /* ---- evict.c ---- */
 /* Evicts down to `budget` slots if the layer holds more; the kept slots

@@ -34,16 +34,21 @@ void kvc_walk_end(void) {
 }
 
 static const kvc_kind_traits kinds[] = {
-    [KVC_KIND_FULL] = {"full", 1},
-    [KVC_KIND_LINEAR] = {"linear", 0},
-    [KVC_KIND_WINDOW] = {"window", 1},
-    [KVC_KIND_CONV] = {"conv", 0},
-    [KVC_KIND_DELTA] = {"delta", 0},
-    [KVC_KIND_SHARED] = {"shared", 0},
+    [KVC_KIND_FULL] = {"full", 1, NULL},
+    [KVC_KIND_LINEAR] = {"linear", 0, &kvc_linear_states},
+    [KVC_KIND_WINDOW] = {"window", 1, NULL},
+    [KVC_KIND_CONV] = {"conv", 0, &kvc_recurrent_states},
+    [KVC_KIND_DELTA] = {"delta", 0, &kvc_recurrent_states},
+    [KVC_KIND_SHARED] = {"shared", 0, NULL},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
     return &kinds[(unsigned)kind < sizeof kinds / sizeof kinds[0] ? kind : KVC_KIND_FULL];
+}
+
+/* The layer's state family (NULL: rows, or shared). */
+static const kvc_state_traits *states_of(const kvc_layer *layer) {
+    return kvc_kind_traits_of(layer->kind)->state;
 }
 
 kvc_layer *kvc_layer_alloc(kvc_kind kind) {
@@ -119,8 +124,7 @@ void kvc_layer_free(kvc_layer *layer) {
     else registry_first = layer->registry_next;
     if (layer->registry_next) layer->registry_next->registry_prev = layer->registry_prev;
     registry_unlock();
-    kvc_linear_free(layer->linear);
-    kvc_recurrent_free(layer->recurrent);
+    if (states_of(layer)) states_of(layer)->free(layer->state);
     if (layer->heads) {
         for (size_t h = 0; h < layer->num_kv_heads; h++) {
             kvc_store_free(&layer->heads[h].keys);
@@ -195,8 +199,7 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     kvc_layer *copy = kvc_layer_alloc(layer->kind);
     if (!copy) return KVC_E_NOMEM;
     /* A recurrent state is a few MB at most: a fork copies it. */
-    const kvc_status status = layer->recurrent ? kvc_recurrent_clone(&copy->recurrent, layer->recurrent)
-                                               : kvc_linear_clone(&copy->linear, layer->linear);
+    const kvc_status status = states_of(layer)->clone(&copy->state, layer->state);
     if (status == KVC_OK) *out = copy;
     else kvc_layer_free(copy);
     return status;
@@ -205,8 +208,7 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
 void kvc_layer_clear(kvc_layer *layer) {
     if (!layer) return;
     layer->verifying = 0;
-    if (layer->linear) kvc_linear_clear(layer->linear);
-    if (layer->recurrent) kvc_recurrent_clear(layer->recurrent);
+    if (states_of(layer)) states_of(layer)->clear(layer->state);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         kvc_head *head = &layer->heads[h];
         kvc_store_drop(&head->keys, head->keys.rows.len, head->keys.qrows.len);
@@ -269,8 +271,7 @@ int kvc_layer_field_frozen(const kvc_layer *layer) {
 
 size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
-    if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
-    if (layer->recurrent) return kvc_recurrent_memory_bytes(layer->recurrent);
+    if (states_of(layer)) return states_of(layer)->memory_bytes(layer->state);
     const size_t d = layer->head_dim;
     size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -321,8 +322,7 @@ size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
 }
 
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk) {
-    if (layer->linear) return kvc_linear_memory_bytes(layer->linear);
-    if (layer->recurrent) return kvc_recurrent_memory_bytes(layer->recurrent);
+    if (states_of(layer)) return states_of(layer)->memory_bytes(layer->state);
     size_t bytes = kvc_paged_count_bytes(&layer->imp, 0, walk) +
                    kvc_paged_count_bytes(&layer->positions, 0, walk) +
                    kvc_paged_count_bytes(&layer->alive, 0, walk);
@@ -350,8 +350,7 @@ void kvc_memory_stats(kvc_memory_usage *usage) {
 size_t kvc_layer_capacity_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
     size_t bytes = sizeof *layer + layer->num_kv_heads * sizeof(kvc_head);
-    if (layer->linear) bytes += kvc_linear_capacity_bytes(layer->linear);
-    if (layer->recurrent) bytes += kvc_recurrent_capacity_bytes(layer->recurrent);
+    if (states_of(layer)) bytes += states_of(layer)->capacity_bytes(layer->state);
     bytes += kvc_paged_capacity_bytes(&layer->imp) + kvc_paged_capacity_bytes(&layer->positions) +
              kvc_paged_capacity_bytes(&layer->alive);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -390,8 +389,9 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
     if (!layer) return 0;
     if (!buf) buf_len = 0;
     int written;
-    if (layer->linear) {
-        const kvc_linear *linear = layer->linear;
+    const kvc_linear *linear = kvc_linear_of(layer);
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
+    if (linear) {
         written = snprintf(buf, buf_len,
                            "kvc_layer{kind=linear num_heads=%zu num_features=%zu value_dim=%zu "
                            "phase_mass=%g steps=%zu verifying=%d memory_bytes=%zu "
@@ -401,8 +401,7 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
                            kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
         return written < 0 ? 0 : (size_t)written;
     }
-    if (layer->recurrent) {
-        const kvc_recurrent *r = layer->recurrent;
+    if (r) {
         written = snprintf(buf, buf_len,
                            "kvc_layer{kind=%s channels=%zu kernel=%zu key_heads=%zu value_heads=%zu key_dim=%zu "
                            "value_dim=%zu steps=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",

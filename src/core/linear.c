@@ -13,7 +13,8 @@
 
 #include "internal.h"
 
-size_t kvc_linear_state_len(const kvc_linear *linear) {
+static size_t linear_len(const void *state) {
+    const kvc_linear *linear = state;
     return linear->num_heads * linear->num_features * linear->value_dim;
 }
 
@@ -21,7 +22,8 @@ static size_t work_len(size_t num_features, size_t value_dim) {
     return 3 * num_features + 2 * value_dim;
 }
 
-void kvc_linear_free(kvc_linear *linear) {
+static void linear_free(void *state) {
+    kvc_linear *linear = state;
     if (!linear) return;
     kvc_free(linear->state);
     kvc_free(linear->scratch);
@@ -47,7 +49,7 @@ static kvc_linear *linear_alloc(size_t num_heads, size_t num_features, size_t va
     linear->state = kvc_realloc_array(NULL, num_heads * per_head, sizeof(double));
     linear->work = kvc_realloc_array(NULL, work_len(num_features, value_dim), sizeof(double));
     if (!linear->state || !linear->work) {
-        kvc_linear_free(linear);
+        linear_free(linear);
         return NULL;
     }
     return linear;
@@ -63,48 +65,66 @@ kvc_status kvc_layer_create_linear(size_t num_heads, size_t num_features, size_t
     if (!(phase_mass >= 0.0) || !isfinite(phase_mass)) return KVC_E_PHASE_MASS;
     kvc_layer *layer = kvc_layer_alloc(KVC_KIND_LINEAR);
     if (!layer) return KVC_E_NOMEM;
-    layer->linear = linear_alloc(num_heads, num_features, value_dim, phase_mass);
-    if (!layer->linear) {
+    kvc_linear *linear = linear_alloc(num_heads, num_features, value_dim, phase_mass);
+    if (!linear) {
         kvc_layer_free(layer);
         return KVC_E_NOMEM;
     }
-    kvc_linear_clear(layer->linear);
+    layer->state = linear;
+    kvc_linear_states.clear(linear);
     *out = layer;
     return KVC_OK;
 }
 
-kvc_status kvc_linear_clone(kvc_linear **dst, const kvc_linear *src) {
+static kvc_status linear_clone(void **dst, const void *state) {
+    const kvc_linear *src = state;
     kvc_linear *copy = linear_alloc(src->num_heads, src->num_features, src->value_dim,
                                     src->phase_mass);
     if (!copy) return KVC_E_NOMEM;
-    memcpy(copy->state, src->state, kvc_linear_state_len(src) * sizeof(double));
+    memcpy(copy->state, src->state, linear_len(src) * sizeof(double));
     copy->steps = src->steps;
     *dst = copy;
     return KVC_OK;
 }
 
-void kvc_linear_clear(kvc_linear *linear) {
-    memset(linear->state, 0, kvc_linear_state_len(linear) * sizeof(double));
+static void linear_clear(void *state) {
+    kvc_linear *linear = state;
+    memset(linear->state, 0, linear_len(linear) * sizeof(double));
     linear->steps = 0;
     linear->tentative = 0;
 }
 
-void kvc_linear_commit(kvc_linear *linear, size_t j) {
-    const size_t len = kvc_linear_state_len(linear);
+static void linear_commit(void *state, size_t j) {
+    kvc_linear *linear = state;
+    const size_t len = linear_len(linear);
     if (j > 0) memcpy(linear->state, linear->scratch + (j - 1) * len, len * sizeof(double));
     linear->steps += j;
     linear->tentative = 0;
 }
 
-size_t kvc_linear_memory_bytes(const kvc_linear *linear) {
-    return (1 + linear->tentative) * kvc_linear_state_len(linear) * sizeof(double);
+static size_t linear_memory_bytes(const void *state) {
+    const kvc_linear *linear = state;
+    return (1 + linear->tentative) * linear_len(linear) * sizeof(double);
 }
 
-size_t kvc_linear_capacity_bytes(const kvc_linear *linear) {
-    return sizeof *linear +
-           (1 + linear->scratch_cap) * kvc_linear_state_len(linear) * sizeof(double) +
+static size_t linear_capacity_bytes(const void *state) {
+    const kvc_linear *linear = state;
+    return sizeof *linear + (1 + linear->scratch_cap) * linear_len(linear) * sizeof(double) +
            work_len(linear->num_features, linear->value_dim) * sizeof(double);
 }
+
+static size_t linear_steps(const void *state) {
+    const kvc_linear *linear = state;
+    return linear->steps + linear->tentative;
+}
+
+static size_t linear_tentative(const void *state) {
+    return ((const kvc_linear *)state)->tentative;
+}
+
+const kvc_state_traits kvc_linear_states = {linear_free,   linear_clone,          linear_clear,
+                                            linear_len,    linear_memory_bytes,   linear_capacity_bytes,
+                                            linear_commit, linear_steps,          linear_tentative};
 
 /* Where one head's f64 inputs and output live during a step. */
 typedef struct head_work {
@@ -135,7 +155,7 @@ static kvc_status linear_step(kvc_layer *layer, const float *decay, const float 
                               const float *query_in, const float *v, float *out, int phase) {
     if (!layer || !key_in || !query_in || !v || !out) return KVC_E_NULL_POINTER;
     if (layer->kind != KVC_KIND_LINEAR) return KVC_E_KIND;
-    kvc_linear *linear = layer->linear;
+    kvc_linear *linear = kvc_linear_of(layer);
     const size_t H = linear->num_heads, F = linear->num_features, dv = linear->value_dim;
     const size_t in_len = phase ? F / 2 : F;
     if (phase && F % 2 != 0) return KVC_E_NUM_FEATURES;
@@ -146,7 +166,7 @@ static kvc_status linear_step(kvc_layer *layer, const float *decay, const float 
     if (!kernels->all_finite(H * dv, v)) return KVC_E_NONFINITE_VALUE;
     if (linear->steps + linear->tentative >= KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
 
-    const size_t len = kvc_linear_state_len(linear);
+    const size_t len = linear_len(linear);
     if (layer->verifying) {
         size_t cap = kvc_grown_capacity(linear->scratch_cap, linear->tentative + 1, SIZE_MAX);
         if (cap) {
@@ -197,8 +217,8 @@ static kvc_status copy_states(const kvc_layer *layer, int scratch, double *dst,
                               size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->kind != KVC_KIND_LINEAR) return KVC_E_KIND;
-    const kvc_linear *linear = layer->linear;
-    const size_t count = (scratch ? linear->tentative : 1) * kvc_linear_state_len(linear);
+    const kvc_linear *linear = kvc_linear_of(layer);
+    const size_t count = (scratch ? linear->tentative : 1) * linear_len(linear);
     if (count && !dst) return KVC_E_NULL_POINTER;
     if (dst_len < count) return KVC_E_LENGTH;
     if (count) memcpy(dst, scratch ? linear->scratch : linear->state, count * sizeof(double));
@@ -218,23 +238,27 @@ kvc_kind kvc_layer_kind(const kvc_layer *layer) {
 }
 
 size_t kvc_layer_num_heads(const kvc_layer *layer) {
-    return layer && layer->linear ? layer->linear->num_heads : 0;
+    const kvc_linear *linear = layer ? kvc_linear_of(layer) : NULL;
+    return linear ? linear->num_heads : 0;
 }
 
 size_t kvc_layer_num_features(const kvc_layer *layer) {
-    return layer && layer->linear ? layer->linear->num_features : 0;
+    const kvc_linear *linear = layer ? kvc_linear_of(layer) : NULL;
+    return linear ? linear->num_features : 0;
 }
 
 size_t kvc_layer_value_dim(const kvc_layer *layer) {
-    if (layer && layer->recurrent) return layer->recurrent->value_dim;
-    return layer && layer->linear ? layer->linear->value_dim : 0;
+    const kvc_recurrent *r = layer ? kvc_recurrent_of(layer) : NULL;
+    const kvc_linear *linear = layer ? kvc_linear_of(layer) : NULL;
+    return r ? r->value_dim : linear ? linear->value_dim : 0;
 }
 
 double kvc_layer_phase_mass(const kvc_layer *layer) {
-    return layer && layer->linear ? layer->linear->phase_mass : 0.0;
+    const kvc_linear *linear = layer ? kvc_linear_of(layer) : NULL;
+    return linear ? linear->phase_mass : 0.0;
 }
 
 size_t kvc_layer_steps(const kvc_layer *layer) {
-    if (layer && layer->recurrent) return layer->recurrent->steps + layer->recurrent->tentative;
-    return layer && layer->linear ? layer->linear->steps + layer->linear->tentative : 0;
+    const kvc_state_traits *states = layer ? kvc_kind_traits_of(layer->kind)->state : NULL;
+    return states ? states->steps(layer->state) : 0;
 }

@@ -145,7 +145,7 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
         if (layer->verifying) return KVC_E_VERIFYING;
         if (layer->kind == KVC_KIND_SHARED) continue;
         /* A recurrent layer takes back its last call, nothing else. */
-        if (layer->recurrent ? n > 0 && n != layer->recurrent->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
+        if (kvc_recurrent_of(layer) ? n > 0 && n != kvc_recurrent_of(layer)->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
         if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW;
     }
     for (size_t i = 0; i < model->num_layers; i++) {
@@ -161,7 +161,7 @@ kvc_status kvc_model_hold(const kvc_model *model, kvc_layer ***held) {
     for (size_t i = 0; i < model->num_layers; i++) forks[i] = NULL;
     for (size_t i = 0; i < model->num_layers; i++) {
         /* Window layers slide past what truncation gives back; recurrent ones take back one call. */
-        if (model->layers[i]->kind != KVC_KIND_WINDOW && !model->layers[i]->recurrent) continue;
+        if (model->layers[i]->kind != KVC_KIND_WINDOW && !kvc_recurrent_of(model->layers[i])) continue;
         const kvc_status status = kvc_layer_clone(model->layers[i], &forks[i]);
         if (status != KVC_OK) {
             kvc_model_release(model, forks);
@@ -174,10 +174,10 @@ kvc_status kvc_model_hold(const kvc_model *model, kvc_layer ***held) {
 
 void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (held[i] && held[i]->recurrent) {
-            kvc_recurrent *taken = model->layers[i]->recurrent;
-            model->layers[i]->recurrent = held[i]->recurrent;
-            held[i]->recurrent = taken;
+        if (kvc_recurrent_of(held[i])) {
+            void *taken = model->layers[i]->state;
+            model->layers[i]->state = held[i]->state;
+            held[i]->state = taken;
         } else if (held[i]) {
             kvc_layer_swap_rows(model->layers[i], held[i]);
         } else if (kvc_has_rows(model->layers[i])) {

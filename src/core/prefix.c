@@ -78,7 +78,7 @@ size_t kvc_prefix_cache_bytes(const kvc_prefix_cache *cache) {
 /* Whether a model has layers of a state (conv, delta): its entry matches whole only. */
 static int stateful(const kvc_model *model) {
     for (size_t i = 0; i < kvc_model_num_layers(model); i++) {
-        if (kvc_model_layer(model, i)->recurrent) return 1;
+        if (kvc_recurrent_of(kvc_model_layer(model, i))) return 1;
     }
     return 0;
 }
@@ -97,10 +97,11 @@ static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *mo
             if (other && kvc_layer_owner(kvc_model_layer(other, i)) != layer->owner) return KVC_E_PREFIX;
             continue;
         }
-        if (layer->recurrent) {
-            const kvc_recurrent *r = layer->recurrent, *like = other ? kvc_model_layer(other, i)->recurrent : NULL;
+        const kvc_recurrent *r = kvc_recurrent_of(layer);
+        if (r) {
+            const kvc_recurrent *like = other ? kvc_recurrent_of(kvc_model_layer(other, i)) : NULL;
             if (other && (!like || kvc_model_layer(other, i)->kind != layer->kind ||
-                          kvc_recurrent_state_len(like) != kvc_recurrent_state_len(r) || like->channels != r->channels ||
+                          kvc_recurrent_states.len(like) != kvc_recurrent_states.len(r) || like->channels != r->channels ||
                           like->key_heads != r->key_heads || like->value_heads != r->value_heads))
                 return KVC_E_PREFIX;
             continue;

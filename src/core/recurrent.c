@@ -38,16 +38,26 @@ static size_t head_len(const kvc_recurrent *r) {
     return r->value_dim * r->key_dim;
 }
 
-size_t kvc_recurrent_state_len(const kvc_recurrent *r) {
+static size_t recurrent_len(const void *state) {
+    const kvc_recurrent *r = state;
     return conv_len(r) + r->value_heads * head_len(r);
 }
 
-void kvc_recurrent_free(kvc_recurrent *r) {
+static void recurrent_free(void *state) {
+    kvc_recurrent *r = state;
     if (!r) return;
     for (size_t i = 0; i < r->lane_cap; i++) kvc_free(r->lanes[i]);
     kvc_free(r->lanes);
     kvc_free(r->state);
     kvc_free(r);
+}
+
+static void recurrent_clear(void *state) {
+    kvc_recurrent *r = state;
+    memset(r->state, 0, recurrent_len(r) * sizeof(float));
+    r->steps = 0;
+    r->tentative = 0;
+    r->undo = 0;
 }
 
 /* A zero state of this geometry, no lanes; NULL when out of memory. */
@@ -57,26 +67,20 @@ static kvc_recurrent *recurrent_alloc(const kvc_recurrent *geometry) {
     *r = (kvc_recurrent){.channels = geometry->channels, .kernel = geometry->kernel,
                          .key_heads = geometry->key_heads, .value_heads = geometry->value_heads,
                          .key_dim = geometry->key_dim, .value_dim = geometry->value_dim};
-    r->state = kvc_realloc_array(NULL, kvc_recurrent_state_len(r), sizeof(float));
+    r->state = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
     if (!r->state) {
         kvc_free(r);
         return NULL;
     }
-    kvc_recurrent_clear(r);
+    recurrent_clear(r);
     return r;
 }
 
-void kvc_recurrent_clear(kvc_recurrent *r) {
-    memset(r->state, 0, kvc_recurrent_state_len(r) * sizeof(float));
-    r->steps = 0;
-    r->tentative = 0;
-    r->undo = 0;
-}
-
-kvc_status kvc_recurrent_clone(kvc_recurrent **dst, const kvc_recurrent *src) {
+static kvc_status recurrent_clone(void **dst, const void *state) {
+    const kvc_recurrent *src = state;
     kvc_recurrent *copy = recurrent_alloc(src);
     if (!copy) return KVC_E_NOMEM;
-    memcpy(copy->state, src->state, kvc_recurrent_state_len(src) * sizeof(float));
+    memcpy(copy->state, src->state, recurrent_len(src) * sizeof(float));
     copy->steps = src->steps;
     *dst = copy;
     return KVC_OK;
@@ -89,7 +93,7 @@ static kvc_status reserve_lanes(kvc_recurrent *r, size_t count) {
     if (!lanes) return KVC_E_NOMEM;
     r->lanes = lanes;
     while (r->lane_cap < count) {
-        float *lane = kvc_realloc_array(NULL, kvc_recurrent_state_len(r), sizeof(float));
+        float *lane = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
         if (!lane) return KVC_E_NOMEM;
         r->lanes[r->lane_cap++] = lane;
     }
@@ -103,7 +107,8 @@ static kvc_status reserve_lanes(kvc_recurrent *r, size_t count) {
         (b) = swapped_; \
     } while (0)
 
-void kvc_recurrent_commit(kvc_recurrent *r, size_t j) {
+static void recurrent_commit(void *state, size_t j) {
+    kvc_recurrent *r = state;
     if (j > 0) SWAP_LANE(r->state, r->lanes[j - 1]);
     r->steps += j;
     r->tentative = 0;
@@ -119,22 +124,36 @@ int kvc_recurrent_take_back(kvc_recurrent *r, size_t n) {
     return 1;
 }
 
-size_t kvc_recurrent_memory_bytes(const kvc_recurrent *r) {
-    return (1 + r->tentative) * kvc_recurrent_state_len(r) * sizeof(float);
+static size_t recurrent_memory_bytes(const void *state) {
+    const kvc_recurrent *r = state;
+    return (1 + r->tentative) * recurrent_len(r) * sizeof(float);
 }
 
-size_t kvc_recurrent_capacity_bytes(const kvc_recurrent *r) {
-    return sizeof *r + r->lane_cap * sizeof(float *) +
-           (1 + r->lane_cap) * kvc_recurrent_state_len(r) * sizeof(float);
+static size_t recurrent_capacity_bytes(const void *state) {
+    const kvc_recurrent *r = state;
+    return sizeof *r + r->lane_cap * sizeof(float *) + (1 + r->lane_cap) * recurrent_len(r) * sizeof(float);
 }
+
+static size_t recurrent_steps(const void *state) {
+    const kvc_recurrent *r = state;
+    return r->steps + r->tentative;
+}
+
+static size_t recurrent_tentative(const void *state) {
+    return ((const kvc_recurrent *)state)->tentative;
+}
+
+const kvc_state_traits kvc_recurrent_states = {recurrent_free,   recurrent_clone,        recurrent_clear,
+                                               recurrent_len,    recurrent_memory_bytes, recurrent_capacity_bytes,
+                                               recurrent_commit, recurrent_steps,        recurrent_tentative};
 
 /* ---- creation ---- */
 
 static kvc_status create(const kvc_recurrent *geometry, kvc_kind kind, kvc_layer **out) {
     kvc_layer *layer = kvc_layer_alloc(kind);
     if (!layer) return KVC_E_NOMEM;
-    layer->recurrent = recurrent_alloc(geometry);
-    if (!layer->recurrent) {
+    layer->state = recurrent_alloc(geometry);
+    if (!layer->state) {
         kvc_layer_free(layer);
         return KVC_E_NOMEM;
     }
@@ -227,7 +246,7 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
                        const float *alpha, const float *beta, float eps, float *out) {
     if (!layer || !x || !weights || !out || (kind == KVC_KIND_DELTA && (!alpha || !beta))) return KVC_E_NULL_POINTER;
     if (layer->kind != kind) return KVC_E_KIND;
-    kvc_recurrent *r = layer->recurrent;
+    kvc_recurrent *r = kvc_recurrent_of(layer);
     const size_t C = r->channels, K = r->kernel, H = r->value_heads;
     if (T == 0 || T > KVC_MAX_STEP_TOKENS) return KVC_E_LENGTH;
     if (kind == KVC_KIND_DELTA && !(eps > 0.0f && isfinite(eps))) return KVC_E_NONFINITE_INPUT;
@@ -306,34 +325,43 @@ kvc_status kvc_layer_delta_n(kvc_layer *layer, size_t T, const float *qkv, const
 
 kvc_status kvc_layer_recurrent_state(const kvc_layer *layer, float *dst, size_t dst_len) {
     if (!layer) return KVC_E_NULL_POINTER;
-    if (!layer->recurrent) return KVC_E_KIND;
-    const size_t len = kvc_recurrent_state_len(layer->recurrent);
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
+    if (!r) return KVC_E_KIND;
+    const size_t len = recurrent_len(r);
     if (!dst) return KVC_E_NULL_POINTER;
     if (dst_len < len) return KVC_E_LENGTH;
-    memcpy(dst, layer->recurrent->state, len * sizeof(float));
+    memcpy(dst, r->state, len * sizeof(float));
     return KVC_OK;
 }
 
+/* The layer's recurrent state, or a geometry of zeros for other layers. */
+static const kvc_recurrent *geometry_of(const kvc_layer *layer) {
+    static const kvc_recurrent none;
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
+    return r ? r : &none;
+}
+
 size_t kvc_layer_state_len(const kvc_layer *layer) {
-    return layer && layer->recurrent ? kvc_recurrent_state_len(layer->recurrent) : 0;
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
+    return r ? recurrent_len(r) : 0;
 }
 
 size_t kvc_layer_channels(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->channels : 0;
+    return geometry_of(layer)->channels;
 }
 
 size_t kvc_layer_conv_kernel(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->kernel : 0;
+    return geometry_of(layer)->kernel;
 }
 
 size_t kvc_layer_key_heads(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->key_heads : 0;
+    return geometry_of(layer)->key_heads;
 }
 
 size_t kvc_layer_value_heads(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->value_heads : 0;
+    return geometry_of(layer)->value_heads;
 }
 
 size_t kvc_layer_key_dim(const kvc_layer *layer) {
-    return layer && layer->recurrent ? layer->recurrent->key_dim : 0;
+    return geometry_of(layer)->key_dim;
 }

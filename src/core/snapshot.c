@@ -201,11 +201,11 @@ static void write_linear(kvc_writer *w, const kvc_linear *linear) {
     };
     put_field(w, kind_width, KVC_KIND_LINEAR);
     kvc_put_fields(w, linear_widths, LINEAR_FIELDS, header);
-    kvc_put_array(w, linear->state, kvc_linear_state_len(linear), sizeof(double));
+    kvc_put_array(w, linear->state, kvc_linear_states.len(linear), sizeof(double));
 }
 
 static void write_recurrent(kvc_writer *w, const kvc_layer *layer) {
-    const kvc_recurrent *r = layer->recurrent;
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
     const uint64_t header[RECURRENT_FIELDS] = {
         [RECURRENT_CHANNELS] = r->channels,   [RECURRENT_KERNEL] = r->kernel,
         [RECURRENT_KEY_HEADS] = r->key_heads, [RECURRENT_VALUE_HEADS] = r->value_heads,
@@ -214,7 +214,7 @@ static void write_recurrent(kvc_writer *w, const kvc_layer *layer) {
     };
     put_field(w, kind_width, layer->kind);
     kvc_put_fields(w, recurrent_widths, RECURRENT_FIELDS, header);
-    kvc_put_array(w, r->state, kvc_recurrent_state_len(r), sizeof(float));
+    kvc_put_array(w, r->state, kvc_recurrent_states.len(r), sizeof(float));
 }
 
 static void write_shared(kvc_writer *w, const kvc_layer *layer) {
@@ -224,8 +224,8 @@ static void write_shared(kvc_writer *w, const kvc_layer *layer) {
 
 static void write_layer(kvc_writer *w, const void *what) {
     const kvc_layer *layer = what;
-    if (layer->linear) write_linear(w, layer->linear);
-    else if (layer->recurrent) write_recurrent(w, layer);
+    if (kvc_linear_of(layer)) write_linear(w, kvc_linear_of(layer));
+    else if (kvc_recurrent_of(layer)) write_recurrent(w, layer);
     else if (layer->kind == KVC_KIND_SHARED) write_shared(w, layer);
     else write_full(w, layer);
 }
@@ -530,7 +530,7 @@ static kvc_status read_linear(kvc_reader *r, kvc_layer **out) {
     if (kvc_left(r) != H * F * dv * sizeof(double)) return KVC_E_SNAPSHOT_CORRUPT;
     kvc_layer *layer;
     if (kvc_layer_create_linear(H, F, dv, phase_mass, &layer) != KVC_OK) return KVC_E_NOMEM;
-    kvc_linear *linear = layer->linear;
+    kvc_linear *linear = kvc_linear_of(layer);
     /* Any f64: a state that overflowed (a decay above 1, say) restores as it was. */
     (void)kvc_get_array(r, linear->state, H * F * dv, sizeof(double)); /* its length is checked above */
     linear->steps = (size_t)steps;
@@ -559,7 +559,7 @@ static kvc_status read_recurrent(kvc_reader *r, kvc_kind kind, kvc_layer **out) 
                                                     : kvc_layer_create_delta(Hk, Hv, dk, dv, K, &layer);
     if (status == KVC_E_NOMEM) return KVC_E_NOMEM;
     if (status != KVC_OK) return KVC_E_SNAPSHOT_CORRUPT;
-    kvc_recurrent *state = layer->recurrent;
+    kvc_recurrent *state = kvc_recurrent_of(layer);
     /* A delta layer's channels follow from its heads; the state fills the rest exactly, finite. */
     int valid = state->channels == C && kvc_left(r) == len * sizeof(float);
     if (valid) {

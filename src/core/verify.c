@@ -39,10 +39,9 @@ kvc_status kvc_accept_prepare(kvc_layer *layer, size_t j) {
 
 void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
     const size_t drafts = kvc_layer_draft_len(layer);
-    if (layer->linear) {
-        kvc_linear_commit(layer->linear, j);
-    } else if (layer->recurrent) {
-        kvc_recurrent_commit(layer->recurrent, j);
+    const kvc_state_traits *states = kvc_kind_traits_of(layer->kind)->state;
+    if (states) {
+        states->commit(layer->state, j);
     } else if (kvc_has_rows(layer)) { /* a shared layer has nothing to keep or drop: its owner does */
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
         if (layer->max_rows && j > 0 && layer->seq_len > layer->max_rows) {
@@ -62,14 +61,14 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
     if (layer->verifying) return KVC_E_VERIFYING;
     layer->verifying = 1;
     layer->verify_base = layer->seq_len;
-    if (layer->recurrent) layer->recurrent->undo = 0; /* the drafts' lanes overwrite what it would take back */
+    if (kvc_recurrent_of(layer)) kvc_recurrent_of(layer)->undo = 0; /* the drafts' lanes overwrite what it would take back */
     return KVC_OK;
 }
 
 size_t kvc_layer_draft_len(const kvc_layer *layer) {
     if (!layer || !layer->verifying) return 0;
-    if (layer->linear) return layer->linear->tentative;
-    if (layer->recurrent) return layer->recurrent->tentative;
+    const kvc_state_traits *states = kvc_kind_traits_of(layer->kind)->state;
+    if (states) return states->tentative(layer->state);
     return layer->seq_len - layer->verify_base;
 }
 
