@@ -156,6 +156,12 @@ typedef void kvc_linear_read_f64_fn(size_t num_features, size_t dv, const double
  * every sum from 0 in key order. */
 typedef void kvc_delta_step_f32_fn(size_t dk, size_t dv, float alpha, float beta, const float *k, const float *v,
                                    const float *q, const float *src, float *dst, float *d, float *out);
+/* One head of Mamba-2's selective scan, f32, S [ds x dv] (row i paired with
+ * B[i] and C[i]; dst may be src):
+ *   dst[i][j] = dA src[i][j] + B[i] (x[j] dt);  out[j] = sum_i dst[i][j] C[i]
+ * the sum from 0 in state order. */
+typedef void kvc_ssm_step_f32_fn(size_t ds, size_t dv, float dA, float dt, const float *x, const float *B,
+                                 const float *C, const float *src, float *dst, float *out);
 /* A convolution's output for one token: y[c] = sum_k x[k][c] w[k][c] from
  * 0 in tap order, x and w K rows of C (the inputs oldest first; the taps). */
 typedef void kvc_conv_taps_f32_fn(size_t C, size_t K, const float *x, const float *w, float *y);
@@ -182,6 +188,7 @@ typedef void kvc_conv_taps_f32_fn(size_t C, size_t K, const float *x, const floa
     X(linear_update_f64)  \
     X(linear_read_f64)    \
     X(delta_step_f32)     \
+    X(ssm_step_f32)       \
     X(conv_taps_f32)
 
 #define KVC_KERNEL_MEMBER(op) kvc_##op##_fn *op;

@@ -278,10 +278,10 @@ TEST(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_natively) {
     CHECK(strcmp(kvc_kernels_scalar.isa, "scalar") == 0);
 }
 
-/* This file has a case for each of the twenty operations: one added to
+/* This file has a case for each of the twenty-one operations: one added to
  * KVC_KERNEL_OPS stops the build here until it has its case too. */
 #define COUNT_OP(op) +1
-_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 20,
+_Static_assert(0 KVC_KERNEL_OPS(COUNT_OP) == 21,
                "a new kernel op needs its case in test_kernels.c");
 #undef COUNT_OP
 
@@ -1377,6 +1377,44 @@ TEST(delta_step_f32_should_give_its_definition_bits_in_every_set_also_in_place) 
     }
 }
 
+TEST(ssm_step_f32_should_give_its_definition_bits_in_every_set_also_in_place) {
+    const kernel_sets sets = exact_kernels_to_check();
+    test_rng rng = test_rng_new(47);
+    static float src[MAX_D * MAX_D], want[MAX_D * MAX_D], got[MAX_D * MAX_D];
+    float x[MAX_D], B[MAX_D], C[MAX_D], want_out[MAX_D], got_out[MAX_D];
+    static const size_t state_dims[] = {1, 4, 16, 17, 64, 128};
+    for (size_t si = 0; si < sizeof state_dims / sizeof state_dims[0]; si++) {
+        for (size_t i = 0; i < NUM_DIMS; i++) {
+            const size_t ds = state_dims[si], dv = dims[i];
+            fill_f32(&rng, src, ds * dv);
+            fill_f32(&rng, x, dv);
+            fill_f32(&rng, B, ds);
+            fill_f32(&rng, C, ds);
+            /* dA = exp(dt A) with A < 0 lies in (0, 1]; dt = softplus(.) > 0. */
+            const float dA = 1.0f - 0.999f * test_rng_unit(&rng), dt = 0.01f + 2.0f * test_rng_unit(&rng);
+            /* The definition, written out: S' = dA S + B (x dt)^T, out = S'^T C. */
+            for (size_t j = 0; j < dv; j++) {
+                const float xdt = x[j] * dt;
+                float o = 0.0f;
+                for (size_t r = 0; r < ds; r++) {
+                    want[r * dv + j] = dA * src[r * dv + j] + B[r] * xdt;
+                    o = o + want[r * dv + j] * C[r];
+                }
+                want_out[j] = o;
+            }
+            for (size_t s = 0; s < sets.count; s++) {
+                sets.set[s]->ssm_step_f32(ds, dv, dA, dt, x, B, C, src, got, got_out);
+                CHECK(memcmp(got, want, ds * dv * sizeof(float)) == 0);
+                CHECK(memcmp(got_out, want_out, dv * sizeof(float)) == 0);
+                memcpy(got, src, ds * dv * sizeof(float));
+                sets.set[s]->ssm_step_f32(ds, dv, dA, dt, x, B, C, got, got, got_out);
+                CHECK(memcmp(got, want, ds * dv * sizeof(float)) == 0);
+                CHECK(memcmp(got_out, want_out, dv * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
 TEST(conv_taps_f32_should_sum_taps_in_order_bit_for_bit) {
     const kernel_sets sets = kernels_to_check();
     test_rng rng = test_rng_new(43);
@@ -1494,4 +1532,5 @@ RUN_TESTS(CASE(kernel_isa_should_be_wasm_simd128_in_wasm_builds_and_scalar_nativ
           CASE(linear_update_f64_should_give_its_definition_bits_also_in_place),
           CASE(linear_read_f64_should_sum_features_in_order_bit_for_bit),
           CASE(delta_step_f32_should_give_its_definition_bits_in_every_set_also_in_place),
+          CASE(ssm_step_f32_should_give_its_definition_bits_in_every_set_also_in_place),
           CASE(conv_taps_f32_should_sum_taps_in_order_bit_for_bit))
