@@ -97,7 +97,12 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
             bytes += arrays[i].count * arrays[i].bytes;
         }
         if (status != KVC_OK) return status;
-        s->bytes = bytes;
+        /* GELU's table, once: a GeGLU, a bare GELU or gemma4's per-layer gate. */
+        if (!s->gelu && (lm->arch->activation != KVC_ACT_SWIGLU || lm->per_layer_dim)) {
+            if (!(s->gelu = kvc_realloc_array(NULL, KVC_GELU_TABLE, sizeof *s->gelu))) return KVC_E_NOMEM;
+            kvc_gelu_table_fill(s->gelu);
+        }
+        s->bytes = bytes + (s->gelu ? KVC_GELU_TABLE * sizeof *s->gelu : 0);
         s->tokens = T;
         s->positions = 0; /* the attention arrays are sized for tokens x positions */
     }
@@ -120,7 +125,7 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
 void kvc_lm_scratch_free(kvc_lm_scratch *s) {
     void *arrays[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up, s->rope, s->codes,
                       s->qh, s->oh, s->probs, s->mass, s->vector, s->rope_factors,
-                      s->wide, s->mixed, s->rates, s->taps, s->per_layer, s->query_scale};
+                      s->wide, s->mixed, s->rates, s->taps, s->per_layer, s->query_scale, s->gelu};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) kvc_free(arrays[i]);
     memset(s, 0, sizeof *s);
 }
@@ -435,7 +440,7 @@ static void add_per_layer_input(kvc_lm *lm, size_t l, size_t T) {
     const kvc_product gate = {&b->ple_gate, s->gate, n};
     kvc_matmul(KVC_PROFILE_GATE_UP, 1, &gate, s->x, T, s->codes);
     for (size_t t = 0; t < T; t++) memcpy(s->up + t * n, s->per_layer + (t * lm->num_layers + l) * n, n * sizeof(float));
-    kvc_geglu_tanh(T * n, s->gate, s->up);
+    kvc_geglu(s->gelu, T * n, s->gate, s->up);
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product proj = {&b->ple_proj, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &proj, s->gate, T, s->codes);
@@ -487,13 +492,13 @@ static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32
         const kvc_product products[2] = {{&b->w_gate, s->gate, ffn}, {&b->w_up, s->up, ffn}};
         kvc_matmul(KVC_PROFILE_GATE_UP, 2, products, s->xb, T, s->codes);
         add_bias(lm, T, ffn, s->up, &b->b_up);
-        if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu_tanh(T * ffn, s->gate, s->up);
+        if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu(s->gelu, T * ffn, s->gate, s->up);
         else kvc_swiglu(T * ffn, s->gate, s->up);
     } else { /* no gate: gelu(x Wup) */
         const kvc_product up = {&b->w_up, s->gate, ffn};
         kvc_matmul(KVC_PROFILE_GATE_UP, 1, &up, s->xb, T, s->codes);
         add_bias(lm, T, ffn, s->gate, &b->b_up);
-        kvc_gelu_tanh(T * ffn, s->gate);
+        kvc_gelu(s->gelu, T * ffn, s->gate);
     }
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};

@@ -216,6 +216,7 @@ typedef struct kvc_lm_scratch {
     float *rope_factors; /* the RoPE factors (kvc_lm.rope_freqs), as f32 when they are not F32 */
     float *per_layer; /* [tokens x layers x per_layer_dim]: each token's per-layer inputs */
     float *query_scale; /* [tokens]: KVC_ARCH_QUERY_TEMPERATURE's factor of each token's queries */
+    float *gelu;      /* GELU's table (kvc_gelu_table_fill), for a block with a GELU */
     /* KVC_LM_RANGES (kvc_lm_encode): per token the first and end slot it
      * attends in a global layer [2 x tokens], then in a window layer. */
     const uint32_t *ranges;
@@ -348,10 +349,18 @@ void kvc_rope_apply(size_t heads, size_t head_dim, size_t rope_dims, kvc_rope_pa
                     float *x);
 /* gate = silu(gate) * up */
 void kvc_swiglu(size_t n, float *gate, const float *up);
-/* gate = gelu(gate) * up, gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-void kvc_geglu_tanh(size_t n, float *gate, const float *up);
-/* x = gelu(x), as kvc_geglu_tanh's */
-void kvc_gelu_tanh(size_t n, float *x);
+/* GELU as llama.cpp's CPU code computes it (GGML_GELU_FP16): x rounded to
+ * f16 and looked up in a table of the tanh form's value at every f16,
+ * rounded to f16 in turn; 0 at -10 and below, x at 10 and above.  Its
+ * table holds KVC_GELU_TABLE floats, indexed by an f16's bits; a tanhf a
+ * value would move near-tie top-1s away from llama.cpp's. */
+#define KVC_GELU_TABLE ((size_t)65536)
+/* Fills the table: gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void kvc_gelu_table_fill(float *table);
+/* gate = gelu(gate) * up, through the table */
+void kvc_geglu(const float *table, size_t n, float *gate, const float *up);
+/* x = gelu(x), through the table */
+void kvc_gelu(const float *table, size_t n, float *x);
 /* out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias, mean and
  * variance summed in double (ggml_norm's, then its mul and add) */
 void kvc_layernorm(size_t n, const float *x, const float *weight, const float *bias, float eps, float *out);

@@ -3,12 +3,14 @@
  * RMSNorm and LayerNorm, RoPE, SwiGLU, GeGLU and GELU, the residual add and the logits' soft cap.  Each costs O(dim) per token
  * against the O(dim^2) of the products around it, so they are plain C
  * (llama.cpp's choices where they matter to agree with it: the RMS summed
- * in double, RoPE's angles from powf) -- but SwiGLU, whose exponential per
- * value took 6% of a prompt's time: it is a kernel (swiglu_f32).
+ * in double, RoPE's angles from powf, GELU from its table of f16) -- but
+ * SwiGLU, whose exponential per value took 6% of a prompt's time: it is a
+ * kernel (swiglu_f32).
  */
 #include <math.h>
 
 #include "../kernels/kernels.h"
+#include "../kernels/weights-scalar.h"
 #include "model.h"
 
 void kvc_layernorm(size_t n, const float *x, const float *weight, const float *bias, float eps, float *out) {
@@ -102,18 +104,28 @@ void kvc_swiglu(size_t n, float *gate, const float *up) {
     kvc_kernels_active()->swiglu_f32(n, gate, up);
 }
 
-/* GELU's tanh form: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static float gelu_tanh(float x) {
-    const float sqrt_2_over_pi = 0.79788456080286535588f;
-    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+/* GELU's tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+ * ggml_gelu_f32 computes it, rounded to f16: the entry of ggml's table. */
+static float gelu_entry(float h) {
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    return kvc_f16_round(0.5f * h * (1.0f + tanhf(sqrt_2_over_pi * h * (1.0f + 0.044715f * h * h))));
 }
 
-void kvc_geglu_tanh(size_t n, float *gate, const float *up) {
-    for (size_t i = 0; i < n; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+void kvc_gelu_table_fill(float *table) {
+    for (uint32_t h = 0; h < KVC_GELU_TABLE; h++) table[h] = gelu_entry(kvc_f16_to_f32((uint16_t)h));
 }
 
-void kvc_gelu_tanh(size_t n, float *x) {
-    for (size_t i = 0; i < n; i++) x[i] = gelu_tanh(x[i]);
+/* ggml_vec_gelu_f32's branches: 0 at -10 and below, x at 10 and above. */
+static inline float gelu_of(const float *table, float x) {
+    return x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[kvc_f32_to_f16(x)];
+}
+
+void kvc_geglu(const float *table, size_t n, float *gate, const float *up) {
+    for (size_t i = 0; i < n; i++) gate[i] = gelu_of(table, gate[i]) * up[i];
+}
+
+void kvc_gelu(const float *table, size_t n, float *x) {
+    for (size_t i = 0; i < n; i++) x[i] = gelu_of(table, x[i]);
 }
 
 void kvc_add(size_t n, float *x, const float *y) {

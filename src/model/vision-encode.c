@@ -85,14 +85,9 @@ static void block_norm(kvc_vision_norm norm, size_t T, size_t n, float *x, const
     add_bias(T, n, x, b, tmp);
 }
 
-/* ggml's CPU GELU and quick GELU: the input rounded to f16, the function
- * of that (f32, ggml_gelu_f32 / ggml_gelu_quick_f32), rounded to f16 --
- * an entry of its table of every f16, which this one is too; GELU 0 at -10
- * and below, x at 10 and above. */
-static float gelu_of(float h) {
-    return kvc_f16_round(0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h))));
-}
-
+/* ggml's CPU quick GELU: the input rounded to f16, ggml_gelu_quick_f32 of
+ * that rounded to f16 -- an entry of its table of every f16, which this
+ * one is too (GELU's, kvc_gelu_table_fill's, beside it). */
 static float gelu_quick_of(float h) { return kvc_f16_round(h * (1.0f / (1.0f + expf(-1.702f * h)))); }
 
 /* The two tables (GELU's, then quick GELU's), once. */
@@ -100,23 +95,19 @@ static kvc_status make_gelu_tables(kvc_vision *v) {
     if (v->scratch.gelu) return KVC_OK;
     float *table = kvc_realloc_array(NULL, KVC_VISION_GELU_TABLES, sizeof *table);
     if (!table) return KVC_E_NOMEM;
-    for (uint32_t h = 0; h < 65536; h++) {
-        const float x = kvc_f16_to_f32((uint16_t)h);
-        table[h] = gelu_of(x);
-        table[65536 + h] = gelu_quick_of(x);
-    }
+    kvc_gelu_table_fill(table);
+    for (uint32_t h = 0; h < KVC_GELU_TABLE; h++) table[KVC_GELU_TABLE + h] = gelu_quick_of(kvc_f16_to_f32((uint16_t)h));
     v->scratch.gelu = table;
     return KVC_OK;
 }
 
 static void activate(const kvc_vision *v, kvc_vision_act act, size_t n, float *x) {
-    const float *gelu = v->scratch.gelu, *quick = gelu + 65536;
-    for (size_t i = 0; i < n; i++) {
-        const float y = x[i];
-        x[i] = act == KVC_VISION_GELU         ? (y <= -10.0f ? 0.0f : y >= 10.0f ? y : gelu[kvc_f32_to_f16(y)])
-               : act == KVC_VISION_GELU_QUICK ? quick[kvc_f32_to_f16(y)]
-                                              : y / (1.0f + expf(-y));
-    }
+    const float *quick = v->scratch.gelu + KVC_GELU_TABLE;
+    if (act == KVC_VISION_GELU) kvc_gelu(v->scratch.gelu, n, x);
+    else if (act == KVC_VISION_GELU_QUICK)
+        for (size_t i = 0; i < n; i++) x[i] = quick[kvc_f32_to_f16(x[i])];
+    else
+        for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 /* ---- the scratch ---- */

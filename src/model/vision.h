@@ -300,7 +300,7 @@ typedef struct kvc_vision_block {
 
 /* What an encode works in, grown on demand (vision-encode.c). */
 /* The floats of the GELU tables: GELU's and quick GELU's value for each of the 65536 f16. */
-#define KVC_VISION_GELU_TABLES ((size_t)2 * 65536)
+#define KVC_VISION_GELU_TABLES (2 * KVC_GELU_TABLE)
 
 typedef struct kvc_vision_scratch {
     float *arena;       /* the activations */

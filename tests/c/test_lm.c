@@ -16,6 +16,7 @@
 
 #include "core/internal.h"
 #include "gguf_builder.h"
+#include "kernels/weights-scalar.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -154,6 +155,32 @@ TEST(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_res
             for (size_t i = 4; i < 8; i++) CHECK(head[i] == in + (float)i);
         }
     }
+}
+
+/* ---- GELU as llama.cpp's CPU code computes it ---- */
+
+TEST(gelu_is_the_tanh_form_at_the_input_rounded_to_f16_rounded_to_f16_and_exact_past_ten) {
+    float *table = malloc(KVC_GELU_TABLE * sizeof *table);
+    CHECK(table != NULL);
+    kvc_gelu_table_fill(table);
+    for (int i = -1300; i <= 1300; i++) {
+        const float x = (float)i * 0.00937f, up = 1.0f + (float)(i % 7) * 0.25f;
+        float y = x, gate = x;
+        kvc_gelu(table, 1, &y);
+        kvc_geglu(table, 1, &gate, &up);
+        if (x <= -10.0f) CHECK(y == 0.0f);
+        else if (x >= 10.0f) CHECK(y == x);
+        else {
+            const double h = kvc_f16_round(x);
+            const double want = 0.5 * h * (1.0 + tanh(0.7978845608028654 * h * (1.0 + 0.044715 * h * h)));
+            CHECK(kvc_f16_round(y) == y);                                  /* an f16 */
+            /* f16's rounding of the result, and f32's of 1 + tanh: where tanh
+             * nears -1 that sum is x's size times f32's epsilon. */
+            CHECK(fabs(y - want) <= fabs(want) * 0x1p-10 + fabs(h) * 0x1p-23);
+        }
+        CHECK(gate == y * up);
+    }
+    free(table);
 }
 
 /* A 1B model's F16 weights are 2.5 GB: one region the loader fills, which
@@ -792,6 +819,7 @@ RUN_TESTS(CASE(create_reads_the_shape_and_binds_every_tensor_of_the_file),
           CASE(alloc_weights_gives_a_region_of_more_than_2_gib_after_the_heap_refused_a_growth),
           CASE(create_refuses_what_it_cannot_run_and_says_what),
           CASE(rope_turns_the_first_rope_dims_channels_of_a_head_scaled_and_leaves_the_rest),
+          CASE(gelu_is_the_tanh_form_at_the_input_rounded_to_f16_rounded_to_f16_and_exact_past_ten),
           CASE(tied_embeddings_are_read_as_the_output),
           CASE(a_token_gets_the_same_logits_alone_in_a_batch_and_in_chunks_in_every_mode),
           CASE(embeddings_in_place_of_tokens_give_the_logits_and_rows_of_the_tokens_they_embed),

@@ -44,7 +44,7 @@ export function agreement(expected, ours, vocab) {
     compareLogits(expected.subarray(p * vocab, (p + 1) * vocab), ours.subarray(p * vocab, (p + 1) * vocab))));
 }
 
-export const shown = (r) => `mean KL ${r.meanKl.toExponential(2)}, max ${r.maxKl.toExponential(2)}, top-1 ${(100 * r.top1).toFixed(1)}%, largest top-1 gap ${r.top1Gap.toFixed(3)}`;
+export const shown = (r) => `mean KL ${r.meanKl.toExponential(2)}, max ${r.maxKl.toExponential(2)}, top-1 ${(100 * r.top1).toFixed(1)}%, largest top-1 gap ${r.top1Gap.toFixed(3)}, contenders moved up to ${r.contenderMove.toFixed(3)}`;
 
 /** The bounds of `mix`: F32 to float rounding and every top-1; a quantized mix QUANTIZED_KL and every top-1 up to NEAR_TIE. */
 export function assertAgrees(mix, r) {

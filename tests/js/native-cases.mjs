@@ -64,6 +64,10 @@ export async function agreementWithNative(spec, path) {
 export function assertAsCloseAsLlamaCpp({ r, self }) {
   assert.ok(r.meanKl <= Math.max(QUANTIZED_KL, self.meanKl), `mean KL ${r.meanKl}`);
   assert.ok(r.meanKl <= Math.max(self.meanKl, ROUNDING_KL), `mean KL ${r.meanKl} above llama.cpp's own ${self.meanKl}`);
-  assert.ok(r.top1 >= self.top1 || r.top1Gap <= NEAR_TIE, `top-1 ${r.top1} below llama.cpp's own ${self.top1}, by more than a near tie (${r.top1Gap})`);
+  // A near tie: NEAR_TIE, or a gap llama.cpp's own flash on/off moves a
+  // contender's log-probability by (at Gemma 4 E2B's 35 layers in Q4_K_M,
+  // 0.23 -- the runner's own move 0.23 too -- where top-1s flip at gaps up to 0.21).
+  const nearTie = Math.max(NEAR_TIE, self.contenderMove);
+  assert.ok(r.top1 >= self.top1 || r.top1Gap <= nearTie, `top-1 ${r.top1} below llama.cpp's own ${self.top1}, by more than a near tie (${r.top1Gap} > ${nearTie})`);
 }
 

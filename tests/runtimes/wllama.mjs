@@ -378,11 +378,15 @@ export function logitsFromHidden(hidden, output) {
   return logits;
 }
 
+// A contender for the top-1: a token within this many nats of the best.
+const CONTENDER = 1;
+
 /**
  * KL(p ‖ q) of the softmaxes of two logit vectors, in nats; whether their
- * argmaxes agree; and top1Gap, how far below p's best logit p puts q's
- * argmax (0 when they agree): small where p's two best are a near tie that
- * the two computations' rounding may settle either way.
+ * argmaxes agree; top1Gap, how far below p's best logit p puts q's argmax
+ * (0 when they agree): small where p's two best are a near tie that the two
+ * computations' rounding may settle either way; and contenderMove, the most
+ * q moves the log-probability of one of p's contenders.
  */
 export function compareLogits(p, q) {
   // Plain loops: a 262k vocabulary over 128 positions is 67M terms a comparison.
@@ -405,13 +409,17 @@ export function compareLogits(p, q) {
     return best;
   };
   const [bestP, bestQ] = [argmax(p), argmax(q)];
-  return { kl: Math.max(0, kl), top1Agrees: bestP === bestQ, top1Gap: p[bestP] - p[bestQ] };
+  let contenderMove = 0;
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] >= p[bestP] - CONTENDER) contenderMove = Math.max(contenderMove, Math.abs((p[i] - logP) - (q[i] - logQ)));
+  }
+  return { kl: Math.max(0, kl), top1Agrees: bestP === bestQ, top1Gap: p[bestP] - p[bestQ], contenderMove };
 }
 
 /**
  * compareLogits' results over a model's positions, summed up: { meanKl,
- * maxKl, top1 (the fraction of positions whose argmax agrees), top1Gap (the
- * largest) }.
+ * maxKl, top1 (the fraction of positions whose argmax agrees), top1Gap and
+ * contenderMove (the largest) }.
  */
 export function summarizeComparisons(comparisons) {
   return {
@@ -419,6 +427,7 @@ export function summarizeComparisons(comparisons) {
     maxKl: Math.max(...comparisons.map((c) => c.kl)),
     top1: comparisons.filter((c) => c.top1Agrees).length / comparisons.length,
     top1Gap: Math.max(...comparisons.map((c) => c.top1Gap)),
+    contenderMove: Math.max(...comparisons.map((c) => c.contenderMove)),
   };
 }
 
