@@ -127,7 +127,9 @@ int kvc_component_keeps_window(kvc_component component);
  * kvc_layer_create_window), recurrent: a fixed-size state instead of rows,
  * the seed's generic linear attention (f64), a short convolution (LFM2's) or
  * a gated delta rule with its convolution in front (Qwen3.5's Gated
- * DeltaNet; kvc_layer_create_conv, kvc_layer_create_delta), or shared: no
+ * DeltaNet) or a Mamba-2 selective scan with its convolution in front
+ * (Granite 4.0-H's, Nemotron-H's, Falcon-H1's; kvc_layer_create_conv,
+ * kvc_layer_create_delta, kvc_layer_create_mamba2), or shared: no
  * rows of its own, it reads an earlier layer's of its model (Gemma 4's
  * shared-KV blocks; kvc_layer_create_shared). */
 typedef enum kvc_kind {
@@ -136,7 +138,8 @@ typedef enum kvc_kind {
     KVC_KIND_WINDOW = 2,
     KVC_KIND_CONV = 3,
     KVC_KIND_DELTA = 4,
-    KVC_KIND_SHARED = 5
+    KVC_KIND_SHARED = 5,
+    KVC_KIND_MAMBA2 = 6
 } kvc_kind;
 
 /* Limits of the recurrent kinds: a convolution's channels and taps, a delta
@@ -248,6 +251,7 @@ const char *kvc_status_symbol(kvc_status status);
  * KVC_MAX_THREADS, KVC_MODE_COUNT, KVC_Q4_RESIDUAL_ROWS,
  * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
  * KVC_KIND_WINDOW, KVC_KIND_CONV, KVC_KIND_DELTA, KVC_KIND_SHARED,
+ * KVC_KIND_MAMBA2,
  * KVC_LM_IMPORTANCE, KVC_LM_VERIFY, every kvc_gguf_type (KVC_GGUF_UINT8
  * .. KVC_GGUF_FLOAT64) and every kvc_profile_op; their order is not part
  * of the API.
@@ -903,10 +907,10 @@ double kvc_layer_phase_mass(const kvc_layer *layer);
 size_t kvc_layer_steps(const kvc_layer *layer);
 
 /* ------------------------------------------------------------------------ */
-/* Recurrent layers: short convolutions and gated delta rules                */
+/* Recurrent layers: short convolutions, gated delta rules, Mamba-2        */
 /* ------------------------------------------------------------------------ */
 
-/* A conv or delta layer keeps an f32 state instead of rows (what llama.cpp
+/* A conv, delta or Mamba-2 layer keeps an f32 state instead of rows (what llama.cpp
  * keeps): its seq_len stays 0 and kvc_layer_steps counts the positions it
  * took.  A step call takes T tokens at once; every call writes lanes of
  * the state, never the state itself, so that:
@@ -940,6 +944,22 @@ kvc_status kvc_layer_create_conv(size_t channels, size_t kernel, kvc_layer **out
 kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
                                   size_t kernel, kvc_layer **out);
 
+/* kvc_layer_create_mamba2():
+ * A Mamba-2 selective scan (llama.cpp's ssm_scan with a scalar decay per
+ * head) of `heads` heads of head_dim values reading `groups` groups of B and
+ * C of state_size values each (head h reads group h / (heads / groups);
+ * heads a multiple of groups), with a convolution of `kernel` taps in front
+ * over its channels: x (heads x head_dim), B (groups x state_size), C (the
+ * same), in that order.  The state: the convolution's, then per head a
+ * state_size x head_dim matrix, zero at first.  Its geometry reads as a
+ * delta layer's: key_heads the groups, value_heads the heads, key_dim the
+ * state size, value_dim head_dim.
+ * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_NUM_HEADS, KVC_E_NUM_FEATURES
+ *           (state_size), KVC_E_VALUE_DIM (head_dim), KVC_E_CONV or
+ *           KVC_E_NOMEM. */
+kvc_status kvc_layer_create_mamba2(size_t heads, size_t head_dim, size_t groups, size_t state_size, size_t kernel,
+                                   kvc_layer **out);
+
 /* kvc_layer_conv_n():
  * T tokens through a conv layer: x [T x channels] the inputs, `weights`
  * [channels x kernel] the taps (w[c][kernel - 1] meets the newest input),
@@ -967,21 +987,39 @@ kvc_status kvc_layer_conv_n(kvc_layer *layer, size_t T, const float *x, const fl
 kvc_status kvc_layer_delta_n(kvc_layer *layer, size_t T, const float *qkv, const float *conv_weights,
                              const float *alpha, const float *beta, float eps, float *out);
 
+/* kvc_layer_mamba2_n():
+ * T tokens through a Mamba-2 layer.  xbc [T x channels]: x, B and C before
+ * the convolution; conv_weights [channels x kernel]; conv_bias [channels]
+ * (NULL: none); dt [T x heads] each head's time step before its bias;
+ * dt_bias, a (A, negative: the converter's -exp(A_log)), d (the skip)
+ * [heads] each.  Per token: the convolution, the bias, SiLU on every
+ * channel; then per head h, g its group, S its matrix (row i paired with
+ * B[i] and C[i]):
+ *   dt' = softplus(dt + dt_bias)  (x itself above 20, as ggml's);
+ *   S <- exp(dt' a) S + B (dt' x)^T;  out[t][h] = S^T C + d x
+ * the sum in state order, from 0 (the same bits in every kernel set).  No
+ * gate and no norm: the caller's (silu(z) and the grouped RMSNorm).
+ * out [T x heads x head_dim].
+ * @return : as kvc_layer_conv_n. */
+kvc_status kvc_layer_mamba2_n(kvc_layer *layer, size_t T, const float *xbc, const float *conv_weights,
+                              const float *conv_bias, const float *dt, const float *dt_bias, const float *a,
+                              const float *d, float *out);
+
 /* kvc_layer_recurrent_state():
- * Copies the committed state of a conv or delta layer (kvc_layer_state_len
+ * Copies the committed state of a conv, delta or Mamba-2 layer (kvc_layer_state_len
  * floats: the convolution's newest inputs, oldest first, [kernel - 1 x
- * channels]; then each value head's [key_dim x value_dim]).
+ * channels]; then each (value) head's [key_dim x value_dim]).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_KIND or KVC_E_LENGTH. */
 kvc_status kvc_layer_recurrent_state(const kvc_layer *layer, float *dst, size_t dst_len);
 
-/* Geometry of a conv or delta layer (0 for other kinds and NULL). */
+/* Geometry of a conv, delta or Mamba-2 layer (0 for other kinds and NULL). */
 size_t kvc_layer_state_len(const kvc_layer *layer);
 size_t kvc_layer_channels(const kvc_layer *layer);
 size_t kvc_layer_conv_kernel(const kvc_layer *layer);
 size_t kvc_layer_key_heads(const kvc_layer *layer);
 size_t kvc_layer_value_heads(const kvc_layer *layer);
 size_t kvc_layer_key_dim(const kvc_layer *layer);
-/* (A delta layer's value_dim is kvc_layer_value_dim's, as a linear layer's.) */
+/* (A delta or Mamba-2 layer's value_dim is kvc_layer_value_dim's, as a linear layer's.) */
 
 /* ------------------------------------------------------------------------ */
 /* Speculative verify                                                        */

@@ -12,6 +12,7 @@
 #ifndef KVC_INTERNAL_H
 #define KVC_INTERNAL_H
 
+#include <math.h>
 #include <stdatomic.h>
 
 #include "kvcache.h"
@@ -500,6 +501,12 @@ int kvc_shared_owner_valid(kvc_layer *const *layers, size_t i);
 void kvc_layer_drop_from(kvc_layer *layer, size_t cut);
 
 /* ---- recurrent.c ---- */
+/* ggml's softplus: log(1 + e^x), x itself above 20 (Mamba-2's and the
+ * delta rule's time steps). */
+static inline float kvc_softplus(float x) {
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
+
 /* Takes back the last call's n steps outside a verify (n = 0: nothing);
  * 0 when that is not what lane 0 holds. */
 int kvc_recurrent_take_back(kvc_recurrent *r, size_t n);

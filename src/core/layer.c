@@ -40,6 +40,7 @@ static const kvc_kind_traits kinds[] = {
     [KVC_KIND_CONV] = {"conv", 0, &kvc_recurrent_states},
     [KVC_KIND_DELTA] = {"delta", 0, &kvc_recurrent_states},
     [KVC_KIND_SHARED] = {"shared", 0, NULL},
+    [KVC_KIND_MAMBA2] = {"mamba2", 0, &kvc_recurrent_states},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {

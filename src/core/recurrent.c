@@ -173,8 +173,10 @@ kvc_status kvc_layer_create_conv(size_t channels, size_t kernel, kvc_layer **out
     return create(&geometry, KVC_KIND_CONV, out);
 }
 
-kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
-                                  size_t kernel, kvc_layer **out) {
+/* A delta or Mamba-2 layer: value heads reading key heads (groups), a
+ * key_dim x value_dim matrix each, a convolution over both. */
+static kvc_status create_heads(kvc_kind kind, size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
+                               size_t kernel, kvc_layer **out) {
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (key_heads == 0 || value_heads == 0 || value_heads > KVC_MAX_KV_HEADS || value_heads % key_heads != 0)
@@ -186,40 +188,69 @@ kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t k
     if (!conv_fits(channels, kernel) || value_heads * value_dim * key_dim > KVC_MAX_DELTA_STATE) return KVC_E_CONV;
     const kvc_recurrent geometry = {.channels = channels, .kernel = kernel, .key_heads = key_heads,
                                     .value_heads = value_heads, .key_dim = key_dim, .value_dim = value_dim};
-    return create(&geometry, KVC_KIND_DELTA, out);
+    return create(&geometry, kind, out);
+}
+
+kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
+                                  size_t kernel, kvc_layer **out) {
+    return create_heads(KVC_KIND_DELTA, key_heads, value_heads, key_dim, value_dim, kernel, out);
+}
+
+kvc_status kvc_layer_create_mamba2(size_t heads, size_t head_dim, size_t groups, size_t state_size, size_t kernel,
+                                   kvc_layer **out) {
+    return create_heads(KVC_KIND_MAMBA2, groups, heads, state_size, head_dim, kernel, out);
 }
 
 /* ---- a step of T tokens ---- */
 
 /* What the heads' tasks read. */
-typedef struct delta_job {
+typedef struct heads_job {
     const kvc_recurrent *r;
     const kvc_kernels *kernels;
     size_t T;
-    const float *qkv;   /* [T x channels]: q and k normalised, q scaled, v */
-    const float *alpha, *beta; /* [T x value_heads] */
-    float *work;        /* [value_heads x value_dim]: each head's d */
+    const float *y;     /* [T x channels] convolved: delta's q and k normalised, q scaled, v; Mamba-2's x, B, C */
+    const float *gates[2]; /* [T x value_heads] each: delta's alpha, beta; Mamba-2's dt (its softplus), decay */
+    const float *skip;  /* Mamba-2's D [value_heads] */
+    float *work;        /* [value_heads x value_dim]: each delta head's d */
     const float *first; /* the state the first token reads */
     float *const *dst;  /* [T]: the state token t writes (lanes) */
     float *out;         /* [T x value_heads x value_dim] */
-} delta_job;
+} heads_job;
 
 static void delta_task(void *context, size_t h, size_t thread) {
     (void)thread;
-    const delta_job *job = context;
+    const heads_job *job = context;
     const kvc_recurrent *r = job->r;
-    const size_t dk = r->key_dim, dv = r->value_dim, C = r->channels;
+    const size_t dk = r->key_dim, dv = r->value_dim, C = r->channels, H = r->value_heads;
     const size_t kh = h % r->key_heads; /* value head h reads key head h mod Hk (llama.cpp's repeat) */
     const size_t at = conv_len(r) + h * head_len(r);
     const float *src = job->first + at;
     for (size_t t = 0; t < job->T; t++) {
-        const float *row = job->qkv + t * C;
+        const float *row = job->y + t * C;
         const float *q = row + kh * dk;
         const float *k = row + r->key_heads * dk + kh * dk;
         const float *v = row + 2 * r->key_heads * dk + h * dv;
         float *dst = job->dst[t] + at;
-        job->kernels->delta_step_f32(dk, dv, job->alpha[t * r->value_heads + h], job->beta[t * r->value_heads + h],
-                                     k, v, q, src, dst, job->work + h * dv, job->out + (t * r->value_heads + h) * dv);
+        job->kernels->delta_step_f32(dk, dv, job->gates[0][t * H + h], job->gates[1][t * H + h], k, v, q, src, dst,
+                                     job->work + h * dv, job->out + (t * H + h) * dv);
+        src = dst;
+    }
+}
+
+static void mamba2_task(void *context, size_t h, size_t thread) {
+    (void)thread;
+    const heads_job *job = context;
+    const kvc_recurrent *r = job->r;
+    const size_t ds = r->key_dim, dv = r->value_dim, C = r->channels, H = r->value_heads, G = r->key_heads;
+    const size_t g = h / (H / G); /* head h reads group h / (H / G) (llama.cpp's repeat_interleave) */
+    const size_t at = conv_len(r) + h * head_len(r);
+    const float *src = job->first + at;
+    for (size_t t = 0; t < job->T; t++) {
+        const float *row = job->y + t * C;
+        const float *x = row + h * dv, *B = row + H * dv + g * ds, *Cg = row + H * dv + (G + g) * ds;
+        float *dst = job->dst[t] + at, *out = job->out + (t * H + h) * dv;
+        job->kernels->ssm_step_f32(ds, dv, job->gates[1][t * H + h], job->gates[0][t * H + h], x, B, Cg, src, dst, out);
+        for (size_t j = 0; j < dv; j++) out[j] = out[j] + x[j] * job->skip[h];
         src = dst;
     }
 }
@@ -241,28 +272,54 @@ static void l2_normalise(size_t heads, size_t n, float eps, float scale, float *
     }
 }
 
-/* The step behind both kinds: checks, the convolution, then (delta) the rule. */
+/* What a step reads beside its tokens' inputs and the taps: each kind's own. */
+typedef struct step_inputs {
+    const float *alpha, *beta; /* delta: [T x value_heads] */
+    float eps;                 /* delta: the L2 norm's floor */
+    const float *conv_bias;    /* Mamba-2: [channels] (NULL: none) */
+    const float *dt, *dt_bias, *a, *d; /* Mamba-2: [T x heads], then [heads] each */
+} step_inputs;
+
+/* Whether the kind's inputs are there and finite (KVC_OK), else why not. */
+static kvc_status check_inputs(kvc_kind kind, const kvc_kernels *kernels, size_t T, const kvc_recurrent *r,
+                               const step_inputs *in) {
+    const size_t H = r->value_heads;
+    if (kind == KVC_KIND_DELTA) {
+        if (!in->alpha || !in->beta) return KVC_E_NULL_POINTER;
+        if (!(in->eps > 0.0f && isfinite(in->eps)) || !kernels->all_finite(T * H, in->alpha) ||
+            !kernels->all_finite(T * H, in->beta))
+            return KVC_E_NONFINITE_INPUT;
+    } else if (kind == KVC_KIND_MAMBA2) {
+        if (!in->dt || !in->dt_bias || !in->a || !in->d) return KVC_E_NULL_POINTER;
+        if ((in->conv_bias && !kernels->all_finite(r->channels, in->conv_bias)) || !kernels->all_finite(T * H, in->dt) ||
+            !kernels->all_finite(H, in->dt_bias) || !kernels->all_finite(H, in->a) || !kernels->all_finite(H, in->d))
+            return KVC_E_NONFINITE_INPUT;
+    }
+    return KVC_OK;
+}
+
+/* The step behind every kind: checks, the convolution, then the kind's rule. */
 static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x, const float *weights,
-                       const float *alpha, const float *beta, float eps, float *out) {
-    if (!layer || !x || !weights || !out || (kind == KVC_KIND_DELTA && (!alpha || !beta))) return KVC_E_NULL_POINTER;
+                       const step_inputs *in, float *out) {
+    if (!layer || !x || !weights || !out) return KVC_E_NULL_POINTER;
     if (layer->kind != kind) return KVC_E_KIND;
     kvc_recurrent *r = kvc_recurrent_of(layer);
     const size_t C = r->channels, K = r->kernel, H = r->value_heads;
     if (T == 0 || T > KVC_MAX_STEP_TOKENS) return KVC_E_LENGTH;
-    if (kind == KVC_KIND_DELTA && !(eps > 0.0f && isfinite(eps))) return KVC_E_NONFINITE_INPUT;
     const kvc_kernels *kernels = kvc_kernels_active();
-    if (!kernels->all_finite(T * C, x) || !kernels->all_finite(C * K, weights) ||
-        (kind == KVC_KIND_DELTA && (!kernels->all_finite(T * H, alpha) || !kernels->all_finite(T * H, beta))))
-        return KVC_E_NONFINITE_INPUT;
+    const kvc_status checked = check_inputs(kind, kernels, T, r, in);
+    if (checked != KVC_OK) return checked;
+    if (!kernels->all_finite(T * C, x) || !kernels->all_finite(C * K, weights)) return KVC_E_NONFINITE_INPUT;
     if (r->steps + r->tentative + T > KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
 
     /* Lanes: a verify's tokens each their own, after those it has; else lane 0. */
     const size_t base = layer->verifying ? r->tentative : 0;
     if (reserve_lanes(r, layer->verifying ? base + T : 1) != KVC_OK) return KVC_E_NOMEM;
     /* The window of inputs (the kept rows, then x), the weights tap-major,
-     * the convolved channels, and each token's lane. */
+     * the convolved channels, each head's d (delta) or two gates a token
+     * (Mamba-2), and each token's lane. */
     const size_t kept = K - 1;
-    const size_t work = H * r->value_dim;
+    const size_t work = H * r->value_dim + 2 * T * H;
     float *window = kvc_realloc_array(NULL, (kept + T + K + T) * C + work, sizeof(float));
     float **dst = kvc_realloc_array(NULL, T, sizeof(float *));
     if (!window || !dst) {
@@ -272,6 +329,7 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
     }
     float *taps = window + (kept + T) * C;
     float *y = taps + K * C;
+    float *heads_work = y + T * C, *gates = heads_work + H * r->value_dim;
     const float *first = base ? r->lanes[base - 1] : r->state;
     for (size_t t = 0; t < T; t++) dst[t] = layer->verifying ? r->lanes[base + t] : r->lanes[0];
 
@@ -286,18 +344,32 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
         if (layer->verifying || t == T - 1) memcpy(dst[t], window + (t + 1) * C, kept * C * sizeof(float));
     }
 
+    heads_job job = {r, kernels, T, y, {NULL, NULL}, in->d, heads_work, first, dst, out};
     if (kind == KVC_KIND_CONV) {
         memcpy(out, y, T * C * sizeof(float));
-    } else {
+    } else if (kind == KVC_KIND_DELTA) {
         const size_t dk = r->key_dim;
         const float scale = 1.0f / sqrtf((float)dk);
         for (size_t i = 0; i < T * C; i++) y[i] = silu(y[i]);
         for (size_t t = 0; t < T; t++) {
-            l2_normalise(r->key_heads, dk, eps, scale, y + t * C);
-            l2_normalise(r->key_heads, dk, eps, 1.0f, y + t * C + r->key_heads * dk);
+            l2_normalise(r->key_heads, dk, in->eps, scale, y + t * C);
+            l2_normalise(r->key_heads, dk, in->eps, 1.0f, y + t * C + r->key_heads * dk);
         }
-        delta_job job = {r, kernels, T, y, alpha, beta, y + T * C, first, dst, out};
+        job.gates[0] = in->alpha;
+        job.gates[1] = in->beta;
         kvc_pool_run(delta_task, &job, H, kvc_pool_threads(), (uint64_t)T * H * head_len(r) * 4);
+    } else { /* Mamba-2: the bias, SiLU; per head and token dt's softplus and the decay exp(dt a) */
+        for (size_t t = 0; t < T; t++) {
+            for (size_t c = 0; c < C; c++) y[t * C + c] = silu(in->conv_bias ? y[t * C + c] + in->conv_bias[c] : y[t * C + c]);
+            for (size_t h = 0; h < H; h++) {
+                const float dt = kvc_softplus(in->dt[t * H + h] + in->dt_bias[h]);
+                gates[t * H + h] = dt;
+                gates[T * H + t * H + h] = expf(dt * in->a[h]);
+            }
+        }
+        job.gates[0] = gates;
+        job.gates[1] = gates + T * H;
+        kvc_pool_run(mamba2_task, &job, H, kvc_pool_threads(), (uint64_t)T * H * head_len(r) * 3);
     }
     kvc_free(window);
     kvc_free(dst);
@@ -313,12 +385,21 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
 }
 
 kvc_status kvc_layer_conv_n(kvc_layer *layer, size_t T, const float *x, const float *weights, float *y) {
-    return step(layer, KVC_KIND_CONV, T, x, weights, NULL, NULL, 0.0f, y);
+    const step_inputs none = {0};
+    return step(layer, KVC_KIND_CONV, T, x, weights, &none, y);
 }
 
 kvc_status kvc_layer_delta_n(kvc_layer *layer, size_t T, const float *qkv, const float *conv_weights,
                              const float *alpha, const float *beta, float eps, float *out) {
-    return step(layer, KVC_KIND_DELTA, T, qkv, conv_weights, alpha, beta, eps, out);
+    const step_inputs in = {.alpha = alpha, .beta = beta, .eps = eps};
+    return step(layer, KVC_KIND_DELTA, T, qkv, conv_weights, &in, out);
+}
+
+kvc_status kvc_layer_mamba2_n(kvc_layer *layer, size_t T, const float *xbc, const float *conv_weights,
+                              const float *conv_bias, const float *dt, const float *dt_bias, const float *a,
+                              const float *d, float *out) {
+    const step_inputs in = {.conv_bias = conv_bias, .dt = dt, .dt_bias = dt_bias, .a = a, .d = d};
+    return step(layer, KVC_KIND_MAMBA2, T, xbc, conv_weights, &in, out);
 }
 
 /* ---- accessors ---- */

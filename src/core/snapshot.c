@@ -555,8 +555,9 @@ static kvc_status read_recurrent(kvc_reader *r, kvc_kind kind, kvc_layer **out) 
     const uint64_t len = (uint64_t)(K > 0 ? K - 1 : 0) * C + (uint64_t)Hv * dk * dv;
     if (len > kvc_left(r) / sizeof(float)) return KVC_E_SNAPSHOT_TOO_LARGE;
     kvc_layer *layer = NULL;
-    const kvc_status status = kind == KVC_KIND_CONV ? (Hk || Hv || dk || dv ? KVC_E_CONV : kvc_layer_create_conv(C, K, &layer))
-                                                    : kvc_layer_create_delta(Hk, Hv, dk, dv, K, &layer);
+    const kvc_status status = kind == KVC_KIND_CONV    ? (Hk || Hv || dk || dv ? KVC_E_CONV : kvc_layer_create_conv(C, K, &layer))
+                              : kind == KVC_KIND_DELTA ? kvc_layer_create_delta(Hk, Hv, dk, dv, K, &layer)
+                                                       : kvc_layer_create_mamba2(Hv, dv, Hk, dk, K, &layer);
     if (status == KVC_E_NOMEM) return KVC_E_NOMEM;
     if (status != KVC_OK) return KVC_E_SNAPSHOT_CORRUPT;
     kvc_recurrent *state = kvc_recurrent_of(layer);
@@ -591,7 +592,7 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     if (kind == KVC_KIND_FULL) return read_full(r, version, out);
     if (kind == KVC_KIND_WINDOW) return read_window(r, version, out);
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
-    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) return read_recurrent(r, (kvc_kind)kind, out);
+    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) return read_recurrent(r, (kvc_kind)kind, out);
     if (kind == KVC_KIND_SHARED) return read_shared(r, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }

@@ -1,7 +1,9 @@
 /*
  * test_recurrent.c -- the recurrent kinds of 2026's hybrid models: a short
- * convolution (LFM2) and a gated delta rule with its convolution in front
- * (Qwen3.5), against a reference of their definitions written here; a call
+ * convolution (LFM2), a gated delta rule with its convolution in front
+ * (Qwen3.5) and a Mamba-2 selective scan with its convolution in front
+ * (Granite 4.0-H, Nemotron-H, Falcon-H1), against a reference of their
+ * definitions written here; a call
  * of T tokens against T calls of one; the same bits at any thread count;
  * speculative verify (accept(j) is plain decoding of j tokens, a reject
  * changes nothing); taking back the last call; snapshots, forks, byte
@@ -21,7 +23,8 @@
 #include "test.h"
 #include "core/internal.h"
 
-/* A small Qwen3.5-like geometry: 2 key heads, 4 value heads, odd-ish dims. */
+/* A small Qwen3.5-like geometry: 2 key heads, 4 value heads, odd-ish dims;
+ * as Mamba-2's, 2 groups of B and C of state size DK, 4 heads of DV. */
 #define HK 2
 #define HV 4
 #define DK 8
@@ -86,12 +89,43 @@ static void reference_delta(reference *r, const float *x, const float *w, const 
     }
 }
 
+/* ggml's softplus: x itself above 20. */
+static float reference_softplus(float x) {
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
+
+/* One token of Mamba-2 as kvc_layer_mamba2_n documents it. */
+static void reference_mamba2(reference *r, const float *x, const float *w, const float *bias, const float *dt,
+                             const float *dt_bias, const float *a, const float *d, float *out) {
+    float y[CH];
+    reference_conv(r, CH, x, w, y);
+    for (size_t c = 0; c < CH; c++) {
+        const float v = y[c] + bias[c];
+        y[c] = v / (1.0f + expf(-v));
+    }
+    for (size_t h = 0; h < HV; h++) {
+        const size_t g = h / (HV / HK);
+        const float *xh = y + h * DV, *B = y + HV * DV + g * DK, *C = y + HV * DV + HK * DK + g * DK;
+        const float step = reference_softplus(dt[h] + dt_bias[h]), decay = expf(step * a[h]);
+        float *S = r->S[h];
+        for (size_t j = 0; j < DV; j++) {
+            float o = 0.0f;
+            for (size_t i = 0; i < DK; i++) {
+                S[i * DV + j] = decay * S[i * DV + j] + B[i] * (xh[j] * step);
+                o = o + S[i * DV + j] * C[i];
+            }
+            out[h * DV + j] = o + xh[j] * d[h];
+        }
+    }
+}
+
 /* ---- inputs ---- */
 
 typedef struct inputs {
     float x[MAX_T * CH];
     float w[CH * TAPS];
     float alpha[MAX_T * HV], beta[MAX_T * HV];
+    float bias[CH], dt[MAX_T * HV], dt_bias[HV], a[HV], d[HV]; /* Mamba-2's */
 } inputs;
 
 static inputs make_inputs(uint64_t seed) {
@@ -102,6 +136,13 @@ static inputs make_inputs(uint64_t seed) {
     for (size_t i = 0; i < MAX_T * HV; i++) {
         in.alpha[i] = 0.6f + 0.4f * test_rng_unit(&rng);
         in.beta[i] = test_rng_unit(&rng);
+    }
+    test_fill_normal(&rng, in.bias, CH);
+    test_fill_normal(&rng, in.dt, MAX_T * HV);
+    for (size_t h = 0; h < HV; h++) {
+        in.dt_bias[h] = h == 2 ? 21.0f : test_rng_unit(&rng) - 0.5f; /* head 2: softplus' linear side */
+        in.a[h] = -expf(2.0f * test_rng_unit(&rng) - 1.0f);             /* -exp(A_log), as converted */
+        in.d[h] = test_rng_unit(&rng);
     }
     return in;
 }
@@ -121,6 +162,40 @@ static kvc_status delta_tokens(kvc_layer *layer, const inputs *in, size_t from, 
     return kvc_layer_delta_n(layer, T, in->x + from * CH, in->w, in->alpha + from * HV, in->beta + from * HV, EPS, out);
 }
 
+static kvc_layer *new_mamba2(void) {
+    kvc_layer *layer = NULL;
+    (void)kvc_layer_create_mamba2(HV, DV, HK, DK, TAPS, &layer);
+    return layer;
+}
+
+static kvc_status mamba2_tokens(kvc_layer *layer, const inputs *in, size_t from, size_t T, float *out) {
+    return kvc_layer_mamba2_n(layer, T, in->x + from * CH, in->w, in->bias, in->dt + from * HV, in->dt_bias, in->a,
+                              in->d, out);
+}
+
+static void delta_reference(reference *r, const inputs *in, size_t t, float *out) {
+    reference_delta(r, in->x + t * CH, in->w, in->alpha + t * HV, in->beta + t * HV, EPS, out);
+}
+
+static void mamba2_reference(reference *r, const inputs *in, size_t t, float *out) {
+    reference_mamba2(r, in->x + t * CH, in->w, in->bias, in->dt + t * HV, in->dt_bias, in->a, in->d, out);
+}
+
+/* The kinds with heads, each of this geometry: a state of STATE_LEN floats,
+ * HV x DV outputs a token.  The tests below hold for both. */
+typedef struct heads_kind {
+    kvc_kind kind;
+    kvc_layer *(*make)(void);
+    kvc_status (*tokens)(kvc_layer *layer, const inputs *in, size_t from, size_t T, float *out);
+    void (*reference)(reference *r, const inputs *in, size_t t, float *out);
+} heads_kind;
+
+static const heads_kind KINDS[] = {
+    {KVC_KIND_DELTA, new_delta, delta_tokens, delta_reference},
+    {KVC_KIND_MAMBA2, new_mamba2, mamba2_tokens, mamba2_reference},
+};
+#define FOR_EACH_KIND(k) for (const heads_kind *k = KINDS; k < KINDS + sizeof KINDS / sizeof KINDS[0]; k++)
+
 static void state_of(const kvc_layer *layer, float *state) {
     CHECK_OK(kvc_layer_recurrent_state(layer, state, kvc_layer_state_len(layer)));
 }
@@ -129,24 +204,26 @@ static void state_of(const kvc_layer *layer, float *state) {
 
 /* ---- the definitions ---- */
 
-TEST(delta_layer_should_give_the_bits_of_its_definition_token_by_token) {
+TEST(delta_and_mamba2_layers_should_give_the_bits_of_their_definitions_token_by_token) {
     const inputs in = make_inputs(1);
-    kvc_layer *layer = new_delta();
-    reference r;
-    memset(&r, 0, sizeof r);
-    for (size_t t = 0; t < MAX_T; t++) {
-        float want[HV * DV], got[HV * DV];
-        reference_delta(&r, in.x + t * CH, in.w, in.alpha + t * HV, in.beta + t * HV, EPS, want);
-        CHECK_OK(delta_tokens(layer, &in, t, 1, got));
-        CHECK(memcmp(got, want, sizeof want) == 0);
+    FOR_EACH_KIND(k) {
+        kvc_layer *layer = k->make();
+        reference r;
+        memset(&r, 0, sizeof r);
+        for (size_t t = 0; t < MAX_T; t++) {
+            float want[HV * DV], got[HV * DV];
+            k->reference(&r, &in, t, want);
+            CHECK_OK(k->tokens(layer, &in, t, 1, got));
+            CHECK(memcmp(got, want, sizeof want) == 0);
+        }
+        float state[STATE_LEN];
+        state_of(layer, state);
+        CHECK(memcmp(state, r.conv, sizeof r.conv) == 0);
+        for (size_t h = 0; h < HV; h++) CHECK(memcmp(state + (TAPS - 1) * CH + h * DK * DV, r.S[h], sizeof r.S[h]) == 0);
+        CHECK(kvc_layer_kind(layer) == k->kind && kvc_layer_steps(layer) == MAX_T);
+        CHECK(kvc_layer_seq_len(layer) == 0);
+        kvc_layer_free(layer);
     }
-    float state[STATE_LEN];
-    state_of(layer, state);
-    CHECK(memcmp(state, r.conv, sizeof r.conv) == 0);
-    for (size_t h = 0; h < HV; h++) CHECK(memcmp(state + (TAPS - 1) * CH + h * DK * DV, r.S[h], sizeof r.S[h]) == 0);
-    CHECK(kvc_layer_steps(layer) == MAX_T);
-    CHECK(kvc_layer_seq_len(layer) == 0);
-    kvc_layer_free(layer);
 }
 
 TEST(conv_layer_should_give_the_bits_of_its_definition) {
@@ -172,48 +249,52 @@ TEST(conv_layer_should_give_the_bits_of_its_definition) {
 TEST(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one) {
     const inputs in = make_inputs(3);
     static const size_t splits[] = {1, 3, 7, 13};
-    float want[MAX_T * HV * DV], want_state[STATE_LEN];
-    kvc_layer *one = new_delta();
-    for (size_t t = 0; t < MAX_T; t++) CHECK_OK(delta_tokens(one, &in, t, 1, want + t * HV * DV));
-    state_of(one, want_state);
-    kvc_layer_free(one);
-    for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
-        kvc_layer *layer = new_delta();
-        float got[MAX_T * HV * DV], state[STATE_LEN];
-        for (size_t t = 0; t < MAX_T; t += splits[s]) {
-            const size_t T = MAX_T - t < splits[s] ? MAX_T - t : splits[s];
-            CHECK_OK(delta_tokens(layer, &in, t, T, got + t * HV * DV));
+    FOR_EACH_KIND(k) {
+        float want[MAX_T * HV * DV], want_state[STATE_LEN];
+        kvc_layer *one = k->make();
+        for (size_t t = 0; t < MAX_T; t++) CHECK_OK(k->tokens(one, &in, t, 1, want + t * HV * DV));
+        state_of(one, want_state);
+        kvc_layer_free(one);
+        for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+            kvc_layer *layer = k->make();
+            float got[MAX_T * HV * DV], state[STATE_LEN];
+            for (size_t t = 0; t < MAX_T; t += splits[s]) {
+                const size_t T = MAX_T - t < splits[s] ? MAX_T - t : splits[s];
+                CHECK_OK(k->tokens(layer, &in, t, T, got + t * HV * DV));
+            }
+            state_of(layer, state);
+            CHECK(memcmp(got, want, sizeof got) == 0);
+            CHECK(memcmp(state, want_state, sizeof state) == 0);
+            kvc_layer_free(layer);
         }
-        state_of(layer, state);
-        CHECK(memcmp(got, want, sizeof got) == 0);
-        CHECK(memcmp(state, want_state, sizeof state) == 0);
-        kvc_layer_free(layer);
     }
 }
 
-TEST(delta_layer_should_give_the_same_bits_on_any_number_of_threads) {
+TEST(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads) {
     const inputs in = make_inputs(4);
-    float want[MAX_T * HV * DV], got[MAX_T * HV * DV];
-    CHECK_OK(kvc_set_threads(1));
-    kvc_layer *layer = new_delta();
-    CHECK_OK(delta_tokens(layer, &in, 0, MAX_T, want));
-    kvc_layer_free(layer);
-    const size_t min_work = kvc_pool_set_min_work(0); /* every call on the pool */
-    for (size_t threads = 2; threads <= 4; threads++) {
-        const kvc_status status = kvc_set_threads(threads);
-        if (status == KVC_E_THREADS) {
-            test_skip("kvc_set_threads: this build's threads are started by the JS loader (wasm); "
-                      "tests/js/hybrid.test.mjs compares thread counts");
-            break;
-        }
-        CHECK_OK(status);
-        layer = new_delta();
-        CHECK_OK(delta_tokens(layer, &in, 0, MAX_T, got));
-        CHECK(memcmp(got, want, sizeof got) == 0);
+    FOR_EACH_KIND(k) {
+        float want[MAX_T * HV * DV], got[MAX_T * HV * DV];
+        CHECK_OK(kvc_set_threads(1));
+        kvc_layer *layer = k->make();
+        CHECK_OK(k->tokens(layer, &in, 0, MAX_T, want));
         kvc_layer_free(layer);
+        const size_t min_work = kvc_pool_set_min_work(0); /* every call on the pool */
+        for (size_t threads = 2; threads <= 4; threads++) {
+            const kvc_status status = kvc_set_threads(threads);
+            if (status == KVC_E_THREADS) {
+                test_skip("kvc_set_threads: this build's threads are started by the JS loader (wasm); "
+                          "tests/js/hybrid.test.mjs compares thread counts");
+                break;
+            }
+            CHECK_OK(status);
+            layer = k->make();
+            CHECK_OK(k->tokens(layer, &in, 0, MAX_T, got));
+            CHECK(memcmp(got, want, sizeof got) == 0);
+            kvc_layer_free(layer);
+        }
+        kvc_pool_set_min_work(min_work);
+        CHECK_OK(kvc_set_threads(1));
     }
-    kvc_pool_set_min_work(min_work);
-    CHECK_OK(kvc_set_threads(1));
 }
 
 /* ---- speculative verify and taking back ---- */
@@ -221,93 +302,99 @@ TEST(delta_layer_should_give_the_same_bits_on_any_number_of_threads) {
 TEST(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing) {
     const inputs in = make_inputs(5);
     const size_t prefix = 5;
-    for (size_t k = 1; k <= 8; k++) {
-        for (size_t j = 0; j <= k; j++) {
-            kvc_layer *plain = new_delta(), *spec = new_delta();
-            float out[MAX_T * HV * DV], drafts[MAX_T * HV * DV], want[STATE_LEN], got[STATE_LEN];
-            CHECK_OK(delta_tokens(plain, &in, 0, prefix + j, out));
-            CHECK_OK(delta_tokens(spec, &in, 0, prefix, out));
-            CHECK_OK(kvc_layer_begin_verify(spec));
-            CHECK_OK(delta_tokens(spec, &in, prefix, k, drafts));
-            /* Each draft's output is plain decoding's. */
-            CHECK(memcmp(drafts, out + prefix * HV * DV, j * HV * DV * sizeof(float)) == 0);
-            CHECK(kvc_layer_draft_len(spec) == k);
-            CHECK(kvc_layer_memory_bytes(spec) == (1 + k) * STATE_LEN * sizeof(float));
-            CHECK_OK(kvc_layer_accept(spec, j));
-            state_of(plain, want);
-            state_of(spec, got);
-            CHECK(memcmp(got, want, sizeof got) == 0);
-            CHECK(kvc_layer_steps(spec) == prefix + j);
-            CHECK(kvc_layer_memory_bytes(spec) == STATE_LEN * sizeof(float));
-            /* And it goes on as plain decoding does. */
-            float a[HV * DV], b[HV * DV];
-            CHECK_OK(delta_tokens(plain, &in, prefix + j, 1, a));
-            CHECK_OK(delta_tokens(spec, &in, prefix + j, 1, b));
-            CHECK(memcmp(a, b, sizeof a) == 0);
-            kvc_layer_free(plain);
-            kvc_layer_free(spec);
+    FOR_EACH_KIND(kind) {
+        for (size_t k = 1; k <= 8; k++) {
+            for (size_t j = 0; j <= k; j++) {
+                kvc_layer *plain = kind->make(), *spec = kind->make();
+                float out[MAX_T * HV * DV], drafts[MAX_T * HV * DV], want[STATE_LEN], got[STATE_LEN];
+                CHECK_OK(kind->tokens(plain, &in, 0, prefix + j, out));
+                CHECK_OK(kind->tokens(spec, &in, 0, prefix, out));
+                CHECK_OK(kvc_layer_begin_verify(spec));
+                CHECK_OK(kind->tokens(spec, &in, prefix, k, drafts));
+                /* Each draft's output is plain decoding's. */
+                CHECK(memcmp(drafts, out + prefix * HV * DV, j * HV * DV * sizeof(float)) == 0);
+                CHECK(kvc_layer_draft_len(spec) == k);
+                CHECK(kvc_layer_memory_bytes(spec) == (1 + k) * STATE_LEN * sizeof(float));
+                CHECK_OK(kvc_layer_accept(spec, j));
+                state_of(plain, want);
+                state_of(spec, got);
+                CHECK(memcmp(got, want, sizeof got) == 0);
+                CHECK(kvc_layer_steps(spec) == prefix + j);
+                CHECK(kvc_layer_memory_bytes(spec) == STATE_LEN * sizeof(float));
+                /* And it goes on as plain decoding does. */
+                float a[HV * DV], b[HV * DV];
+                CHECK_OK(kind->tokens(plain, &in, prefix + j, 1, a));
+                CHECK_OK(kind->tokens(spec, &in, prefix + j, 1, b));
+                CHECK(memcmp(a, b, sizeof a) == 0);
+                kvc_layer_free(plain);
+                kvc_layer_free(spec);
+            }
         }
     }
 }
 
 TEST(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else) {
     const inputs in = make_inputs(6);
-    kvc_layer *layer = new_delta();
-    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
-    CHECK_OK(delta_tokens(layer, &in, 0, 4, out));
-    state_of(layer, before);
-    CHECK_OK(delta_tokens(layer, &in, 4, 3, out));
-    CHECK_STATUS(kvc_layer_truncate_last(layer, 2), KVC_E_KIND);
-    CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
-    CHECK_OK(kvc_layer_truncate_last(layer, 0));
-    CHECK_OK(kvc_layer_truncate_last(layer, 3));
-    state_of(layer, after);
-    CHECK(memcmp(before, after, sizeof before) == 0);
-    CHECK(kvc_layer_steps(layer) == 4);
-    /* Once: the call before is not held. */
-    CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
-    /* A verify's lanes overwrite what it would have taken back. */
-    CHECK_OK(delta_tokens(layer, &in, 4, 3, out));
-    CHECK_OK(kvc_layer_begin_verify(layer));
-    CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_VERIFYING);
-    CHECK_OK(delta_tokens(layer, &in, 7, 2, out));
-    CHECK_OK(kvc_layer_accept(layer, 0));
-    CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_KIND);
-    kvc_layer_free(layer);
+    FOR_EACH_KIND(k) {
+        kvc_layer *layer = k->make();
+        float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+        CHECK_OK(k->tokens(layer, &in, 0, 4, out));
+        state_of(layer, before);
+        CHECK_OK(k->tokens(layer, &in, 4, 3, out));
+        CHECK_STATUS(kvc_layer_truncate_last(layer, 2), KVC_E_KIND);
+        CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
+        CHECK_OK(kvc_layer_truncate_last(layer, 0));
+        CHECK_OK(kvc_layer_truncate_last(layer, 3));
+        state_of(layer, after);
+        CHECK(memcmp(before, after, sizeof before) == 0);
+        CHECK(kvc_layer_steps(layer) == 4);
+        /* Once: the call before is not held. */
+        CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
+        /* A verify's lanes overwrite what it would have taken back. */
+        CHECK_OK(k->tokens(layer, &in, 4, 3, out));
+        CHECK_OK(kvc_layer_begin_verify(layer));
+        CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_VERIFYING);
+        CHECK_OK(k->tokens(layer, &in, 7, 2, out));
+        CHECK_OK(kvc_layer_accept(layer, 0));
+        CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_KIND);
+        kvc_layer_free(layer);
+    }
 }
 
 /* ---- forks, snapshots, bytes ---- */
 
 TEST(a_fork_should_copy_the_state_and_go_its_own_way) {
     const inputs in = make_inputs(7);
-    kvc_layer *layer = new_delta(), *fork;
-    float out[MAX_T * HV * DV], a[HV * DV], b[HV * DV], state[STATE_LEN], fork_state[STATE_LEN];
-    CHECK_OK(delta_tokens(layer, &in, 0, 6, out));
-    CHECK_OK(kvc_layer_clone(layer, &fork));
-    CHECK(kvc_layer_kind(fork) == KVC_KIND_DELTA && kvc_layer_steps(fork) == 6);
-    CHECK_OK(delta_tokens(fork, &in, 10, 3, out));
-    CHECK_OK(delta_tokens(layer, &in, 6, 1, a));
-    kvc_layer *again;
-    CHECK_OK(kvc_layer_clone(layer, &again));
-    state_of(layer, state);
-    state_of(again, fork_state);
-    CHECK(memcmp(state, fork_state, sizeof state) == 0);
-    CHECK_OK(delta_tokens(again, &in, 7, 1, a));
-    CHECK_OK(delta_tokens(layer, &in, 7, 1, b));
-    CHECK(memcmp(a, b, sizeof a) == 0);
-    kvc_layer_free(again);
-    kvc_layer_free(fork);
-    kvc_layer_free(layer);
+    FOR_EACH_KIND(k) {
+        kvc_layer *layer = k->make(), *fork;
+        float out[MAX_T * HV * DV], a[HV * DV], b[HV * DV], state[STATE_LEN], fork_state[STATE_LEN];
+        CHECK_OK(k->tokens(layer, &in, 0, 6, out));
+        CHECK_OK(kvc_layer_clone(layer, &fork));
+        CHECK(kvc_layer_kind(fork) == k->kind && kvc_layer_steps(fork) == 6);
+        CHECK_OK(k->tokens(fork, &in, 10, 3, out));
+        CHECK_OK(k->tokens(layer, &in, 6, 1, a));
+        kvc_layer *again;
+        CHECK_OK(kvc_layer_clone(layer, &again));
+        state_of(layer, state);
+        state_of(again, fork_state);
+        CHECK(memcmp(state, fork_state, sizeof state) == 0);
+        CHECK_OK(k->tokens(again, &in, 7, 1, a));
+        CHECK_OK(k->tokens(layer, &in, 7, 1, b));
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        kvc_layer_free(again);
+        kvc_layer_free(fork);
+        kvc_layer_free(layer);
+    }
 }
 
 TEST(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same) {
     const inputs in = make_inputs(8);
-    kvc_layer *layers[2] = {new_delta(), NULL};
-    CHECK_OK(kvc_layer_create_conv(CH, TAPS, &layers[1]));
+    kvc_layer *layers[3] = {new_delta(), new_mamba2(), NULL};
+    CHECK_OK(kvc_layer_create_conv(CH, TAPS, &layers[2]));
     float out[MAX_T * CH];
-    for (size_t l = 0; l < 2; l++) {
+    for (size_t l = 0; l < 3; l++) {
         kvc_layer *layer = layers[l];
-        if (l == 0) CHECK_OK(delta_tokens(layer, &in, 0, 9, out));
+        if (l < 2) CHECK_OK(KINDS[l].tokens(layer, &in, 0, 9, out));
         else CHECK_OK(kvc_layer_conv_n(layer, 9, in.x, in.w, out));
         const size_t len = kvc_layer_snapshot_size(layer);
         uint8_t *snap = test_alloc(len);
@@ -319,10 +406,10 @@ TEST(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same) {
         state_of(layer, a);
         state_of(back, b);
         CHECK(memcmp(a, b, kvc_layer_state_len(layer) * sizeof(float)) == 0);
-        float x[CH] = {0}, y[CH] = {0}; /* a delta step gives HV x DV of them, a conv step CH */
-        if (l == 0) {
-            CHECK_OK(delta_tokens(layer, &in, 9, 1, x));
-            CHECK_OK(delta_tokens(back, &in, 9, 1, y));
+        float x[CH] = {0}, y[CH] = {0}; /* a delta or Mamba-2 step gives HV x DV of them, a conv step CH */
+        if (l < 2) {
+            CHECK_OK(KINDS[l].tokens(layer, &in, 9, 1, x));
+            CHECK_OK(KINDS[l].tokens(back, &in, 9, 1, y));
         } else {
             CHECK_OK(kvc_layer_conv_n(layer, 1, in.x + 9 * CH, in.w, x));
             CHECK_OK(kvc_layer_conv_n(back, 1, in.x + 9 * CH, in.w, y));
@@ -346,16 +433,19 @@ TEST(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same) {
 }
 
 TEST(memory_bytes_should_be_the_state_and_describe_should_name_the_kind) {
-    kvc_layer *layer = new_delta();
-    CHECK(kvc_layer_memory_bytes(layer) == STATE_LEN * sizeof(float));
-    CHECK(kvc_layer_capacity_bytes(layer) >= STATE_LEN * sizeof(float));
-    CHECK(kvc_layer_channels(layer) == CH && kvc_layer_conv_kernel(layer) == TAPS);
-    CHECK(kvc_layer_key_heads(layer) == HK && kvc_layer_value_heads(layer) == HV);
-    CHECK(kvc_layer_key_dim(layer) == DK && kvc_layer_value_dim(layer) == DV);
-    char text[256];
-    CHECK(kvc_layer_describe(layer, text, sizeof text) > 0);
-    CHECK(strstr(text, "kind=delta") != NULL);
-    kvc_layer_free(layer);
+    static const char *const names[] = {"kind=delta", "kind=mamba2"};
+    FOR_EACH_KIND(k) {
+        kvc_layer *layer = k->make();
+        CHECK(kvc_layer_memory_bytes(layer) == STATE_LEN * sizeof(float));
+        CHECK(kvc_layer_capacity_bytes(layer) >= STATE_LEN * sizeof(float));
+        CHECK(kvc_layer_channels(layer) == CH && kvc_layer_conv_kernel(layer) == TAPS);
+        CHECK(kvc_layer_key_heads(layer) == HK && kvc_layer_value_heads(layer) == HV);
+        CHECK(kvc_layer_key_dim(layer) == DK && kvc_layer_value_dim(layer) == DV);
+        char text[256];
+        CHECK(kvc_layer_describe(layer, text, sizeof text) > 0);
+        CHECK(strstr(text, names[k - KINDS]) != NULL);
+        kvc_layer_free(layer);
+    }
 }
 
 /* ---- refused input ---- */
@@ -373,6 +463,13 @@ TEST(create_should_refuse_geometry_out_of_range) {
     CHECK_STATUS(kvc_layer_create_delta(2, 4, 0, 8, 4, &layer), KVC_E_NUM_FEATURES);
     CHECK_STATUS(kvc_layer_create_delta(2, 4, 8, KVC_MAX_HEAD_DIM + 1, 4, &layer), KVC_E_VALUE_DIM);
     CHECK_STATUS(kvc_layer_create_delta(64, 64, 4096, 4096, 4, &layer), KVC_E_CONV);
+    /* Mamba-2: heads, head_dim, groups, state size, taps. */
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 8, 0, 8, 4, &layer), KVC_E_NUM_HEADS);
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 8, 3, 8, 4, &layer), KVC_E_NUM_HEADS);
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 8, 2, 0, 4, &layer), KVC_E_NUM_FEATURES);
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 0, 2, 8, 4, &layer), KVC_E_VALUE_DIM);
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 8, 2, 8, 1, &layer), KVC_E_CONV);
+    CHECK_STATUS(kvc_layer_create_mamba2(4, 8, 2, 8, 4, NULL), KVC_E_NULL_POINTER);
     CHECK(layer == NULL);
 }
 
@@ -406,44 +503,84 @@ TEST(a_step_should_refuse_bad_input_and_change_nothing) {
     CHECK_OK(kvc_layer_create(1, 8, KVC_MODE_F32, &full));
     CHECK_STATUS(kvc_layer_delta_n(full, 1, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_KIND);
     CHECK_STATUS(kvc_layer_recurrent_state(full, before, STATE_LEN), KVC_E_KIND);
+    CHECK_STATUS(kvc_layer_mamba2_n(full, 1, in.x, in.w, in.bias, in.dt, in.dt_bias, in.a, in.d, out), KVC_E_KIND);
     kvc_layer_free(full);
+    kvc_layer_free(layer);
+}
+
+TEST(a_mamba2_step_should_refuse_bad_input_and_change_nothing) {
+    inputs in = make_inputs(11);
+    kvc_layer *layer = new_mamba2();
+    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+    CHECK_OK(mamba2_tokens(layer, &in, 0, 3, out));
+    state_of(layer, before);
+    float *places[] = {&in.x[CH + 5], &in.w[7], &in.bias[3], &in.dt[HV + 1], &in.dt_bias[1], &in.a[3], &in.d[0]};
+    for (size_t p = 0; p < sizeof places / sizeof places[0]; p++) {
+        const float saved = *places[p];
+        *places[p] = NAN;
+        CHECK_STATUS(mamba2_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = -INFINITY;
+        CHECK_STATUS(mamba2_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = saved;
+    }
+    const float *x = in.x, *w = in.w, *dt = in.dt, *bias = in.dt_bias, *a = in.a, *d = in.d;
+    CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, NULL, bias, a, d, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, dt, NULL, a, d, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, dt, bias, NULL, d, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, dt, bias, a, NULL, out), KVC_E_NULL_POINTER);
+    CHECK_STATUS(kvc_layer_mamba2_n(layer, 0, x, w, NULL, dt, bias, a, d, out), KVC_E_LENGTH);
+    CHECK_STATUS(delta_tokens(layer, &in, 0, 1, out), KVC_E_KIND);
+    state_of(layer, after);
+    CHECK(memcmp(before, after, sizeof before) == 0);
+    CHECK(kvc_layer_steps(layer) == 3);
+    /* Without a convolution bias: the same as a bias of zeros. */
+    kvc_layer *plain = new_mamba2(), *zeros = new_mamba2();
+    float got[HV * DV], want[HV * DV];
+    memset(in.bias, 0, sizeof in.bias);
+    CHECK_OK(kvc_layer_mamba2_n(plain, 1, x, w, NULL, dt, bias, a, d, got));
+    CHECK_OK(mamba2_tokens(zeros, &in, 0, 1, want));
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    kvc_layer_free(plain);
+    kvc_layer_free(zeros);
     kvc_layer_free(layer);
 }
 
 TEST(out_of_memory_should_fail_the_call_and_keep_the_state) {
     const inputs in = make_inputs(10);
     CHECK_OK(test_fault_install());
-    kvc_layer *layer = new_delta();
-    float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
-    CHECK_OK(delta_tokens(layer, &in, 0, 2, out));
-    state_of(layer, before);
-    for (int verify = 0; verify < 2; verify++) {
-        if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
-        for (long at = 0; at < 4; at++) {
-            test_fault_arm(at, 0);
-            const kvc_status status = delta_tokens(layer, &in, 2, 5, out);
-            test_fault_arm(-1, 0);
-            if (status == KVC_OK) {
-                if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
-                else CHECK_OK(kvc_layer_truncate_last(layer, 5));
-                if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
-            } else {
-                CHECK_STATUS(status, KVC_E_NOMEM);
+    FOR_EACH_KIND(k) {
+        kvc_layer *layer = k->make();
+        float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
+        CHECK_OK(k->tokens(layer, &in, 0, 2, out));
+        state_of(layer, before);
+        for (int verify = 0; verify < 2; verify++) {
+            if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
+            for (long at = 0; at < 4; at++) {
+                test_fault_arm(at, 0);
+                const kvc_status status = k->tokens(layer, &in, 2, 5, out);
+                test_fault_arm(-1, 0);
+                if (status == KVC_OK) {
+                    if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
+                    else CHECK_OK(kvc_layer_truncate_last(layer, 5));
+                    if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
+                } else {
+                    CHECK_STATUS(status, KVC_E_NOMEM);
+                }
+                state_of(layer, after);
+                CHECK(memcmp(before, after, sizeof before) == 0);
+                CHECK(kvc_layer_steps(layer) == 2);
             }
-            state_of(layer, after);
-            CHECK(memcmp(before, after, sizeof before) == 0);
-            CHECK(kvc_layer_steps(layer) == 2);
+            if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
         }
-        if (verify) CHECK_OK(kvc_layer_accept(layer, 0));
+        kvc_layer_free(layer);
     }
-    kvc_layer_free(layer);
     CHECK(test_fault_remove() == 0);
 }
 
-RUN_TESTS(CASE(delta_layer_should_give_the_bits_of_its_definition_token_by_token),
+RUN_TESTS(CASE(delta_and_mamba2_layers_should_give_the_bits_of_their_definitions_token_by_token),
           CASE(conv_layer_should_give_the_bits_of_its_definition),
           CASE(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one),
-          CASE(delta_layer_should_give_the_same_bits_on_any_number_of_threads),
+          CASE(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads),
           CASE(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing),
           CASE(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else),
           CASE(a_fork_should_copy_the_state_and_go_its_own_way),
@@ -451,4 +588,5 @@ RUN_TESTS(CASE(delta_layer_should_give_the_bits_of_its_definition_token_by_token
           CASE(memory_bytes_should_be_the_state_and_describe_should_name_the_kind),
           CASE(create_should_refuse_geometry_out_of_range),
           CASE(a_step_should_refuse_bad_input_and_change_nothing),
+          CASE(a_mamba2_step_should_refuse_bad_input_and_change_nothing),
           CASE(out_of_memory_should_fail_the_call_and_keep_the_state))
