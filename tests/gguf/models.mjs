@@ -1,6 +1,7 @@
 // GGUF models for the tests and the benchmarks: random weights at a given
 // geometry and type mix -- llama (with or without Llama 3's RoPE scaling),
-// qwen2, qwen3, gemma3, smollm3, phi3, the hybrids lfm2 and qwen35, and the embedding and reranking
+// qwen2, qwen3, gemma3, smollm3, phi3, the hybrids lfm2 and qwen35, the Mamba-2 hybrids granitehybrid,
+// nemotron_h and falcon-h1, and the embedding and reranking
 // models (qwen3 with last-token or rank pooling, gemma-embedding, the encoders bert and nomic-bert
 // with their WordPiece vocabulary, a BERT cross-encoder), the files llama.cpp's converter
 // (convert_hf_to_gguf.py) writes for them -- the real models of ../shared/data re-encoded in another
@@ -30,6 +31,11 @@ import { rng } from '../../support/synthetic.mjs';
 import { ggmlType, GGML_TYPES } from './types.mjs';
 import { gguf, writeGgufFile } from './writer.mjs';
 
+/** nemotron_h's layers as config.json's hybrid_override_pattern spells them (M Mamba-2, * attention, - MLP). */
+function hybridPattern(pattern) {
+  return { numLayers: pattern.length, pattern };
+}
+
 // Llama 3.x's rope_scaling (config.json's rope_type llama3), as Llama 3.2 has it.
 const LLAMA3_ROPE_SCALING = { type: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalContextLength: 8192 };
 
@@ -54,6 +60,14 @@ const LLAMA3_ROPE_SCALING = { type: 'llama3', factor: 32, lowFreqFactor: 1, high
  * (rope_local_base_freq); `addBos` and `addEos`, the tokenizer's (true and
  * false when absent); `labels`, a BERT cross-encoder's classifier labels
  * (config.json's id2label, one score per label: cls.output).
+ * The hybrids': `attentionLayers`, the attention layers of lfm2 and
+ * granitehybrid (the rest recurrent); nemotron_h's `pattern`, its
+ * hybrid_override_pattern (hybridPattern); `ssm`, the ssm.* keys
+ * (qwen35's delta rules; a Mamba-2 mixer's taps, state size, groups, heads
+ * (timeStepRank) and inner size, `norm` false where it has no grouped
+ * RMSNorm); granitehybrid's `multipliers`, config.json's
+ * embedding_multiplier, residual_multiplier, attention_multiplier and
+ * logits_scaling.
  */
 export const GEOMETRIES = {
   tiny: { name: 'tiny', dim: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false },
@@ -89,6 +103,27 @@ export const GEOMETRIES = {
   'ministral-3-3b': { name: 'ministral-3-3b', architecture: 'mistral3', dim: 3072, numLayers: 26, numHeads: 32, numKvHeads: 8, headDim: 128, hiddenDim: 9216, vocabSize: 131072, contextLength: 262144, ropeBase: 1000000, eps: 1e-5, tied: true, yarn: { factor: 16, originalContextLength: 16384, betaFast: 32, betaSlow: 1, logMultiplier: 1 }, temperatureScale: 0.1 },
   'lfm2-350m': { name: 'lfm2-350m', architecture: 'lfm2', dim: 1024, numLayers: 16, numHeads: 16, numKvHeads: 8, hiddenDim: 4608, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
   'lfm2-1.2b': { name: 'lfm2-1.2b', architecture: 'lfm2', dim: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, hiddenDim: 8192, vocabSize: 65536, contextLength: 128000, ropeBase: 1000000, eps: 1e-5, tied: true, attentionLayers: [2, 5, 8, 10, 12, 14], convTaps: 3 },
+  // Granite 4.0-H's block: Mamba-2 layers (8 heads of 64 in 2 groups, states of 32, 4 taps) and
+  // attention without RoPE at layers 2 and 5 of 6, an FFN after each; Granite's four multipliers,
+  // attention's 1/head and logits' 3 as granite-4.0-h-350m has them, the embedding's 2 and the
+  // residual's 0.5 in place of its 12 and 0.246: with random weights those leave the blocks' share
+  // of the residual stream so small that llama.cpp's logits hardly see a block (D zeroed: mean KL
+  // 1e-3, attention.scale dropped 3e-5; with these 0.25 and 5e-3).
+  'tiny-granitehybrid': { name: 'tiny-granitehybrid', architecture: 'granitehybrid', dim: 256, numLayers: 6, numHeads: 4, numKvHeads: 2, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: true, attentionLayers: [2, 5], ssm: { convKernel: 4, stateSize: 32, groupCount: 2, timeStepRank: 8, innerSize: 512 }, multipliers: { embedding: 2, residual: 0.5, attention: 1 / 64, logits: 3 } },
+  // Nemotron-H's block: Mamba-2 (6 heads of 64 in 2 groups), attention without RoPE (heads of 96,
+  // wider than the model) and MLP-only layers (squared ReLU), one kind a layer as the pattern says.
+  'tiny-nemotron-h': { name: 'tiny-nemotron-h', architecture: 'nemotron_h', dim: 256, ...hybridPattern('M-M*-M'), numHeads: 4, numKvHeads: 2, headDim: 96, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 10000, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 32, groupCount: 2, timeStepRank: 6, innerSize: 384 } },
+  // Falcon-H1's block: attention (NeoX RoPE) and Mamba-2 (6 heads of 64 in 2 groups, its grouped
+  // norm) side by side in each of 6 layers, then an FFN.
+  'tiny-falcon-h1': { name: 'tiny-falcon-h1', architecture: 'falcon-h1', dim: 256, numLayers: 6, numHeads: 4, numKvHeads: 2, headDim: 64, hiddenDim: 512, vocabSize: 1024, contextLength: 512, ropeBase: 1000000, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 32, groupCount: 2, timeStepRank: 6, innerSize: 384, norm: true } },
+  'granite-4.0-h-350m': { name: 'granite-4.0-h-350m', architecture: 'granitehybrid', dim: 768, numLayers: 32, numHeads: 12, numKvHeads: 4, hiddenDim: 2048, vocabSize: 100352, contextLength: 32768, ropeBase: 10000, eps: 1e-5, tied: true, attentionLayers: [10, 13, 17, 27], ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 48, innerSize: 1536 }, multipliers: { embedding: 12, residual: 0.246, attention: 1 / 64, logits: 3 } },
+  // Its multipliers are the 350M's with its attention's 1/head: the 1B's config.json was not at hand.
+  'granite-4.0-h-1b': { name: 'granite-4.0-h-1b', architecture: 'granitehybrid', dim: 1536, numLayers: 40, numHeads: 12, numKvHeads: 4, hiddenDim: 4096, vocabSize: 100352, contextLength: 131072, ropeBase: 10000, eps: 1e-5, tied: true, attentionLayers: [5, 15, 25, 35], ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 48, innerSize: 3072 }, multipliers: { embedding: 12, residual: 0.246, attention: 1 / 128, logits: 3 } },
+  // NVIDIA-Nemotron-3-Nano-4B's widths with 7 of its 42 blocks (its layers 9 to 15, the first
+  // attention among them), so that a test's file holds every kind in a fraction of the size.
+  'nemotron-3-nano-4b': { name: 'nemotron-3-nano-4b', architecture: 'nemotron_h', dim: 3136, ...hybridPattern('M-M*-M-'), numHeads: 40, numKvHeads: 8, headDim: 128, hiddenDim: 12544, vocabSize: 131072, contextLength: 262144, ropeBase: 10000, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 128, groupCount: 8, timeStepRank: 96, innerSize: 7680 } },
+  // Falcon-H1-0.5B's, without the grouped norm (mamba_rms_norm false).
+  'falcon-h1-0.5b': { name: 'falcon-h1-0.5b', architecture: 'falcon-h1', dim: 1024, numLayers: 36, numHeads: 8, numKvHeads: 2, headDim: 64, hiddenDim: 2048, vocabSize: 32784, contextLength: 16384, ropeBase: 1e11, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 24, innerSize: 1536, norm: false } },
   'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', architecture: 'qwen35', dim: 1024, numLayers: 24, numHeads: 8, numKvHeads: 2, headDim: 256, ropeDims: 64, hiddenDim: 3584, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 16 } },
   'qwen3.5-4b': { name: 'qwen3.5-4b', architecture: 'qwen35', dim: 2560, numLayers: 32, numHeads: 16, numKvHeads: 4, headDim: 256, ropeDims: 64, hiddenDim: 9216, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 32 } },
   // Gemma 3 4B's language model, the one its SigLIP projector (vision.mjs's gemma-3-4b) feeds.
@@ -165,6 +200,16 @@ const ARCHITECTURES = {
   // full_attention_interval; attn_q holds each head's queries and gates; a recurrent layer has
   // attn_qkv, attn_gate and the ssm_* tensors; every block's FFN is normed by post_attention_norm.
   qwen35: { llamaKeys: false, qkvBias: false, qkNorm: true, gatedAttn: true, recurrent: 'delta' },
+  // The Mamba-2 hybrids (mamba2Metadata has their keys): a Mamba-2 mixer is ssm_in (z, x, B, C and
+  // dt), ssm_conv1d (taps and bias, over x, B and C), ssm_dt.bias, ssm_a (-exp(A_log)) and ssm_d
+  // ([1, heads] each), ssm_norm ([inner / groups, groups]) and ssm_out. `mamba2` says where it is:
+  // GraniteHybridModel's 'alternating' blocks hold it or attention (without RoPE), then an FFN;
+  // NemotronHModel's 'pattern' blocks one of it, attention (without RoPE) and an MLP (ffn_up and
+  // ffn_down: squared ReLU); FalconH1Model's 'parallel' blocks attention and it side by side, then
+  // an FFN normed by ffn_norm (named without .weight: the converter maps pre_ff_layernorm.weight whole).
+  granitehybrid: { llamaKeys: true, qkvBias: false, qkNorm: false, recurrent: 'mamba2', mamba2: 'alternating', ffnNorm: 'ffn_norm.weight', gatedFfn: true },
+  nemotron_h: { llamaKeys: true, qkvBias: false, qkNorm: false, recurrent: 'mamba2', mamba2: 'pattern', ffnNorm: null, gatedFfn: false },
+  'falcon-h1': { llamaKeys: false, qkvBias: false, qkNorm: false, recurrent: 'mamba2', mamba2: 'parallel', ffnNorm: 'ffn_norm', gatedFfn: true },
   // Gemma4Model (Gemma3Model's keys, then its own): window and global layers of their own head
   // size (key_length_swa) and RoPE (rope.dimension_count_swa, rope.freq_base_swa; the global
   // layers' partial RoPE as rope_freqs.weight), the window pattern as a list, shared_kv_layers,
@@ -202,12 +247,28 @@ function proportionalRopeFactors(g) {
   return Float32Array.from({ length: pairs }, (_, i) => (i < turned ? 1 : 1e30));
 }
 
-/** Whether layer l of geometry g is recurrent (lfm2: not in attentionLayers; qwen35: not every fourth). */
+/** Whether layer l of geometry g is recurrent (lfm2: not in attentionLayers; qwen35: not every fourth; a Mamba-2 hybrid: where it has the mixer). */
 export function isRecurrentLayer(g, l) {
   const { recurrent } = ARCHITECTURES[architectureOf(g)];
   if (recurrent === 'conv') return !g.attentionLayers.includes(l);
   if (recurrent === 'delta') return (l + 1) % 4 !== 0;
+  if (recurrent === 'mamba2') return mamba2Parts(g, l).mamba;
   return false;
+}
+
+/** What layer l of a Mamba-2 hybrid holds: { mamba, attention, ffn } (ARCHITECTURES' mamba2). */
+function mamba2Parts(g, l) {
+  const { mamba2 } = ARCHITECTURES[architectureOf(g)];
+  if (mamba2 === 'alternating') return { mamba: !g.attentionLayers.includes(l), attention: g.attentionLayers.includes(l), ffn: true };
+  if (mamba2 === 'pattern') return { mamba: g.pattern[l] === 'M', attention: g.pattern[l] === '*', ffn: g.pattern[l] === '-' };
+  return { mamba: true, attention: true, ffn: true };
+}
+
+/** A Mamba-2 mixer's sizes: heads, the convolution's channels (x, B, C), ssm_in's outputs (z, x, B, C, dt). */
+function mamba2Shape(g) {
+  const { stateSize, groupCount, timeStepRank, innerSize } = g.ssm;
+  const channels = innerSize + 2 * groupCount * stateSize;
+  return { heads: timeStepRank, channels, projected: innerSize + channels + timeStepRank };
 }
 
 /** A qwen35 geometry's delta-rule sizes: key heads, value heads, their size, the convolution's channels. */
@@ -265,6 +326,9 @@ export function tensorType(mix, { name, dims, layer, numLayers, tied, gqa = 1 })
   // Vectors, the convolutions' taps (llama.cpp's ssm_conv reads f32; its quantizer keeps them), and
   // BERT's position and token type embeddings (which the converter and the quantizer keep in f32).
   if (dims.length === 1 || /shortconv\.conv\.weight$|ssm_conv1d\.weight$|^position_embd\.weight$|^token_types\.weight$/.test(name)) return 'F32';
+  // Nor does it quantize a matrix whose name does not end in weight or ends in a norm's (Mamba-2's
+  // ssm_a and ssm_d, [1, heads], and its grouped ssm_norm, [inner / groups, groups]): the converter wrote them f32.
+  if (!name.endsWith('weight') || name.endsWith('_norm.weight')) return 'F32';
   const rowLength = dims[0];
   let want = mix;
   if (mix === 'Q4_K_M') {
@@ -488,6 +552,7 @@ function modelMetadata(g, { name, mix }) {
       ['tokenizer.chat_template.rerank', QWEN3_RERANK_TEMPLATE],
       ['tokenizer.chat_templates', ['rerank']],
     ] : []),
+    ...(ARCHITECTURES[arch].recurrent === 'mamba2' ? mamba2Metadata(g, key) : []),
     ...(arch === 'qwen35' ? [
       [key('rope.dimension_count'), gguf.u32(ropeDimsOf(g))],
       [key('rope.dimension_sections'), gguf.array('i32', [11, 11, 10, 0])],
@@ -499,6 +564,54 @@ function modelMetadata(g, { name, mix }) {
       [key('full_attention_interval'), gguf.u32(4)],
     ] : []),
   ])];
+}
+
+/**
+ * The Mamba-2 hybrids' keys beyond TextModel's (and LlamaModel's): the
+ * ssm.* keys; then FalconH1Model's vocab_size -- or GraniteHybridModel's
+ * (NemotronHModel is one): GraniteModel's multipliers as attention.scale,
+ * embedding_scale, residual_scale and logit_scale, TextModel's
+ * expert_count and expert_used_count and GraniteMoeModel's
+ * expert_shared_feed_forward_length (its shared_mlp, the FFN) where
+ * config.json has num_local_experts 0 (Granite's), head_count_kv as a list
+ * (0 but for attention layers), rope.scaling.finetuned false and a context of
+ * 2^20 (a model without RoPE); NemotronHModel's layer_norm_epsilon (its
+ * config.json's, which llama.cpp's loader requires) and feed_forward_length
+ * as a list (0 but for MLP layers). A later key takes an earlier one's place.
+ */
+function mamba2Metadata(g, key) {
+  const { mamba2 } = ARCHITECTURES[architectureOf(g)];
+  const perLayer = (value) => gguf.array('i32', Array.from({ length: g.numLayers }, (_, l) => value(mamba2Parts(g, l))));
+  const ssm = [
+    [key('ssm.conv_kernel'), gguf.u32(g.ssm.convKernel)],
+    [key('ssm.state_size'), gguf.u32(g.ssm.stateSize)],
+    [key('ssm.group_count'), gguf.u32(g.ssm.groupCount)],
+    [key('ssm.inner_size'), gguf.u32(g.ssm.innerSize)],
+    [key('ssm.time_step_rank'), gguf.u32(g.ssm.timeStepRank)],
+  ];
+  if (mamba2 === 'parallel') return [...ssm, [key('vocab_size'), gguf.u32(g.vocabSize)]];
+  const m = g.multipliers;
+  return [
+    ...(m ? [
+      [key('attention.scale'), gguf.f32(m.attention)],
+      [key('embedding_scale'), gguf.f32(m.embedding)],
+      [key('residual_scale'), gguf.f32(m.residual)],
+      [key('logit_scale'), gguf.f32(m.logits)],
+    ] : []),
+    ...(mamba2 === 'alternating' ? [
+      [key('expert_count'), gguf.u32(0)],
+      [key('expert_used_count'), gguf.u32(0)],
+      [key('expert_shared_feed_forward_length'), gguf.u32(g.hiddenDim)],
+    ] : []),
+    ...ssm,
+    [key('attention.head_count_kv'), perLayer((p) => (p.attention ? g.numKvHeads : 0))],
+    [key('rope.scaling.finetuned'), false],
+    [key('context_length'), gguf.u32(2 ** 20)],
+    ...(mamba2 === 'pattern' ? [
+      [key('attention.layer_norm_epsilon'), gguf.f32(g.eps)],
+      [key('feed_forward_length'), perLayer((p) => (p.ffn ? g.hiddenDim : 0))],
+    ] : []),
+  ];
 }
 
 /**
@@ -632,6 +745,7 @@ function modelTensors(g) {
     for (const name of ['rope_factors_long.weight', 'rope_factors_short.weight']) list.push({ name, dims: [ropeDimsOf(g) / 2], layer: -1 });
   }
   if (architectureOf(g) === 'gemma4') return gemma4Tensors(g);
+  if (recurrent === 'mamba2') return mamba2Tensors(g);
   if (ARCHITECTURES[architectureOf(g)].encoder) return encoderTensors(g);
   // EmbeddingGemma's Dense modules, generated tensors of the converter's (no bias); a reranker's
   // head, which the converter yields as it meets the LM head (the embedding, tied).
@@ -732,6 +846,47 @@ function encoderTensors(g) {
   if (g.labels) {
     list.push({ name: 'cls.output.weight', dims: [dim, g.labels.length], layer: -1 }, { name: 'cls.output.bias', dims: [g.labels.length], layer: -1 });
   }
+  return list;
+}
+
+/**
+ * A Mamba-2 hybrid's tensors: per block attn_norm (every block's first
+ * norm), then what mamba2Parts says it holds -- attention (q, k, v, output;
+ * no bias), a Mamba-2 mixer, an FFN (after its norm where it has one, gated
+ * where it is) -- then output_norm and output.
+ */
+function mamba2Tensors(g) {
+  const { dim, hiddenDim, vocabSize, numLayers } = g;
+  const { ffnNorm, gatedFfn } = ARCHITECTURES[architectureOf(g)];
+  const headDim = headDimOf(g);
+  const { heads, channels, projected } = mamba2Shape(g);
+  const { convKernel, groupCount, innerSize, norm = true } = g.ssm;
+  const list = [{ name: 'token_embd.weight', dims: [dim, vocabSize], layer: -1 }];
+  for (let l = 0; l < numLayers; l++) {
+    const block = (name, dims, present = true) => (present ? [{ name: `blk.${l}.${name}`, dims, layer: l }] : []);
+    const { mamba, attention, ffn } = mamba2Parts(g, l);
+    list.push(
+      ...block('attn_norm.weight', [dim]),
+      ...block('attn_q.weight', [dim, g.numHeads * headDim], attention),
+      ...block('attn_k.weight', [dim, g.numKvHeads * headDim], attention),
+      ...block('attn_v.weight', [dim, g.numKvHeads * headDim], attention),
+      ...block('attn_output.weight', [g.numHeads * headDim, dim], attention),
+      ...block('ssm_in.weight', [dim, projected], mamba),
+      ...block('ssm_conv1d.weight', [convKernel, channels], mamba),
+      ...block('ssm_conv1d.bias', [channels], mamba),
+      ...block('ssm_dt.bias', [heads], mamba),
+      ...block('ssm_a', [1, heads], mamba),
+      ...block('ssm_d', [1, heads], mamba),
+      ...block('ssm_norm.weight', [innerSize / groupCount, groupCount], mamba && norm),
+      ...block('ssm_out.weight', [innerSize, dim], mamba),
+      ...block(ffnNorm, [dim], ffn && ffnNorm !== null),
+      ...block('ffn_gate.weight', [dim, hiddenDim], ffn && gatedFfn),
+      ...block('ffn_up.weight', [dim, hiddenDim], ffn),
+      ...block('ffn_down.weight', [hiddenDim, dim], ffn),
+    );
+  }
+  list.push({ name: 'output_norm.weight', dims: [dim], layer: -1 });
+  if (!g.tied) list.push({ name: 'output.weight', dims: [dim, vocabSize], layer: -1 });
   return list;
 }
 
@@ -841,11 +996,23 @@ function biasValues(count, random, scale = 1) {
 }
 
 /**
- * qwen35's ssm_a, -exp(A_log) as the converter writes it: each value head's
+ * qwen35's and Mamba-2's ssm_a, -exp(A_log) as the converter writes it: each (value) head's
  * decay rate, from -0.4 to -2.7 (A_log uniform in [-1, 1]), in f32.
  */
 function decayRates(count, random) {
   return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => -Math.exp(2 * random.unit() - 1)));
+}
+
+/**
+ * A Mamba-2 mixer's ssm_dt.bias as Mamba-2 initializes it (dt_bias, in
+ * f32): softplus^-1 of each head's time step, drawn log-uniform in
+ * [0.001, 0.1], so that its state decays slowly and carries a text.
+ */
+function timeStepBiases(count, random) {
+  return GGML_TYPES.F32.encode(Float32Array.from({ length: count }, () => {
+    const dt = Math.exp(Math.log(0.001) + random.unit() * Math.log(100));
+    return dt + Math.log(-Math.expm1(-dt));
+  }));
 }
 
 /**
@@ -877,7 +1044,7 @@ function ropeFactorValues(name, count, random) {
  */
 export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, tokenizer, control = [], distinctPieces = false, name = `random-${g.name}-${mix}` } = {}) {
   if (tokenizer) g = { ...g, vocabSize: tokenizer.find((e) => e.key === 'tokenizer.ggml.tokens').value.length };
-  const { encoder = false, control: architectureControl = [] } = ARCHITECTURES[architectureOf(g)];
+  const { encoder = false, control: architectureControl = [], recurrent } = ARCHITECTURES[architectureOf(g)];
   const [makeVocab, vocabMetadata] = encoder
     ? [() => wordPieceVocab(g.vocabSize), wordPieceVocabMetadata]
     : [() => syntheticVocab(g.vocabSize, [...architectureControl, ...control], { distinctPieces }), syntheticVocabMetadata];
@@ -892,10 +1059,13 @@ export function randomLlama(g, { mix = 'F32', seed = 1, everyValue = false, toke
     }
     const tensorSeed = (seed * 1000003 + drawn++ * 7919) >>> 0;
     let data;
-    if (t.dims.length > 1) data = () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
+    // Mamba-2's grouped ssm_norm, its decay rates (ssm_a) and its skip (ssm_d, a norm's values) are matrices by shape only.
+    const matrix = t.dims.length > 1 && !/_norm\.weight$|\.ssm_[ad]$/.test(t.name);
+    if (t.name.endsWith('.ssm_a')) data = () => decayRates(count, rng(tensorSeed));
+    else if (matrix) data = () => ggmlType(typeName).random(count, rng(tensorSeed), randomRms(t.name, t.dims));
+    else if (recurrent === 'mamba2' && t.name.endsWith('.ssm_dt.bias')) data = () => timeStepBiases(count, rng(tensorSeed));
     else if (t.name.endsWith('.bias')) data = () => biasValues(count, rng(tensorSeed), encoder ? 0.1 : 1);
     else if (t.name.startsWith('rope_factors_')) data = () => ropeFactorValues(t.name, count, rng(tensorSeed));
-    else if (t.name.endsWith('.ssm_a')) data = () => decayRates(count, rng(tensorSeed));
     else data = () => normWeights(count, rng(tensorSeed), qkNormScale(g, t.name) ? count ** -0.25 : 1);
     return { ...t, type: typeName, data };
   });
