@@ -23,7 +23,7 @@ export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
 const KIND_NAMES = { 0: 'full', [KIND_LINEAR]: 'linear', [KIND_WINDOW]: 'window', [C_CODES.KVC_KIND_CONV]: 'conv',
-  [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared' };
+  [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared', [C_CODES.KVC_KIND_MAMBA2]: 'mamba2' };
 /** The most layers a KvCache holds, and so the largest owner a shared layer names. */
 export const MAX_LAYERS = 4096;
 const MAX_CHANNELS = C_LIMITS.KVC_MAX_CHANNELS;
@@ -71,9 +71,26 @@ const WINDOW_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows',
 const CONV_OPTIONS = ['kind', 'channels', 'kernel'];
 const DELTA_OPTIONS = ['kind', 'keyHeads', 'valueHeads', 'keyDim', 'valueDim', 'kernel'];
 const SHARED_OPTIONS = ['kind', 'owner'];
+const MAMBA2_OPTIONS = ['kind', 'heads', 'headDim', 'groups', 'stateSize', 'kernel'];
 const OPTIONS = {
   full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS, shared: SHARED_OPTIONS,
+  mamba2: MAMBA2_OPTIONS,
 };
+
+/**
+ * A delta or Mamba-2 layer's shape, checked, by its options' names: the
+ * heads, the groups they read (a divisor: a delta rule's key heads,
+ * Mamba-2's groups of B and C), the sizes of each, and the taps.
+ */
+function headsShape(where, options, [headsName, groupsName, headSizeName, groupSizeName]) {
+  const heads = checkInteger(where, headsName, options[headsName], 1, MAX_KV_HEADS);
+  const groups = checkInteger(where, groupsName, options[groupsName], 1, MAX_KV_HEADS);
+  if (heads % groups !== 0) throw new RangeError(`${where}: ${headsName} must be a multiple of ${groupsName} (got ${heads} and ${groups})`);
+  const headSize = checkInteger(where, headSizeName, options[headSizeName], 1, MAX_HEAD_DIM);
+  const groupSize = checkInteger(where, groupSizeName, options[groupSizeName], 1, MAX_HEAD_DIM);
+  const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
+  return { heads, groups, headSize, groupSize, kernel };
+}
 
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
@@ -121,19 +138,17 @@ export function createLayer(where, options) {
     const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
     return callOut(where, (outPtr) => exports.kvc_layer_create_conv(channels, kernel, outPtr));
   } else if (kind === 'delta') {
-    const keyHeads = checkInteger(where, 'keyHeads', options.keyHeads, 1, MAX_KV_HEADS);
-    const valueHeads = checkInteger(where, 'valueHeads', options.valueHeads, 1, MAX_KV_HEADS);
-    if (valueHeads % keyHeads !== 0) throw new RangeError(`${where}: valueHeads must be a multiple of keyHeads (got ${valueHeads} and ${keyHeads})`);
-    const keyDim = checkInteger(where, 'keyDim', options.keyDim, 1, MAX_HEAD_DIM);
-    const valueDim = checkInteger(where, 'valueDim', options.valueDim, 1, MAX_HEAD_DIM);
-    const kernel = checkInteger(where, 'kernel', options.kernel, 2, MAX_CONV_KERNEL);
-    return callOut(where, (outPtr) => exports.kvc_layer_create_delta(keyHeads, valueHeads, keyDim, valueDim, kernel, outPtr));
+    const { heads, groups, headSize, groupSize, kernel } = headsShape(where, options, ['valueHeads', 'keyHeads', 'valueDim', 'keyDim']);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_delta(groups, heads, groupSize, headSize, kernel, outPtr));
+  } else if (kind === 'mamba2') {
+    const { heads, groups, headSize, groupSize, kernel } = headsShape(where, options, ['heads', 'groups', 'headDim', 'stateSize']);
+    return callOut(where, (outPtr) => exports.kvc_layer_create_mamba2(heads, headSize, groups, groupSize, kernel, outPtr));
   } else if (kind === 'shared') {
     // Whether it names an earlier layer of rows is for the KvCache it joins to check.
     const owner = checkInteger(where, 'owner', options.owner, 0, MAX_LAYERS - 1);
     return callOut(where, (outPtr) => exports.kvc_layer_create_shared(owner, outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta' or 'shared' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta', 'mamba2' or 'shared' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -152,8 +167,12 @@ export function wrapLayer(ptr, owner = null) {
  *   new LayerKvCache({ kind: 'linear', numHeads, numFeatures, valueDim, phaseMass? })
  *   new LayerKvCache({ kind: 'conv', channels, kernel })      a short convolution (LFM2's)
  *   new LayerKvCache({ kind: 'delta', keyHeads, valueHeads, keyDim, valueDim, kernel })
- *     a gated delta rule with its convolution in front (Qwen3.5's); the model
- *     runner steps these two (include/kvcache.h: kvc_layer_conv_n, kvc_layer_delta_n)
+ *     a gated delta rule with its convolution in front (Qwen3.5's)
+ *   new LayerKvCache({ kind: 'mamba2', heads, headDim, groups, stateSize, kernel })
+ *     a Mamba-2 selective scan with its convolution in front (Granite 4.0-H's);
+ *     its geometry reads as a delta layer's: keyHeads the groups, valueHeads the
+ *     heads, keyDim the state size, valueDim headDim.  The model runner steps
+ *     these three (include/kvcache.h: kvc_layer_conv_n, kvc_layer_delta_n, kvc_layer_mamba2_n)
  *   new LayerKvCache({ kind: 'shared', owner })
  *     holds nothing: in a KvCache, it reads the rows of layer `owner`, an earlier
  *     full or window layer (Gemma 4's shared-KV blocks)

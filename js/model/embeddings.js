@@ -64,9 +64,9 @@ function checkProgress(where, onProgress) {
   }
 }
 
-/** What kvc_lm_embed refuses: a layer a text cannot have alone (a delta rule's state, another layer's rows). */
+/** What kvc_lm_embed refuses: a layer a text cannot have alone (a delta rule's or Mamba-2's state, another layer's rows). */
 function checkEmbeds(where, layerKinds) {
-  const kind = layerKinds.find((k) => k === 'delta' || k === 'shared');
+  const kind = layerKinds.find((k) => k === 'delta' || k === 'mamba2' || k === 'shared');
   if (kind) throw new TypeError(`${where}: this model has ${kind} layers, which an embedding pass does not compute (it computes full, window and conv layers)`);
 }
 

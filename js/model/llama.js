@@ -610,7 +610,8 @@ export class Llama {
       ropeBase: api.kvc_lm_rope_base(ptr),
       // Each layer's sliding window (0: global attention).
       layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
-      // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), or a recurrent layer's 'conv' (lfm2) or 'delta' (qwen35).
+      // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), or a recurrent layer's 'conv' (lfm2),
+      // 'delta' (qwen35) or 'mamba2' (granitehybrid).
       layerKinds: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => LAYER_KINDS[api.kvc_lm_layer_kind(ptr, l)])),
       // Each layer's attention: its head size and KV heads (gemma4's window and global layers differ; 0 for a recurrent layer).
       layerHeadDims: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_head_dim(ptr, l) >>> 0)),
@@ -1638,8 +1639,8 @@ function spelledBy(tokenizer, ids, text) {
 }
 
 // A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.
-const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared'];
-const RECURRENT_KINDS = ['conv', 'delta'];
+const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared', 'mamba2'];
+const RECURRENT_KINDS = ['conv', 'delta', 'mamba2'];
 
 /** The shape of a model's recurrent layers (kvc_lm_recurrent_*), or null. */
 function recurrentShape(api, ptr) {
@@ -1669,6 +1670,10 @@ function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
     const numKvHeads = layerKvHeads[l], headDim = layerHeadDims[l];
     if (kind === 'window') return { kind, window: layerWindows[l], rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows };
     if (kind === 'shared') return { kind, owner: layerOwners[l] };
+    if (kind === 'mamba2') {
+      const { valueHeads: heads, valueDim: headDim, keyHeads: groups, keyDim: stateSize, kernel } = recurrent;
+      return { kind, heads, headDim, groups, stateSize, kernel };
+    }
     if (RECURRENT_KINDS.includes(kind)) return { kind, ...recurrent };
     return { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent };
   });
@@ -1686,7 +1691,7 @@ function layerFits(config, layer, l) {
   if (RECURRENT_KINDS.includes(kind)) {
     const { channels, kernel, keyHeads = 0, valueHeads = 0, keyDim = 0, valueDim = 0 } = config.recurrent;
     return layer.kernel === kernel && layer.keyHeads === keyHeads && layer.valueHeads === valueHeads &&
-      layer.keyDim === keyDim && layer.valueDim === valueDim && (kind === 'delta' || layer.channels === channels);
+      layer.keyDim === keyDim && layer.valueDim === valueDim && (kind !== 'conv' || layer.channels === channels);
   }
   if (kind === 'shared') return layer.owner === config.layerOwners[l];
   return layer.window === config.layerWindows[l] && layer.numKvHeads === config.layerKvHeads[l] && layer.headDim === config.layerHeadDims[l];

@@ -80,8 +80,14 @@ static const kvc_arch archs[] = {
      * norms, RoPE on part of a head: IMROPE, which is NeoX's for text);
      * each block's FFN normed by post_attention_norm. */
     {.name = "qwen35", .rope = KVC_ROPE_HALVES, .flags = KVC_ARCH_QK_NORM | KVC_ARCH_GATED_ATTN,
-     .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_DELTA, .attention_every = 4,
-     .ffn_norm = "post_attention_norm.weight"},
+     .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_DELTA, .recurrent_layers = KVC_RECURRENT_BUT_INTERVAL,
+     .attention_every = 4, .ffn_norm = "post_attention_norm.weight"},
+    /* Granite 4.0-H (llama.cpp's granite-hybrid.cpp): Mamba-2 where
+     * head_count_kv is 0, attention elsewhere (without positions when
+     * rope.scaling.finetuned is false, as the converter writes it), SwiGLU,
+     * Granite's multipliers. */
+    {.name = "granitehybrid", .rope = KVC_ROPE_ADJACENT, .flags = KVC_ARCH_MULTIPLIERS | KVC_ARCH_ROPE_SWITCH,
+     .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_MAMBA2},
 };
 
 const kvc_arch *kvc_arch_of(const char *name, size_t len) {

@@ -222,11 +222,6 @@ static float sigmoid(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
 
-/* ggml's softplus: log(1 + e^x), x itself above 20. */
-static float softplus(float x) {
-    return x > 20.0f ? x : logf(1.0f + expf(x));
-}
-
 /* A convolution's taps [channels x kernel] as f32: the file's when F32 (what
  * llama.cpp's converter and quantizer keep), else converted. */
 static const float *taps_of(kvc_lm *lm, const kvc_tensor *t) {
@@ -298,7 +293,7 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     kvc_matmul(KVC_PROFILE_RECURRENT, 4, in, s->xb, T, s->codes);
     /* alpha = exp(softplus(a + dt_bias) * ssm_a), ssm_a = -exp(A_log) as the converter writes it. */
     const float *dt = vector_of(lm, &b->dt_bias);
-    for (size_t i = 0; i < T * H; i++) alpha[i] = softplus(alpha[i] + dt[i % H]);
+    for (size_t i = 0; i < T * H; i++) alpha[i] = kvc_softplus(alpha[i] + dt[i % H]);
     const float *rate = vector_of(lm, &b->decay_rate);
     for (size_t i = 0; i < T * H; i++) alpha[i] = expf(alpha[i] * rate[i % H]);
     for (size_t i = 0; i < T * H; i++) beta[i] = sigmoid(beta[i]);
@@ -307,6 +302,35 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     /* Each head's output RMS-normalised by ssm_norm, times silu(z). */
     norm_heads(lm, T, H, dv, s->mixed, &b->head_norm);
     kvc_swiglu(T * inner, s->gate, s->mixed);
+    kvc_profile_mark(KVC_PROFILE_RECURRENT);
+    const kvc_product out = {&b->out_proj, s->xb, lm->dim};
+    kvc_matmul(KVC_PROFILE_RECURRENT, 1, &out, s->gate, T, s->codes);
+    return KVC_OK;
+}
+
+/* Mamba-2 (granitehybrid): z, x B C, dt = xb Win; y = the scan of x B C and
+ * dt with the D skip (recurrent.c); xb = grouped RMSNorm(silu(z) * y) Wout. */
+static kvc_status mix_mamba2(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    (void)flags, (void)offset;
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    const kvc_recurrent_shape *r = &lm->recurrent;
+    const size_t H = r->value_heads, inner = H * r->value_dim, G = r->key_heads;
+    const kvc_product in[3] = {{&b->z_proj, s->gate, inner}, {&b->in_proj, s->wide, r->channels}, {&b->dt_proj, s->rates, H}};
+    kvc_matmul(KVC_PROFILE_RECURRENT, 3, in, s->xb, T, s->codes);
+    /* The vectors are F32 (lm.c checks), as ggml reads them. */
+    const float *conv_bias = b->conv_bias.type ? (const float *)b->conv_bias.data : NULL;
+    const kvc_status status = kvc_layer_mamba2_n(layer, T, s->wide, taps_of(lm, &b->conv), conv_bias, s->rates,
+                                                 (const float *)b->dt_bias.data, (const float *)b->decay_rate.data,
+                                                 (const float *)b->skip.data, s->mixed);
+    if (status != KVC_OK) return status;
+    kvc_swiglu(T * inner, s->gate, s->mixed);
+    /* Each group's inner / G channels RMS-normalised by its row of ssm_norm. */
+    if (b->head_norm.type) {
+        const float *w = (const float *)b->head_norm.data;
+        const size_t n = inner / G;
+        for (size_t i = 0; i < T * G; i++) kvc_rmsnorm(n, s->gate + i * n, w + (i % G) * n, lm->rms_eps, s->gate + i * n);
+    }
     kvc_profile_mark(KVC_PROFILE_RECURRENT);
     const kvc_product out = {&b->out_proj, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_RECURRENT, 1, &out, s->gate, T, s->codes);
@@ -352,8 +376,8 @@ static void project_qkv(kvc_lm *lm, size_t l, size_t T) {
     }
     /* The cache's attention scales q.k by 1 / sqrt(hd): an architecture of
      * another scale (gemma4's 1) has its queries scaled to make it so. */
-    if (lm->arch->attention_scale > 0) {
-        const float scale = lm->arch->attention_scale * sqrtf((float)hd);
+    if (lm->attention_scale > 0) {
+        const float scale = lm->attention_scale * sqrtf((float)hd);
         for (size_t i = 0; i < T * q_dim; i++) s->q[i] *= scale;
     }
     kvc_profile_mark(KVC_PROFILE_ROPE);
@@ -422,6 +446,7 @@ static mixer_fn *const mixers[] = {
     [KVC_KIND_CONV] = mix_conv,
     [KVC_KIND_DELTA] = mix_delta,
     [KVC_KIND_SHARED] = mix_attention,
+    [KVC_KIND_MAMBA2] = mix_mamba2,
 };
 
 /* The cache layer block l's mixer works on: its own, or the one a shared
@@ -470,6 +495,7 @@ static void residual(kvc_lm *lm, size_t T, const kvc_tensor *norm, const kvc_ten
         return;
     }
     norm_rows_in_place(lm, T, lm->dim, s->xb, norm);
+    for (size_t i = 0; lm->residual_scale > 0 && i < T * lm->dim; i++) s->xb[i] *= lm->residual_scale;
     kvc_profile_mark(KVC_PROFILE_NORM);
     kvc_add(T * lm->dim, s->x, s->xb);
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
@@ -526,7 +552,7 @@ static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
         const kvc_layer *layer = kvc_model_layer(cache, l);
         const kvc_layer_plan *plan = &lm->plans[l];
         if (kvc_layer_kind(layer) != plan->kind) return 0;
-        if (plan->kind == KVC_KIND_CONV || plan->kind == KVC_KIND_DELTA) {
+        if (plan->kind != KVC_KIND_FULL && plan->kind == lm->arch->recurrent) { /* a state of lm's shape */
             if (kvc_layer_channels(layer) != r->channels || kvc_layer_conv_kernel(layer) != r->kernel ||
                 kvc_layer_key_heads(layer) != r->key_heads || kvc_layer_value_heads(layer) != r->value_heads ||
                 kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||
@@ -575,6 +601,10 @@ static void logits_of(kvc_lm *lm, size_t from, size_t count, float *logits) {
     const kvc_product product = {&lm->output, logits, lm->vocab_size};
     kvc_matmul(KVC_PROFILE_LOGITS, 1, &product, s->xb, count, s->codes);
     if (lm->logit_softcap > 0) kvc_softcap(count * lm->vocab_size, logits, lm->logit_softcap);
+    if (lm->logit_scale > 0) {
+        const float scale = 1.0f / lm->logit_scale; /* ggml_scale by the reciprocal, as llama.cpp's Granite */
+        for (size_t i = 0; i < count * lm->vocab_size; i++) logits[i] *= scale;
+    }
 }
 
 /* gemma4: the per-layer inputs of the chunk's T tokens (their rows of the
@@ -641,7 +671,6 @@ static void add_row(const kvc_tensor *t, size_t r, float *row, float *x, size_t 
 static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params *rope_global, size_t first, size_t start,
                         size_t T) {
     kvc_lm_scratch *s = &lm->scratch;
-    const float embed_scale = sqrtf((float)lm->dim);
     for (size_t t = 0; t < T; t++) {
         float *x = s->x + t * lm->dim;
         if (in->embeddings) {
@@ -649,7 +678,7 @@ static void take_inputs(kvc_lm *lm, const pass_input *in, const kvc_rope_params 
             memcpy(x, in->embeddings + (start + t) * lm->dim, lm->dim * sizeof(float));
         } else {
             kvc_tensor_values(&lm->token_embd, in->tokens[start + t], 0, lm->dim, x);
-            for (size_t i = 0; (lm->arch->flags & KVC_ARCH_EMBED_SCALE) && i < lm->dim; i++) x[i] *= embed_scale;
+            for (size_t i = 0; lm->embed_scale > 0 && i < lm->dim; i++) x[i] *= lm->embed_scale;
         }
         if (lm->token_types.type) add_row(&lm->token_types, 0, s->xb, x, lm->dim);
         /* A token's RoPE position: the cache's, or (t, y, x, e) given. */
@@ -810,7 +839,7 @@ kvc_status kvc_lm_keep(kvc_lm *lm, kvc_model *cache, size_t n) {
     for (size_t l = 0; l < lm->num_layers && status == KVC_OK; l++) {
         kvc_layer *layer = kvc_model_layer(cache, l);
         const kvc_kind kind = lm->plans[l].kind;
-        if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_SHARED) continue; /* no rows of its own */
+        if (!kvc_kind_traits_of(kind)->rows) continue; /* no rows of its own: a state, or a shared layer */
         const size_t L = kvc_layer_seq_len(layer);
         status = scratch_reserve(lm, s->tokens, L);
         if (status != KVC_OK) break;

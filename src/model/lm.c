@@ -135,7 +135,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     const kvc_kind kind = plan->kind;
     const int owns_rows = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW;
     const int attends = owns_rows || kind == KVC_KIND_SHARED;
-    const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA;
+    const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA, mamba = kind == KVC_KIND_MAMBA2;
     const int per_layer = lm->per_layer_dim > 0;
     const kvc_recurrent_shape *r = &lm->recurrent;
     const size_t inner = r->value_heads * r->value_dim;
@@ -151,6 +151,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     /* A bias: required (qwen2's q, k, v), or read where the file has it (bert's). */
     const int bias = attends ? ((flags & KVC_ARCH_QKV_BIAS) ? 1 : (flags & KVC_ARCH_BIASES) ? 2 : 0) : 0;
     const int gated = lm->arch->activation != KVC_ACT_GELU_TANH;
+    const size_t groups = mamba ? r->key_heads : 1;
     kvc_tensor qkv, qkv_bias;
     memset(b, 0, sizeof *b);
     memset(&qkv_bias, 0, sizeof qkv_bias);
@@ -182,11 +183,16 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"attn_gate.weight", lm->dim, inner, delta, &b->z_proj},
         {"ssm_beta.weight", lm->dim, r->value_heads, delta, &b->beta_proj},
         {"ssm_alpha.weight", lm->dim, r->value_heads, delta, &b->alpha_proj},
-        {"ssm_conv1d.weight", r->kernel, r->channels, delta, &b->conv},
-        {"ssm_dt.bias", r->value_heads, 0, delta, &b->dt_bias},
+        {"ssm_in.weight", lm->dim, 2 * inner + 2 * r->key_heads * r->key_dim + r->value_heads, mamba, &b->in_proj},
+        {"ssm_conv1d.weight", r->kernel, r->channels, delta || mamba, &b->conv},
+        {"ssm_conv1d.bias", r->channels, 0, mamba ? 2 : 0, &b->conv_bias},
+        {"ssm_dt.bias", r->value_heads, 0, delta || mamba, &b->dt_bias},
         {"ssm_a", r->value_heads, 0, delta, &b->decay_rate},
+        {"ssm_a", 1, r->value_heads, mamba, &b->decay_rate},
+        {"ssm_d", 1, r->value_heads, mamba, &b->skip},
         {"ssm_norm.weight", r->value_dim, 0, delta, &b->head_norm},
-        {"ssm_out.weight", inner, lm->dim, delta, &b->out_proj},
+        {"ssm_norm.weight", inner / groups, groups, mamba ? 2 : 0, &b->head_norm},
+        {"ssm_out.weight", inner, lm->dim, delta || mamba, &b->out_proj},
         {"post_attention_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_attn_norm},
         {"post_ffw_norm.weight", lm->dim, 0, (flags & KVC_ARCH_POST_NORMS) != 0, &b->post_ffn_norm},
         {"attn_output_norm.weight", lm->dim, 0, after, &b->post_attn_norm},
@@ -228,6 +234,21 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         b->bq = qkv_bias, b->bk = qkv_bias, b->bv = qkv_bias;
         b->bq.cols = q_dim, b->bk.cols = kv_dim, b->bv.cols = kv_dim;
         b->bk.offset += 4 * q_dim, b->bv.offset += 4 * (q_dim + kv_dim);
+    }
+    if (mamba) {
+        /* ssm_in's rows: z, then x, B and C (the convolution's), then dt. */
+        const kvc_tensor ssm_in = b->in_proj;
+        b->z_proj = row_range(&ssm_in, 0, inner);
+        b->in_proj = row_range(&ssm_in, inner, r->channels);
+        b->dt_proj = row_range(&ssm_in, inner + r->channels, r->value_heads);
+        /* ggml's ssm_conv and ssm_scan read these in f32 only. */
+        const struct { const char *name; const kvc_tensor *t; } vectors[] = {
+            {"ssm_conv1d.bias", &b->conv_bias}, {"ssm_dt.bias", &b->dt_bias}, {"ssm_a", &b->decay_rate}, {"ssm_d", &b->skip},
+            {"ssm_norm.weight", &b->head_norm}};
+        for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
+            if (vectors[i].t->type && vectors[i].t->type->ggml_id != 0)
+                return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "tensor blk.%zu.%s is not F32, as Mamba-2's vectors are", l, vectors[i].name);
+        }
     }
     if (fused_up) {
         /* llama.cpp's swiglu of one product: silu of its first half times the second. */
@@ -421,6 +442,23 @@ static kvc_status read_rope_scaling(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
+/* The embeddings' scale (gemma's sqrt(dim)), q.k's (the architecture's),
+ * and (KVC_ARCH_MULTIPLIERS) each of Granite's where the file has it. */
+static kvc_status read_multipliers(lm_source *src, kvc_lm *lm) {
+    lm->embed_scale = lm->arch->flags & KVC_ARCH_EMBED_SCALE ? sqrtf((float)lm->dim) : 0.0f;
+    lm->attention_scale = lm->arch->attention_scale;
+    if (!(lm->arch->flags & KVC_ARCH_MULTIPLIERS)) return KVC_OK;
+    const struct { const char *key; float *out; } multipliers[] = {
+        {"embedding_scale", &lm->embed_scale}, {"residual_scale", &lm->residual_scale},
+        {"attention.scale", &lm->attention_scale}, {"logit_scale", &lm->logit_scale}};
+    for (size_t i = 0; i < sizeof multipliers / sizeof multipliers[0]; i++) {
+        kvc_status status;
+        if (arch_key(src, multipliers[i].key) != KVC_GGUF_NONE && (status = real_param(src, multipliers[i].key, 0, multipliers[i].out)))
+            return status;
+    }
+    return KVC_OK;
+}
+
 /* The architecture and hyperparameters. */
 static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     const size_t a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
@@ -512,6 +550,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     /* The logits' cap: the file's, else the architecture's (llama.cpp's
      * hparams default of 30, which gemma4 keeps and gemma3 sets to none). */
     lm->logit_softcap = lm->arch->logit_softcap;
+    if ((status = read_multipliers(src, lm))) return status;
     if ((lm->arch->flags & KVC_ARCH_LOGIT_SOFTCAP) && arch_key(src, "final_logit_softcapping") != KVC_GGUF_NONE &&
         (status = real_param(src, "final_logit_softcapping", 0, &lm->logit_softcap)))
         return status;
@@ -524,8 +563,10 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
 /* The shape of the recurrent layers, from the file: lfm2's convolution over
  * the model's channels (shortconv.l_cache taps); qwen35's delta rule
  * (ssm.*: group_count key heads of state_size, time_step_rank value heads
- * sharing inner_size, conv_kernel taps).  Checked as the cache's creators
- * check it, by making one. */
+ * sharing inner_size, conv_kernel taps); Mamba-2's the same keys
+ * (group_count groups of B and C of state_size, time_step_rank heads
+ * sharing inner_size).  Checked as the cache's creators check it, by
+ * making one. */
 static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     kvc_recurrent_shape *r = &lm->recurrent;
     kvc_status status;
@@ -545,8 +586,11 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
         status = kvc_layer_create_conv(r->channels, r->kernel, &probe);
     } else {
         r->value_dim = inner / r->value_heads;
-        status = inner % r->value_heads ? KVC_E_VALUE_DIM
-                                        : kvc_layer_create_delta(r->key_heads, r->value_heads, r->key_dim, r->value_dim, r->kernel, &probe);
+        status = inner % r->value_heads                   ? KVC_E_VALUE_DIM
+                 : lm->arch->recurrent == KVC_KIND_DELTA ? kvc_layer_create_delta(r->key_heads, r->value_heads, r->key_dim,
+                                                                                  r->value_dim, r->kernel, &probe)
+                                                         : kvc_layer_create_mamba2(r->value_heads, r->value_dim, r->key_heads,
+                                                                                   r->key_dim, r->kernel, &probe);
         if (probe) r->channels = kvc_layer_channels(probe);
     }
     r->state_len = kvc_layer_state_len(probe);
@@ -555,9 +599,10 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     if (status != KVC_OK) {
         if (lm->arch->recurrent == KVC_KIND_CONV)
             return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a convolution this runner does not compute: %zu channels, %zu taps", r->channels, r->kernel);
-        return kvc_refuse(&src->says, KVC_E_MODEL_FILE,
-                      "a delta rule this runner does not compute: %zu key heads of %zu, %zu value heads sharing %zu, %zu taps",
-                      r->key_heads, r->key_dim, r->value_heads, inner, r->kernel);
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a %s layer this runner does not compute: %zu %s of %zu, %zu heads sharing %zu, %zu taps",
+                          lm->arch->recurrent == KVC_KIND_DELTA ? "delta rule" : "Mamba-2",
+                          r->key_heads, lm->arch->recurrent == KVC_KIND_DELTA ? "key heads" : "groups", r->key_dim,
+                          r->value_heads, inner, r->kernel);
     }
     return KVC_OK;
 }
@@ -597,8 +642,14 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
     const kvc_arch *arch = lm->arch;
     size_t interval = arch->attention_every, shared = 0;
     kvc_status status;
-    if (arch->recurrent == KVC_KIND_DELTA && (status = size_param(src, "full_attention_interval", interval, &interval)))
+    if (arch->recurrent_layers == KVC_RECURRENT_BUT_INTERVAL &&
+        (status = size_param(src, "full_attention_interval", interval, &interval)))
         return status;
+    /* Granite 4.0-H: no positions where rope.scaling.finetuned is false (llama.cpp's default true). */
+    double rotates = 1;
+    const size_t switch_key = arch->flags & KVC_ARCH_ROPE_SWITCH ? arch_key(src, "rope.scaling.finetuned") : KVC_GGUF_NONE;
+    if (switch_key != KVC_GGUF_NONE && kvc_gguf_number(src->gguf, switch_key, 0, &rotates) != KVC_OK)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.rope.scaling.finetuned is not a bool", arch->name);
     if ((arch->flags & KVC_ARCH_SHARED_KV) && (status = layer_param(src, "attention.shared_kv_layers", 0, 0, &shared)))
         return status;
     if (shared >= lm->num_layers)
@@ -616,13 +667,13 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
             (status = layer_param(src, "feed_forward_length", l, 0, &plan->ffn_dim)) ||
             (status = windowed_layer(src, l, listed, period, &windowed_kind)))
             return status;
-        const int is_recurrent = arch->recurrent == KVC_KIND_CONV    ? kv_heads == 0
-                                 : arch->recurrent == KVC_KIND_DELTA ? (l + 1) % interval != 0
-                                                                     : 0;
+        const int is_recurrent = arch->recurrent == KVC_KIND_FULL                            ? 0
+                                 : arch->recurrent_layers == KVC_RECURRENT_BUT_INTERVAL ? (l + 1) % interval != 0
+                                                                                        : kv_heads == 0;
         const int windowed = !is_recurrent && lm->window && windowed_kind;
         plan->kind = is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
         plan->window = windowed ? lm->window : 0;
-        plan->rope_table = arch->nope_every && (l + 1) % arch->nope_every == 0 ? KVC_ROPE_NONE
+        plan->rope_table = !rotates || (arch->nope_every && (l + 1) % arch->nope_every == 0) ? KVC_ROPE_NONE
                            : windowed                                          ? KVC_ROPE_WINDOW
                                                                                : KVC_ROPE_GLOBAL;
         plan->head_dim = windowed ? lm->window_head_dim : lm->head_dim;
@@ -806,7 +857,7 @@ void kvc_lm_each_tensor(kvc_lm *lm, void (*fn)(kvc_tensor *t, void *context), vo
                                &b->post_attn_norm, &b->post_ffn_norm, &b->in_proj, &b->conv, &b->out_proj,
                                &b->z_proj, &b->beta_proj, &b->alpha_proj, &b->dt_bias, &b->decay_rate, &b->head_norm,
                                &b->ple_gate, &b->ple_proj, &b->ple_norm, &b->out_scale, &b->bo, &b->b_up, &b->b_down,
-                               &b->post_attn_norm_bias, &b->post_ffn_norm_bias};
+                               &b->post_attn_norm_bias, &b->post_ffn_norm_bias, &b->dt_proj, &b->conv_bias, &b->skip};
         for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) fn(block[i], context);
     }
 }

@@ -82,9 +82,15 @@ enum {
                                           token's position added to its embedding (bert) */
     KVC_ARCH_TOKEN_TYPES = 1u << 19,   /* token_types' first row ("sentence A") added to every
                                           token's embedding, where the file has it (bert) */
-    KVC_ARCH_BIASES = 1u << 20         /* a bias after every product where the file has one: q, k,
+    KVC_ARCH_BIASES = 1u << 20,        /* a bias after every product where the file has one: q, k,
                                           v (or the fused qkv), the attention's output, the FFN's
                                           up and down (bert) */
+    KVC_ARCH_MULTIPLIERS = 1u << 21,   /* Granite's multipliers, each where the file has it: the
+                                          embeddings times embedding_scale, each sub-block's output
+                                          times residual_scale, q.k times attention.scale (in place
+                                          of 1 / sqrt(head size)), the logits times 1 / logit_scale */
+    KVC_ARCH_ROPE_SWITCH = 1u << 22    /* rope.scaling.finetuned false (true without it): no layer
+                                          rotates (Granite 4.0-H's attention has no positions) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
@@ -94,6 +100,12 @@ typedef enum kvc_activation {
     KVC_ACT_GEGLU_TANH,
     KVC_ACT_GELU_TANH /* no gate: gelu(x Wup), GELU's tanh form (bert) */
 } kvc_activation;
+
+/* Which layers of a hybrid are its recurrent ones. */
+typedef enum kvc_recurrent_layers {
+    KVC_RECURRENT_WITHOUT_KV,      /* a layer whose head_count_kv (a list, one per layer) is 0 (lfm2, granitehybrid) */
+    KVC_RECURRENT_BUT_INTERVAL     /* every layer but each full_attention_interval-th (qwen35) */
+} kvc_recurrent_layers;
 
 /* One architecture: the data that tells its block from llama's. */
 typedef struct kvc_arch {
@@ -109,10 +121,10 @@ typedef struct kvc_arch {
     float window_rope_base;
     /* Layer l rotates no channel when (l + 1) % nope_every == 0 (0: every layer rotates). */
     size_t nope_every;
-    /* The kind of its recurrent layers: KVC_KIND_CONV (lfm2: a layer whose
-     * head_count_kv is 0), KVC_KIND_DELTA (qwen35: every layer but each
-     * full_attention_interval-th), or KVC_KIND_FULL for none. */
+    /* The kind of its recurrent layers (KVC_KIND_CONV, KVC_KIND_DELTA,
+     * KVC_KIND_MAMBA2; KVC_KIND_FULL for none) and which layers they are. */
     kvc_kind recurrent;
+    kvc_recurrent_layers recurrent_layers;
     /* qwen35: full_attention_interval when the file does not say. */
     size_t attention_every;
     /* The FFN's norm and the final norm under their names in the file
@@ -185,6 +197,10 @@ typedef struct kvc_block {
      * the norm of each head's output (ssm_norm). */
     kvc_tensor in_proj, conv, out_proj;
     kvc_tensor z_proj, beta_proj, alpha_proj, dt_bias, decay_rate, head_norm;
+    /* Mamba-2's (ssm_in's rows split: z_proj, in_proj's x, B, C, then
+     * dt_proj): the convolution's bias, the skip D, and head_norm its
+     * grouped norm [groups x inner / groups]; F32 all but the products. */
+    kvc_tensor dt_proj, conv_bias, skip;
     /* KVC_ARCH_PER_LAYER_INPUT: the gate of the block's slice of the
      * per-layer input (inp_gate), its projection back (proj), that
      * projection's norm (post_norm), and the block's output scale
@@ -247,6 +263,10 @@ struct kvc_lm {
     size_t widest_head; /* the larger of the two head sizes */
     float rms_eps, rope_base, window_rope_base;
     float logit_softcap; /* KVC_ARCH_LOGIT_SOFTCAP: the cap (0: none) */
+    /* The embeddings' and each sub-block's output's factors, the logits'
+     * divisor (KVC_ARCH_EMBED_SCALE's sqrt(dim), KVC_ARCH_MULTIPLIERS'; 0:
+     * none) and q.k's scale (0: 1 / sqrt(head size)). */
+    float embed_scale, residual_scale, logit_scale, attention_scale;
     size_t per_layer_dim; /* KVC_ARCH_PER_LAYER_INPUT: each block's slice of a token's per-layer input (0: none) */
     float rope_scale; /* rope.scaling.attn_factor: RoPE's cos and sin times it (1: none) */
     /* The global and window layers' RoPE (the global ones' factors set as a

@@ -109,8 +109,9 @@ test('the README states the sizes npm pack gives: packed, unpacked, files, and e
   // reranking models), about 5 kB a module gzipped and 15 kB of JavaScript and types. 516 KiB: the
   // Q2_K and Q3_K weights (scalar, SIMD128 and relaxed gemms), 2.5 kB gzipped in kvcache.wasm, 5.2
   // kB in kvcache-relaxed.wasm. 540 KiB and 168 KiB a module: issue 54's IQ4_NL and IQ4_XS gemms, the
-  // packed layouts (Q8_0x4, Q4_Kx4: packers and gemms), about 11 kB gzipped a module.
-  assert.ok(sizes.packed < 540 * 1024, `the tarball is ${sizes.packed} bytes`);
+  // packed layouts (Q8_0x4, Q4_Kx4: packers and gemms), about 11 kB gzipped a module. 560 KiB: issue 55's
+  // Mamba-2 kind and kernel, the state kinds' traits, GELU's table, granitehybrid (5.4 kB packed).
+  assert.ok(sizes.packed < 560 * 1024, `the tarball is ${sizes.packed} bytes`);
   for (const { gzip } of sizes.wasm) assert.ok(gzip < 168 * 1024, `a .wasm is ${gzip} bytes gzipped`);
 });
 

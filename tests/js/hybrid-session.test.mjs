@@ -1,6 +1,7 @@
 // Sessions of hybrid models (tiny random lfm2: short convolutions with
 // attention at layers 2 and 5; tiny random qwen35: gated delta rules with
-// gated attention every fourth layer): their recurrent layers hold a state
+// gated attention every fourth layer; tiny random granitehybrid: Mamba-2
+// with attention at layers 2 and 5): their recurrent layers hold a state
 // of one size however long the conversation, beside attention rows that
 // grow; a speculative verify keeps each draft's state apart, so that
 // keeping j of k drafts is exactly plain decoding of those j tokens, at
@@ -17,7 +18,7 @@ import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
 import { POISON, POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
-const VARIANTS = ['tiny-lfm2', 'tiny-qwen35'];
+const VARIANTS = ['tiny-lfm2', 'tiny-qwen35', 'tiny-granitehybrid'];
 const models = {};
 before(async () => {
   await ready();
@@ -28,7 +29,7 @@ before(async () => {
   }
 });
 
-const RECURRENT = ['conv', 'delta'];
+const RECURRENT = ['conv', 'delta', 'mamba2'];
 
 const layersOf = (cache) => Array.from({ length: cache.numLayers }, (_, i) => cache.layer(i));
 
@@ -119,7 +120,8 @@ for (const variant of VARIANTS) {
   });
 }
 
-for (const [target, drafter] of [['tiny-qwen35', 'tiny-qwen35'], ['tiny-lfm2', 'tiny-lfm2'], ['tiny-qwen35', 'tiny-lfm2']]) {
+for (const [target, drafter] of [['tiny-qwen35', 'tiny-qwen35'], ['tiny-lfm2', 'tiny-lfm2'], ['tiny-qwen35', 'tiny-lfm2'],
+  ['tiny-granitehybrid', 'tiny-granitehybrid']]) {
   test(`a ${drafter} draft model drafting for ${target}: exactly plain decoding's tokens at every draft length, its drafts kept by their states`, () => {
     const llama = models[`${target} Q8_0`];
     // The same file drafts what the target samples (every draft accepted); another, what it happens to agree on.

@@ -521,3 +521,22 @@ test('a q4 snapshot keeps its residual window, and a restored cache rolls back w
   cache.appendBatch(k, v);
   assert.deepEqual(restored.serialize(), cache.serialize());
 });
+
+test('a mamba2 layer has the geometry it was made with, holds its state in memoryBytes, and refuses a shape by name', () => {
+  const layer = new LayerKvCache({ kind: 'mamba2', heads: 4, headDim: 12, groups: 2, stateSize: 8, kernel: 4 });
+  try {
+    assert.equal(layer.kind, 'mamba2');
+    // Read as a delta layer's: key heads the groups, value heads the heads, key size the state, value size headDim.
+    assert.deepEqual([layer.keyHeads, layer.valueHeads, layer.keyDim, layer.valueDim, layer.kernel], [2, 4, 8, 12, 4]);
+    const channels = 4 * 12 + 2 * 2 * 8;
+    assert.equal(layer.channels, channels);
+    assert.equal(layer.memoryBytes, 4 * (3 * channels + 4 * 8 * 12));
+  } finally {
+    layer.free();
+  }
+  const good = { kind: 'mamba2', heads: 4, headDim: 12, groups: 2, stateSize: 8, kernel: 4 };
+  assert.throws(() => new LayerKvCache({ ...good, groups: 3 }), /heads must be a multiple of groups/);
+  assert.throws(() => new LayerKvCache({ ...good, stateSize: 0 }), /stateSize/);
+  assert.throws(() => new LayerKvCache({ ...good, kernel: 1 }), /kernel/);
+  assert.throws(() => new LayerKvCache({ ...good, keyHeads: 2 }), /keyHeads/);
+});
