@@ -183,8 +183,8 @@ static void check_linear(const kvc_layer *layer, const ref_layer *ref) {
 
 void check_memory_formula(const kvc_layer *layer) {
     const kvc_kind kind = kvc_layer_kind(layer);
-    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA) {
-        /* The convolution's kernel - 1 rows of channels, then each value head's key_dim x value_dim. */
+    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) {
+        /* The convolution's kernel - 1 rows of channels, then each (value) head's key_dim x value_dim. */
         const size_t state = ((kvc_layer_conv_kernel(layer) - 1) * kvc_layer_channels(layer) +
                               kvc_layer_value_heads(layer) * kvc_layer_key_dim(layer) * kvc_layer_value_dim(layer)) *
                              sizeof(float);

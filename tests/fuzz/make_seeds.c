@@ -121,15 +121,17 @@ static kvc_layer *linear_layer(size_t steps, int phase) {
     return layer;
 }
 
-/* A conv (value_heads 0) or delta layer of small geometry after `steps` steps of values_at inputs. */
-static kvc_layer *recurrent_layer(size_t value_heads, size_t steps) {
+/* A conv, delta or Mamba-2 layer (of value_heads heads) of small geometry after `steps` steps of values_at inputs. */
+static kvc_layer *recurrent_layer(kvc_kind kind, size_t value_heads, size_t steps) {
     enum { CHANNELS = 6, KEY_HEADS = 1, KEY_DIM = 2, VALUE_DIM = 2, TAPS = 3 };
     kvc_layer *layer;
-    must(value_heads ? kvc_layer_create_delta(KEY_HEADS, value_heads, KEY_DIM, VALUE_DIM, TAPS, &layer)
-                     : kvc_layer_create_conv(CHANNELS, TAPS, &layer),
+    must(kind == KVC_KIND_DELTA    ? kvc_layer_create_delta(KEY_HEADS, value_heads, KEY_DIM, VALUE_DIM, TAPS, &layer)
+         : kind == KVC_KIND_MAMBA2 ? kvc_layer_create_mamba2(value_heads, VALUE_DIM, KEY_HEADS, KEY_DIM, TAPS, &layer)
+                                   : kvc_layer_create_conv(CHANNELS, TAPS, &layer),
          "create recurrent");
     const size_t C = kvc_layer_channels(layer);
     float x[16], w[16 * TAPS], alpha[4], beta[4], out[16];
+    const float a[4] = {-0.5f, -1.0f, -2.0f, -4.0f};
     for (size_t i = 0; i < C * TAPS; i++) w[i] = value_at(0, i, 3, 1);
     for (size_t s = 0; s < steps; s++) {
         for (size_t i = 0; i < C; i++) x[i] = value_at(s, i, 0, 1);
@@ -137,7 +139,9 @@ static kvc_layer *recurrent_layer(size_t value_heads, size_t steps) {
             alpha[h] = 0.9f;
             beta[h] = 0.5f;
         }
-        must(value_heads ? kvc_layer_delta_n(layer, 1, x, w, alpha, beta, 1e-6f, out) : kvc_layer_conv_n(layer, 1, x, w, out),
+        must(kind == KVC_KIND_DELTA    ? kvc_layer_delta_n(layer, 1, x, w, alpha, beta, 1e-6f, out)
+             : kind == KVC_KIND_MAMBA2 ? kvc_layer_mamba2_n(layer, 1, x, w, NULL, alpha, beta, a, beta, out)
+                                       : kvc_layer_conv_n(layer, 1, x, w, out),
              "recurrent step");
     }
     return layer;
@@ -184,9 +188,11 @@ static void snapshot_seeds(void) {
     }
     write_layer("layer-linear-5-steps", linear_layer(5, 0));
     write_layer("layer-linear-phase-3-steps", linear_layer(3, 1));
-    write_layer("layer-conv-4-steps", recurrent_layer(0, 4));
-    write_layer("layer-delta-5-steps", recurrent_layer(2, 5));
-    kvc_layer *lfm2_like[3] = {recurrent_layer(0, 3), full_layer(2, 4, KVC_MODE_F32, 3), recurrent_layer(2, 3)};
+    write_layer("layer-conv-4-steps", recurrent_layer(KVC_KIND_CONV, 0, 4));
+    write_layer("layer-delta-5-steps", recurrent_layer(KVC_KIND_DELTA, 2, 5));
+    write_layer("layer-mamba2-5-steps", recurrent_layer(KVC_KIND_MAMBA2, 2, 5));
+    kvc_layer *lfm2_like[3] = {recurrent_layer(KVC_KIND_CONV, 0, 3), full_layer(2, 4, KVC_MODE_F32, 3),
+                               recurrent_layer(KVC_KIND_DELTA, 2, 3)};
     write_model("model-conv-full-delta-3", lfm2_like, 3);
 
     kvc_layer *hybrid[3] = {full_layer(2, 4, KVC_MODE_Q8, 66), full_layer(1, 4, KVC_MODE_F32, 66),
