@@ -4,7 +4,7 @@
 // Llama 3.2 Instruct and SmolLM2 Instruct templates of tests/fixtures/chat-templates.json,
 // and the SmolLM3 and Phi-4-mini ones of tests/js/chat-templates-more.json,
 // over conversations of every shape, with and without the generation prompt;
-// Gemma 4's, which no transformers.js package ships, against the engine
+// Gemma 4's and Granite 4.0's, which no transformers.js package ships, against the engine
 // rendering it directly;
 // and, where transformers.js is no oracle (the engine differs from Python's
 // jinja2), against what transformers in Python gives, checked by hand.
@@ -23,6 +23,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
 import { ChatTemplate, ChatTemplateError } from '../../js/chat/template.js';
+import { toolFormatOf } from '../../js/chat/tools.js';
 import { Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { metadataMap } from '../gguf/hf-vocab.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
@@ -403,4 +404,27 @@ test('Gemma 4: every conversation, with tools, tool calls, their results and thi
   assert.ok(template.render(CONVERSATIONS['a single user turn']).endsWith('<|turn>user\nWhat is the capital of France?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>'));
   assert.ok(template.render(CONVERSATIONS['a single user turn'], { enable_thinking: true }).startsWith('<bos><|turn>system\n<|think|>\n<turn|>\n'));
   console.log(`# Gemma 4: ${count} renders identical`);
+});
+
+test('Granite 4.0 (4.0-H): every conversation, with tools, their calls and results, renders through ChatTemplate as the engine renders the template directly; its calls are Hermes-style', () => {
+  const GRANITE = MORE['granite-4.0'];
+  const template = fixtureTemplate(GRANITE);
+  const direct = new Template(GRANITE.chat_template);
+  const call = (id, name, args) => ({ id, type: 'function', function: { name, arguments: args } });
+  const withTools = [
+    { role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Weather in Oslo?' },
+    { role: 'assistant', content: '', tool_calls: [call('c1', 'get_weather', { place: 'Oslo, "NO"' })] },
+    { role: 'tool', tool_call_id: 'c1', content: '{"celsius": -3}' }, { role: 'assistant', content: 'It is -3 °C.' },
+  ];
+  for (const messages of [...Object.values(CONVERSATIONS), ...[2, 3, 4, 5].map((n) => withTools.slice(0, n))]) {
+    for (const variables of [{}, { tools: [WEATHER_TOOL] }]) {
+      for (const add of [true, false]) {
+        const expected = direct.render({ messages, add_generation_prompt: add, tools: null, documents: null, bos_token: GRANITE.bos_token,
+          eos_token: GRANITE.eos_token, ...variables });
+        assert.equal(template.render(messages, { addGenerationPrompt: add, ...variables }), expected, `${JSON.stringify(messages).slice(0, 80)} ${Object.keys(variables)} ${add}`);
+      }
+    }
+  }
+  assert.ok(template.render(withTools.slice(0, 2), { tools: [WEATHER_TOOL] }).includes('<tools>\n{"type": "function"'));
+  assert.deepEqual(toolFormatOf(GRANITE.chat_template), { name: 'hermes', variable: 'tools' });
 });
