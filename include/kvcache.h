@@ -131,7 +131,9 @@ int kvc_component_keeps_window(kvc_component component);
  * (Granite 4.0-H's, Nemotron-H's, Falcon-H1's; kvc_layer_create_conv,
  * kvc_layer_create_delta, kvc_layer_create_mamba2), or shared: no
  * rows of its own, it reads an earlier layer's of its model (Gemma 4's
- * shared-KV blocks; kvc_layer_create_shared). */
+ * shared-KV blocks; kvc_layer_create_shared), or none: it holds nothing
+ * and takes no positions (a block without a mixer, Nemotron-H's MLP-only
+ * blocks; kvc_layer_create_none). */
 typedef enum kvc_kind {
     KVC_KIND_FULL = 0,
     KVC_KIND_LINEAR = 1,
@@ -139,7 +141,8 @@ typedef enum kvc_kind {
     KVC_KIND_CONV = 3,
     KVC_KIND_DELTA = 4,
     KVC_KIND_SHARED = 5,
-    KVC_KIND_MAMBA2 = 6
+    KVC_KIND_MAMBA2 = 6,
+    KVC_KIND_NONE = 7
 } kvc_kind;
 
 /* Limits of the recurrent kinds: a convolution's channels and taps, a delta
@@ -252,6 +255,7 @@ const char *kvc_status_symbol(kvc_status status);
  * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
  * KVC_KIND_WINDOW, KVC_KIND_CONV, KVC_KIND_DELTA, KVC_KIND_SHARED,
  * KVC_KIND_MAMBA2,
+ * KVC_KIND_NONE,
  * KVC_LM_IMPORTANCE, KVC_LM_VERIFY, every kvc_gguf_type (KVC_GGUF_UINT8
  * .. KVC_GGUF_FLOAT64) and every kvc_profile_op; their order is not part
  * of the API.
@@ -448,6 +452,20 @@ kvc_status kvc_layer_create_shared(size_t owner, kvc_layer **out);
  * @return : the index of the layer a shared layer reads, or SIZE_MAX for
  *           any other kind and for NULL. */
 size_t kvc_layer_owner(const kvc_layer *layer);
+
+/* kvc_layer_create_none():
+ * A layer that holds nothing and takes no positions, for a block of a
+ * model that keeps nothing between tokens (Nemotron-H's MLP-only blocks),
+ * so that a model's cache still has a layer a block.  In a model it costs
+ * no memory (kvc_layer_memory_bytes 0), it takes no positions
+ * (kvc_model_seq_len and kvc_model_create's alignment pass it by, as any
+ * draft count), and every model call leaves it as it is:
+ * truncation, clear, verify and accept, eviction, forks; a snapshot holds
+ * its kind alone.  Calls on rows or a state (append, attend, truncate_last,
+ * the recurrent steps, ...) refuse it with KVC_E_KIND and change nothing.
+ * On success *out owns the layer.
+ * @return : KVC_OK, KVC_E_NULL_POINTER or KVC_E_NOMEM (*out set to NULL). */
+kvc_status kvc_layer_create_none(kvc_layer **out);
 
 /* kvc_layer_free(): releases `layer` and everything it holds.  NULL is a no-op. */
 void kvc_layer_free(kvc_layer *layer);
@@ -1083,7 +1101,8 @@ kvc_layer *kvc_model_layer(const kvc_model *model, size_t i);
 size_t kvc_model_num_layers(const kvc_model *model);
 /* Positions every layer has taken in: the least next position (full
  * layers; their seq_len until they evict) or steps (linear); a shared
- * layer's are its owner's. */
+ * layer's are its owner's, a none layer takes none (0 when every layer is
+ * a none layer). */
 size_t kvc_model_seq_len(const kvc_model *model);
 /* Sums over the layers (a shared layer's memory is 0: its owner counts it). */
 size_t kvc_model_memory_bytes(const kvc_model *model);
@@ -1113,6 +1132,12 @@ kvc_status kvc_model_accept(kvc_model *model, size_t j);
 
 /* 1 while the model's layers verify. */
 int kvc_model_verifying(const kvc_model *model);
+
+/* kvc_model_draft_len():
+ * @return : the draft positions a verifying model holds (kvc_layer_draft_len
+ *           of its first layer that takes positions: not a shared or none
+ *           layer), 0 when it does not verify, has no such layer, or is NULL. */
+size_t kvc_model_draft_len(const kvc_model *model);
 
 /* kvc_model_evict(): kvc_layer_evict on every full layer, each by its own
  * importance (linear layers hold no rows), all or none.

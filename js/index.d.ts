@@ -193,7 +193,13 @@ export interface SharedLayerOptions {
   owner: number;
 }
 
-export type LayerKvCacheOptions = FullLayerOptions | WindowLayerOptions | LinearLayerOptions | SharedLayerOptions;
+/** A none layer (Nemotron-H's MLP-only blocks): it holds nothing and takes no positions; the cache's
+ * operations leave it as it is. */
+export interface NoneLayerOptions {
+  kind: 'none';
+}
+
+export type LayerKvCacheOptions = FullLayerOptions | WindowLayerOptions | LinearLayerOptions | SharedLayerOptions | NoneLayerOptions;
 
 /** Thrown for what argument checks cannot prevent; `code` is the C status name (e.g. "KVC_E_NOMEM"). */
 export class KvCacheError extends Error {
@@ -227,7 +233,7 @@ export interface LayerKvCache extends WasmHandle {}
 export class LayerKvCache {
   constructor(options: LayerKvCacheOptions);
 
-  readonly kind: 'full' | 'window' | 'linear' | 'shared';
+  readonly kind: 'full' | 'window' | 'linear' | 'shared' | 'none';
   /** A shared layer's owner: the index of the layer of its KvCache whose rows it reads (null for other kinds). */
   readonly owner: number | null;
   /** A window layer's window (0 for other kinds). */

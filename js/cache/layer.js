@@ -1,7 +1,8 @@
 // LayerKvCache: one layer's cache, full or sliding-window attention (rows of
 // keys and values), recurrent: linear attention (an f64 state), a short
 // convolution or a gated delta rule (f32 states), or shared: no rows of its
-// own, it names the earlier layer of its KvCache whose rows it reads. A thin
+// own, it names the earlier layer of its KvCache whose rows it reads, or
+// none: it holds nothing and takes no positions. A thin
 // class over one C kvc_layer pointer; include/kvcache.h has the rules.
 import {
   callC, callOut, checkStatus, copyOut, disposeSymbol, heapView, lib, ownedObjects, readCString, sizeOrInfinity, u32At,
@@ -23,7 +24,8 @@ export const MAX_POSITIONS = C_LIMITS.KVC_MAX_POSITIONS;
 const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
 const KIND_NAMES = { 0: 'full', [KIND_LINEAR]: 'linear', [KIND_WINDOW]: 'window', [C_CODES.KVC_KIND_CONV]: 'conv',
-  [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared', [C_CODES.KVC_KIND_MAMBA2]: 'mamba2' };
+  [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared', [C_CODES.KVC_KIND_MAMBA2]: 'mamba2',
+  [C_CODES.KVC_KIND_NONE]: 'none' };
 /** The most layers a KvCache holds, and so the largest owner a shared layer names. */
 export const MAX_LAYERS = 4096;
 const MAX_CHANNELS = C_LIMITS.KVC_MAX_CHANNELS;
@@ -71,10 +73,12 @@ const WINDOW_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows',
 const CONV_OPTIONS = ['kind', 'channels', 'kernel'];
 const DELTA_OPTIONS = ['kind', 'keyHeads', 'valueHeads', 'keyDim', 'valueDim', 'kernel'];
 const SHARED_OPTIONS = ['kind', 'owner'];
+const NONE_OPTIONS = ['kind'];
 const MAMBA2_OPTIONS = ['kind', 'heads', 'headDim', 'groups', 'stateSize', 'kernel'];
 const OPTIONS = {
   full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS, shared: SHARED_OPTIONS,
   mamba2: MAMBA2_OPTIONS,
+  none: NONE_OPTIONS,
 };
 
 /**
@@ -147,8 +151,10 @@ export function createLayer(where, options) {
     // Whether it names an earlier layer of rows is for the KvCache it joins to check.
     const owner = checkInteger(where, 'owner', options.owner, 0, MAX_LAYERS - 1);
     return callOut(where, (outPtr) => exports.kvc_layer_create_shared(owner, outPtr));
+  } else if (kind === 'none') {
+    return callOut(where, (outPtr) => exports.kvc_layer_create_none(outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta', 'mamba2' or 'shared' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta', 'mamba2', 'shared' or 'none' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -176,6 +182,8 @@ export function wrapLayer(ptr, owner = null) {
  *   new LayerKvCache({ kind: 'shared', owner })
  *     holds nothing: in a KvCache, it reads the rows of layer `owner`, an earlier
  *     full or window layer (Gemma 4's shared-KV blocks)
+ *   new LayerKvCache({ kind: 'none' })
+ *     holds nothing and takes no positions (Nemotron-H's MLP-only blocks)
  */
 export class LayerKvCache {
   #ptr = 0;
@@ -224,6 +232,7 @@ export class LayerKvCache {
     if (this.#kind === 'shared') {
       throw new KvCacheError(`LayerKvCache.${where}: this is a shared layer (it holds no rows: it reads those of layer ${this.owner}, its owner); nothing was changed`, 'KVC_E_KIND');
     }
+    if (this.#kind === 'none') throw new KvCacheError(`LayerKvCache.${where}: this is a none layer (it holds nothing); nothing was changed`, 'KVC_E_KIND');
     if (!this.#rows) throw new TypeError(`LayerKvCache.${where}: this is a ${this.#kind} layer (it has no rows, but a recurrent state)`);
     return ptr;
   }

@@ -186,13 +186,14 @@ export class KvCache {
   accept(j) {
     const where = 'KvCache.accept';
     const ptr = this.#live('accept');
-    // A shared layer's drafts are its owner's rows: it holds none to compare.
-    const drafts = this.verifying ? this.#layers.map((layer) => (layer.kind === 'shared' ? null : layer.draftLen)) : [];
-    const differs = drafts.findIndex((k) => k !== null && k !== drafts[0]);
+    // A shared layer's drafts are its owner's rows, a none layer has none: neither holds any to compare.
+    const drafts = this.verifying ? this.#layers.map((layer) => (layer.kind === 'shared' || layer.kind === 'none' ? null : layer.draftLen)) : [];
+    const first = drafts.findIndex((k) => k !== null);
+    const differs = drafts.findIndex((k) => k !== null && k !== drafts[first]);
     if (differs >= 0) {
-      throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer 0 has ${drafts[0]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
+      throw new KvCacheError(`${where}: every layer must hold the same draft positions (layer ${first} has ${drafts[first]}, layer ${differs} has ${drafts[differs]}); nothing was changed`, 'KVC_E_ACCEPT');
     }
-    checkAccepted(where, j, drafts[0]);
+    checkAccepted(where, j, this.verifying ? drafts[first] ?? 0 : undefined);
     checkStatus(where, lib().kvc_model_accept(ptr, j));
   }
 

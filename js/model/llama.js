@@ -610,8 +610,8 @@ export class Llama {
       ropeBase: api.kvc_lm_rope_base(ptr),
       // Each layer's sliding window (0: global attention).
       layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
-      // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), or a recurrent layer's 'conv' (lfm2),
-      // 'delta' (qwen35) or 'mamba2' (granitehybrid).
+      // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), a recurrent layer's 'conv' (lfm2),
+      // 'delta' (qwen35) or 'mamba2' (granitehybrid, nemotron_h), or 'none' (nemotron_h's MLP-only blocks keep nothing).
       layerKinds: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => LAYER_KINDS[api.kvc_lm_layer_kind(ptr, l)])),
       // Each layer's attention: its head size and KV heads (gemma4's window and global layers differ; 0 for a recurrent layer).
       layerHeadDims: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_head_dim(ptr, l) >>> 0)),
@@ -684,9 +684,9 @@ export class Llama {
     // Infinity: a layer's cache alone passes the 32-bit address space. A
     // window layer holds at most its window, its rollback, a page and a batch;
     // a recurrent layer its state, and another while it steps; a shared
-    // layer nothing.
+    // or none layer nothing.
     const layerBytes = (window, l) => {
-      if (layerKinds[l] === 'shared') return 0;
+      if (layerKinds[l] === 'shared' || layerKinds[l] === 'none') return 0;
       if (RECURRENT_KINDS.includes(layerKinds[l])) return 2 * stateBytes(api, this.#ptr);
       return sizeOrInfinity(api.kvc_layer_bytes_for(layerKvHeads[l], layerHeadDims[l], MODES.indexOf(mode),
         window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions));
@@ -1639,7 +1639,8 @@ function spelledBy(tokenizer, ids, text) {
 }
 
 // A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.
-const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared', 'mamba2'];
+const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared', 'mamba2',
+  'none'];
 const RECURRENT_KINDS = ['conv', 'delta', 'mamba2'];
 
 /** The shape of a model's recurrent layers (kvc_lm_recurrent_*), or null. */
@@ -1670,6 +1671,7 @@ function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
     const numKvHeads = layerKvHeads[l], headDim = layerHeadDims[l];
     if (kind === 'window') return { kind, window: layerWindows[l], rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows };
     if (kind === 'shared') return { kind, owner: layerOwners[l] };
+    if (kind === 'none') return { kind };
     if (kind === 'mamba2') {
       const { valueHeads: heads, valueDim: headDim, keyHeads: groups, keyDim: stateSize, kernel } = recurrent;
       return { kind, heads, headDim, groups, stateSize, kernel };
@@ -1694,6 +1696,7 @@ function layerFits(config, layer, l) {
       layer.keyDim === keyDim && layer.valueDim === valueDim && (kind !== 'conv' || layer.channels === channels);
   }
   if (kind === 'shared') return layer.owner === config.layerOwners[l];
+  if (kind === 'none') return true;
   return layer.window === config.layerWindows[l] && layer.numKvHeads === config.layerKvHeads[l] && layer.headDim === config.layerHeadDims[l];
 }
 

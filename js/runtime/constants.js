@@ -30,6 +30,7 @@ export const C_CODES = Object.freeze({
   KVC_KIND_DELTA: 4,
   KVC_KIND_SHARED: 5,
   KVC_KIND_MAMBA2: 6,
+  KVC_KIND_NONE: 7,
   KVC_LM_IMPORTANCE: 1,
   KVC_LM_VERIFY: 2,
   KVC_LM_SPAN: 4,

@@ -451,12 +451,17 @@ extern const kvc_state_traits kvc_linear_states, kvc_recurrent_states;
 typedef struct kvc_kind_traits {
     const char *name;
     int rows;                      /* keys and values in rows (full, window) */
-    const kvc_state_traits *state; /* else a state (linear, conv, delta); neither: shared */
+    const kvc_state_traits *state; /* else a state (linear, conv, delta); neither: shared, none */
+    int positions;                 /* takes positions of its own (all but shared, none): a model's length counts it */
 } kvc_kind_traits;
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
 
 static inline int kvc_has_rows(const kvc_layer *layer) {
     return kvc_kind_traits_of(layer->kind)->rows;
+}
+
+static inline int kvc_takes_positions(const kvc_layer *layer) {
+    return kvc_kind_traits_of(layer->kind)->positions;
 }
 
 /* The layer's state if it keeps one of this family, else NULL (and for NULL). */

@@ -34,13 +34,14 @@ void kvc_walk_end(void) {
 }
 
 static const kvc_kind_traits kinds[] = {
-    [KVC_KIND_FULL] = {"full", 1, NULL},
-    [KVC_KIND_LINEAR] = {"linear", 0, &kvc_linear_states},
-    [KVC_KIND_WINDOW] = {"window", 1, NULL},
-    [KVC_KIND_CONV] = {"conv", 0, &kvc_recurrent_states},
-    [KVC_KIND_DELTA] = {"delta", 0, &kvc_recurrent_states},
-    [KVC_KIND_SHARED] = {"shared", 0, NULL},
-    [KVC_KIND_MAMBA2] = {"mamba2", 0, &kvc_recurrent_states},
+    [KVC_KIND_FULL] = {"full", 1, NULL, 1},
+    [KVC_KIND_LINEAR] = {"linear", 0, &kvc_linear_states, 1},
+    [KVC_KIND_WINDOW] = {"window", 1, NULL, 1},
+    [KVC_KIND_CONV] = {"conv", 0, &kvc_recurrent_states, 1},
+    [KVC_KIND_DELTA] = {"delta", 0, &kvc_recurrent_states, 1},
+    [KVC_KIND_SHARED] = {"shared", 0, NULL, 0},
+    [KVC_KIND_MAMBA2] = {"mamba2", 0, &kvc_recurrent_states, 1},
+    [KVC_KIND_NONE] = {"none", 0, NULL, 0},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
@@ -197,6 +198,7 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     if (layer->verifying) return KVC_E_VERIFYING;
     if (kvc_has_rows(layer)) return fork_rows(layer, out);
     if (layer->kind == KVC_KIND_SHARED) return kvc_layer_create_shared(layer->owner, out);
+    if (layer->kind == KVC_KIND_NONE) return kvc_layer_create_none(out);
     kvc_layer *copy = kvc_layer_alloc(layer->kind);
     if (!copy) return KVC_E_NOMEM;
     /* A recurrent state is a few MB at most: a fork copies it. */
@@ -415,6 +417,11 @@ size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
         written = snprintf(buf, buf_len, "kvc_layer{kind=shared owner=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
                            layer->owner, layer->verifying, kvc_layer_memory_bytes(layer),
                            kvc_layer_capacity_bytes(layer));
+        return written < 0 ? 0 : (size_t)written;
+    }
+    if (layer->kind == KVC_KIND_NONE) {
+        written = snprintf(buf, buf_len, "kvc_layer{kind=none verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
+                           layer->verifying, kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
         return written < 0 ? 0 : (size_t)written;
     }
     written = snprintf(buf, buf_len,

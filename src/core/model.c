@@ -1,8 +1,9 @@
 /*
  * model.c -- a model's cache: its layers, full and linear, and the
- * operations that must reach all of them or none.  A shared layer holds
- * nothing and takes no positions of its own: the operations on rows and
- * positions pass it by, and reach the layer it reads as any other.
+ * operations that must reach all of them or none.  A shared layer and a
+ * none layer hold nothing and take no positions of its own: the operations
+ * on rows and positions pass them by (a shared layer's are those of the
+ * layer it reads, reached as any other).
  */
 #include <string.h>
 
@@ -31,12 +32,19 @@ static kvc_status model_of(kvc_layer *const *layers, size_t num_layers, kvc_mode
     return KVC_OK;
 }
 
-/* 1 if every layer but the shared ones has taken in as many positions as
- * the first (never shared: a shared layer's owner comes before it). */
+/* The first of the layers that take positions (num_layers: none does). */
+static size_t first_positioned(kvc_layer *const *layers, size_t num_layers) {
+    size_t i = 0;
+    while (i < num_layers && !kvc_takes_positions(layers[i])) i++;
+    return i;
+}
+
+/* 1 if every layer that takes positions has taken in as many as the first. */
 static int layers_aligned(kvc_layer *const *layers, size_t num_layers) {
-    for (size_t i = 1; i < num_layers; i++) {
-        if (layers[i]->kind != KVC_KIND_SHARED &&
-            kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[0]))
+    const size_t first = first_positioned(layers, num_layers);
+    for (size_t i = first + 1; i < num_layers; i++) {
+        if (kvc_takes_positions(layers[i]) &&
+            kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[first]))
             return 0;
     }
     return 1;
@@ -107,9 +115,11 @@ size_t kvc_model_num_layers(const kvc_model *model) {
 
 size_t kvc_model_seq_len(const kvc_model *model) {
     if (!model) return 0;
-    size_t least = kvc_layer_positions_taken(model->layers[0]);
-    for (size_t i = 1; i < model->num_layers; i++) {
-        if (model->layers[i]->kind == KVC_KIND_SHARED) continue; /* its owner's positions */
+    const size_t first = first_positioned(model->layers, model->num_layers);
+    if (first == model->num_layers) return 0;
+    size_t least = kvc_layer_positions_taken(model->layers[first]);
+    for (size_t i = first + 1; i < model->num_layers; i++) {
+        if (!kvc_takes_positions(model->layers[i])) continue; /* a shared layer's are its owner's */
         const size_t positions = kvc_layer_positions_taken(model->layers[i]);
         if (positions < least) least = positions;
     }
@@ -143,13 +153,13 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
     for (size_t i = 0; i < model->num_layers; i++) {
         const kvc_layer *layer = model->layers[i];
         if (layer->verifying) return KVC_E_VERIFYING;
-        if (layer->kind == KVC_KIND_SHARED) continue;
+        if (!kvc_takes_positions(layer)) continue;
         /* A recurrent layer takes back its last call, nothing else. */
         if (kvc_recurrent_of(layer) ? n > 0 && n != kvc_recurrent_of(layer)->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
         if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW;
     }
     for (size_t i = 0; i < model->num_layers; i++) {
-        if (model->layers[i]->kind != KVC_KIND_SHARED) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
+        if (kvc_takes_positions(model->layers[i])) (void)kvc_layer_truncate_last(model->layers[i], n); /* checked above */
     }
     return KVC_OK;
 }
@@ -209,13 +219,19 @@ kvc_status kvc_model_begin_verify(kvc_model *model) {
     return KVC_OK;
 }
 
+size_t kvc_model_draft_len(const kvc_model *model) {
+    if (!model) return 0;
+    const size_t first = first_positioned(model->layers, model->num_layers);
+    return first < model->num_layers ? kvc_layer_draft_len(model->layers[first]) : 0;
+}
+
 kvc_status kvc_model_accept(kvc_model *model, size_t j) {
     if (!model) return KVC_E_NULL_POINTER;
-    const size_t drafts = kvc_layer_draft_len(model->layers[0]);
+    const size_t drafts = kvc_model_draft_len(model);
     for (size_t i = 0; i < model->num_layers; i++) {
         if (!model->layers[i]->verifying) return KVC_E_NOT_VERIFYING;
-        /* A shared layer's drafts are its owner's rows. */
-        if (model->layers[i]->kind != KVC_KIND_SHARED && kvc_layer_draft_len(model->layers[i]) != drafts)
+        /* A shared layer's drafts are its owner's rows; a none layer has none. */
+        if (kvc_takes_positions(model->layers[i]) && kvc_layer_draft_len(model->layers[i]) != drafts)
             return KVC_E_ACCEPT;
     }
     if (j > drafts) return KVC_E_ACCEPT;

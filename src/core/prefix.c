@@ -83,7 +83,7 @@ static int stateful(const kvc_model *model) {
     return 0;
 }
 
-/* A model an entry can hold: full, recurrent (conv, delta) and shared layers
+/* A model an entry can hold: full, recurrent (conv, delta), shared and none layers
  * only (a match truncates the full ones), none evicted (slot s must be token s),
  * and, when there are entries, their layers' kinds and geometry, mode and
  * residual window. */
@@ -95,6 +95,10 @@ static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *mo
         const kvc_layer *layer = kvc_model_layer(model, i);
         if (layer->kind == KVC_KIND_SHARED) { /* its owner's rows are checked as that layer */
             if (other && kvc_layer_owner(kvc_model_layer(other, i)) != layer->owner) return KVC_E_PREFIX;
+            continue;
+        }
+        if (layer->kind == KVC_KIND_NONE) {
+            if (other && kvc_model_layer(other, i)->kind != KVC_KIND_NONE) return KVC_E_PREFIX;
             continue;
         }
         const kvc_recurrent *r = kvc_recurrent_of(layer);

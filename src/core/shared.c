@@ -1,8 +1,9 @@
 /*
- * shared.c -- the shared kind (Gemma 4's shared-KV blocks): a layer that
- * holds nothing and names the earlier layer of its model whose rows it
+ * shared.c -- the kinds that hold nothing.  Shared (Gemma 4's shared-KV
+ * blocks): a layer that names the earlier layer of its model whose rows it
  * reads.  The model's operations (model.c) pass it by: its owner is the one
- * that truncates, verifies, evicts and counts its memory, once.
+ * that truncates, verifies, evicts and counts its memory, once.  None
+ * (Nemotron-H's MLP-only blocks): a layer that reads nothing either.
  */
 #include "internal.h"
 
@@ -21,4 +22,10 @@ size_t kvc_layer_owner(const kvc_layer *layer) {
 int kvc_shared_owner_valid(kvc_layer *const *layers, size_t i) {
     if (layers[i]->kind != KVC_KIND_SHARED) return 1;
     return layers[i]->owner < i && kvc_has_rows(layers[layers[i]->owner]);
+}
+
+kvc_status kvc_layer_create_none(kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = kvc_layer_alloc(KVC_KIND_NONE);
+    return *out ? KVC_OK : KVC_E_NOMEM;
 }

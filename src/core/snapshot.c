@@ -227,6 +227,7 @@ static void write_layer(kvc_writer *w, const void *what) {
     if (kvc_linear_of(layer)) write_linear(w, kvc_linear_of(layer));
     else if (kvc_recurrent_of(layer)) write_recurrent(w, layer);
     else if (layer->kind == KVC_KIND_SHARED) write_shared(w, layer);
+    else if (layer->kind == KVC_KIND_NONE) put_field(w, kind_width, KVC_KIND_NONE); /* its kind is all it has */
     else write_full(w, layer);
 }
 
@@ -594,6 +595,7 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     if (kind == KVC_KIND_LINEAR) return read_linear(r, out);
     if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) return read_recurrent(r, (kvc_kind)kind, out);
     if (kind == KVC_KIND_SHARED) return read_shared(r, out);
+    if (kind == KVC_KIND_NONE) return kvc_left(r) != 0 ? KVC_E_SNAPSHOT_CORRUPT : kvc_layer_create_none(out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }
 

@@ -88,6 +88,14 @@ static const kvc_arch archs[] = {
      * Granite's multipliers. */
     {.name = "granitehybrid", .rope = KVC_ROPE_ADJACENT, .flags = KVC_ARCH_MULTIPLIERS | KVC_ARCH_ROPE_SWITCH,
      .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_MAMBA2},
+    /* Nemotron-H (llama.cpp's nemotron-h.cpp): one sub-block a block, each
+     * normed by attn_norm -- Mamba-2 where head_count_kv and
+     * feed_forward_length are 0, attention without positions (RoPE type
+     * NONE: nope_every 1) where head_count_kv is not, an MLP of squared ReLU
+     * where feed_forward_length is not; biases where the file has them. */
+    {.name = "nemotron_h", .rope = KVC_ROPE_ADJACENT, .flags = KVC_ARCH_BIASES | KVC_ARCH_EPS_FALLBACK,
+     .activation = KVC_ACT_RELU_SQUARED, .nope_every = 1, .recurrent = KVC_KIND_MAMBA2,
+     .recurrent_layers = KVC_RECURRENT_WITHOUT_KV_OR_FFN, .ffn_norm = "attn_norm.weight"},
 };
 
 const kvc_arch *kvc_arch_of(const char *name, size_t len) {

@@ -98,7 +98,8 @@ static kvc_status scratch_reserve(kvc_lm *lm, size_t T, size_t positions) {
         }
         if (status != KVC_OK) return status;
         /* GELU's table, once: a GeGLU, a bare GELU or gemma4's per-layer gate. */
-        if (!s->gelu && (lm->arch->activation != KVC_ACT_SWIGLU || lm->per_layer_dim)) {
+        if (!s->gelu && (lm->arch->activation == KVC_ACT_GEGLU_TANH || lm->arch->activation == KVC_ACT_GELU_TANH ||
+                         lm->per_layer_dim)) {
             if (!(s->gelu = kvc_realloc_array(NULL, KVC_GELU_TABLE, sizeof *s->gelu))) return KVC_E_NOMEM;
             kvc_gelu_table_fill(s->gelu);
         }
@@ -447,6 +448,7 @@ static mixer_fn *const mixers[] = {
     [KVC_KIND_DELTA] = mix_delta,
     [KVC_KIND_SHARED] = mix_attention,
     [KVC_KIND_MAMBA2] = mix_mamba2,
+    [KVC_KIND_NONE] = NULL, /* an MLP alone (nemotron_h) */
 };
 
 /* The cache layer block l's mixer works on: its own, or the one a shared
@@ -501,18 +503,11 @@ static void residual(kvc_lm *lm, size_t T, const kvc_tensor *norm, const kvc_ten
     kvc_profile_mark(KVC_PROFILE_RESIDUAL);
 }
 
-/* Block l on the T tokens in s->x at positions first..: its mixer over
- * `layer` (layer_of's), then its FFN, then (gemma4) its per-layer input and
- * output scale. */
-static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+/* Block l's FFN on the T tokens in s->x (x += FFN(x normed by ffn_norm)). */
+static void feed_forward(kvc_lm *lm, size_t l, size_t T) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const size_t ffn = lm->plans[l].ffn_dim;
-    sub_block_input(lm, T, &b->attn_norm);
-    kvc_status status = mixers[lm->plans[l].kind](lm, layer, l, T, flags, offset);
-    if (status != KVC_OK) return status;
-    add_bias(lm, T, lm->dim, s->xb, &b->bo);
-    residual(lm, T, &b->post_attn_norm, &b->post_attn_norm_bias);
     sub_block_input(lm, T, &b->ffn_norm);
     if (b->w_gate.type) {
         const kvc_product products[2] = {{&b->w_gate, s->gate, ffn}, {&b->w_up, s->up, ffn}};
@@ -520,17 +515,36 @@ static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32
         add_bias(lm, T, ffn, s->up, &b->b_up);
         if (lm->arch->activation == KVC_ACT_GEGLU_TANH) kvc_geglu(s->gelu, T * ffn, s->gate, s->up);
         else kvc_swiglu(T * ffn, s->gate, s->up);
-    } else { /* no gate: gelu(x Wup) */
+    } else { /* no gate: gelu(x Wup) or relu(x Wup)^2 */
         const kvc_product up = {&b->w_up, s->gate, ffn};
         kvc_matmul(KVC_PROFILE_GATE_UP, 1, &up, s->xb, T, s->codes);
         add_bias(lm, T, ffn, s->gate, &b->b_up);
-        kvc_gelu(s->gelu, T * ffn, s->gate);
+        if (lm->arch->activation == KVC_ACT_RELU_SQUARED) kvc_relu_squared(T * ffn, s->gate);
+        else kvc_gelu(s->gelu, T * ffn, s->gate);
     }
     kvc_profile_mark(KVC_PROFILE_ACTIVATION);
     const kvc_product down = {&b->w_down, s->xb, lm->dim};
     kvc_matmul(KVC_PROFILE_DOWN, 1, &down, s->gate, T, s->codes);
     add_bias(lm, T, lm->dim, s->xb, &b->b_down);
     residual(lm, T, &b->post_ffn_norm, &b->post_ffn_norm_bias);
+}
+
+/* Block l on the T tokens in s->x at positions first..: its mixer over
+ * `layer` (layer_of's; none for an MLP alone), then its FFN (none where
+ * its feed_forward_length is 0), then (gemma4) its per-layer input and
+ * output scale. */
+static kvc_status block(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    kvc_lm_scratch *s = &lm->scratch;
+    const kvc_block *b = &lm->blocks[l];
+    mixer_fn *const mixer = mixers[lm->plans[l].kind];
+    if (mixer) {
+        sub_block_input(lm, T, &b->attn_norm);
+        const kvc_status status = mixer(lm, layer, l, T, flags, offset);
+        if (status != KVC_OK) return status;
+        add_bias(lm, T, lm->dim, s->xb, &b->bo);
+        residual(lm, T, &b->post_attn_norm, &b->post_attn_norm_bias);
+    }
+    if (lm->plans[l].ffn_dim) feed_forward(lm, l, T);
     if (lm->per_layer_dim) add_per_layer_input(lm, l, T);
     if (b->out_scale.type) {
         const float scale = *vector_of(lm, &b->out_scale);
@@ -560,6 +574,8 @@ static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
                 return 0;
         } else if (plan->kind == KVC_KIND_SHARED) {
             if (kvc_layer_owner(layer) != plan->owner) return 0; /* the owner is checked as itself */
+        } else if (plan->kind == KVC_KIND_NONE) {
+            continue; /* nothing to fit */
         } else if (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != plan->kv_heads ||
                    kvc_layer_head_dim(layer) != plan->head_dim || kvc_layer_next_position(layer) != next) {
             return 0;
@@ -759,7 +775,7 @@ static kvc_status pass(kvc_lm *lm, kvc_model *cache, const pass_input *in, size_
     if ((flags & KVC_LM_SPAN) && (n > KVC_LM_BATCH || (flags & KVC_LM_VERIFY))) return KVC_E_LENGTH;
     /* A verify's drafts so far (a call that takes more into an open verify). */
     const int more = kvc_model_verifying(cache);
-    const size_t drafts = more ? kvc_layer_draft_len(kvc_model_layer(cache, 0)) : 0;
+    const size_t drafts = kvc_model_draft_len(cache);
     if ((flags & KVC_LM_VERIFY) && n > KVC_LM_BATCH - drafts) return KVC_E_LENGTH;
     if (!cache_fits(lm, cache)) return KVC_E_LAYERS;
     if (more && (!(flags & KVC_LM_VERIFY) || (flags & KVC_LM_IMPORTANCE))) return KVC_E_VERIFYING;

@@ -150,7 +150,8 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     const int after = (flags & KVC_ARCH_NORM_AFTER) != 0, layer_norm = (flags & KVC_ARCH_LAYER_NORM) != 0;
     /* A bias: required (qwen2's q, k, v), or read where the file has it (bert's). */
     const int bias = attends ? ((flags & KVC_ARCH_QKV_BIAS) ? 1 : (flags & KVC_ARCH_BIASES) ? 2 : 0) : 0;
-    const int gated = lm->arch->activation != KVC_ACT_GELU_TANH;
+    const int gated = lm->arch->activation == KVC_ACT_SWIGLU || lm->arch->activation == KVC_ACT_GEGLU_TANH;
+    const int has_ffn = ffn > 0; /* nemotron_h: a mixer's block has none */
     const size_t groups = mamba ? r->key_heads : 1;
     kvc_tensor qkv, qkv_bias;
     memset(b, 0, sizeof *b);
@@ -199,12 +200,12 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
         {"attn_output_norm.bias", lm->dim, 0, after && layer_norm, &b->post_attn_norm_bias},
         {"layer_output_norm.weight", lm->dim, 0, after, &b->post_ffn_norm},
         {"layer_output_norm.bias", lm->dim, 0, after && layer_norm, &b->post_ffn_norm_bias},
-        {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, !after, &b->ffn_norm},
-        {"ffn_gate.weight", lm->dim, ffn, gated && !fused_up, &b->w_gate},
-        {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * ffn, 1, &b->w_up},
-        {"ffn_up.bias", ffn, 0, (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_up},
-        {"ffn_down.weight", ffn, lm->dim, 1, &b->w_down},
-        {"ffn_down.bias", lm->dim, 0, (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_down},
+        {lm->arch->ffn_norm ? lm->arch->ffn_norm : "ffn_norm.weight", lm->dim, 0, !after && has_ffn, &b->ffn_norm},
+        {"ffn_gate.weight", lm->dim, ffn, has_ffn && gated && !fused_up, &b->w_gate},
+        {"ffn_up.weight", lm->dim, (fused_up ? 2 : 1) * ffn, has_ffn, &b->w_up},
+        {"ffn_up.bias", ffn, 0, has_ffn && (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_up},
+        {"ffn_down.weight", ffn, lm->dim, has_ffn, &b->w_down},
+        {"ffn_down.bias", lm->dim, 0, has_ffn && (flags & KVC_ARCH_BIASES) ? 2 : 0, &b->b_down},
         {"inp_gate.weight", lm->dim, lm->per_layer_dim, per_layer, &b->ple_gate},
         {"proj.weight", lm->per_layer_dim, lm->dim, per_layer, &b->ple_proj},
         {"post_norm.weight", lm->dim, 0, per_layer, &b->ple_norm},
@@ -347,7 +348,9 @@ static kvc_status read_ffn(lm_source *src, kvc_lm *lm, size_t blocks) {
     for (size_t l = 0; l < blocks && status == KVC_OK; l++) {
         size_t ffn = 0;
         status = layer_param(src, "feed_forward_length", l, 0, &ffn);
-        if (status == KVC_OK && ffn == 0) status = kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.feed_forward_length is 0 for layer %zu", src->arch->name, l);
+        /* 0: a block without an FFN, where that is what it says (nemotron_h's mixers). */
+        if (status == KVC_OK && ffn == 0 && src->arch->recurrent_layers != KVC_RECURRENT_WITHOUT_KV_OR_FFN)
+            status = kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.feed_forward_length is 0 for layer %zu", src->arch->name, l);
         if (ffn > lm->ffn_dim) lm->ffn_dim = ffn;
     }
     return status;
@@ -459,6 +462,19 @@ static kvc_status read_multipliers(lm_source *src, kvc_lm *lm) {
     return KVC_OK;
 }
 
+/* The norms' eps: a LayerNorm's layer_norm_epsilon, an RMSNorm's
+ * layer_norm_rms_epsilon, or (KVC_ARCH_EPS_FALLBACK) the latter where the
+ * file has it and the former, required, otherwise. */
+static kvc_status read_eps(lm_source *src, kvc_lm *lm) {
+    const unsigned flags = lm->arch->flags;
+    if (!(flags & (KVC_ARCH_LAYER_NORM | KVC_ARCH_EPS_FALLBACK)))
+        return real_param(src, "attention.layer_norm_rms_epsilon", 0, &lm->rms_eps);
+    kvc_status status = real_param(src, "attention.layer_norm_epsilon", 0, &lm->rms_eps);
+    if (status == KVC_OK && (flags & KVC_ARCH_EPS_FALLBACK))
+        status = real_param(src, "attention.layer_norm_rms_epsilon", lm->rms_eps, &lm->rms_eps);
+    return status;
+}
+
 /* The architecture and hyperparameters. */
 static kvc_status read_params(lm_source *src, kvc_lm *lm) {
     const size_t a = kvc_gguf_find(src->gguf, "general.architecture", strlen("general.architecture"));
@@ -492,8 +508,7 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         (status = size_param(src, "attention.head_count", 0, &lm->num_heads)) ||
         (status = read_kv_heads(src, lm, lm->num_layers)) ||
         (status = size_param(src, "context_length", 0, &lm->context_length)) ||
-        (status = real_param(src, lm->arch->flags & KVC_ARCH_LAYER_NORM ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
-                             0, &lm->rms_eps)) ||
+        (status = read_eps(src, lm)) ||
         (status = real_param(src, "rope.freq_base", 10000.0f, &lm->rope_base))) {
         return status;
     }
@@ -503,6 +518,11 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
         return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.nextn_predict_layers is %zu of %zu blocks", src->arch->name, nextn, lm->num_layers);
     lm->num_layers -= nextn;
     if ((status = read_ffn(src, lm, lm->num_layers))) return status;
+    size_t experts = 0;
+    if ((status = layer_param(src, "expert_count", 0, 0, &experts))) return status;
+    if (experts)
+        return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "metadata %s.expert_count is %zu: a mixture-of-experts FFN, which this runner does not compute",
+                          src->arch->name, experts);
     if (lm->dim % lm->num_heads && arch_key(src, "attention.key_length") == KVC_GGUF_NONE) {
         return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "%zu channels do not split into %zu heads", lm->dim, lm->num_heads);
     }
@@ -667,20 +687,22 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
             (status = layer_param(src, "feed_forward_length", l, 0, &plan->ffn_dim)) ||
             (status = windowed_layer(src, l, listed, period, &windowed_kind)))
             return status;
-        const int is_recurrent = arch->recurrent == KVC_KIND_FULL                            ? 0
+        /* nemotron_h: a block with an FFN has no mixer. */
+        const int mlp_alone = arch->recurrent_layers == KVC_RECURRENT_WITHOUT_KV_OR_FFN && plan->ffn_dim > 0;
+        const int is_recurrent = arch->recurrent == KVC_KIND_FULL || mlp_alone             ? 0
                                  : arch->recurrent_layers == KVC_RECURRENT_BUT_INTERVAL ? (l + 1) % interval != 0
                                                                                         : kv_heads == 0;
         const int windowed = !is_recurrent && lm->window && windowed_kind;
-        plan->kind = is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
+        plan->kind = mlp_alone ? KVC_KIND_NONE : is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
         plan->window = windowed ? lm->window : 0;
         plan->rope_table = !rotates || (arch->nope_every && (l + 1) % arch->nope_every == 0) ? KVC_ROPE_NONE
                            : windowed                                          ? KVC_ROPE_WINDOW
                                                                                : KVC_ROPE_GLOBAL;
         plan->head_dim = windowed ? lm->window_head_dim : lm->head_dim;
         plan->rope_dims = windowed ? lm->window_rope_dims : lm->rope_dims;
-        plan->kv_heads = is_recurrent ? 0 : kv_heads;
+        plan->kv_heads = is_recurrent || mlp_alone ? 0 : kv_heads;
         plan->owner = SIZE_MAX;
-        if (!is_recurrent && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
+        if (!is_recurrent && !mlp_alone && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
             return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "layer %zu: %zu query heads do not share %zu KV heads", l, lm->num_heads, kv_heads);
         if (l >= owning) {
             for (size_t o = owning; o-- > 0 && plan->owner == SIZE_MAX;)

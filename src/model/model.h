@@ -89,22 +89,31 @@ enum {
                                           embeddings times embedding_scale, each sub-block's output
                                           times residual_scale, q.k times attention.scale (in place
                                           of 1 / sqrt(head size)), the logits times 1 / logit_scale */
-    KVC_ARCH_ROPE_SWITCH = 1u << 22    /* rope.scaling.finetuned false (true without it): no layer
+    KVC_ARCH_ROPE_SWITCH = 1u << 22,   /* rope.scaling.finetuned false (true without it): no layer
                                           rotates (Granite 4.0-H's attention has no positions) */
+    KVC_ARCH_EPS_FALLBACK = 1u << 23   /* attention.layer_norm_epsilon required, the RMSNorms'
+                                          eps layer_norm_rms_epsilon where the file has it, else
+                                          that one (nemotron_h) */
 };
 
 /* The FFN's gate: silu(gate) * up (SwiGLU) or gelu(gate) * up with GELU's
- * tanh approximation (GeGLU, gemma3); or none, gelu(up) (bert). */
+ * tanh approximation (GeGLU, gemma3); or none, gelu(up) (bert) or relu(up)^2
+ * (nemotron_h). */
 typedef enum kvc_activation {
     KVC_ACT_SWIGLU,
     KVC_ACT_GEGLU_TANH,
-    KVC_ACT_GELU_TANH /* no gate: gelu(x Wup), GELU's tanh form (bert) */
+    KVC_ACT_GELU_TANH, /* no gate: gelu(x Wup), GELU's tanh form (bert) */
+    KVC_ACT_RELU_SQUARED /* no gate: relu(x Wup)^2 (nemotron_h) */
 } kvc_activation;
 
 /* Which layers of a hybrid are its recurrent ones. */
 typedef enum kvc_recurrent_layers {
     KVC_RECURRENT_WITHOUT_KV,      /* a layer whose head_count_kv (a list, one per layer) is 0 (lfm2, granitehybrid) */
-    KVC_RECURRENT_BUT_INTERVAL     /* every layer but each full_attention_interval-th (qwen35) */
+    KVC_RECURRENT_BUT_INTERVAL,    /* every layer but each full_attention_interval-th (qwen35) */
+    KVC_RECURRENT_WITHOUT_KV_OR_FFN /* a layer whose head_count_kv and feed_forward_length (lists)
+                                       are both 0; one whose feed_forward_length is not 0 is an
+                                       MLP alone, without a mixer, and keeps nothing (KVC_KIND_NONE);
+                                       a mixer's block has no FFN (nemotron_h) */
 } kvc_recurrent_layers;
 
 /* One architecture: the data that tells its block from llama's. */
@@ -381,6 +390,8 @@ void kvc_gelu_table_fill(float *table);
 void kvc_geglu(const float *table, size_t n, float *gate, const float *up);
 /* x = gelu(x), through the table */
 void kvc_gelu(const float *table, size_t n, float *x);
+/* x = relu(x)^2: ggml_relu, then ggml_sqr */
+void kvc_relu_squared(size_t n, float *x);
 /* out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias, mean and
  * variance summed in double (ggml_norm's, then its mul and add) */
 void kvc_layernorm(size_t n, const float *x, const float *weight, const float *bias, float eps, float *out);

@@ -128,6 +128,13 @@ void kvc_gelu(const float *table, size_t n, float *x) {
     for (size_t i = 0; i < n; i++) x[i] = gelu_of(table, x[i]);
 }
 
+void kvc_relu_squared(size_t n, float *x) {
+    for (size_t i = 0; i < n; i++) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = r * r;
+    }
+}
+
 void kvc_add(size_t n, float *x, const float *y) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }

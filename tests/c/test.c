@@ -417,7 +417,7 @@ test_state *test_state_take(const kvc_layer *layer) {
     s->draft_len = kvc_layer_draft_len(layer);
     s->memory_bytes = kvc_layer_memory_bytes(layer);
     s->owner = kvc_layer_owner(layer);
-    if (s->kind == KVC_KIND_SHARED) return s; /* nothing else to read: it holds nothing */
+    if (s->kind == KVC_KIND_SHARED || s->kind == KVC_KIND_NONE) return s; /* nothing else to read: it holds nothing */
     if (s->kind == KVC_KIND_LINEAR) {
         take_linear(layer, s);
         return s;
@@ -484,7 +484,7 @@ int test_state_equal(const test_state *a, const test_state *b) {
         return state_differs("verifying or draft_len", 0);
     if (a->memory_bytes != b->memory_bytes) return state_differs("memory_bytes", 0);
     if (a->owner != b->owner) return state_differs("owner", 0);
-    if (a->kind == KVC_KIND_SHARED) return 1;
+    if (a->kind == KVC_KIND_SHARED || a->kind == KVC_KIND_NONE) return 1;
     if (a->kind == KVC_KIND_LINEAR) return linear_equal(a, b);
     if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
         return state_differs("geometry or mode", 0);
@@ -546,6 +546,29 @@ void test_state_free(test_state *state) {
     free(state->state);
     free(state->scratch);
     free(state);
+}
+
+int test_layer_round_trips(const kvc_layer *layer) {
+    const size_t len = kvc_layer_snapshot_size(layer);
+    uint8_t *bytes = test_alloc(len), *again = test_alloc(len);
+    kvc_layer *restored = NULL;
+    const int round_trips = kvc_layer_serialize(layer, bytes, len) == KVC_OK &&
+                            kvc_layer_deserialize(bytes, len, &restored) == KVC_OK && test_layers_equal(restored, layer) &&
+                            kvc_layer_serialize(restored, again, len) == KVC_OK && memcmp(bytes, again, len) == 0;
+    kvc_layer_free(restored);
+    free(bytes);
+    free(again);
+    return round_trips;
+}
+
+uint8_t *test_model_snapshot(const kvc_model *model, size_t *len) {
+    *len = kvc_model_snapshot_size(model);
+    uint8_t *bytes = test_alloc(*len);
+    if (kvc_model_serialize(model, bytes, *len) != KVC_OK) {
+        free(bytes);
+        return NULL;
+    }
+    return bytes;
 }
 
 int test_models_equal(const kvc_model *a, const kvc_model *b) {

@@ -237,6 +237,11 @@ void test_state_free(test_state *state);
 /* 1 if the two models have as many layers, the same seq_len, memory_bytes
  * and verifying, and their layers are pairwise test_layers_equal. */
 int test_models_equal(const kvc_model *a, const kvc_model *b);
+/* 1 if the layer's snapshot restores a layer test_layers_equal to it, whose
+ * own snapshot is byte-identical. */
+int test_layer_round_trips(const kvc_layer *layer);
+/* The model's snapshot in a new buffer of *len bytes (free it), or NULL. */
+uint8_t *test_model_snapshot(const kvc_model *model, size_t *len);
 /* test_state_take of every layer of a model: a NULL-terminated array. */
 test_state **test_model_state_take(const kvc_model *model);
 /* 1 if every layer of the model still matches its state in `before`. */

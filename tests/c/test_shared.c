@@ -82,16 +82,6 @@ static void side_by_side_free(side_by_side *s) {
     test_data_free(&s->data);
 }
 
-static uint8_t *model_snapshot(const kvc_model *model, size_t *len) {
-    *len = kvc_model_snapshot_size(model);
-    uint8_t *bytes = test_alloc(*len);
-    if (kvc_model_serialize(model, bytes, *len) != KVC_OK) {
-        free(bytes);
-        return NULL;
-    }
-    return bytes;
-}
-
 TEST(create_shared_should_make_a_layer_that_holds_nothing_and_names_its_owner) {
     kvc_layer *shared = NULL, *full = NULL;
     CHECK_STATUS(kvc_layer_create_shared(3, NULL), KVC_E_NULL_POINTER);
@@ -105,21 +95,12 @@ TEST(create_shared_should_make_a_layer_that_holds_nothing_and_names_its_owner) {
     CHECK(kvc_layer_describe(shared, text, sizeof text) < sizeof text);
     CHECK(strstr(text, "kind=shared owner=3") != NULL);
     /* Alone, it forks, round-trips a snapshot and clears. */
-    kvc_layer *copy = NULL, *restored = NULL;
+    kvc_layer *copy = NULL;
     CHECK_OK(kvc_layer_clone(shared, &copy));
     CHECK(test_layers_equal(copy, shared));
-    const size_t len = kvc_layer_snapshot_size(shared);
-    uint8_t *bytes = test_alloc(len), *again = test_alloc(len);
-    CHECK_OK(kvc_layer_serialize(shared, bytes, len));
-    CHECK_OK(kvc_layer_deserialize(bytes, len, &restored));
-    CHECK(test_layers_equal(restored, shared));
-    CHECK_OK(kvc_layer_serialize(restored, again, len));
-    CHECK(memcmp(bytes, again, len) == 0);
+    CHECK(test_layer_round_trips(shared));
     kvc_layer_clear(copy);
     CHECK(test_layers_equal(copy, shared));
-    free(bytes);
-    free(again);
-    kvc_layer_free(restored);
     kvc_layer_free(copy);
     kvc_layer_free(full);
     kvc_layer_free(shared);
@@ -290,11 +271,11 @@ TEST(a_snapshot_should_carry_the_shared_layers_and_re_serialize_byte_identical) 
     kvc_model *model = model_with(&data, LEN, 1), *restored = NULL, *again = NULL;
     CHECK(model);
     size_t len, len2;
-    uint8_t *bytes = model_snapshot(model, &len);
+    uint8_t *bytes = test_model_snapshot(model, &len);
     CHECK(bytes);
     CHECK_OK(kvc_model_deserialize(bytes, len, &restored));
     CHECK(test_models_equal(restored, model));
-    uint8_t *bytes2 = model_snapshot(restored, &len2);
+    uint8_t *bytes2 = test_model_snapshot(restored, &len2);
     CHECK(bytes2 && len2 == len && memcmp(bytes, bytes2, len) == 0);
     /* The restored model goes on as the original. */
     CHECK_OK(kvc_model_clone(restored, &again));
@@ -320,7 +301,7 @@ TEST(a_snapshot_naming_a_bad_owner_should_be_refused) {
     kvc_model *model = model_with(&data, 70, 1);
     CHECK(model);
     size_t len;
-    uint8_t *bytes = model_snapshot(model, &len);
+    uint8_t *bytes = test_model_snapshot(model, &len);
     CHECK(bytes);
     uint8_t *last = bytes + len - 4 - SHARED_FRAME;
     CHECK(memcmp(last, "KVCL", 4) == 0 && last[16] == KVC_KIND_SHARED);

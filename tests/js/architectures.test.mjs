@@ -18,7 +18,7 @@ import init, { KvCache } from '../../js/index.js';
 import { GgufError, Llama } from '../../js/llama.js';
 import { codedActivations } from '../gguf/activations.mjs';
 import { tensorValues } from '../gguf/models.mjs';
-import { encodeGguf } from '../gguf/writer.mjs';
+import { encodeGguf, gguf } from '../gguf/writer.mjs';
 import { F32_KL, REFERENCE_TOKENS, TOKENS, VARIANTS, agreement, assertAgrees, shown, spec } from './architecture-cases.mjs';
 import { referenceLogits } from './reference/transformer.mjs';
 
@@ -138,11 +138,21 @@ test('tied embeddings: a file without output.weight runs as the same file whose 
   }
 });
 
+test('a nemotron_h mixture of experts is refused by a sentence, and nemotron_h_moe is an architecture the runner does not read', () => {
+  const s = spec('tiny-nemotron-h', 'F32');
+  const experts = [...s.metadata.filter(([key]) => key !== 'nemotron_h.expert_count'), ['nemotron_h.expert_count', gguf.u32(8)]];
+  assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata: experts })),
+    (error) => error instanceof GgufError && error.message === 'metadata nemotron_h.expert_count is 8: a mixture-of-experts FFN, which this runner does not compute');
+  const moe = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'nemotron_h_moe'] : [key.replace(/^nemotron_h\./, 'nemotron_h_moe.'), value]));
+  assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata: moe })),
+    (error) => error instanceof GgufError && /^architecture nemotron_h_moe is not supported/.test(error.message));
+});
+
 test('an architecture the runner does not read is refused, naming it and the ones it reads; so is a block without its architecture\'s tensors', () => {
   const s = spec('tiny-qwen2', 'F32');
   const metadata = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'gemma'] : [key.replace(/^qwen2\./, 'gemma.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata })),
-    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, gemma-embedding, bert, nomic-bert, gemma4, smollm3, mistral3, phi3, lfm2, qwen35, granitehybrid');
+    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, gemma-embedding, bert, nomic-bert, gemma4, smollm3, mistral3, phi3, lfm2, qwen35, granitehybrid, nemotron_h');
   // A multimodal projector (LFM2-VL's, Qwen3.5's vision tower) is a file of its own, architecture clip.
   const clip = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'clip'] : [key.replace(/^qwen2\./, 'clip.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata: clip })),
@@ -150,7 +160,8 @@ test('an architecture the runner does not read is refused, naming it and the one
   for (const [variant, name] of [['tiny-qwen2', 'blk.1.attn_k.bias'], ['tiny-qwen3', 'blk.0.attn_q_norm.weight'],
     ['tiny-lfm2', 'blk.0.shortconv.conv.weight'], ['tiny-qwen35', 'blk.1.ssm_a'], ['tiny-qwen35', 'blk.3.attn_q_norm.weight'],
     ['tiny-gemma4', 'per_layer_proj_norm.weight'], ['tiny-gemma4', 'blk.2.inp_gate.weight'], ['tiny-gemma4', 'blk.7.attn_q_norm.weight'],
-    ['tiny-gemma4', 'blk.4.attn_k.weight']]) {
+    ['tiny-gemma4', 'blk.4.attn_k.weight'], ['tiny-nemotron-h', 'blk.1.ffn_up.weight'], ['tiny-nemotron-h', 'blk.3.attn_k.weight'],
+    ['tiny-nemotron-h', 'blk.4.attn_norm.weight']]) {
     const whole = spec(variant, 'F32');
     const without = { ...whole, tensors: whole.tensors.filter((t) => t.name !== name) };
     assert.throws(() => Llama.fromGguf(encodeGguf(without)), (error) => error instanceof GgufError && error.message === `tensor ${name} is missing`);

@@ -1,7 +1,8 @@
 // Sessions of hybrid models (tiny random lfm2: short convolutions with
 // attention at layers 2 and 5; tiny random qwen35: gated delta rules with
 // gated attention every fourth layer; tiny random granitehybrid: Mamba-2
-// with attention at layers 2 and 5): their recurrent layers hold a state
+// with attention at layers 2 and 5; tiny random nemotron_h: Mamba-2,
+// attention and MLP-only blocks, whose none layers hold nothing): their recurrent layers hold a state
 // of one size however long the conversation, beside attention rows that
 // grow; a speculative verify keeps each draft's state apart, so that
 // keeping j of k drafts is exactly plain decoding of those j tokens, at
@@ -18,7 +19,7 @@ import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
 import { POISON, POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
-const VARIANTS = ['tiny-lfm2', 'tiny-qwen35', 'tiny-granitehybrid'];
+const VARIANTS = ['tiny-lfm2', 'tiny-qwen35', 'tiny-granitehybrid', 'tiny-nemotron-h'];
 const models = {};
 before(async () => {
   await ready();
@@ -46,7 +47,8 @@ for (const variant of VARIANTS) {
       llama.forward(session.cache, PROMPT.slice(0, steps > 200 ? 200 : steps), { logits: 0 });
       const now = layersOf(session.cache);
       assert.deepEqual(now.filter((layer) => RECURRENT.includes(layer.kind)).map((layer) => layer.memoryBytes), stateBytes);
-      assert.ok(now.every((layer) => (RECURRENT.includes(layer.kind) ? layer.steps : layer.seqLen) === session.cache.nextPosition));
+      assert.ok(now.every((layer) => (layer.kind === 'none' ? layer.memoryBytes === 0
+        : (RECURRENT.includes(layer.kind) ? layer.steps : layer.seqLen) === session.cache.nextPosition)));
       assert.equal(session.cache.memoryBytes, now.reduce((sum, layer) => sum + layer.memoryBytes, 0));
     }
     session.free();
@@ -121,7 +123,7 @@ for (const variant of VARIANTS) {
 }
 
 for (const [target, drafter] of [['tiny-qwen35', 'tiny-qwen35'], ['tiny-lfm2', 'tiny-lfm2'], ['tiny-qwen35', 'tiny-lfm2'],
-  ['tiny-granitehybrid', 'tiny-granitehybrid']]) {
+  ['tiny-granitehybrid', 'tiny-granitehybrid'], ['tiny-nemotron-h', 'tiny-granitehybrid']]) {
   test(`a ${drafter} draft model drafting for ${target}: exactly plain decoding's tokens at every draft length, its drafts kept by their states`, () => {
     const llama = models[`${target} Q8_0`];
     // The same file drafts what the target samples (every draft accepted); another, what it happens to agree on.

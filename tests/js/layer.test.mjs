@@ -1,7 +1,7 @@
 // LayerKvCache through the binding: each behaviour of DESIGN.md section 1.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { LayerKvCache, attentionHead, Q4_RESIDUAL_ROWS, Q8_WINDOW } from '../../js/index.js';
+import { KvCache, LayerKvCache, attentionHead, Q4_RESIDUAL_ROWS, Q8_WINDOW } from '../../js/index.js';
 import { MODES, bitsEqual, componentsOf, fingerprint, normals, outlierKeys, ready, relError, rng } from './helpers.mjs';
 
 before(ready);
@@ -539,4 +539,50 @@ test('a mamba2 layer has the geometry it was made with, holds its state in memor
   assert.throws(() => new LayerKvCache({ ...good, stateSize: 0 }), /stateSize/);
   assert.throws(() => new LayerKvCache({ ...good, kernel: 1 }), /kernel/);
   assert.throws(() => new LayerKvCache({ ...good, keyHeads: 2 }), /keyHeads/);
+});
+
+test('a none layer holds nothing and takes no positions: a KvCache with it goes on as its layers of rows', () => {
+  const none = new LayerKvCache({ kind: 'none' });
+  try {
+    assert.equal(none.kind, 'none');
+    assert.deepEqual([none.memoryBytes, none.seqLen, none.steps, none.owner], [0, 0, 0, null]);
+    const row = new Float32Array(2 * 8).fill(0.5);
+    assert.throws(() => none.append(row, row), (error) => error.code === 'KVC_E_KIND' && /none layer/.test(error.message));
+    assert.equal(none.memoryBytes, 0);
+  } finally {
+    none.free();
+  }
+  assert.throws(() => new LayerKvCache({ kind: 'none', owner: 0 }), /owner/);
+  // First in the list, too: the cache's positions are its other layers'.
+  const cache = new KvCache({ layers: [{ kind: 'none' }, { kind: 'full', numKvHeads: 2, headDim: 8 }, { kind: 'none' }] });
+  const plain = new KvCache({ layers: [{ kind: 'full', numKvHeads: 2, headDim: 8 }] });
+  try {
+    const draw = rng(7);
+    const rows = Array.from({ length: 6 }, () => normals(draw, 16));
+    for (const row of rows.slice(0, 4)) {
+      cache.appendLayer(1, row, row);
+      plain.appendLayer(0, row, row);
+    }
+    cache.beginVerify();
+    plain.beginVerify();
+    for (const row of rows.slice(4)) {
+      cache.appendLayer(1, row, row);
+      plain.appendLayer(0, row, row);
+    }
+    cache.accept(1);
+    plain.accept(1);
+    assert.equal(cache.nextPosition, 5);
+    assert.equal(cache.memoryBytes, plain.memoryBytes);
+    const restored = KvCache.deserialize(cache.serialize());
+    try {
+      assert.deepEqual([0, 1, 2].map((i) => restored.layer(i).kind), ['none', 'full', 'none']);
+      assert.deepEqual(restored.serialize(), cache.serialize());
+      assert.ok(bitsEqual(restored.layer(1).headKeys(0), plain.layer(0).headKeys(0)));
+    } finally {
+      restored.free();
+    }
+  } finally {
+    cache.free();
+    plain.free();
+  }
 });
