@@ -88,7 +88,7 @@ const PRE_TOKENIZERS = new Map([
 // splits, merges and begins as the row it names.
 const SAME_RULES = new Map([
   ...['gpt-2', 'phi-2', 'mpt', 'olmo', 'jais', 'trillion', 'jina-es', 'jina-de', 'jina-v2-es', 'jina-v2-de', 'jina-v2-code'].map((name) => [name, 'gpt-2']),
-  ...['llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'pixtral', 'lfm2'].map((name) => [name, 'llama-bpe']),
+  ...['llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'falcon-h1', 'pixtral', 'lfm2'].map((name) => [name, 'llama-bpe']),
   ...['smollm', 'starcoder', 'refact', 'command-r', 'codeshell', 'exaone', 'minerva-7b'].map((name) => [name, 'smollm']),
   ...['qwen2', 'deepseek-r1-qwen'].map((name) => [name, 'qwen2']),
   ['qwen35', 'qwen35'],
