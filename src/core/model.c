@@ -32,8 +32,12 @@ static kvc_status model_of(kvc_layer *const *layers, size_t num_layers, kvc_mode
 }
 
 /* 1 if every layer but the shared ones has taken in as many positions as
- * the first (never shared: a shared layer's owner comes before it). */
+ * the first (never shared: a shared layer's owner comes before it), the
+ * rows and the state of a layer that holds both included. */
 static int layers_aligned(kvc_layer *const *layers, size_t num_layers) {
+    for (size_t i = 0; i < num_layers; i++) {
+        if (!kvc_layer_parts_agree(layers[i])) return 0;
+    }
     for (size_t i = 1; i < num_layers; i++) {
         if (layers[i]->kind != KVC_KIND_SHARED &&
             kvc_layer_positions_taken(layers[i]) != kvc_layer_positions_taken(layers[0]))
@@ -178,9 +182,10 @@ void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
             void *taken = model->layers[i]->state;
             model->layers[i]->state = held[i]->state;
             held[i]->state = taken;
-        } else if (held[i]) {
+        }
+        if (held[i] && kvc_has_rows(held[i])) { /* a window layer's, or those beside a state */
             kvc_layer_swap_rows(model->layers[i], held[i]);
-        } else if (kvc_has_rows(model->layers[i])) {
+        } else if (!held[i] && kvc_has_rows(model->layers[i])) {
             (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
         }
     }
