@@ -133,7 +133,9 @@ int kvc_component_keeps_window(kvc_component component);
  * rows of its own, it reads an earlier layer's of its model (Gemma 4's
  * shared-KV blocks; kvc_layer_create_shared), or none: it holds nothing
  * and takes no positions (a block without a mixer, Nemotron-H's MLP-only
- * blocks; kvc_layer_create_none). */
+ * blocks; kvc_layer_create_none).  A layer may hold both: full attention's
+ * rows and a Mamba-2 state side by side (Falcon-H1's blocks;
+ * kvc_layer_create_attn_mamba2). */
 typedef enum kvc_kind {
     KVC_KIND_FULL = 0,
     KVC_KIND_LINEAR = 1,
@@ -142,7 +144,8 @@ typedef enum kvc_kind {
     KVC_KIND_DELTA = 4,
     KVC_KIND_SHARED = 5,
     KVC_KIND_MAMBA2 = 6,
-    KVC_KIND_NONE = 7
+    KVC_KIND_NONE = 7,
+    KVC_KIND_ATTN_MAMBA2 = 8
 } kvc_kind;
 
 /* Limits of the recurrent kinds: a convolution's channels and taps, a delta
@@ -255,7 +258,7 @@ const char *kvc_status_symbol(kvc_status status);
  * KVC_Q4_MAX_RESIDUAL_ROWS, KVC_Q4_ROLLBACK_ROWS, KVC_KIND_LINEAR,
  * KVC_KIND_WINDOW, KVC_KIND_CONV, KVC_KIND_DELTA, KVC_KIND_SHARED,
  * KVC_KIND_MAMBA2,
- * KVC_KIND_NONE,
+ * KVC_KIND_NONE, KVC_KIND_ATTN_MAMBA2,
  * KVC_LM_IMPORTANCE, KVC_LM_VERIFY, every kvc_gguf_type (KVC_GGUF_UINT8
  * .. KVC_GGUF_FLOAT64) and every kvc_profile_op; their order is not part
  * of the API.
@@ -978,6 +981,34 @@ kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t k
 kvc_status kvc_layer_create_mamba2(size_t heads, size_t head_dim, size_t groups, size_t state_size, size_t kernel,
                                    kvc_layer **out);
 
+/* kvc_layer_create_attn_mamba2():
+ * A layer that holds both (Falcon-H1's blocks, where attention and a Mamba-2
+ * mixer read the same input): the rows of a full layer (num_kv_heads,
+ * head_dim, mode: as kvc_layer_create) and the state of a Mamba-2 layer
+ * (heads, ssm_head_dim, groups, state_size, kernel: as
+ * kvc_layer_create_mamba2).  Appends, attention and every call on rows go
+ * to the rows; kvc_layer_mamba2_n steps the state; every call on the
+ * layer reaches both, all or nothing:
+ *   - clone: the rows shared page by page (a fork), the state copied;
+ *     clear, free, memory_bytes, capacity_bytes: the sum of both;
+ *   - a verify: the drafts are rows appended and steps taken (lanes);
+ *     kvc_layer_draft_len is the fewer of the two, and accept(j) keeps j
+ *     of each;
+ *   - kvc_layer_truncate_last(layer, n): only n = 0 or the state's last
+ *     call (as a Mamba-2 layer), which takes back those rows and that call;
+ *     any other n: KVC_E_KIND, nothing changes.  kvc_layer_exact_rollback
+ *     is at most that call's steps;
+ *   - a snapshot holds the rows, then the state;
+ *   - no eviction (kvc_layer_evict, kvc_layer_set_max_rows: KVC_E_KIND).
+ * Its positions are its rows' next position and its state's steps; a model
+ * is aligned (kvc_model_serialize, kvc_model_create) only when they agree,
+ * and kvc_layer_steps counts the state's.  A prefix cache holds it as it
+ * holds a recurrent layer: an entry matches whole.
+ * @return : as kvc_layer_create, then as kvc_layer_create_mamba2. */
+kvc_status kvc_layer_create_attn_mamba2(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t heads,
+                                        size_t ssm_head_dim, size_t groups, size_t state_size, size_t kernel,
+                                        kvc_layer **out);
+
 /* kvc_layer_conv_n():
  * T tokens through a conv layer: x [T x channels] the inputs, `weights`
  * [channels x kernel] the taps (w[c][kernel - 1] meets the newest input),
@@ -1081,7 +1112,7 @@ typedef struct kvc_model kvc_model;
  * (they are then freed with the model, and kvc_layer_free ignores them).
  * They must be distinct, in no other model, not verifying, and at the same
  * position count (seq_len for full layers, steps for linear ones; a shared
- * layer has none of its own), and a shared layer's owner must be an earlier
+ * layer has none of its own; a layer holding rows and a state: both, equal), and a shared layer's owner must be an earlier
  * layer of the list, full or window (kvc_layer_create_shared).
  * @return : KVC_OK, KVC_E_NULL_POINTER, KVC_E_LAYERS, KVC_E_VERIFYING or
  *           KVC_E_NOMEM; on error the caller still owns the layers. */

@@ -25,7 +25,7 @@ const KIND_LINEAR = C_CODES.KVC_KIND_LINEAR;
 const KIND_WINDOW = C_CODES.KVC_KIND_WINDOW;
 const KIND_NAMES = { 0: 'full', [KIND_LINEAR]: 'linear', [KIND_WINDOW]: 'window', [C_CODES.KVC_KIND_CONV]: 'conv',
   [C_CODES.KVC_KIND_DELTA]: 'delta', [C_CODES.KVC_KIND_SHARED]: 'shared', [C_CODES.KVC_KIND_MAMBA2]: 'mamba2',
-  [C_CODES.KVC_KIND_NONE]: 'none' };
+  [C_CODES.KVC_KIND_NONE]: 'none', [C_CODES.KVC_KIND_ATTN_MAMBA2]: 'attn_mamba2' };
 /** The most layers a KvCache holds, and so the largest owner a shared layer names. */
 export const MAX_LAYERS = 4096;
 const MAX_CHANNELS = C_LIMITS.KVC_MAX_CHANNELS;
@@ -75,10 +75,11 @@ const DELTA_OPTIONS = ['kind', 'keyHeads', 'valueHeads', 'keyDim', 'valueDim', '
 const SHARED_OPTIONS = ['kind', 'owner'];
 const NONE_OPTIONS = ['kind'];
 const MAMBA2_OPTIONS = ['kind', 'heads', 'headDim', 'groups', 'stateSize', 'kernel'];
+const ATTN_MAMBA2_OPTIONS = ['kind', 'numKvHeads', 'headDim', 'mode', 'residualRows', 'heads', 'ssmHeadDim', 'groups', 'stateSize', 'kernel'];
 const OPTIONS = {
   full: FULL_OPTIONS, linear: LINEAR_OPTIONS, window: WINDOW_OPTIONS, conv: CONV_OPTIONS, delta: DELTA_OPTIONS, shared: SHARED_OPTIONS,
   mamba2: MAMBA2_OPTIONS,
-  none: NONE_OPTIONS,
+  none: NONE_OPTIONS, attn_mamba2: ATTN_MAMBA2_OPTIONS,
 };
 
 /**
@@ -96,6 +97,30 @@ function headsShape(where, options, [headsName, groupsName, headSizeName, groupS
   return { heads, groups, headSize, groupSize, kernel };
 }
 
+/** A layer of rows' shape, checked: its heads, head size, mode and q4 window (null: the default). */
+function rowsShape(where, options) {
+  const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
+  const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
+  const mode = modeOf(where, options.mode);
+  const residualRows = options.residualRows === undefined ? null
+    : checkInteger(where, 'residualRows', options.residualRows, 0, Q4_MAX_RESIDUAL_ROWS);
+  if (!hasResidualWindow(mode)) checkUnused(where, options, 'residualRows', 'it sizes the f32 window of a q4 component, and this mode has none');
+  return { numKvHeads, headDim, mode, residualRows };
+}
+
+/** A new layer of rows given its q4 window and eviction policy (null: none); freed if either is refused. */
+function withRowOptions(where, ptr, residualRows, policy) {
+  const exports = lib();
+  try {
+    if (residualRows !== null) checkStatus(where, exports.kvc_layer_set_residual_rows(ptr, residualRows));
+    if (policy) checkStatus(where, exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
+  } catch (error) {
+    exports.kvc_layer_free(ptr);
+    throw error;
+  }
+  return ptr;
+}
+
 /** Creates a C layer from constructor options; returns its pointer. */
 export function createLayer(where, options) {
   checkObject(where, 'options', options);
@@ -103,12 +128,7 @@ export function createLayer(where, options) {
   const kind = options.kind ?? 'full';
   if (OPTIONS[kind]) checkKeys(where, options, OPTIONS[kind]);
   if (kind === 'full' || kind === 'window') {
-    const numKvHeads = checkInteger(where, 'numKvHeads', options.numKvHeads, 1, MAX_KV_HEADS);
-    const headDim = checkInteger(where, 'headDim', options.headDim, 1, MAX_HEAD_DIM);
-    const mode = modeOf(where, options.mode);
-    const residualRows = options.residualRows === undefined ? null
-      : checkInteger(where, 'residualRows', options.residualRows, 0, Q4_MAX_RESIDUAL_ROWS);
-    if (!hasResidualWindow(mode)) checkUnused(where, options, 'residualRows', 'it sizes the f32 window of a q4 component, and this mode has none');
+    const { numKvHeads, headDim, mode, residualRows } = rowsShape(where, options);
     if (options.maxRows === undefined) {
       checkUnused(where, options, 'sinks', 'it goes with maxRows');
       checkUnused(where, options, 'recent', 'it goes with maxRows');
@@ -120,14 +140,7 @@ export function createLayer(where, options) {
     const ptr = callOut(where, (outPtr) => (kind === 'window'
       ? exports.kvc_layer_create_window(numKvHeads, headDim, mode, window, rollback, outPtr)
       : exports.kvc_layer_create(numKvHeads, headDim, mode, outPtr)));
-    try {
-      if (residualRows !== null) checkStatus(where, exports.kvc_layer_set_residual_rows(ptr, residualRows));
-      if (policy) checkStatus(where, exports.kvc_layer_set_max_rows(ptr, policy.budget, policy.sinks, policy.recent));
-    } catch (error) {
-      exports.kvc_layer_free(ptr);
-      throw error;
-    }
-    return ptr;
+    return withRowOptions(where, ptr, residualRows, policy);
   } else if (kind === 'linear') {
     const numHeads = checkInteger(where, 'numHeads', options.numHeads, 1, MAX_KV_HEADS);
     const numFeatures = checkInteger(where, 'numFeatures', options.numFeatures, 1, MAX_HEAD_DIM);
@@ -147,6 +160,12 @@ export function createLayer(where, options) {
   } else if (kind === 'mamba2') {
     const { heads, groups, headSize, groupSize, kernel } = headsShape(where, options, ['heads', 'groups', 'headDim', 'stateSize']);
     return callOut(where, (outPtr) => exports.kvc_layer_create_mamba2(heads, headSize, groups, groupSize, kernel, outPtr));
+  } else if (kind === 'attn_mamba2') {
+    const { numKvHeads, headDim, mode, residualRows } = rowsShape(where, options);
+    const { heads, groups, headSize, groupSize, kernel } = headsShape(where, options, ['heads', 'groups', 'ssmHeadDim', 'stateSize']);
+    const ptr = callOut(where, (outPtr) => exports.kvc_layer_create_attn_mamba2(numKvHeads, headDim, mode, heads, headSize, groups,
+      groupSize, kernel, outPtr));
+    return withRowOptions(where, ptr, residualRows, null);
   } else if (kind === 'shared') {
     // Whether it names an earlier layer of rows is for the KvCache it joins to check.
     const owner = checkInteger(where, 'owner', options.owner, 0, MAX_LAYERS - 1);
@@ -154,7 +173,7 @@ export function createLayer(where, options) {
   } else if (kind === 'none') {
     return callOut(where, (outPtr) => exports.kvc_layer_create_none(outPtr));
   }
-  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta', 'mamba2', 'shared' or 'none' (got ${shown(kind)})`);
+  throw new RangeError(`${where}: kind must be 'full', 'window', 'linear', 'conv', 'delta', 'mamba2', 'attn_mamba2', 'shared' or 'none' (got ${shown(kind)})`);
 }
 
 /** Wraps a C layer: owned (freed by free() or the finalizer) when `owner` is
@@ -179,6 +198,11 @@ export function wrapLayer(ptr, owner = null) {
  *     its geometry reads as a delta layer's: keyHeads the groups, valueHeads the
  *     heads, keyDim the state size, valueDim headDim.  The model runner steps
  *     these three (include/kvcache.h: kvc_layer_conv_n, kvc_layer_delta_n, kvc_layer_mamba2_n)
+ *   new LayerKvCache({ kind: 'attn_mamba2', numKvHeads, headDim, mode?, residualRows?, heads, ssmHeadDim, groups, stateSize, kernel })
+ *     a full layer's rows and a Mamba-2 state in one (Falcon-H1's blocks):
+ *     appends and attention go to the rows, kvc_layer_mamba2_n to the state;
+ *     forks, verify, truncateLast (the state's last call only) and
+ *     snapshots take both (include/kvcache.h: kvc_layer_create_attn_mamba2)
  *   new LayerKvCache({ kind: 'shared', owner })
  *     holds nothing: in a KvCache, it reads the rows of layer `owner`, an earlier
  *     full or window layer (Gemma 4's shared-KV blocks)
@@ -203,7 +227,7 @@ export class LayerKvCache {
     const kind = exports.kvc_layer_kind(ptr);
     this.#linear = kind === KIND_LINEAR;
     this.#kind = KIND_NAMES[kind] ?? 'full';
-    this.#rows = this.#kind === 'full' || this.#kind === 'window';
+    this.#rows = this.#kind === 'full' || this.#kind === 'window' || this.#kind === 'attn_mamba2';
     this.#numKvHeads = exports.kvc_layer_num_kv_heads(ptr) >>> 0;
     this.#headDim = exports.kvc_layer_head_dim(ptr) >>> 0;
     if (!this.#owner) owned.adopt(this, ptr);

@@ -192,9 +192,10 @@ kvc_status kvc_layer_truncate_last(kvc_layer *layer, size_t n) {
     if (!layer) return KVC_E_NULL_POINTER;
     kvc_recurrent *r = kvc_recurrent_of(layer);
     if (layer->verifying && (kvc_has_rows(layer) || r)) return KVC_E_VERIFYING;
-    if (r) return kvc_recurrent_take_back(r, n) ? KVC_OK : KVC_E_KIND;
-    if (!kvc_has_rows(layer)) return KVC_E_KIND;
+    if (!kvc_has_rows(layer)) return r && kvc_recurrent_take_back(r, n) ? KVC_OK : KVC_E_KIND;
     if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW; /* the rows the new newest position sees slid out */
+    /* Rows beside a state: the state's last call or nothing, checked before the rows change. */
+    if (r && !kvc_recurrent_take_back(r, n)) return KVC_E_KIND;
     kvc_layer_drop_from(layer, n < layer->next_position ? layer->next_position - n : 0);
     return KVC_OK;
 }

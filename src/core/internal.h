@@ -158,6 +158,7 @@ typedef struct kvc_linear {
 typedef struct kvc_recurrent {
     size_t channels, kernel;  /* the convolution: C channels, K taps */
     size_t key_heads, value_heads, key_dim, value_dim; /* the delta rule's (0: none) */
+    kvc_kind rule;            /* the kind whose step it takes (a layer of rows and a state: Mamba-2) */
     size_t steps;             /* committed steps */
     size_t tentative;         /* a verify's steps, in lanes[0 .. tentative) */
     size_t undo;              /* steps lanes[0] takes back (the last call's, outside a verify) */
@@ -451,7 +452,7 @@ extern const kvc_state_traits kvc_linear_states, kvc_recurrent_states;
 typedef struct kvc_kind_traits {
     const char *name;
     int rows;                      /* keys and values in rows (full, window) */
-    const kvc_state_traits *state; /* else a state (linear, conv, delta); neither: shared, none */
+    const kvc_state_traits *state; /* a state (linear, conv, delta, mamba2); both: rows and a state; neither: shared, none */
     int positions;                 /* takes positions of its own (all but shared, none): a model's length counts it */
 } kvc_kind_traits;
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind);
@@ -554,9 +555,13 @@ void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch);
 
 /* ---- positions.c: the slots and the alive map ---- */
 /* Positions a layer has taken in: a full layer's next position (its seq_len
- * until it evicts), or a linear layer's steps.  A model's layers agree on it
- * between two steps of a runner. */
+ * until it evicts), or a linear layer's steps; of a layer of rows and a
+ * state, the fewer.  A model's layers agree on it between two steps of a
+ * runner. */
 size_t kvc_layer_positions_taken(const kvc_layer *layer);
+/* 1 unless the layer holds rows and a state that have taken different
+ * numbers of positions (a runner between its two parts of a step). */
+int kvc_layer_parts_agree(const kvc_layer *layer);
 /* Makes room for n more slots (KVC_E_NOMEM: nothing changed). */
 kvc_status kvc_slots_reserve(kvc_layer *layer, size_t n);
 /* seq_len and every slot sequence to `len` (up to reserved slots, or down). */

@@ -42,6 +42,7 @@ static const kvc_kind_traits kinds[] = {
     [KVC_KIND_SHARED] = {"shared", 0, NULL, 0},
     [KVC_KIND_MAMBA2] = {"mamba2", 0, &kvc_recurrent_states, 1},
     [KVC_KIND_NONE] = {"none", 0, NULL, 0},
+    [KVC_KIND_ATTN_MAMBA2] = {"attn_mamba2", 1, &kvc_recurrent_states, 1},
 };
 
 const kvc_kind_traits *kvc_kind_traits_of(kvc_kind kind) {
@@ -126,7 +127,7 @@ void kvc_layer_free(kvc_layer *layer) {
     else registry_first = layer->registry_next;
     if (layer->registry_next) layer->registry_next->registry_prev = layer->registry_prev;
     registry_unlock();
-    if (states_of(layer)) states_of(layer)->free(layer->state);
+    if (states_of(layer) && layer->state) states_of(layer)->free(layer->state); /* NULL: a fork that failed to copy it */
     if (layer->heads) {
         for (size_t h = 0; h < layer->num_kv_heads; h++) {
             kvc_store_free(&layer->heads[h].keys);
@@ -196,13 +197,14 @@ kvc_status kvc_layer_clone(const kvc_layer *layer, kvc_layer **out) {
     *out = NULL;
     if (!layer) return KVC_E_NULL_POINTER;
     if (layer->verifying) return KVC_E_VERIFYING;
-    if (kvc_has_rows(layer)) return fork_rows(layer, out);
     if (layer->kind == KVC_KIND_SHARED) return kvc_layer_create_shared(layer->owner, out);
     if (layer->kind == KVC_KIND_NONE) return kvc_layer_create_none(out);
-    kvc_layer *copy = kvc_layer_alloc(layer->kind);
-    if (!copy) return KVC_E_NOMEM;
-    /* A recurrent state is a few MB at most: a fork copies it. */
-    const kvc_status status = states_of(layer)->clone(&copy->state, layer->state);
+    kvc_layer *copy = NULL;
+    kvc_status status = kvc_has_rows(layer) ? fork_rows(layer, &copy) : KVC_OK;
+    if (status == KVC_OK && !copy) copy = kvc_layer_alloc(layer->kind);
+    if (!copy) return status == KVC_OK ? KVC_E_NOMEM : status;
+    /* A recurrent state is a few MB at most: a fork copies it (beside rows too). */
+    if (states_of(layer)) status = states_of(layer)->clone(&copy->state, layer->state);
     if (status == KVC_OK) *out = copy;
     else kvc_layer_free(copy);
     return status;
@@ -256,7 +258,10 @@ size_t kvc_layer_exact_rollback(const kvc_layer *layer) {
         if (v < exact) exact = v;
     }
     const size_t truncatable = kvc_window_truncatable(layer);
-    return truncatable < exact ? truncatable : exact;
+    if (truncatable < exact) exact = truncatable;
+    /* Rows beside a state: that state takes back its last call only. */
+    const kvc_recurrent *r = kvc_recurrent_of(layer);
+    return r && r->undo < exact ? r->undo : exact;
 }
 
 size_t kvc_layer_seq_len(const kvc_layer *layer) {
@@ -274,9 +279,9 @@ int kvc_layer_field_frozen(const kvc_layer *layer) {
 
 size_t kvc_layer_memory_bytes(const kvc_layer *layer) {
     if (!layer) return 0;
-    if (states_of(layer)) return states_of(layer)->memory_bytes(layer->state);
     const size_t d = layer->head_dim;
-    size_t bytes = layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
+    size_t bytes = states_of(layer) ? states_of(layer)->memory_bytes(layer->state) : 0;
+    bytes += layer->seq_len * (sizeof(float) + sizeof(uint32_t) + layer->map_bytes);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
         bytes += kvc_store_bytes(&layer->heads[h].keys, layer->residual_rows);
         bytes += kvc_store_bytes(&layer->heads[h].values, layer->residual_rows);
@@ -325,8 +330,8 @@ size_t kvc_layer_shared_bytes(const kvc_layer *layer) {
 }
 
 size_t kvc_layer_count_bytes(const kvc_layer *layer, uint32_t walk) {
-    if (states_of(layer)) return states_of(layer)->memory_bytes(layer->state);
-    size_t bytes = kvc_paged_count_bytes(&layer->imp, 0, walk) +
+    size_t bytes = states_of(layer) ? states_of(layer)->memory_bytes(layer->state) : 0;
+    bytes += kvc_paged_count_bytes(&layer->imp, 0, walk) +
                    kvc_paged_count_bytes(&layer->positions, 0, walk) +
                    kvc_paged_count_bytes(&layer->alive, 0, walk);
     for (size_t h = 0; h < layer->num_kv_heads; h++) {
@@ -388,49 +393,40 @@ kvc_status kvc_layer_head_values(const kvc_layer *layer, size_t kv_head, float *
     return copy_head_rows(layer, kv_head, 1, dst, dst_len);
 }
 
+/* snprintf at `at` of buf: what it wrote (or would have) is added to *at. */
+#define APPEND(at, buf, buf_len, ...) \
+    do { \
+        const int written_ = snprintf((buf) && *(at) < (buf_len) ? (buf) + *(at) : NULL, \
+                                      *(at) < (buf_len) ? (buf_len) - *(at) : 0, __VA_ARGS__); \
+        if (written_ > 0) *(at) += (size_t)written_; \
+    } while (0)
+
 size_t kvc_layer_describe(const kvc_layer *layer, char *buf, size_t buf_len) {
     if (!layer) return 0;
     if (!buf) buf_len = 0;
-    int written;
+    size_t at = 0;
     const kvc_linear *linear = kvc_linear_of(layer);
     const kvc_recurrent *r = kvc_recurrent_of(layer);
+    APPEND(&at, buf, buf_len, "kvc_layer{kind=%s", kvc_kind_traits_of(layer->kind)->name);
     if (linear) {
-        written = snprintf(buf, buf_len,
-                           "kvc_layer{kind=linear num_heads=%zu num_features=%zu value_dim=%zu "
-                           "phase_mass=%g steps=%zu verifying=%d memory_bytes=%zu "
-                           "capacity_bytes=%zu}",
-                           linear->num_heads, linear->num_features, linear->value_dim,
-                           linear->phase_mass, kvc_layer_steps(layer), layer->verifying,
-                           kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
-        return written < 0 ? 0 : (size_t)written;
+        APPEND(&at, buf, buf_len, " num_heads=%zu num_features=%zu value_dim=%zu phase_mass=%g steps=%zu",
+               linear->num_heads, linear->num_features, linear->value_dim, linear->phase_mass,
+               kvc_layer_steps(layer));
+    }
+    if (layer->kind == KVC_KIND_SHARED) APPEND(&at, buf, buf_len, " owner=%zu", layer->owner);
+    if (kvc_has_rows(layer)) {
+        APPEND(&at, buf, buf_len,
+               " window=%zu mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu residual_rows=%zu field_frozen=%d",
+               layer->window, kvc_mode_name(layer->mode), layer->num_kv_heads, layer->head_dim, layer->seq_len,
+               layer->residual_rows, layer->field_frozen);
     }
     if (r) {
-        written = snprintf(buf, buf_len,
-                           "kvc_layer{kind=%s channels=%zu kernel=%zu key_heads=%zu value_heads=%zu key_dim=%zu "
-                           "value_dim=%zu steps=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
-                           kvc_kind_traits_of(layer->kind)->name, r->channels, r->kernel, r->key_heads,
-                           r->value_heads, r->key_dim, r->value_dim, kvc_layer_steps(layer), layer->verifying,
-                           kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
-        return written < 0 ? 0 : (size_t)written;
+        APPEND(&at, buf, buf_len,
+               " channels=%zu kernel=%zu key_heads=%zu value_heads=%zu key_dim=%zu value_dim=%zu steps=%zu",
+               r->channels, r->kernel, r->key_heads, r->value_heads, r->key_dim, r->value_dim,
+               kvc_layer_steps(layer));
     }
-    if (layer->kind == KVC_KIND_SHARED) {
-        written = snprintf(buf, buf_len, "kvc_layer{kind=shared owner=%zu verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
-                           layer->owner, layer->verifying, kvc_layer_memory_bytes(layer),
-                           kvc_layer_capacity_bytes(layer));
-        return written < 0 ? 0 : (size_t)written;
-    }
-    if (layer->kind == KVC_KIND_NONE) {
-        written = snprintf(buf, buf_len, "kvc_layer{kind=none verifying=%d memory_bytes=%zu capacity_bytes=%zu}",
-                           layer->verifying, kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
-        return written < 0 ? 0 : (size_t)written;
-    }
-    written = snprintf(buf, buf_len,
-                       "kvc_layer{kind=%s window=%zu mode=%s num_kv_heads=%zu head_dim=%zu seq_len=%zu "
-                       "residual_rows=%zu field_frozen=%d verifying=%d memory_bytes=%zu "
-                       "capacity_bytes=%zu}",
-                       kvc_kind_traits_of(layer->kind)->name, layer->window, kvc_mode_name(layer->mode),
-                       layer->num_kv_heads, layer->head_dim,
-                       layer->seq_len, layer->residual_rows, layer->field_frozen, layer->verifying,
-                       kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
-    return written < 0 ? 0 : (size_t)written;
+    APPEND(&at, buf, buf_len, " verifying=%d memory_bytes=%zu capacity_bytes=%zu}", layer->verifying,
+           kvc_layer_memory_bytes(layer), kvc_layer_capacity_bytes(layer));
+    return at;
 }

@@ -39,8 +39,12 @@ static size_t first_positioned(kvc_layer *const *layers, size_t num_layers) {
     return i;
 }
 
-/* 1 if every layer that takes positions has taken in as many as the first. */
+/* 1 if every layer that takes positions has taken in as many as the first,
+ * the rows and the state of a layer that holds both included. */
 static int layers_aligned(kvc_layer *const *layers, size_t num_layers) {
+    for (size_t i = 0; i < num_layers; i++) {
+        if (!kvc_layer_parts_agree(layers[i])) return 0;
+    }
     const size_t first = first_positioned(layers, num_layers);
     for (size_t i = first + 1; i < num_layers; i++) {
         if (kvc_takes_positions(layers[i]) &&
@@ -188,9 +192,10 @@ void kvc_model_give_back(kvc_model *model, kvc_layer **held, size_t n) {
             void *taken = model->layers[i]->state;
             model->layers[i]->state = held[i]->state;
             held[i]->state = taken;
-        } else if (held[i]) {
+        }
+        if (held[i] && kvc_has_rows(held[i])) { /* a window layer's, or those beside a state */
             kvc_layer_swap_rows(model->layers[i], held[i]);
-        } else if (kvc_has_rows(model->layers[i])) {
+        } else if (!held[i] && kvc_has_rows(model->layers[i])) {
             (void)kvc_layer_truncate_last(model->layers[i], n); /* a full layer can */
         }
     }

@@ -11,7 +11,14 @@
 #include "internal.h"
 
 size_t kvc_layer_positions_taken(const kvc_layer *layer) {
-    return kvc_has_rows(layer) ? layer->next_position : kvc_layer_steps(layer);
+    if (!kvc_has_rows(layer)) return kvc_layer_steps(layer);
+    const int stateful = kvc_kind_traits_of(layer->kind)->state != NULL;
+    return stateful && kvc_layer_steps(layer) < layer->next_position ? kvc_layer_steps(layer) : layer->next_position;
+}
+
+int kvc_layer_parts_agree(const kvc_layer *layer) {
+    return !kvc_has_rows(layer) || !kvc_kind_traits_of(layer->kind)->state ||
+           kvc_layer_steps(layer) == layer->next_position;
 }
 
 kvc_status kvc_slots_reserve(kvc_layer *layer, size_t n) {

@@ -83,8 +83,9 @@ static int stateful(const kvc_model *model) {
     return 0;
 }
 
-/* A model an entry can hold: full, recurrent (conv, delta), shared and none layers
- * only (a match truncates the full ones), none evicted (slot s must be token s),
+/* A model an entry can hold: full, recurrent (conv, delta, Mamba-2, and
+ * Mamba-2 beside rows), shared and none layers only (a match truncates the
+ * full ones), none evicted (slot s must be token s),
  * and, when there are entries, their layers' kinds and geometry, mode and
  * residual window. */
 static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *model) {
@@ -108,10 +109,11 @@ static kvc_status check_model(const kvc_prefix_cache *cache, const kvc_model *mo
                           kvc_recurrent_states.len(like) != kvc_recurrent_states.len(r) || like->channels != r->channels ||
                           like->key_heads != r->key_heads || like->value_heads != r->value_heads))
                 return KVC_E_PREFIX;
-            continue;
+        } else if (layer->kind != KVC_KIND_FULL) {
+            return KVC_E_KIND;
         }
-        if (layer->kind != KVC_KIND_FULL) return KVC_E_KIND;
-        if (other && kvc_model_layer(other, i)->kind != KVC_KIND_FULL) return KVC_E_PREFIX;
+        if (!kvc_has_rows(layer)) continue; /* a state alone */
+        if (other && kvc_model_layer(other, i)->kind != layer->kind) return KVC_E_PREFIX;
         if (layer->seq_len != layer->next_position) return KVC_E_PREFIX;
         if (!other) continue;
         const kvc_layer *like = kvc_model_layer(other, i);

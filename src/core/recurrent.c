@@ -24,6 +24,12 @@
  * of exactly its tokens) when a later layer fails.  Heads are independent,
  * so a call's heads go to the pool as tasks, each over every token in order:
  * the same bits whatever the number of threads.
+ *
+ * A Mamba-2 state may also sit beside a full layer's rows
+ * (KVC_KIND_ATTN_MAMBA2, Falcon-H1's): the state's `rule` says which step it
+ * takes, whatever kind its layer is, and the generic code (layer.c,
+ * verify.c, append.c, model.c, snapshot.c) does to rows and state what it
+ * does to each alone.
  */
 #include <math.h>
 #include <string.h>
@@ -66,7 +72,7 @@ static kvc_recurrent *recurrent_alloc(const kvc_recurrent *geometry) {
     if (!r) return NULL;
     *r = (kvc_recurrent){.channels = geometry->channels, .kernel = geometry->kernel,
                          .key_heads = geometry->key_heads, .value_heads = geometry->value_heads,
-                         .key_dim = geometry->key_dim, .value_dim = geometry->value_dim};
+                         .key_dim = geometry->key_dim, .value_dim = geometry->value_dim, .rule = geometry->rule};
     r->state = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
     if (!r->state) {
         kvc_free(r);
@@ -149,9 +155,12 @@ const kvc_state_traits kvc_recurrent_states = {recurrent_free,   recurrent_clone
 
 /* ---- creation ---- */
 
-static kvc_status create(const kvc_recurrent *geometry, kvc_kind kind, kvc_layer **out) {
-    kvc_layer *layer = kvc_layer_alloc(kind);
+/* A layer of `kind` whose state has this geometry: `rows`, a layer of rows
+ * to hold it beside them (taken: freed on failure), or NULL. */
+static kvc_status create(const kvc_recurrent *geometry, kvc_kind kind, kvc_layer *rows, kvc_layer **out) {
+    kvc_layer *layer = rows ? rows : kvc_layer_alloc(kind);
     if (!layer) return KVC_E_NOMEM;
+    layer->kind = kind;
     layer->state = recurrent_alloc(geometry);
     if (!layer->state) {
         kvc_layer_free(layer);
@@ -169,16 +178,15 @@ kvc_status kvc_layer_create_conv(size_t channels, size_t kernel, kvc_layer **out
     if (!out) return KVC_E_NULL_POINTER;
     *out = NULL;
     if (!conv_fits(channels, kernel)) return KVC_E_CONV;
-    const kvc_recurrent geometry = {.channels = channels, .kernel = kernel};
-    return create(&geometry, KVC_KIND_CONV, out);
+    const kvc_recurrent geometry = {.channels = channels, .kernel = kernel, .rule = KVC_KIND_CONV};
+    return create(&geometry, KVC_KIND_CONV, NULL, out);
 }
 
-/* A delta or Mamba-2 layer: value heads reading key heads (groups), a
- * key_dim x value_dim matrix each, a convolution over both. */
-static kvc_status create_heads(kvc_kind kind, size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
-                               size_t kernel, kvc_layer **out) {
-    if (!out) return KVC_E_NULL_POINTER;
-    *out = NULL;
+/* The geometry of a delta or Mamba-2 state (`rule`): value heads reading
+ * key heads (groups), a key_dim x value_dim matrix each, a convolution over
+ * both; KVC_OK if it fits. */
+static kvc_status heads_geometry(kvc_kind rule, size_t key_heads, size_t value_heads, size_t key_dim,
+                                 size_t value_dim, size_t kernel, kvc_recurrent *geometry) {
     if (key_heads == 0 || value_heads == 0 || value_heads > KVC_MAX_KV_HEADS || value_heads % key_heads != 0)
         return KVC_E_NUM_HEADS;
     if (key_dim == 0 || key_dim > KVC_MAX_HEAD_DIM) return KVC_E_NUM_FEATURES;
@@ -186,9 +194,18 @@ static kvc_status create_heads(kvc_kind kind, size_t key_heads, size_t value_hea
     /* Each at most 2^12: the products stay far inside size_t. */
     const size_t channels = 2 * key_heads * key_dim + value_heads * value_dim;
     if (!conv_fits(channels, kernel) || value_heads * value_dim * key_dim > KVC_MAX_DELTA_STATE) return KVC_E_CONV;
-    const kvc_recurrent geometry = {.channels = channels, .kernel = kernel, .key_heads = key_heads,
-                                    .value_heads = value_heads, .key_dim = key_dim, .value_dim = value_dim};
-    return create(&geometry, kind, out);
+    *geometry = (kvc_recurrent){.channels = channels, .kernel = kernel, .key_heads = key_heads,
+                                .value_heads = value_heads, .key_dim = key_dim, .value_dim = value_dim, .rule = rule};
+    return KVC_OK;
+}
+
+static kvc_status create_heads(kvc_kind kind, size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
+                               size_t kernel, kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    kvc_recurrent geometry;
+    const kvc_status status = heads_geometry(kind, key_heads, value_heads, key_dim, value_dim, kernel, &geometry);
+    return status == KVC_OK ? create(&geometry, kind, NULL, out) : status;
 }
 
 kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t key_dim, size_t value_dim,
@@ -199,6 +216,23 @@ kvc_status kvc_layer_create_delta(size_t key_heads, size_t value_heads, size_t k
 kvc_status kvc_layer_create_mamba2(size_t heads, size_t head_dim, size_t groups, size_t state_size, size_t kernel,
                                    kvc_layer **out) {
     return create_heads(KVC_KIND_MAMBA2, groups, heads, state_size, head_dim, kernel, out);
+}
+
+kvc_status kvc_layer_create_attn_mamba2(size_t num_kv_heads, size_t head_dim, kvc_mode mode, size_t heads,
+                                        size_t ssm_head_dim, size_t groups, size_t state_size, size_t kernel,
+                                        kvc_layer **out) {
+    if (!out) return KVC_E_NULL_POINTER;
+    *out = NULL;
+    kvc_layer *rows;
+    kvc_status status = kvc_layer_create(num_kv_heads, head_dim, mode, &rows);
+    if (status != KVC_OK) return status;
+    kvc_recurrent geometry;
+    status = heads_geometry(KVC_KIND_MAMBA2, groups, heads, state_size, ssm_head_dim, kernel, &geometry);
+    if (status != KVC_OK) {
+        kvc_layer_free(rows);
+        return status;
+    }
+    return create(&geometry, KVC_KIND_ATTN_MAMBA2, rows, out);
 }
 
 /* ---- a step of T tokens ---- */
@@ -302,8 +336,8 @@ static kvc_status check_inputs(kvc_kind kind, const kvc_kernels *kernels, size_t
 static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x, const float *weights,
                        const step_inputs *in, float *out) {
     if (!layer || !x || !weights || !out) return KVC_E_NULL_POINTER;
-    if (layer->kind != kind) return KVC_E_KIND;
     kvc_recurrent *r = kvc_recurrent_of(layer);
+    if (!r || r->rule != kind) return KVC_E_KIND;
     const size_t C = r->channels, K = r->kernel, H = r->value_heads;
     if (T == 0 || T > KVC_MAX_STEP_TOKENS) return KVC_E_LENGTH;
     const kvc_kernels *kernels = kvc_kernels_active();

@@ -26,7 +26,8 @@
  * rows.  Version 1 snapshots still load.  The recurrent kinds conv and
  * delta, and the shared kind, are layers of their own kind values (a reader
  * that predates them refuses them as corrupt), not a new version: every
- * other snapshot keeps its bytes. */
+ * other snapshot keeps its bytes.  So is a layer of rows and a Mamba-2
+ * state: a full layer's fields and contents, then a Mamba-2 layer's. */
 #define SNAPSHOT_VERSION 2u
 #define SNAPSHOT_OLDEST_VERSION 1u
 /* The CRC-32 after the payload. */
@@ -161,7 +162,8 @@ static void write_store(kvc_writer *w, const kvc_layer *layer, size_t h, int is_
     if (has_field) put_paged(w, &store->field, sizeof(float));
 }
 
-static void write_full(kvc_writer *w, const kvc_layer *layer) {
+/* A layer of rows, after its kind: a window layer's window, then a full layer's fields and contents. */
+static void write_rows(kvc_writer *w, const kvc_layer *layer) {
     const uint64_t header[FULL_FIELDS] = {
         [FULL_MODE] = (uint32_t)layer->mode,
         [FULL_H] = layer->num_kv_heads,
@@ -174,7 +176,6 @@ static void write_full(kvc_writer *w, const kvc_layer *layer) {
         [FULL_SINKS] = layer->evict_sinks,
         [FULL_RECENT] = layer->evict_recent,
     };
-    put_field(w, kind_width, layer->kind);
     if (layer->kind == KVC_KIND_WINDOW) {
         const uint64_t window[WINDOW_FIELDS] = {[WINDOW_SIZE] = layer->window, [WINDOW_ROLLBACK] = layer->window_rollback};
         kvc_put_fields(w, window_widths, WINDOW_FIELDS, window);
@@ -199,36 +200,31 @@ static void write_linear(kvc_writer *w, const kvc_linear *linear) {
         [LINEAR_PHASE_MASS] = phase_bits,
         [LINEAR_STEPS] = linear->steps,
     };
-    put_field(w, kind_width, KVC_KIND_LINEAR);
     kvc_put_fields(w, linear_widths, LINEAR_FIELDS, header);
     kvc_put_array(w, linear->state, kvc_linear_states.len(linear), sizeof(double));
 }
 
-static void write_recurrent(kvc_writer *w, const kvc_layer *layer) {
-    const kvc_recurrent *r = kvc_recurrent_of(layer);
+static void write_recurrent(kvc_writer *w, const kvc_recurrent *r) {
     const uint64_t header[RECURRENT_FIELDS] = {
         [RECURRENT_CHANNELS] = r->channels,   [RECURRENT_KERNEL] = r->kernel,
         [RECURRENT_KEY_HEADS] = r->key_heads, [RECURRENT_VALUE_HEADS] = r->value_heads,
         [RECURRENT_KEY_DIM] = r->key_dim,     [RECURRENT_VALUE_DIM] = r->value_dim,
         [RECURRENT_STEPS] = r->steps,
     };
-    put_field(w, kind_width, layer->kind);
     kvc_put_fields(w, recurrent_widths, RECURRENT_FIELDS, header);
     kvc_put_array(w, r->state, kvc_recurrent_states.len(r), sizeof(float));
 }
 
-static void write_shared(kvc_writer *w, const kvc_layer *layer) {
-    put_field(w, kind_width, KVC_KIND_SHARED);
-    put_field(w, owner_width, layer->owner);
-}
-
+/* Its kind, then what the layer holds: a linear state, an owner, or rows
+ * and a recurrent state, one or both (a layer of both: rows first); a none
+ * layer its kind alone. */
 static void write_layer(kvc_writer *w, const void *what) {
     const kvc_layer *layer = what;
+    put_field(w, kind_width, layer->kind);
     if (kvc_linear_of(layer)) write_linear(w, kvc_linear_of(layer));
-    else if (kvc_recurrent_of(layer)) write_recurrent(w, layer);
-    else if (layer->kind == KVC_KIND_SHARED) write_shared(w, layer);
-    else if (layer->kind == KVC_KIND_NONE) put_field(w, kind_width, KVC_KIND_NONE); /* its kind is all it has */
-    else write_full(w, layer);
+    if (layer->kind == KVC_KIND_SHARED) put_field(w, owner_width, layer->owner);
+    if (kvc_has_rows(layer)) write_rows(w, layer);
+    if (kvc_recurrent_of(layer)) write_recurrent(w, kvc_recurrent_of(layer));
 }
 
 typedef void write_payload_fn(kvc_writer *w, const void *what);
@@ -444,7 +440,8 @@ static kvc_status read_store(kvc_reader *r, kvc_layer *layer, size_t h, int is_v
     return KVC_OK;
 }
 
-static kvc_status read_full(kvc_reader *r, uint32_t version, kvc_layer **out) {
+/* A full layer's fields and contents, which may be followed by more (a state). */
+static kvc_status read_rows(kvc_reader *r, uint32_t version, kvc_layer **out) {
     full_header f;
     kvc_status status = read_full_header(r, version, &f);
     if (status != KVC_OK) return status;
@@ -486,13 +483,22 @@ static kvc_status read_full(kvc_reader *r, uint32_t version, kvc_layer **out) {
         status = read_store(r, layer, h, 0);
         if (status == KVC_OK) status = read_store(r, layer, h, 1);
     }
-    if (status == KVC_OK && kvc_left(r) != 0) status = KVC_E_SNAPSHOT_CORRUPT;
     if (status != KVC_OK) {
         kvc_layer_free(layer);
         return status;
     }
     *out = layer;
     return KVC_OK;
+}
+
+static kvc_status read_full(kvc_reader *r, uint32_t version, kvc_layer **out) {
+    kvc_status status = read_rows(r, version, out);
+    if (status == KVC_OK && kvc_left(r) != 0) {
+        kvc_layer_free(*out);
+        *out = NULL;
+        status = KVC_E_SNAPSHOT_CORRUPT;
+    }
+    return status;
 }
 
 static kvc_status read_window(kvc_reader *r, uint32_t version, kvc_layer **out) {
@@ -577,6 +583,25 @@ static kvc_status read_recurrent(kvc_reader *r, kvc_kind kind, kvc_layer **out) 
     return KVC_OK;
 }
 
+/* A full layer's rows, then a Mamba-2 layer's state: what the rows are read
+ * into takes the state's.  Such a layer does not evict. */
+static kvc_status read_attn_mamba2(kvc_reader *r, uint32_t version, kvc_layer **out) {
+    kvc_layer *layer, *state;
+    kvc_status status = read_rows(r, version, &layer);
+    if (status != KVC_OK) return status;
+    status = layer->max_rows ? KVC_E_SNAPSHOT_CORRUPT : read_recurrent(r, KVC_KIND_MAMBA2, &state);
+    if (status != KVC_OK) {
+        kvc_layer_free(layer);
+        return status;
+    }
+    layer->kind = KVC_KIND_ATTN_MAMBA2;
+    layer->state = state->state;
+    state->state = NULL;
+    kvc_layer_free(state);
+    *out = layer;
+    return KVC_OK;
+}
+
 /* Whether the owner is an earlier layer of rows is the model's to check
  * (kvc_model_create): alone, a shared layer may name any layer. */
 static kvc_status read_shared(kvc_reader *r, kvc_layer **out) {
@@ -596,6 +621,7 @@ static kvc_status read_layer(kvc_reader *r, uint32_t version, kvc_layer **out) {
     if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) return read_recurrent(r, (kvc_kind)kind, out);
     if (kind == KVC_KIND_SHARED) return read_shared(r, out);
     if (kind == KVC_KIND_NONE) return kvc_left(r) != 0 ? KVC_E_SNAPSHOT_CORRUPT : kvc_layer_create_none(out);
+    if (kind == KVC_KIND_ATTN_MAMBA2) return read_attn_mamba2(r, version, out);
     return KVC_E_SNAPSHOT_CORRUPT;
 }
 

@@ -11,6 +11,11 @@
  */
 #include "internal.h"
 
+/* Drafts appended as rows since begin_verify. */
+static size_t row_drafts(const kvc_layer *layer) {
+    return layer->seq_len - layer->verify_base;
+}
+
 /* With max_rows, the j drafts kept count as appended: accept brings the
  * layer back down to max_rows, keeping them (as recent rows) and, room
  * allowing, the sinks -- or a decoder that only ever speculates would never
@@ -18,7 +23,7 @@
  * was.  This is the scratch that eviction needs. */
 size_t kvc_accept_scratch_bytes(const kvc_layer *layer, size_t j) {
     if (!kvc_has_rows(layer) || !layer->max_rows || j == 0) return 0;
-    const size_t kept = layer->seq_len - (kvc_layer_draft_len(layer) - j);
+    const size_t kept = layer->seq_len - (row_drafts(layer) - j);
     return kept > layer->max_rows ? kvc_evict_scratch_bytes(kept) : 0;
 }
 
@@ -38,11 +43,10 @@ kvc_status kvc_accept_prepare(kvc_layer *layer, size_t j) {
 }
 
 void kvc_accept_with(kvc_layer *layer, size_t j, uint8_t *scratch) {
-    const size_t drafts = kvc_layer_draft_len(layer);
+    const size_t drafts = row_drafts(layer);
     const kvc_state_traits *states = kvc_kind_traits_of(layer->kind)->state;
-    if (states) {
-        states->commit(layer->state, j);
-    } else if (kvc_has_rows(layer)) { /* a shared layer has nothing to keep or drop: its owner does */
+    if (states) states->commit(layer->state, j);
+    if (kvc_has_rows(layer)) { /* a shared layer has nothing to keep or drop: its owner does */
         kvc_layer_drop_from(layer, layer->next_position - (drafts - j)); /* drafts are the newest */
         if (layer->max_rows && j > 0 && layer->seq_len > layer->max_rows) {
             size_t sinks, recent;
@@ -68,8 +72,10 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
 size_t kvc_layer_draft_len(const kvc_layer *layer) {
     if (!layer || !layer->verifying) return 0;
     const kvc_state_traits *states = kvc_kind_traits_of(layer->kind)->state;
-    if (states) return states->tentative(layer->state);
-    return layer->seq_len - layer->verify_base;
+    if (!kvc_has_rows(layer)) return states ? states->tentative(layer->state) : 0;
+    const size_t rows = row_drafts(layer);
+    /* Rows beside a state: the drafts both took (accept keeps j of each). */
+    return states && states->tentative(layer->state) < rows ? states->tentative(layer->state) : rows;
 }
 
 kvc_status kvc_layer_accept(kvc_layer *layer, size_t j) {

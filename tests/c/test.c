@@ -422,6 +422,12 @@ test_state *test_state_take(const kvc_layer *layer) {
         take_linear(layer, s);
         return s;
     }
+    s->recurrent_len = kvc_layer_state_len(layer);
+    if (s->recurrent_len) {
+        s->steps = kvc_layer_steps(layer);
+        s->recurrent = test_alloc(s->recurrent_len * sizeof(float));
+        if (kvc_layer_recurrent_state(layer, s->recurrent, s->recurrent_len) != KVC_OK) s->read_errors++;
+    }
     const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
     s->num_kv_heads = H;
     s->head_dim = d;
@@ -488,6 +494,9 @@ int test_state_equal(const test_state *a, const test_state *b) {
     if (a->kind == KVC_KIND_LINEAR) return linear_equal(a, b);
     if (a->num_kv_heads != b->num_kv_heads || a->head_dim != b->head_dim || a->mode != b->mode)
         return state_differs("geometry or mode", 0);
+    if (a->recurrent_len != b->recurrent_len || a->steps != b->steps) return state_differs("recurrent steps", 0);
+    if (a->recurrent_len && memcmp(a->recurrent, b->recurrent, a->recurrent_len * sizeof(float)) != 0)
+        return state_differs("recurrent state", 0);
     if (a->seq_len != b->seq_len) return state_differs("seq_len", 0);
     if (a->next_position != b->next_position) return state_differs("next_position", 0);
     if (memcmp(a->slots, b->slots, a->seq_len * sizeof(uint32_t)) != 0)
@@ -545,6 +554,7 @@ void test_state_free(test_state *state) {
     free(state->slots);
     free(state->state);
     free(state->scratch);
+    free(state->recurrent);
     free(state);
 }
 

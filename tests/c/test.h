@@ -221,6 +221,9 @@ typedef struct test_state {
     size_t state_len;    /* num_heads x num_features x value_dim */
     double *state;       /* [state_len] */
     double *scratch;     /* [draft_len x state_len] */
+    /* recurrent layers (alone or beside rows): steps (above) and the committed f32 state */
+    size_t recurrent_len;
+    float *recurrent;    /* [recurrent_len] */
 } test_state;
 
 /* Reads everything through the public API (no allocation of the library:

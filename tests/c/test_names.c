@@ -111,6 +111,7 @@ TEST(constants_should_give_each_listed_macro_once_with_its_value) {
         {"KVC_KIND_SHARED", KVC_KIND_SHARED},
         {"KVC_KIND_MAMBA2", KVC_KIND_MAMBA2},
         {"KVC_KIND_NONE", KVC_KIND_NONE},
+        {"KVC_KIND_ATTN_MAMBA2", KVC_KIND_ATTN_MAMBA2},
         {"KVC_LM_SPAN", KVC_LM_SPAN},
         {"KVC_MAX_CHANNELS", KVC_MAX_CHANNELS},
         {"KVC_MAX_CONV_KERNEL", KVC_MAX_CONV_KERNEL},

@@ -183,14 +183,16 @@ static void check_linear(const kvc_layer *layer, const ref_layer *ref) {
 
 void check_memory_formula(const kvc_layer *layer) {
     const kvc_kind kind = kvc_layer_kind(layer);
-    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) {
-        /* The convolution's kernel - 1 rows of channels, then each (value) head's key_dim x value_dim. */
+    /* A recurrent state (conv, delta, Mamba-2; alone or beside rows): the
+     * convolution's kernel - 1 rows of channels, then each value head's
+     * key_dim x value_dim, and as many again for each draft. */
+    size_t states = 0;
+    if (kvc_layer_state_len(layer)) {
         const size_t state = ((kvc_layer_conv_kernel(layer) - 1) * kvc_layer_channels(layer) +
                               kvc_layer_value_heads(layer) * kvc_layer_key_dim(layer) * kvc_layer_value_dim(layer)) *
                              sizeof(float);
         FUZZ_REQUIRE(kvc_layer_state_len(layer) * sizeof(float) == state);
-        FUZZ_REQUIRE(kvc_layer_memory_bytes(layer) == (1 + kvc_layer_draft_len(layer)) * state);
-        return;
+        states = (1 + kvc_layer_draft_len(layer)) * state;
     }
     if (kind == KVC_KIND_LINEAR) {
         const size_t state = kvc_layer_num_heads(layer) * kvc_layer_num_features(layer) *
@@ -199,6 +201,10 @@ void check_memory_formula(const kvc_layer *layer) {
         return;
     }
     const size_t H = kvc_layer_num_kv_heads(layer), d = kvc_layer_head_dim(layer);
+    if (H == 0) { /* no rows */
+        FUZZ_REQUIRE(kvc_layer_memory_bytes(layer) == states);
+        return;
+    }
     const kvc_mode mode = kvc_layer_mode(layer);
     const size_t q4_row = 4 + ((d + 15) / 16 + 3) / 4 + (d + 1) / 2, residual = kvc_layer_residual_rows(layer);
     size_t bytes = kvc_layer_seq_len(layer) * (8 + (H + 7) / 8), window = 0;
@@ -217,6 +223,7 @@ void check_memory_formula(const kvc_layer *layer) {
     }
     if (kvc_layer_field_frozen(layer))
         bytes += (size_t)(ref_quantized(mode, 0) + ref_quantized(mode, 1)) * H * d * 4;
+    bytes += states;
     /* q4: its windows' f32 copies, at most min(rows from W on, R) a head */
     const size_t memory = kvc_layer_memory_bytes(layer);
     FUZZ_REQUIRE(memory >= bytes && memory <= bytes + window && (memory - bytes) % (d * 4) == 0);

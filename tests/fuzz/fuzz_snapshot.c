@@ -36,12 +36,13 @@ static void check_serializes_to(const kvc_layer *layer, const uint8_t *bytes, si
     free(again);
 }
 
-/* begin_verify, one draft position (zeros; a step of a linear, conv,
- * delta or Mamba-2 layer), accept(0): the layer is back to `bytes`. */
+/* begin_verify, one draft position (zeros: a step of a linear, conv, delta
+ * or Mamba-2 state, a row of a layer of rows, both for a layer of both),
+ * accept(0): the layer is back to `bytes`. */
 static void check_draft_rejected(kvc_layer *layer, const uint8_t *bytes, size_t size) {
     FUZZ_REQUIRE(kvc_layer_begin_verify(layer) == KVC_OK);
     const kvc_kind kind = kvc_layer_kind(layer);
-    if (kind == KVC_KIND_CONV || kind == KVC_KIND_DELTA || kind == KVC_KIND_MAMBA2) {
+    if (kvc_layer_state_len(layer)) {
         const size_t C = kvc_layer_channels(layer), K = kvc_layer_conv_kernel(layer);
         const size_t H = kvc_layer_value_heads(layer), dv = kvc_layer_value_dim(layer);
         float *x = fuzz_buffer(C * sizeof(float)), *w = fuzz_buffer(C * K * sizeof(float));
@@ -65,7 +66,8 @@ static void check_draft_rejected(kvc_layer *layer, const uint8_t *bytes, size_t 
         free(features);
         free(v);
         free(out);
-    } else {
+    }
+    if (kvc_layer_num_kv_heads(layer)) {
         const size_t row = kvc_layer_num_kv_heads(layer) * kvc_layer_head_dim(layer);
         float *zeros = fuzz_buffer(row * sizeof(float));
         const kvc_status status = kvc_layer_append(layer, zeros, zeros, NULL);

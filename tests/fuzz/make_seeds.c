@@ -2,7 +2,9 @@
  * make_seeds.c -- writes the seed corpus of the fuzz harnesses:
  *   corpus/snapshot/  real snapshots of small layers and models: every
  *                     mode, empty, field unfrozen and frozen, evicted under
- *                     max_rows, linear (plain and vmf_phase), hybrid models;
+ *                     max_rows, linear (plain and vmf_phase), recurrent
+ *                     (conv, delta, Mamba-2, rows beside a Mamba-2 state),
+ *                     hybrid models;
  *   corpus/ops/       scripted call sequences in the format of ops_format.h,
  *                     one story each (the file name says which);
  *   corpus/gguf/      small GGUF files of each version (the C tests'
@@ -121,17 +123,15 @@ static kvc_layer *linear_layer(size_t steps, int phase) {
     return layer;
 }
 
-/* A conv, delta or Mamba-2 layer (of value_heads heads) of small geometry after `steps` steps of values_at inputs. */
-static kvc_layer *recurrent_layer(kvc_kind kind, size_t value_heads, size_t steps) {
+/* A conv (value_heads 0) or delta layer of small geometry after `steps` steps of values_at inputs. */
+static kvc_layer *recurrent_layer(size_t value_heads, size_t steps) {
     enum { CHANNELS = 6, KEY_HEADS = 1, KEY_DIM = 2, VALUE_DIM = 2, TAPS = 3 };
     kvc_layer *layer;
-    must(kind == KVC_KIND_DELTA    ? kvc_layer_create_delta(KEY_HEADS, value_heads, KEY_DIM, VALUE_DIM, TAPS, &layer)
-         : kind == KVC_KIND_MAMBA2 ? kvc_layer_create_mamba2(value_heads, VALUE_DIM, KEY_HEADS, KEY_DIM, TAPS, &layer)
-                                   : kvc_layer_create_conv(CHANNELS, TAPS, &layer),
+    must(value_heads ? kvc_layer_create_delta(KEY_HEADS, value_heads, KEY_DIM, VALUE_DIM, TAPS, &layer)
+                     : kvc_layer_create_conv(CHANNELS, TAPS, &layer),
          "create recurrent");
     const size_t C = kvc_layer_channels(layer);
     float x[16], w[16 * TAPS], alpha[4], beta[4], out[16];
-    const float a[4] = {-0.5f, -1.0f, -2.0f, -4.0f};
     for (size_t i = 0; i < C * TAPS; i++) w[i] = value_at(0, i, 3, 1);
     for (size_t s = 0; s < steps; s++) {
         for (size_t i = 0; i < C; i++) x[i] = value_at(s, i, 0, 1);
@@ -139,11 +139,48 @@ static kvc_layer *recurrent_layer(kvc_kind kind, size_t value_heads, size_t step
             alpha[h] = 0.9f;
             beta[h] = 0.5f;
         }
-        must(kind == KVC_KIND_DELTA    ? kvc_layer_delta_n(layer, 1, x, w, alpha, beta, 1e-6f, out)
-             : kind == KVC_KIND_MAMBA2 ? kvc_layer_mamba2_n(layer, 1, x, w, NULL, alpha, beta, a, beta, out)
-                                       : kvc_layer_conv_n(layer, 1, x, w, out),
+        must(value_heads ? kvc_layer_delta_n(layer, 1, x, w, alpha, beta, 1e-6f, out) : kvc_layer_conv_n(layer, 1, x, w, out),
              "recurrent step");
     }
+    return layer;
+}
+
+enum { SSM_HEADS = 2, SSM_HEAD_DIM = 2, SSM_GROUPS = 1, SSM_STATE = 2, SSM_TAPS = 3 };
+
+/* Steps [first, first + count) of values_at inputs through a Mamba-2 state
+ * (a Mamba-2 layer's, or one beside rows). */
+static void mamba2_steps(kvc_layer *layer, size_t first, size_t count) {
+    const size_t C = kvc_layer_channels(layer);
+    float x[16], w[16 * SSM_TAPS], bias[16], dt[SSM_HEADS], dt_bias[SSM_HEADS], a[SSM_HEADS], d[SSM_HEADS];
+    float out[SSM_HEADS * SSM_HEAD_DIM];
+    for (size_t i = 0; i < C * SSM_TAPS; i++) w[i] = value_at(0, i, 3, 1);
+    for (size_t i = 0; i < C; i++) bias[i] = value_at(1, i, 3, 1);
+    for (size_t h = 0; h < SSM_HEADS; h++) {
+        dt_bias[h] = value_at(2, h, 3, 1);
+        a[h] = -1.0f - (float)h;
+        d[h] = 0.5f;
+    }
+    for (size_t s = first; s < first + count; s++) {
+        for (size_t i = 0; i < C; i++) x[i] = value_at(s, i, 0, 1);
+        for (size_t h = 0; h < SSM_HEADS; h++) dt[h] = value_at(s, h, 1, 1);
+        must(kvc_layer_mamba2_n(layer, 1, x, w, bias, dt, dt_bias, a, d, out), "mamba2 step");
+    }
+}
+
+static kvc_layer *mamba2_layer(size_t steps) {
+    kvc_layer *layer;
+    must(kvc_layer_create_mamba2(SSM_HEADS, SSM_HEAD_DIM, SSM_GROUPS, SSM_STATE, SSM_TAPS, &layer), "create_mamba2");
+    mamba2_steps(layer, 0, steps);
+    return layer;
+}
+
+/* A layer of rows (H heads of d, `mode`) and a Mamba-2 state, at `positions`. */
+static kvc_layer *attn_mamba2_layer(size_t H, size_t d, kvc_mode mode, size_t positions) {
+    kvc_layer *layer;
+    must(kvc_layer_create_attn_mamba2(H, d, mode, SSM_HEADS, SSM_HEAD_DIM, SSM_GROUPS, SSM_STATE, SSM_TAPS, &layer),
+         "create_attn_mamba2");
+    append_positions(layer, 0, positions);
+    mamba2_steps(layer, 0, positions);
     return layer;
 }
 
@@ -188,11 +225,14 @@ static void snapshot_seeds(void) {
     }
     write_layer("layer-linear-5-steps", linear_layer(5, 0));
     write_layer("layer-linear-phase-3-steps", linear_layer(3, 1));
-    write_layer("layer-conv-4-steps", recurrent_layer(KVC_KIND_CONV, 0, 4));
-    write_layer("layer-delta-5-steps", recurrent_layer(KVC_KIND_DELTA, 2, 5));
-    write_layer("layer-mamba2-5-steps", recurrent_layer(KVC_KIND_MAMBA2, 2, 5));
-    kvc_layer *lfm2_like[3] = {recurrent_layer(KVC_KIND_CONV, 0, 3), full_layer(2, 4, KVC_MODE_F32, 3),
-                               recurrent_layer(KVC_KIND_DELTA, 2, 3)};
+    write_layer("layer-conv-4-steps", recurrent_layer(0, 4));
+    write_layer("layer-delta-5-steps", recurrent_layer(2, 5));
+    write_layer("layer-mamba2-5-steps", mamba2_layer(5));
+    write_layer("layer-attn-mamba2-q8-70-frozen", attn_mamba2_layer(2, 4, KVC_MODE_Q8, 70));
+    write_layer("layer-attn-mamba2-q4-10", attn_mamba2_layer(2, 4, KVC_MODE_Q4, 10));
+    kvc_layer *falcon_like[2] = {attn_mamba2_layer(2, 4, KVC_MODE_F32, 3), attn_mamba2_layer(1, 4, KVC_MODE_Q8, 3)};
+    write_model("model-attn-mamba2-3", falcon_like, 2);
+    kvc_layer *lfm2_like[3] = {recurrent_layer(0, 3), full_layer(2, 4, KVC_MODE_F32, 3), recurrent_layer(2, 3)};
     write_model("model-conv-full-delta-3", lfm2_like, 3);
 
     kvc_layer *hybrid[3] = {full_layer(2, 4, KVC_MODE_Q8, 66), full_layer(1, 4, KVC_MODE_F32, 66),

@@ -586,3 +586,46 @@ test('a none layer holds nothing and takes no positions: a KvCache with it goes 
     plain.free();
   }
 });
+
+test('an attn_mamba2 layer holds rows and a Mamba-2 state: both in memoryBytes, snapshots and forks', () => {
+  const shape = { kind: 'attn_mamba2', numKvHeads: 2, headDim: 8, mode: 'q8', heads: 4, ssmHeadDim: 12, groups: 2, stateSize: 8, kernel: 4 };
+  const layer = new LayerKvCache(shape);
+  const channels = 4 * 12 + 2 * 2 * 8;
+  const stateBytes = 4 * (3 * channels + 4 * 8 * 12);
+  try {
+    assert.equal(layer.kind, 'attn_mamba2');
+    assert.deepEqual([layer.numKvHeads, layer.headDim, layer.mode], [2, 8, 'q8']);
+    assert.deepEqual([layer.keyHeads, layer.valueHeads, layer.keyDim, layer.valueDim, layer.kernel, layer.channels], [2, 4, 8, 12, 4, channels]);
+    assert.equal(layer.memoryBytes, stateBytes);
+    const r = rng(55);
+    const k = normals(r, 3 * 2 * 8), v = normals(r, 3 * 2 * 8);
+    layer.appendBatch(k, v);
+    assert.equal(layer.seqLen, 3);
+    const rows = new LayerKvCache({ kind: 'full', numKvHeads: 2, headDim: 8, mode: 'q8' });
+    try {
+      rows.appendBatch(k, v);
+      assert.equal(layer.memoryBytes, rows.memoryBytes + stateBytes);
+      assert.ok(bitsEqual(layer.headKeys(1), rows.headKeys(1)));
+    } finally {
+      rows.free();
+    }
+    const restored = LayerKvCache.deserialize(layer.serialize());
+    const fork = layer.clone();
+    try {
+      for (const other of [restored, fork]) {
+        assert.equal(other.kind, 'attn_mamba2');
+        assert.deepEqual(other.serialize(), layer.serialize());
+        assert.ok(bitsEqual(other.recurrentState, layer.recurrentState));
+      }
+    } finally {
+      restored.free();
+      fork.free();
+    }
+  } finally {
+    layer.free();
+  }
+  assert.throws(() => new LayerKvCache({ ...shape, groups: 3 }), /heads must be a multiple of groups/);
+  assert.throws(() => new LayerKvCache({ ...shape, ssmHeadDim: 0 }), /ssmHeadDim/);
+  assert.throws(() => new LayerKvCache({ ...shape, numKvHeads: 0 }), /numKvHeads/);
+  assert.throws(() => new LayerKvCache({ ...shape, valueDim: 2 }), /valueDim/);
+});
