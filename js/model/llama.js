@@ -611,7 +611,8 @@ export class Llama {
       // Each layer's sliding window (0: global attention).
       layerWindows: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_window(ptr, l) >>> 0)),
       // Each layer's kind: 'full', 'window', 'shared' (gemma4's shared-KV blocks), a recurrent layer's 'conv' (lfm2),
-      // 'delta' (qwen35) or 'mamba2' (granitehybrid, nemotron_h), or 'none' (nemotron_h's MLP-only blocks keep nothing).
+      // 'delta' (qwen35) or 'mamba2' (granitehybrid, nemotron_h), 'attn_mamba2' (falcon-h1's rows beside a Mamba-2 state),
+      // or 'none' (nemotron_h's MLP-only blocks keep nothing).
       layerKinds: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => LAYER_KINDS[api.kvc_lm_layer_kind(ptr, l)])),
       // Each layer's attention: its head size and KV heads (gemma4's window and global layers differ; 0 for a recurrent layer).
       layerHeadDims: Object.freeze(Array.from({ length: api.kvc_lm_num_layers(ptr) >>> 0 }, (_, l) => api.kvc_lm_layer_head_dim(ptr, l) >>> 0)),
@@ -687,8 +688,9 @@ export class Llama {
     // or none layer nothing.
     const layerBytes = (window, l) => {
       if (layerKinds[l] === 'shared' || layerKinds[l] === 'none') return 0;
-      if (RECURRENT_KINDS.includes(layerKinds[l])) return 2 * stateBytes(api, this.#ptr);
-      return sizeOrInfinity(api.kvc_layer_bytes_for(layerKvHeads[l], layerHeadDims[l], MODES.indexOf(mode),
+      const state = RECURRENT_KINDS.includes(layerKinds[l]) ? 2 * stateBytes(api, this.#ptr) : 0;
+      if (state && layerKinds[l] !== 'attn_mamba2') return state;
+      return state + sizeOrInfinity(api.kvc_layer_bytes_for(layerKvHeads[l], layerHeadDims[l], MODES.indexOf(mode),
         window ? Math.min(positions, window + WINDOW_ROLLBACK + 64 + C_LIMITS.KVC_LM_BATCH) : positions));
     };
     const cache = layerWindows.reduce((sum, window, l) => sum + layerBytes(window, l), 0);
@@ -1640,8 +1642,8 @@ function spelledBy(tokenizer, ids, text) {
 
 // A layer kind's name by its kvc_kind value; the kinds that hold a state the runner steps.
 const LAYER_KINDS = ['full', 'linear', 'window', 'conv', 'delta', 'shared', 'mamba2',
-  'none'];
-const RECURRENT_KINDS = ['conv', 'delta', 'mamba2'];
+  'none', 'attn_mamba2'];
+const RECURRENT_KINDS = ['conv', 'delta', 'mamba2', 'attn_mamba2'];
 
 /** The shape of a model's recurrent layers (kvc_lm_recurrent_*), or null. */
 function recurrentShape(api, ptr) {
@@ -1672,9 +1674,11 @@ function cacheLayers(config, { mode, residualRows, maxRows, sinks, recent }) {
     if (kind === 'window') return { kind, window: layerWindows[l], rollback: WINDOW_ROLLBACK, numKvHeads, headDim, mode, residualRows };
     if (kind === 'shared') return { kind, owner: layerOwners[l] };
     if (kind === 'none') return { kind };
-    if (kind === 'mamba2') {
-      const { valueHeads: heads, valueDim: headDim, keyHeads: groups, keyDim: stateSize, kernel } = recurrent;
-      return { kind, heads, headDim, groups, stateSize, kernel };
+    if (kind === 'mamba2' || kind === 'attn_mamba2') {
+      const { valueHeads: heads, valueDim, keyHeads: groups, keyDim: stateSize, kernel } = recurrent;
+      // A layer of both (falcon-h1): a full layer's rows beside the state.
+      return kind === 'mamba2' ? { kind, heads, headDim: valueDim, groups, stateSize, kernel }
+        : { kind, numKvHeads, headDim, mode, residualRows, heads, ssmHeadDim: valueDim, groups, stateSize, kernel };
     }
     if (RECURRENT_KINDS.includes(kind)) return { kind, ...recurrent };
     return { kind: 'full', numKvHeads, headDim, mode, residualRows, maxRows, sinks, recent };
@@ -1692,8 +1696,9 @@ function layerFits(config, layer, l) {
   if (layer.kind !== kind) return false;
   if (RECURRENT_KINDS.includes(kind)) {
     const { channels, kernel, keyHeads = 0, valueHeads = 0, keyDim = 0, valueDim = 0 } = config.recurrent;
-    return layer.kernel === kernel && layer.keyHeads === keyHeads && layer.valueHeads === valueHeads &&
+    const state = layer.kernel === kernel && layer.keyHeads === keyHeads && layer.valueHeads === valueHeads &&
       layer.keyDim === keyDim && layer.valueDim === valueDim && (kind !== 'conv' || layer.channels === channels);
+    if (kind !== 'attn_mamba2' || !state) return state;
   }
   if (kind === 'shared') return layer.owner === config.layerOwners[l];
   if (kind === 'none') return true;

@@ -86,6 +86,13 @@ static const kvc_arch archs[] = {
      * head_count_kv is 0, attention elsewhere (without positions when
      * rope.scaling.finetuned is false, as the converter writes it), SwiGLU,
      * Granite's multipliers. */
+    /* Falcon-H1 (llama.cpp's falcon-h1.cpp): in every layer attention (RoPE
+     * on halves) and Mamba-2 read the same normed input and their outputs
+     * are summed (a layer of both in the cache); SwiGLU normed by ffn_norm
+     * (a tensor without .weight); muP's multipliers folded into the weights
+     * by the converter. */
+    {.name = "falcon-h1", .rope = KVC_ROPE_HALVES, .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_ATTN_MAMBA2,
+     .recurrent_layers = KVC_RECURRENT_BESIDE_ATTENTION, .ffn_norm = "ffn_norm"},
     {.name = "granitehybrid", .rope = KVC_ROPE_ADJACENT, .flags = KVC_ARCH_MULTIPLIERS | KVC_ARCH_ROPE_SWITCH,
      .activation = KVC_ACT_SWIGLU, .recurrent = KVC_KIND_MAMBA2},
     /* Nemotron-H (llama.cpp's nemotron-h.cpp): one sub-block a block, each

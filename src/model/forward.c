@@ -309,10 +309,10 @@ static kvc_status mix_delta(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, ui
     return KVC_OK;
 }
 
-/* Mamba-2 (granitehybrid): z, x B C, dt = xb Win; y = the scan of x B C and
- * dt with the D skip (recurrent.c); xb = grouped RMSNorm(silu(z) * y) Wout. */
-static kvc_status mix_mamba2(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
-    (void)flags, (void)offset;
+/* Mamba-2 (granitehybrid, nemotron_h, falcon-h1): z, x B C, dt = xb Win;
+ * y = the scan of x B C and dt with the D skip (recurrent.c); out =
+ * grouped RMSNorm(silu(z) * y) Wout [T x dim]. */
+static kvc_status mamba2_into(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, float *out) {
     kvc_lm_scratch *s = &lm->scratch;
     const kvc_block *b = &lm->blocks[l];
     const kvc_recurrent_shape *r = &lm->recurrent;
@@ -333,9 +333,14 @@ static kvc_status mix_mamba2(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, u
         for (size_t i = 0; i < T * G; i++) kvc_rmsnorm(n, s->gate + i * n, w + (i % G) * n, lm->rms_eps, s->gate + i * n);
     }
     kvc_profile_mark(KVC_PROFILE_RECURRENT);
-    const kvc_product out = {&b->out_proj, s->xb, lm->dim};
-    kvc_matmul(KVC_PROFILE_RECURRENT, 1, &out, s->gate, T, s->codes);
+    const kvc_product product = {&b->out_proj, out, lm->dim};
+    kvc_matmul(KVC_PROFILE_RECURRENT, 1, &product, s->gate, T, s->codes);
     return KVC_OK;
+}
+
+static kvc_status mix_mamba2(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    (void)flags, (void)offset;
+    return mamba2_into(lm, layer, l, T, lm->scratch.xb);
 }
 
 /* The queries, keys and values of block l's T tokens: s->q (with its gates
@@ -441,6 +446,25 @@ static kvc_status mix_attention(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T
 }
 
 /* The mixer of each kind of layer. */
+/* falcon-h1: Mamba-2 and attention on the same normed input (s->xb), xb =
+ * attention's output + Mamba-2's, in a layer of both.  All or nothing: an
+ * attention that fails after appending gives back its rows and, with them,
+ * the state's step (the layer's last call); one that fails before, the
+ * state's step alone goes back. */
+static kvc_status mix_attn_mamba2(kvc_lm *lm, kvc_layer *layer, size_t l, size_t T, uint32_t flags, size_t offset) {
+    kvc_lm_scratch *s = &lm->scratch;
+    kvc_status status = mamba2_into(lm, layer, l, T, s->mixed);
+    if (status != KVC_OK) return status;
+    const size_t steps = kvc_layer_steps(layer);
+    status = mix_attention(lm, layer, l, T, flags, offset);
+    if (status != KVC_OK) {
+        if (!(flags & KVC_LM_VERIFY) && kvc_layer_steps(layer) == steps) (void)kvc_recurrent_take_back(kvc_recurrent_of(layer), T);
+        return status;
+    }
+    kvc_add(T * lm->dim, s->xb, s->mixed);
+    return KVC_OK;
+}
+
 static mixer_fn *const mixers[] = {
     [KVC_KIND_FULL] = mix_attention,
     [KVC_KIND_WINDOW] = mix_attention,
@@ -448,6 +472,7 @@ static mixer_fn *const mixers[] = {
     [KVC_KIND_DELTA] = mix_delta,
     [KVC_KIND_SHARED] = mix_attention,
     [KVC_KIND_MAMBA2] = mix_mamba2,
+    [KVC_KIND_ATTN_MAMBA2] = mix_attn_mamba2,
     [KVC_KIND_NONE] = NULL, /* an MLP alone (nemotron_h) */
 };
 
@@ -566,20 +591,18 @@ static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
         const kvc_layer *layer = kvc_model_layer(cache, l);
         const kvc_layer_plan *plan = &lm->plans[l];
         if (kvc_layer_kind(layer) != plan->kind) return 0;
-        if (plan->kind != KVC_KIND_FULL && plan->kind == lm->arch->recurrent) { /* a state of lm's shape */
-            if (kvc_layer_channels(layer) != r->channels || kvc_layer_conv_kernel(layer) != r->kernel ||
-                kvc_layer_key_heads(layer) != r->key_heads || kvc_layer_value_heads(layer) != r->value_heads ||
-                kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||
-                kvc_layer_steps(layer) != next)
-                return 0;
-        } else if (plan->kind == KVC_KIND_SHARED) {
-            if (kvc_layer_owner(layer) != plan->owner) return 0; /* the owner is checked as itself */
-        } else if (plan->kind == KVC_KIND_NONE) {
-            continue; /* nothing to fit */
-        } else if (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != plan->kv_heads ||
-                   kvc_layer_head_dim(layer) != plan->head_dim || kvc_layer_next_position(layer) != next) {
+        /* A state of lm's shape, rows of the plan's, both (falcon-h1), or neither (shared, none). */
+        const int state = plan->kind != KVC_KIND_FULL && plan->kind == lm->arch->recurrent;
+        if (state && (kvc_layer_channels(layer) != r->channels || kvc_layer_conv_kernel(layer) != r->kernel ||
+                      kvc_layer_key_heads(layer) != r->key_heads || kvc_layer_value_heads(layer) != r->value_heads ||
+                      kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||
+                      kvc_layer_steps(layer) != next))
             return 0;
-        }
+        if (plan->kind == KVC_KIND_SHARED && kvc_layer_owner(layer) != plan->owner) return 0; /* the owner is checked as itself */
+        if (kvc_kind_traits_of(plan->kind)->rows &&
+            (kvc_layer_window(layer) != plan->window || kvc_layer_num_kv_heads(layer) != plan->kv_heads ||
+             kvc_layer_head_dim(layer) != plan->head_dim || kvc_layer_next_position(layer) != next))
+            return 0;
     }
     return 1;
 }

@@ -133,9 +133,10 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     const size_t kv_dim = plan->kv_heads * hd;
     const unsigned flags = lm->arch->flags;
     const kvc_kind kind = plan->kind;
-    const int owns_rows = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW;
+    const int owns_rows = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW || kind == KVC_KIND_ATTN_MAMBA2;
     const int attends = owns_rows || kind == KVC_KIND_SHARED;
-    const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA, mamba = kind == KVC_KIND_MAMBA2;
+    const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA;
+    const int mamba = kind == KVC_KIND_MAMBA2 || kind == KVC_KIND_ATTN_MAMBA2;
     const int per_layer = lm->per_layer_dim > 0;
     const kvc_recurrent_shape *r = &lm->recurrent;
     const size_t inner = r->value_heads * r->value_dim;
@@ -689,9 +690,13 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
             return status;
         /* nemotron_h: a block with an FFN has no mixer. */
         const int mlp_alone = arch->recurrent_layers == KVC_RECURRENT_WITHOUT_KV_OR_FFN && plan->ffn_dim > 0;
+        /* falcon-h1: every layer attends beside its state. */
+        const int beside = arch->recurrent_layers == KVC_RECURRENT_BESIDE_ATTENTION;
         const int is_recurrent = arch->recurrent == KVC_KIND_FULL || mlp_alone             ? 0
+                                 : beside                                                  ? 1
                                  : arch->recurrent_layers == KVC_RECURRENT_BUT_INTERVAL ? (l + 1) % interval != 0
                                                                                         : kv_heads == 0;
+        const int attends = beside || (!is_recurrent && !mlp_alone);
         const int windowed = !is_recurrent && lm->window && windowed_kind;
         plan->kind = mlp_alone ? KVC_KIND_NONE : is_recurrent ? arch->recurrent : windowed ? KVC_KIND_WINDOW : KVC_KIND_FULL;
         plan->window = windowed ? lm->window : 0;
@@ -700,9 +705,9 @@ static kvc_status plan_layers(lm_source *src, kvc_lm *lm) {
                                                                                : KVC_ROPE_GLOBAL;
         plan->head_dim = windowed ? lm->window_head_dim : lm->head_dim;
         plan->rope_dims = windowed ? lm->window_rope_dims : lm->rope_dims;
-        plan->kv_heads = is_recurrent || mlp_alone ? 0 : kv_heads;
+        plan->kv_heads = attends ? kv_heads : 0;
         plan->owner = SIZE_MAX;
-        if (!is_recurrent && !mlp_alone && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
+        if (attends && (kv_heads == 0 || kv_heads > KVC_MAX_KV_HEADS || lm->num_heads % kv_heads))
             return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "layer %zu: %zu query heads do not share %zu KV heads", l, lm->num_heads, kv_heads);
         if (l >= owning) {
             for (size_t o = owning; o-- > 0 && plan->owner == SIZE_MAX;)

@@ -110,10 +110,11 @@ typedef enum kvc_activation {
 typedef enum kvc_recurrent_layers {
     KVC_RECURRENT_WITHOUT_KV,      /* a layer whose head_count_kv (a list, one per layer) is 0 (lfm2, granitehybrid) */
     KVC_RECURRENT_BUT_INTERVAL,    /* every layer but each full_attention_interval-th (qwen35) */
-    KVC_RECURRENT_WITHOUT_KV_OR_FFN /* a layer whose head_count_kv and feed_forward_length (lists)
+    KVC_RECURRENT_WITHOUT_KV_OR_FFN, /* a layer whose head_count_kv and feed_forward_length (lists)
                                        are both 0; one whose feed_forward_length is not 0 is an
                                        MLP alone, without a mixer, and keeps nothing (KVC_KIND_NONE);
                                        a mixer's block has no FFN (nemotron_h) */
+    KVC_RECURRENT_BESIDE_ATTENTION   /* every layer, beside its attention: a layer of both (falcon-h1) */
 } kvc_recurrent_layers;
 
 /* One architecture: the data that tells its block from llama's. */

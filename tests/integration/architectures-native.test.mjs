@@ -28,7 +28,7 @@ const oracle = nativeOracle();
 // rotary is the tiny phi3's too). KVC_GEOMETRIES=all runs every one, or a
 // list of names those named.
 // The hybrids' geometries (LFM2-350M, LFM2-1.2B, Qwen3.5-0.8B, Granite-4.0-H 350M and 1B, Nemotron 3
-// Nano 4B's cut to 7 blocks) run with
+// Nano 4B's cut to 7 blocks, Falcon-H1-0.5B) run with
 // KVC_GEOMETRIES too, and do not all keep the bound: Qwen3.5's quantized
 // files are about twice llama.cpp's own distance, LFM2-1.2B's Q4_K_M 1.2
 // times -- recurrent states keep the 8-bit codes a last-bit difference moved
@@ -38,7 +38,8 @@ const GEOMETRY_CASES = [['gemma-3-270m', 'Q8_0', { slidingWindow: 32 }], ['gemma
   ['phi-3.5-mini', 'Q4_K_M', { originalContextLength: 128 }],
   ['lfm2-350m', 'Q8_0', {}], ['lfm2-1.2b', 'Q4_K_M', {}], ['qwen3.5-0.8b', 'Q8_0', {}], ['qwen3.5-0.8b', 'Q4_K_M', {}],
   ['granite-4.0-h-350m', 'F32', {}], ['granite-4.0-h-1b', 'Q8_0', {}], ['granite-4.0-h-1b', 'Q4_K_M', {}],
-  ['nemotron-3-nano-4b', 'Q8_0', {}], ['nemotron-3-nano-4b', 'Q4_K_M', {}],
+  ['nemotron-3-nano-4b', 'Q8_0', {}], ['nemotron-3-nano-4b', 'Q4_K_M', {}], ['falcon-h1-0.5b', 'Q8_0', {}],
+  ['falcon-h1-0.5b', 'Q4_K_M', {}],
   ['gemma-4-e2b', 'Q4_K_M', { slidingWindow: 32 }],
   ['ministral-3-3b', 'Q4_K_M', { yarn: { ...GEOMETRIES['ministral-3-3b'].yarn, originalContextLength: 32 } }]];
 const TIER_GEOMETRIES = ['gemma-3-1b', 'smollm3-3b', 'gemma-4-e2b'];

@@ -21,7 +21,7 @@ import { agreementWithNative, assertAsCloseAsLlamaCpp, nativeOracle } from './na
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 
 const NATIVE_VARIANTS = ['tiny-gemma3', 'tiny-smollm3', 'tiny-phi3', 'tiny-lfm2', 'tiny-qwen35', 'tiny-gemma4', 'tiny-gemma4-kv', 'tiny-mistral3',
-  'tiny-granitehybrid', 'tiny-nemotron-h'];
+  'tiny-granitehybrid', 'tiny-nemotron-h', 'tiny-falcon-h1'];
 // The hybrids' recurrent layers keep every 8-bit activation code that a
 // last-bit difference moved by one step in all later positions, and random
 // weights damp nothing: on quantized files the runner's distance to

@@ -152,7 +152,7 @@ test('an architecture the runner does not read is refused, naming it and the one
   const s = spec('tiny-qwen2', 'F32');
   const metadata = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'gemma'] : [key.replace(/^qwen2\./, 'gemma.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata })),
-    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, gemma-embedding, bert, nomic-bert, gemma4, smollm3, mistral3, phi3, lfm2, qwen35, granitehybrid, nemotron_h');
+    (error) => error instanceof GgufError && error.message === 'architecture gemma is not supported; this runner reads llama, qwen2, qwen3, gemma3, gemma-embedding, bert, nomic-bert, gemma4, smollm3, mistral3, phi3, lfm2, qwen35, falcon-h1, granitehybrid, nemotron_h');
   // A multimodal projector (LFM2-VL's, Qwen3.5's vision tower) is a file of its own, architecture clip.
   const clip = s.metadata.map(([key, value]) => (key === 'general.architecture' ? [key, 'clip'] : [key.replace(/^qwen2\./, 'clip.'), value]));
   assert.throws(() => Llama.fromGguf(encodeGguf({ ...s, metadata: clip })),

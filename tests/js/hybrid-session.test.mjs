@@ -2,7 +2,9 @@
 // attention at layers 2 and 5; tiny random qwen35: gated delta rules with
 // gated attention every fourth layer; tiny random granitehybrid: Mamba-2
 // with attention at layers 2 and 5; tiny random nemotron_h: Mamba-2,
-// attention and MLP-only blocks, whose none layers hold nothing): their recurrent layers hold a state
+// attention and MLP-only blocks, whose none layers hold nothing; tiny random
+// falcon-h1: attention and Mamba-2 in every layer, rows and a state in one
+// layer): their recurrent layers hold a state
 // of one size however long the conversation, beside attention rows that
 // grow; a speculative verify keeps each draft's state apart, so that
 // keeping j of k drafts is exactly plain decoding of those j tokens, at
@@ -19,7 +21,7 @@ import { encodeGguf } from '../gguf/writer.mjs';
 import { bitsEqual, ready } from './helpers.mjs';
 import { POISON, POISONED_PROMPT, PROMPT, poisonedLlama, reply } from './session-cases.mjs';
 
-const VARIANTS = ['tiny-lfm2', 'tiny-qwen35', 'tiny-granitehybrid', 'tiny-nemotron-h'];
+const VARIANTS = ['tiny-lfm2', 'tiny-qwen35', 'tiny-granitehybrid', 'tiny-nemotron-h', 'tiny-falcon-h1'];
 const models = {};
 before(async () => {
   await ready();
@@ -40,17 +42,27 @@ for (const variant of VARIANTS) {
     const session = llama.session();
     const layers = layersOf(session.cache);
     assert.deepEqual(layers.map((layer) => layer.kind), llama.config.layerKinds);
-    assert.ok(layers.some((layer) => RECURRENT.includes(layer.kind)) && layers.some((layer) => layer.kind === 'full'));
-    const stateBytes = layers.filter((layer) => RECURRENT.includes(layer.kind)).map((layer) => layer.memoryBytes);
-    assert.ok(stateBytes.every((bytes) => bytes === stateBytes[0] && bytes > 0));
+    // A state (conv, delta, Mamba-2), rows (full), or both in one layer (falcon-h1's attn_mamba2).
+    const state = (layer) => layer.recurrentState.byteLength;
+    const holdsRows = (layer) => layer.kind === 'full' || layer.kind === 'attn_mamba2';
+    assert.ok(layers.some((layer) => state(layer) > 0) && layers.some(holdsRows));
+    const stateBytes = layers.filter((layer) => state(layer) > 0).map(state);
+    assert.ok(stateBytes.every((bytes) => bytes === stateBytes[0]));
+    const perPosition = new Set();
     for (const steps of [100, 400]) {
       llama.forward(session.cache, PROMPT.slice(0, steps > 200 ? 200 : steps), { logits: 0 });
       const now = layersOf(session.cache);
-      assert.deepEqual(now.filter((layer) => RECURRENT.includes(layer.kind)).map((layer) => layer.memoryBytes), stateBytes);
+      assert.deepEqual(now.filter((layer) => state(layer) > 0).map(state), stateBytes);
       assert.ok(now.every((layer) => (layer.kind === 'none' ? layer.memoryBytes === 0
-        : (RECURRENT.includes(layer.kind) ? layer.steps : layer.seqLen) === session.cache.nextPosition)));
+        : (state(layer) > 0 ? layer.steps : layer.seqLen) === session.cache.nextPosition)));
+      for (const layer of now.filter((layer) => state(layer) > 0)) {
+        // A state alone is its bytes; beside rows, the rows' bytes grow by as many a position.
+        if (!holdsRows(layer)) assert.equal(layer.memoryBytes, state(layer));
+        else perPosition.add((layer.memoryBytes - state(layer)) / layer.seqLen);
+      }
       assert.equal(session.cache.memoryBytes, now.reduce((sum, layer) => sum + layer.memoryBytes, 0));
     }
+    assert.ok(perPosition.size <= 1);
     session.free();
   });
 
@@ -123,7 +135,7 @@ for (const variant of VARIANTS) {
 }
 
 for (const [target, drafter] of [['tiny-qwen35', 'tiny-qwen35'], ['tiny-lfm2', 'tiny-lfm2'], ['tiny-qwen35', 'tiny-lfm2'],
-  ['tiny-granitehybrid', 'tiny-granitehybrid'], ['tiny-nemotron-h', 'tiny-granitehybrid']]) {
+  ['tiny-granitehybrid', 'tiny-granitehybrid'], ['tiny-nemotron-h', 'tiny-granitehybrid'], ['tiny-falcon-h1', 'tiny-falcon-h1']]) {
   test(`a ${drafter} draft model drafting for ${target}: exactly plain decoding's tokens at every draft length, its drafts kept by their states`, () => {
     const llama = models[`${target} Q8_0`];
     // The same file drafts what the target samples (every draft accepted); another, what it happens to agree on.
