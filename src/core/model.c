@@ -159,7 +159,8 @@ kvc_status kvc_model_truncate_last(kvc_model *model, size_t n) {
         if (layer->verifying) return KVC_E_VERIFYING;
         if (!kvc_takes_positions(layer)) continue;
         /* A recurrent layer takes back its last call, nothing else. */
-        if (kvc_recurrent_of(layer) ? n > 0 && n != kvc_recurrent_of(layer)->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
+        const kvc_recurrent *r = kvc_recurrent_of(layer);
+        if (r ? n > 0 && n != r->undo : !kvc_has_rows(layer)) return KVC_E_KIND;
         if (n > kvc_window_truncatable(layer)) return KVC_E_WINDOW;
     }
     for (size_t i = 0; i < model->num_layers; i++) {

@@ -65,7 +65,8 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
     if (layer->verifying) return KVC_E_VERIFYING;
     layer->verifying = 1;
     layer->verify_base = layer->seq_len;
-    if (kvc_recurrent_of(layer)) kvc_recurrent_of(layer)->undo = 0; /* the drafts' lanes overwrite what it would take back */
+    kvc_recurrent *r = kvc_recurrent_of(layer);
+    if (r) r->undo = 0; /* the drafts' lanes overwrite what it would take back */
     return KVC_OK;
 }
 

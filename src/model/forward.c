@@ -592,7 +592,7 @@ static int cache_fits(const kvc_lm *lm, const kvc_model *cache) {
         const kvc_layer_plan *plan = &lm->plans[l];
         if (kvc_layer_kind(layer) != plan->kind) return 0;
         /* A state of lm's shape, rows of the plan's, both (falcon-h1), or neither (shared, none). */
-        const int state = plan->kind != KVC_KIND_FULL && plan->kind == lm->arch->recurrent;
+        const int state = kvc_kind_traits_of(plan->kind)->state != NULL;
         if (state && (kvc_layer_channels(layer) != r->channels || kvc_layer_conv_kernel(layer) != r->kernel ||
                       kvc_layer_key_heads(layer) != r->key_heads || kvc_layer_value_heads(layer) != r->value_heads ||
                       kvc_layer_key_dim(layer) != r->key_dim || kvc_layer_value_dim(layer) != r->value_dim ||

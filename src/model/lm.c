@@ -133,7 +133,7 @@ static kvc_status bind_block(lm_source *src, kvc_lm *lm, size_t l) {
     const size_t kv_dim = plan->kv_heads * hd;
     const unsigned flags = lm->arch->flags;
     const kvc_kind kind = plan->kind;
-    const int owns_rows = kind == KVC_KIND_FULL || kind == KVC_KIND_WINDOW || kind == KVC_KIND_ATTN_MAMBA2;
+    const int owns_rows = kvc_kind_traits_of(kind)->rows;
     const int attends = owns_rows || kind == KVC_KIND_SHARED;
     const int conv = kind == KVC_KIND_CONV, delta = kind == KVC_KIND_DELTA;
     const int mamba = kind == KVC_KIND_MAMBA2 || kind == KVC_KIND_ATTN_MAMBA2;
@@ -590,9 +590,10 @@ static kvc_status read_params(lm_source *src, kvc_lm *lm) {
  * making one. */
 static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
     kvc_recurrent_shape *r = &lm->recurrent;
+    const int conv = lm->arch->recurrent == KVC_KIND_CONV, delta = lm->arch->recurrent == KVC_KIND_DELTA;
     kvc_status status;
     size_t inner = 0;
-    if (lm->arch->recurrent == KVC_KIND_CONV) {
+    if (conv) {
         r->channels = lm->dim;
         if ((status = size_param(src, "shortconv.l_cache", 0, &r->kernel))) return status;
     } else if ((status = size_param(src, "ssm.conv_kernel", 0, &r->kernel)) ||
@@ -603,26 +604,23 @@ static kvc_status read_recurrent_shape(lm_source *src, kvc_lm *lm) {
         return status;
     }
     kvc_layer *probe = NULL;
-    if (lm->arch->recurrent == KVC_KIND_CONV) {
+    if (conv) {
         status = kvc_layer_create_conv(r->channels, r->kernel, &probe);
     } else {
         r->value_dim = inner / r->value_heads;
-        status = inner % r->value_heads                   ? KVC_E_VALUE_DIM
-                 : lm->arch->recurrent == KVC_KIND_DELTA ? kvc_layer_create_delta(r->key_heads, r->value_heads, r->key_dim,
-                                                                                  r->value_dim, r->kernel, &probe)
-                                                         : kvc_layer_create_mamba2(r->value_heads, r->value_dim, r->key_heads,
-                                                                                   r->key_dim, r->kernel, &probe);
+        status = inner % r->value_heads ? KVC_E_VALUE_DIM
+                 : delta ? kvc_layer_create_delta(r->key_heads, r->value_heads, r->key_dim, r->value_dim, r->kernel, &probe)
+                         : kvc_layer_create_mamba2(r->value_heads, r->value_dim, r->key_heads, r->key_dim, r->kernel, &probe);
         if (probe) r->channels = kvc_layer_channels(probe);
     }
     r->state_len = kvc_layer_state_len(probe);
     kvc_layer_free(probe);
     if (status == KVC_E_NOMEM) return status;
     if (status != KVC_OK) {
-        if (lm->arch->recurrent == KVC_KIND_CONV)
+        if (conv)
             return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a convolution this runner does not compute: %zu channels, %zu taps", r->channels, r->kernel);
         return kvc_refuse(&src->says, KVC_E_MODEL_FILE, "a %s layer this runner does not compute: %zu %s of %zu, %zu heads sharing %zu, %zu taps",
-                          lm->arch->recurrent == KVC_KIND_DELTA ? "delta rule" : "Mamba-2",
-                          r->key_heads, lm->arch->recurrent == KVC_KIND_DELTA ? "key heads" : "groups", r->key_dim,
+                          delta ? "delta rule" : "Mamba-2", r->key_heads, delta ? "key heads" : "groups", r->key_dim,
                           r->value_heads, inner, r->kernel);
     }
     return KVC_OK;

@@ -844,3 +844,11 @@ long test_run_with_faults_on_model(test_fallible op, void *ctx, const kvc_model 
                                    int persistent, int keeps) {
     return run_with_faults(op, ctx, NULL, watched, persistent, keeps);
 }
+
+void test_check_holds_nothing(const kvc_layer *layer, const char *described) {
+    CHECK(kvc_layer_memory_bytes(layer) == 0 && kvc_layer_shared_bytes(layer) == 0);
+    CHECK(kvc_layer_seq_len(layer) == 0 && kvc_layer_num_kv_heads(layer) == 0 && kvc_layer_steps(layer) == 0);
+    char text[256];
+    CHECK(kvc_layer_describe(layer, text, sizeof text) < sizeof text);
+    CHECK(strstr(text, described) != NULL);
+}

@@ -154,6 +154,10 @@ extern const kvc_mode test_modes[TEST_MODE_COUNT];
 extern const kvc_mode test_quantized_modes[TEST_QUANTIZED_MODE_COUNT];
 /* NaN, +Inf, -Inf. */
 extern const float test_nonfinite[3];
+/* What a layer that holds nothing (shared, none) shows: no memory and no
+ * shared pages, no rows, no KV heads, no steps, and a description that
+ * holds `described`. */
+void test_check_holds_nothing(const kvc_layer *layer, const char *described);
 /* kvc_layer_head_keys (is_values = 0) or kvc_layer_head_values (1). */
 kvc_status test_head_rows(const kvc_layer *layer, size_t h, int is_values, float *dst,
                           size_t dst_len);

@@ -473,22 +473,28 @@ TEST(create_should_refuse_geometry_out_of_range) {
     CHECK(layer == NULL);
 }
 
+/* Each of `places` in turn NaN, then `infinity`: a step of tokens 0 and 1 is refused as non-finite. */
+static void check_refuses_nonfinite(kvc_status (*tokens)(kvc_layer *, const inputs *, size_t, size_t, float *),
+                                    kvc_layer *layer, inputs *in, float *const *places, size_t count, float infinity,
+                                    float *out) {
+    for (size_t p = 0; p < count; p++) {
+        const float saved = *places[p];
+        *places[p] = NAN;
+        CHECK_STATUS(tokens(layer, in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = infinity;
+        CHECK_STATUS(tokens(layer, in, 0, 2, out), KVC_E_NONFINITE_INPUT);
+        *places[p] = saved;
+    }
+}
+
 TEST(a_step_should_refuse_bad_input_and_change_nothing) {
     inputs in = make_inputs(9);
     kvc_layer *layer = new_delta();
     float out[MAX_T * HV * DV], before[STATE_LEN], after[STATE_LEN];
     CHECK_OK(delta_tokens(layer, &in, 0, 3, out));
     state_of(layer, before);
-    float saved;
     float *places[] = {&in.x[CH + 5], &in.w[7], &in.alpha[HV + 1], &in.beta[2 * HV - 1]};
-    for (size_t p = 0; p < 4; p++) {
-        saved = *places[p];
-        *places[p] = NAN;
-        CHECK_STATUS(delta_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
-        *places[p] = INFINITY;
-        CHECK_STATUS(delta_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
-        *places[p] = saved;
-    }
+    check_refuses_nonfinite(delta_tokens, layer, &in, places, sizeof places / sizeof places[0], INFINITY, out);
     CHECK_STATUS(kvc_layer_delta_n(layer, 1, in.x, in.w, in.alpha, in.beta, 0.0f, out), KVC_E_NONFINITE_INPUT);
     CHECK_STATUS(kvc_layer_delta_n(layer, 0, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_LENGTH);
     CHECK_STATUS(kvc_layer_delta_n(layer, KVC_MAX_STEP_TOKENS + 1, in.x, in.w, in.alpha, in.beta, EPS, out), KVC_E_LENGTH);
@@ -515,14 +521,7 @@ TEST(a_mamba2_step_should_refuse_bad_input_and_change_nothing) {
     CHECK_OK(mamba2_tokens(layer, &in, 0, 3, out));
     state_of(layer, before);
     float *places[] = {&in.x[CH + 5], &in.w[7], &in.bias[3], &in.dt[HV + 1], &in.dt_bias[1], &in.a[3], &in.d[0]};
-    for (size_t p = 0; p < sizeof places / sizeof places[0]; p++) {
-        const float saved = *places[p];
-        *places[p] = NAN;
-        CHECK_STATUS(mamba2_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
-        *places[p] = -INFINITY;
-        CHECK_STATUS(mamba2_tokens(layer, &in, 0, 2, out), KVC_E_NONFINITE_INPUT);
-        *places[p] = saved;
-    }
+    check_refuses_nonfinite(mamba2_tokens, layer, &in, places, sizeof places / sizeof places[0], -INFINITY, out);
     const float *x = in.x, *w = in.w, *dt = in.dt, *bias = in.dt_bias, *a = in.a, *d = in.d;
     CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, NULL, bias, a, d, out), KVC_E_NULL_POINTER);
     CHECK_STATUS(kvc_layer_mamba2_n(layer, 1, x, w, NULL, dt, NULL, a, d, out), KVC_E_NULL_POINTER);
