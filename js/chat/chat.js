@@ -97,7 +97,7 @@ export async function* reply(where, session, template, messages, options, { cont
       continue;
     }
     const read = special ? await decodeWithControlTokens(session.llama, ids) : whole;
-    const parsed = parseReply(format, read, Boolean(request) && toolChoice !== 'none', callId);
+    const parsed = parseReply(format, read, Boolean(request) && toolChoice !== 'none', callId, request?.tools);
     const message = { role: 'assistant', content: parsed.toolCalls.length > 0 || special ? parsed.content : whole };
     if (parsed.reasoning) message.reasoning_content = parsed.reasoning;
     if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;

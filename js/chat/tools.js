@@ -4,8 +4,13 @@
 // is its template's: the format is recognized from the template's text.
 //
 //   hermes  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, any
-//           number of them, text around them (Qwen2.5, Qwen3; SmolLM3,
-//           whose template reads its tools from `xml_tools`)
+//           number of them, text around them (Qwen2.5, Qwen3, Granite 4.0;
+//           SmolLM3, whose template reads its tools from `xml_tools`)
+//   hermes-list  <tool_call>\n[{"name": "f", "arguments": {...}}, ...]\n</tool_call>:
+//           a list of calls in each (Falcon-H1, Falcon 3)
+//   xml     <tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n
+//           </function>\n</tool_call>, any number, text before them
+//           (Nemotron 3, Qwen3-Coder: xml-calls.js)
 //   llama3  {"name": "f", "parameters": {...}} as the whole reply, one call
 //           (Llama 3.1, 3.2 and 3.3)
 //   python  <|tool_call_start|>[f(city='Paris')]<|tool_call_end|>, text
@@ -14,28 +19,44 @@
 //           of them, text around them, a thought before them (Gemma 4:
 //           gemma4-calls.js); read with its control tokens
 //
-// A template without tools (Gemma 3's) or with another format (Qwen3-Coder's
-// <function=...> XML) is refused when tools are given, naming the
-// template's lack.
+// A template without tools (Gemma 3's) or with another format is refused
+// when tools are given, naming the template's lack.
 import { shown } from '../runtime/checks.js';
 import { argumentsGrammar, parseGemma4Reply } from './gemma4-calls.js';
 import { kwargsGrammar, parsePythonCalls } from './python-calls.js';
+import { parametersFormat, parseXmlCall } from './xml-calls.js';
 
 const FORMATS = {
   hermes: {
     begin: (name) => `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": `,
     end: '}\n</tool_call>',
     trigger: '<tool_call>',
-    parse: (text) => {
-      const calls = [];
-      const content = text.replace(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g, (whole, json) => {
-        const call = parseCall(json, 'arguments');
-        if (!call) return whole;
-        calls.push(call);
-        return '';
-      });
-      return { content: content.trim(), calls };
-    },
+    parse: (text) => readToolCallBlocks(text, (inner) => {
+      const call = parseCall(inner, 'arguments');
+      return call && [call];
+    }),
+  },
+  'hermes-list': {
+    begin: (name) => `<tool_call>\n[{"name": ${JSON.stringify(name)}, "arguments": `,
+    end: '}]\n</tool_call>',
+    trigger: '<tool_call>',
+    // The model is told to write [{"name", "arguments"}, ...]; the template prints past calls OpenAI-shaped.
+    parse: (text) => readToolCallBlocks(text, (inner) => {
+      const list = parseJson(inner);
+      if (!Array.isArray(list)) return null;
+      const calls = list.map((item) => callOf(item?.type === 'function' && item.function ? item.function : item, 'arguments'));
+      return calls.length > 0 && calls.every(Boolean) ? calls : null;
+    }),
+  },
+  xml: {
+    begin: (name) => `<tool_call>\n<function=${name}>\n`,
+    end: '</function>\n</tool_call>',
+    trigger: '<tool_call>',
+    content: (where, fn) => parametersFormat(where, fn.name, fn.parameters),
+    parse: (text, withCalls, tools) => readToolCallBlocks(text, (inner) => {
+      const call = parseXmlCall(inner, tools);
+      return call && [call];
+    }),
   },
   python: {
     begin: (name) => `<|tool_call_start|>[${name}(`,
@@ -80,23 +101,45 @@ const FORMATS = {
   },
 };
 
-function parseCall(json, argumentsKey) {
-  let value;
+function parseJson(text) {
   try {
-    value = JSON.parse(json);
+    return JSON.parse(text);
   } catch {
-    return null;
+    return undefined;
   }
-  if (value === null || typeof value !== 'object' || typeof value.name !== 'string') return null;
-  const args = value[argumentsKey] ?? {};
-  return { name: value.name, arguments: args };
 }
 
-/** The tool-call format of a chat template's text ('hermes', 'llama3', 'python', 'gemma4'), and the variable it reads tools from; null: it has none. */
+/** A call object's name and arguments ({ name, [argumentsKey] }, the arguments an object or its JSON text); null if it is none. */
+function callOf(value, argumentsKey) {
+  if (value === null || typeof value !== 'object' || typeof value.name !== 'string') return null;
+  const args = typeof value[argumentsKey] === 'string' ? parseJson(value[argumentsKey]) : value[argumentsKey] ?? {};
+  return args !== null && typeof args === 'object' && !Array.isArray(args) ? { name: value.name, arguments: args } : null;
+}
+
+const parseCall = (json, argumentsKey) => callOf(parseJson(json), argumentsKey);
+
+/**
+ * The calls of each <tool_call>...</tool_call> in `text` (`read(inner)`: its
+ * calls, or null to leave the block in the text), and the text around them.
+ */
+function readToolCallBlocks(text, read) {
+  const calls = [];
+  const content = text.replace(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g, (whole, inner) => {
+    const found = read(inner);
+    if (!found) return whole;
+    calls.push(...found);
+    return '';
+  });
+  return { content: content.trim(), calls };
+}
+
+/** The tool-call format of a chat template's text ('hermes', 'hermes-list', 'xml', 'llama3', 'python', 'gemma4'), and the variable it reads tools from; null: it has none. */
 export function toolFormatOf(source) {
   if (source.includes("'<|tool_call>call:'")) return { name: 'gemma4', variable: 'tools' };
-  if (source.includes('<function=')) return null; // <tool_call> around XML parameters, not JSON
   if (source.includes('<|tool_call_start|>')) return { name: 'python', variable: 'tools' };
+  if (source.includes('<tool_call>') && source.includes('<function=')) return { name: 'xml', variable: 'tools' };
+  // A list in the call: the template's instructions show it, as an escape in a string literal or a line break.
+  if (/<tool_call>(\\n|\n)\[/.test(source)) return { name: 'hermes-list', variable: 'tools' };
   if (source.includes('<tool_call>')) return { name: 'hermes', variable: source.includes('xml_tools') ? 'xml_tools' : 'tools' };
   if (source.includes('"parameters": ') && /\btools\b/.test(source)) return { name: 'llama3', variable: 'tools' };
   return null;
@@ -115,7 +158,7 @@ export function toolFormatOf(source) {
 export function toolRequest(where, templateSource, tools, toolChoice = 'auto') {
   if (!Array.isArray(tools) || tools.length === 0) throw new TypeError(`${where}: options.tools must be a non-empty array of { name, description, parameters } (got ${shown(tools)})`);
   const format = toolFormatOf(templateSource);
-  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON, Llama 3's JSON, LFM2's Python calls or Gemma 4's calls)`);
+  if (!format) throw new TypeError(`${where}: options.tools: the model's chat template has no tool calls this package reads (<tool_call> JSON or XML, Llama 3's JSON, LFM2's Python calls or Gemma 4's calls)`);
   const shaped = tools.map((tool, i) => {
     const fn = tool?.type === 'function' ? tool.function : tool;
     if (fn === null || typeof fn !== 'object' || typeof fn.name !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(fn.name)) {
@@ -186,12 +229,12 @@ export function readsControlTokens(format) {
  * around the calls), toolCalls (OpenAI-shaped: { id, type: 'function',
  * function: { name, arguments (JSON text) } }; none unless `withCalls`),
  * reasoning (a thinking channel's text, '' when none) }. `idOf(i)` names
- * the i-th call.
+ * the i-th call; `tools` (toolRequest's) say which XML arguments are text.
  */
-export function parseReply(format, text, withCalls, idOf) {
+export function parseReply(format, text, withCalls, idOf, tools) {
   const spec = FORMATS[format];
   if (!spec || !(withCalls || spec.special)) return { content: text, toolCalls: [], reasoning: '' };
-  const { content, calls, reasoning = '' } = spec.parse(text, withCalls);
+  const { content, calls, reasoning = '' } = spec.parse(text, withCalls, tools);
   return {
     content,
     reasoning,

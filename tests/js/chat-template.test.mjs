@@ -23,7 +23,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
 import { ChatTemplate, ChatTemplateError } from '../../js/chat/template.js';
-import { toolFormatOf } from '../../js/chat/tools.js';
+import { parseReply, toolFormatOf } from '../../js/chat/tools.js';
 import { Tokenizer } from '../../js/tokenizers/tokenizer.js';
 import { metadataMap } from '../gguf/hf-vocab.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
@@ -427,4 +427,44 @@ test('Granite 4.0 (4.0-H): every conversation, with tools, their calls and resul
   }
   assert.ok(template.render(withTools.slice(0, 2), { tools: [WEATHER_TOOL] }).includes('<tools>\n{"type": "function"'));
   assert.deepEqual(toolFormatOf(GRANITE.chat_template), { name: 'hermes', variable: 'tools' });
+});
+
+test('Nemotron 3 (XML parameters) and Falcon-H1 (a list of calls): every conversation renders as the engine renders the template; a call as the template writes it into the history reads back as that call', () => {
+  const call = (id, name, args) => ({ id, type: 'function', function: { name, arguments: args } });
+  const PLAN_TOOL = { type: 'function', function: { name: 'plan', parameters: { type: 'object', properties: { steps: { type: 'array', items: { type: 'object' } }, mode: { type: 'string' }, days: { type: 'integer' }, dry: { type: 'boolean' } } } } };
+  const calls = [call('c1', 'get_weather', { place: 'Oslo, "NO"\nnorth' }), call('c2', 'plan', { steps: [{ what: 'pack {bags}', hours: 1.5 }], mode: '42', days: 3, dry: false })];
+  const withTools = [
+    { role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Weather in Oslo, and a plan?' },
+    { role: 'assistant', content: '', tool_calls: calls },
+    { role: 'tool', tool_call_id: 'c1', content: '{"celsius": -3}' }, { role: 'tool', tool_call_id: 'c2', content: 'done' }, { role: 'assistant', content: 'It is -3 °C.' },
+  ];
+  const tools = [WEATHER_TOOL, PLAN_TOOL];
+  for (const [name, format, marker] of [['nemotron-3-nano', 'xml', '<tool_call>\n<function=get_weather>\n<parameter=place>\nOslo, "NO"\nnorth\n</parameter>'],
+    ['falcon-h1', 'hermes-list', '<tool_call>\n[\n  {\n    "id": "c1"']]) {
+    const fixture = MORE[name];
+    const template = fixtureTemplate(fixture);
+    const direct = new Template(fixture.chat_template);
+    for (const messages of [...Object.values(CONVERSATIONS), ...[2, 3, 4, 5, 6].map((n) => withTools.slice(0, n))]) {
+      for (const variables of [{}, { tools }]) {
+        for (const add of [true, false]) {
+          const expected = direct.render({ messages, add_generation_prompt: add, tools: null, bos_token: fixture.bos_token, eos_token: fixture.eos_token, ...variables });
+          assert.equal(template.render(messages, { addGenerationPrompt: add, ...variables }), expected, `${name} ${JSON.stringify(messages).slice(0, 80)} ${Object.keys(variables)} ${add}`);
+        }
+      }
+    }
+    assert.deepEqual(toolFormatOf(fixture.chat_template), { name: format, variable: 'tools' });
+    // The assistant turn with its calls as the template writes it, read back as a reply.
+    const before = template.render(withTools.slice(0, 2), { tools, addGenerationPrompt: false });
+    const rendered = template.render(withTools.slice(0, 3), { tools, addGenerationPrompt: false });
+    const turn = rendered.slice(before.length);
+    assert.ok(turn.includes(marker), `${name}: ${JSON.stringify(turn)}`);
+    const reply = turn.slice(turn.indexOf('<tool_call>')).replace(/(<\|im_end\|>|<\|end_of_text\|>)\s*$/, '');
+    const parsed = parseReply(format, `Checking.\n${reply}`, true, (i) => `id${i}`, tools);
+    assert.equal(parsed.content, 'Checking.');
+    assert.deepEqual(parsed.toolCalls.map((c) => ({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })),
+      calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })), name);
+  }
+  // A block that is not a call stays in the text.
+  assert.deepEqual(parseReply('xml', 'a <tool_call>\n{"name": "f"}\n</tool_call>', true, String, tools).toolCalls, []);
+  assert.deepEqual(parseReply('hermes-list', 'a <tool_call>\n{"name": "f"}\n</tool_call>', true, String, tools).toolCalls, []);
 });

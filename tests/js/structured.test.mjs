@@ -21,6 +21,7 @@ import { constrainedSampler, constraintOf } from '../../js/model/grammar.js';
 import { templateMessages } from '../../js/chat/tools.js';
 import { kwargsGrammar, parsePythonCalls } from '../../js/chat/python-calls.js';
 import { argumentsGrammar, gemma4Literal, parseGemma4Reply } from '../../js/chat/gemma4-calls.js';
+import { parametersFormat, parseXmlCall } from '../../js/chat/xml-calls.js';
 import { GEOMETRIES, randomLlama } from '../gguf/models.mjs';
 import { encodeGguf } from '../gguf/writer.mjs';
 import { VOCABULARIES, hfVocabulary } from './hf-tokenizers.mjs';
@@ -49,6 +50,9 @@ const VOCABS = {
   gemma4: renamedVocabulary(VOCABULARIES.gemma3, GEMMA4_NAMES, { bos_token: MORE['gemma-4-31b-it'].bos_token, eos_token: '<eos>', chat_template: MORE['gemma-4-31b-it'].chat_template }),
   smollm3: { ...VOCABULARIES.llama3, config: { eos_token: MORE.smollm3.eos_token, chat_template: MORE.smollm3.chat_template } },
   'llama-3.2': { ...VOCABULARIES.llama3, config: { eos_token: FIXTURES['llama-3.2-instruct'].eos_token, chat_template: FIXTURES['llama-3.2-instruct'].chat_template } },
+  // Nemotron 3's template over Qwen3's vocabulary (both ChatML's markers); Falcon-H1's over Llama 3's (its begin and end tokens).
+  'nemotron-3': { ...VOCABULARIES.qwen3, config: { eos_token: MORE['nemotron-3-nano'].eos_token, chat_template: MORE['nemotron-3-nano'].chat_template } },
+  'falcon-h1': { ...VOCABULARIES.llama3, config: { bos_token: MORE['falcon-h1'].bos_token, eos_token: MORE['falcon-h1'].eos_token, chat_template: MORE['falcon-h1'].chat_template } },
 };
 const models = new Map();
 function model(name) {
@@ -378,7 +382,8 @@ const PYTHON_RENDERED = {
   gemma4: { format: '%Y-%m-%d', variables: (tools) => ({ tools, bos_token: MORE['gemma-4-31b-it'].bos_token }) },
 };
 for (const [family, name] of [['hermes (<tool_call> JSON, Qwen3)', 'qwen3'], ['hermes, SmolLM3 (tools as xml_tools)', 'smollm3'], ['Llama 3.2 JSON', 'llama-3.2'],
-  ['Python calls, LFM2.5 (control-token markers)', 'lfm2.5'], ['Gemma 4 calls (control-token markers and string quotes)', 'gemma4']]) {
+  ['Python calls, LFM2.5 (control-token markers)', 'lfm2.5'], ['Gemma 4 calls (control-token markers and string quotes)', 'gemma4'],
+  ['XML parameters, Nemotron 3 (<function=f><parameter=k>)', 'nemotron-3'], ['a list of calls in <tool_call>, Falcon-H1', 'falcon-h1']]) {
   test(`tool calls, ${family}: a required call is parsed with arguments valid for its tool, its result goes back as a tool turn, and the prompt is the template's rendering`, async (t) => {
     if (PYTHON_RENDERED[name] && PYTHON_MISSING) return t.skip(PYTHON_MISSING);
     const { llama, vocabulary } = model(name);
@@ -630,6 +635,47 @@ test('Gemma 4\'s calls: a tool\'s parameters become a grammar of its call syntax
   }, /Chat.send: options.tools: f's parameters\/properties\/a-b is not a name/);
   assert.deepEqual(chat.session.tokens, []);
   chat.free();
+});
+
+test('XML calls (Nemotron 3): a tool\'s parameters become the call\'s <parameter=k> blocks in their order, strings as text and the rest as JSON; what the schema does not allow is refused', async () => {
+  const { llama } = model('nemotron-3');
+  const parameters = {
+    type: 'object',
+    properties: {
+      city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: -7, maximum: 14 }, unit: { enum: ['C', 'F'] },
+      where: { type: 'object', properties: { lat: { type: 'number' } }, required: ['lat'] }, note: { type: ['string', 'null'] },
+    },
+    required: ['city', 'unit'],
+  };
+  const constraint = constraintOf('t', { structuralTag: { type: 'structural_tag', format: { type: 'tag', begin: '<tool_call>\n<function=f>\n', content: parametersFormat('t', 'f', parameters), end: '</function>\n</tool_call>' } } });
+  const call = (...blocks) => `<tool_call>\n<function=f>\n${blocks.map(([k, v]) => `<parameter=${k}>\n${v}\n</parameter>\n`).join('')}</function>\n</tool_call>`;
+  for (const [blocks, valid] of [
+    [[['city', 'Oslo, "NO"'], ['unit', 'C']], true],
+    [[['city', 'two\nlines'], ['days', '-3'], ['unit', 'F'], ['where', '{"lat": 59.9}'], ['note', 'null']], true],
+    [[['city', 'Oslo']], false], // unit is required
+    [[['unit', 'C'], ['city', 'Oslo']], false], // the properties' order
+    [[['city', 'A very long city'], ['unit', 'C']], false], // maxLength
+    [[['city', 'a < b'], ['unit', 'C']], false], // a string value holds no <
+    [[['city', 'Oslo'], ['unit', '"C"']], false], // a string is written as it is, not quoted
+    [[['city', 'Oslo'], ['days', '15'], ['unit', 'C']], false], // maximum
+    [[['city', 'Oslo'], ['unit', 'C'], ['where', '{}']], false], // where.lat is required
+  ]) {
+    assert.equal(await forcedThrough(llama, constraint, call(...blocks)), valid, JSON.stringify(blocks));
+  }
+  const tools = [{ type: 'function', function: { name: 'f', parameters } }];
+  assert.deepEqual(parseXmlCall('<function=f>\n<parameter=city>\ntwo\nlines\n\n</parameter>\n<parameter=days>\n-3\n</parameter>\n<parameter=unit>\nC\n</parameter>\n<parameter=note>\nnull\n</parameter>\n</function>', tools),
+    { name: 'f', arguments: { city: 'two\nlines\n', days: -3, unit: 'C', note: null } });
+  assert.equal(parseXmlCall('<function=f>\n<parameter=city>\nx\n</parameter>\nstray</function>', tools), null);
+  const refused = {
+    '/properties/a b is not a name an XML call': { type: 'object', properties: { 'a b': { type: 'string' } } },
+    '/properties/p has a format or pattern': { type: 'object', properties: { p: { type: 'string', pattern: '^a$' } } },
+    '/properties/u/enum holds a string with `<`': { type: 'object', properties: { u: { enum: ['<', '>'] } } },
+    "/required names \"z\", which is not a property": { type: 'object', properties: {}, required: ['z'] },
+    "parameters must be { type: 'object', properties }": { type: 'array' },
+  };
+  for (const [message, schema] of Object.entries(refused)) {
+    assert.throws(() => parametersFormat('Chat.send', 'f', schema), (e) => e instanceof TypeError && e.message.startsWith('Chat.send: options.tools: f\'s') && e.message.includes(message), message);
+  }
 });
 
 test('Gemma 4: <turn|>, <eos> and <|tool_response> end a reply; a thought comes apart from the content, as reasoning_content, which the conversation keeps', async () => {
