@@ -933,11 +933,14 @@ size_t kvc_layer_steps(const kvc_layer *layer);
 
 /* A conv, delta or Mamba-2 layer keeps an f32 state instead of rows (what llama.cpp
  * keeps): its seq_len stays 0 and kvc_layer_steps counts the positions it
- * took.  A step call takes T tokens at once; every call writes lanes of
- * the state, never the state itself, so that:
- *   - during a verify, draft t's state is lane t: kvc_layer_accept(j) makes
- *     lane j - 1 the state (a pointer swap, whatever the state's size) and
- *     a reject changes nothing;
+ * took.  A step call takes T tokens at once; every call writes a second
+ * state of the same length (the lane), never the state itself, so that:
+ *   - during a verify, the drafts step the lane in turn, each draft's
+ *     inputs are kept and the state after every fourth draft is copied
+ *     aside: kvc_layer_accept(j) of all of them swaps the lane in, of none
+ *     changes nothing, and of some takes the copy at or below j and steps
+ *     it again to j from the kept inputs (at most three steps of the scan
+ *     alone, the drafts' own bits; it allocates nothing);
  *   - outside one, the state before the last call is kept until the next:
  *     kvc_layer_truncate_last(layer, n) with n the last call's T takes the
  *     call back (any other n: KVC_E_KIND), so that a model's forward pass
@@ -991,7 +994,7 @@ kvc_status kvc_layer_create_mamba2(size_t heads, size_t head_dim, size_t groups,
  * layer reaches both, all or nothing:
  *   - clone: the rows shared page by page (a fork), the state copied;
  *     clear, free, memory_bytes, capacity_bytes: the sum of both;
- *   - a verify: the drafts are rows appended and steps taken (lanes);
+ *   - a verify: the drafts are rows appended and steps taken;
  *     kvc_layer_draft_len is the fewer of the two, and accept(j) keeps j
  *     of each;
  *   - kvc_layer_truncate_last(layer, n): only n = 0 or the state's last

@@ -154,17 +154,32 @@ typedef struct kvc_linear {
     double *work;          /* one head's inputs in f64: decay, phi_k, phi_q [F] each, v, out [dv] */
 } kvc_linear;
 
-/* The state of a recurrent layer (recurrent.c): conv and delta kinds. */
+/* A verify's drafts' inputs, kept so that accept(j) can step the state
+ * again to draft j (recurrent.c's replay): per draft, its raw inputs x [C];
+ * for a kind of heads also its convolved channels y [C] and two gates a
+ * head [H each] (delta's alpha and beta, Mamba-2's dt and decay), a
+ * replay's scratch (the heads' outputs, delta's d) [2 x H x dv], and marks:
+ * mark m, a state's length, holds the heads' states after draft
+ * (m + 1) x KVC_MARK_EVERY, where a later draft stepped past it. */
+#define KVC_MARK_EVERY 4
+typedef struct kvc_drafts {
+    size_t cap; /* drafts each array holds */
+    float *x, *y, *gates[2], *scratch;
+    float **marks;
+    size_t mark_cap;
+} kvc_drafts;
+
+/* The state of a recurrent layer (recurrent.c): conv, delta and Mamba-2 kinds. */
 typedef struct kvc_recurrent {
     size_t channels, kernel;  /* the convolution: C channels, K taps */
     size_t key_heads, value_heads, key_dim, value_dim; /* the delta rule's (0: none) */
     kvc_kind rule;            /* the kind whose step it takes (a layer of rows and a state: Mamba-2) */
     size_t steps;             /* committed steps */
-    size_t tentative;         /* a verify's steps, in lanes[0 .. tentative) */
-    size_t undo;              /* steps lanes[0] takes back (the last call's, outside a verify) */
+    size_t tentative;         /* a verify's steps: the lane holds their state, drafts their inputs */
+    size_t undo;              /* steps the lane takes back (the last call's, outside a verify) */
     float *state;             /* [(K - 1) x C] newest inputs, then [value_heads x dv x dk] */
-    float **lanes;            /* [lane_cap] states of state's length */
-    size_t lane_cap;
+    float *lane;              /* state's length: where a call's steps go (NULL before the first) */
+    kvc_drafts drafts;
 } kvc_recurrent;
 
 struct kvc_layer {

@@ -14,16 +14,25 @@
  * (the DESIGN's S <- alpha S (I - beta k k^T) + beta v k^T, transposed, read
  * with q after the update).
  *
- * The state is f32, as llama.cpp keeps it.  Every step writes a lane, never
- * the state: during a verify token t of the drafts writes lane t (from lane
- * t - 1), so that accept(j) swaps lane j - 1 in as the state -- no copy and
- * no re-decoding -- and a reject leaves the state as it was.  Outside a
- * verify a call's tokens go to lane 0 and the lane is swapped in at the end:
- * the state before the call stays in lane 0 until the next step, which is
- * what lets a runner take back the call it just made (kvc_layer_truncate_last
- * of exactly its tokens) when a later layer fails.  Heads are independent,
- * so a call's heads go to the pool as tasks, each over every token in order:
- * the same bits whatever the number of threads.
+ * The state is f32, as llama.cpp keeps it.  A call's steps write a lane, a
+ * second state of the same length, never the state: outside a verify the
+ * lane starts from the state and is swapped in at the end, so the state
+ * before the call stays in the lane until the next step -- what lets a
+ * runner take back the call it just made (kvc_layer_truncate_last of
+ * exactly its tokens) when a later layer fails.  During a verify the drafts
+ * step the lane in turn and each draft's inputs are kept (the raw inputs
+ * for the convolution, the convolved channels and the gates for the heads),
+ * with a copy of the heads' states after every KVC_MARK_EVERY-th draft (a
+ * mark): accept(j) of all of them swaps the lane in, of none leaves the
+ * state as it was, and of 0 < j < k takes the mark at or below j and steps
+ * it again to j from the kept inputs -- at most KVC_MARK_EVERY - 1 steps of
+ * the scan alone, no product of the model, the same bits as the drafts'
+ * (each head's steps in the same order through the same kernel).  A verify
+ * so writes a state every KVC_MARK_EVERY drafts, not one a draft: a step
+ * of the scan costs about what writing a state out does, and a state a
+ * draft would be k states of memory.  Heads are independent, so a call's
+ * heads go to the pool as tasks, each over every token in order: the same
+ * bits whatever the number of threads.
  *
  * A Mamba-2 state may also sit beside a full layer's rows
  * (KVC_KIND_ATTN_MAMBA2, Falcon-H1's): the state's `rule` says which step it
@@ -52,8 +61,14 @@ static size_t recurrent_len(const void *state) {
 static void recurrent_free(void *state) {
     kvc_recurrent *r = state;
     if (!r) return;
-    for (size_t i = 0; i < r->lane_cap; i++) kvc_free(r->lanes[i]);
-    kvc_free(r->lanes);
+    kvc_free(r->lane);
+    kvc_free(r->drafts.x);
+    kvc_free(r->drafts.y);
+    kvc_free(r->drafts.gates[0]);
+    kvc_free(r->drafts.gates[1]);
+    kvc_free(r->drafts.scratch);
+    for (size_t m = 0; m < r->drafts.mark_cap; m++) kvc_free(r->drafts.marks[m]);
+    kvc_free(r->drafts.marks);
     kvc_free(r->state);
     kvc_free(r);
 }
@@ -66,7 +81,7 @@ static void recurrent_clear(void *state) {
     r->undo = 0;
 }
 
-/* A zero state of this geometry, no lanes; NULL when out of memory. */
+/* A zero state of this geometry, no lane; NULL when out of memory. */
 static kvc_recurrent *recurrent_alloc(const kvc_recurrent *geometry) {
     kvc_recurrent *r = kvc_malloc(sizeof *r);
     if (!r) return NULL;
@@ -92,17 +107,58 @@ static kvc_status recurrent_clone(void **dst, const void *state) {
     return KVC_OK;
 }
 
-/* Lanes [0, count) allocated; KVC_E_NOMEM keeps those there were. */
-static kvc_status reserve_lanes(kvc_recurrent *r, size_t count) {
-    if (count <= r->lane_cap) return KVC_OK;
-    float **lanes = kvc_realloc_array(r->lanes, count, sizeof(float *));
-    if (!lanes) return KVC_E_NOMEM;
-    r->lanes = lanes;
-    while (r->lane_cap < count) {
-        float *lane = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
-        if (!lane) return KVC_E_NOMEM;
-        r->lanes[r->lane_cap++] = lane;
+/* Values each draft's inputs take: its raw inputs (the convolution's), and
+ * for a kind of heads its convolved channels and two gates a head. */
+static size_t draft_len(const kvc_recurrent *r) {
+    return r->rule == KVC_KIND_CONV ? r->channels : 2 * r->channels + 2 * r->value_heads;
+}
+
+/* Marks `drafts` drafts make: one a KVC_MARK_EVERY-th draft that a later
+ * one steps past (a convolution's state has no heads: none). */
+static size_t marks_of(const kvc_recurrent *r, size_t drafts) {
+    return r->rule == KVC_KIND_CONV || drafts == 0 ? 0 : (drafts - 1) / KVC_MARK_EVERY;
+}
+
+/* The lane allocated, and during a verify room for `count` drafts' inputs
+ * (and the heads' scratch of a replay); KVC_E_NOMEM keeps what there was. */
+static kvc_status reserve(kvc_recurrent *r, int verifying, size_t count) {
+    if (!r->lane) {
+        r->lane = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
+        if (!r->lane) return KVC_E_NOMEM;
     }
+    kvc_drafts *d = &r->drafts;
+    if (!verifying || count <= d->cap) return KVC_OK;
+    const size_t C = r->channels, H = r->value_heads;
+    /* Each array grown alone: one that fails leaves the others larger, and cap as it was. */
+    float *x = kvc_realloc_array(d->x, count, C * sizeof(float));
+    if (!x) return KVC_E_NOMEM;
+    d->x = x;
+    const size_t marks = marks_of(r, count);
+    if (marks > d->mark_cap) {
+        float **grown = kvc_realloc_array(d->marks, marks, sizeof(float *));
+        if (!grown) return KVC_E_NOMEM;
+        d->marks = grown;
+        while (d->mark_cap < marks) {
+            float *mark = kvc_realloc_array(NULL, recurrent_len(r), sizeof(float));
+            if (!mark) return KVC_E_NOMEM;
+            d->marks[d->mark_cap++] = mark;
+        }
+    }
+    if (r->rule != KVC_KIND_CONV) {
+        if (!d->scratch) {
+            d->scratch = kvc_realloc_array(NULL, 2 * H, r->value_dim * sizeof(float));
+            if (!d->scratch) return KVC_E_NOMEM;
+        }
+        float *y = kvc_realloc_array(d->y, count, C * sizeof(float));
+        if (!y) return KVC_E_NOMEM;
+        d->y = y;
+        for (int g = 0; g < 2; g++) {
+            float *gates = kvc_realloc_array(d->gates[g], count, H * sizeof(float));
+            if (!gates) return KVC_E_NOMEM;
+            d->gates[g] = gates;
+        }
+    }
+    d->cap = count;
     return KVC_OK;
 }
 
@@ -113,9 +169,12 @@ static kvc_status reserve_lanes(kvc_recurrent *r, size_t count) {
         (b) = swapped_; \
     } while (0)
 
+static void replay(kvc_recurrent *r, size_t j);
+
 static void recurrent_commit(void *state, size_t j) {
     kvc_recurrent *r = state;
-    if (j > 0) SWAP_LANE(r->state, r->lanes[j - 1]);
+    if (j > 0 && j == r->tentative) SWAP_LANE(r->state, r->lane);
+    else if (j > 0) replay(r, j);
     r->steps += j;
     r->tentative = 0;
     r->undo = 0;
@@ -124,7 +183,7 @@ static void recurrent_commit(void *state, size_t j) {
 int kvc_recurrent_take_back(kvc_recurrent *r, size_t n) {
     if (n == 0) return 1;
     if (n != r->undo || r->tentative) return 0;
-    SWAP_LANE(r->state, r->lanes[0]);
+    SWAP_LANE(r->state, r->lane);
     r->steps -= n;
     r->undo = 0;
     return 1;
@@ -132,12 +191,18 @@ int kvc_recurrent_take_back(kvc_recurrent *r, size_t n) {
 
 static size_t recurrent_memory_bytes(const void *state) {
     const kvc_recurrent *r = state;
-    return (1 + r->tentative) * recurrent_len(r) * sizeof(float);
+    const size_t states = r->tentative ? 1 + marks_of(r, r->tentative) : 0; /* the lane, the marks */
+    const size_t verify = states * recurrent_len(r) + r->tentative * draft_len(r);
+    return (recurrent_len(r) + verify) * sizeof(float);
 }
 
 static size_t recurrent_capacity_bytes(const void *state) {
     const kvc_recurrent *r = state;
-    return sizeof *r + r->lane_cap * sizeof(float *) + (1 + r->lane_cap) * recurrent_len(r) * sizeof(float);
+    const size_t lane = r->lane ? recurrent_len(r) : 0;
+    const size_t scratch = r->drafts.scratch ? 2 * r->value_heads * r->value_dim : 0;
+    const size_t marks = r->drafts.mark_cap * recurrent_len(r);
+    return sizeof *r + r->drafts.mark_cap * sizeof(float *) +
+           (recurrent_len(r) + lane + marks + r->drafts.cap * draft_len(r) + scratch) * sizeof(float);
 }
 
 static size_t recurrent_steps(const void *state) {
@@ -247,9 +312,21 @@ typedef struct heads_job {
     const float *skip;  /* Mamba-2's D [value_heads] */
     float *work;        /* [value_heads x value_dim]: each delta head's d */
     const float *first; /* the state the first token reads */
-    float *const *dst;  /* [T]: the state token t writes (lanes) */
-    float *out;         /* [T x value_heads x value_dim] */
+    float *dst;         /* the state every token writes (the lane; the state itself in a replay) */
+    float *out;         /* [T x value_heads x value_dim]; a replay's [value_heads x value_dim], each token's in turn */
+    size_t out_step;    /* heads between two tokens' outputs: value_heads, or 0 in a replay */
+    size_t drafts;      /* during a verify, the drafts before the call (else 0) */
+    float *const *marks; /* during a verify, the marks (else NULL) */
 } heads_job;
+
+/* During a verify, before draft g (the call's token t) steps a head from
+ * `head`, its state at `at` of the state: that state, after g drafts,
+ * copied to its mark where g is a KVC_MARK_EVERY-th. */
+static void mark(const heads_job *job, size_t t, size_t at, const float *head) {
+    const size_t g = job->drafts + t;
+    if (job->marks && g > 0 && g % KVC_MARK_EVERY == 0)
+        memcpy(job->marks[g / KVC_MARK_EVERY - 1] + at, head, head_len(job->r) * sizeof(float));
+}
 
 static void delta_task(void *context, size_t h, size_t thread) {
     (void)thread;
@@ -264,9 +341,10 @@ static void delta_task(void *context, size_t h, size_t thread) {
         const float *q = row + kh * dk;
         const float *k = row + r->key_heads * dk + kh * dk;
         const float *v = row + 2 * r->key_heads * dk + h * dv;
-        float *dst = job->dst[t] + at;
+        float *dst = job->dst + at;
+        mark(job, t, at, src);
         job->kernels->delta_step_f32(dk, dv, job->gates[0][t * H + h], job->gates[1][t * H + h], k, v, q, src, dst,
-                                     job->work + h * dv, job->out + (t * H + h) * dv);
+                                     job->work + h * dv, job->out + (t * job->out_step + h) * dv);
         src = dst;
     }
 }
@@ -282,11 +360,23 @@ static void mamba2_task(void *context, size_t h, size_t thread) {
     for (size_t t = 0; t < job->T; t++) {
         const float *row = job->y + t * C;
         const float *x = row + h * dv, *B = row + H * dv + g * ds, *Cg = row + H * dv + (G + g) * ds;
-        float *dst = job->dst[t] + at, *out = job->out + (t * H + h) * dv;
+        float *dst = job->dst + at, *out = job->out + (t * job->out_step + h) * dv;
+        mark(job, t, at, src);
         job->kernels->ssm_step_f32(ds, dv, job->gates[1][t * H + h], job->gates[0][t * H + h], x, B, Cg, src, dst, out);
-        for (size_t j = 0; j < dv; j++) out[j] = out[j] + x[j] * job->skip[h];
+        if (job->skip) /* a replay's outputs are not read: no skip */
+            for (size_t j = 0; j < dv; j++) out[j] = out[j] + x[j] * job->skip[h];
         src = dst;
     }
+}
+
+/* The heads' task of a kind of heads. */
+static kvc_task_fn *task_of(kvc_kind rule) {
+    return rule == KVC_KIND_DELTA ? delta_task : mamba2_task;
+}
+
+/* The pool's estimate of T steps of every head. */
+static uint64_t cost_of(const kvc_recurrent *r, size_t T) {
+    return (uint64_t)T * r->value_heads * head_len(r) * (r->rule == KVC_KIND_DELTA ? 4 : 3);
 }
 
 /* x / (1 + e^-x) */
@@ -346,26 +436,20 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
     if (!kernels->all_finite(T * C, x) || !kernels->all_finite(C * K, weights)) return KVC_E_NONFINITE_INPUT;
     if (r->steps + r->tentative + T > KVC_MAX_POSITIONS) return KVC_E_TOO_LONG;
 
-    /* Lanes: a verify's tokens each their own, after those it has; else lane 0. */
+    /* The lane: a verify's later calls step it on, every other call starts it from the state. */
     const size_t base = layer->verifying ? r->tentative : 0;
-    if (reserve_lanes(r, layer->verifying ? base + T : 1) != KVC_OK) return KVC_E_NOMEM;
+    if (reserve(r, layer->verifying, base + T) != KVC_OK) return KVC_E_NOMEM;
     /* The window of inputs (the kept rows, then x), the weights tap-major,
      * the convolved channels, each head's d (delta) or two gates a token
-     * (Mamba-2), and each token's lane. */
+     * (Mamba-2). */
     const size_t kept = K - 1;
     const size_t work = H * r->value_dim + 2 * T * H;
     float *window = kvc_realloc_array(NULL, (kept + T + K + T) * C + work, sizeof(float));
-    float **dst = kvc_realloc_array(NULL, T, sizeof(float *));
-    if (!window || !dst) {
-        kvc_free(window);
-        kvc_free(dst);
-        return KVC_E_NOMEM;
-    }
+    if (!window) return KVC_E_NOMEM;
     float *taps = window + (kept + T) * C;
     float *y = taps + K * C;
     float *heads_work = y + T * C, *gates = heads_work + H * r->value_dim;
-    const float *first = base ? r->lanes[base - 1] : r->state;
-    for (size_t t = 0; t < T; t++) dst[t] = layer->verifying ? r->lanes[base + t] : r->lanes[0];
+    const float *first = base ? r->lane : r->state;
 
     memcpy(window, first, kept * C * sizeof(float));
     memcpy(window + kept * C, x, T * C * sizeof(float));
@@ -373,12 +457,11 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
         for (size_t k = 0; k < K; k++) taps[k * C + c] = weights[c * K + k];
     }
     for (size_t t = 0; t < T; t++) kernels->conv_taps_f32(C, K, window + t * C, taps, y + t * C);
-    /* Each lane keeps the K - 1 newest inputs of its token. */
-    for (size_t t = 0; t < T; t++) {
-        if (layer->verifying || t == T - 1) memcpy(dst[t], window + (t + 1) * C, kept * C * sizeof(float));
-    }
+    /* The lane keeps the K - 1 newest inputs. */
+    memcpy(r->lane, window + T * C, kept * C * sizeof(float));
 
-    heads_job job = {r, kernels, T, y, {NULL, NULL}, in->d, heads_work, first, dst, out};
+    heads_job job = {r,     kernels, T, y, {NULL, NULL}, in->d, heads_work, first, r->lane, out, H,
+                     base, layer->verifying ? r->drafts.marks : NULL};
     if (kind == KVC_KIND_CONV) {
         memcpy(out, y, T * C * sizeof(float));
     } else if (kind == KVC_KIND_DELTA) {
@@ -391,7 +474,6 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
         }
         job.gates[0] = in->alpha;
         job.gates[1] = in->beta;
-        kvc_pool_run(delta_task, &job, H, kvc_pool_threads(), (uint64_t)T * H * head_len(r) * 4);
     } else { /* Mamba-2: the bias, SiLU; per head and token dt's softplus and the decay exp(dt a) */
         for (size_t t = 0; t < T; t++) {
             for (size_t c = 0; c < C; c++) y[t * C + c] = silu(in->conv_bias ? y[t * C + c] + in->conv_bias[c] : y[t * C + c]);
@@ -403,19 +485,52 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
         }
         job.gates[0] = gates;
         job.gates[1] = gates + T * H;
-        kvc_pool_run(mamba2_task, &job, H, kvc_pool_threads(), (uint64_t)T * H * head_len(r) * 3);
     }
+    if (layer->verifying) { /* the drafts' inputs, for a replay */
+        kvc_drafts *d = &r->drafts;
+        memcpy(d->x + base * C, x, T * C * sizeof(float));
+        if (kind != KVC_KIND_CONV) {
+            memcpy(d->y + base * C, y, T * C * sizeof(float));
+            for (int g = 0; g < 2; g++) memcpy(d->gates[g] + base * H, job.gates[g], T * H * sizeof(float));
+        }
+    }
+    if (kind != KVC_KIND_CONV) kvc_pool_run(task_of(kind), &job, H, kvc_pool_threads(), cost_of(r, T));
     kvc_free(window);
-    kvc_free(dst);
 
     if (layer->verifying) {
         r->tentative += T;
     } else {
-        SWAP_LANE(r->state, r->lanes[0]);
+        SWAP_LANE(r->state, r->lane);
         r->steps += T;
         r->undo = T;
     }
     return KVC_OK;
+}
+
+/* accept(j) of a verify's k drafts, 0 < j < k: the state after draft j
+ * from the mark at or below j (or the state itself), stepped again to j
+ * from the drafts' inputs in place -- the convolution's kept inputs (the
+ * newest K - 1 of the state's and the j drafts'), then each head's scan
+ * over the drafts past the mark, the drafts' own steps (the same inputs,
+ * kernels and order: the same bits).  Allocates nothing: reserve() made
+ * room at the drafts. */
+static void replay(kvc_recurrent *r, size_t j) {
+    const size_t C = r->channels, kept = r->kernel - 1, H = r->value_heads, dv = r->value_dim;
+    kvc_drafts *d = &r->drafts;
+    const size_t marked = r->rule == KVC_KIND_CONV ? 0 : j / KVC_MARK_EVERY; /* marks at or below j */
+    float *to = marked ? d->marks[marked - 1] : r->state;
+    if (j >= kept) {
+        memcpy(to, d->x + (j - kept) * C, kept * C * sizeof(float));
+    } else { /* the state's newest inputs, then the drafts' (memmove: `to` may be the state) */
+        memmove(to, r->state + j * C, (kept - j) * C * sizeof(float));
+        memcpy(to + (kept - j) * C, d->x, j * C * sizeof(float));
+    }
+    if (marked) SWAP_LANE(r->state, d->marks[marked - 1]);
+    const size_t from = marked * KVC_MARK_EVERY;
+    if (r->rule == KVC_KIND_CONV || j == from) return;
+    heads_job job = {r,     kvc_kernels_active(), j - from, d->y + from * C, {d->gates[0] + from * H, d->gates[1] + from * H},
+                     NULL,  d->scratch + H * dv,  r->state, r->state,       d->scratch, 0, 0, NULL};
+    kvc_pool_run(task_of(r->rule), &job, H, kvc_pool_threads(), cost_of(r, j - from));
 }
 
 kvc_status kvc_layer_conv_n(kvc_layer *layer, size_t T, const float *x, const float *weights, float *y) {

@@ -66,7 +66,7 @@ kvc_status kvc_layer_begin_verify(kvc_layer *layer) {
     layer->verifying = 1;
     layer->verify_base = layer->seq_len;
     kvc_recurrent *r = kvc_recurrent_of(layer);
-    if (r) r->undo = 0; /* the drafts' lanes overwrite what it would take back */
+    if (r) r->undo = 0; /* the drafts overwrite the lane that would take it back */
     return KVC_OK;
 }
 

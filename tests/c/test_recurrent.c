@@ -270,14 +270,27 @@ TEST(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one) {
     }
 }
 
+/* A layer's state after 10 tokens, 8 drafts and accept(5): a replay's. */
+static void accept_some(const heads_kind *k, const inputs *in, float *state) {
+    kvc_layer *layer = k->make();
+    float out[MAX_T * HV * DV];
+    CHECK_OK(k->tokens(layer, in, 0, 10, out));
+    CHECK_OK(kvc_layer_begin_verify(layer));
+    CHECK_OK(k->tokens(layer, in, 10, 8, out));
+    CHECK_OK(kvc_layer_accept(layer, 5));
+    state_of(layer, state);
+    kvc_layer_free(layer);
+}
+
 TEST(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads) {
     const inputs in = make_inputs(4);
     FOR_EACH_KIND(k) {
-        float want[MAX_T * HV * DV], got[MAX_T * HV * DV];
+        float want[MAX_T * HV * DV], got[MAX_T * HV * DV], want_state[STATE_LEN], got_state[STATE_LEN];
         CHECK_OK(kvc_set_threads(1));
         kvc_layer *layer = k->make();
         CHECK_OK(k->tokens(layer, &in, 0, MAX_T, want));
         kvc_layer_free(layer);
+        accept_some(k, &in, want_state);
         const size_t min_work = kvc_pool_set_min_work(0); /* every call on the pool */
         for (size_t threads = 2; threads <= 4; threads++) {
             const kvc_status status = kvc_set_threads(threads);
@@ -291,6 +304,8 @@ TEST(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads)
             CHECK_OK(k->tokens(layer, &in, 0, MAX_T, got));
             CHECK(memcmp(got, want, sizeof got) == 0);
             kvc_layer_free(layer);
+            accept_some(k, &in, got_state);
+            CHECK(memcmp(got_state, want_state, sizeof got_state) == 0);
         }
         kvc_pool_set_min_work(min_work);
         CHECK_OK(kvc_set_threads(1));
@@ -299,36 +314,75 @@ TEST(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads)
 
 /* ---- speculative verify and taking back ---- */
 
+/* What a verify of k drafts holds besides the state, in floats: a second
+ * state (the drafts'), one more after every KVC_MARK_EVERY-th draft that a
+ * later one stepped past, and each draft's inputs, convolved channels and
+ * two gates a head. */
+#define VERIFY_LEN(k) ((1 + ((k) - 1) / KVC_MARK_EVERY) * STATE_LEN + (k) * (2 * CH + 2 * HV))
+
 TEST(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing) {
     const inputs in = make_inputs(5);
     const size_t prefix = 5;
     FOR_EACH_KIND(kind) {
-        for (size_t k = 1; k <= 8; k++) {
+        for (size_t k = 1; k <= 13; k++) { /* up to three marks */
             for (size_t j = 0; j <= k; j++) {
-                kvc_layer *plain = kind->make(), *spec = kind->make();
-                float out[MAX_T * HV * DV], drafts[MAX_T * HV * DV], want[STATE_LEN], got[STATE_LEN];
-                CHECK_OK(kind->tokens(plain, &in, 0, prefix + j, out));
-                CHECK_OK(kind->tokens(spec, &in, 0, prefix, out));
-                CHECK_OK(kvc_layer_begin_verify(spec));
-                CHECK_OK(kind->tokens(spec, &in, prefix, k, drafts));
-                /* Each draft's output is plain decoding's. */
-                CHECK(memcmp(drafts, out + prefix * HV * DV, j * HV * DV * sizeof(float)) == 0);
-                CHECK(kvc_layer_draft_len(spec) == k);
-                CHECK(kvc_layer_memory_bytes(spec) == (1 + k) * STATE_LEN * sizeof(float));
-                CHECK_OK(kvc_layer_accept(spec, j));
-                state_of(plain, want);
-                state_of(spec, got);
-                CHECK(memcmp(got, want, sizeof got) == 0);
-                CHECK(kvc_layer_steps(spec) == prefix + j);
-                CHECK(kvc_layer_memory_bytes(spec) == STATE_LEN * sizeof(float));
-                /* And it goes on as plain decoding does. */
-                float a[HV * DV], b[HV * DV];
-                CHECK_OK(kind->tokens(plain, &in, prefix + j, 1, a));
-                CHECK_OK(kind->tokens(spec, &in, prefix + j, 1, b));
-                CHECK(memcmp(a, b, sizeof a) == 0);
-                kvc_layer_free(plain);
-                kvc_layer_free(spec);
+                /* The drafts in one call, or a call each (accept then steps again over several calls' inputs). */
+                for (int one_a_call = 0; one_a_call < 2; one_a_call++) {
+                    kvc_layer *plain = kind->make(), *spec = kind->make();
+                    float out[MAX_T * HV * DV], drafts[MAX_T * HV * DV], want[STATE_LEN], got[STATE_LEN];
+                    CHECK_OK(kind->tokens(plain, &in, 0, prefix + j, out));
+                    CHECK_OK(kind->tokens(spec, &in, 0, prefix, out));
+                    CHECK_OK(kvc_layer_begin_verify(spec));
+                    if (one_a_call) {
+                        for (size_t t = 0; t < k; t++) CHECK_OK(kind->tokens(spec, &in, prefix + t, 1, drafts + t * HV * DV));
+                    } else {
+                        CHECK_OK(kind->tokens(spec, &in, prefix, k, drafts));
+                    }
+                    /* Each draft's output is plain decoding's. */
+                    CHECK(memcmp(drafts, out + prefix * HV * DV, j * HV * DV * sizeof(float)) == 0);
+                    CHECK(kvc_layer_draft_len(spec) == k);
+                    CHECK(kvc_layer_memory_bytes(spec) == (STATE_LEN + VERIFY_LEN(k)) * sizeof(float));
+                    CHECK_OK(kvc_layer_accept(spec, j));
+                    state_of(plain, want);
+                    state_of(spec, got);
+                    CHECK(memcmp(got, want, sizeof got) == 0);
+                    CHECK(kvc_layer_steps(spec) == prefix + j);
+                    CHECK(kvc_layer_memory_bytes(spec) == STATE_LEN * sizeof(float));
+                    /* And it goes on as plain decoding does. */
+                    float a[HV * DV], b[HV * DV];
+                    CHECK_OK(kind->tokens(plain, &in, prefix + j, 1, a));
+                    CHECK_OK(kind->tokens(spec, &in, prefix + j, 1, b));
+                    CHECK(memcmp(a, b, sizeof a) == 0);
+                    kvc_layer_free(plain);
+                    kvc_layer_free(spec);
+                }
             }
+        }
+    }
+}
+
+TEST(a_conv_layers_accept_j_should_keep_plain_decodings_newest_inputs) {
+    const inputs in = make_inputs(11);
+    const size_t prefix = 2; /* fewer than the taps keep: accept(j) shifts kept inputs and drafts' together */
+    for (size_t k = 1; k <= 8; k++) {
+        for (size_t j = 0; j <= k; j++) {
+            kvc_layer *plain, *spec;
+            CHECK_OK(kvc_layer_create_conv(CH, TAPS, &plain));
+            CHECK_OK(kvc_layer_create_conv(CH, TAPS, &spec));
+            float out[MAX_T * CH], want[(TAPS - 1) * CH], got[(TAPS - 1) * CH];
+            CHECK_OK(kvc_layer_conv_n(plain, prefix + j, in.x, in.w, out));
+            CHECK_OK(kvc_layer_conv_n(spec, prefix, in.x, in.w, out));
+            CHECK_OK(kvc_layer_begin_verify(spec));
+            CHECK_OK(kvc_layer_conv_n(spec, k, in.x + prefix * CH, in.w, out));
+            /* The state, the drafts' and each draft's inputs. */
+            CHECK(kvc_layer_memory_bytes(spec) == (2 * (TAPS - 1) + k) * CH * sizeof(float));
+            CHECK_OK(kvc_layer_accept(spec, j));
+            state_of(plain, want);
+            state_of(spec, got);
+            CHECK(memcmp(got, want, sizeof got) == 0);
+            CHECK(kvc_layer_steps(spec) == prefix + j);
+            kvc_layer_free(plain);
+            kvc_layer_free(spec);
         }
     }
 }
@@ -350,7 +404,7 @@ TEST(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else) {
         CHECK(kvc_layer_steps(layer) == 4);
         /* Once: the call before is not held. */
         CHECK_STATUS(kvc_layer_truncate_last(layer, 4), KVC_E_KIND);
-        /* A verify's lanes overwrite what it would have taken back. */
+        /* A verify's drafts overwrite what it would have taken back. */
         CHECK_OK(k->tokens(layer, &in, 4, 3, out));
         CHECK_OK(kvc_layer_begin_verify(layer));
         CHECK_STATUS(kvc_layer_truncate_last(layer, 3), KVC_E_VERIFYING);
@@ -554,7 +608,7 @@ TEST(out_of_memory_should_fail_the_call_and_keep_the_state) {
         state_of(layer, before);
         for (int verify = 0; verify < 2; verify++) {
             if (verify) CHECK_OK(kvc_layer_begin_verify(layer));
-            for (long at = 0; at < 4; at++) {
+            for (long at = 0; at < 8; at++) { /* the lane, the drafts' four arrays and scratch, the call's window */
                 test_fault_arm(at, 0);
                 const kvc_status status = k->tokens(layer, &in, 2, 5, out);
                 test_fault_arm(-1, 0);
@@ -581,6 +635,7 @@ RUN_TESTS(CASE(delta_and_mamba2_layers_should_give_the_bits_of_their_definitions
           CASE(a_call_of_t_tokens_should_give_the_bits_of_t_calls_of_one),
           CASE(delta_and_mamba2_layers_should_give_the_same_bits_on_any_number_of_threads),
           CASE(accept_j_of_k_drafts_should_give_plain_decodings_state_and_reject_should_change_nothing),
+          CASE(a_conv_layers_accept_j_should_keep_plain_decodings_newest_inputs),
           CASE(truncate_last_should_take_back_exactly_the_last_call_and_nothing_else),
           CASE(a_fork_should_copy_the_state_and_go_its_own_way),
           CASE(a_snapshot_should_restore_bit_for_bit_and_go_on_the_same),

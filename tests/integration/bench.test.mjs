@@ -27,7 +27,7 @@ test('npm run bench -- --quick runs every benchmark and produces numbers in ever
     assert.equal(run.status, 0, run.stderr);
     const { machine, tables } = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'));
     assert.ok(machine.cpu && machine.node);
-    assert.deepEqual(tables.map((t) => t.name), ['attention', 'attention-targets', 'attention-ratios', 'attention-q4', 'attention-relaxed', 'attention-pages', 'attention-profile', 'append', 'rollback', 'snapshot', 'generation', 'sharing-forks', 'sharing-prefix', 'sharing-prompt-api', 'window', 'llm', 'llm-load', 'chat', 'store-prefix', 'store-load', 'store-conversation', 'structured', 'native', 'native-profile', 'vision', 'vision-agreement', 'embeddings', 'embeddings-memory']);
+    assert.deepEqual(tables.map((t) => t.name), ['attention', 'attention-targets', 'attention-ratios', 'attention-q4', 'attention-relaxed', 'attention-pages', 'attention-profile', 'append', 'rollback', 'verify', 'snapshot', 'generation', 'sharing-forks', 'sharing-prefix', 'sharing-prompt-api', 'window', 'llm', 'llm-load', 'chat', 'store-prefix', 'store-load', 'store-conversation', 'structured', 'native', 'native-profile', 'vision', 'vision-agreement', 'embeddings', 'embeddings-memory']);
     for (const table of tables) {
       if (table.rows.length === 0) {
         assert.match(table.notes.join(' '), /skipped/, `${table.name} has rows or says why not`);
