@@ -10,7 +10,7 @@
 // 64-token prompt, then 8 drafts through Llama#forward in a verify and
 // Llama#keep(j), against a plain forward of the same 8 tokens (taken back
 // untimed), on the threads init() gave this process.
-import { mkdirSync, readFileSync as readFile } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LayerKvCache, threadCount } from '../js/index.js';
@@ -119,7 +119,7 @@ function verifyRows(quick) {
   for (const [real, tiny] of HYBRIDS) {
     const name = quick ? tiny : real;
     const path = modelFile(MODELS, `${name}-Q8_0`, () => randomLlama(GEOMETRIES[name], { mix: 'Q8_0', seed: 1 }));
-    const llama = Llama.fromGguf(new Uint8Array(readFile(path)));
+    const llama = Llama.fromGguf(readFileSync(path));
     const session = llama.session();
     const ids = Array.from({ length: PROMPT + VERIFY_DRAFTS }, (_, i) => 3 + ((i * 7919) % (llama.config.vocabSize - 3)));
     llama.forward(session.cache, ids.slice(0, PROMPT), { logits: 0 });

@@ -1,7 +1,8 @@
-// What the grammars of the call formats whose arguments are not JSON
-// (LFM2's Python calls, Gemma 4's calls) build theirs from: rules made one
-// by one, lists with their bounds, and keyed arguments where those not
-// required may be left out.
+// What the call formats whose arguments are not JSON (LFM2's Python calls,
+// Gemma 4's calls, XML parameters) build theirs from: rules made one by
+// one, lists with their bounds, keyed arguments where those not required
+// may be left out, a tool's refusals, and a value's JSON where it is JSON.
+import { shown } from '../runtime/checks.js';
 import { checkNumberBounds, hasNumberBounds } from '../runtime/number-ranges.js';
 
 /**
@@ -28,8 +29,30 @@ export function grammarRules(where, name) {
       rules.push(`${id} ::= ${body}`);
       return id;
     },
-    fail: (path, why) => { throw new TypeError(`${where}: options.tools: ${name}'s parameters${path} ${why}`); },
+    fail: toolFail(where, name),
   };
+}
+
+/** fail(path, why): throws the TypeError of `where` naming tool `name`'s parameter at `path`. */
+export function toolFail(where, name) {
+  return (path, why) => { throw new TypeError(`${where}: options.tools: ${name}'s parameters${path} ${why}`); };
+}
+
+/** An object schema's properties as [key, schema] entries in order and its required keys, each of which must be one of them. */
+export function keyedProperties(parameters, fail) {
+  const properties = Object.entries(parameters.properties ?? {});
+  const required = new Set(parameters.required ?? []);
+  for (const r of required) if (!properties.some(([k]) => k === r)) fail('/required', `names ${shown(r)}, which is not a property`);
+  return { properties, required };
+}
+
+/** The JSON value of `text`, or undefined when it is not JSON. */
+export function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The EBNF of a list of `item` in [...] (`separator` between items, EBNF), bounded as an array schema's minItems and maxItems say. */

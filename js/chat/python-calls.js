@@ -8,7 +8,7 @@
 // arguments for a tool's parameters schema (its properties in order, the
 // optional ones may be left out); parsePythonCalls(text) reads the calls.
 import { shown } from '../runtime/checks.js';
-import { grammarRules, keyedSequence, listOf, numberOf } from './call-grammar.js';
+import { grammarRules, keyedProperties, keyedSequence, listOf, numberOf } from './call-grammar.js';
 import { NUMBER_BOUNDS } from '../runtime/number-ranges.js';
 
 // What a Python-style argument can be, by schema keyword; anything else is refused.
@@ -80,9 +80,7 @@ export function kwargsGrammar(where, name, parameters) {
   for (const key of Object.keys(parameters)) {
     if (!['type', 'properties', 'required', 'additionalProperties', ...ANNOTATIONS].includes(key)) fail(`/${key}`, 'is not supported in a Python-style call (LFM2\'s)');
   }
-  const properties = Object.entries(parameters.properties ?? {});
-  const required = new Set(parameters.required ?? []);
-  for (const r of required) if (!properties.some(([k]) => k === r)) fail('/required', `names ${shown(r)}, which is not a property`);
+  const { properties, required } = keyedProperties(parameters, fail);
   const args = properties.map(([key, schema]) => {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) fail(`/properties/${key}`, 'is not a Python keyword argument name');
     return { required: required.has(key), rule: rule(`${literal(`${key}=`)} ${value(schema, `/properties/${key}`)}`) };

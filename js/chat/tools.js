@@ -22,6 +22,7 @@
 // A template without tools (Gemma 3's) or with another format is refused
 // when tools are given, naming the template's lack.
 import { shown } from '../runtime/checks.js';
+import { parseJson } from './call-grammar.js';
 import { argumentsGrammar, parseGemma4Reply } from './gemma4-calls.js';
 import { kwargsGrammar, parsePythonCalls } from './python-calls.js';
 import { parametersFormat, parseXmlCall } from './xml-calls.js';
@@ -100,14 +101,6 @@ const FORMATS = {
     },
   },
 };
-
-function parseJson(text) {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
 
 /** A call object's name and arguments ({ name, [argumentsKey] }, the arguments an object or its JSON text); null if it is none. */
 function callOf(value, argumentsKey) {

@@ -7,7 +7,7 @@
 // call's parameters for a tool's parameters schema (its properties in
 // order, the optional ones may be left out); parseXmlCall(text, tools)
 // reads one call.
-import { shown } from '../runtime/checks.js';
+import { keyedProperties, parseJson, toolFail } from './call-grammar.js';
 
 // A string value stops at the `<` of its closing tag: it holds no `<` of its own.
 const STRING_CHARACTERS = '[^<]';
@@ -41,11 +41,9 @@ function stringValue(fail, path, schema) {
  * cannot carry.
  */
 export function parametersFormat(where, name, parameters) {
-  const fail = (path, why) => { throw new TypeError(`${where}: options.tools: ${name}'s parameters${path} ${why}`); };
+  const fail = toolFail(where, name);
   if (parameters?.type !== 'object') fail('', 'must be { type: \'object\', properties }');
-  const properties = Object.entries(parameters.properties ?? {});
-  const required = new Set(parameters.required ?? []);
-  for (const r of required) if (!properties.some(([k]) => k === r)) fail('/required', `names ${shown(r)}, which is not a property`);
+  const { properties, required } = keyedProperties(parameters, fail);
   const elements = properties.map(([key, schema]) => {
     const path = `/properties/${key}`;
     if (!/^[^<>\s]+$/.test(key)) fail(path, 'is not a name an XML call\'s <parameter=...> can hold');
@@ -77,9 +75,6 @@ export function parseXmlCall(text, tools) {
 
 function argumentOf(text, schema) {
   if (takesStringsOnly(schema)) return text;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  const value = parseJson(text);
+  return value === undefined ? text : value;
 }

@@ -162,7 +162,7 @@ static kvc_status reserve(kvc_recurrent *r, int verifying, size_t count) {
     return KVC_OK;
 }
 
-#define SWAP_LANE(a, b) \
+#define SWAP_STATES(a, b) \
     do { \
         float *swapped_ = (a); \
         (a) = (b); \
@@ -173,7 +173,7 @@ static void replay(kvc_recurrent *r, size_t j);
 
 static void recurrent_commit(void *state, size_t j) {
     kvc_recurrent *r = state;
-    if (j > 0 && j == r->tentative) SWAP_LANE(r->state, r->lane);
+    if (j > 0 && j == r->tentative) SWAP_STATES(r->state, r->lane);
     else if (j > 0) replay(r, j);
     r->steps += j;
     r->tentative = 0;
@@ -183,7 +183,7 @@ static void recurrent_commit(void *state, size_t j) {
 int kvc_recurrent_take_back(kvc_recurrent *r, size_t n) {
     if (n == 0) return 1;
     if (n != r->undo || r->tentative) return 0;
-    SWAP_LANE(r->state, r->lane);
+    SWAP_STATES(r->state, r->lane);
     r->steps -= n;
     r->undo = 0;
     return 1;
@@ -500,7 +500,7 @@ static kvc_status step(kvc_layer *layer, kvc_kind kind, size_t T, const float *x
     if (layer->verifying) {
         r->tentative += T;
     } else {
-        SWAP_LANE(r->state, r->lane);
+        SWAP_STATES(r->state, r->lane);
         r->steps += T;
         r->undo = T;
     }
@@ -525,7 +525,7 @@ static void replay(kvc_recurrent *r, size_t j) {
         memmove(to, r->state + j * C, (kept - j) * C * sizeof(float));
         memcpy(to + (kept - j) * C, d->x, j * C * sizeof(float));
     }
-    if (marked) SWAP_LANE(r->state, d->marks[marked - 1]);
+    if (marked) SWAP_STATES(r->state, d->marks[marked - 1]);
     const size_t from = marked * KVC_MARK_EVERY;
     if (r->rule == KVC_KIND_CONV || j == from) return;
     heads_job job = {r,     kvc_kernels_active(), j - from, d->y + from * C, {d->gates[0] + from * H, d->gates[1] + from * H},
