@@ -114,7 +114,7 @@ function files(quick, only) {
       ...['gemma-3-270m', 'gemma-3-1b', 'smollm3-3b'].flatMap((g) => ['Q8_0', 'Q4_K_M'].map((mix) => [GEOMETRIES[g], mix, false])),
       ...['phi-3.5-mini', 'phi-4-mini'].map((g) => [GEOMETRIES[g], 'Q4_K_M', false]),
       ...[['lfm2-350m', 'Q8_0'], ['lfm2-1.2b', 'Q4_K_M'], ['qwen3.5-0.8b', 'Q8_0'], ['granite-4.0-h-350m', 'Q8_0'],
-        ['granite-4.0-h-1b', 'Q4_K_M'], ['falcon-h1-0.5b', 'Q4_K_M']].map(([g, mix]) => [GEOMETRIES[g], mix, false]),
+        ['granite-4.0-h-1b', 'Q4_K_M'], ['falcon-h1-0.5b', 'Q4_K_M'], ['nemotron-3-nano-4b', 'Q4_K_M']].map(([g, mix]) => [GEOMETRIES[g], mix, false]),
       ...['gemma-4-e2b', 'ministral-3-3b'].map((g) => [GEOMETRIES[g], 'Q4_K_M', false])];
   const named = (g, mix) => `${g.name}-${mix}`;
   const unknown = only?.filter((name) => !all.some(([g, mix]) => named(g, mix) === name));

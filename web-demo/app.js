@@ -1231,8 +1231,10 @@ async function useModel(input, name, bytes, { projector, projectorName, huggingF
       conversation: stored.store ? `demo: ${new URL(input, location.href).href}` : null };
     remote = null;
     local = null;
-    await chat?.free();
+    // The old chat is closed before it is freed: the page's state never pairs the new model with it.
+    const closing = chat;
     chat = null;
+    await closing?.free();
     clearPanels();
     await before?.remote.free();
     before?.local?.free();

@@ -32,7 +32,7 @@ import { ggmlType, GGML_TYPES } from './types.mjs';
 import { gguf, writeGgufFile } from './writer.mjs';
 
 /** nemotron_h's layers as config.json's hybrid_override_pattern spells them (M Mamba-2, * attention, - MLP). */
-function hybridPattern(pattern) {
+export function hybridPattern(pattern) {
   return { numLayers: pattern.length, pattern };
 }
 
@@ -119,9 +119,8 @@ export const GEOMETRIES = {
   'granite-4.0-h-350m': { name: 'granite-4.0-h-350m', architecture: 'granitehybrid', dim: 768, numLayers: 32, numHeads: 12, numKvHeads: 4, hiddenDim: 2048, vocabSize: 100352, contextLength: 32768, ropeBase: 10000, eps: 1e-5, tied: true, attentionLayers: [10, 13, 17, 27], ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 48, innerSize: 1536 }, multipliers: { embedding: 12, residual: 0.246, attention: 1 / 64, logits: 3 } },
   // Its multipliers are the 350M's with its attention's 1/head: the 1B's config.json was not at hand.
   'granite-4.0-h-1b': { name: 'granite-4.0-h-1b', architecture: 'granitehybrid', dim: 1536, numLayers: 40, numHeads: 12, numKvHeads: 4, hiddenDim: 4096, vocabSize: 100352, contextLength: 131072, ropeBase: 10000, eps: 1e-5, tied: true, attentionLayers: [5, 15, 25, 35], ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 48, innerSize: 3072 }, multipliers: { embedding: 12, residual: 0.246, attention: 1 / 128, logits: 3 } },
-  // NVIDIA-Nemotron-3-Nano-4B's widths with 7 of its 42 blocks (its layers 9 to 15, the first
-  // attention among them), so that a test's file holds every kind in a fraction of the size.
-  'nemotron-3-nano-4b': { name: 'nemotron-3-nano-4b', architecture: 'nemotron_h', dim: 3136, ...hybridPattern('M-M*-M-'), numHeads: 40, numKvHeads: 8, headDim: 128, hiddenDim: 12544, vocabSize: 131072, contextLength: 262144, ropeBase: 10000, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 128, groupCount: 8, timeStepRank: 96, innerSize: 7680 } },
+  // NVIDIA-Nemotron-3-Nano-4B's: 21 Mamba-2, 4 attention and 17 MLP blocks.
+  'nemotron-3-nano-4b': { name: 'nemotron-3-nano-4b', architecture: 'nemotron_h', dim: 3136, ...hybridPattern('M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-'), numHeads: 40, numKvHeads: 8, headDim: 128, hiddenDim: 12544, vocabSize: 131072, contextLength: 262144, ropeBase: 10000, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 128, groupCount: 8, timeStepRank: 96, innerSize: 7680 } },
   // Falcon-H1-0.5B's, without the grouped norm (mamba_rms_norm false).
   'falcon-h1-0.5b': { name: 'falcon-h1-0.5b', architecture: 'falcon-h1', dim: 1024, numLayers: 36, numHeads: 8, numKvHeads: 2, headDim: 64, hiddenDim: 2048, vocabSize: 32784, contextLength: 16384, ropeBase: 1e11, eps: 1e-5, tied: false, ssm: { convKernel: 4, stateSize: 128, groupCount: 1, timeStepRank: 24, innerSize: 1536, norm: false } },
   'qwen3.5-0.8b': { name: 'qwen3.5-0.8b', architecture: 'qwen35', dim: 1024, numLayers: 24, numHeads: 8, numKvHeads: 2, headDim: 256, ropeDims: 64, hiddenDim: 3584, vocabSize: 248320, contextLength: 262144, ropeBase: 10000000, eps: 1e-6, tied: true, ssm: { convKernel: 4, stateSize: 128, groupCount: 16, timeStepRank: 16 } },
