@@ -816,6 +816,14 @@ async function stopReply() {
   await done;
 }
 
+/** Ends the chat: closed before it is freed, so that the page's state never shows it open beside another model. */
+async function closeChat() {
+  const closing = chat;
+  chat = null;
+  await closing?.free();
+  clearPanels();
+}
+
 /**
  * A new chat on the model: a fresh worker session, and a fresh replica
  * beside it. With `restore`, the conversation saved for this model (after
@@ -827,10 +835,7 @@ async function newChat({ restore = false } = {}) {
   const chosen = settings('model');
   if (chosen.errors) return refuse(chosen.errors);
   refuse([]);
-  const closing = chat;
-  chat = null;
-  await closing?.free();
-  clearPanels();
+  await closeChat();
   for (const img of chatLog.querySelectorAll('img.thumb')) URL.revokeObjectURL(img.src);
   chatLog.replaceChildren();
   chatView.replies = [];
@@ -1231,11 +1236,7 @@ async function useModel(input, name, bytes, { projector, projectorName, huggingF
       conversation: stored.store ? `demo: ${new URL(input, location.href).href}` : null };
     remote = null;
     local = null;
-    // The old chat is closed before it is freed: the page's state never pairs the new model with it.
-    const closing = chat;
-    chat = null;
-    await closing?.free();
-    clearPanels();
+    await closeChat();
     await before?.remote.free();
     before?.local?.free();
     const { config } = model.remote;
