@@ -3,15 +3,15 @@
 // TOKENS: the tiny files' tests (tests/js/architectures-native.test.mjs) and
 // the real geometries' (tests/integration/architectures-native.test.mjs).
 import assert from 'node:assert/strict';
-import { mkdtempSync, openAsBlob, rmSync } from 'node:fs';
+import { mkdtempSync, openAsBlob, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import init from '../../js/index.js';
 import { Llama } from '../../js/llama.js';
-import { NEAR_TIE, QUANTIZED_KL, TOKENS, agreement } from './architecture-cases.mjs';
+import { NEAR_TIE, QUANTIZED_KL, TOKENS, agreement, shown } from './architecture-cases.mjs';
 import { writeGgufFile } from '../gguf/writer.mjs';
-import { NATIVE_CONTEXT, closeNativeLlamaCpp, nativeLlamaCppMissing, nativeLogits } from '../runtimes/llamacpp-native.mjs';
+import { NATIVE_CONTEXT, closeNativeLlamaCpp, nativeInProcess, nativeLlamaCppMissing, nativeLogits } from '../runtimes/llamacpp-native.mjs';
 
 /**
  * A test file's oracle: before its tests, init() and why node-llama-cpp
@@ -35,7 +35,13 @@ export function nativeOracle() {
 // Below this the runner agrees with llama.cpp to float rounding, whatever llama.cpp's self-agreement.
 const ROUNDING_KL = 1e-9;
 
-/** Ours and llama.cpp (flash attention off, and on) on the file of `spec` at `path`, over TOKENS: { r, self }. */
+/**
+ * Ours and llama.cpp (flash attention off, and on) on the file of `spec` at
+ * `path`, over TOKENS: { r, self }. With KVC_NATIVE_BUILDS=1 also llama.cpp's
+ * AVX2 build (flash attention off, a process of its own) where the build it
+ * picks for this CPU is another: `builds` the two builds' agreement, `avx2`
+ * the runner's with the AVX2 one -- figures to read, not bounds.
+ */
 export async function agreementWithNative(spec, path) {
   writeGgufFile(path, spec);
   // Room for TOKENS, as llama.cpp's context: Phi-3.5-mini's 32 KV heads would not fit 4096 f32 positions beside its weights.
@@ -46,12 +52,27 @@ export async function agreementWithNative(spec, path) {
     const vocab = llama.config.vocabSize;
     const reference = await nativeLogits(path, TOKENS, vocab);
     const flash = await nativeLogits(path, TOKENS, vocab, { flashAttention: true });
-    return { r: agreement(reference, ours, vocab), self: agreement(reference, flash, vocab) };
+    const found = { r: agreement(reference, ours, vocab), self: agreement(reference, flash, vocab) };
+    if (process.env.KVC_NATIVE_BUILDS) {
+      const out = `${path}.avx2-logits`;
+      nativeInProcess('avx2', 'nativeLogitsToFile', out, path, TOKENS, vocab);
+      const bytes = readFileSync(out);
+      const avx2 = new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+      rmSync(out);
+      Object.assign(found, { builds: agreement(reference, avx2, vocab), avx2: agreement(avx2, ours, vocab) });
+    }
+    return found;
   } finally {
     session.free();
     llama.free();
     rmSync(path, { force: true });
   }
+}
+
+/** A line of what agreementWithNative found, for a case of `name`. */
+export function shownAgreement(name, found) {
+  const builds = found.builds ? `; llama.cpp's AVX2 build vs the one it picks ${shown(found.builds)}; runner vs the AVX2 build ${shown(found.avx2)}` : '';
+  return `# ${name}: runner ${shown(found.r)}; llama.cpp flash attention on vs off ${shown(found.self)}${builds}`;
 }
 
 /**

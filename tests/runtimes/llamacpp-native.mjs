@@ -12,6 +12,7 @@
 //   const e = await nativeEmbeddingTimings(path, [ids1, ids2], { threads: 2 });  // tokens/s, one context
 //   const t2 = nativeInProcess('avx2', 'nativeTimings', path, { promptTokens: 512, decodeTokens: 32, threads: 2 });
 //       // the same in a process of its own, with the AVX2 build alone ('best': as installed); t2.isa its instruction sets
+//   nativeInProcess('avx2', 'nativeLogitsToFile', out, path, tokens, vocab);  // that build's logits, raw f32 in the file out
 //   const ids = await nativeTokenize(vocabPath, text, { special: true });  // a vocabulary-only file will do
 //   const text = await nativeDetokenize(vocabPath, ids, { special: true });
 //   await closeNativeLlamaCpp();
@@ -20,7 +21,7 @@
 // model's arithmetic, not llama.cpp's cache quantization; one context per
 // call, teacher forcing every position in one evaluation.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -282,11 +283,18 @@ export async function closeNativeLlamaCpp() {
 // The installations nativeInProcess runs: node-llama-cpp as installed (it
 // loads the best of its CPU builds for this CPU), and its AVX2 build alone.
 const BUILDS = { best: () => nativeLlamaCppDir, avx2: avx2NativeLlamaCppDir };
+/** nativeLogits(path, tokens, vocab, options) written to the file `out`, raw f32 (a process's answer to nativeInProcess is a line of JSON): { bytes }. */
+async function nativeLogitsToFile(out, path, tokens, vocab, options) {
+  const logits = await nativeLogits(path, tokens, vocab, options);
+  writeFileSync(out, logits);
+  return { bytes: logits.byteLength };
+}
+
 // What it may run there.
-const MEASUREMENTS = { nativeTimings, nativeEmbeddingTimings };
+const MEASUREMENTS = { nativeTimings, nativeEmbeddingTimings, nativeLogitsToFile };
 
 /**
- * measurement(...args) (nativeTimings or nativeEmbeddingTimings) in a
+ * measurement(...args) (nativeTimings, nativeEmbeddingTimings or nativeLogitsToFile) in a
  * process of its own, this module run as a script with `build` ('best' or
  * 'avx2') installed: the measurement's result, with `isa` the instruction
  * sets of the CPU backend that ran it (nativeCpuIsa). A library loads one
