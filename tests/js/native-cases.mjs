@@ -38,9 +38,10 @@ const ROUNDING_KL = 1e-9;
 /**
  * Ours and llama.cpp (flash attention off, and on) on the file of `spec` at
  * `path`, over TOKENS: { r, self }. With KVC_NATIVE_BUILDS=1 also llama.cpp's
- * AVX2 build (flash attention off, a process of its own) where the build it
- * picks for this CPU is another: `builds` the two builds' agreement, `avx2`
- * the runner's with the AVX2 one -- figures to read, not bounds.
+ * AVX2 build (flash attention off, a process of its own): `builds` its
+ * agreement with the build llama.cpp picks for this CPU (the same build,
+ * where that is the AVX2 one), `avx2` the runner's with it -- figures to
+ * read, not bounds.
  */
 export async function agreementWithNative(spec, path) {
   writeGgufFile(path, spec);
